@@ -1,0 +1,38 @@
+/* cgroup backends behind one ops table, chosen once at start.
+ *
+ * A sandbox's cgroup is named by a relative path such as "cell/<id>" (or
+ * "cell-<instance>/<id>" for a non-default state dir). On a pure v2 host that is
+ * /sys/fs/cgroup/<rel>; on a hybrid host (v1 controllers + cgroup2 at
+ * /sys/fs/cgroup/unified) it is <rel> in each v1 controller hierarchy (cpu, cpuacct,
+ * memory, pids, blkio, freezer) plus the unified hierarchy, for process tracking. */
+#pragma once
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "cell/error.h"
+
+struct cell_cgroup_ops {
+	const char *name; /* "v2" or "v1-hybrid" (also "v1" without a unified mount) */
+	/* mkdir -p the cgroup in every hierarchy (idempotent). */
+	int (*create)(const char *rel, struct cell_error *err);
+	/* Move pid into the cgroup in every hierarchy. */
+	int (*attach)(const char *rel, pid_t pid, struct cell_error *err);
+	/* Collect the pids in the cgroup (host pid namespace); *pids is malloc'd. */
+	int (*list_pids)(const char *rel, pid_t **pids, size_t *n, struct cell_error *err);
+	/* SIGKILL every process in the cgroup and wait (bounded) until it is empty. */
+	int (*kill_all)(const char *rel, struct cell_error *err);
+	/* rmdir the cgroup in every hierarchy; missing is success. Fails with -EBUSY while
+	 * processes remain. Also removes the parent instance dir when it became empty. */
+	int (*destroy)(const char *rel, struct cell_error *err);
+	/* The main path shown to users (v2 path, or the v1 memory hierarchy path), into buf. */
+	void (*describe)(const char *rel, char *buf, size_t size);
+};
+
+/* Detect the host's layout once (statfs of /sys/fs/cgroup, /sys/fs/cgroup/unified) and
+ * return the matching backend; NULL with err filled when neither is usable. The root can be
+ * overridden for tests with the env var CELL_CGROUP_ROOT (default /sys/fs/cgroup). */
+const struct cell_cgroup_ops *cell_cgroup_detect(struct cell_error *err);
+
+extern const struct cell_cgroup_ops cell_cgroup_v2_ops;
+extern const struct cell_cgroup_ops cell_cgroup_v1_ops;

@@ -1,0 +1,84 @@
+/* The relay between celld and cell-init: length-prefixed frames on a Unix stream socket.
+ *
+ * Every frame is an 8-byte header followed by `len` payload bytes:
+ *
+ *     u32 len (big endian, payload bytes only, <= CELL_FRAME_MAX)
+ *     u16 type (big endian, enum cell_frame_type)
+ *     u16 reserved (must be 0)
+ *
+ * One connection carries one conversation: celld connects to the sandbox's init socket,
+ * sends one request frame (PING, EXEC, FILE_*), and init answers on the same connection.
+ * Control payloads are JSON objects; STDOUT/STDERR/DATA payloads are raw bytes.
+ *
+ *   PING  → PONG {"pid":1,"version":"..."}
+ *   EXEC {"command":"<base64 of the shell command>"} or {"argv":["<base64>",...]},
+ *        optional "cwd", "env":["K=V",...], "timeout_ms", "uid", "gid"
+ *        → STARTED {"pid":N} → STDOUT/STDERR* → EXIT {"exit_code","signal","timed_out",
+ *          "duration_ms"} or ERROR {"errno","message"} when it could not start.
+ *        celld may send SIGNAL {"signal":N} at any time while it runs; closing the
+ *        connection does NOT kill the command (background commands outlive their caller).
+ *   FILE_STAT {"path"} → STAT {"path","type","size","mode","uid","gid","owner","group",
+ *        "mtime","ctime"} or ERROR
+ *   FILE_READ {"path","offset","limit"} → STAT → DATA* → END, or ERROR
+ *   FILE_WRITE {"path","mode","uid"?,"gid"?} then DATA* then END from celld
+ *        → OK {"size":N} or ERROR
+ *
+ * Everything init sends is hostile input to celld: the parser bounds sizes, refuses
+ * unknown types and non-zero reserved bits, and the caller drops the connection on any
+ * violation. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cell/error.h"
+
+#define CELL_FRAME_HEADER 8
+#define CELL_FRAME_MAX (1u << 20) /* largest payload either side accepts */
+#define CELL_FRAME_CHUNK (64u << 10) /* payload size used for streamed bytes */
+
+enum cell_frame_type {
+	CELL_FRAME_PING = 1,
+	CELL_FRAME_PONG = 2,
+	CELL_FRAME_EXEC = 3,
+	CELL_FRAME_STARTED = 4,
+	CELL_FRAME_STDOUT = 5,
+	CELL_FRAME_STDERR = 6,
+	CELL_FRAME_EXIT = 7,
+	CELL_FRAME_SIGNAL = 8,
+	CELL_FRAME_ERROR = 9,
+	CELL_FRAME_FILE_STAT = 10,
+	CELL_FRAME_STAT = 11,
+	CELL_FRAME_FILE_READ = 12,
+	CELL_FRAME_DATA = 13,
+	CELL_FRAME_END = 14,
+	CELL_FRAME_FILE_WRITE = 15,
+	CELL_FRAME_OK = 16,
+	CELL_FRAME_TYPE_MAX = 16,
+};
+
+struct cell_frame {
+	uint16_t type;
+	uint32_t len;
+	uint8_t *payload; /* malloc'd, NUL-terminated (len + 1 bytes), NULL when len == 0 */
+};
+
+const char *cell_frame_type_name(uint16_t type);
+
+/* Encode a header into out[8]. */
+void cell_frame_header_encode(uint8_t out[CELL_FRAME_HEADER], uint16_t type, uint32_t len);
+
+/* Decode and validate a header. Returns 0, or -EPROTO (bad type or reserved bits) /
+ * -EMSGSIZE (len > max). */
+int cell_frame_header_decode(const uint8_t in[CELL_FRAME_HEADER], uint32_t max, uint16_t *type,
+			     uint32_t *len);
+
+/* Blocking I/O on a stream socket (EINTR retried, MSG_NOSIGNAL). */
+int cell_frame_send(int fd, uint16_t type, const void *payload, uint32_t len,
+		    struct cell_error *err);
+/* Send a JSON text payload (strlen). */
+int cell_frame_send_str(int fd, uint16_t type, const char *json, struct cell_error *err);
+/* Receive one frame; -ECONNRESET on a clean EOF before a header, -EPROTO/-EMSGSIZE on a
+ * bad header. free(frame->payload) afterwards. */
+int cell_frame_recv(int fd, struct cell_frame *frame, uint32_t max, struct cell_error *err);
+void cell_frame_free(struct cell_frame *frame);

@@ -1,0 +1,68 @@
+/* Creating and tearing down the kernel side of a sandbox.
+ *
+ * celld calls cell_spawn() with everything decided in advance (paths, uid range, image).
+ * The steps run in one fixed order (see src/runtime/spawn.c): clone3 into new user, mount,
+ * pid, net, ipc and uts namespaces → uid/gid map (0 → uid_base, 65536 ids) → cgroup →
+ * idmapped read-only image mount + overlay (built by the parent, detached) handed to the
+ * child → child: private mounts, cgroup namespace, overlay moved to <dir>/rootfs, /proc,
+ * /sys (ro), /dev (tmpfs + bind-mounted null zero full random urandom tty, devpts
+ * newinstance, shm), /tmp, /workspace, volumes → pivot_root → hostname, loopback up →
+ * fexecve of the sealed cell-init memfd as PID 1 with the relay socket as fd 3.
+ *
+ * Nothing is mounted in the host's mount namespace: every mount lives in the sandbox's
+ * own, and disappears with it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cell/cgroup.h"
+#include "cell/error.h"
+
+#define CELL_UID_RANGE 65536u
+#define CELL_INIT_LISTEN_FD 3 /* fd number of the relay listening socket in cell-init */
+
+struct cell_volume {
+	const char *host; /* absolute host path, must exist */
+	const char *dest; /* absolute path inside the sandbox, created if missing */
+	bool read_only;
+};
+
+struct cell_spawn_req {
+	const char *id;
+	const char *dir;	  /* the sandbox's state dir: holds upper/ work/ rootfs/ init.sock */
+	const char *image_rootfs; /* <images>/<name>/rootfs, owned by host root, never written */
+	uint32_t uid_base;	  /* first host uid/gid of the sandbox's range */
+	const char *hostname;
+	int init_exe_fd; /* sealed memfd holding the cell-init binary */
+	const struct cell_cgroup_ops *cgroup;
+	const char *cgroup_rel;
+	const struct cell_volume *volumes;
+	size_t n_volumes;
+};
+
+struct cell_spawn_result {
+	pid_t pid;	    /* host pid of the sandbox's PID 1 (cell-init) */
+	int pidfd;	    /* pidfd for it (CLOEXEC), owned by the caller */
+	uint64_t starttime; /* field 22 of /proc/<pid>/stat, to recognise it after a restart */
+};
+
+/* Create the upper/work/rootfs dirs (owned by the range), the relay socket
+ * <dir>/init.sock, and the sandbox. On failure everything made so far is undone (process
+ * killed, cgroup removed) except <dir> itself, which the caller owns. */
+int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
+	       struct cell_error *err);
+
+/* Kill the sandbox's PID 1 (which takes its whole pid namespace with it), wait for it,
+ * then kill and remove the cgroup. pidfd may be -1 (then pid + starttime are checked
+ * before signalling, so a recycled pid is never hit). Idempotent. */
+int cell_teardown(pid_t pid, int pidfd, uint64_t starttime, const struct cell_cgroup_ops *cg,
+		  const char *cgroup_rel, struct cell_error *err);
+
+/* Read field 22 (starttime) of /proc/<pid>/stat; 0 when the process is gone. */
+uint64_t cell_proc_starttime(pid_t pid);
+
+/* Copy the cell-init binary at path into a sealed, read-only memfd (the /proc/self/exe
+ * overwrite class of CVE-2019-5736 cannot reach it). Returns the fd or -errno. */
+int cell_init_memfd(const char *path, struct cell_error *err);

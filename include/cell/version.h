@@ -1,0 +1,2 @@
+#pragma once
+#define CELL_VERSION "0.1.0"
