@@ -36,3 +36,11 @@ const struct cell_cgroup_ops *cell_cgroup_detect(struct cell_error *err);
 
 extern const struct cell_cgroup_ops cell_cgroup_v2_ops;
 extern const struct cell_cgroup_ops cell_cgroup_v1_ops;
+
+#define CELL_DEFAULT_STATE_DIR "/var/lib/cell"
+
+/* The relative cgroup name of sandbox `id` for a celld using `state_dir` (absolute,
+ * canonical; trailing slashes ignored): "cell/<id>" for CELL_DEFAULT_STATE_DIR, else
+ * "cell-<first 8 hex of sha256(state_dir)>/<id>", so several celld never collide.
+ * Returns 0, -EINVAL (bad id or state dir) or -ENAMETOOLONG. */
+int cell_cgroup_name(const char *state_dir, const char *id, char *buf, size_t size);

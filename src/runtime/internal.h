@@ -1,0 +1,100 @@
+/* Declarations shared by the files of src/runtime/ only (not part of the public surface).
+ *
+ * Functions named cell_child_* run in the cloned child before it execs cell-init. celld is
+ * multi-threaded, so the child may hold copies of locks another thread had taken: these
+ * functions only make system calls and read memory prepared by the parent before clone —
+ * no malloc, no stdio, no snprintf. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cell/error.h"
+#include "cell/runtime.h"
+
+#define CELL_MAX_VOLUMES 64
+#define CELL_N_DEVNODES	 6 /* null zero full random urandom tty */
+
+/* A failure in the child, written as-is to the sync socket before _exit(1). */
+struct cell_child_err {
+	int step;
+	int errno_value;
+	char what[128];
+};
+
+enum cell_child_step {
+	CELL_STEP_RECV = 1,
+	CELL_STEP_PRIVATE,
+	CELL_STEP_DEVNODES,
+	CELL_STEP_ROOTFS,
+	CELL_STEP_IDS,
+	CELL_STEP_CGROUPNS,
+	CELL_STEP_PROC,
+	CELL_STEP_SYS,
+	CELL_STEP_DEV,
+	CELL_STEP_DEVPTS,
+	CELL_STEP_SHM,
+	CELL_STEP_TMP,
+	CELL_STEP_WORKSPACE,
+	CELL_STEP_VOLUME,
+	CELL_STEP_PIVOT,
+	CELL_STEP_HOSTNAME,
+	CELL_STEP_LOOPBACK,
+	CELL_STEP_FDS,
+	CELL_STEP_EXEC,
+};
+
+/* Fill ce with "<what> <path>" (path may be NULL) and return -errno. errnum may be given
+ * positive or negative. Async-signal-safe. */
+int cell_child_fail(struct cell_child_err *ce, int step, int errnum, const char *what,
+		    const char *path);
+
+/* userns.c */
+int cell_userns_write_maps(pid_t pid, uint32_t uid_base, struct cell_error *err);
+int cell_userns_open(pid_t pid, struct cell_error *err);
+
+/* mount.c, parent side: detached mounts, never attached in the host's namespace. */
+int cell_mount_check_dest(const char *dest, struct cell_error *err);
+int cell_mount_overlay_fd(const char *image_rootfs, const char *upper, const char *work,
+			  int userns_fd, struct cell_error *err);
+int cell_mount_volume_fd(const struct cell_volume *vol, int userns_fd, struct cell_error *err);
+
+/* mount.c, child side. The parent fills rootfs, volumes and n_volumes before clone; the
+ * child fills the fds. */
+struct cell_mount_plan {
+	const char *rootfs; /* host path <dir>/rootfs */
+	const struct cell_volume *volumes;
+	size_t n_volumes;
+	int overlay_fd;
+	int volume_fds[CELL_MAX_VOLUMES];
+	int devnode_fds[CELL_N_DEVNODES];
+};
+
+/* Host-path steps, while the child is still host uid 0 (the sandbox dir is 0700 root):
+ * private propagation, clones of the host device nodes, the overlay moved onto rootfs.
+ * Returns an O_PATH fd of the new root or -errno. */
+int cell_child_mount_prepare(struct cell_mount_plan *plan, struct cell_child_err *ce);
+/* After the id switch: /proc, /sys, /dev, /tmp, /workspace, volumes, all fd-relative. */
+int cell_child_mount_populate(const struct cell_mount_plan *plan, int rootfd,
+			      struct cell_child_err *ce);
+int cell_child_pivot_root(int rootfd, struct cell_child_err *ce);
+
+/* cgroup.c: paths shared by both backends. */
+const char *cell_cgroup_root(void);
+bool cell_cgroup_rel_valid(const char *rel);
+/* <root>/<hier>/<rel>[/<file>] (hier may be ""); -ENAMETOOLONG when it does not fit. */
+int cell_cgroup_path(char *buf, size_t size, const char *hier, const char *rel, const char *file);
+/* mkdir -p of <root>/<hier>/<rel> (existing is success). */
+int cell_cgroup_mkdir(const char *hier, const char *rel, struct cell_error *err);
+/* rmdir <root>/<hier>/<rel> (missing is success), then its parent when empty. */
+int cell_cgroup_rmdir(const char *hier, const char *rel, struct cell_error *err);
+/* Parse a cgroup.procs file into a malloc'd array. A missing file gives 0 pids. */
+int cell_cgroup_read_pids(const char *procs_path, pid_t **pids, size_t *n, struct cell_error *err);
+/* kill_all's loop: call kill_round(rel), then poll procs_path until it lists no pid; repeat,
+ * for at most ~10 s. A cgroup that does not exist (no procs file) is already empty. */
+int cell_cgroup_drain(const char *procs_path, int (*kill_round)(const char *, struct cell_error *),
+		      const char *rel, struct cell_error *err);
+
+extern const struct cell_cgroup_ops cell_cgroup_v1_plain_ops;

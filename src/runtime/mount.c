@@ -1,0 +1,370 @@
+/* The sandbox's filesystem tree.
+ *
+ * The parent (host root) builds the detached mounts that need host privilege: the
+ * image, idmapped read-only to the sandbox's range, under an overlay whose upper dir holds
+ * the sandbox's changes; and the idmapped volumes. The child attaches them in its own mount
+ * namespace and adds the kernel filesystems. Nothing is ever attached in the host's mount
+ * namespace.
+ *
+ * The child-side functions (cell_child_*) follow the rules in internal.h: system calls
+ * only, no allocation. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cell/cleanup.h"
+#include "cell/fsutil.h"
+#include "internal.h"
+
+/* ---- parent side ---------------------------------------------------------------------- */
+
+int cell_mount_check_dest(const char *dest, struct cell_error *err)
+{
+	if (!dest || dest[0] != '/')
+		return cell_err(err, EINVAL, "volume dest '%s' is not an absolute path",
+				dest ? dest : "");
+	if (strlen(dest) >= PATH_MAX / 2)
+		return cell_err(err, ENAMETOOLONG, "volume dest '%.64s...'", dest);
+	size_t components = 0;
+	for (const char *c = dest; *c;) {
+		c += strspn(c, "/");
+		size_t len = strcspn(c, "/");
+		if (!len)
+			break;
+		if ((len == 1 && c[0] == '.') || (len == 2 && !strncmp(c, "..", 2)))
+			return cell_err(err, EINVAL, "volume dest '%s' has a '.' or '..' component",
+					dest);
+		/* proc, sys and dev are cell's own: a volume over them could hide the masks and
+		 * read-only mounts that protect the host. */
+		if (components++ == 0 &&
+		    ((len == 4 && !strncmp(c, "proc", 4)) || (len == 3 && !strncmp(c, "sys", 3)) ||
+		     (len == 3 && !strncmp(c, "dev", 3))))
+			return cell_err(err, EINVAL,
+					"volume dest '%s' is under /proc, /sys or /dev", dest);
+		c += len;
+	}
+	if (!components)
+		return cell_err(err, EINVAL, "volume dest '%s' is the sandbox's root", dest);
+	return 0;
+}
+
+/* The kernel explains most fsconfig failures in the fs context's log. */
+static int fs_fail(struct cell_error *err, int fs, int errnum, const char *what, const char *path)
+{
+	char log[256];
+	ssize_t n = fs >= 0 ? read(fs, log, sizeof(log) - 1) : -1;
+	if (n > 2) {
+		log[n] = '\0';
+		log[strcspn(log, "\n")] = '\0';
+		return cell_err(err, errnum, "%s %s (%s)", what, path, log + 2);
+	}
+	return cell_err(err, errnum, "%s %s", what, path);
+}
+
+int cell_mount_overlay_fd(const char *image_rootfs, const char *upper, const char *work,
+			  int userns_fd, struct cell_error *err)
+{
+	/* The image stays owned by host root on disk; the idmapped view shows it owned by the
+	 * sandbox's root, read-only, so one image serves every sandbox. */
+	_cleanup_close_ int tree =
+	    open_tree(AT_FDCWD, image_rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (tree < 0)
+		return cell_err(err, errno, "cloning image %s", image_rootfs);
+	struct mount_attr attr = {
+	    .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV,
+	    .userns_fd = (uint64_t)userns_fd,
+	};
+	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		return cell_err(err, errno, "idmapping image %s", image_rootfs);
+
+	/* Layers are named through /proc/self/fd: the strings are what the sandbox reads in
+	 * its mountinfo, and they should not tell it where the host keeps its state. */
+	_cleanup_close_ int upper_fd = open(upper, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (upper_fd < 0)
+		return cell_err(err, errno, "opening %s", upper);
+	_cleanup_close_ int work_fd = open(work, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (work_fd < 0)
+		return cell_err(err, errno, "opening %s", work);
+	_cleanup_close_ int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return cell_err(err, errno, "fsopen overlay for %s", upper);
+	const char *const keys[] = {"lowerdir", "upperdir", "workdir"};
+	const int fds[] = {tree, upper_fd, work_fd};
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(keys); i++) {
+		char val[64];
+		snprintf(val, sizeof(val), "/proc/self/fd/%d", fds[i]);
+		if (fsconfig(fs, FSCONFIG_SET_STRING, keys[i], val, 0) < 0)
+			return fs_fail(err, fs, errno, "overlay: setting", keys[i]);
+	}
+	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return fs_fail(err, fs, errno, "creating the overlay on", upper);
+	/* Device nodes in the image or planted in upper must never open host devices. */
+	int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV);
+	if (mnt < 0)
+		return cell_err(err, errno, "fsmount of the overlay on %s", upper);
+	return mnt;
+}
+
+int cell_mount_volume_fd(const struct cell_volume *vol, int userns_fd, struct cell_error *err)
+{
+	_cleanup_close_ int tree =
+	    open_tree(AT_FDCWD, vol->host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	if (tree < 0)
+		return cell_err(err, errno, "volume %s", vol->host);
+	/* Idmapped with the sandbox's range: host ids 0..65535 appear unchanged inside, and
+	 * what the sandbox creates lands on the host with those same ids. */
+	struct mount_attr attr = {
+	    .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+			(vol->read_only ? MOUNT_ATTR_RDONLY : 0),
+	    .userns_fd = (uint64_t)userns_fd,
+	};
+	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		return cell_err(err, errno, "idmapping volume %s", vol->host);
+	return move_fd(tree);
+}
+
+/* ---- child side ----------------------------------------------------------------------- */
+
+static const char *const devnodes[CELL_N_DEVNODES] = {
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+};
+
+static const struct {
+	const char *name, *target;
+} dev_links[] = {
+    {"ptmx", "pts/ptmx"},	   {"fd", "/proc/self/fd"},	  {"stdin", "/proc/self/fd/0"},
+    {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+};
+
+struct fs_opt {
+	const char *key, *value; /* value NULL: a flag */
+};
+
+static const struct fs_opt no_opts[] = {{NULL, NULL}};
+static const struct fs_opt dev_opts[] = {{"mode", "0755"}, {"size", "64k"}, {NULL, NULL}};
+static const struct fs_opt pts_opts[] = {
+    {"newinstance", NULL}, {"ptmxmode", "0666"}, {"mode", "0620"}, {NULL, NULL}};
+static const struct fs_opt sticky_opts[] = {{"mode", "1777"}, {NULL, NULL}};
+
+int cell_child_mount_prepare(struct cell_mount_plan *plan, struct cell_child_err *ce)
+{
+	/* Nothing the sandbox mounts may propagate back to the host (or the reverse). */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return cell_child_fail(ce, CELL_STEP_PRIVATE, errno, "making mounts private", "/");
+	/* Host device nodes are reached through their host paths: take them now. */
+	for (int i = 0; i < CELL_N_DEVNODES; i++) {
+		int fd = open_tree(AT_FDCWD, devnodes[i], OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		if (fd < 0)
+			return cell_child_fail(ce, CELL_STEP_DEVNODES, errno, "cloning host",
+					       devnodes[i]);
+		struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC};
+		if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+			return cell_child_fail(ce, CELL_STEP_DEVNODES, errno, "restricting",
+					       devnodes[i]);
+		plan->devnode_fds[i] = fd;
+	}
+	_cleanup_close_ int target =
+	    open(plan->rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (target < 0)
+		return cell_child_fail(ce, CELL_STEP_ROOTFS, errno, "opening", plan->rootfs);
+	if (move_mount(plan->overlay_fd, "", target, "",
+		       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return cell_child_fail(ce, CELL_STEP_ROOTFS, errno, "attaching the overlay on",
+				       plan->rootfs);
+	/* Reopened by path: the new fd is the overlay's root, not the dir beneath it. */
+	int root = open(plan->rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (root < 0)
+		return cell_child_fail(ce, CELL_STEP_ROOTFS, errno, "opening", plan->rootfs);
+	return root;
+}
+
+/* Open (creating when asked) the directory `path` inside the new root, one component at a
+ * time, refusing every symlink. The upper dir is the sandbox's own content and survives a
+ * restart: a symlink planted at /tmp or at a volume's dest must not redirect a mount onto a
+ * host path (the race class of CVE-2021-30465). Returns an O_PATH fd or -errno. */
+static int open_dir(int rootfd, const char *path, bool create)
+{
+	char buf[PATH_MAX];
+	size_t len = strlen(path);
+	if (len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	int cur = fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
+	if (cur < 0)
+		return -errno;
+	for (char *c = buf; *c;) {
+		c += strspn(c, "/");
+		if (!*c)
+			break;
+		char *end = c + strcspn(c, "/");
+		char saved = *end;
+		*end = '\0';
+		int next = cell_open_in_root(cur, c, O_PATH | O_DIRECTORY, 0, 1);
+		if (next == -ENOENT && create) {
+			if (mkdirat(cur, c, 0755) < 0 && errno != EEXIST) {
+				next = -errno;
+			} else {
+				next = cell_open_in_root(cur, c, O_PATH | O_DIRECTORY, 0, 1);
+			}
+		}
+		close(cur);
+		if (next < 0)
+			return next;
+		cur = next;
+		*end = saved;
+		c = end;
+	}
+	return cur;
+}
+
+/* Same for a file to bind-mount over (device nodes, single-file volumes). */
+static int open_file(int rootfd, const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	size_t dlen = slash ? (size_t)(slash - path) : 0;
+	if (!slash || dlen >= sizeof(dir) || !slash[1])
+		return -EINVAL;
+	memcpy(dir, path, dlen);
+	dir[dlen] = '\0';
+	_cleanup_close_ int dfd = open_dir(rootfd, dlen ? dir : "/", true);
+	if (dfd < 0)
+		return dfd;
+	int fd = cell_open_in_root(dfd, slash + 1, O_PATH, 0, 1);
+	if (fd != -ENOENT)
+		return fd;
+	int made =
+	    openat(dfd, slash + 1, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (made < 0 && errno != EEXIST)
+		return -errno;
+	if (made >= 0)
+		close(made);
+	return cell_open_in_root(dfd, slash + 1, O_PATH, 0, 1);
+}
+
+static int attach(int mnt, int target)
+{
+	return move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+}
+
+/* A new filesystem instance mounted on `target` inside the new root. */
+static int mount_fs(int rootfd, const char *target, const char *type, const struct fs_opt *opts,
+		    unsigned int attrs, int step, struct cell_child_err *ce)
+{
+	_cleanup_close_ int dfd = open_dir(rootfd, target, true);
+	if (dfd < 0)
+		return cell_child_fail(ce, step, dfd, "opening mountpoint", target);
+	_cleanup_close_ int fs = fsopen(type, FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return cell_child_fail(ce, step, errno, type, target);
+	for (; opts->key; opts++)
+		if (fsconfig(fs, opts->value ? FSCONFIG_SET_STRING : FSCONFIG_SET_FLAG, opts->key,
+			     opts->value, 0) < 0)
+			return cell_child_fail(ce, step, errno, opts->key, target);
+	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+		return cell_child_fail(ce, step, errno, type, target);
+	_cleanup_close_ int mnt = fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+	if (mnt < 0)
+		return cell_child_fail(ce, step, errno, type, target);
+	if (attach(mnt, dfd) < 0)
+		return cell_child_fail(ce, step, errno, "mounting on", target);
+	return 0;
+}
+
+static int populate_dev(const struct cell_mount_plan *plan, int rootfd, struct cell_child_err *ce)
+{
+	int r =
+	    mount_fs(rootfd, "/dev", "tmpfs", dev_opts,
+		     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, CELL_STEP_DEV, ce);
+	if (r < 0)
+		return r;
+	for (int i = 0; i < CELL_N_DEVNODES; i++) {
+		_cleanup_close_ int target = open_file(rootfd, devnodes[i]);
+		if (target < 0)
+			return cell_child_fail(ce, CELL_STEP_DEV, target, "creating", devnodes[i]);
+		if (attach(plan->devnode_fds[i], target) < 0)
+			return cell_child_fail(ce, CELL_STEP_DEV, errno, "bind-mounting",
+					       devnodes[i]);
+	}
+	/* devpts keeps device semantics (pty slaves), hence no nodev. */
+	r = mount_fs(rootfd, "/dev/pts", "devpts", pts_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+		     CELL_STEP_DEVPTS, ce);
+	if (r < 0)
+		return r;
+	_cleanup_close_ int dev = open_dir(rootfd, "/dev", false);
+	if (dev < 0)
+		return cell_child_fail(ce, CELL_STEP_DEV, dev, "opening", "/dev");
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(dev_links); i++)
+		if (symlinkat(dev_links[i].target, dev, dev_links[i].name) < 0)
+			return cell_child_fail(ce, CELL_STEP_DEV, errno, "symlink in /dev",
+					       dev_links[i].name);
+	return mount_fs(rootfd, "/dev/shm", "tmpfs", sticky_opts,
+			MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, CELL_STEP_SHM,
+			ce);
+}
+
+static int mount_volumes(const struct cell_mount_plan *plan, int rootfd, struct cell_child_err *ce)
+{
+	for (size_t i = 0; i < plan->n_volumes; i++) {
+		const char *dest = plan->volumes[i].dest;
+		struct stat st;
+		if (fstat(plan->volume_fds[i], &st) < 0)
+			return cell_child_fail(ce, CELL_STEP_VOLUME, errno, "stat of volume", dest);
+		_cleanup_close_ int target =
+		    S_ISDIR(st.st_mode) ? open_dir(rootfd, dest, true) : open_file(rootfd, dest);
+		if (target < 0)
+			return cell_child_fail(ce, CELL_STEP_VOLUME, target, "volume dest", dest);
+		if (attach(plan->volume_fds[i], target) < 0)
+			return cell_child_fail(ce, CELL_STEP_VOLUME, errno, "mounting volume on",
+					       dest);
+	}
+	return 0;
+}
+
+int cell_child_mount_populate(const struct cell_mount_plan *plan, int rootfd,
+			      struct cell_child_err *ce)
+{
+	int r =
+	    mount_fs(rootfd, "/proc", "proc", no_opts,
+		     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, CELL_STEP_PROC, ce);
+	if (r < 0)
+		return r;
+	/* sysfs shows the sandbox's own network namespace; read-only all the same. */
+	r = mount_fs(rootfd, "/sys", "sysfs", no_opts,
+		     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+		     CELL_STEP_SYS, ce);
+	if (r < 0)
+		return r;
+	r = populate_dev(plan, rootfd, ce);
+	if (r < 0)
+		return r;
+	r = mount_fs(rootfd, "/tmp", "tmpfs", sticky_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+		     CELL_STEP_TMP, ce);
+	if (r < 0)
+		return r;
+	_cleanup_close_ int ws = open_dir(rootfd, "/workspace", true);
+	if (ws < 0)
+		return cell_child_fail(ce, CELL_STEP_WORKSPACE, ws, "creating", "/workspace");
+	return mount_volumes(plan, rootfd, ce);
+}
+
+int cell_child_pivot_root(int rootfd, struct cell_child_err *ce)
+{
+	/* pivot_root(".", ".") stacks the old root on top of the new one; detaching it leaves
+	 * the host's tree unreachable from the sandbox. */
+	if (fchdir(rootfd) < 0)
+		return cell_child_fail(ce, CELL_STEP_PIVOT, errno, "entering the new root", NULL);
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return cell_child_fail(ce, CELL_STEP_PIVOT, errno, "pivot_root", NULL);
+	if (umount2(".", MNT_DETACH) < 0)
+		return cell_child_fail(ce, CELL_STEP_PIVOT, errno, "detaching the old root", NULL);
+	if (chdir("/") < 0)
+		return cell_child_fail(ce, CELL_STEP_PIVOT, errno, "chdir", "/");
+	return 0;
+}

@@ -1,0 +1,542 @@
+/* cell_spawn: every step of creating a sandbox, in its one fixed order.
+ *
+ *   parent (celld, host root)              child (clone3, fork-like)
+ *   state dirs, relay socket, cgroup
+ *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)
+ *   uid/gid maps 0 -> uid_base             waits for its mounts on the sync socket
+ *   attach to the cgroup
+ *   idmapped image + overlay, volumes  --> receive the mount fds (SCM_RIGHTS)
+ *                                          private propagation, host device nodes,
+ *                                          overlay on <dir>/rootfs (still host uid 0)
+ *                                          become the mapped root, cgroup namespace
+ *                                          /proc /sys /dev /tmp /workspace volumes
+ *                                          pivot_root, hostname, lo up, fds, exec
+ *   EOF on the sync socket = exec'd   <--  (or a struct cell_child_err, then _exit)
+ *
+ * The child runs in a copy of a multi-threaded process: it only makes system calls and
+ * reads what the parent prepared (see internal.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/sched.h>
+
+#include "cell/cleanup.h"
+#include "cell/id.h"
+#include "cell/runtime.h"
+#include "internal.h"
+
+#define SETUP_TIMEOUT_MS 30000
+#define HOSTNAME_MAX	 64
+
+struct child_plan {
+	struct cell_mount_plan mounts;
+	int sync_fd;   /* the child's end of the socketpair */
+	int parent_fd; /* the parent's end, closed first thing in the child */
+	int listen_fd; /* relay socket, becomes fd 3 */
+	int exe_fd;    /* sealed cell-init memfd */
+	const char *hostname;
+};
+
+/* ---- child ---------------------------------------------------------------------------- */
+
+static void append(char *dst, size_t size, size_t *len, const char *s)
+{
+	while (*s && *len + 1 < size)
+		dst[(*len)++] = *s++;
+	dst[*len] = '\0';
+}
+
+int cell_child_fail(struct cell_child_err *ce, int step, int errnum, const char *what,
+		    const char *path)
+{
+	size_t len = 0;
+	if (errnum < 0)
+		errnum = -errnum;
+	ce->step = step;
+	ce->errno_value = errnum ? errnum : EIO;
+	append(ce->what, sizeof(ce->what), &len, what);
+	if (path) {
+		append(ce->what, sizeof(ce->what), &len, " ");
+		append(ce->what, sizeof(ce->what), &len, path);
+	}
+	return -ce->errno_value;
+}
+
+/* celld's handlers and ignored signals (SIGPIPE) must not survive into the sandbox: an
+ * ignored disposition would be inherited across exec by init and every command. */
+static void child_reset_signals(void)
+{
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			sigaction(sig, &dfl, NULL); /* glibc-internal signals refuse: fine */
+}
+
+static int recv_fd(int sock, int *fd)
+{
+	char byte;
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct msghdr msg = {
+	    .msg_iov = &iov,
+	    .msg_iovlen = 1,
+	    .msg_control = u.buf,
+	    .msg_controllen = sizeof(u.buf),
+	};
+	ssize_t n;
+	do
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -EPIPE; /* the parent gave up (or died): nothing to wait for */
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+	    c->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -EPROTO;
+	memcpy(fd, CMSG_DATA(c), sizeof(int));
+	return 0;
+}
+
+static int child_recv_mounts(struct child_plan *cp, struct cell_child_err *ce)
+{
+	int r = recv_fd(cp->sync_fd, &cp->mounts.overlay_fd);
+	for (size_t i = 0; r == 0 && i < cp->mounts.n_volumes; i++)
+		r = recv_fd(cp->sync_fd, &cp->mounts.volume_fds[i]);
+	return r < 0 ? cell_child_fail(ce, CELL_STEP_RECV, r, "receiving mounts from celld", NULL)
+		     : 0;
+}
+
+/* kuid 0 until now (enough to reach the 0700 sandbox dir); from here on the mapped root,
+ * host uid_base. Raw system calls: glibc's wrappers would try to signal celld's other
+ * threads, which do not exist in this process. */
+static int child_become_root(struct cell_child_err *ce)
+{
+	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, 0, 0, 0) < 0 ||
+	    syscall(SYS_setresuid, 0, 0, 0) < 0)
+		return cell_child_fail(ce, CELL_STEP_IDS, errno, "switching to the sandbox's root",
+				       NULL);
+	return 0;
+}
+
+static int child_loopback_up(struct cell_child_err *ce)
+{
+	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return cell_child_fail(ce, CELL_STEP_LOOPBACK, errno, "socket for", "lo");
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		return cell_child_fail(ce, CELL_STEP_LOOPBACK, errno, "reading flags of", "lo");
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		return cell_child_fail(ce, CELL_STEP_LOOPBACK, errno, "bringing up", "lo");
+	return 0;
+}
+
+/* cell-init gets /dev/null on 0-2, the relay socket on 3, and nothing else of celld's:
+ * every other fd (client sockets, other sandboxes' fds) is close-on-exec. */
+static int child_setup_fds(struct child_plan *cp, struct cell_child_err *ce)
+{
+	int nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (nul < 0)
+		return cell_child_fail(ce, CELL_STEP_FDS, errno, "opening", "/dev/null");
+	/* Park the fds we keep above 0-3 first, so filling 0-3 cannot clobber one. */
+	int *keep[] = {&nul, &cp->listen_fd, &cp->exe_fd, &cp->sync_fd};
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(keep); i++) {
+		int fd = fcntl(*keep[i], F_DUPFD_CLOEXEC, 10);
+		if (fd < 0)
+			return cell_child_fail(ce, CELL_STEP_FDS, errno, "duplicating fds", NULL);
+		*keep[i] = fd;
+	}
+	for (int fd = 0; fd < 3; fd++)
+		if (dup3(nul, fd, 0) < 0)
+			return cell_child_fail(ce, CELL_STEP_FDS, errno, "stdio on", "/dev/null");
+	if (dup3(cp->listen_fd, CELL_INIT_LISTEN_FD, 0) < 0)
+		return cell_child_fail(ce, CELL_STEP_FDS, errno, "relay socket to fd 3", NULL);
+	if (close_range(CELL_INIT_LISTEN_FD + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		return cell_child_fail(ce, CELL_STEP_FDS, errno, "marking fds close-on-exec", NULL);
+	return 0;
+}
+
+static int child_exec(const struct child_plan *cp, struct cell_child_err *ce)
+{
+	/* A clean environment: nothing of celld's enters the sandbox. */
+	static char *const argv[] = {"cell-init", NULL};
+	static char *const envp[] = {
+	    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	    "HOME=/root",
+	    "LANG=C.UTF-8",
+	    "TERM=xterm",
+	    NULL,
+	};
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	syscall(SYS_execveat, cp->exe_fd, "", argv, envp, AT_EMPTY_PATH);
+	return cell_child_fail(ce, CELL_STEP_EXEC, errno, "executing cell-init", NULL);
+}
+
+/* The child's steps, in order; returns only on failure. */
+static int child_run(struct child_plan *cp, struct cell_child_err *ce)
+{
+	close(cp->parent_fd); /* so the parent's death reads as EOF */
+	child_reset_signals();
+	umask(022);
+	int r = child_recv_mounts(cp, ce);
+	if (r < 0)
+		return r;
+	_cleanup_close_ int rootfd = cell_child_mount_prepare(&cp->mounts, ce);
+	if (rootfd < 0)
+		return rootfd;
+	r = child_become_root(ce);
+	if (r < 0)
+		return r;
+	/* The parent attached us to the sandbox's cgroup before sending the mounts: that
+	 * cgroup becomes the root of what the sandbox sees. */
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		return cell_child_fail(ce, CELL_STEP_CGROUPNS, errno, "cgroup namespace", NULL);
+	r = cell_child_mount_populate(&cp->mounts, rootfd, ce);
+	if (r < 0)
+		return r;
+	r = cell_child_pivot_root(rootfd, ce);
+	if (r < 0)
+		return r;
+	if (sethostname(cp->hostname, strlen(cp->hostname)) < 0)
+		return cell_child_fail(ce, CELL_STEP_HOSTNAME, errno, "sethostname", cp->hostname);
+	r = child_loopback_up(ce);
+	if (r < 0)
+		return r;
+	r = child_setup_fds(cp, ce);
+	if (r < 0)
+		return r;
+	return child_exec(cp, ce);
+}
+
+static _Noreturn void child_main(struct child_plan *cp)
+{
+	struct cell_child_err ce;
+	memset(&ce, 0, sizeof(ce));
+	child_run(cp, &ce);
+	const char *p = (const char *)&ce;
+	for (size_t left = sizeof(ce); left;) {
+		ssize_t n = write(cp->sync_fd, p, left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		p += n;
+		left -= n;
+	}
+	_exit(1);
+}
+
+/* ---- parent --------------------------------------------------------------------------- */
+
+static bool hostname_valid(const char *h)
+{
+	size_t len = strlen(h);
+	if (len == 0 || len > HOSTNAME_MAX)
+		return false;
+	for (; *h; h++)
+		if (!(*h >= 'a' && *h <= 'z') && !(*h >= 'A' && *h <= 'Z') &&
+		    !(*h >= '0' && *h <= '9') && *h != '-' && *h != '.')
+			return false;
+	return true;
+}
+
+static int check_req(const struct cell_spawn_req *req, struct cell_error *err)
+{
+	if (!req->id || !cell_id_valid(req->id))
+		return cell_err(err, EINVAL, "spawn: invalid sandbox id");
+	if (!req->dir || req->dir[0] != '/')
+		return cell_err(err, EINVAL, "spawn: sandbox dir must be an absolute path");
+	if (strlen(req->dir) + sizeof("/init.sock") > sizeof(((struct sockaddr_un *)0)->sun_path))
+		return cell_err(err, ENAMETOOLONG, "spawn: sandbox dir %s is too long for %s",
+				req->dir, "init.sock");
+	if (!req->image_rootfs || req->image_rootfs[0] != '/')
+		return cell_err(err, EINVAL, "spawn: image rootfs must be an absolute path");
+	/* Host root (and every id below the first slot) must never be inside a sandbox's
+	 * range, and the range must not wrap or reach the invalid id 0xffffffff. */
+	if (req->uid_base < CELL_UID_RANGE || req->uid_base > UINT32_MAX - CELL_UID_RANGE)
+		return cell_err(err, EINVAL, "spawn: uid_base %u out of range", req->uid_base);
+	if (req->hostname && !hostname_valid(req->hostname))
+		return cell_err(err, EINVAL, "spawn: invalid hostname '%s'", req->hostname);
+	if (req->init_exe_fd < 0)
+		return cell_err(err, EBADF, "spawn: no cell-init memfd");
+	if (!req->cgroup || !req->cgroup_rel)
+		return cell_err(err, EINVAL, "spawn: no cgroup");
+	if (req->n_volumes > CELL_MAX_VOLUMES || (req->n_volumes && !req->volumes))
+		return cell_err(err, E2BIG, "spawn: at most %d volumes", CELL_MAX_VOLUMES);
+	for (size_t i = 0; i < req->n_volumes; i++) {
+		const struct cell_volume *v = &req->volumes[i];
+		if (!v->host || v->host[0] != '/')
+			return cell_err(err, EINVAL, "volume %zu: host path must be absolute", i);
+		int r = cell_mount_check_dest(v->dest, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* <dir>/<name>, created if missing, then (re)set to mode and owner. Opened with O_NOFOLLOW:
+ * a symlink in its place is refused, never followed. */
+static int make_dir(int dirfd, const char *dir, const char *name, mode_t mode, uid_t owner,
+		    struct cell_error *err)
+{
+	if (mkdirat(dirfd, name, mode) < 0 && errno != EEXIST)
+		return cell_err(err, errno, "creating %s/%s", dir, name);
+	_cleanup_close_ int fd =
+	    openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return cell_err(err, errno, "opening %s/%s", dir, name);
+	if (fchown(fd, owner, owner) < 0 || fchmod(fd, mode) < 0)
+		return cell_err(err, errno, "setting owner and mode of %s/%s", dir, name);
+	return 0;
+}
+
+static int make_state_dirs(const struct cell_spawn_req *req, struct cell_error *err)
+{
+	_cleanup_close_ int dirfd = open(req->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0)
+		return cell_err(err, errno, "opening sandbox dir %s", req->dir);
+	int r = make_dir(dirfd, req->dir, "upper", 0755, req->uid_base, err);
+	if (r == 0)
+		r = make_dir(dirfd, req->dir, "work", 0700, req->uid_base, err);
+	if (r == 0)
+		r = make_dir(dirfd, req->dir, "rootfs", 0755, 0, err);
+	return r;
+}
+
+/* <dir>/init.sock: only host root can reach it (the dir is 0700 root, the socket 0600), and
+ * the sandbox cannot see the path at all; it only holds the listening fd. */
+static int make_relay_socket(const char *path, struct cell_error *err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t len = strlen(path);
+	if (len >= sizeof(sa.sun_path))
+		return cell_err(err, ENAMETOOLONG, "relay socket path %s", path);
+	memcpy(sa.sun_path, path, len + 1);
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return cell_err(err, errno, "socket for %s", path);
+	if (unlink(path) < 0 && errno != ENOENT)
+		return cell_err(err, errno, "removing stale %s", path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return cell_err(err, errno, "binding %s", path);
+	if (chmod(path, 0600) < 0 || listen(fd, 128) < 0)
+		return cell_err(err, errno, "listening on %s", path);
+	return move_fd(fd);
+}
+
+static pid_t clone_child(struct child_plan *cp, int *pidfd)
+{
+	/* No handler of celld's may run in the child before it resets them. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	struct clone_args args = {
+	    .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+		     CLONE_NEWUTS | CLONE_PIDFD,
+	    .pidfd = (uint64_t)(uintptr_t)pidfd,
+	    .exit_signal = SIGCHLD,
+	};
+	long pid = syscall(SYS_clone3, &args, sizeof(args));
+	if (pid == 0)
+		child_main(cp);
+	int saved = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+	return (pid_t)pid;
+}
+
+static int send_fd(int sock, int fd)
+{
+	char byte = 0;
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr msg = {
+	    .msg_iov = &iov,
+	    .msg_iovlen = 1,
+	    .msg_control = u.buf,
+	    .msg_controllen = sizeof(u.buf),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	ssize_t n;
+	do /* MSG_NOSIGNAL: a child that died must not SIGPIPE celld */
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : 0;
+}
+
+static long ms_since(const struct timespec *start)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (now.tv_sec - start->tv_sec) * 1000 + (now.tv_nsec - start->tv_nsec) / 1000000;
+}
+
+/* EOF on the sync socket: the child exec'd cell-init (close-on-exec) — or died. */
+static int wait_child(int sync_fd, int pidfd, struct cell_error *err)
+{
+	struct cell_child_err ce;
+	size_t got = 0;
+	struct timespec start;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (got < sizeof(ce)) {
+		long left = SETUP_TIMEOUT_MS - ms_since(&start);
+		struct pollfd pfd = {.fd = sync_fd, .events = POLLIN};
+		int r = left > 0 ? poll(&pfd, 1, (int)left) : 0;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return cell_err(err, errno, "sandbox setup: waiting for the child");
+		if (r == 0)
+			return cell_err(err, ETIMEDOUT, "sandbox setup: no answer from the child");
+		ssize_t n = read(sync_fd, (char *)&ce + got, sizeof(ce) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return cell_err(err, errno, "sandbox setup: reading the child's status");
+		if (n == 0)
+			break;
+		got += n;
+	}
+	if (got == sizeof(ce)) {
+		ce.what[sizeof(ce.what) - 1] = '\0';
+		int e = ce.errno_value > 0 && ce.errno_value < 4096 ? ce.errno_value : EIO;
+		return cell_err(err, e, "sandbox setup: %s", ce.what);
+	}
+	if (got)
+		return cell_err(err, EPROTO, "sandbox setup: truncated status from the child");
+	siginfo_t si;
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PIDFD, pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid)
+		return cell_err(err, ECHILD,
+				"sandbox setup: the child ended (%s %d) before "
+				"running cell-init",
+				si.si_code == CLD_EXITED ? "status" : "signal", si.si_status);
+	return 0;
+}
+
+/* The parent's half, once the child exists. */
+static int parent_setup(const struct cell_spawn_req *req, pid_t pid, int pidfd, int sync_fd,
+			struct cell_error *err)
+{
+	char upper[PATH_MAX], work[PATH_MAX];
+	snprintf(upper, sizeof(upper), "%s/upper", req->dir);
+	snprintf(work, sizeof(work), "%s/work", req->dir);
+
+	int r = cell_userns_write_maps(pid, req->uid_base, err);
+	if (r < 0)
+		return r;
+	r = req->cgroup->attach(req->cgroup_rel, pid, err);
+	if (r < 0)
+		return cell_err_wrap(err, "attaching to cgroup %s: ", req->cgroup_rel);
+	_cleanup_close_ int userns = cell_userns_open(pid, err);
+	if (userns < 0)
+		return userns;
+	_cleanup_close_ int overlay =
+	    cell_mount_overlay_fd(req->image_rootfs, upper, work, userns, err);
+	if (overlay < 0)
+		return overlay;
+	if ((r = send_fd(sync_fd, overlay)) < 0)
+		return cell_err(err, r, "handing the rootfs to the sandbox");
+	for (size_t i = 0; i < req->n_volumes; i++) {
+		_cleanup_close_ int vol = cell_mount_volume_fd(&req->volumes[i], userns, err);
+		if (vol < 0)
+			return vol;
+		if ((r = send_fd(sync_fd, vol)) < 0)
+			return cell_err(err, r, "handing volume %s to the sandbox",
+					req->volumes[i].host);
+	}
+	return wait_child(sync_fd, pidfd, err);
+}
+
+int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
+	       struct cell_error *err)
+{
+	if (!req || !out)
+		return cell_err(err, EINVAL, "spawn: no request");
+	int r = check_req(req, err);
+	if (r < 0)
+		return r;
+	r = make_state_dirs(req, err);
+	if (r < 0)
+		return r;
+	char rootfs[PATH_MAX], sock_path[PATH_MAX];
+	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", req->dir);
+	snprintf(sock_path, sizeof(sock_path), "%s/init.sock", req->dir);
+	_cleanup_close_ int listen_fd = make_relay_socket(sock_path, err);
+	if (listen_fd < 0)
+		return listen_fd;
+
+	r = req->cgroup->create(req->cgroup_rel, err);
+	int sp[2] = {-1, -1};
+	if (r == 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		r = cell_err(err, errno, "socketpair for sandbox %s", req->id);
+	if (r < 0) {
+		req->cgroup->destroy(req->cgroup_rel, NULL);
+		unlink(sock_path);
+		return r;
+	}
+	_cleanup_close_ int sync_fd = sp[0];
+
+	/* Everything the child reads is computed here, before clone. */
+	struct child_plan cp = {
+	    .mounts = {.rootfs = rootfs, .volumes = req->volumes, .n_volumes = req->n_volumes},
+	    .sync_fd = sp[1],
+	    .parent_fd = sp[0],
+	    .listen_fd = listen_fd,
+	    .exe_fd = req->init_exe_fd,
+	    .hostname = req->hostname ? req->hostname : req->id,
+	};
+	int pidfd = -1;
+	pid_t pid = clone_child(&cp, &pidfd);
+	int clone_errno = errno;
+	close(sp[1]);
+	if (pid < 0) {
+		req->cgroup->destroy(req->cgroup_rel, NULL);
+		unlink(sock_path);
+		return cell_err(err, clone_errno, "clone3 for sandbox %s", req->id);
+	}
+
+	r = parent_setup(req, pid, pidfd, sync_fd, err);
+	if (r < 0) {
+		cell_teardown(pid, pidfd, 0, req->cgroup, req->cgroup_rel, NULL);
+		close(pidfd);
+		unlink(sock_path);
+		return cell_err_wrap(err, "sandbox %s: ", req->id);
+	}
+	out->pid = pid;
+	out->pidfd = pidfd;
+	out->starttime = cell_proc_starttime(pid);
+	return 0;
+}
