@@ -60,3 +60,44 @@ asan:
 	$(MAKE) BUILD=build-asan SAN='-fsanitize=address,undefined -fno-omit-frame-pointer' all
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---- run, images, install (rootfs/ and tools/) ----
+DESTDIR     ?=
+CELLD_FLAGS ?=
+MAN_PAGES   := $(wildcard man/*.[1-8])
+POLICIES    := $(wildcard policies/*)
+
+# sudo make run: dependencies, a build, the default image (first time only, ~5 min), then
+# celld in the foreground (^C stops it).
+run:
+	@[ "$$(id -u)" = 0 ] || { echo "make run: needs root (sudo make run)" >&2; exit 1; }
+	tools/install-deps
+	$(MAKE) all
+	@if [ ! -f $(IMAGES_DIR)/default/manifest.json ]; then \
+		echo "make run: building image 'default' into $(IMAGES_DIR) (first run only, a few minutes)"; \
+		rootfs/build-image default $(IMAGES_DIR); \
+	fi
+	exec $(BUILD)/celld --state-dir $(STATE_DIR) --images $(IMAGES_DIR) $(CELLD_FLAGS)
+
+# The small test image (seconds): busybox into $(IMAGES_DIR).
+images:
+	@[ "$$(id -u)" = 0 ] || { echo "make images: needs root" >&2; exit 1; }
+	rootfs/build-image busybox $(IMAGES_DIR)
+
+# Build and install with the same PREFIX: the binaries look for their files under it.
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin \
+		$(DESTDIR)$(PREFIX)/libexec/cell $(DESTDIR)$(PREFIX)/share/cell/rootfs
+	install -m 0755 $(BUILD)/cell $(DESTDIR)$(PREFIX)/bin/cell
+	install -m 0755 $(BUILD)/celld $(DESTDIR)$(PREFIX)/sbin/celld
+	install -m 0755 $(BUILD)/cell-init $(DESTDIR)$(PREFIX)/libexec/cell/cell-init
+	install -m 0755 rootfs/build-image $(DESTDIR)$(PREFIX)/share/cell/rootfs/build-image
+	install -m 0644 rootfs/default.packages rootfs/README.md $(DESTDIR)$(PREFIX)/share/cell/rootfs/
+	$(if $(POLICIES),install -d $(DESTDIR)$(PREFIX)/share/cell/policies && \
+		install -m 0644 $(POLICIES) $(DESTDIR)$(PREFIX)/share/cell/policies/)
+	@for f in $(MAN_PAGES); do \
+		sec=$${f##*.}; \
+		install -d $(DESTDIR)$(PREFIX)/share/man/man$$sec && \
+		install -m 0644 $$f $(DESTDIR)$(PREFIX)/share/man/man$$sec/ || exit 1; \
+		echo "install $$f -> $(PREFIX)/share/man/man$$sec/"; \
+	done

@@ -91,7 +91,10 @@ int cell_read_file_at(int dirfd, const char *path, size_t max, char **out, size_
 		      struct cell_error *err)
 {
 	*out = NULL;
-	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: a FIFO planted where a file is expected must not block the open forever
+	 * (it is refused as non-regular below); regular files ignore the flag. */
+	_cleanup_close_ int fd =
+		openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return cell_err(err, errno, "opening %s", path);
 	struct stat st;

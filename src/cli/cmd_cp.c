@@ -1,0 +1,246 @@
+/* cell cp: copy one file into a sandbox (multipart upload) or out of it (download). */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cell/cleanup.h"
+#include "cell/id.h"
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: cell cp SRC DST\n"
+		   "\n"
+		   "Copy one file between the host and a sandbox. Exactly one side is ID:/path.\n"
+		   "  cell cp ./build.sh ID:/workspace/     upload (keeps the file's mode)\n"
+		   "  cell cp ID:/workspace/out.log ./      download (into a file or directory)\n"
+		   "  cell cp ID:/etc/os-release -          download to stdout\n"
+		   "  cell cp - ID:/workspace/in.txt        upload from stdin (mode 0644)\n"
+		   "\n"
+		   "Options:\n"
+		   "      --socket PATH  celld's socket\n"
+		   "  -h, --help         this help\n");
+}
+
+struct remote {
+	char id[CELL_ID_MAX + 1];
+	const char *path;
+};
+
+/* "ID:/path" with a well-formed id. A local name containing ':' can be written "./a:b". */
+static int parse_remote(const char *arg, struct remote *r)
+{
+	const char *colon = strchr(arg, ':');
+	if (!colon || colon == arg || (size_t)(colon - arg) > CELL_ID_MAX)
+		return 0;
+	memcpy(r->id, arg, (size_t)(colon - arg));
+	r->id[colon - arg] = '\0';
+	if (!cell_id_valid(r->id))
+		return 0;
+	r->path = colon + 1;
+	if (r->path[0] != '/') {
+		cli_error("cp: %s: the path in the sandbox must be absolute", arg);
+		return -EINVAL;
+	}
+	return 1;
+}
+
+/* FileInfo.mode: an integer whose decimal digits are the octal permission (755). */
+static unsigned mode_from_digits(json_int_t v)
+{
+	unsigned m = 0, shift = 0;
+	for (; v > 0 && shift < 12; v /= 10, shift += 3)
+		m |= (unsigned)(v % 10 & 7) << shift;
+	return m;
+}
+
+/* GET /files/info for one path; *info is the FileInfo object (owned by *resp). */
+static int remote_info(const struct remote *r, json_t **resp, json_t **info, struct cell_error *err)
+{
+	_cleanup_free_ char *enc = cli_urlencode(r->path);
+	_cleanup_free_ char *path = NULL;
+	_cleanup_free_ char *what = NULL;
+	if (!enc ||
+	    asprintf(&path, "/v1/sandboxes/%s" CLI_EXECD_PREFIX "/files/info?path=%s", r->id, enc) <
+		0 ||
+	    asprintf(&what, "%s:%s", r->id, r->path) < 0)
+		return cell_err(err, ENOMEM, "stat %s:%s", r->id, r->path);
+	int ret = cli_api("GET", path, NULL, what, resp, NULL, err);
+	if (ret < 0)
+		return ret;
+	/* {"<path>": {FileInfo}}: take the entry of our path, else the only one. */
+	*info = json_object_get(*resp, r->path);
+	if (!json_is_object(*info) && json_object_size(*resp) == 1)
+		*info = json_object_iter_value(json_object_iter(*resp));
+	if (!json_is_object(*info))
+		return cli_fail(err, EPROTO, "%s: celld's file info has no entry", what);
+	return 0;
+}
+
+static bool info_is_dir(json_t *info)
+{
+	const char *type = json_string_value(json_object_get(info, "type"));
+	return type && (!strcmp(type, "directory") || !strcmp(type, "dir"));
+}
+
+static int upload(const char *src, const struct remote *r)
+{
+	_cleanup_close_ int fd = -1;
+	unsigned mode = 0644;
+	_cleanup_free_ char *src_copy = strdup(src);
+	if (!src_copy)
+		return CLI_EXIT_FAIL;
+	const char *name = "stdin";
+	if (!strcmp(src, "-")) {
+		fd = dup(STDIN_FILENO);
+	} else {
+		fd = open(src, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			cli_error("cp: %s: %s", src, strerror(errno));
+			return CLI_EXIT_FAIL;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			cli_error("cp: %s: not a regular file (cp copies single files)", src);
+			return CLI_EXIT_FAIL;
+		}
+		mode = st.st_mode & 07777;
+		name = basename(src_copy);
+	}
+	if (fd < 0) {
+		cli_error("cp: %s: %s", src, strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+
+	/* A destination that is a directory (or ends in '/') receives the source's name. */
+	_cleanup_free_ char *dest = strdup(r->path);
+	if (!dest)
+		return CLI_EXIT_FAIL;
+	bool into_dir = dest[strlen(dest) - 1] == '/';
+	if (!into_dir) {
+		json_t *resp = NULL, *info = NULL;
+		struct cell_error ierr = {0};
+		if (remote_info(r, &resp, &info, &ierr) == 0)
+			into_dir = info_is_dir(info);
+		else if (cli_unreachable) {
+			cli_error("%s", ierr.msg);
+			return CLI_EXIT_FAIL;
+		}
+		json_decref(resp);
+	}
+	if (into_dir) {
+		if (!strcmp(src, "-")) {
+			cli_error("cp: %s:%s is a directory; name the file to write from stdin",
+				  r->id, r->path);
+			return CLI_EXIT_FAIL;
+		}
+		char *joined = NULL;
+		bool slash = dest[strlen(dest) - 1] == '/';
+		if (asprintf(&joined, "%s%s%s", dest, slash ? "" : "/", name) < 0)
+			return CLI_EXIT_FAIL;
+		free(dest);
+		dest = joined;
+	}
+	struct cell_error err = {0};
+	if (cli_upload(r->id, fd, name, dest, mode, &err) < 0) {
+		cli_error("cp: %s -> %s:%s: %s", src, r->id, dest, err.msg);
+		return CLI_EXIT_FAIL;
+	}
+	return CLI_EXIT_OK;
+}
+
+static int download(const struct remote *r, const char *dst)
+{
+	json_t *resp = NULL, *info = NULL;
+	struct cell_error err = {0};
+	if (remote_info(r, &resp, &info, &err) < 0) {
+		cli_error("cp: %s", err.msg);
+		json_decref(resp);
+		return CLI_EXIT_FAIL;
+	}
+	bool is_dir = info_is_dir(info);
+	/* Never set-id or sticky bits on a file that came out of a sandbox: a root user
+	 * copying out a planted set-uid binary must not hand it root. */
+	unsigned mode = mode_from_digits(json_integer_value(json_object_get(info, "mode"))) & 0777;
+	json_decref(resp);
+	if (is_dir) {
+		cli_error("cp: %s:%s: is a directory (cp copies single files)", r->id, r->path);
+		return CLI_EXIT_FAIL;
+	}
+	if (!strcmp(dst, "-")) {
+		if (cli_download(r->id, r->path, STDOUT_FILENO, &err) < 0) {
+			cli_error("cp: %s:%s: %s", r->id, r->path, err.msg);
+			return CLI_EXIT_FAIL;
+		}
+		return CLI_EXIT_OK;
+	}
+
+	_cleanup_free_ char *target = strdup(dst);
+	_cleanup_free_ char *rcopy = strdup(r->path);
+	if (!target || !rcopy)
+		return CLI_EXIT_FAIL;
+	struct stat st;
+	if (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)) {
+		free(target);
+		target = NULL;
+		if (asprintf(&target, "%s/%s", dst, basename(rcopy)) < 0)
+			return CLI_EXIT_FAIL;
+	}
+	/* Write next to the target and rename: a failed download never leaves half a file
+	 * under the final name. */
+	_cleanup_free_ char *tmp = NULL;
+	if (asprintf(&tmp, "%s.cell-XXXXXX", target) < 0)
+		return CLI_EXIT_FAIL;
+	_cleanup_close_ int fd = mkstemp(tmp);
+	if (fd < 0) {
+		cli_error("cp: writing %s: %s", target, strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+	mode_t um = umask(0);
+	umask(um);
+	int rc = CLI_EXIT_OK;
+	if (cli_download(r->id, r->path, fd, &err) < 0) {
+		cli_error("cp: %s:%s: %s", r->id, r->path, err.msg);
+		rc = CLI_EXIT_FAIL;
+	} else if (fchmod(fd, (mode ? mode : 0644) & ~um) < 0 || fsync(fd) < 0 ||
+		   rename(tmp, target) < 0) {
+		cli_error("cp: writing %s: %s", target, strerror(errno));
+		rc = CLI_EXIT_FAIL;
+	}
+	if (rc != CLI_EXIT_OK)
+		unlink(tmp);
+	return rc;
+}
+
+int cmd_cp(int argc, char **argv)
+{
+	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
+	int c;
+	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg))
+			continue;
+		if (c == 'h') {
+			usage(stdout);
+			return CLI_EXIT_OK;
+		}
+		return cli_bad_option("cp", CLI_EXIT_USAGE);
+	}
+	if (argc - optind != 2)
+		return cli_usage_error("cp", CLI_EXIT_USAGE, "expected SRC and DST");
+	const char *src = argv[optind], *dst = argv[optind + 1];
+	struct remote rs, rd;
+	int s = parse_remote(src, &rs), d = parse_remote(dst, &rd);
+	if (s < 0 || d < 0)
+		return CLI_EXIT_USAGE;
+	if (s == d)
+		return cli_usage_error("cp", CLI_EXIT_USAGE,
+				       "exactly one of SRC and DST must be ID:/path");
+	cli_signals_install();
+	return s ? download(&rs, dst) : upload(src, &rd);
+}

@@ -1,0 +1,123 @@
+/* cell inspect (a sandbox's kernel-level details) and cell info (celld's own). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cell/cleanup.h"
+#include "cli.h"
+
+/* Shared by inspect and info: GET path and print the JSON. */
+static int get_and_print(const char *path, const char *what, json_t **keep)
+{
+	json_t *resp = NULL;
+	struct cell_error err = {0};
+	if (cli_api("GET", path, NULL, what, &resp, NULL, &err) < 0) {
+		cli_error("%s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
+	if (!resp) {
+		cli_error("%s: celld sent an empty answer", what);
+		return CLI_EXIT_FAIL;
+	}
+	if (keep) {
+		*keep = resp;
+		return CLI_EXIT_OK;
+	}
+	cli_print_json(resp);
+	json_decref(resp);
+	return CLI_EXIT_OK;
+}
+
+static int simple_opts(int argc, char **argv, const char *cmd, void (*usage)(FILE *))
+{
+	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
+	int c;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg))
+			continue;
+		if (c == 'h') {
+			usage(stdout);
+			return CLI_EXIT_OK;
+		}
+		return cli_bad_option(cmd, CLI_EXIT_USAGE);
+	}
+	return -1;
+}
+
+static void inspect_usage(FILE *f)
+{
+	fprintf(f, "Usage: cell inspect ID\n"
+		   "\n"
+		   "Print a sandbox's kernel-level details as JSON: host pid of its init, uid/gid\n"
+		   "maps, namespace ids, cgroup path, host pids of its processes, state dir.\n"
+		   "\n"
+		   "Options:\n"
+		   "      --socket PATH  celld's socket\n"
+		   "  -h, --help         this help\n");
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+	int rc = simple_opts(argc, argv, "inspect", inspect_usage);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind != 1)
+		return cli_usage_error("inspect", CLI_EXIT_USAGE,
+				       "expected exactly one sandbox id");
+	const char *id = argv[optind];
+	if (!cli_check_id(id))
+		return CLI_EXIT_FAIL;
+	_cleanup_free_ char *path = NULL;
+	_cleanup_free_ char *what = NULL;
+	if (asprintf(&path, "/v1/sandboxes/%s/inspect", id) < 0 ||
+	    asprintf(&what, "inspect %s", id) < 0)
+		return CLI_EXIT_FAIL;
+	return get_and_print(path, what, NULL);
+}
+
+static void info_usage(FILE *f)
+{
+	fprintf(f, "Usage: cell info\n"
+		   "\n"
+		   "Show celld's version, cgroup backend, state and images dirs, sandbox count.\n"
+		   "\n"
+		   "Options:\n"
+		   "      --json         print the JSON answer\n"
+		   "      --socket PATH  celld's socket\n"
+		   "  -h, --help         this help\n");
+}
+
+int cmd_info(int argc, char **argv)
+{
+	int rc = simple_opts(argc, argv, "info", info_usage);
+	if (rc >= 0)
+		return rc;
+	if (optind != argc)
+		return cli_usage_error("info", CLI_EXIT_USAGE, "takes no arguments");
+	if (cli.json)
+		return get_and_print("/v1/info", "info", NULL);
+	json_t *resp = NULL;
+	rc = get_and_print("/v1/info", "info", &resp);
+	if (rc)
+		return rc;
+	printf("socket:     ");
+	cli_fputs_safe(cli.socket, stdout);
+	putchar('\n');
+	const char *key;
+	json_t *val;
+	json_object_foreach(resp, key, val)
+	{
+		char label[64];
+		snprintf(label, sizeof(label), "%s:", key);
+		printf("%-11s ", label);
+		if (json_is_string(val)) {
+			cli_fputs_safe(json_string_value(val), stdout);
+		} else {
+			_cleanup_free_ char *s = json_dumps(val, JSON_COMPACT | JSON_ENCODE_ANY);
+			cli_fputs_safe(s ? s : "?", stdout);
+		}
+		putchar('\n');
+	}
+	json_decref(resp);
+	return CLI_EXIT_OK;
+}

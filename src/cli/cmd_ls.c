@@ -1,0 +1,122 @@
+/* cell ls: all sandboxes, as a table or JSON. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cell/cleanup.h"
+#include "cli.h"
+
+#define LS_PAGE_SIZE 200
+#define LS_MAX_PAGES 10000 /* a server that always says hasNextPage cannot loop us forever */
+
+static void ls_usage(FILE *f)
+{
+	fprintf(f, "Usage: cell ls [OPTIONS]\n"
+		   "\n"
+		   "List sandboxes: ID STATE IMAGE CREATED.\n"
+		   "\n"
+		   "Options:\n"
+		   "      --state STATE  only sandboxes in this state (Running, Paused, Stopped,\n"
+		   "                     Failed; repeatable)\n"
+		   "      --json         print the sandboxes as a JSON array\n"
+		   "      --socket PATH  celld's socket\n"
+		   "  -h, --help         this help\n");
+}
+
+/* Fetch every page of GET /v1/sandboxes into one array. */
+static int ls_fetch(const char *state_query, json_t *all, struct cell_error *err)
+{
+	for (int page = 1; page <= LS_MAX_PAGES; page++) {
+		_cleanup_free_ char *path = NULL;
+		if (asprintf(&path, "/v1/sandboxes?page=%d&pageSize=%d%s", page, LS_PAGE_SIZE,
+			     state_query) < 0)
+			return cell_err(err, ENOMEM, "list sandboxes");
+		json_t *resp = NULL;
+		int r = cli_api("GET", path, NULL, "list sandboxes", &resp, NULL, err);
+		if (r < 0)
+			return r;
+		json_t *items = json_object_get(resp, "items");
+		if (!json_is_array(items)) {
+			json_decref(resp);
+			return cli_fail(err, EPROTO, "list sandboxes: celld's answer has no items");
+		}
+		json_array_extend(all, items);
+		json_t *pg = json_object_get(resp, "pagination");
+		bool more =
+		    json_is_true(json_object_get(pg, "hasNextPage")) && json_array_size(items) > 0;
+		json_decref(resp);
+		if (!more)
+			return 0;
+	}
+	return 0;
+}
+
+static const char *str_or(json_t *j, const char *dflt)
+{
+	const char *s = json_string_value(j);
+	return s && s[0] ? s : dflt;
+}
+
+int cmd_ls(int argc, char **argv)
+{
+	enum { OPT_STATE = 0x2000 };
+	static const struct option longopts[] = {
+	    {"state", required_argument, NULL, OPT_STATE}, CLI_GLOBAL_LONGOPTS, {0}};
+	char query[512] = "";
+	size_t qlen = 0;
+	int c;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg))
+			continue;
+		if (c == 'h') {
+			ls_usage(stdout);
+			return CLI_EXIT_OK;
+		}
+		if (c == OPT_STATE) {
+			_cleanup_free_ char *enc = cli_urlencode(optarg);
+			int n = enc ? snprintf(query + qlen, sizeof(query) - qlen, "&state=%s", enc)
+				    : -1;
+			if (n < 0 || (size_t)n >= sizeof(query) - qlen)
+				return cli_usage_error("ls", CLI_EXIT_USAGE, "too many --state");
+			qlen += (size_t)n;
+			continue;
+		}
+		return cli_bad_option("ls", CLI_EXIT_USAGE);
+	}
+	if (optind != argc)
+		return cli_usage_error("ls", CLI_EXIT_USAGE, "unexpected argument '%s'",
+				       argv[optind]);
+	json_t *all = json_array();
+	struct cell_error err = {0};
+	if (ls_fetch(query, all, &err) < 0) {
+		cli_error("%s", err.msg);
+		json_decref(all);
+		return CLI_EXIT_FAIL;
+	}
+	if (cli.json) {
+		cli_print_json(all);
+		json_decref(all);
+		return CLI_EXIT_OK;
+	}
+	struct cli_table t;
+	cli_table_init(&t, 4);
+	cli_table_add(&t, (const char *const[]){"ID", "STATE", "IMAGE", "CREATED"});
+	size_t i;
+	json_t *sb;
+	json_array_foreach(all, i, sb)
+	{
+		const char *row[4] = {
+		    str_or(json_object_get(sb, "id"), "?"),
+		    str_or(json_object_get(json_object_get(sb, "status"), "state"), "?"),
+		    str_or(json_object_get(json_object_get(sb, "image"), "uri"), "-"),
+		    str_or(json_object_get(sb, "createdAt"), "-"),
+		};
+		cli_table_add(&t, row);
+	}
+	cli_table_print(&t, stdout);
+	cli_table_free(&t);
+	json_decref(all);
+	return CLI_EXIT_OK;
+}

@@ -1,0 +1,66 @@
+/* cell rm: delete sandboxes (every process killed, disk removed). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cell/cleanup.h"
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: cell rm ID...\n"
+		   "\n"
+		   "Delete each sandbox: its processes are killed and its disk removed. Every id\n"
+		   "is tried (unless celld cannot be reached); the exit status is 1 when any of\n"
+		   "them failed, with one message per failed id.\n"
+		   "\n"
+		   "Options:\n"
+		   "      --socket PATH  celld's socket\n"
+		   "  -h, --help         this help\n");
+}
+
+int cli_delete_sandbox(const char *id, struct cell_error *err)
+{
+	_cleanup_free_ char *path = NULL;
+	if (asprintf(&path, "/v1/sandboxes/%s", id) < 0)
+		return cell_err(err, ENOMEM, "rm %s", id);
+	_cleanup_free_ char *what = NULL;
+	if (asprintf(&what, "rm %s", id) < 0)
+		return cell_err(err, ENOMEM, "rm %s", id);
+	return cli_api("DELETE", path, NULL, what, NULL, NULL, err);
+}
+
+int cmd_rm(int argc, char **argv)
+{
+	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
+	int c;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg))
+			continue;
+		if (c == 'h') {
+			usage(stdout);
+			return CLI_EXIT_OK;
+		}
+		return cli_bad_option("rm", CLI_EXIT_USAGE);
+	}
+	if (optind >= argc)
+		return cli_usage_error("rm", CLI_EXIT_USAGE, "expected at least one sandbox id");
+	int rc = CLI_EXIT_OK;
+	for (int i = optind; i < argc; i++) {
+		if (!cli_check_id(argv[i])) {
+			rc = CLI_EXIT_FAIL;
+			continue;
+		}
+		struct cell_error err = {0};
+		if (cli_delete_sandbox(argv[i], &err) < 0) {
+			cli_error("%s", err.msg);
+			rc = CLI_EXIT_FAIL;
+			if (cli_unreachable) /* nothing later can succeed without celld */
+				break;
+			continue;
+		}
+		printf("%s\n", argv[i]);
+	}
+	return rc;
+}

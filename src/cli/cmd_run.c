@@ -1,0 +1,129 @@
+/* cell run: create a sandbox, run one command in it with its output passed through
+ * byte-exact, exit with its exit code, and delete the sandbox with --rm. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cell/id.h"
+#include "cli.h"
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f, "Usage: cell run [OPTIONS] -- CMD [ARG...]\n"
+	       "\n"
+	       "Create a sandbox, run CMD in it (without a shell), stream its stdout and stderr\n"
+	       "here, and exit with its exit code: 128+N when it was killed by signal N, 124 when\n"
+	       "--timeout fired, 125 when cell itself failed.\n"
+	       "\n"
+	       "Options:\n"
+	       "      --rm                 delete the sandbox afterwards (also on failure, ^C,\n"
+	       "                           SIGTERM)\n"
+	       "  -i, --image NAME         local image (default: default)\n"
+	       "  -v, --volume HOST:DEST[:ro]  bind-mount a host path (repeatable; HOST is made\n"
+	       "                           absolute)\n"
+	       "  -w, --workdir DIR        working directory of CMD (default: /workspace)\n"
+	       "  -e, --env K=V            environment variable of CMD (repeatable; K alone takes\n"
+	       "                           the value from this environment)\n"
+	       "  -t, --timeout SECONDS    kill CMD after this long (exit code 124)\n"
+	       "  -s, --session KEY        create-or-resume the sandbox of this key\n"
+	       "      --socket PATH        celld's socket\n"
+	       "  -h, --help               this help\n"
+	       "\n"
+	       "Example: cell run --rm -v \"$PWD\":/src:ro -w /src -- make -n\n");
+}
+
+enum { OPT_RM = 0x2000 };
+
+int cmd_run(int argc, char **argv)
+{
+	static const struct option longopts[] = {{"rm", no_argument, NULL, OPT_RM},
+						 {"image", required_argument, NULL, 'i'},
+						 {"volume", required_argument, NULL, 'v'},
+						 {"workdir", required_argument, NULL, 'w'},
+						 {"env", required_argument, NULL, 'e'},
+						 {"timeout", required_argument, NULL, 't'},
+						 {"session", required_argument, NULL, 's'},
+						 CLI_GLOBAL_LONGOPTS,
+						 {0}};
+	struct cli_create_opts co = {0};
+	struct cli_exec_req xr = {0};
+	bool rm = false;
+	json_t *envs = json_object();
+	json_t *vols = json_array();
+	int code = CLI_EXIT_RUN_FAIL;
+	int c;
+	while ((c = getopt_long(argc, argv, "+hi:v:w:e:t:s:", longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg))
+			continue;
+		switch (c) {
+		case 'h':
+			usage(stdout);
+			code = CLI_EXIT_OK;
+			goto out;
+		case OPT_RM:
+			rm = true;
+			break;
+		case 'i':
+			co.image = optarg;
+			break;
+		case 'v':
+			if (cli_parse_volume(vols, optarg) < 0)
+				goto out;
+			break;
+		case 'w':
+			xr.cwd = optarg;
+			break;
+		case 'e':
+			if (cli_parse_env(envs, optarg) < 0)
+				goto out;
+			break;
+		case 't':
+			if (cli_parse_seconds_ms(optarg, &xr.timeout_ms) < 0)
+				goto out;
+			break;
+		case 's':
+			co.session = optarg;
+			break;
+		default:
+			cli_bad_option("run", CLI_EXIT_RUN_FAIL);
+			goto out;
+		}
+	}
+	if (optind >= argc) {
+		cli_usage_error("run", CLI_EXIT_RUN_FAIL, "expected a command after '--'");
+		goto out;
+	}
+	co.volumes = vols;
+	xr.argv = argv + optind;
+	xr.envs = envs;
+
+	/* From here on a signal must not kill the CLI before --rm has deleted the sandbox. */
+	cli_signals_install();
+	char id[CELL_ID_MAX + 1];
+	struct cell_error err = {0};
+	if (cli_create_sandbox(&co, id, sizeof(id), NULL, &err) < 0) {
+		cli_error("%s", err.msg);
+		goto out;
+	}
+	xr.id = id;
+	if (cli_interrupted) {
+		code = 128 + cli_interrupted;
+	} else if (cli_exec_stream(&xr, &code, &err) < 0) {
+		cli_error("%s", err.msg);
+		code = CLI_EXIT_RUN_FAIL;
+	}
+	if (rm) {
+		struct cell_error derr = {0};
+		if (cli_delete_sandbox(id, &derr) < 0) {
+			cli_error("%s", derr.msg);
+			if (code == 0)
+				code = CLI_EXIT_RUN_FAIL;
+		}
+	}
+out:
+	json_decref(envs);
+	json_decref(vols);
+	return code;
+}
