@@ -46,6 +46,8 @@ $(BUILD)/cell-init: $(call obj,$(INIT_SRC) $(COMMON_SRC))
 	@test -x $@
 
 -include tests/Makefile.inc
+-include tests/sdk/sdk.mk
+-include tools/bench.mk
 
 clean:
 	rm -rf $(BUILD)

@@ -47,10 +47,12 @@ int cell_open_in_root(int rootfd, const char *path, int flags, mode_t mode, int 
 		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
 			   (no_symlinks ? RESOLVE_NO_SYMLINKS : 0),
 	};
-	int fd;
+	/* EAGAIN means a concurrent rename raced the lookup; retry a bounded number of times
+	 * so a sandbox renaming directories in a loop cannot make its caller spin forever. */
+	int fd, tries = 0;
 	do
 		fd = syscall(SYS_openat2, rootfd, path, &how, sizeof(how));
-	while (fd < 0 && (errno == EINTR || errno == EAGAIN));
+	while (fd < 0 && (errno == EINTR || errno == EAGAIN) && ++tries < 64);
 	return fd < 0 ? -errno : fd;
 }
 

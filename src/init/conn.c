@@ -1,0 +1,467 @@
+/* Relay connections: non-blocking frame input and a bounded output queue.
+ *
+ * Input is read straight into a per-frame buffer (header first, then at most CELL_FRAME_MAX
+ * payload bytes). Output is a list of ready-to-send frames (header + payload in one block)
+ * written with sendmsg() of many iovecs at once at the end of each loop iteration, so a
+ * burst of output chunks costs one syscall. Producers (command pipes, file reads) stop when
+ * conn_queued() passes CONN_HIGH_WATER and ask for a call back with conn_want_drain(): the
+ * queue never grows without bound, whatever a command prints. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "cell/log.h"
+#include "cell/proto.h"
+#include "init.h"
+
+#define CONN_IOV_MAX	       64
+#define CONN_FRAMES_PER_WAKEUP 64 /* fairness between connections */
+
+struct seg {
+	struct seg *next;
+	uint32_t len; /* bytes in data (header + payload) */
+	uint32_t off; /* bytes already sent */
+	uint8_t data[];
+};
+
+struct conn {
+	struct init_watch w;
+	struct init_deferred dead;
+	struct conn *next_dirty;
+	bool dirty, flushing, gone, closing, in_eof, drain_wanted;
+	uint32_t events; /* current epoll mask */
+
+	/* input: header, then payload */
+	uint8_t hdr[CELL_FRAME_HEADER];
+	uint32_t hdr_got;
+	uint16_t in_type;
+	uint32_t in_len, in_got;
+	uint8_t *in_payload;
+
+	/* output */
+	struct seg *out_head, **out_tail;
+	size_t out_bytes;
+
+	const struct conn_handler *h;
+	void *op;
+};
+
+static struct conn *dirty_head;
+static int n_conns;
+
+int conn_count(void)
+{
+	return n_conns;
+}
+
+static void conn_mark_dirty(struct conn *c)
+{
+	if (c->dirty || c->flushing || c->gone)
+		return;
+	c->dirty = true;
+	c->next_dirty = dirty_head;
+	dirty_head = c;
+}
+
+static void conn_detach(struct conn *c)
+{
+	const struct conn_handler *h = c->h;
+	void *op = c->op;
+	c->h = NULL;
+	c->op = NULL;
+	c->drain_wanted = false;
+	if (h)
+		h->closed(op, c);
+}
+
+/* The connection is unusable (peer gone, write error): forget it now. */
+static void conn_drop(struct conn *c)
+{
+	if (c->gone)
+		return;
+	c->gone = true;
+	conn_detach(c);
+	init_watch_del(&c->w);
+	close(c->w.fd);
+	c->w.fd = -1;
+	free(c->in_payload);
+	c->in_payload = NULL;
+	for (struct seg *s = c->out_head, *n; s; s = n) {
+		n = s->next;
+		free(s);
+	}
+	c->out_head = NULL;
+	c->out_bytes = 0;
+	n_conns--;
+	init_defer_free(&c->dead, c);
+}
+
+static void conn_update_events(struct conn *c)
+{
+	if (c->gone)
+		return;
+	uint32_t ev = 0;
+	if (!c->closing && !c->in_eof)
+		ev |= EPOLLIN;
+	if (c->out_head || c->drain_wanted)
+		ev |= EPOLLOUT;
+	if (ev != c->events && init_watch_mod(&c->w, ev) == 0)
+		c->events = ev;
+}
+
+/* Returns 0 (all sent or the socket is full) or -errno. */
+static int conn_write_some(struct conn *c)
+{
+	while (c->out_head) {
+		struct iovec iov[CONN_IOV_MAX];
+		int n_iov = 0;
+		size_t total = 0;
+		for (struct seg *s = c->out_head; s && n_iov < CONN_IOV_MAX; s = s->next) {
+			iov[n_iov].iov_base = s->data + s->off;
+			iov[n_iov].iov_len = s->len - s->off;
+			total += iov[n_iov].iov_len;
+			n_iov++;
+		}
+		struct msghdr msg = {.msg_iov = iov, .msg_iovlen = n_iov};
+		ssize_t n = sendmsg(c->w.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return 0;
+			return -errno;
+		}
+		size_t left = n;
+		c->out_bytes -= left;
+		while (left) {
+			struct seg *s = c->out_head;
+			size_t rest = s->len - s->off;
+			if (left < rest) {
+				s->off += left;
+				break;
+			}
+			left -= rest;
+			c->out_head = s->next;
+			free(s);
+		}
+		if (!c->out_head)
+			c->out_tail = &c->out_head;
+		if ((size_t)n < total)
+			return 0; /* socket buffer full: wait for EPOLLOUT */
+	}
+	return 0;
+}
+
+static void conn_flush(struct conn *c)
+{
+	if (c->gone)
+		return;
+	c->flushing = true;
+	for (int round = 0; round < 2; round++) {
+		int r = conn_write_some(c);
+		if (r < 0) {
+			log_debug("relay connection: send: %s", strerror(-r));
+			c->flushing = false;
+			conn_drop(c);
+			return;
+		}
+		if (c->out_bytes < CONN_LOW_WATER && c->drain_wanted && c->h) {
+			c->drain_wanted = false;
+			c->h->drain(c->op, c);
+			if (c->gone)
+				return;
+			continue;
+		}
+		break;
+	}
+	c->flushing = false;
+	if (c->closing && !c->out_head) {
+		conn_drop(c);
+		return;
+	}
+	conn_update_events(c);
+}
+
+void conn_flush_dirty(void)
+{
+	while (dirty_head) {
+		struct conn *c = dirty_head;
+		dirty_head = c->next_dirty;
+		c->dirty = false;
+		conn_flush(c);
+	}
+}
+
+static void conn_queue(struct conn *c, struct seg *s)
+{
+	if (c->gone) {
+		free(s);
+		return;
+	}
+	s->next = NULL;
+	s->off = 0;
+	*c->out_tail = s;
+	c->out_tail = &s->next;
+	c->out_bytes += s->len;
+	conn_mark_dirty(c);
+}
+
+void conn_send(struct conn *c, uint16_t type, const void *payload, uint32_t len)
+{
+	if (c->gone)
+		return;
+	if (len > CELL_FRAME_MAX) {
+		log_error("refusing to send a %s frame of %u bytes", cell_frame_type_name(type),
+			  len);
+		conn_drop(c);
+		return;
+	}
+	struct seg *s = malloc(sizeof(*s) + CELL_FRAME_HEADER + len);
+	if (!s) {
+		log_error("out of memory queueing a %s frame", cell_frame_type_name(type));
+		conn_drop(c);
+		return;
+	}
+	cell_frame_header_encode(s->data, type, len);
+	if (len)
+		memcpy(s->data + CELL_FRAME_HEADER, payload, len);
+	s->len = CELL_FRAME_HEADER + len;
+	conn_queue(c, s);
+}
+
+void conn_send_json(struct conn *c, uint16_t type, json_t *obj)
+{
+	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	json_decref(obj);
+	if (!text) {
+		log_error("out of memory encoding a %s frame", cell_frame_type_name(type));
+		conn_drop(c);
+		return;
+	}
+	conn_send(c, type, text, strlen(text));
+	free(text);
+}
+
+void conn_send_error(struct conn *c, int errnum, const char *msg)
+{
+	json_t *o = json_object();
+	if (o) {
+		json_object_set_new(o, "errno", json_integer(errnum));
+		json_object_set_new(o, "message", init_json_string_lossy(msg, strlen(msg)));
+	}
+	conn_send_json(c, CELL_FRAME_ERROR, o);
+}
+
+long conn_send_from_fd(struct conn *c, uint16_t type, int fd, uint32_t max, int64_t pread_off)
+{
+	if (max > CELL_FRAME_CHUNK)
+		max = CELL_FRAME_CHUNK;
+	struct seg *s = malloc(sizeof(*s) + CELL_FRAME_HEADER + max);
+	if (!s)
+		return -ENOMEM;
+	ssize_t n;
+	do
+		n = pread_off >= 0 ? pread(fd, s->data + CELL_FRAME_HEADER, max, pread_off)
+				   : read(fd, s->data + CELL_FRAME_HEADER, max);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0) {
+		int e = n < 0 ? errno : 0;
+		free(s);
+		return -e;
+	}
+	/* A short read of a large block: give the slack back, so many small chunks queued up
+	 * to the high-water mark cannot pin 64 KiB each. */
+	if ((size_t)n < max / 2) {
+		struct seg *t = realloc(s, sizeof(*s) + CELL_FRAME_HEADER + n);
+		if (t)
+			s = t;
+	}
+	cell_frame_header_encode(s->data, type, (uint32_t)n);
+	s->len = CELL_FRAME_HEADER + (uint32_t)n;
+	if (c && !c->gone)
+		conn_queue(c, s);
+	else
+		free(s);
+	return n;
+}
+
+size_t conn_queued(const struct conn *c)
+{
+	return c->out_bytes;
+}
+
+void conn_want_drain(struct conn *c)
+{
+	if (c->gone)
+		return;
+	c->drain_wanted = true;
+	conn_mark_dirty(c);
+	if (c->flushing)
+		return; /* conn_flush re-evaluates the mask when it is done */
+	conn_update_events(c);
+}
+
+void conn_finish(struct conn *c)
+{
+	if (c->gone || c->closing)
+		return;
+	c->closing = true;
+	conn_detach(c);
+	free(c->in_payload);
+	c->in_payload = NULL;
+	conn_mark_dirty(c);
+	if (!c->flushing)
+		conn_update_events(c);
+}
+
+void conn_fail(struct conn *c, int errnum, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* Framing errors mean a broken peer; operation errors (a missing file) are routine. */
+	if (errnum == EPROTO || errnum == EMSGSIZE)
+		log_warn("relay connection dropped: %s", msg);
+	else
+		log_debug("relay request refused: %s", msg);
+	if (c->gone || c->closing)
+		return;
+	conn_send_error(c, errnum, msg);
+	conn_finish(c);
+}
+
+void conn_attach(struct conn *c, const struct conn_handler *h, void *op)
+{
+	c->h = h;
+	c->op = op;
+}
+
+static void conn_deliver(struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
+{
+	if (c->h)
+		c->h->frame(c->op, c, type, payload, len);
+	else
+		init_request(c, type, payload, len);
+}
+
+/* Read and dispatch frames. Returns false when the connection is gone. */
+static bool conn_read(struct conn *c)
+{
+	for (int frames = 0; frames < CONN_FRAMES_PER_WAKEUP;) {
+		if (c->gone)
+			return false;
+		if (c->closing || c->in_eof)
+			return true;
+		uint8_t *dst;
+		size_t want;
+		if (c->hdr_got < CELL_FRAME_HEADER) {
+			dst = c->hdr + c->hdr_got;
+			want = CELL_FRAME_HEADER - c->hdr_got;
+		} else {
+			dst = c->in_payload + c->in_got;
+			want = c->in_len - c->in_got;
+		}
+		ssize_t n = read(c->w.fd, dst, want);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return true;
+			conn_drop(c);
+			return false;
+		}
+		if (n == 0) {
+			bool idle = c->hdr_got == 0;
+			if (!idle || !c->h || !c->h->keep_on_eof) {
+				/* EOF mid-frame, before a request, or while celld still had to
+				 * send (FILE_WRITE): nothing more can happen here. */
+				conn_drop(c);
+				return false;
+			}
+			c->in_eof = true;
+			conn_update_events(c);
+			return true;
+		}
+		if (c->hdr_got < CELL_FRAME_HEADER) {
+			c->hdr_got += n;
+			if (c->hdr_got < CELL_FRAME_HEADER)
+				continue;
+			int r = cell_frame_header_decode(c->hdr, CELL_FRAME_MAX, &c->in_type,
+							 &c->in_len);
+			if (r < 0) {
+				/* The stream cannot be resynchronised after a bad header. */
+				conn_fail(c, -r, "bad frame header (type %u, length %u)",
+					  (unsigned)(c->hdr[4] << 8 | c->hdr[5]),
+					  (unsigned)((uint32_t)c->hdr[0] << 24 | c->hdr[1] << 16 |
+						     c->hdr[2] << 8 | c->hdr[3]));
+				return !c->gone;
+			}
+			c->in_got = 0;
+			c->in_payload = malloc(c->in_len + 1);
+			if (!c->in_payload) {
+				conn_fail(c, ENOMEM, "frame of %u bytes", c->in_len);
+				return !c->gone;
+			}
+		} else {
+			c->in_got += n;
+		}
+		if (c->in_got < c->in_len)
+			continue;
+		/* A whole frame: hand it over and start the next one. */
+		uint8_t *payload = c->in_payload;
+		uint32_t len = c->in_len;
+		payload[len] = '\0';
+		c->in_payload = NULL;
+		c->hdr_got = 0;
+		c->in_len = c->in_got = 0;
+		conn_deliver(c, c->in_type, payload, len);
+		free(payload);
+		frames++;
+	}
+	return true;
+}
+
+static void conn_event(struct init_watch *w, uint32_t events)
+{
+	struct conn *c = init_container_of(w, struct conn, w);
+	if (events & EPOLLIN) {
+		if (!conn_read(c))
+			return;
+	}
+	if (events & (EPOLLERR | EPOLLHUP)) {
+		/* celld closed its end: a running command keeps running, output is
+		 * discarded from now on. */
+		conn_drop(c);
+		return;
+	}
+	if (events & EPOLLOUT)
+		conn_mark_dirty(c);
+}
+
+void conn_new(int fd)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		log_error("out of memory accepting a relay connection");
+		close(fd);
+		return;
+	}
+	c->w.fn = conn_event;
+	c->w.fd = fd;
+	c->out_tail = &c->out_head;
+	c->events = EPOLLIN;
+	if (init_watch_add(&c->w, EPOLLIN) < 0) {
+		close(fd);
+		free(c);
+		return;
+	}
+	n_conns++;
+}

@@ -1,0 +1,766 @@
+/* EXEC: running one command per connection and streaming what it prints.
+ *
+ * A command is a direct child of cell-init in its own session and process group, stdin
+ * /dev/null, stdout/stderr on two pipes, no other fd. The child reports a failed chdir or
+ * execve through a CLOEXEC error pipe: EOF on it means the exec happened (STARTED), a
+ * record means it did not (ERROR, no STARTED). Until then the output pipes are not even
+ * watched, so STARTED always precedes the first output frame.
+ *
+ * When the main process is reaped, what is already in its pipes is sent, then EXIT, and
+ * the connection ends. The pipes stay open and are read and discarded until EOF, so a
+ * background child (`nohup server &`) never takes a SIGPIPE for writing to a closed pipe.
+ * The same discarding happens when celld hangs up early: the command is not killed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cell/codec.h"
+#include "cell/error.h"
+#include "cell/log.h"
+#include "cell/proto.h"
+#include "init.h"
+
+#define DEFAULT_CWD	      "/workspace"
+#define DEFAULT_PATH	      "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define KILL_GRACE_MS	      2000
+#define PIPE_READS_PER_WAKEUP 16
+#define PIPE_GROWN_SIZE	      (1 << 20)
+#define ID_MAX		      0xfffffffeu /* (uid_t)-1 means "unchanged" to the kernel */
+
+struct exec_req {
+	char **argv; /* decoded, NULL-terminated */
+	size_t argc;
+	const char **envp; /* strings owned by the request JSON */
+	const char *cwd;
+	uint64_t timeout_ms;
+	uint32_t uid, gid;
+	bool set_ids;
+};
+
+struct cmd;
+
+struct pipe_end {
+	struct init_watch w;
+	struct cmd *cmd;
+	uint16_t type; /* CELL_FRAME_STDOUT or CELL_FRAME_STDERR */
+	bool grown;
+};
+
+struct cmd {
+	struct init_deferred dead;
+	struct cmd *next, **pprev;
+	pid_t pid;
+	struct conn *conn; /* NULL once EXIT is sent or celld hung up */
+	struct pipe_end out, err;
+	struct init_watch errp;	 /* read end of the exec error pipe */
+	struct init_watch timer; /* timeout, then the SIGKILL grace */
+	int status;
+	bool started, reaped, timed_out, grace, paused;
+	uint64_t start_ns, end_ns;
+};
+
+/* What the child writes to the error pipe when it cannot exec. Smaller than PIPE_BUF, so
+ * the write is atomic. */
+struct child_err {
+	int32_t err;
+	char msg[256];
+};
+
+static struct cmd *cmds;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- request parsing ---- */
+
+static void req_free(struct exec_req *r)
+{
+	if (r->argv)
+		for (size_t i = 0; i < r->argc; i++)
+			free(r->argv[i]);
+	free(r->argv);
+	free(r->envp);
+	r->argv = NULL;
+	r->envp = NULL;
+}
+
+/* Strict base64 → bytes that may become a C string: a NUL would silently cut the command
+ * short, so it is refused. */
+static int decode_arg(json_t *j, const char *field, char **out, struct cell_error *err)
+{
+	if (!json_is_string(j))
+		return cell_err(err, EINVAL, "EXEC: %s must be a base64 string", field);
+	uint8_t *buf;
+	size_t len;
+	int r = cell_base64_decode(json_string_value(j), json_string_length(j), &buf, &len);
+	if (r < 0)
+		return cell_err(err, -r, "EXEC: %s is not valid base64", field);
+	if (memchr(buf, '\0', len)) {
+		free(buf);
+		return cell_err(err, EINVAL, "EXEC: %s contains a NUL byte", field);
+	}
+	*out = (char *)buf;
+	return 0;
+}
+
+static int get_uint(json_t *req, const char *key, uint64_t max, uint64_t *out, bool *present,
+		    struct cell_error *err)
+{
+	json_t *j = json_object_get(req, key);
+	if (present)
+		*present = j != NULL;
+	if (!j)
+		return 0;
+	if (!json_is_integer(j) || json_integer_value(j) < 0 ||
+	    (uint64_t)json_integer_value(j) > max)
+		return cell_err(err, EINVAL, "EXEC: %s must be an integer in 0..%llu", key,
+				(unsigned long long)max);
+	*out = (uint64_t)json_integer_value(j);
+	return 0;
+}
+
+static int parse_argv(json_t *req, struct exec_req *r, struct cell_error *err)
+{
+	json_t *cmd = json_object_get(req, "command");
+	json_t *argv = json_object_get(req, "argv");
+	if (cmd && argv)
+		return cell_err(err, EINVAL, "EXEC: command and argv are mutually exclusive");
+	if (!cmd && !argv)
+		return cell_err(err, EINVAL, "EXEC: command or argv is required");
+	if (cmd) {
+		r->argv = calloc(4, sizeof(char *));
+		if (!r->argv)
+			return cell_err(err, ENOMEM, "EXEC: command");
+		r->argc = 3;
+		r->argv[0] = strdup("/bin/sh");
+		r->argv[1] = strdup("-c");
+		if (!r->argv[0] || !r->argv[1])
+			return cell_err(err, ENOMEM, "EXEC: command");
+		return decode_arg(cmd, "command", &r->argv[2], err);
+	}
+	if (!json_is_array(argv) || json_array_size(argv) == 0)
+		return cell_err(err, EINVAL, "EXEC: argv must be a non-empty array");
+	size_t n = json_array_size(argv);
+	r->argv = calloc(n + 1, sizeof(char *));
+	if (!r->argv)
+		return cell_err(err, ENOMEM, "EXEC: argv");
+	r->argc = n;
+	for (size_t i = 0; i < n; i++) {
+		char field[32];
+		snprintf(field, sizeof(field), "argv[%zu]", i);
+		int ret = decode_arg(json_array_get(argv, i), field, &r->argv[i], err);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static int parse_env(json_t *req, struct exec_req *r, struct cell_error *err)
+{
+	json_t *env = json_object_get(req, "env");
+	size_t n = 0;
+	if (env && !json_is_array(env))
+		return cell_err(err, EINVAL, "EXEC: env must be an array of \"K=V\" strings");
+	if (env)
+		n = json_array_size(env);
+	r->envp = calloc(n + 1, sizeof(char *));
+	if (!r->envp)
+		return cell_err(err, ENOMEM, "EXEC: env");
+	for (size_t i = 0; i < n; i++) {
+		json_t *e = json_array_get(env, i);
+		const char *s = json_string_value(e);
+		/* No name, or no '=': not an environment entry. */
+		if (!s || s[0] == '=' || !strchr(s, '='))
+			return cell_err(err, EINVAL, "EXEC: env[%zu] must be a \"K=V\" string", i);
+		r->envp[i] = s;
+	}
+	return 0;
+}
+
+static int req_parse(json_t *req, struct exec_req *r, struct cell_error *err)
+{
+	int ret = parse_argv(req, r, err);
+	if (ret < 0)
+		return ret;
+	ret = parse_env(req, r, err);
+	if (ret < 0)
+		return ret;
+	json_t *cwd = json_object_get(req, "cwd");
+	if (cwd && (!json_is_string(cwd) || json_string_length(cwd) == 0 ||
+		    json_string_length(cwd) >= PATH_MAX))
+		return cell_err(err, EINVAL, "EXEC: cwd must be a non-empty path");
+	r->cwd = cwd ? json_string_value(cwd) : DEFAULT_CWD;
+
+	uint64_t v = 0;
+	bool has_uid = false, has_gid = false;
+	/* timeout bounded to ~30 days: far beyond any sane command, well inside timerfd. */
+	if ((ret = get_uint(req, "timeout_ms", 30ull * 24 * 3600 * 1000, &v, NULL, err)) < 0)
+		return ret;
+	r->timeout_ms = v;
+	v = 0;
+	if ((ret = get_uint(req, "uid", ID_MAX, &v, &has_uid, err)) < 0)
+		return ret;
+	r->uid = (uint32_t)v;
+	v = 0;
+	if ((ret = get_uint(req, "gid", ID_MAX, &v, &has_gid, err)) < 0)
+		return ret;
+	r->gid = (uint32_t)v;
+	r->set_ids = has_uid || has_gid;
+	return 0;
+}
+
+/* ---- the child, between fork and execve ---- */
+
+static void __attribute__((noreturn, format(printf, 3, 4)))
+child_fail(int errfd, int e, const char *fmt, ...)
+{
+	struct child_err ce = {.err = e};
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(ce.msg, sizeof(ce.msg), fmt, ap);
+	va_end(ap);
+	if (n >= 0 && (size_t)n < sizeof(ce.msg))
+		snprintf(ce.msg + n, sizeof(ce.msg) - n, ": %s", strerror(e));
+	ssize_t w = write(errfd, &ce, sizeof(ce));
+	(void)w;
+	_exit(127);
+}
+
+static void close_fds_from(int first)
+{
+	if (syscall(SYS_close_range, (unsigned)first, ~0u, 0) == 0)
+		return;
+	/* Kernel without close_range: close up to our own descriptor limit. */
+	struct rlimit rl;
+	long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (long)rl.rlim_cur : 65536;
+	for (long fd = first; fd < max; fd++)
+		close((int)fd);
+}
+
+static const char *env_get(const char *const *envp, const char *name)
+{
+	size_t n = strlen(name);
+	for (; *envp; envp++)
+		if (!strncmp(*envp, name, n) && (*envp)[n] == '=')
+			return *envp + n + 1;
+	return NULL;
+}
+
+/* execvpe() semantics, but searching the PATH of the request's environment rather than
+ * cell-init's own (which is empty). */
+static void __attribute__((noreturn)) exec_search(char **argv, const char **envp, int errfd)
+{
+	char *const *av = argv;
+	char *const *ev = (char *const *)envp;
+	const char *file = argv[0];
+	if (!file[0])
+		child_fail(errfd, ENOENT, "executing ''");
+	if (strchr(file, '/')) {
+		execve(file, av, ev);
+		child_fail(errfd, errno, "executing %s", file);
+	}
+	const char *path = env_get(envp, "PATH");
+	if (!path)
+		path = DEFAULT_PATH;
+	bool eacces = false;
+	size_t flen = strlen(file);
+	for (const char *p = path;; p++) {
+		const char *end = strchrnul(p, ':');
+		size_t dlen = end - p;
+		char buf[PATH_MAX];
+		if (dlen + 1 + flen < sizeof(buf)) {
+			/* An empty PATH element means the current directory. */
+			if (dlen == 0)
+				buf[dlen++] = '.';
+			else
+				memcpy(buf, p, dlen);
+			buf[dlen] = '/';
+			memcpy(buf + dlen + 1, file, flen + 1);
+			execve(buf, av, ev);
+			switch (errno) {
+			case EACCES:
+				eacces = true;
+				break;
+			case ENOENT:
+			case ENOTDIR:
+			case ESTALE:
+			case ENODEV:
+			case ETIMEDOUT:
+				break;
+			case ENOEXEC: {
+				/* A script without #!: the shell runs it, as execvp does. */
+				size_t n = 0;
+				while (argv[n])
+					n++;
+				char **sh = alloca((n + 2) * sizeof(char *));
+				sh[0] = "/bin/sh";
+				sh[1] = buf;
+				for (size_t i = 1; i <= n; i++)
+					sh[i + 1] = argv[i];
+				execve("/bin/sh", sh, ev);
+				child_fail(errfd, errno, "executing %s", buf);
+			}
+			default:
+				child_fail(errfd, errno, "executing %s", buf);
+			}
+		}
+		if (!*end)
+			break;
+		p = end;
+	}
+	child_fail(errfd, eacces ? EACCES : ENOENT, "executing %s (PATH=%s)", file, path);
+}
+
+static void __attribute__((noreturn))
+child_run(const struct exec_req *r, int out_w, int err_w, int errfd)
+{
+	if (setsid() < 0)
+		child_fail(errfd, errno, "setsid");
+	/* cell-init blocks every signal and reads them from a signalfd; the command starts
+	 * from a clean slate. The mask itself is cleared last, just before execve. */
+	struct sigaction sa = {.sa_handler = SIG_DFL};
+	for (int sig = 1; sig < NSIG; sig++)
+		sigaction(sig, &sa, NULL);
+	if (dup2(init_devnull_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+		child_fail(errfd, errno, "setting up stdio");
+	if (errfd != 3) {
+		if (dup3(errfd, 3, O_CLOEXEC) < 0)
+			child_fail(errfd, errno, "moving the error pipe");
+		errfd = 3;
+	}
+	/* Only 0-2 (and the CLOEXEC error pipe) survive into the command: the relay
+	 * socket, other commands' pipes and the O_PATH root fd must never leak (the leaked-fd
+	 * class of CVE-2024-21626). */
+	close_fds_from(4);
+	if (init_nofile_orig.rlim_cur)
+		setrlimit(RLIMIT_NOFILE, &init_nofile_orig);
+	if (r->set_ids) {
+		/* setgroups may be denied in a user namespace; that is only a failure when
+		 * there is a group left to drop (the runtime normally starts us with none). */
+		if (setgroups(0, NULL) < 0 && getgroups(0, NULL) != 0)
+			child_fail(errfd, errno, "dropping supplementary groups");
+		if (setgid(r->gid) < 0)
+			child_fail(errfd, errno, "setgid %u", r->gid);
+		if (setuid(r->uid) < 0)
+			child_fail(errfd, errno, "setuid %u", r->uid);
+	}
+	/* After the id change, so the directory is checked with the command's own
+	 * permissions. */
+	if (chdir(r->cwd) < 0)
+		child_fail(errfd, errno, "cwd %s", r->cwd);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	exec_search(r->argv, r->envp, errfd);
+}
+
+/* ---- the parent side ---- */
+
+static void watch_close(struct init_watch *w)
+{
+	if (w->fd < 0)
+		return;
+	init_watch_del(w);
+	close(w->fd);
+	w->fd = -1;
+}
+
+static void cmd_maybe_free(struct cmd *cmd)
+{
+	if (!cmd->reaped || cmd->errp.fd >= 0 || cmd->out.w.fd >= 0 || cmd->err.w.fd >= 0)
+		return;
+	if (cmd->conn)
+		conn_finish(cmd->conn); /* calls cmd_closed */
+	watch_close(&cmd->timer);
+	*cmd->pprev = cmd->next;
+	if (cmd->next)
+		cmd->next->pprev = cmd->pprev;
+	init_defer_free(&cmd->dead, cmd);
+}
+
+static void cmd_pause(struct cmd *cmd)
+{
+	init_watch_del(&cmd->out.w);
+	init_watch_del(&cmd->err.w);
+	cmd->paused = true;
+	conn_want_drain(cmd->conn);
+}
+
+static void cmd_resume(struct cmd *cmd)
+{
+	if (!cmd->paused)
+		return;
+	cmd->paused = false;
+	if (cmd->out.w.fd >= 0 && !cmd->out.w.active)
+		init_watch_add(&cmd->out.w, EPOLLIN);
+	if (cmd->err.w.fd >= 0 && !cmd->err.w.active)
+		init_watch_add(&cmd->err.w, EPOLLIN);
+}
+
+static void cmd_kill(struct cmd *cmd, int sig)
+{
+	/* Only while the main process is unreaped: until then its pid (= its process
+	 * group id, thanks to setsid) cannot name anything else. */
+	if (cmd->reaped)
+		return;
+	if (kill(-cmd->pid, sig) < 0 && errno == ESRCH)
+		kill(cmd->pid, sig); /* not yet through setsid() */
+}
+
+static int timer_arm(struct cmd *cmd, uint64_t ms)
+{
+	if (cmd->timer.fd < 0) {
+		int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		cmd->timer.fd = fd;
+		int r = init_watch_add(&cmd->timer, EPOLLIN);
+		if (r < 0) {
+			close(fd);
+			cmd->timer.fd = -1;
+			return r;
+		}
+	}
+	struct itimerspec its = {.it_value = {.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000}};
+	if (timerfd_settime(cmd->timer.fd, 0, &its, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+/* SIGTERM to the whole process group, SIGKILL if the main process outlives the grace. */
+static void cmd_terminate(struct cmd *cmd)
+{
+	cmd_kill(cmd, SIGTERM);
+	if (cmd->grace)
+		return;
+	cmd->grace = true;
+	int r = timer_arm(cmd, KILL_GRACE_MS);
+	if (r < 0) {
+		log_warn("command %d: no grace timer (%s): killing now", (int)cmd->pid,
+			 strerror(-r));
+		cmd_kill(cmd, SIGKILL);
+	}
+}
+
+static void timer_event(struct init_watch *w, uint32_t events)
+{
+	(void)events;
+	struct cmd *cmd = init_container_of(w, struct cmd, timer);
+	uint64_t ticks;
+	if (read(w->fd, &ticks, sizeof(ticks)) != sizeof(ticks) || cmd->reaped)
+		return;
+	if (!cmd->grace) {
+		cmd->timed_out = true;
+		cmd_terminate(cmd);
+	} else {
+		cmd_kill(cmd, SIGKILL);
+	}
+}
+
+static void pipe_close(struct pipe_end *p)
+{
+	watch_close(&p->w);
+}
+
+/* A heavy producer gets a bigger pipe: fewer wakeups per megabyte. Pipes stay at the
+ * default otherwise, since every sandbox shares one per-user pipe-memory budget. */
+static void pipe_grow(struct pipe_end *p)
+{
+	p->grown = true;
+	fcntl(p->w.fd, F_SETPIPE_SZ, PIPE_GROWN_SIZE);
+}
+
+static long pipe_discard(int fd)
+{
+	static char scratch[CELL_FRAME_CHUNK];
+	ssize_t n;
+	do
+		n = read(fd, scratch, sizeof(scratch));
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+static void pipe_event(struct init_watch *w, uint32_t events)
+{
+	(void)events;
+	struct pipe_end *p = init_container_of(w, struct pipe_end, w);
+	struct cmd *cmd = p->cmd;
+	for (int i = 0; i < PIPE_READS_PER_WAKEUP; i++) {
+		long n;
+		if (cmd->conn) {
+			if (conn_queued(cmd->conn) >= CONN_HIGH_WATER) {
+				cmd_pause(cmd);
+				return;
+			}
+			n = conn_send_from_fd(cmd->conn, p->type, w->fd, CELL_FRAME_CHUNK, -1);
+			if (n == CELL_FRAME_CHUNK && !p->grown)
+				pipe_grow(p);
+		} else {
+			n = pipe_discard(w->fd);
+		}
+		if (n == -EAGAIN || n == -ENOMEM)
+			return;
+		if (n <= 0) {
+			pipe_close(p);
+			cmd_maybe_free(cmd);
+			return;
+		}
+	}
+}
+
+/* Send what the main process left in a pipe before it exited (bounded by what is there
+ * now: a background child writing forever cannot hold EXIT back). */
+static void pipe_drain(struct cmd *cmd, struct pipe_end *p)
+{
+	int avail = 0;
+	if (p->w.fd < 0 || ioctl(p->w.fd, FIONREAD, &avail) < 0)
+		return;
+	while (avail > 0 && cmd->conn) {
+		uint32_t want =
+		    (uint32_t)avail < CELL_FRAME_CHUNK ? (uint32_t)avail : CELL_FRAME_CHUNK;
+		long n = conn_send_from_fd(cmd->conn, p->type, p->w.fd, want, -1);
+		if (n == 0)
+			pipe_close(p);
+		if (n <= 0)
+			return;
+		avail -= (int)n;
+	}
+}
+
+static void cmd_report_exit(struct cmd *cmd)
+{
+	if (!cmd->conn)
+		return;
+	pipe_drain(cmd, &cmd->out);
+	pipe_drain(cmd, &cmd->err);
+	if (!cmd->conn)
+		return;
+	int st = cmd->status;
+	int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+	int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + sig;
+	json_t *o = json_pack("{s:i,s:i,s:b,s:I}", "exit_code", code, "signal", sig, "timed_out",
+			      cmd->timed_out, "duration_ms",
+			      (json_int_t)((cmd->end_ns - cmd->start_ns) / 1000000));
+	conn_send_json(cmd->conn, CELL_FRAME_EXIT, o);
+	if (cmd->conn)
+		conn_finish(cmd->conn); /* cmd_closed: from here on, output is discarded */
+}
+
+static void errp_event(struct init_watch *w, uint32_t events)
+{
+	(void)events;
+	struct cmd *cmd = init_container_of(w, struct cmd, errp);
+	struct child_err ce;
+	ssize_t n = read(w->fd, &ce, sizeof(ce));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	watch_close(&cmd->errp);
+	if (n != 0) {
+		/* The command never started: ERROR instead of STARTED. */
+		if (n != (ssize_t)sizeof(ce)) {
+			ce.err = EIO;
+			snprintf(ce.msg, sizeof(ce.msg), "command %d: unreadable exec status",
+				 (int)cmd->pid);
+		}
+		ce.msg[sizeof(ce.msg) - 1] = '\0';
+		if (cmd->conn) {
+			conn_send_error(cmd->conn, ce.err, ce.msg);
+			if (cmd->conn)
+				conn_finish(cmd->conn);
+		}
+		pipe_close(&cmd->out);
+		pipe_close(&cmd->err);
+		watch_close(&cmd->timer);
+		cmd_maybe_free(cmd);
+		return;
+	}
+	cmd->started = true;
+	if (cmd->conn)
+		conn_send_json(cmd->conn, CELL_FRAME_STARTED, json_pack("{s:i}", "pid", cmd->pid));
+	if (init_watch_add(&cmd->out.w, EPOLLIN) < 0 || init_watch_add(&cmd->err.w, EPOLLIN) < 0) {
+		/* Unwatchable output would block the command forever: give up on it. */
+		pipe_close(&cmd->out);
+		pipe_close(&cmd->err);
+	}
+	if (cmd->reaped)
+		cmd_report_exit(cmd);
+	cmd_maybe_free(cmd);
+}
+
+bool exec_reaped(int pid, int status)
+{
+	struct cmd *cmd = cmds;
+	while (cmd && (cmd->pid != pid || cmd->reaped))
+		cmd = cmd->next;
+	if (!cmd)
+		return false;
+	cmd->reaped = true;
+	cmd->status = status;
+	cmd->end_ns = now_ns();
+	/* The timeout and the grace apply to the main process only: background children
+	 * it left behind keep running. */
+	watch_close(&cmd->timer);
+	if (cmd->started)
+		cmd_report_exit(cmd);
+	cmd_maybe_free(cmd);
+	return true;
+}
+
+void exec_kill_all(void)
+{
+	for (struct cmd *cmd = cmds; cmd; cmd = cmd->next)
+		if (!cmd->reaped || cmd->out.w.fd >= 0 || cmd->err.w.fd >= 0)
+			kill(-cmd->pid, SIGKILL);
+}
+
+/* ---- the connection's view ---- */
+
+static void cmd_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
+{
+	struct cmd *cmd = op;
+	if (type != CELL_FRAME_SIGNAL) {
+		conn_fail(c, EPROTO, "unexpected %s frame while a command runs",
+			  cell_frame_type_name(type));
+		return;
+	}
+	json_t *req = init_parse_json(c, payload, len, "SIGNAL");
+	if (!req)
+		return;
+	json_t *j = json_object_get(req, "signal");
+	json_int_t sig = json_is_integer(j) ? json_integer_value(j) : -1;
+	json_decref(req);
+	if (sig < 1 || sig >= NSIG) {
+		conn_fail(c, EINVAL, "SIGNAL: signal must be an integer in 1..%d", NSIG - 1);
+		return;
+	}
+	if (sig == SIGTERM)
+		cmd_terminate(cmd);
+	else
+		cmd_kill(cmd, (int)sig);
+}
+
+static void cmd_drain(void *op, struct conn *c)
+{
+	(void)c;
+	cmd_resume(op);
+}
+
+static void cmd_closed(void *op, struct conn *c)
+{
+	(void)c;
+	struct cmd *cmd = op;
+	cmd->conn = NULL;
+	cmd_resume(cmd); /* discard from now on, never leave the writer blocked */
+}
+
+static const struct conn_handler cmd_handler = {
+    .frame = cmd_frame,
+    .drain = cmd_drain,
+    .closed = cmd_closed,
+    .keep_on_eof = true,
+};
+
+static void close_pair(int p[2])
+{
+	for (int i = 0; i < 2; i++)
+		if (p[i] >= 0)
+			close(p[i]);
+	p[0] = p[1] = -1;
+}
+
+static int make_pipes(int out[2], int err[2], int errp[2])
+{
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0)
+		return -errno;
+	if (fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0 ||
+	    fcntl(errp[0], F_SETFL, O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+void exec_start(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	struct exec_req r = {0};
+	if (req_parse(req, &r, &err) < 0) {
+		req_free(&r);
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int out[2] = {-1, -1}, errs[2] = {-1, -1}, errp[2] = {-1, -1};
+	struct cmd *cmd = calloc(1, sizeof(*cmd));
+	int ret = cmd ? make_pipes(out, errs, errp) : -ENOMEM;
+	if (ret < 0) {
+		close_pair(out);
+		close_pair(errs);
+		close_pair(errp);
+		free(cmd);
+		req_free(&r);
+		conn_fail(c, -ret, "EXEC: creating pipes: %s", strerror(-ret));
+		return;
+	}
+	cmd->start_ns = now_ns();
+	pid_t pid = fork();
+	if (pid == 0)
+		child_run(&r, out[1], errs[1], errp[1]);
+	int fork_errno = errno;
+	close(out[1]);
+	close(errs[1]);
+	close(errp[1]);
+	req_free(&r);
+	if (pid < 0) {
+		close(out[0]);
+		close(errs[0]);
+		close(errp[0]);
+		free(cmd);
+		conn_fail(c, fork_errno, "EXEC: fork: %s", strerror(fork_errno));
+		return;
+	}
+
+	cmd->pid = pid;
+	cmd->out = (struct pipe_end){
+	    .w = {.fn = pipe_event, .fd = out[0]}, .cmd = cmd, .type = CELL_FRAME_STDOUT};
+	cmd->err = (struct pipe_end){
+	    .w = {.fn = pipe_event, .fd = errs[0]}, .cmd = cmd, .type = CELL_FRAME_STDERR};
+	cmd->errp = (struct init_watch){.fn = errp_event, .fd = errp[0]};
+	cmd->timer = (struct init_watch){.fn = timer_event, .fd = -1};
+	cmd->next = cmds;
+	cmd->pprev = &cmds;
+	if (cmds)
+		cmds->pprev = &cmd->next;
+	cmds = cmd;
+	cmd->conn = c;
+	conn_attach(c, &cmd_handler, cmd);
+
+	ret = init_watch_add(&cmd->errp, EPOLLIN);
+	if (ret == 0 && r.timeout_ms)
+		ret = timer_arm(cmd, r.timeout_ms);
+	if (ret < 0) {
+		/* Cannot supervise it: it must not run unsupervised either. */
+		kill(pid, SIGKILL);
+		watch_close(&cmd->errp);
+		pipe_close(&cmd->out);
+		pipe_close(&cmd->err);
+		watch_close(&cmd->timer);
+		conn_fail(c, -ret, "EXEC: watching command %d: %s", (int)pid, strerror(-ret));
+		return;
+	}
+	log_debug("command %d started for a relay connection", (int)pid);
+}

@@ -1,0 +1,618 @@
+/* FILE_STAT, FILE_READ and FILE_WRITE, confined beneath the sandbox root.
+ *
+ * Every path from celld is resolved with cell_open_in_root() against an O_PATH fd of "/"
+ * (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS): `..` clamps at the root, absolute symlinks are
+ * re-rooted, and /proc magic links (/proc/self/root, /proc/<pid>/fd/N) are refused, so a
+ * symlink planted by a sandboxed process can never point an operation elsewhere. Whatever
+ * the path leads to is then checked with fstat() on the opened fd, never by name. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cell/error.h"
+#include "cell/fsutil.h"
+#include "cell/log.h"
+#include "cell/proto.h"
+#include "init.h"
+
+#define NAME_DB_MAX	  (1u << 20) /* bytes of /etc/passwd or /etc/group we look at */
+#define READ_PER_TURN	  (1u << 20) /* FILE_READ bytes per loop turn, for fairness */
+#define ID_MAX		  0xfffffffeu
+#define DEFAULT_FILE_MODE 0644
+#define DIR_MODE	  0755
+
+/* ---- paths ---- */
+
+struct split_path {
+	char parent[PATH_MAX];
+	char name[NAME_MAX + 1]; /* empty for the root itself */
+	bool trailing_slash;
+};
+
+static int get_path(json_t *req, const char *what, const char **out, struct cell_error *err)
+{
+	json_t *j = json_object_get(req, "path");
+	const char *p = json_string_value(j);
+	if (!p)
+		return cell_err(err, EINVAL, "%s: path must be a string", what);
+	if (p[0] != '/')
+		return cell_err(err, EINVAL, "%s: path '%s' is not absolute", what, p);
+	if (json_string_length(j) >= PATH_MAX)
+		return cell_err(err, ENAMETOOLONG, "%s: path", what);
+	*out = p;
+	return 0;
+}
+
+static int split(const char *path, struct split_path *sp, struct cell_error *err)
+{
+	size_t len = strlen(path);
+	if (len >= sizeof(sp->parent))
+		return cell_err(err, ENAMETOOLONG, "%s", path);
+	char buf[PATH_MAX];
+	memcpy(buf, path, len + 1);
+	sp->trailing_slash = false;
+	while (len > 1 && buf[len - 1] == '/') {
+		buf[--len] = '\0';
+		sp->trailing_slash = true;
+	}
+	char *slash = strrchr(buf, '/');
+	const char *name = slash + 1;
+	if (strlen(name) > NAME_MAX)
+		return cell_err(err, ENAMETOOLONG, "%s", path);
+	strcpy(sp->name, name);
+	if (slash == buf)
+		strcpy(sp->parent, "/");
+	else {
+		*slash = '\0';
+		strcpy(sp->parent, buf);
+	}
+	return 0;
+}
+
+static bool is_dot_name(const char *name)
+{
+	return !strcmp(name, ".") || !strcmp(name, "..");
+}
+
+/* lstat() semantics beneath the root: the parent is resolved (symlinks followed, confined),
+ * the final component is not followed. */
+static int lstat_in_root(const char *path, struct stat *st, struct cell_error *err)
+{
+	struct split_path sp;
+	int r = split(path, &sp, err);
+	if (r < 0)
+		return r;
+	if (!sp.name[0]) {
+		if (fstat(init_rootfd, st) < 0)
+			return cell_err(err, errno, "stat %s", path);
+		return 0;
+	}
+	/* A trailing slash or a final . / .. names a directory to resolve, not an entry. */
+	if (sp.trailing_slash || is_dot_name(sp.name)) {
+		int fd = cell_open_in_root(init_rootfd, path, O_PATH, 0, 0);
+		if (fd < 0)
+			return cell_err(err, -fd, "stat %s", path);
+		r = fstat(fd, st) < 0 ? cell_err(err, errno, "stat %s", path) : 0;
+		close(fd);
+		return r;
+	}
+	int dfd = cell_open_in_root(init_rootfd, sp.parent, O_PATH | O_DIRECTORY, 0, 0);
+	if (dfd < 0)
+		return cell_err(err, -dfd, "stat %s", path);
+	r = fstatat(dfd, sp.name, st, AT_SYMLINK_NOFOLLOW) < 0
+		? cell_err(err, errno, "stat %s", path)
+		: 0;
+	close(dfd);
+	return r;
+}
+
+/* ---- owner and group names ---- */
+
+/* Read the start of /etc/passwd or /etc/group inside the sandbox. It is the sandbox's own
+ * file (hostile): opened confined, non-blocking (a FIFO there must not hang PID 1), only
+ * if regular, at most NAME_DB_MAX bytes. No NSS: cell-init is static. */
+static char *read_name_db(const char *path, size_t *len)
+{
+	int fd = cell_open_in_root(init_rootfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0, 0);
+	if (fd < 0)
+		return NULL;
+	struct stat st;
+	char *buf = NULL;
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		size_t cap = st.st_size > 0 && (size_t)st.st_size < NAME_DB_MAX
+				 ? (size_t)st.st_size + 1
+				 : NAME_DB_MAX;
+		buf = malloc(cap + 1);
+		size_t got = 0;
+		while (buf && got < cap) {
+			ssize_t n = read(fd, buf + got, cap - got);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			got += n;
+		}
+		if (buf) {
+			buf[got] = '\0';
+			*len = got;
+		}
+	}
+	close(fd);
+	return buf;
+}
+
+static bool parse_id(const char *s, size_t len, uint32_t *out)
+{
+	if (len == 0 || len > 10)
+		return false;
+	uint64_t v = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	if (v > UINT32_MAX)
+		return false;
+	*out = (uint32_t)v;
+	return true;
+}
+
+/* "name:password:id:..." — the first line whose third field is id names it. */
+static json_t *id_name(const char *db, uint32_t id)
+{
+	size_t len = 0;
+	char *buf = read_name_db(db, &len);
+	json_t *name = NULL;
+	for (char *line = buf; line && line < buf + len && !name;) {
+		char *eol = memchr(line, '\n', buf + len - line);
+		if (!eol)
+			eol = buf + len;
+		char *f[4] = {line, NULL, NULL, NULL};
+		int nf = 1;
+		for (char *p = line; p < eol && nf < 4; p++)
+			if (*p == ':')
+				f[nf++] = p + 1;
+		if (nf >= 3) {
+			char *id_end = nf == 4 ? f[3] - 1 : eol;
+			size_t name_len = (size_t)(f[1] - 1 - f[0]);
+			uint32_t v;
+			/* json_stringn refuses invalid UTF-8: such a name falls back to the
+			 * number. */
+			if (name_len > 0 && name_len <= 256 &&
+			    parse_id(f[2], (size_t)(id_end - f[2]), &v) && v == id)
+				name = json_stringn(f[0], name_len);
+		}
+		line = eol + 1;
+	}
+	free(buf);
+	if (!name) {
+		char num[16];
+		snprintf(num, sizeof(num), "%u", id);
+		name = json_string(num);
+	}
+	return name;
+}
+
+static const char *type_name(mode_t m)
+{
+	if (S_ISREG(m))
+		return "file";
+	if (S_ISDIR(m))
+		return "directory";
+	if (S_ISLNK(m))
+		return "symlink";
+	return "other";
+}
+
+static json_t *stat_json(const char *path, const struct stat *st)
+{
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "path", json_string(path));
+	json_object_set_new(o, "type", json_string(type_name(st->st_mode)));
+	json_object_set_new(o, "size", json_integer((json_int_t)st->st_size));
+	json_object_set_new(o, "mode", json_integer(st->st_mode & 07777));
+	json_object_set_new(o, "uid", json_integer(st->st_uid));
+	json_object_set_new(o, "gid", json_integer(st->st_gid));
+	json_object_set_new(o, "owner", id_name("/etc/passwd", st->st_uid));
+	json_object_set_new(o, "group", id_name("/etc/group", st->st_gid));
+	json_object_set_new(o, "mtime",
+			    json_real((double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec / 1e9));
+	json_object_set_new(o, "ctime",
+			    json_real((double)st->st_ctim.tv_sec + st->st_ctim.tv_nsec / 1e9));
+	return o;
+}
+
+/* ---- FILE_STAT ---- */
+
+void files_stat(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	struct stat st;
+	if (get_path(req, "FILE_STAT", &path, &err) < 0 || lstat_in_root(path, &st, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_STAT, stat_json(path, &st));
+	conn_finish(c);
+}
+
+/* ---- FILE_READ ---- */
+
+struct fread_op {
+	int fd;
+	int64_t pos;
+	uint64_t left; /* UINT64_MAX: to EOF */
+	char path[];
+};
+
+static void fread_done(struct conn *c)
+{
+	conn_send(c, CELL_FRAME_END, NULL, 0);
+	conn_finish(c);
+}
+
+/* Produce DATA until the connection's queue is full; conn_want_drain() brings us back. A
+ * regular file cannot be polled, so the socket's writability paces the reading. */
+static void fread_pump(void *opp, struct conn *c)
+{
+	struct fread_op *op = opp;
+	size_t produced = 0;
+	while (conn_queued(c) < CONN_HIGH_WATER && produced < READ_PER_TURN) {
+		if (op->left == 0) {
+			fread_done(c);
+			return;
+		}
+		uint32_t want = op->left < CELL_FRAME_CHUNK ? (uint32_t)op->left : CELL_FRAME_CHUNK;
+		long n = conn_send_from_fd(c, CELL_FRAME_DATA, op->fd, want, op->pos);
+		if (n == 0) {
+			fread_done(c);
+			return;
+		}
+		if (n < 0) {
+			/* After STAT and maybe some DATA: the ERROR ends the stream. */
+			conn_fail(c, (int)-n, "reading %s: %s", op->path, strerror((int)-n));
+			return;
+		}
+		op->pos += n;
+		if (op->left != UINT64_MAX)
+			op->left -= (uint64_t)n;
+		produced += (size_t)n;
+	}
+	conn_want_drain(c);
+}
+
+static void fread_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
+{
+	(void)op;
+	(void)payload;
+	(void)len;
+	conn_fail(c, EPROTO, "unexpected %s frame during FILE_READ", cell_frame_type_name(type));
+}
+
+static void fread_closed(void *opp, struct conn *c)
+{
+	(void)c;
+	struct fread_op *op = opp;
+	close(op->fd);
+	free(op);
+}
+
+static const struct conn_handler fread_handler = {
+    .frame = fread_frame,
+    .drain = fread_pump,
+    .closed = fread_closed,
+    .keep_on_eof = true,
+};
+
+static int get_int(json_t *req, const char *what, const char *key, json_int_t min, json_int_t max,
+		   json_int_t def, json_int_t *out, struct cell_error *err)
+{
+	json_t *j = json_object_get(req, key);
+	*out = def;
+	if (!j)
+		return 0;
+	if (!json_is_integer(j) || json_integer_value(j) < min || json_integer_value(j) > max)
+		return cell_err(err, EINVAL, "%s: %s must be an integer in %lld..%lld", what, key,
+				(long long)min, (long long)max);
+	*out = json_integer_value(j);
+	return 0;
+}
+
+void files_read(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	json_int_t offset, limit;
+	if (get_path(req, "FILE_READ", &path, &err) < 0 ||
+	    get_int(req, "FILE_READ", "offset", 0, INT64_MAX, 0, &offset, &err) < 0 ||
+	    get_int(req, "FILE_READ", "limit", -1, INT64_MAX, -1, &limit, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	/* O_NONBLOCK: opening a FIFO planted at the path must not block PID 1; O_NOCTTY: a
+	 * terminal must never become ours. The type is checked on the fd afterwards. */
+	int fd = cell_open_in_root(init_rootfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0, 0);
+	if (fd < 0) {
+		conn_fail(c, -fd, "opening %s: %s", path, strerror(-fd));
+		return;
+	}
+	struct stat st;
+	int e = 0;
+	if (fstat(fd, &st) < 0)
+		e = errno;
+	else if (S_ISDIR(st.st_mode))
+		e = EISDIR;
+	else if (!S_ISREG(st.st_mode))
+		e = EINVAL;
+	struct fread_op *op = e ? NULL : malloc(sizeof(*op) + strlen(path) + 1);
+	if (!op) {
+		close(fd);
+		e = e ? e : ENOMEM;
+		conn_fail(c, e, "reading %s: %s", path,
+			  e == EINVAL ? "not a regular file" : strerror(e));
+		return;
+	}
+	op->fd = fd;
+	op->pos = offset;
+	op->left = limit < 0 ? UINT64_MAX : (uint64_t)limit;
+	strcpy(op->path, path);
+	conn_send_json(c, CELL_FRAME_STAT, stat_json(path, &st));
+	conn_attach(c, &fread_handler, op);
+	fread_pump(op, c);
+}
+
+/* ---- FILE_WRITE ---- */
+
+struct fwrite_op {
+	int dirfd, fd;
+	uint64_t size;
+	bool failed; /* ERROR sent: swallow DATA until END, then close */
+	bool tmp_made;
+	bool set_uid, set_gid;
+	uint32_t uid, gid;
+	mode_t mode;
+	char name[NAME_MAX + 1];
+	char tmp[NAME_MAX + 1];
+	char path[];
+};
+
+/* mkdir -p beneath the root. Each component is resolved from the root again (confined,
+ * magic links refused); a missing one is created with mkdirat() in its resolved parent,
+ * which never follows a symlink at the name it creates. */
+static int open_dir_p(const char *dir, struct cell_error *err)
+{
+	int fd = cell_open_in_root(init_rootfd, dir, O_PATH | O_DIRECTORY, 0, 0);
+	if (fd >= 0)
+		return fd;
+	if (fd != -ENOENT)
+		return cell_err(err, -fd, "opening directory %s", dir);
+	char buf[PATH_MAX];
+	size_t len = strlen(dir);
+	if (len >= sizeof(buf))
+		return cell_err(err, ENAMETOOLONG, "%s", dir);
+	memcpy(buf, dir, len + 1);
+	int parent = cell_open_in_root(init_rootfd, "/", O_PATH | O_DIRECTORY, 0, 0);
+	if (parent < 0)
+		return cell_err(err, -parent, "opening /");
+	size_t i = 0;
+	while (i < len) {
+		while (i < len && buf[i] == '/')
+			i++;
+		if (i >= len)
+			break;
+		size_t start = i;
+		while (i < len && buf[i] != '/')
+			i++;
+		char saved = buf[i];
+		buf[i] = '\0';
+		int next = cell_open_in_root(init_rootfd, buf, O_PATH | O_DIRECTORY, 0, 0);
+		if (next == -ENOENT) {
+			if (mkdirat(parent, buf + start, DIR_MODE) < 0 && errno != EEXIST) {
+				int e = errno;
+				close(parent);
+				return cell_err(err, e, "creating directory %s", buf);
+			}
+			next = cell_open_in_root(init_rootfd, buf, O_PATH | O_DIRECTORY, 0, 0);
+		}
+		if (next < 0) {
+			close(parent);
+			return cell_err(err, -next, "opening directory %s", buf);
+		}
+		close(parent);
+		parent = next;
+		buf[i] = saved;
+	}
+	return parent;
+}
+
+static int make_tmp(struct fwrite_op *op, struct cell_error *err)
+{
+	int nlen = (int)strlen(op->name);
+	if (nlen > NAME_MAX - 22)
+		nlen = NAME_MAX - 22;
+	for (int attempt = 0; attempt < 8; attempt++) {
+		uint64_t rnd;
+		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			rnd = (uint64_t)ts.tv_nsec * 2654435761u ^ (uint64_t)attempt;
+		}
+		snprintf(op->tmp, sizeof(op->tmp), ".%.*s.%016llx.tmp", nlen, op->name,
+			 (unsigned long long)rnd);
+		/* O_EXCL|O_NOFOLLOW: never opens something planted under the temp name. */
+		op->fd = openat(op->dirfd, op->tmp,
+				O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (op->fd >= 0) {
+			op->tmp_made = true;
+			return 0;
+		}
+		if (errno != EEXIST)
+			break;
+	}
+	return cell_err(err, errno, "creating a temporary file next to %s", op->path);
+}
+
+static void fwrite_discard_tmp(struct fwrite_op *op)
+{
+	if (op->fd >= 0) {
+		close(op->fd);
+		op->fd = -1;
+	}
+	if (op->tmp_made) {
+		unlinkat(op->dirfd, op->tmp, 0);
+		op->tmp_made = false;
+	}
+}
+
+/* An operation error (not a protocol one): ERROR now, keep the connection to swallow the
+ * rest of the upload, close at END. */
+static void fwrite_fail(struct fwrite_op *op, struct conn *c, const struct cell_error *err)
+{
+	log_debug("FILE_WRITE refused: %s", err->msg);
+	fwrite_discard_tmp(op);
+	op->failed = true;
+	conn_send_error(c, err->code, err->msg);
+}
+
+static int write_all(int fd, const uint8_t *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int fwrite_commit(struct fwrite_op *op, struct cell_error *err)
+{
+	/* chown before chmod: chown clears set-id bits. */
+	if ((op->set_uid || op->set_gid) && fchown(op->fd, op->set_uid ? op->uid : (uid_t)-1,
+						   op->set_gid ? op->gid : (gid_t)-1) < 0)
+		return cell_err(err, errno, "chown %s", op->path);
+	if (fchmod(op->fd, op->mode) < 0)
+		return cell_err(err, errno, "chmod %s", op->path);
+	int fd = op->fd;
+	op->fd = -1;
+	if (close(fd) < 0)
+		return cell_err(err, errno, "writing %s", op->path);
+	if (renameat(op->dirfd, op->tmp, op->dirfd, op->name) < 0)
+		return cell_err(err, errno, "replacing %s", op->path);
+	op->tmp_made = false;
+	return 0;
+}
+
+static void fwrite_frame(void *opp, struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
+{
+	struct fwrite_op *op = opp;
+	struct cell_error err = {0};
+	if (type == CELL_FRAME_DATA) {
+		if (op->failed)
+			return;
+		int r = write_all(op->fd, payload, len);
+		if (r < 0) {
+			cell_err(&err, -r, "writing %s", op->path);
+			fwrite_fail(op, c, &err);
+			return;
+		}
+		op->size += len;
+		return;
+	}
+	if (type != CELL_FRAME_END) {
+		conn_fail(c, EPROTO, "unexpected %s frame during FILE_WRITE",
+			  cell_frame_type_name(type));
+		return;
+	}
+	if (!op->failed) {
+		if (fwrite_commit(op, &err) < 0)
+			fwrite_fail(op, c, &err);
+		else
+			conn_send_json(c, CELL_FRAME_OK,
+				       json_pack("{s:I}", "size", (json_int_t)op->size));
+	}
+	conn_finish(c); /* fwrite_closed frees op */
+}
+
+static void fwrite_drain(void *op, struct conn *c)
+{
+	(void)op;
+	(void)c;
+}
+
+static void fwrite_closed(void *opp, struct conn *c)
+{
+	(void)c;
+	struct fwrite_op *op = opp;
+	fwrite_discard_tmp(op); /* an upload cut short leaves nothing behind */
+	if (op->dirfd >= 0)
+		close(op->dirfd);
+	free(op);
+}
+
+static const struct conn_handler fwrite_handler = {
+    .frame = fwrite_frame,
+    .drain = fwrite_drain,
+    .closed = fwrite_closed,
+    .keep_on_eof = false, /* EOF before END: the upload is abandoned */
+};
+
+static int fwrite_prepare(struct fwrite_op *op, json_t *req, struct cell_error *err)
+{
+	json_int_t mode, uid, gid;
+	if (get_int(req, "FILE_WRITE", "mode", 0, 07777, DEFAULT_FILE_MODE, &mode, err) < 0 ||
+	    get_int(req, "FILE_WRITE", "uid", 0, ID_MAX, 0, &uid, err) < 0 ||
+	    get_int(req, "FILE_WRITE", "gid", 0, ID_MAX, 0, &gid, err) < 0)
+		return -err->code;
+	op->mode = (mode_t)mode;
+	op->set_uid = json_object_get(req, "uid") != NULL;
+	op->set_gid = json_object_get(req, "gid") != NULL;
+	op->uid = (uint32_t)uid;
+	op->gid = (uint32_t)gid;
+	struct split_path sp;
+	int r = split(op->path, &sp, err);
+	if (r < 0)
+		return r;
+	if (!sp.name[0] || sp.trailing_slash)
+		return cell_err(err, EISDIR, "FILE_WRITE: %s names a directory", op->path);
+	if (is_dot_name(sp.name))
+		return cell_err(err, EINVAL, "FILE_WRITE: %s does not name a file", op->path);
+	strcpy(op->name, sp.name);
+	op->dirfd = open_dir_p(sp.parent, err);
+	if (op->dirfd < 0)
+		return op->dirfd;
+	return make_tmp(op, err);
+}
+
+void files_write(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	if (get_path(req, "FILE_WRITE", &path, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	struct fwrite_op *op = calloc(1, sizeof(*op) + strlen(path) + 1);
+	if (!op) {
+		conn_fail(c, ENOMEM, "FILE_WRITE %s", path);
+		return;
+	}
+	op->dirfd = op->fd = -1;
+	strcpy(op->path, path);
+	conn_attach(c, &fwrite_handler, op);
+	if (fwrite_prepare(op, req, &err) < 0)
+		fwrite_fail(op, c, &err);
+}
