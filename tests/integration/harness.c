@@ -1,0 +1,1605 @@
+/* Integration test harness: see harness.h. Talks to celld only over its Unix socket and
+ * 127.0.0.1; curl never uses a proxy, so no test packet leaves the loopback. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include "cell/codec.h"
+#include "cell/fsutil.h"
+#include "harness.h"
+
+struct h_world H;
+
+/* Shared with forked test children: a test may kill celld and start another one. */
+struct h_shared {
+	pid_t celld_pid;
+	uint64_t celld_start; /* starttime of that pid, so a recycled pid is never signalled */
+};
+static struct h_shared *shared;
+
+#define PROTO_IMAGE  "/tmp/proto/img/rootfs"
+#define EXECD_PREFIX "/v1/sandboxes/%s/proxy/44772"
+
+/* ------------------------------------------------------------------------------------ */
+/* small utilities                                                                        */
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void hlog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void hlog(const char *fmt, ...)
+{
+	char line[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "harness: %s\n", line);
+}
+
+char *h_fmt(const char *fmt, ...)
+{
+	char *s = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		fprintf(stderr, "harness: out of memory\n");
+		abort();
+	}
+	return s;
+}
+
+void h_sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void h_write_file(const char *path, const char *content, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	ck_assert_msg(fd >= 0, "creating %s: %s", path, strerror(errno));
+	size_t n = strlen(content);
+	ck_assert_msg(write(fd, content, n) == (ssize_t)n, "writing %s", path);
+	ck_assert_int_eq(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+char *h_read_file(const char *path)
+{
+	char *out = NULL;
+	size_t len;
+	if (cell_read_file_at(AT_FDCWD, path, 64u << 20, &out, &len, NULL) < 0)
+		return NULL;
+	return out;
+}
+
+char *h_urlencode(const char *s)
+{
+	static const char ok[] = "-_.~/";
+	char *out = malloc(strlen(s) * 3 + 1), *p = out;
+	if (!out)
+		abort();
+	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+		if (isalnum(*c) || strchr(ok, *c))
+			*p++ = (char)*c;
+		else
+			p += sprintf(p, "%%%02X", *c);
+	}
+	*p = '\0';
+	return out;
+}
+
+json_t *h_jget(json_t *root, const char *path)
+{
+	char buf[256];
+	snprintf(buf, sizeof(buf), "%s", path);
+	json_t *cur = root;
+	for (char *save = NULL, *tok = strtok_r(buf, ".", &save); tok && cur;
+	     tok = strtok_r(NULL, ".", &save))
+		cur = json_is_object(cur) ? json_object_get(cur, tok) : NULL;
+	return cur;
+}
+
+const char *h_jstr(json_t *root, const char *path)
+{
+	json_t *v = h_jget(root, path);
+	return json_is_string(v) ? json_string_value(v) : "";
+}
+
+long long h_jint(json_t *root, const char *path)
+{
+	json_t *v = h_jget(root, path);
+	return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+/* Append a line to a file with one write (O_APPEND: safe from threads and children). */
+static void append_line(const char *path, const char *line)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	char *l = h_fmt("%s\n", line);
+	ssize_t w = write(fd, l, strlen(l));
+	(void)w;
+	free(l);
+	close(fd);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* processes                                                                             */
+
+static uint64_t proc_starttime(pid_t pid, char *state)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* comm may contain spaces and parentheses: fields start after the last ')'. */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	if (state)
+		*state = p[2];
+	unsigned long long start = 0;
+	/* field 3 is state; starttime is field 22 */
+	if (sscanf(p + 2,
+		   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+		   "%*d %*d %llu",
+		   &start) != 1)
+		return 0;
+	return start;
+}
+
+bool h_pid_alive(pid_t pid)
+{
+	char state = 0;
+	if (pid <= 0)
+		return false;
+	/* Reap it if it is our child; a zombie counts as dead. */
+	waitpid(pid, NULL, WNOHANG);
+	return proc_starttime(pid, &state) != 0 && state != 'Z' && state != 'X';
+}
+
+static bool wait_gone(pid_t pid, int timeout_ms)
+{
+	int64_t end = now_ms() + timeout_ms;
+	while (h_pid_alive(pid)) {
+		if (now_ms() > end)
+			return false;
+		h_sleep_ms(10);
+	}
+	return true;
+}
+
+/* Read everything from two pipes until EOF, with a deadline. */
+static void drain2(int fds[2], char **bufs, size_t *lens, int64_t deadline)
+{
+	size_t caps[2] = {0, 0};
+	int open_n = 2;
+	while (open_n > 0) {
+		struct pollfd pfd[2];
+		for (int i = 0; i < 2; i++) {
+			pfd[i].fd = fds[i];
+			pfd[i].events = POLLIN;
+		}
+		int64_t left = deadline - now_ms();
+		if (left <= 0)
+			return;
+		int r = poll(pfd, 2, (int)(left > 1000 ? 1000 : left));
+		if (r < 0 && errno == EINTR)
+			continue;
+		for (int i = 0; i < 2; i++) {
+			if (fds[i] < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			if (lens[i] + 65536 + 1 > caps[i]) {
+				caps[i] = (lens[i] + 65536 + 1) * 2;
+				bufs[i] = realloc(bufs[i], caps[i]);
+				if (!bufs[i])
+					abort();
+			}
+			ssize_t n = read(fds[i], bufs[i] + lens[i], 65536);
+			if (n > 0) {
+				lens[i] += n;
+				bufs[i][lens[i]] = '\0';
+			} else if (n == 0 || errno != EINTR) {
+				close(fds[i]);
+				fds[i] = -1;
+				open_n--;
+			}
+		}
+	}
+}
+
+int h_run(char *const argv[], char *const env[], int timeout_s, struct h_proc *res)
+{
+	memset(res, 0, sizeof(*res));
+	int out[2], err[2];
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0)
+		return res->status = -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return res->status = -1;
+	if (pid == 0) {
+		setpgid(0, 0);
+		int devnull = open("/dev/null", O_RDONLY);
+		dup2(devnull, 0);
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		for (size_t i = 0; env && env[i]; i++)
+			putenv(env[i]);
+		execv(argv[0], argv);
+		fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	int fds[2] = {out[0], err[0]};
+	char *bufs[2] = {NULL, NULL};
+	size_t lens[2] = {0, 0};
+	int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+	drain2(fds, bufs, lens, deadline);
+	int status = 0;
+	bool timed_out = false;
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			break;
+		if (now_ms() > deadline && !timed_out) {
+			kill(-pid, SIGKILL);
+			kill(pid, SIGKILL);
+			timed_out = true;
+		}
+		h_sleep_ms(10);
+	}
+	for (int i = 0; i < 2; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	res->out = bufs[0] ? bufs[0] : strdup("");
+	res->err = bufs[1] ? bufs[1] : strdup("");
+	res->out_len = lens[0];
+	res->err_len = lens[1];
+	if (timed_out)
+		res->status = -1;
+	else if (WIFEXITED(status))
+		res->status = WEXITSTATUS(status);
+	else
+		res->status = 128 + WTERMSIG(status);
+	return res->status;
+}
+
+void h_proc_free(struct h_proc *res)
+{
+	free(res->out);
+	free(res->err);
+	res->out = res->err = NULL;
+}
+
+static char pids_file[H_PATH + 16], created_file[H_PATH + 16];
+
+pid_t h_spawn(char *const argv[])
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setsid();
+		int devnull = open("/dev/null", O_RDWR);
+		dup2(devnull, 0);
+		dup2(devnull, 1);
+		dup2(devnull, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	char line[32];
+	snprintf(line, sizeof(line), "%d %llu", (int)pid,
+		 (unsigned long long)proc_starttime(pid, NULL));
+	append_line(pids_file, line);
+	return pid;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* HTTP                                                                                   */
+
+struct body_buf {
+	char *data;
+	size_t len, cap;
+};
+
+static void buf_append(struct body_buf *b, const void *data, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		b->data = realloc(b->data, cap);
+		if (!b->data)
+			abort();
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, data, n);
+	b->len += n;
+	b->data[b->len] = '\0';
+}
+
+static size_t write_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	buf_append(ud, ptr, size * nmemb);
+	return size * nmemb;
+}
+
+static size_t header_cb(char *line, size_t size, size_t nmemb, void *ud)
+{
+	struct h_resp *resp = ud;
+	size_t n = size * nmemb;
+	static const char rid[] = "x-request-id:";
+	if (n > sizeof(rid) - 1 && !strncasecmp(line, rid, sizeof(rid) - 1)) {
+		const char *v = line + sizeof(rid) - 1;
+		size_t vl = n - (sizeof(rid) - 1);
+		while (vl && (*v == ' ' || *v == '\t'))
+			v++, vl--;
+		while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
+			vl--;
+		free(resp->request_id);
+		resp->request_id = strndup(v, vl);
+	}
+	return n;
+}
+
+struct chunked_src {
+	const char *data;
+	size_t len, off;
+};
+
+static size_t read_chunked(char *buf, size_t size, size_t nmemb, void *ud)
+{
+	struct chunked_src *src = ud;
+	size_t n = size * nmemb;
+	/* small pieces, so the body really arrives in many chunks */
+	if (n > 16384)
+		n = 16384;
+	if (n > src->len - src->off)
+		n = src->len - src->off;
+	memcpy(buf, src->data + src->off, n);
+	src->off += n;
+	return n;
+}
+
+/* An easy handle aimed at celld over the chosen transport, with auth and headers. */
+static CURL *easy_new(enum h_via via, const char *method, const char *path,
+		      struct curl_slist **hdrs, const char *const *extra, long timeout_s)
+{
+	CURL *c = curl_easy_init();
+	if (!c)
+		abort();
+	char *url;
+	if (via == H_UNIX) {
+		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, H.socket);
+		url = h_fmt("http://localhost%s", path);
+	} else {
+		url = h_fmt("http://%s%s", H.listen, path);
+	}
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	free(url);
+	/* Never a proxy (the environment may name one): everything stays on loopback. */
+	curl_easy_setopt(c, CURLOPT_PROXY, "");
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	if (!strcmp(method, "GET"))
+		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+	*hdrs = NULL;
+	if (via == H_TCP) {
+		char *h = h_fmt("OPEN-SANDBOX-API-KEY: %s", H.key);
+		*hdrs = curl_slist_append(*hdrs, h);
+		free(h);
+	} else if (via == H_TCP_BADKEY) {
+		*hdrs = curl_slist_append(*hdrs, "OPEN-SANDBOX-API-KEY: not-the-key");
+	}
+	for (size_t i = 0; extra && extra[i]; i++)
+		*hdrs = curl_slist_append(*hdrs, extra[i]);
+	return c;
+}
+
+static long perform(CURL *c, struct curl_slist *hdrs, struct h_resp *resp)
+{
+	struct body_buf b = {0};
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_cb);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, resp);
+	resp->curl_code = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
+	char *ct = NULL;
+	curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+	resp->content_type = ct ? strdup(ct) : NULL;
+	if (!b.data)
+		buf_append(&b, "", 0);
+	resp->body = b.data;
+	resp->len = b.len;
+	resp->json = b.len ? json_loadb(b.data, b.len, JSON_ALLOW_NUL, NULL) : NULL;
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(c);
+	return resp->status;
+}
+
+long h_request(const struct h_req *req, struct h_resp *resp)
+{
+	struct h_resp local;
+	struct h_resp *r = resp ? resp : &local;
+	memset(r, 0, sizeof(*r));
+	struct curl_slist *hdrs;
+	CURL *c = easy_new(req->via, req->method, req->path, &hdrs, req->headers, 120);
+	struct chunked_src src = {0};
+	if (req->body) {
+		size_t len = req->body_len ? req->body_len : strlen(req->body);
+		char *ct = h_fmt("Content-Type: %s",
+				 req->content_type ? req->content_type : "application/json");
+		hdrs = curl_slist_append(hdrs, ct);
+		free(ct);
+		curl_easy_setopt(c, CURLOPT_POST, 1L);
+		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
+		if (req->chunked) {
+			src.data = req->body;
+			src.len = len;
+			hdrs = curl_slist_append(hdrs, "Transfer-Encoding: chunked");
+			curl_easy_setopt(c, CURLOPT_READFUNCTION, read_chunked);
+			curl_easy_setopt(c, CURLOPT_READDATA, &src);
+		} else {
+			curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
+			curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+		}
+	}
+	long status = perform(c, hdrs, r);
+	if (!resp)
+		h_resp_free(r);
+	return status;
+}
+
+long h_http(const char *method, const char *path, const char *json_body, struct h_resp *resp)
+{
+	struct h_req req = {.method = method, .path = path, .body = json_body};
+	return h_request(&req, resp);
+}
+
+void h_resp_free(struct h_resp *resp)
+{
+	free(resp->body);
+	free(resp->request_id);
+	free(resp->content_type);
+	json_decref(resp->json);
+	memset(resp, 0, sizeof(*resp));
+}
+
+const char *h_err_code(const struct h_resp *resp)
+{
+	return h_jstr(resp->json, "code");
+}
+
+const char *h_celld_log_tail(void)
+{
+	static char tail[4096];
+	tail[0] = '\0';
+	int fd = open(H.log, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return tail;
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > (off_t)sizeof(tail) - 1 ? size - (off_t)sizeof(tail) + 1 : 0;
+	ssize_t n = pread(fd, tail, sizeof(tail) - 1, from);
+	close(fd);
+	tail[n > 0 ? n : 0] = '\0';
+	return tail;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* sandboxes                                                                              */
+
+void h_track_sandbox(const char *id)
+{
+	append_line(created_file, id);
+}
+
+long h_create_ex(const char *image, json_t *extra, enum h_via via, struct h_resp *resp)
+{
+	json_t *body = json_pack("{s:{s:s}}", "image", "uri", image);
+	if (extra)
+		json_object_update(body, extra);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	struct h_req req = {.method = "POST", .path = "/v1/sandboxes", .body = text, .via = via};
+	long status = h_request(&req, resp);
+	free(text);
+	const char *id = h_jstr(resp->json, "id");
+	if (status >= 200 && status < 300 && *id)
+		h_track_sandbox(id);
+	return status;
+}
+
+char *h_create(const char *image, json_t *extra)
+{
+	struct h_resp resp;
+	long status = h_create_ex(image, extra, H_UNIX, &resp);
+	ck_assert_msg(status == 202 || status == 200,
+		      "create %s: HTTP %ld (curl %d): %s\n--- celld log tail:\n%s", image, status,
+		      resp.curl_code, resp.body, h_celld_log_tail());
+	const char *id = h_jstr(resp.json, "id");
+	ck_assert_msg(*id, "create answered without an id: %s", resp.body);
+	ck_assert_str_eq(h_jstr(resp.json, "status.state"), "Running");
+	char *out = strdup(id);
+	h_resp_free(&resp);
+	return out;
+}
+
+long h_delete(const char *id)
+{
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	long status = h_http("DELETE", path, NULL, NULL);
+	free(path);
+	return status;
+}
+
+json_t *h_inspect(const char *id)
+{
+	char *path = h_fmt("/v1/sandboxes/%s/inspect", id);
+	struct h_resp resp;
+	long status = h_http("GET", path, NULL, &resp);
+	free(path);
+	ck_assert_msg(status == 200 && resp.json, "inspect %s: HTTP %ld: %s", id, status,
+		      resp.body);
+	json_t *j = json_incref(resp.json);
+	h_resp_free(&resp);
+	return j;
+}
+
+const char *h_wait_state(const char *id, const char *state, int timeout_s)
+{
+	static char last[64];
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	int64_t end = now_ms() + (int64_t)timeout_s * 1000;
+	for (;;) {
+		struct h_resp resp;
+		long status = h_http("GET", path, NULL, &resp);
+		if (status == 200)
+			snprintf(last, sizeof(last), "%s", h_jstr(resp.json, "status.state"));
+		else
+			snprintf(last, sizeof(last), "HTTP %ld", status);
+		h_resp_free(&resp);
+		if (!strcmp(last, state) || now_ms() > end)
+			break;
+		h_sleep_ms(100);
+	}
+	free(path);
+	return last;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* exec: the SSE stream                                                                   */
+
+struct sse {
+	struct h_exec *res;
+	const struct h_exec_opts *opts;
+	CURL *curl;
+	int mode; /* 0 unknown, 1 event stream, 2 other body */
+	struct body_buf buf;
+	size_t scan; /* where to look for the next "\n\n" */
+	struct body_buf out, err, other;
+	EVP_MD_CTX *md;
+};
+
+static void sse_event(struct sse *s, const char *text, size_t len)
+{
+	struct h_exec *res = s->res;
+	/* Accept both bare JSON and "data: <json>" lines. */
+	struct body_buf j = {0};
+	const char *p = text, *end = text + len;
+	bool saw_data = false;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', end - p);
+		const char *le = nl ? nl : end;
+		if (le - p >= 5 && !memcmp(p, "data:", 5)) {
+			const char *v = p + 5;
+			if (v < le && *v == ' ')
+				v++;
+			buf_append(&j, v, le - v);
+			saw_data = true;
+		} else if (!saw_data && !(le > p && *p == ':')) {
+			buf_append(&j, p, le - p);
+		}
+		p = nl ? nl + 1 : end;
+	}
+	if (!j.data) {
+		res->bad_events++;
+		return;
+	}
+	json_t *ev = json_loadb(j.data, j.len, 0, NULL);
+	free(j.data);
+	const char *type = json_is_object(ev) ? h_jstr(ev, "type") : "";
+	if (!*type) {
+		res->bad_events++;
+		json_decref(ev);
+		return;
+	}
+	bool keep = true;
+	if (!strcmp(type, "init")) {
+		free(res->cmd_id);
+		res->cmd_id = strdup(h_jstr(ev, "text"));
+	} else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
+		json_t *t = json_object_get(ev, "text");
+		const char *enc = h_jstr(ev, "encoding");
+		const char *data = json_string_value(t);
+		size_t dlen = json_string_length(t);
+		uint8_t *dec = NULL;
+		if (!json_is_string(t)) {
+			res->bad_events++;
+			data = "";
+			dlen = 0;
+		} else if (!strcmp(enc, "base64")) {
+			if (cell_base64_decode(data, dlen, &dec, &dlen) < 0) {
+				res->bad_events++;
+				dlen = 0;
+			}
+			data = (const char *)dec;
+		} else if (*enc) {
+			res->bad_events++;
+		}
+		bool is_out = type[3] == 'o';
+		if (is_out && s->opts->hash_stdout) {
+			EVP_DigestUpdate(s->md, data, dlen);
+			res->out_hashed += dlen;
+			keep = false;
+		} else {
+			buf_append(is_out ? &s->out : &s->err, data ? data : "", data ? dlen : 0);
+		}
+		free(dec);
+	} else if (!strcmp(type, "execution_complete")) {
+		res->complete = true;
+		res->exit_code = 0;
+	} else if (!strcmp(type, "error")) {
+		res->errored = true;
+		json_decref(res->error);
+		res->error = json_incref(json_object_get(ev, "error"));
+		json_t *ev_val = h_jget(ev, "error.evalue");
+		if (json_is_string(ev_val)) {
+			char *e;
+			long v = strtol(json_string_value(ev_val), &e, 10);
+			res->exit_code = *e ? -2 : (int)v;
+		} else {
+			res->exit_code = -2;
+			res->bad_events++;
+		}
+	}
+	if (keep)
+		json_array_append(res->events, ev);
+	json_decref(ev);
+}
+
+static size_t sse_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct sse *s = ud;
+	size_t n = size * nmemb;
+	if (!s->mode) {
+		char *ct = NULL;
+		long code = 0;
+		curl_easy_getinfo(s->curl, CURLINFO_CONTENT_TYPE, &ct);
+		curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code);
+		s->mode = (code == 200 && ct && strstr(ct, "text/event-stream")) ? 1 : 2;
+	}
+	if (s->mode == 2) {
+		buf_append(&s->other, ptr, n);
+		return n;
+	}
+	buf_append(&s->buf, ptr, n);
+	for (;;) {
+		char *hit = NULL;
+		if (s->buf.len >= 2 && s->scan < s->buf.len)
+			hit = memmem(s->buf.data + s->scan, s->buf.len - s->scan, "\n\n", 2);
+		if (!hit) {
+			s->scan = s->buf.len ? s->buf.len - 1 : 0;
+			break;
+		}
+		size_t evlen = hit - s->buf.data;
+		/* Leading blank lines between events are not events. */
+		size_t start = 0;
+		while (start < evlen && (s->buf.data[start] == '\n' || s->buf.data[start] == '\r'))
+			start++;
+		if (evlen > start)
+			sse_event(s, s->buf.data + start, evlen - start);
+		memmove(s->buf.data, hit + 2, s->buf.len - evlen - 2);
+		s->buf.len -= evlen + 2;
+		s->buf.data[s->buf.len] = '\0';
+		s->scan = 0;
+	}
+	return n;
+}
+
+int h_exec(const char *id, const char *cmd, const struct h_exec_opts *opts, struct h_exec *res)
+{
+	static const struct h_exec_opts none;
+	if (!opts)
+		opts = &none;
+	memset(res, 0, sizeof(*res));
+	res->exit_code = -1;
+	res->events = json_array();
+
+	json_t *body = json_object();
+	if (cmd)
+		json_object_set_new(body, "command", json_string(cmd));
+	if (opts->argv) {
+		json_t *a = json_array();
+		for (size_t i = 0; opts->argv[i]; i++)
+			json_array_append_new(a, json_string(opts->argv[i]));
+		json_object_set_new(body, "argv", a);
+	}
+	if (opts->cwd)
+		json_object_set_new(body, "cwd", json_string(opts->cwd));
+	if (opts->timeout_ms)
+		json_object_set_new(body, "timeout", json_integer(opts->timeout_ms));
+	if (opts->background)
+		json_object_set_new(body, "background", json_true());
+	if (opts->envs) {
+		json_t *e = json_object();
+		for (size_t i = 0; opts->envs[i] && opts->envs[i + 1]; i += 2)
+			json_object_set_new(e, opts->envs[i], json_string(opts->envs[i + 1]));
+		json_object_set_new(body, "envs", e);
+	}
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+
+	char *path = h_fmt(EXECD_PREFIX "/command", id);
+	struct curl_slist *hdrs;
+	CURL *c = easy_new(opts->via, "POST", path, &hdrs, NULL,
+			   opts->max_seconds ? opts->max_seconds : 300);
+	free(path);
+	hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+	hdrs = curl_slist_append(hdrs, "Accept: text/event-stream");
+	struct sse s = {.res = res, .opts = opts, .curl = c};
+	if (opts->hash_stdout) {
+		s.md = EVP_MD_CTX_new();
+		EVP_DigestInit_ex(s.md, EVP_sha256(), NULL);
+	}
+	curl_easy_setopt(c, CURLOPT_POST, 1L);
+	curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_write);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+	int cc = curl_easy_perform(c);
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &res->status);
+	curl_slist_free_all(hdrs);
+	curl_easy_cleanup(c);
+	free(text);
+	if (cc != CURLE_OK && res->status == 200)
+		res->bad_events++; /* the stream broke off */
+
+	/* Whatever is left without a terminating blank line is not a complete event. */
+	for (size_t i = 0; i < s.buf.len; i++)
+		if (!isspace((unsigned char)s.buf.data[i])) {
+			res->bad_events++;
+			break;
+		}
+	free(s.buf.data);
+	if (s.other.data)
+		res->body = json_loadb(s.other.data, s.other.len, 0, NULL);
+	free(s.other.data);
+	if (!s.out.data)
+		buf_append(&s.out, "", 0);
+	if (!s.err.data)
+		buf_append(&s.err, "", 0);
+	res->out = s.out.data;
+	res->out_len = s.out.len;
+	res->err = s.err.data;
+	res->err_len = s.err.len;
+	if (s.md) {
+		unsigned char md[32];
+		unsigned int mdlen = 0;
+		EVP_DigestFinal_ex(s.md, md, &mdlen);
+		EVP_MD_CTX_free(s.md);
+		for (unsigned int i = 0; i < mdlen; i++)
+			sprintf(res->out_sha256 + 2 * i, "%02x", md[i]);
+	}
+	return cc == CURLE_OK ? 0 : -EIO;
+}
+
+void h_exec_free(struct h_exec *res)
+{
+	free(res->out);
+	free(res->err);
+	free(res->cmd_id);
+	json_decref(res->error);
+	json_decref(res->events);
+	json_decref(res->body);
+	memset(res, 0, sizeof(*res));
+}
+
+char *h_sh(const char *id, const char *cmd)
+{
+	struct h_exec r;
+	h_exec(id, cmd, NULL, &r);
+	ck_assert_msg(r.status == 200 && r.complete && r.exit_code == 0 && !r.bad_events,
+		      "`%s` in %s: HTTP %ld, exit %d, complete %d, bad events %d\nstdout: %s\n"
+		      "stderr: %s",
+		      cmd, id, r.status, r.exit_code, r.complete, r.bad_events, r.out, r.err);
+	char *out = r.out;
+	r.out = NULL;
+	h_exec_free(&r);
+	return out;
+}
+
+int h_sh_code(const char *id, const char *cmd)
+{
+	struct h_exec r;
+	h_exec(id, cmd, NULL, &r);
+	int code = r.status == 200 ? r.exit_code : -1;
+	h_exec_free(&r);
+	return code;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* files                                                                                  */
+
+long h_upload(const char *id, const char *path, const void *data, size_t len, int mode,
+	      struct h_resp *resp)
+{
+	memset(resp, 0, sizeof(*resp));
+	char *url = h_fmt(EXECD_PREFIX "/files/upload", id);
+	struct curl_slist *hdrs;
+	CURL *c = easy_new(H_UNIX, "POST", url, &hdrs, NULL, 300);
+	free(url);
+	json_t *meta = json_pack("{s:s}", "path", path);
+	if (mode >= 0) {
+		/* FileInfo convention: the decimal digits are the octal mode (0644 → 644). */
+		char oct[16];
+		snprintf(oct, sizeof(oct), "%o", (unsigned)mode);
+		json_object_set_new(meta, "mode", json_integer(atoi(oct)));
+	}
+	char *mtext = json_dumps(meta, JSON_COMPACT);
+	json_decref(meta);
+	curl_mime *mime = curl_mime_init(c);
+	curl_mimepart *part = curl_mime_addpart(mime);
+	curl_mime_name(part, "metadata");
+	curl_mime_data(part, mtext, CURL_ZERO_TERMINATED);
+	curl_mime_type(part, "application/json");
+	part = curl_mime_addpart(mime);
+	curl_mime_name(part, "file");
+	curl_mime_data(part, data, len);
+	const char *slash = strrchr(path, '/');
+	curl_mime_filename(part, slash ? slash + 1 : path);
+	curl_mime_type(part, "application/octet-stream");
+	curl_easy_setopt(c, CURLOPT_MIMEPOST, mime);
+	long status = perform(c, hdrs, resp);
+	curl_mime_free(mime);
+	free(mtext);
+	return status;
+}
+
+static long files_get(const char *id, const char *route, const char *path, struct h_resp *resp)
+{
+	char *enc = h_urlencode(path);
+	char *url = h_fmt(EXECD_PREFIX "/files/%s?path=%s", id, route, enc);
+	long status = h_http("GET", url, NULL, resp);
+	free(enc);
+	free(url);
+	return status;
+}
+
+long h_download(const char *id, const char *path, struct h_resp *resp)
+{
+	return files_get(id, "download", path, resp);
+}
+
+long h_file_info(const char *id, const char *path, struct h_resp *resp)
+{
+	return files_get(id, "info", path, resp);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* celld                                                                                  */
+
+pid_t h_celld_pid(void)
+{
+	return shared ? shared->celld_pid : 0;
+}
+
+bool h_celld_alive(void)
+{
+	if (!shared || shared->celld_pid <= 0)
+		return false;
+	return h_pid_alive(shared->celld_pid) &&
+	       proc_starttime(shared->celld_pid, NULL) == shared->celld_start;
+}
+
+/* Start celld and wait until its socket answers HTTP. Returns 0, or -1 with why filled. */
+static int celld_spawn(char *why, size_t why_len)
+{
+	char *celld = h_fmt("%s/celld", H.bin);
+	char *init = h_fmt("%s/cell-init", H.bin);
+	char *const argv[] = {celld,	  "--state-dir", H.state,    "--images", H.images,
+			      "--socket", H.socket,	 "--listen", H.listen,	 "--api-key-file",
+			      H.key_file, "--init",	 init,	     NULL};
+	int logfd = open(H.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	pid_t pid = fork();
+	if (pid < 0) {
+		snprintf(why, why_len, "fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		/* Own session: ^C on the terminal and Check's process-group kills reach the
+		 * runner, which then stops celld in order. */
+		setsid();
+		int devnull = open("/dev/null", O_RDONLY);
+		dup2(devnull, 0);
+		dup2(logfd, 1);
+		dup2(logfd, 2);
+		/* No fd of the test runner (Check's message pipes) leaks into celld. */
+		close_range(3, ~0u, 0);
+		execv(celld, argv);
+		fprintf(stderr, "harness: exec %s: %s\n", celld, strerror(errno));
+		_exit(127);
+	}
+	close(logfd);
+	free(celld);
+	free(init);
+	shared->celld_pid = pid;
+	shared->celld_start = 0;
+	for (int i = 0; i < 100 && !shared->celld_start; i++) {
+		shared->celld_start = proc_starttime(pid, NULL);
+		if (!shared->celld_start)
+			h_sleep_ms(1);
+	}
+	int64_t end = now_ms() + 60000;
+	while (now_ms() < end) {
+		if (!h_pid_alive(pid)) {
+			snprintf(why, why_len, "celld exited during start; log tail:\n%s",
+				 h_celld_log_tail());
+			return -1;
+		}
+		struct h_resp resp;
+		long status = h_http("GET", "/v1/info", NULL, &resp);
+		h_resp_free(&resp);
+		if (status > 0)
+			return 0;
+		h_sleep_ms(50);
+	}
+	snprintf(why, why_len, "celld did not answer on %s within 60 s; log tail:\n%s", H.socket,
+		 h_celld_log_tail());
+	return -1;
+}
+
+void h_celld_start(void)
+{
+	char why[8192];
+	ck_assert_msg(celld_spawn(why, sizeof(why)) == 0, "%s", why);
+}
+
+void h_celld_kill(void)
+{
+	pid_t pid = shared->celld_pid;
+	if (h_celld_alive())
+		kill(pid, SIGKILL);
+	ck_assert_msg(wait_gone(pid, 30000), "celld %d still alive 30 s after SIGKILL", (int)pid);
+}
+
+static void celld_stop(void)
+{
+	pid_t pid = shared->celld_pid;
+	if (!h_celld_alive())
+		return;
+	kill(pid, SIGTERM);
+	if (!wait_gone(pid, 20000)) {
+		hlog("celld %d ignored SIGTERM for 20 s; SIGKILL", (int)pid);
+		kill(pid, SIGKILL);
+		wait_gone(pid, 10000);
+	}
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* leak probes                                                                            */
+
+bool h_mountinfo_mentions(const char *needle)
+{
+	char *mi = h_read_file("/proc/self/mountinfo");
+	bool hit = mi && strstr(mi, needle);
+	free(mi);
+	return hit;
+}
+
+/* Calls fn for <hierarchy>/<rel> for every cgroup hierarchy under /sys/fs/cgroup (the v2
+ * root itself, each v1 controller dir, the unified mount). Stops when fn returns true. */
+static bool each_cgroup_dir(const char *rel, bool (*fn)(const char *path, void *ud), void *ud)
+{
+	char path[H_PATH * 2];
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/%s", rel);
+	if (fn(path, ud))
+		return true;
+	DIR *d = opendir("/sys/fs/cgroup");
+	if (!d)
+		return false;
+	struct dirent *de;
+	bool hit = false;
+	while (!hit && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/sys/fs/cgroup/%s/cgroup.procs", de->d_name);
+		struct stat st;
+		if (stat(path, &st) < 0) /* not a hierarchy root (or a v2 knob) */
+			continue;
+		snprintf(path, sizeof(path), "/sys/fs/cgroup/%s/%s", de->d_name, rel);
+		hit = fn(path, ud);
+	}
+	closedir(d);
+	return hit;
+}
+
+struct found {
+	char *where;
+	size_t size;
+};
+
+static bool dir_exists_cb(const char *path, void *ud)
+{
+	struct found *f = ud;
+	struct stat st;
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return false;
+	if (f->where)
+		snprintf(f->where, f->size, "%s", path);
+	return true;
+}
+
+bool h_cgroup_exists(const char *id, char *where, size_t size)
+{
+	char rel[128];
+	snprintf(rel, sizeof(rel), "%s/%s", H.cg_instance, id);
+	struct found f = {where, size};
+	return each_cgroup_dir(rel, dir_exists_cb, &f);
+}
+
+/* Another celld on this host (a second instance, another test run) allocates uid slots
+ * from the same space; its sandboxes' processes sit in its own cgroup instance. Those are
+ * not ours; anything else in the range (in our instance, or in no cell cgroup at all,
+ * i.e. escaped) is. */
+static bool in_other_instance(const char *pid)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "/proc/%s/cgroup", pid);
+	char *cg = h_read_file(path);
+	if (!cg)
+		return false;
+	bool other = false;
+	for (char *p = cg; (p = strstr(p, ":/cell")); p++) {
+		const char *inst = p + 2;
+		size_t n = strcspn(inst, "/\n");
+		if (n != strlen(H.cg_instance) || strncmp(inst, H.cg_instance, n))
+			other = true;
+	}
+	free(cg);
+	return other;
+}
+
+int h_procs_in_uid_range(uint32_t base, uint32_t len, pid_t *first)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		char path[300];
+		snprintf(path, sizeof(path), "/proc/%s/status", de->d_name);
+		char *st = h_read_file(path);
+		/* A zombie reparented to host init (its celld was killed) is that init's to
+		 * reap; one still parented by celld would count. */
+		if (st && strstr(st, "\nState:\tZ") && strstr(st, "\nPPid:\t1\n")) {
+			free(st);
+			continue;
+		}
+		const char *u = st ? strstr(st, "\nUid:") : NULL;
+		unsigned long ids[4];
+		if (u &&
+		    sscanf(u + 5, "%lu %lu %lu %lu", &ids[0], &ids[1], &ids[2], &ids[3]) == 4) {
+			for (int i = 0; i < 4; i++)
+				if (ids[i] >= base && ids[i] - base < len &&
+				    !in_other_instance(de->d_name)) {
+					if (!n && first)
+						*first = atoi(de->d_name);
+					n++;
+					break;
+				}
+		}
+		free(st);
+	}
+	closedir(d);
+	return n;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* per-test cleanup                                                                       */
+
+static void kill_registered_pids(void)
+{
+	FILE *f = fopen(pids_file, "re");
+	if (!f)
+		return;
+	int pid;
+	unsigned long long start;
+	while (fscanf(f, "%d %llu", &pid, &start) == 2) {
+		if (pid > 0 && start && proc_starttime(pid, NULL) == start)
+			kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	fclose(f);
+	if (truncate(pids_file, 0) < 0)
+		hlog("truncate %s: %s", pids_file, strerror(errno));
+}
+
+static void delete_registered_sandboxes(void)
+{
+	FILE *f = fopen(created_file, "re");
+	if (!f)
+		return;
+	char id[128];
+	while (fscanf(f, "%127s", id) == 1) {
+		long st = h_delete(id);
+		if (st != 204 && st != 404 && st != 200)
+			hlog("cleanup: DELETE %s answered %ld", id, st);
+	}
+	fclose(f);
+	if (truncate(created_file, 0) < 0)
+		hlog("truncate %s: %s", created_file, strerror(errno));
+}
+
+/* Tests may leave celld dead (on purpose or not); cleanup goes through its API. */
+static void ensure_celld(const char *why_restart)
+{
+	if (h_celld_alive())
+		return;
+	char why[8192];
+	hlog("%s", why_restart);
+	if (celld_spawn(why, sizeof(why)) < 0)
+		hlog("%s", why);
+}
+
+static void case_setup(void)
+{
+	ensure_celld("celld is not running before a test; starting it");
+}
+
+static void case_teardown(void)
+{
+	kill_registered_pids();
+	ensure_celld("a test left celld dead; restarting it to clean up");
+	delete_registered_sandboxes();
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+}
+
+TCase *h_tcase(Suite *s, const char *name, int timeout_s)
+{
+	TCase *tc = tcase_create(name);
+	tcase_add_unchecked_fixture(tc, case_setup, case_teardown);
+	tcase_set_timeout(tc, timeout_s);
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* the world                                                                              */
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "harness: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(EXIT_FAILURE);
+}
+
+static void canon(const char *in, char *out, size_t size)
+{
+	char buf[PATH_MAX];
+	if (!realpath(in, buf))
+		die("%s: %s", in, strerror(errno));
+	if (snprintf(out, size, "%s", buf) >= (int)size)
+		die("%s: path too long", buf);
+}
+
+static void pick_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &al) < 0)
+		die("picking a free port: %s", strerror(errno));
+	snprintf(H.listen, sizeof(H.listen), "127.0.0.1:%u", ntohs(a.sin_port));
+	close(fd);
+}
+
+static void world_init(void)
+{
+	const char *tmp = getenv("CELL_TEST_TMP");
+	char t[H_PATH];
+	snprintf(t, sizeof(t), "%s/cell-it.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(t))
+		die("mkdtemp %s: %s", t, strerror(errno));
+	canon(t, H.dir, sizeof(H.dir));
+	if (chmod(H.dir, 0711) < 0)
+		die("chmod %s: %s", H.dir, strerror(errno));
+	const char *ledger = getenv("CELL_TEST_LEDGER");
+	if (ledger && *ledger)
+		append_line(ledger, H.dir);
+
+	const char *bin = getenv("CELL_TEST_BIN");
+	const char *src = getenv("CELL_TEST_SRC");
+	canon(bin && *bin ? bin : "build", H.bin, sizeof(H.bin));
+	canon(src && *src ? src : ".", H.src, sizeof(H.src));
+
+	snprintf(H.state, sizeof(H.state), "%.400s/state", H.dir);
+	snprintf(H.socket, sizeof(H.socket), "%.400s/cell.sock", H.dir);
+	snprintf(H.key_file, sizeof(H.key_file), "%.400s/key", H.dir);
+	snprintf(H.log, sizeof(H.log), "%.400s/celld.log", H.dir);
+	snprintf(pids_file, sizeof(pids_file), "%.400s/test-pids", H.dir);
+	snprintf(created_file, sizeof(created_file), "%.400s/test-sandboxes", H.dir);
+
+	char hex[CELL_SHA256_HEX_LEN + 1];
+	cell_sha256_hex(H.state, strlen(H.state), hex);
+	snprintf(H.cg_instance, sizeof(H.cg_instance), "cell-%.8s", hex);
+
+	unsigned char raw[16];
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, raw, sizeof(raw)) != (ssize_t)sizeof(raw))
+		die("reading /dev/urandom");
+	close(fd);
+	for (size_t i = 0; i < sizeof(raw); i++)
+		sprintf(H.key + 2 * i, "%02x", raw[i]);
+	fd = open(H.key_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, H.key, strlen(H.key)) != (ssize_t)strlen(H.key))
+		die("writing %s", H.key_file);
+	close(fd);
+	pick_port();
+}
+
+static bool image_ready(void)
+{
+	char *p = h_fmt("%s/busybox/rootfs/bin/sh", H.images);
+	struct stat st;
+	bool ok = stat(p, &st) == 0;
+	free(p);
+	return ok;
+}
+
+/* The busybox image, built by rootfs/build-image; a copy of the prototype image while that
+ * script does not exist yet. */
+static void image_prepare(void)
+{
+	const char *shared_dir = getenv("CELL_TEST_IMAGES");
+	char dir[H_PATH];
+	if (shared_dir && *shared_dir)
+		snprintf(dir, sizeof(dir), "%s", shared_dir);
+	else
+		snprintf(dir, sizeof(dir), "%.400s/images", H.dir);
+	struct cell_error err = {0};
+	if (cell_mkdir_p(dir, 0755, &err) < 0)
+		die("%s", err.msg);
+	canon(dir, H.images, sizeof(H.images));
+
+	/* Several suites may share the dir: one builds, the others wait. */
+	char *lockp = h_fmt("%s/.cell-test.lock", H.images);
+	int lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	free(lockp);
+	if (lock < 0 || flock(lock, LOCK_EX) < 0)
+		die("locking %s: %s", H.images, strerror(errno));
+	if (!image_ready()) {
+		char *script = h_fmt("%s/rootfs/build-image", H.src);
+		struct h_proc p;
+		if (access(script, X_OK) == 0) {
+			hlog("building the busybox image into %s", H.images);
+			char *const argv[] = {script, "busybox", H.images, NULL};
+			h_run(argv, NULL, 600, &p);
+			if (p.status != 0)
+				die("%s busybox %s failed (%d):\n%s%s", script, H.images, p.status,
+				    p.out, p.err);
+		} else {
+			hlog("%s missing: copying %s", script, PROTO_IMAGE);
+			char *dst = h_fmt("%s/busybox", H.images);
+			char *rootfs = h_fmt("%s/rootfs", dst);
+			if (mkdir(dst, 0755) < 0 && errno != EEXIST)
+				die("mkdir %s: %s", dst, strerror(errno));
+			char *const argv[] = {"/bin/cp", "-a", PROTO_IMAGE, rootfs, NULL};
+			h_run(argv, NULL, 120, &p);
+			if (p.status != 0)
+				die("cp -a %s %s: %s", PROTO_IMAGE, rootfs, p.err);
+			char *manifest = h_fmt("%s/manifest.json", dst);
+			FILE *f = fopen(manifest, "we");
+			if (!f)
+				die("%s: %s", manifest, strerror(errno));
+			fprintf(f, "{\"name\":\"busybox\",\"suite\":\"\",\"mirror\":\"\","
+				   "\"packages\":[\"busybox-static\"],"
+				   "\"builtAt\":\"2026-01-01T00:00:00Z\",\"sizeBytes\":0}\n");
+			fclose(f);
+			free(manifest);
+			free(rootfs);
+			free(dst);
+		}
+		h_proc_free(&p);
+		free(script);
+		if (!image_ready())
+			die("no busybox image in %s after building it", H.images);
+	}
+	close(lock);
+}
+
+/* Delete every sandbox celld knows, then stop it. */
+static void delete_all_sandboxes(void)
+{
+	delete_registered_sandboxes();
+	for (int round = 0; round < 5; round++) {
+		struct h_resp resp;
+		long st = h_http("GET", "/v1/sandboxes?pageSize=1000", NULL, &resp);
+		json_t *items = h_jget(resp.json, "items");
+		size_t n = json_array_size(items);
+		if (st == 200 && n == 0) {
+			h_resp_free(&resp);
+			return;
+		}
+		for (size_t i = 0; i < n; i++) {
+			const char *id = h_jstr(json_array_get(items, i), "id");
+			long ds = h_delete(id);
+			if (ds != 204 && ds != 404)
+				hlog("final cleanup: DELETE %s answered %ld", id, ds);
+		}
+		h_resp_free(&resp);
+		if (st != 200)
+			return;
+	}
+}
+
+struct kill_ctx {
+	int found;
+};
+
+/* Kill what is left in one cgroup dir (and its children), then remove the dirs. */
+static bool reap_cgroup_cb(const char *path, void *ud)
+{
+	struct kill_ctx *k = ud;
+	struct stat st;
+	if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return false;
+	k->found++;
+	hlog("LEAK: cgroup %s still exists", path);
+	char *find[] = {"/usr/bin/find", (char *)path, "-depth", "-type", "d", "-print", NULL};
+	struct h_proc p;
+	h_run(find, NULL, 30, &p);
+	for (char *save = NULL, *dirp = strtok_r(p.out, "\n", &save); dirp;
+	     dirp = strtok_r(NULL, "\n", &save)) {
+		char *procs = h_fmt("%s/cgroup.procs", dirp);
+		for (int round = 0; round < 50; round++) {
+			char *text = h_read_file(procs);
+			bool any = false;
+			for (char *s2 = NULL, *l = text ? strtok_r(text, "\n", &s2) : NULL; l;
+			     l = strtok_r(NULL, "\n", &s2)) {
+				hlog("LEAK: process %s in %s", l, dirp);
+				kill(atoi(l), SIGKILL);
+				any = true;
+			}
+			free(text);
+			if (!any)
+				break;
+			h_sleep_ms(100);
+		}
+		free(procs);
+		if (rmdir(dirp) < 0 && errno != ENOENT)
+			hlog("cannot remove %s: %s", dirp, strerror(errno));
+	}
+	h_proc_free(&p);
+	return false;
+}
+
+/* After celld stopped: whatever of this world is still there leaked. Remove it (the host
+ * must stay clean) and count it (the run must fail). */
+static int world_sweep(void)
+{
+	int leaks = 0;
+	/* mounts under T, newest first */
+	for (int round = 0; round < 100 && h_mountinfo_mentions(H.dir); round++) {
+		char *mi = h_read_file("/proc/self/mountinfo");
+		char last[H_PATH * 2] = "";
+		for (char *save = NULL, *l = mi ? strtok_r(mi, "\n", &save) : NULL; l;
+		     l = strtok_r(NULL, "\n", &save)) {
+			char mp[H_PATH * 2];
+			if (sscanf(l, "%*s %*s %*s %*s %1023s", mp) == 1 &&
+			    !strncmp(mp, H.dir, strlen(H.dir)))
+				snprintf(last, sizeof(last), "%s", mp);
+		}
+		free(mi);
+		if (!*last)
+			break;
+		hlog("LEAK: mount %s", last);
+		leaks++;
+		umount2(last, MNT_DETACH);
+	}
+	struct kill_ctx k = {0};
+	each_cgroup_dir(H.cg_instance, reap_cgroup_cb, &k);
+	leaks += k.found;
+	/* every sandbox was deleted: none of their state dirs may remain */
+	char *sdir = h_fmt("%s/sandboxes", H.state);
+	DIR *d = opendir(sdir);
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.') {
+			hlog("LEAK: state dir %s/%s", sdir, de->d_name);
+			leaks++;
+		}
+	if (d)
+		closedir(d);
+	free(sdir);
+	return leaks;
+}
+
+static void world_remove(void)
+{
+	if (getenv("CELL_TEST_KEEP")) {
+		hlog("CELL_TEST_KEEP: leaving %s", H.dir);
+		return;
+	}
+	char parent[H_PATH];
+	snprintf(parent, sizeof(parent), "%s", H.dir);
+	char *slash = strrchr(parent, '/');
+	*slash = '\0';
+	int pfd = open(parent[0] ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct cell_error err = {0};
+	if (pfd < 0 || cell_remove_tree_at(pfd, slash + 1, &err) < 0)
+		hlog("removing %s: %s", H.dir, err.msg);
+	if (pfd >= 0)
+		close(pfd);
+}
+
+static int world_teardown(void)
+{
+	ensure_celld("celld is not running at the end; starting it to clean up");
+	if (h_celld_alive())
+		delete_all_sandboxes();
+	kill_registered_pids();
+	celld_stop();
+	int leaks = world_sweep();
+	world_remove();
+	return leaks;
+}
+
+/* The guardian outlives a runner killed by a signal (Check answers ^C by SIGKILLing its
+ * own process group) and then does the final cleanup in its place. It learns of the end
+ * from the pipe: 'D' when the runner cleaned up itself, EOF once every holder (the runner
+ * and its test children) is gone. A test child in its own process group can outlive the
+ * runner and hang; so once the runner is dead, the cleanup waits at most a short grace. */
+static int guardian_fd = -1;
+
+#define GUARDIAN_GRACE_MS 10000
+
+static void guardian_start(void)
+{
+	int p[2];
+	pid_t runner = getpid();
+	int runner_fd = (int)syscall(SYS_pidfd_open, runner, 0);
+	if (runner_fd < 0 || pipe2(p, O_CLOEXEC) < 0)
+		die("pidfd_open/pipe: %s", strerror(errno));
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		setsid();
+		prctl(PR_SET_NAME, "cell-it-guard");
+		close(p[1]);
+		struct pollfd pfd[2] = {{.fd = p[0], .events = POLLIN},
+					{.fd = runner_fd, .events = POLLIN}};
+		int timeout = -1;
+		for (;;) {
+			int n = poll(pfd, 2, timeout);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n == 0)
+				break; /* grace over: orphaned tests must not block cleanup */
+			if (pfd[0].revents) {
+				char c = 0;
+				if (read(p[0], &c, 1) == 1 && c == 'D')
+					_exit(0);
+				break;
+			}
+			if (pfd[1].revents) {
+				pfd[1].fd = -1;
+				timeout = GUARDIAN_GRACE_MS;
+			}
+		}
+		hlog("test runner died: cleaning up %s", H.dir);
+		world_teardown();
+		_exit(0);
+	}
+	close(p[0]);
+	close(runner_fd);
+	guardian_fd = p[1];
+}
+
+static void guardian_done(void)
+{
+	ssize_t w = write(guardian_fd, "D", 1);
+	(void)w;
+	close(guardian_fd);
+}
+
+int h_main(Suite *s)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "integration tests start celld: run them as root\n");
+		return EXIT_FAILURE;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	if (curl_global_init(CURL_GLOBAL_ALL) != CURLE_OK)
+		die("curl_global_init failed");
+	shared =
+	    mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shared == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
+	world_init();
+	guardian_start();
+	image_prepare();
+	char why[8192];
+	int failed;
+	if (celld_spawn(why, sizeof(why)) < 0) {
+		hlog("%s", why);
+		failed = 1;
+	} else {
+		SRunner *sr = srunner_create(s);
+		srunner_run_all(sr, CK_ENV);
+		failed = srunner_ntests_failed(sr);
+		srunner_free(sr);
+	}
+	int leaks = world_teardown();
+	guardian_done();
+	if (leaks)
+		hlog("%d leak(s) of this suite's celld found and removed (see LEAK lines)", leaks);
+	return failed || leaks ? EXIT_FAILURE : EXIT_SUCCESS;
+}

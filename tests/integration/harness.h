@@ -1,0 +1,206 @@
+/* Integration test harness: one real celld per test program, in a temp dir T.
+ *
+ *   T/state  T/cell.sock  T/key  T/celld.log  (and T/images unless the run shares one)
+ *
+ * h_main() builds the busybox image (once per run when CELL_TEST_IMAGES names a shared
+ * dir), starts `celld --state-dir T/state --images ... --socket T/cell.sock --listen
+ * 127.0.0.1:<free port> --api-key-file T/key --init <bin>/cell-init`, runs the suite, then
+ * deletes every sandbox, stops celld, checks that nothing under T leaked and removes T.
+ *
+ * Tests run in forked children (Check's default). Every TCase made with h_tcase() gets a
+ * teardown that runs in the parent, so it runs even when the test failed or crashed: it
+ * deletes the sandboxes the test created and kills the host processes it started, and
+ * restarts celld if a test left it dead. A guardian process does the final cleanup if the
+ * runner itself is killed.
+ *
+ * Environment: CELL_TEST_BIN (dir of celld, cell, cell-init; default ./build),
+ * CELL_TEST_SRC (source tree; default .), CELL_TEST_IMAGES (shared images dir),
+ * CELL_TEST_LEDGER (file to which T is appended, for tools/leakcheck), CELL_TEST_TMP
+ * (parent of T; default /tmp), CELL_TEST_KEEP=1 (keep T after the run, for debugging). */
+#pragma once
+
+#include <check.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define H_PATH 512
+
+struct h_world {
+	char dir[H_PATH];      /* T, canonical */
+	char state[H_PATH];    /* T/state */
+	char images[H_PATH];   /* images dir given to celld */
+	char socket[H_PATH];   /* T/cell.sock */
+	char key_file[H_PATH]; /* T/key */
+	char key[65];	       /* the TCP API key */
+	char listen[64];       /* 127.0.0.1:<port> */
+	char log[H_PATH];      /* T/celld.log */
+	char bin[H_PATH];      /* dir of celld, cell, cell-init */
+	char src[H_PATH];      /* source tree (rootfs/build-image) */
+	char cg_instance[32];  /* cgroup instance dir: "cell-<8 hex of sha256(state)>" */
+};
+extern struct h_world H;
+
+/* Run the suite inside a fresh world; returns the process exit status. */
+int h_main(Suite *s);
+/* A TCase with the harness's per-test cleanup and a generous hang guard (seconds). */
+TCase *h_tcase(Suite *s, const char *name, int timeout_s);
+
+/* ---- HTTP ---- */
+
+enum h_via {
+	H_UNIX,	      /* celld's Unix socket (trusted, no key) */
+	H_TCP,	      /* 127.0.0.1:<port> with the API key header */
+	H_TCP_NOKEY,  /* TCP without the header */
+	H_TCP_BADKEY, /* TCP with a wrong key */
+};
+
+struct h_req {
+	const char *method;
+	const char *path;	  /* sent as is (no normalisation of "..") */
+	const void *body;	  /* NULL: no body */
+	size_t body_len;	  /* 0 with a body: strlen(body) */
+	const char *content_type; /* default application/json when there is a body */
+	enum h_via via;
+	bool chunked;		    /* send the body with chunked transfer encoding */
+	const char *const *headers; /* extra "Name: value" lines, NULL-terminated */
+};
+
+struct h_resp {
+	long status; /* 0 when no HTTP response arrived */
+	int curl_code;
+	char *body; /* NUL-terminated */
+	size_t len;
+	json_t *json; /* parsed body when it is JSON */
+	char *request_id;
+	char *content_type;
+};
+
+long h_request(const struct h_req *req, struct h_resp *resp);
+/* Shorthand over the Unix socket; json_body may be NULL. resp may be NULL. */
+long h_http(const char *method, const char *path, const char *json_body, struct h_resp *resp);
+void h_resp_free(struct h_resp *resp);
+/* "code" of an error body, or "" */
+const char *h_err_code(const struct h_resp *resp);
+
+/* ---- sandboxes ---- */
+
+/* POST /v1/sandboxes {"image":{"uri":image}} merged with extra (not stolen, may be NULL).
+ * Every 2xx result is registered for cleanup. Returns the status. */
+long h_create_ex(const char *image, json_t *extra, enum h_via via, struct h_resp *resp);
+/* Same, asserting 202/200; returns the malloc'd id. */
+char *h_create(const char *image, json_t *extra);
+long h_delete(const char *id);
+/* GET /v1/sandboxes/{id}/inspect, asserting 200; new reference. */
+json_t *h_inspect(const char *id);
+/* GET /v1/sandboxes/{id} until status.state == state (or timeout); returns the last state
+ * seen (static buffer). */
+const char *h_wait_state(const char *id, const char *state, int timeout_s);
+/* Register an id created some other way (CLI) for cleanup. */
+void h_track_sandbox(const char *id);
+
+/* ---- exec (POST .../proxy/44772/command, SSE) ---- */
+
+struct h_exec_opts {
+	const char *cwd;
+	long timeout_ms; /* 0: none */
+	bool background;
+	const char *const *envs; /* "K", "V", ..., NULL */
+	const char *const *argv; /* cell's argv extension instead of a shell command */
+	bool hash_stdout;	 /* keep only sha256 + byte count of stdout (huge outputs) */
+	enum h_via via;
+	long max_seconds; /* hang guard for the whole request; default 300 */
+};
+
+struct h_exec {
+	long status;	 /* HTTP status */
+	char *out, *err; /* NUL-terminated; out stays empty with hash_stdout */
+	size_t out_len, err_len;
+	char out_sha256[65];
+	size_t out_hashed;
+	int exit_code;	/* 0 on execution_complete, evalue on error, -1 without an end */
+	bool complete;	/* execution_complete seen */
+	bool errored;	/* error event seen */
+	json_t *error;	/* the error event's "error" object */
+	char *cmd_id;	/* text of the init event */
+	json_t *events; /* every event (stdout/stderr text omitted with hash_stdout) */
+	int bad_events; /* chunks that were not a JSON object */
+	json_t *body;	/* the JSON body when the answer was not an event stream */
+};
+
+int h_exec(const char *id, const char *cmd, const struct h_exec_opts *opts, struct h_exec *res);
+void h_exec_free(struct h_exec *res);
+/* Run cmd through /bin/sh, assert it exits 0, return its stdout (malloc'd). */
+char *h_sh(const char *id, const char *cmd);
+/* Run cmd and return its exit code (-1 without an end event). */
+int h_sh_code(const char *id, const char *cmd);
+
+/* Prefix for commands that use `nohup`: Debian's busybox-static has no nohup applet, so
+ * the busybox image gets a shell function doing what nohup does (ignore SIGHUP, exec). */
+#define H_NOHUP "command -v nohup >/dev/null || nohup() { trap '' HUP; exec \"$@\"; }; "
+
+/* Shell function `fetch PORT PATH`: prints the body served on 127.0.0.1:PORT/PATH inside
+ * the sandbox. wget of Debian's busybox-static segfaults (on the host too), so nc with a
+ * bare HTTP/1.0 request is the fallback. */
+#define H_FETCH                                                                                    \
+	"fetch() { wget -qO- -T 5 \"http://127.0.0.1:$1/$2\" 2>/dev/null || "                      \
+	"{ printf 'GET /%s HTTP/1.0\\r\\n\\r\\n' \"$2\" | nc 127.0.0.1 \"$1\" 2>/dev/null | "      \
+	"tr -d '\\r' | sed '1,/^$/d'; }; }; "
+
+/* ---- files ---- */
+
+/* mode < 0: none sent. */
+long h_upload(const char *id, const char *path, const void *data, size_t len, int mode,
+	      struct h_resp *resp);
+long h_download(const char *id, const char *path, struct h_resp *resp);
+long h_file_info(const char *id, const char *path, struct h_resp *resp);
+
+/* ---- celld ---- */
+
+bool h_celld_alive(void);
+pid_t h_celld_pid(void);
+/* SIGKILL celld and wait until it is gone. */
+void h_celld_kill(void);
+/* Start celld with the suite's flags and wait until its socket answers; asserts. */
+void h_celld_start(void);
+
+/* ---- host ---- */
+
+/* Start a host process (registered: killed by the test's teardown). */
+pid_t h_spawn(char *const argv[]);
+
+struct h_proc {
+	int status; /* exit code, 128+N when killed by signal N, -1 on timeout */
+	char *out, *err;
+	size_t out_len, err_len;
+};
+/* Run argv (env: extra "K=V" strings, NULL-terminated, may be NULL), capture output, kill
+ * it after timeout_s. */
+int h_run(char *const argv[], char *const env[], int timeout_s, struct h_proc *res);
+void h_proc_free(struct h_proc *res);
+
+/* Leak probes. */
+bool h_mountinfo_mentions(const char *needle);
+/* Any cgroup dir <hierarchy>/<instance>/<id> under /sys/fs/cgroup. Writes the first one
+ * found into where (may be NULL). */
+bool h_cgroup_exists(const char *id, char *where, size_t size);
+/* Number of processes with any uid in [base, base + len); the first pid into *first. */
+int h_procs_in_uid_range(uint32_t base, uint32_t len, pid_t *first);
+bool h_pid_alive(pid_t pid);
+
+/* ---- small utilities ---- */
+
+/* Value at a dotted path ("status.state", "uidMap.hostStart") or NULL. */
+json_t *h_jget(json_t *root, const char *path);
+const char *h_jstr(json_t *root, const char *path); /* "" when missing */
+long long h_jint(json_t *root, const char *path);   /* -1 when missing */
+char *h_urlencode(const char *s);
+/* asprintf that asserts; the result is malloc'd. */
+char *h_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void h_write_file(const char *path, const char *content, mode_t mode);
+char *h_read_file(const char *path);
+void h_sleep_ms(long ms);
+/* Tail of celld's log, for failure messages (static buffer). */
+const char *h_celld_log_tail(void);

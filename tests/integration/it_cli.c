@@ -1,0 +1,284 @@
+/* The cell CLI against the suite's celld (over --socket). Only the busybox image exists in
+ * the test world, so every create names it. */
+#include <check.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cell/codec.h"
+#include "cell/fsutil.h"
+#include "cell/id.h"
+#include "harness.h"
+
+#define CLI_MAX_ARGS 32
+
+/* Run `cell --socket T/cell.sock ARGS...` (NULL-terminated), with a hang guard. */
+static int cell(struct h_proc *p, ...)
+{
+	char *argv[CLI_MAX_ARGS];
+	int n = 0;
+	argv[n++] = h_fmt("%s/cell", H.bin);
+	argv[n++] = "--socket";
+	argv[n++] = H.socket;
+	va_list ap;
+	va_start(ap, p);
+	const char *a;
+	while ((a = va_arg(ap, const char *)) && n < CLI_MAX_ARGS - 1)
+		argv[n++] = (char *)a;
+	va_end(ap);
+	argv[n] = NULL;
+	h_run(argv, NULL, 120, p);
+	free(argv[0]);
+	return p->status;
+}
+
+static int sandbox_count(void)
+{
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", "/v1/sandboxes?pageSize=1000", NULL, &r), 200);
+	int n = (int)json_array_size(json_object_get(r.json, "items"));
+	h_resp_free(&r);
+	return n;
+}
+
+static char *trim(char *s)
+{
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
+		s[--n] = '\0';
+	return s;
+}
+
+START_TEST(run_rm_passes_exit_code)
+{
+	int before = sandbox_count();
+	struct h_proc p;
+	cell(&p, "run", "--rm", "--image", "busybox", "--", "sh", "-c",
+	     "echo out; echo err >&2; "
+	     "exit 7",
+	     NULL);
+	ck_assert_msg(p.status == 7, "exit %d, stderr: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, "out\n");
+	ck_assert_msg(strstr(p.err, "err\n"), "stderr: %s", p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(sandbox_count(), before);
+
+	cell(&p, "run", "--rm", "--image", "busybox", "--", "sh", "-c", "kill -9 $$", NULL);
+	ck_assert_msg(p.status == 137, "exit %d, stderr: %s", p.status, p.err);
+	h_proc_free(&p);
+	cell(&p, "run", "--rm", "--image", "busybox", "--timeout", "0.5", "--", "sleep", "30",
+	     NULL);
+	ck_assert_msg(p.status == 124, "exit %d, stderr: %s", p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(sandbox_count(), before);
+}
+END_TEST
+
+START_TEST(run_failures_are_125)
+{
+	struct h_proc p;
+	char *argv[] = {
+	    NULL,   "--socket", "/nonexistent/cell.sock", "run", "--rm", "--image", "busybox", "--",
+	    "true", NULL};
+	argv[0] = h_fmt("%s/cell", H.bin);
+	h_run(argv, NULL, 60, &p);
+	ck_assert_msg(p.status == 125, "unreachable celld: exit %d", p.status);
+	ck_assert_msg(strstr(p.err, "/nonexistent/cell.sock"),
+		      "message does not name the socket:"
+		      " %s",
+		      p.err);
+	h_proc_free(&p);
+	free(argv[0]);
+
+	int before = sandbox_count();
+	cell(&p, "run", "--rm", "--image", "no-such-image", "--", "true", NULL);
+	ck_assert_msg(p.status == 125, "unknown image: exit %d", p.status);
+	ck_assert_msg(strstr(p.err, "no-such-image") || strstr(p.err, "IMAGE_NOT_FOUND"),
+		      "message does not name the image: %s", p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(sandbox_count(), before);
+}
+END_TEST
+
+START_TEST(run_with_volume)
+{
+	char rnd[CELL_ID_RANDOM_LEN + 1];
+	ck_assert_int_eq(cell_id_random(rnd), 0);
+	char *hostdir = h_fmt("%s/host-%s", H.dir, rnd);
+	ck_assert_int_eq(mkdir(hostdir, 0755), 0);
+	char *file = h_fmt("%s/file", hostdir);
+	char *content = h_fmt("host-content-%s\n", rnd);
+	h_write_file(file, content, 0644);
+	char *vol = h_fmt("%s:/mnt", hostdir);
+	struct h_proc p;
+	cell(&p, "run", "--rm", "--image", "busybox", "-v", vol, "--", "cat", "/mnt/file", NULL);
+	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, content);
+	h_proc_free(&p);
+
+	/* writes through a rw volume land on the host, owned by host root (idmapped) */
+	cell(&p, "run", "--rm", "--image", "busybox", "-v", vol, "--", "sh", "-c",
+	     "echo from-sandbox > /mnt/new; stat -c %u /mnt/file", NULL);
+	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, "0\n");
+	h_proc_free(&p);
+	char *newf = h_fmt("%s/new", hostdir);
+	char *got = h_read_file(newf);
+	ck_assert_msg(got && !strcmp(got, "from-sandbox\n"), "host file: %s", got);
+	struct stat st;
+	ck_assert_int_eq(stat(newf, &st), 0);
+	ck_assert_uint_eq(st.st_uid, 0);
+	free(got);
+
+	/* read-only volumes are read-only */
+	char *rovol = h_fmt("%s:/mnt:ro", hostdir);
+	cell(&p, "run", "--rm", "--image", "busybox", "-v", rovol, "--", "sh", "-c",
+	     "echo x > /mnt/ro-write", NULL);
+	ck_assert_int_ne(p.status, 0);
+	h_proc_free(&p);
+	char *rofile = h_fmt("%s/ro-write", hostdir);
+	ck_assert_msg(access(rofile, F_OK) != 0, "wrote through a read-only volume");
+	free(rofile);
+	free(rovol);
+	free(newf);
+	free(vol);
+	free(content);
+	free(file);
+	free(hostdir);
+}
+END_TEST
+
+START_TEST(create_session_same_id)
+{
+	char rnd[CELL_ID_RANDOM_LEN + 1], want[CELL_ID_RANDOM_LEN + 1];
+	ck_assert_int_eq(cell_id_random(rnd), 0);
+	char *key = h_fmt("cli-session-%s", rnd);
+	cell_id_from_session_key(key, strlen(key), want);
+	struct h_proc p;
+	cell(&p, "create", "--image", "busybox", "--session", key, NULL);
+	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
+	h_track_sandbox(want);
+	ck_assert_str_eq(trim(p.out), want);
+	h_proc_free(&p);
+	cell(&p, "create", "--image", "busybox", "--session", key, NULL);
+	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
+	ck_assert_str_eq(trim(p.out), want);
+	h_proc_free(&p);
+
+	cell(&p, "ls", NULL);
+	ck_assert_int_eq(p.status, 0);
+	ck_assert_msg(strstr(p.out, want), "ls does not list %s:\n%s", want, p.out);
+	h_proc_free(&p);
+	cell(&p, "inspect", want, NULL);
+	ck_assert_int_eq(p.status, 0);
+	json_t *j = json_loads(p.out, 0, NULL);
+	ck_assert_msg(j, "inspect output is not JSON: %s", p.out);
+	ck_assert_str_eq(h_jstr(j, "id"), want);
+	json_decref(j);
+	h_proc_free(&p);
+	cell(&p, "rm", want, NULL);
+	ck_assert_int_eq(p.status, 0);
+	h_proc_free(&p);
+	char *path = h_fmt("/v1/sandboxes/%s", want);
+	ck_assert_int_eq(h_http("GET", path, NULL, NULL), 404);
+	free(path);
+	free(key);
+}
+END_TEST
+
+START_TEST(exec_and_cp_round_trip)
+{
+	struct h_proc p;
+	cell(&p, "create", "--image", "busybox", NULL);
+	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
+	char *id = strdup(trim(p.out));
+	h_track_sandbox(id);
+	h_proc_free(&p);
+
+	/* binary content with NULs, in and out */
+	char *src = h_fmt("%s/cp-src", H.dir);
+	size_t n = 200000;
+	unsigned char *data = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		data[i] = (unsigned char)(i * 131 + (i >> 9));
+	memset(data + 100, 0, 1000);
+	FILE *f = fopen(src, "we");
+	ck_assert_uint_eq(fwrite(data, 1, n, f), n);
+	fclose(f);
+	char sha[CELL_SHA256_HEX_LEN + 1];
+	cell_sha256_hex(data, n, sha);
+
+	char *dst = h_fmt("%s:/workspace/in.bin", id);
+	cell(&p, "cp", src, dst, NULL);
+	ck_assert_msg(p.status == 0, "cp in: exit %d, stderr: %s", p.status, p.err);
+	h_proc_free(&p);
+
+	cell(&p, "exec", id, "--", "sha256sum", "/workspace/in.bin", NULL);
+	ck_assert_msg(p.status == 0, "exec: exit %d, stderr: %s", p.status, p.err);
+	ck_assert_msg(!strncmp(p.out, sha, CELL_SHA256_HEX_LEN), "inside: %s want %s", p.out, sha);
+	h_proc_free(&p);
+
+	cell(&p, "exec", id, "--", "sh", "-c", "exit 4", NULL);
+	ck_assert_int_eq(p.status, 4);
+	h_proc_free(&p);
+	cell(&p, "exec", "-w", "/tmp", "-e", "X=y z", id, "--", "sh", "-c", "echo \"$X\"; pwd",
+	     NULL);
+	ck_assert_msg(p.status == 0, "exec -w -e: exit %d, stderr: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, "y z\n/tmp\n");
+	h_proc_free(&p);
+
+	char *back = h_fmt("%s/cp-back", H.dir);
+	char *from = h_fmt("%s:/workspace/in.bin", id);
+	cell(&p, "cp", from, back, NULL);
+	ck_assert_msg(p.status == 0, "cp out: exit %d, stderr: %s", p.status, p.err);
+	h_proc_free(&p);
+	char *got = NULL;
+	size_t got_len = 0;
+	ck_assert_int_eq(cell_read_file_at(AT_FDCWD, back, 1u << 20, &got, &got_len, NULL), 0);
+	ck_assert_uint_eq(got_len, n);
+	ck_assert_msg(!memcmp(got, data, n), "round-tripped bytes differ");
+	free(got);
+
+	/* to stdout */
+	cell(&p, "cp", from, "-", NULL);
+	ck_assert_int_eq(p.status, 0);
+	ck_assert_uint_eq(p.out_len, n);
+	ck_assert_msg(!memcmp(p.out, data, n), "cp to stdout differs");
+	h_proc_free(&p);
+
+	/* a missing file is an error naming it */
+	char *missing = h_fmt("%s:/workspace/missing", id);
+	cell(&p, "cp", missing, back, NULL);
+	ck_assert_int_ne(p.status, 0);
+	ck_assert_msg(strstr(p.err, "/workspace/missing"), "stderr: %s", p.err);
+	h_proc_free(&p);
+
+	free(missing);
+	free(from);
+	free(back);
+	free(dst);
+	free(data);
+	free(src);
+	free(id);
+}
+END_TEST
+
+static Suite *cli_suite(void)
+{
+	Suite *s = suite_create("cli");
+	tcase_add_test(h_tcase(s, "run_rm_passes_exit_code", 180), run_rm_passes_exit_code);
+	tcase_add_test(h_tcase(s, "run_failures_are_125", 120), run_failures_are_125);
+	tcase_add_test(h_tcase(s, "run_with_volume", 180), run_with_volume);
+	tcase_add_test(h_tcase(s, "create_session_same_id", 120), create_session_same_id);
+	tcase_add_test(h_tcase(s, "exec_and_cp_round_trip", 120), exec_and_cp_round_trip);
+	return s;
+}
+
+int main(void)
+{
+	return h_main(cli_suite());
+}

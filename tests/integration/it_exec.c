@@ -1,0 +1,448 @@
+/* Commands: persistence between execs, background processes, exit codes, signals,
+ * timeouts, large and binary output, concurrency. */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "harness.h"
+
+/* Wall-clock guard only: a timeout must not wait for the command to finish by itself. */
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+START_TEST(files_persist_between_execs)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "echo kept > /workspace/a && mkdir -p /root/x && echo deep > /root/x/y"));
+	char *out = h_sh(id, "cat /workspace/a /root/x/y");
+	ck_assert_str_eq(out, "kept\ndeep\n");
+	free(out);
+	/* The image itself is writable per sandbox (overlay), without touching the image. */
+	free(h_sh(id, "echo changed > /etc/cell-test-file"));
+	out = h_sh(id, "cat /etc/cell-test-file");
+	ck_assert_str_eq(out, "changed\n");
+	free(out);
+	char *img = h_fmt("%s/busybox/rootfs/etc/cell-test-file", H.images);
+	ck_assert_msg(access(img, F_OK) != 0, "a sandbox wrote into the image");
+	free(img);
+	free(id);
+}
+END_TEST
+
+START_TEST(background_process_survives)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_exec_opts o = {.max_seconds = 60};
+	struct h_exec r;
+	h_exec(id, H_NOHUP "nohup sleep 1000 >/dev/null 2>&1 &", &o, &r);
+	ck_assert_msg(r.status == 200 && r.complete, "starting a background sleep: HTTP %ld, %s",
+		      r.status, r.err);
+	h_exec_free(&r);
+	/* Also one that keeps the command's stdout open: the exec still ends. */
+	h_exec(id, "sleep 999 & echo started", &o, &r);
+	ck_assert_msg(r.status == 200 && r.complete, "sleep with inherited stdout: HTTP %ld",
+		      r.status);
+	ck_assert_str_eq(r.out, "started\n");
+	h_exec_free(&r);
+	char *out = h_sh(id, "pidof sleep | wc -w");
+	ck_assert_str_eq(out, "2\n");
+	free(out);
+	free(id);
+}
+END_TEST
+
+START_TEST(httpd_serves_across_execs)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "echo hello-from-httpd > /workspace/index.html && "
+		      "httpd -p 127.0.0.1:8000 -h /workspace"));
+	char *out = h_sh(id, H_FETCH "for i in 1 2 3 4 5 6 7 8 9 10; do "
+				     "o=$(fetch 8000 index.html); [ -n \"$o\" ] && "
+				     "{ echo \"$o\"; exit 0; }; sleep 0.3; done; exit 1");
+	ck_assert_str_eq(out, "hello-from-httpd\n");
+	free(out);
+	out = h_sh(id, H_FETCH "fetch 8000 index.html");
+	ck_assert_str_eq(out, "hello-from-httpd\n");
+	free(out);
+	free(id);
+}
+END_TEST
+
+START_TEST(api_background_command)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_exec_opts o = {.background = true, .max_seconds = 30};
+	struct h_exec r;
+	h_exec(id, "echo bg-out; sleep 1; echo bg-done; exit 5", &o, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_msg(r.cmd_id && *r.cmd_id, "no init event");
+	ck_assert(!r.complete && !r.errored);
+	char *cmd_id = strdup(r.cmd_id);
+	h_exec_free(&r);
+
+	char *spath = h_fmt("/v1/sandboxes/%s/proxy/44772/command/status/%s", id, cmd_id);
+	struct h_resp s = {0};
+	for (int i = 0; i < 300; i++) {
+		h_resp_free(&s);
+		ck_assert_int_eq(h_http("GET", spath, NULL, &s), 200);
+		if (json_is_false(json_object_get(s.json, "running")))
+			break;
+		h_sleep_ms(100);
+	}
+	ck_assert_msg(json_is_false(json_object_get(s.json, "running")), "still running: %s",
+		      s.body);
+	ck_assert_int_eq(h_jint(s.json, "exit_code"), 5);
+	ck_assert_str_eq(h_jstr(s.json, "id"), cmd_id);
+	h_resp_free(&s);
+
+	char *lpath = h_fmt("/v1/sandboxes/%s/proxy/44772/command/%s/logs?cursor=0", id, cmd_id);
+	ck_assert_int_eq(h_http("GET", lpath, NULL, &s), 200);
+	ck_assert_msg(strstr(s.body, "bg-out") && strstr(s.body, "bg-done"), "logs: %s", s.body);
+	h_resp_free(&s);
+
+	char *bad = h_fmt("/v1/sandboxes/%s/proxy/44772/command/status/nosuchcommand", id);
+	ck_assert_int_eq(h_http("GET", bad, NULL, &s), 404);
+	h_resp_free(&s);
+	free(bad);
+	free(lpath);
+	free(spath);
+	free(cmd_id);
+	free(id);
+}
+END_TEST
+
+START_TEST(interrupt_command)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_exec_opts o = {.background = true, .max_seconds = 30};
+	struct h_exec r;
+	h_exec(id, "sleep 300", &o, &r);
+	ck_assert_int_eq(r.status, 200);
+	char *cmd_id = strdup(r.cmd_id ? r.cmd_id : "");
+	h_exec_free(&r);
+	char *dpath = h_fmt("/v1/sandboxes/%s/proxy/44772/command?id=%s", id, cmd_id);
+	struct h_resp s;
+	long st = h_http("DELETE", dpath, NULL, &s);
+	ck_assert_msg(st >= 200 && st < 300, "interrupt: HTTP %ld: %s", st, s.body);
+	h_resp_free(&s);
+	char *spath = h_fmt("/v1/sandboxes/%s/proxy/44772/command/status/%s", id, cmd_id);
+	s = (struct h_resp){0};
+	for (int i = 0; i < 200; i++) {
+		h_resp_free(&s);
+		h_http("GET", spath, NULL, &s);
+		if (json_is_false(json_object_get(s.json, "running")))
+			break;
+		h_sleep_ms(100);
+	}
+	ck_assert_msg(json_is_false(json_object_get(s.json, "running")), "not interrupted: %s",
+		      s.body);
+	long long code = h_jint(s.json, "exit_code");
+	ck_assert_msg(code == 143 || code == 137, "interrupted exit code %lld", code);
+	h_resp_free(&s);
+	free(spath);
+	free(dpath);
+	free(cmd_id);
+	free(id);
+}
+END_TEST
+
+static const int exit_codes[] = {0, 3, 255};
+
+START_TEST(exit_codes_reported)
+{
+	char *id = h_create("busybox", NULL);
+	int want = exit_codes[_i];
+	char *cmd = h_fmt("echo before; exit %d", want);
+	struct h_exec r;
+	h_exec(id, cmd, NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_int_eq(r.bad_events, 0);
+	ck_assert_str_eq(r.out, "before\n");
+	ck_assert_int_eq(r.exit_code, want);
+	if (want == 0) {
+		ck_assert(r.complete && !r.errored);
+	} else {
+		ck_assert_msg(r.errored && !r.complete, "exit %d: complete %d errored %d", want,
+			      r.complete, r.errored);
+		ck_assert_str_eq(h_jstr(r.error, "ename"), "CommandExecError");
+		ck_assert(json_is_array(json_object_get(r.error, "traceback")));
+	}
+	/* exactly one terminal event, and it is the last one */
+	size_t n = json_array_size(r.events);
+	ck_assert_uint_ge(n, 2);
+	ck_assert_str_eq(h_jstr(json_array_get(r.events, 0), "type"), "init");
+	const char *last = h_jstr(json_array_get(r.events, n - 1), "type");
+	ck_assert_str_eq(last, want ? "error" : "execution_complete");
+	h_exec_free(&r);
+	free(cmd);
+	free(id);
+}
+END_TEST
+
+static const struct {
+	const char *cmd;
+	int code;
+} signal_cases[] = {
+    {"kill -9 $$", 137},
+    {"kill -TERM $$", 143},
+    {"kill -INT $$; sleep 5", 130},
+};
+
+START_TEST(signals_reported)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_exec r;
+	h_exec(id, signal_cases[_i].cmd, NULL, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_msg(r.errored, "`%s`: no error event", signal_cases[_i].cmd);
+	ck_assert_int_eq(r.exit_code, signal_cases[_i].code);
+	h_exec_free(&r);
+	free(id);
+}
+END_TEST
+
+START_TEST(timeout_kills_command)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_exec_opts o = {.timeout_ms = 500, .max_seconds = 60};
+	struct h_exec r;
+	double t0 = now_s();
+	h_exec(id, "echo started; sleep 30; echo never", &o, &r);
+	double took = now_s() - t0;
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_msg(took < 20, "a 500 ms timeout on sleep 30 took %.1f s", took);
+	ck_assert(r.errored && !r.complete);
+	ck_assert_int_eq(r.exit_code, 124);
+	ck_assert_str_eq(r.out, "started\n");
+	h_exec_free(&r);
+	/* the whole process group went: no sleep left behind */
+	int code = h_sh_code(id, "i=0; while [ $i -lt 50 ]; do pidof sleep >/dev/null || exit 0; "
+				 "sleep 0.2; i=$((i+1)); done; exit 1");
+	ck_assert_msg(code == 0, "the timed-out sleep survived");
+	/* a command that finishes in time is not affected */
+	o.timeout_ms = 20000;
+	h_exec(id, "echo quick", &o, &r);
+	ck_assert(r.complete);
+	ck_assert_str_eq(r.out, "quick\n");
+	h_exec_free(&r);
+	free(id);
+}
+END_TEST
+
+START_TEST(stdout_stderr_env_cwd)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_exec r;
+	h_exec(id, "echo out; echo err >&2; echo out2; pwd; echo \"$HOME\"", NULL, &r);
+	ck_assert_int_eq(r.exit_code, 0);
+	ck_assert_str_eq(r.out, "out\nout2\n/workspace\n/root\n");
+	ck_assert_str_eq(r.err, "err\n");
+	h_exec_free(&r);
+
+	const char *envs[] = {"FOO", "bar baz", "EMPTY", "", NULL};
+	struct h_exec_opts o = {.cwd = "/tmp", .envs = envs};
+	h_exec(id,
+	       "echo \"$FOO\"; echo \"[$EMPTY]\"; pwd; case $PATH in *"
+	       "/usr/bin*) echo path-ok;; esac",
+	       &o, &r);
+	ck_assert_int_eq(r.exit_code, 0);
+	ck_assert_str_eq(r.out, "bar baz\n[]\n/tmp\npath-ok\n");
+	h_exec_free(&r);
+
+	/* argv mode: no shell, so no expansion */
+	const char *argv[] = {"/bin/echo", "a  b", "$HOME", "*", NULL};
+	struct h_exec_opts oa = {.argv = argv};
+	h_exec(id, NULL, &oa, &r);
+	ck_assert_msg(r.complete, "argv exec: HTTP %ld exit %d %s", r.status, r.exit_code, r.err);
+	ck_assert_str_eq(r.out, "a  b $HOME *\n");
+	h_exec_free(&r);
+	free(id);
+}
+END_TEST
+
+/* A command that cannot start is reported, and the sandbox carries on. */
+START_TEST(cannot_start)
+{
+	char *id = h_create("busybox", NULL);
+	const char *argv[] = {"/no/such/binary", NULL};
+	struct h_exec_opts oa = {.argv = argv};
+	struct h_exec r;
+	h_exec(id, NULL, &oa, &r);
+	ck_assert_msg((r.status >= 400 && r.status < 500) || (r.errored && r.exit_code != 0),
+		      "missing binary: HTTP %ld, exit %d", r.status, r.exit_code);
+	ck_assert(!r.complete);
+	h_exec_free(&r);
+
+	struct h_exec_opts oc = {.cwd = "/no/such/dir"};
+	h_exec(id, "pwd", &oc, &r);
+	ck_assert_msg((r.status >= 400 && r.status < 500) || (r.errored && r.exit_code != 0),
+		      "bad cwd: HTTP %ld, exit %d", r.status, r.exit_code);
+	ck_assert(!r.complete);
+	h_exec_free(&r);
+
+	ck_assert_int_eq(h_sh_code(id, "sh -c 'exit 127'"), 127);
+	char *out = h_sh(id, "echo alive");
+	ck_assert_str_eq(out, "alive\n");
+	free(out);
+	free(id);
+}
+END_TEST
+
+/* Bytes that are not UTF-8 arrive exactly (celld sends them base64-encoded). */
+START_TEST(binary_output_exact)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_exec r;
+	h_exec(id,
+	       "printf '\\000\\001\\377\\376abc\\303'; head -c 3000 /dev/zero; "
+	       "printf '\\342\\202\\254 done'",
+	       NULL, &r);
+	ck_assert_int_eq(r.exit_code, 0);
+	ck_assert_int_eq(r.bad_events, 0);
+	char want[3100];
+	size_t n = 0;
+	memcpy(want, "\0\1\377\376abc\303", 8);
+	n = 8;
+	memset(want + n, 0, 3000);
+	n += 3000;
+	memcpy(want + n, "\342\202\254 done", 8);
+	n += 8;
+	ck_assert_uint_eq(r.out_len, n);
+	ck_assert_msg(!memcmp(r.out, want, n), "binary output differs");
+	h_exec_free(&r);
+
+	/* plain UTF-8 (incl. multibyte) comes through as text */
+	h_exec(id, "printf 'h\\303\\251llo \\342\\202\\254\\n'", NULL, &r);
+	ck_assert_str_eq(r.out, "h\303\251llo \342\202\254\n");
+	h_exec_free(&r);
+	free(id);
+}
+END_TEST
+
+#define BIG_BYTES 100000000ul
+
+/* 100 MB of output arrives intact: the sha256 of what came over the stream equals that of
+ * the same deterministic stream made here. */
+START_TEST(output_100mb_intact)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_exec_opts o = {.hash_stdout = true, .max_seconds = 900};
+	struct h_exec r;
+	h_exec(id, "yes 0123456789abcdef | head -c 100000000", &o, &r);
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_msg(r.complete, "no execution_complete (exit %d, bad events %d, stderr %s)",
+		      r.exit_code, r.bad_events, r.err);
+	ck_assert_int_eq(r.bad_events, 0);
+	ck_assert_uint_eq(r.out_hashed, BIG_BYTES);
+
+	static const char line[] = "0123456789abcdef\n";
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+	char *block = malloc(17 * 4096);
+	for (int i = 0; i < 4096; i++)
+		memcpy(block + 17 * i, line, 17);
+	for (size_t done = 0; done < BIG_BYTES;) {
+		size_t n = BIG_BYTES - done < 17 * 4096 ? BIG_BYTES - done : 17 * 4096;
+		EVP_DigestUpdate(md, block, n);
+		done += n;
+	}
+	unsigned char dg[32];
+	unsigned int dl;
+	EVP_DigestFinal_ex(md, dg, &dl);
+	EVP_MD_CTX_free(md);
+	char hex[65];
+	for (int i = 0; i < 32; i++)
+		sprintf(hex + 2 * i, "%02x", dg[i]);
+	ck_assert_str_eq(r.out_sha256, hex);
+	free(block);
+	h_exec_free(&r);
+	free(id);
+}
+END_TEST
+
+#define N_CONCURRENT 50
+
+struct conc {
+	const char *id;
+	int i;
+	struct h_exec r;
+};
+
+static void *conc_worker(void *arg)
+{
+	struct conc *c = arg;
+	char *cmd = h_fmt("echo start-%d; echo $((%d * %d)) >&2; sleep 0.%d; echo end-%d; "
+			  "exit %d",
+			  c->i, c->i, c->i, c->i % 5, c->i, c->i % 7);
+	struct h_exec_opts o = {.max_seconds = 240};
+	h_exec(c->id, cmd, &o, &c->r);
+	free(cmd);
+	return NULL;
+}
+
+START_TEST(concurrent_execs)
+{
+	char *id = h_create("busybox", NULL);
+	static struct conc cs[N_CONCURRENT];
+	pthread_t th[N_CONCURRENT];
+	for (int i = 0; i < N_CONCURRENT; i++) {
+		cs[i] = (struct conc){.id = id, .i = i};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, conc_worker, &cs[i]), 0);
+	}
+	for (int i = 0; i < N_CONCURRENT; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < N_CONCURRENT; i++) {
+		struct h_exec *r = &cs[i].r;
+		char want_out[64], want_err[32];
+		snprintf(want_out, sizeof(want_out), "start-%d\nend-%d\n", i, i);
+		snprintf(want_err, sizeof(want_err), "%d\n", i * i);
+		ck_assert_msg(r->status == 200, "exec %d: HTTP %ld", i, r->status);
+		ck_assert_msg(!strcmp(r->out, want_out), "exec %d stdout '%s'", i, r->out);
+		ck_assert_msg(!strcmp(r->err, want_err), "exec %d stderr '%s'", i, r->err);
+		ck_assert_msg(r->exit_code == i % 7, "exec %d exit %d", i, r->exit_code);
+		ck_assert_int_eq(r->bad_events, 0);
+		ck_assert_msg(r->cmd_id && *r->cmd_id, "exec %d: no command id", i);
+		for (int j = 0; j < i; j++)
+			ck_assert_str_ne(r->cmd_id, cs[j].r.cmd_id);
+	}
+	for (int i = 0; i < N_CONCURRENT; i++)
+		h_exec_free(&cs[i].r);
+	free(id);
+}
+END_TEST
+
+static Suite *exec_suite(void)
+{
+	Suite *s = suite_create("exec");
+	tcase_add_test(h_tcase(s, "files_persist_between_execs", 120), files_persist_between_execs);
+	tcase_add_test(h_tcase(s, "background_process_survives", 120), background_process_survives);
+	tcase_add_test(h_tcase(s, "httpd_serves_across_execs", 120), httpd_serves_across_execs);
+	tcase_add_test(h_tcase(s, "api_background_command", 120), api_background_command);
+	tcase_add_test(h_tcase(s, "interrupt_command", 120), interrupt_command);
+	tcase_add_loop_test(h_tcase(s, "exit_codes_reported", 120), exit_codes_reported, 0,
+			    (int)(sizeof(exit_codes) / sizeof(exit_codes[0])));
+	tcase_add_loop_test(h_tcase(s, "signals_reported", 120), signals_reported, 0,
+			    (int)(sizeof(signal_cases) / sizeof(signal_cases[0])));
+	tcase_add_test(h_tcase(s, "timeout_kills_command", 120), timeout_kills_command);
+	tcase_add_test(h_tcase(s, "stdout_stderr_env_cwd", 120), stdout_stderr_env_cwd);
+	tcase_add_test(h_tcase(s, "cannot_start", 120), cannot_start);
+	tcase_add_test(h_tcase(s, "binary_output_exact", 120), binary_output_exact);
+	tcase_add_test(h_tcase(s, "output_100mb_intact", 900), output_100mb_intact);
+	tcase_add_test(h_tcase(s, "concurrent_execs", 300), concurrent_execs);
+	return s;
+}
+
+int main(void)
+{
+	return h_main(exec_suite());
+}
