@@ -1,0 +1,704 @@
+/* execd file routes: upload (multipart, streamed into FILE_WRITE frames), download (DATA
+ * frames streamed out, offset/limit and Range) and info. Paths are resolved by cell-init
+ * beneath the sandbox's root (RESOLVE_IN_ROOT): "..", absolute symlinks and magic links
+ * cannot reach a host file; here they are only checked to be absolute, NUL-free text. */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "cell/cleanup.h"
+#include "celld.h"
+
+#define INFO_PATHS_MAX 256
+#define META_MAX       (64u << 10)
+
+/* ---- shared ---- */
+
+struct failure {
+	unsigned status;
+	const char *code;
+};
+
+static struct failure errno_failure(int e)
+{
+	switch (e) {
+	case ENOENT:
+		return (struct failure){404, "FILE_NOT_FOUND"};
+	case EACCES:
+	case EPERM:
+	case EROFS:
+		return (struct failure){403, "FORBIDDEN"};
+	case EISDIR:
+	case ENOTDIR:
+	case EINVAL:
+	case ELOOP:
+	case ENAMETOOLONG:
+	case EXDEV:
+		return (struct failure){400, "INVALID_ARGUMENT"};
+	case EFBIG:
+		return (struct failure){413, "REQUEST_TOO_LARGE"};
+	case ENOSPC:
+	case EDQUOT:
+		return (struct failure){507, "INSUFFICIENT_STORAGE"};
+	default:
+		return (struct failure){500, "INTERNAL"};
+	}
+}
+
+static int respond_relay_error(struct http_req *r, const char *path, const struct relay_error *e)
+{
+	struct failure f = errno_failure(e->errnum);
+	return http_error(r, f.status, f.code, "%.1024s: %s", path, e->message);
+}
+
+static int check_path(struct http_req *r, const char *path, const char *name)
+{
+	if (!path || !path[0])
+		return http_error(r, 400, "INVALID_ARGUMENT", "%s is required", name), -EINVAL;
+	if (path[0] != '/' || strlen(path) >= PATH_MAX)
+		return http_error(r, 400, "INVALID_ARGUMENT", "%s must be an absolute path", name),
+		       -EINVAL;
+	return 0;
+}
+
+/* ---- info ---- */
+
+/* 0755 → 755: the decimal digits spell the octal permission. */
+static long octal_digits(uint32_t mode)
+{
+	long v = 0, mul = 1;
+	for (mode &= 07777; mode; mode >>= 3, mul *= 10)
+		v += (long)(mode & 7) * mul;
+	return v;
+}
+
+static json_t *file_info(const char *path, const struct relay_stat *st)
+{
+	char mt[CELLD_TIME_LEN], ct[CELLD_TIME_LEN];
+	celld_format_time((time_t)st->mtime, mt);
+	celld_format_time((time_t)st->ctime, ct);
+	return json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:I}", "path", path, "type", st->type,
+			 "size", (json_int_t)st->size, "modified_at", mt, "created_at", ct, "owner",
+			 st->owner, "group", st->group, "mode", (json_int_t)octal_digits(st->mode));
+}
+
+int api_files_info(struct http_req *r)
+{
+	const char *paths[INFO_PATHS_MAX];
+	size_t n = http_query_all(r, "path", paths, INFO_PATHS_MAX);
+	if (!n)
+		return http_error(r, 400, "INVALID_ARGUMENT", "path is required");
+	for (size_t i = 0; i < n; i++)
+		if (check_path(r, paths[i], "path") < 0)
+			return 0;
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb)
+		return 0;
+	json_t *out = json_object();
+	for (size_t i = 0; i < n; i++) {
+		struct relay_stat st;
+		struct relay_error rerr;
+		struct cell_error err = {0};
+		int rc = relay_file_stat(sb, paths[i], &st, &rerr, &err);
+		if (rc != 0) {
+			if (rc == 1)
+				respond_relay_error(r, paths[i], &rerr);
+			else
+				http_internal(r, &err);
+			json_decref(out);
+			sandbox_unref(sb);
+			return 0;
+		}
+		json_t *fi = file_info(paths[i], &st);
+		if (!fi || json_object_set_new(out, paths[i], fi) < 0) {
+			json_decref(out);
+			sandbox_unref(sb);
+			return http_error(r, 400, "INVALID_ARGUMENT", "path is not valid UTF-8");
+		}
+	}
+	sandbox_unref(sb);
+	return http_json(r, 200, out);
+}
+
+/* ---- download ---- */
+
+/* Range: 1 with [start, end] set, 0 to ignore the header (malformed or several ranges:
+ * the whole file is sent), -1 when unsatisfiable (416). */
+static int parse_range(const char *h, int64_t size, int64_t *start, int64_t *end)
+{
+	if (strncmp(h, "bytes=", 6) || strchr(h, ','))
+		return 0;
+	const char *spec = h + 6;
+	const char *dash = strchr(spec, '-');
+	if (!dash)
+		return 0;
+	char a[32] = "", b[32] = "";
+	size_t alen = dash - spec, blen = strlen(dash + 1);
+	if (alen >= sizeof(a) || blen >= sizeof(b))
+		return 0;
+	memcpy(a, spec, alen);
+	memcpy(b, dash + 1, blen + 1);
+	int64_t x, y;
+	if (!alen) {
+		if (parse_int64(b, 0, INT64_MAX, &y) < 0)
+			return 0;
+		if (y == 0 || size == 0)
+			return -1;
+		*start = y >= size ? 0 : size - y;
+		*end = size - 1;
+		return 1;
+	}
+	if (parse_int64(a, 0, INT64_MAX, &x) < 0)
+		return 0;
+	if (blen && (parse_int64(b, 0, INT64_MAX, &y) < 0 || y < x))
+		return 0;
+	if (x >= size)
+		return -1;
+	*start = x;
+	*end = blen && y < size - 1 ? y : size - 1;
+	return 1;
+}
+
+/* A download streams DATA frames as they come. Byte mode (whole file or a Range) promises a
+ * Content-Length; line mode (offset = first line, 1-based, limit = line count, as the
+ * SDK's execd spec defines them) filters lines on the way and is sent chunked. */
+struct download {
+	struct sandbox *sb;
+	int fd;
+	struct cell_frame cur;
+	size_t cur_off;
+	bool lines;
+	uint64_t left;	    /* byte mode: bytes still promised by Content-Length */
+	int64_t skip, want; /* line mode: lines to drop, lines to send (-1: all) */
+};
+
+static ssize_t take_bytes(struct download *d, char *buf, size_t max)
+{
+	size_t n = d->cur.len - d->cur_off;
+	if (n > max)
+		n = max;
+	if (n > d->left)
+		n = d->left; /* never more than promised, whatever init sends */
+	memcpy(buf, d->cur.payload + d->cur_off, n);
+	d->cur_off += n;
+	d->left -= n;
+	return (ssize_t)n;
+}
+
+static ssize_t take_lines(struct download *d, char *buf, size_t max)
+{
+	const char *p = (const char *)d->cur.payload + d->cur_off;
+	size_t avail = d->cur.len - d->cur_off;
+	while (d->skip > 0 && avail) {
+		const char *nl = memchr(p, '\n', avail);
+		size_t k = nl ? (size_t)(nl - p) + 1 : avail;
+		p += k;
+		avail -= k;
+		d->cur_off += k;
+		if (nl)
+			d->skip--;
+	}
+	if (!avail || d->want == 0)
+		return 0;
+	size_t lim = avail < max ? avail : max, n = 0;
+	while (n < lim) {
+		const char *nl = memchr(p + n, '\n', lim - n);
+		if (!nl) {
+			n = lim;
+			break;
+		}
+		n = (size_t)(nl - p) + 1;
+		if (d->want > 0 && --d->want == 0)
+			break;
+	}
+	memcpy(buf, p, n);
+	d->cur_off += n;
+	return (ssize_t)n;
+}
+
+static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct download *d = cls;
+	for (;;) {
+		if ((d->lines && d->want == 0) || (!d->lines && !d->left))
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (d->cur.payload && d->cur_off < d->cur.len) {
+			ssize_t n = d->lines ? take_lines(d, buf, max) : take_bytes(d, buf, max);
+			if (n > 0)
+				return n;
+			continue;
+		}
+		cell_frame_free(&d->cur);
+		d->cur_off = 0;
+		struct cell_error err;
+		int rc = relay_file_read_next(d->fd, &d->cur, &err);
+		/* Byte mode: END before the promised length (the file shrank) or any error
+		 * leaves a truncated body, never made-up bytes. */
+		if (rc == 0 && d->lines)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		if (rc <= 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+}
+
+static void download_free(void *cls)
+{
+	struct download *d = cls;
+	cell_frame_free(&d->cur);
+	if (d->fd >= 0)
+		close(d->fd);
+	sandbox_unref(d->sb);
+	free(d);
+}
+
+static int respond_unsatisfiable(struct http_req *r, int64_t size)
+{
+	struct MHD_Response *resp =
+	    MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return -ENOMEM;
+	char cr[64];
+	snprintf(cr, sizeof(cr), "bytes */%lld", (long long)size);
+	MHD_add_response_header(resp, "Content-Range", cr);
+	return http_respond(r, 416, resp);
+}
+
+/* Range resolved against the file's size: 0 go on (ranged or not), 1 answered. */
+static int apply_range(struct http_req *r, struct sandbox *sb, const char *path, const char *range,
+		       int64_t *offset, int64_t *limit, int64_t *size)
+{
+	struct relay_stat st;
+	struct relay_error rerr;
+	struct cell_error err = {0};
+	int rc = relay_file_stat(sb, path, &st, &rerr, &err);
+	if (rc == 1)
+		return respond_relay_error(r, path, &rerr), 1;
+	if (rc < 0)
+		return http_internal(r, &err), 1;
+	int64_t start, end;
+	int pr = parse_range(range, st.size, &start, &end);
+	if (pr < 0)
+		return respond_unsatisfiable(r, st.size), 1;
+	if (pr == 1) {
+		*offset = start;
+		*limit = end - start + 1;
+		*size = st.size;
+	}
+	return 0;
+}
+
+/* Content-Disposition with the file's base name; the name is sandbox text, so anything that
+ * could break out of the quoted string (or the header) becomes '_'. */
+static void add_disposition(struct MHD_Response *resp, const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base && base[1] ? base + 1 : "download";
+	char v[300];
+	size_t n = snprintf(v, sizeof(v), "attachment; filename=\"");
+	for (const unsigned char *p = (const unsigned char *)base; *p && n < sizeof(v) - 3; p++)
+		v[n++] = (*p < 0x20 || *p >= 0x7f || *p == '"' || *p == '\\') ? '_' : (char)*p;
+	v[n++] = '"';
+	v[n] = '\0';
+	MHD_add_response_header(resp, "Content-Disposition", v);
+}
+
+int api_files_download(struct http_req *r)
+{
+	const char *path = http_query(r, "path");
+	if (check_path(r, path, "path") < 0)
+		return 0;
+	const char *qo = http_query(r, "offset"), *ql = http_query(r, "limit");
+	const char *range = http_header(r, "Range");
+	int64_t first = 1, count = -1;
+	if ((qo && parse_int64(qo, 0, INT64_MAX, &first) < 0) ||
+	    (ql && parse_int64(ql, 0, INT64_MAX, &count) < 0))
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "offset (first line, 1-based) and limit (line count) must be "
+				  "integers >= 0");
+	bool lines = qo || ql;
+	if (lines && range)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "offset/limit and the Range header exclude each other");
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb)
+		return 0;
+	int64_t offset = 0, limit = -1, full = -1;
+	if (range && apply_range(r, sb, path, range, &offset, &limit, &full)) {
+		sandbox_unref(sb);
+		return 0;
+	}
+	struct relay_stat st;
+	struct relay_error rerr;
+	struct cell_error err = {0};
+	int fd;
+	int rc = relay_file_read(sb, path, offset, limit, &fd, &st, &rerr, &err);
+	if (rc != 0) {
+		sandbox_unref(sb);
+		return rc == 1 ? respond_relay_error(r, path, &rerr) : http_internal(r, &err);
+	}
+	if (strcmp(st.type, "file")) {
+		close(fd);
+		sandbox_unref(sb);
+		return http_error(r, 400, "INVALID_ARGUMENT", "%.1024s is a %s, not a file", path,
+				  st.type);
+	}
+	struct download *d = calloc(1, sizeof(*d));
+	if (!d) {
+		close(fd);
+		sandbox_unref(sb);
+		return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	d->sb = sb;
+	d->fd = fd;
+	d->lines = lines;
+	d->skip = first > 1 ? first - 1 : 0;
+	d->want = count;
+	uint64_t len = st.size > offset ? (uint64_t)(st.size - offset) : 0;
+	if (limit >= 0 && (uint64_t)limit < len)
+		len = (uint64_t)limit;
+	d->left = len;
+	struct MHD_Response *resp = MHD_create_response_from_callback(
+	    lines ? MHD_SIZE_UNKNOWN : len, 64 << 10, download_read, d, download_free);
+	if (!resp) {
+		download_free(d);
+		return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	if (lines) {
+		MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
+		return http_respond(r, 200, resp);
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
+	add_disposition(resp, path);
+	if (full >= 0) {
+		char cr[96];
+		snprintf(cr, sizeof(cr), "bytes %lld-%lld/%lld", (long long)offset,
+			 (long long)(offset + (int64_t)len - 1), (long long)full);
+		MHD_add_response_header(resp, "Content-Range", cr);
+	}
+	return http_respond(r, full >= 0 ? 206 : 200, resp);
+}
+
+/* ---- upload ---- */
+
+enum part_kind { PART_NONE, PART_META, PART_FILE, PART_SKIP };
+
+struct upload {
+	struct sandbox *sb;
+	struct multipart *mp;
+	enum part_kind part;
+	char *meta;
+	size_t meta_len;
+	json_t *pending; /* FILE_WRITE request from a metadata part, awaiting its file */
+	char path[PATH_MAX];
+	int fd; /* the open FILE_WRITE conversation */
+	char *chunk;
+	size_t clen;
+	unsigned files;
+	/* The first failure; the rest of the body is read and dropped, then it is answered. */
+	unsigned status;
+	const char *code;
+	char msg[CELL_ERROR_MSG_MAX + PATH_MAX];
+};
+
+static void upload_free(void *cls)
+{
+	struct upload *u = cls;
+	if (u->fd >= 0)
+		close(u->fd); /* no END: init drops its temporary file */
+	multipart_free(u->mp);
+	json_decref(u->pending);
+	free(u->meta);
+	free(u->chunk);
+	sandbox_unref(u->sb);
+	free(u);
+}
+
+static int upload_fail(struct upload *u, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int upload_fail(struct upload *u, unsigned status, const char *code, const char *fmt, ...)
+{
+	if (!u->status) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(u->msg, sizeof(u->msg), fmt, ap);
+		va_end(ap);
+		u->status = status;
+		u->code = code;
+	}
+	return -EIO;
+}
+
+static int relay_failed(struct upload *u, const struct relay_error *e)
+{
+	struct failure f = errno_failure(e->errnum);
+	return upload_fail(u, f.status, f.code, "%s: %s", u->path, e->message);
+}
+
+/* 644 (or "644") → 0644: every digit must be octal. */
+static int parse_mode(json_t *v, uint32_t *out)
+{
+	char buf[16];
+	if (json_is_integer(v))
+		snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
+	else if (json_is_clean_string(v) && json_string_length(v) < sizeof(buf))
+		snprintf(buf, sizeof(buf), "%s", json_string_value(v));
+	else
+		return -EINVAL;
+	uint32_t m = 0;
+	if (!buf[0] || strlen(buf) > 4)
+		return -EINVAL;
+	for (const char *p = buf; *p; p++) {
+		if (*p < '0' || *p > '7')
+			return -EINVAL;
+		m = m << 3 | (uint32_t)(*p - '0');
+	}
+	/* Permission bits only: no set-id bits on files a client uploads. */
+	if (m > 0777)
+		return -EINVAL;
+	*out = m;
+	return 0;
+}
+
+/* owner/group: a numeric id inside the sandbox's range, or "root". */
+static int parse_id(json_t *v, int64_t *out)
+{
+	if (json_is_integer(v)) {
+		*out = json_integer_value(v);
+		return *out >= 0 && *out < CELL_UID_RANGE ? 0 : -EINVAL;
+	}
+	if (!json_is_clean_string(v))
+		return -EINVAL;
+	if (!strcmp(json_string_value(v), "root")) {
+		*out = 0;
+		return 0;
+	}
+	return parse_int64(json_string_value(v), 0, CELL_UID_RANGE - 1, out);
+}
+
+static int metadata_done(struct upload *u)
+{
+	json_error_t jerr;
+	json_t *m = json_loadb(u->meta ? u->meta : "", u->meta_len,
+			       JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	free(u->meta);
+	u->meta = NULL;
+	u->meta_len = 0;
+	if (!json_is_object(m)) {
+		json_decref(m);
+		return upload_fail(u, 400, "INVALID_ARGUMENT",
+				   "metadata part must be a JSON object {path, mode?, owner?, "
+				   "group?}");
+	}
+	const char *path;
+	struct cell_error err = {0};
+	uint32_t mode = 0644;
+	int64_t uid = -1, gid = -1;
+	json_t *jm = json_object_get(m, "mode"), *jo = json_object_get(m, "owner"),
+	       *jg = json_object_get(m, "group");
+	int rc = -EINVAL;
+	if (field_string(m, "path", "metadata.path", true, &path, &err) < 0)
+		upload_fail(u, 400, "INVALID_ARGUMENT", "%s", err.msg);
+	else if (path[0] != '/' || strlen(path) >= PATH_MAX)
+		upload_fail(u, 400, "INVALID_ARGUMENT", "metadata.path must be an absolute path");
+	else if (jm && !json_is_null(jm) && parse_mode(jm, &mode) < 0)
+		upload_fail(u, 400, "INVALID_ARGUMENT",
+			    "metadata.mode must be octal digits such as 644");
+	else if (jo && !json_is_null(jo) && parse_id(jo, &uid) < 0)
+		upload_fail(u, 400, "INVALID_ARGUMENT",
+			    "metadata.owner must be a numeric id (0-65535) or root");
+	else if (jg && !json_is_null(jg) && parse_id(jg, &gid) < 0)
+		upload_fail(u, 400, "INVALID_ARGUMENT",
+			    "metadata.group must be a numeric id (0-65535) or root");
+	else
+		rc = 0;
+	if (rc == 0) {
+		snprintf(u->path, sizeof(u->path), "%s", path);
+		json_decref(u->pending);
+		u->pending = json_pack("{s:s, s:i}", "path", path, "mode", (int)mode);
+		if (u->pending && uid >= 0)
+			json_object_set_new(u->pending, "uid", json_integer(uid));
+		if (u->pending && gid >= 0)
+			json_object_set_new(u->pending, "gid", json_integer(gid));
+		if (!u->pending)
+			rc = upload_fail(u, 500, "INTERNAL", "out of memory");
+	}
+	json_decref(m);
+	return rc;
+}
+
+static int flush_chunk(struct upload *u)
+{
+	if (!u->clen)
+		return 0;
+	/* init may have refused the write already (no such dir, read-only): stop at once
+	 * instead of pushing the rest of the file at a closed door. */
+	struct relay_error rerr;
+	int t = relay_take_error(u->fd, &rerr, 0);
+	if (t == 1)
+		return relay_failed(u, &rerr);
+	struct cell_error err = {0};
+	if (t < 0 || cell_frame_send(u->fd, CELL_FRAME_DATA, u->chunk, u->clen, &err) < 0) {
+		if (relay_take_error(u->fd, &rerr, 1000) == 1)
+			return relay_failed(u, &rerr);
+		return upload_fail(u, 500, "INTERNAL", "%s: relay: %s", u->path,
+				   t < 0 ? "protocol violation" : err.msg);
+	}
+	u->clen = 0;
+	return 0;
+}
+
+static int file_begin(struct upload *u)
+{
+	if (!u->pending)
+		return upload_fail(u, 400, "INVALID_ARGUMENT",
+				   "file part without a metadata part before it");
+	struct cell_error err = {0};
+	int rc = relay_file_write(u->sb, u->pending, &u->fd, &err);
+	json_decref(u->pending);
+	u->pending = NULL;
+	if (rc < 0)
+		return upload_fail(u, 500, "INTERNAL", "%s", err.msg);
+	if (!u->chunk && !(u->chunk = malloc(CELL_FRAME_CHUNK)))
+		return upload_fail(u, 500, "INTERNAL", "out of memory");
+	u->clen = 0;
+	return 0;
+}
+
+static int file_end(struct upload *u)
+{
+	int rc = flush_chunk(u);
+	if (rc < 0)
+		return rc;
+	struct relay_error rerr;
+	struct cell_error err = {0};
+	int64_t size;
+	rc = relay_file_write_end(u->fd, &size, &rerr, &err);
+	close(u->fd);
+	u->fd = -1;
+	if (rc == 1)
+		return relay_failed(u, &rerr);
+	if (rc < 0)
+		return upload_fail(u, 500, "INTERNAL", "%s: %s", u->path, err.msg);
+	u->files++;
+	return 0;
+}
+
+static int on_part_begin(void *cls, const char *name)
+{
+	struct upload *u = cls;
+	if (!strcmp(name, "metadata")) {
+		u->part = PART_META;
+		u->meta_len = 0;
+		return 0;
+	}
+	if (!strcmp(name, "file")) {
+		u->part = PART_FILE;
+		return file_begin(u);
+	}
+	u->part = PART_SKIP; /* unknown parts are ignored */
+	return 0;
+}
+
+static int on_part_data(void *cls, const char *data, size_t len)
+{
+	struct upload *u = cls;
+	if (u->part == PART_META) {
+		if (u->meta_len + len > META_MAX)
+			return upload_fail(u, 400, "INVALID_ARGUMENT",
+					   "metadata part larger than %u bytes", META_MAX);
+		char *nm = realloc(u->meta, u->meta_len + len + 1);
+		if (!nm)
+			return upload_fail(u, 500, "INTERNAL", "out of memory");
+		memcpy(nm + u->meta_len, data, len);
+		u->meta = nm;
+		u->meta_len += len;
+		return 0;
+	}
+	if (u->part != PART_FILE)
+		return 0;
+	while (len) {
+		size_t n = CELL_FRAME_CHUNK - u->clen;
+		if (n > len)
+			n = len;
+		memcpy(u->chunk + u->clen, data, n);
+		u->clen += n;
+		data += n;
+		len -= n;
+		if (u->clen == CELL_FRAME_CHUNK && flush_chunk(u) < 0)
+			return -EIO;
+	}
+	return 0;
+}
+
+static int on_part_end(void *cls)
+{
+	struct upload *u = cls;
+	enum part_kind k = u->part;
+	u->part = PART_NONE;
+	if (k == PART_META)
+		return metadata_done(u);
+	if (k == PART_FILE)
+		return file_end(u);
+	return 0;
+}
+
+static const struct multipart_ops upload_ops = {on_part_begin, on_part_data, on_part_end};
+
+int api_files_upload_begin(struct http_req *r)
+{
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb)
+		return 0;
+	struct upload *u = calloc(1, sizeof(*u));
+	if (!u) {
+		sandbox_unref(sb);
+		return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	u->sb = sb;
+	u->fd = -1;
+	http_set_state(r, u, upload_free);
+	struct cell_error err = {0};
+	u->mp = multipart_new(http_header(r, "Content-Type"), &upload_ops, u, &err);
+	if (!u->mp)
+		return http_error(r, 400, "INVALID_ARGUMENT", "%s", err.msg);
+	return 0;
+}
+
+int api_files_upload_data(struct http_req *r, const char *data, size_t len)
+{
+	struct upload *u = http_state(r);
+	if (!u || u->status)
+		return 0;
+	struct cell_error err = {0};
+	if (multipart_feed(u->mp, data, len, &err) < 0 && !u->status)
+		upload_fail(u, err.code == EINVAL ? 400 : 500,
+			    err.code == EINVAL ? "INVALID_ARGUMENT" : "INTERNAL", "%s", err.msg);
+	return 0;
+}
+
+int api_files_upload(struct http_req *r)
+{
+	struct upload *u = http_state(r);
+	if (!u)
+		return http_error(r, 500, "INTERNAL", "upload state lost");
+	struct cell_error err = {0};
+	if (!u->status && multipart_finish(u->mp, &err) < 0)
+		upload_fail(u, 400, "INVALID_ARGUMENT", "%s", err.msg);
+	if (!u->status && u->pending)
+		upload_fail(u, 400, "INVALID_ARGUMENT", "metadata for %s has no file part",
+			    u->path);
+	if (!u->status && !u->files)
+		upload_fail(u, 400, "INVALID_ARGUMENT", "no file part in the upload");
+	if (u->status)
+		return http_error(r, u->status, u->code, "%s", u->msg);
+	return http_empty(r, 200);
+}

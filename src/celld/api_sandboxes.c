@@ -1,0 +1,585 @@
+/* Lifecycle routes under /v1: create, list, get, delete, endpoints, inspect, renew,
+ * metadata, info and the SDK's metrics events. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cell/cleanup.h"
+#include "cell/version.h"
+#include "celld.h"
+
+#define TIMEOUT_MAX	(10LL * 365 * 24 * 3600)
+#define VOLUMES_MAX	32
+#define SESSION_KEY_MAX 512
+#define PAGE_SIZE_MAX	1000
+
+static unsigned long metrics_events;
+
+/* ---- the Sandbox JSON ---- */
+
+static json_t *sandbox_json_locked(const struct sandbox *sb)
+{
+	json_t *status = json_pack("{s:s, s:o}", "state", sandbox_state_name(sb->state),
+				   "lastTransitionAt", celld_time_json(sb->transition_at));
+	if (status && sb->reason) {
+		json_object_set_new(status, "reason", json_string(sb->reason));
+		json_object_set_new(status, "message", json_string(sb->reason));
+	}
+	json_t *o = json_pack(
+	    "{s:s, s:{s:s?}, s:o, s:o, s:o, s:o, s:o}", "id", sb->id, "image", "uri", sb->image,
+	    "status", status, "metadata", json_deep_copy(sb->metadata), "entrypoint",
+	    sb->entrypoint ? json_deep_copy(sb->entrypoint) : json_array(), "resourceLimits",
+	    sb->resource_limits ? json_deep_copy(sb->resource_limits) : json_object(), "createdAt",
+	    celld_time_json(sb->created_at));
+	if (o && sb->expires_at)
+		json_object_set_new(o, "expiresAt", celld_time_json(sb->expires_at));
+	return o;
+}
+
+static json_t *sandbox_json(struct sandbox *sb)
+{
+	registry_lock();
+	json_t *o = sandbox_json_locked(sb);
+	registry_unlock();
+	return o;
+}
+
+/* ---- create ---- */
+
+static void spec_free(struct create_spec *spec)
+{
+	json_decref(spec->entrypoint);
+	json_decref(spec->env);
+	json_decref(spec->metadata);
+	json_decref(spec->resource_limits);
+	json_decref(spec->volumes_json);
+	free(spec->volumes);
+}
+
+static int check_env_keys(json_t *env, const char *name, struct cell_error *err)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(env, k, v) if (!k[0] || strchr(k, '=')) return field_fail(
+	    err,
+	    "%s key '%.64s' is invalid: it must be non-empty "
+	    "and contain no '='",
+	    name, k);
+	return 0;
+}
+
+static bool has_dotdot(const char *path)
+{
+	for (const char *p = path; (p = strstr(p, "..")); p += 2)
+		if ((p == path || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
+			return true;
+	return false;
+}
+
+static int parse_volume(json_t *v, size_t i, json_t *out, struct cell_error *err)
+{
+	char name[64];
+	const char *host, *dest;
+	bool ro = false;
+	if (!json_is_object(v))
+		return field_fail(err, "cell.volumes[%zu] must be an object", i);
+	snprintf(name, sizeof(name), "cell.volumes[%zu].host", i);
+	int r = field_string(v, "host", name, true, &host, err);
+	if (r < 0)
+		return r;
+	snprintf(name, sizeof(name), "cell.volumes[%zu].dest", i);
+	if ((r = field_string(v, "dest", name, true, &dest, err)) < 0)
+		return r;
+	snprintf(name, sizeof(name), "cell.volumes[%zu].readOnly", i);
+	if ((r = field_bool(v, "readOnly", name, &ro, err)) < 0)
+		return r;
+	if (host[0] != '/')
+		return field_fail(err, "cell.volumes[%zu].host must be an absolute path", i);
+	if (dest[0] != '/' || has_dotdot(dest) || strlen(dest) >= PATH_MAX || !strcmp(dest, "/"))
+		return field_fail(err,
+				  "cell.volumes[%zu].dest must be an absolute path below / "
+				  "without '..'",
+				  i);
+	/* The canonical host path is what gets mounted: later symlink swaps of the path the
+	 * client named change nothing. */
+	_cleanup_free_ char *real = realpath(host, NULL);
+	if (!real)
+		return field_fail(err, "cell.volumes[%zu].host %s: %s", i, host, strerror(errno));
+	return json_array_append_new(out, json_pack("{s:s, s:s, s:b}", "host", real, "dest", dest,
+						    "readOnly", ro)) < 0
+		   ? cell_err(err, ENOMEM, "volumes")
+		   : 0;
+}
+
+static int parse_volumes(const char *text, struct create_spec *spec, struct cell_error *err)
+{
+	json_error_t jerr;
+	json_t *arr = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_array(arr)) {
+		json_decref(arr);
+		return field_fail(err, "cell.volumes must be a JSON array encoded as a string");
+	}
+	if (json_array_size(arr) > VOLUMES_MAX) {
+		json_decref(arr);
+		return field_fail(err, "cell.volumes: at most %d volumes", VOLUMES_MAX);
+	}
+	json_t *out = json_array();
+	size_t i;
+	json_t *v;
+	int r = 0;
+	json_array_foreach(arr, i, v) if ((r = parse_volume(v, i, out, err)) < 0) break;
+	json_decref(arr);
+	size_t n = json_array_size(out);
+	spec->volumes_json = out;
+	if (r < 0 || !n)
+		return r;
+	spec->volumes = calloc(n, sizeof(*spec->volumes));
+	if (!spec->volumes)
+		return cell_err(err, ENOMEM, "volumes");
+	json_array_foreach(out, i, v)
+	{
+		spec->volumes[i].host = json_string_value(json_object_get(v, "host"));
+		spec->volumes[i].dest = json_string_value(json_object_get(v, "dest"));
+		spec->volumes[i].read_only = json_is_true(json_object_get(v, "readOnly"));
+	}
+	spec->n_volumes = n;
+	return 0;
+}
+
+/* Returns 0, or the HTTP status to answer with (err holds the message). */
+static int parse_extensions(struct http_req *r, json_t *body, struct create_spec *spec,
+			    struct cell_error *err)
+{
+	json_t *ext = NULL;
+	if (field_string_map(body, "extensions", "extensions", &ext, err) < 0)
+		return 400;
+	if (!ext)
+		return 0;
+	int status = 0;
+	const char *key = NULL, *vols = NULL;
+	if (field_string(ext, "cell.sessionKey", "extensions.cell.sessionKey", false, &key, err) >
+	    0) {
+		if (!key[0] || strlen(key) > SESSION_KEY_MAX) {
+			field_fail(err, "extensions.cell.sessionKey must be 1-%d bytes",
+				   SESSION_KEY_MAX);
+			status = 400;
+		}
+		spec->session_key = key;
+	}
+	if (!status &&
+	    field_string(ext, "cell.volumes", "extensions.cell.volumes", false, &vols, err) > 0) {
+		/* A TCP API key must never mount host paths: only the local socket may. */
+		if (http_is_tcp(r)) {
+			field_fail(err, "extensions.cell.volumes is only accepted on the Unix "
+					"socket");
+			status = 403;
+		} else if (parse_volumes(vols, spec, err) < 0) {
+			status = 400;
+		}
+	}
+	/* The strings stay valid: body (their owner) outlives the spec. */
+	json_decref(ext);
+	return status;
+}
+
+static int parse_create(struct http_req *r, json_t *body, struct create_spec *spec,
+			struct cell_error *err)
+{
+	json_t *image = json_object_get(body, "image");
+	if (!image || json_is_null(image))
+		return field_fail(err, "image is required"), 400;
+	if (!json_is_object(image))
+		return field_fail(err, "image must be an object"), 400;
+	if (field_string(image, "uri", "image.uri", true, &spec->image, err) < 0)
+		return 400;
+	int64_t timeout = 0;
+	if (field_string_array(body, "entrypoint", "entrypoint", &spec->entrypoint, err) < 0 ||
+	    field_int(body, "timeout", "timeout", 60, TIMEOUT_MAX, &timeout, err) < 0 ||
+	    field_string_map(body, "env", "env", &spec->env, err) < 0 ||
+	    field_string_map(body, "metadata", "metadata", &spec->metadata, err) < 0 ||
+	    field_string_map(body, "resourceLimits", "resourceLimits", &spec->resource_limits,
+			     err) < 0 ||
+	    (spec->env && check_env_keys(spec->env, "env", err) < 0))
+		return 400;
+	spec->timeout = timeout;
+	int status = parse_extensions(r, body, spec, err);
+	if (status)
+		return status;
+	/* Last: the only check that looks at the host. */
+	if (image_resolve(spec->image, spec->rootfs, sizeof(spec->rootfs), err) < 0)
+		return err->code == EPERM ? 500 : 404;
+	return 0;
+}
+
+int api_sandbox_create(struct http_req *r)
+{
+	json_t *body;
+	if (http_json_body(r, &body) < 0)
+		return 0;
+	struct create_spec spec = {0};
+	struct cell_error err = {0};
+	int status = parse_create(r, body, &spec, &err);
+	if (status == 404)
+		http_error(r, 400, "IMAGE_NOT_FOUND", "%s", err.msg);
+	else if (status == 403)
+		http_error(r, 403, "FORBIDDEN", "%s", err.msg);
+	else if (status == 400)
+		http_error(r, 400, "INVALID_ARGUMENT", "%s", err.msg);
+	else if (status)
+		http_error(r, status, "INTERNAL", "%s", err.msg);
+	if (status) {
+		spec_free(&spec);
+		json_decref(body);
+		return 0;
+	}
+	struct sandbox *sb;
+	bool created;
+	int rc = lifecycle_create(&spec, &sb, &created, &err);
+	spec_free(&spec);
+	json_decref(body);
+	if (rc < 0)
+		return http_internal(r, &err);
+	http_json(r, created ? 202 : 200, sandbox_json(sb));
+	sandbox_unref(sb);
+	return 0;
+}
+
+/* ---- list ---- */
+
+static int parse_metadata_filter(const char *text, json_t **out, struct cell_error *err)
+{
+	_cleanup_free_ char *buf = strdup(text);
+	json_t *f = json_object();
+	if (!buf || !f) {
+		json_decref(f);
+		return cell_err(err, ENOMEM, "metadata filter");
+	}
+	char *save = NULL;
+	for (char *kv = strtok_r(buf, "&", &save); kv; kv = strtok_r(NULL, "&", &save)) {
+		char *eq = strchr(kv, '=');
+		if (!eq || eq == kv) {
+			json_decref(f);
+			return field_fail(err, "metadata filter must be k=v pairs joined by '&'");
+		}
+		*eq = '\0';
+		if (http_unescape(kv, true) < 0 || http_unescape(eq + 1, true) < 0) {
+			json_decref(f);
+			return field_fail(err, "metadata filter has a malformed %%-escape");
+		}
+		json_t *v = json_string(eq + 1);
+		if (!v || json_object_set_new(f, kv, v) < 0) {
+			json_decref(f);
+			return field_fail(err, "metadata filter is not valid UTF-8");
+		}
+	}
+	*out = f;
+	return 0;
+}
+
+static bool metadata_matches(json_t *md, json_t *filter)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(filter, k, v)
+	{
+		json_t *have = json_object_get(md, k);
+		if (!json_is_string(have) || strcmp(json_string_value(have), json_string_value(v)))
+			return false;
+	}
+	return true;
+}
+
+static int by_creation(const void *a, const void *b)
+{
+	const struct sandbox *x = *(struct sandbox *const *)a, *y = *(struct sandbox *const *)b;
+	if (x->created_at != y->created_at)
+		return x->created_at < y->created_at ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+int api_sandbox_list(struct http_req *r)
+{
+	const char *states[16];
+	size_t n_states = http_query_all(r, "state", states, CELL_ARRAY_SIZE(states));
+	enum sbx_state want[16];
+	for (size_t i = 0; i < n_states; i++)
+		if (sandbox_state_parse(states[i], &want[i]) < 0)
+			return http_error(r, 400, "INVALID_ARGUMENT",
+					  "state '%.32s' is not one of Pending, Running, Paused, "
+					  "Stopped, Failed",
+					  states[i]);
+	int64_t page = 1, page_size = 20;
+	const char *p = http_query(r, "page"), *ps = http_query(r, "pageSize");
+	if (p && parse_int64(p, 1, INT_MAX, &page) < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT", "page must be an integer >= 1");
+	if (ps && parse_int64(ps, 1, PAGE_SIZE_MAX, &page_size) < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT", "pageSize must be between 1 and %d",
+				  PAGE_SIZE_MAX);
+	json_t *filter = NULL;
+	struct cell_error err = {0};
+	const char *md = http_query(r, "metadata");
+	if (md && parse_metadata_filter(md, &filter, &err) < 0)
+		return http_internal(r, &err);
+
+	struct sandbox **v;
+	size_t n = registry_snapshot(&v);
+	qsort(v, n, sizeof(*v), by_creation);
+	json_t *items = json_array();
+	int64_t total = 0, first = (page - 1) * page_size;
+	registry_lock();
+	for (size_t i = 0; i < n; i++) {
+		bool ok = n_states == 0;
+		for (size_t k = 0; k < n_states; k++)
+			ok |= v[i]->state == want[k];
+		if (!ok || (filter && !metadata_matches(v[i]->metadata, filter)))
+			continue;
+		if (total >= first && total < first + page_size)
+			json_array_append_new(items, sandbox_json_locked(v[i]));
+		total++;
+	}
+	registry_unlock();
+	registry_put_all(v, n);
+	json_decref(filter);
+	int64_t pages = (total + page_size - 1) / page_size;
+	return http_json(r, 200,
+			 json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:b}}", "items", items,
+				   "pagination", "page", (json_int_t)page, "pageSize",
+				   (json_int_t)page_size, "totalItems", (json_int_t)total,
+				   "totalPages", (json_int_t)pages, "hasNextPage", page < pages));
+}
+
+/* ---- one sandbox ---- */
+
+int api_sandbox_get(struct http_req *r)
+{
+	struct sandbox *sb = http_sandbox(r);
+	if (!sb)
+		return 0;
+	http_json(r, 200, sandbox_json(sb));
+	sandbox_unref(sb);
+	return 0;
+}
+
+int api_sandbox_delete(struct http_req *r)
+{
+	struct sandbox *sb = http_sandbox(r);
+	if (!sb)
+		return 0;
+	struct cell_error err = {0};
+	int rc = lifecycle_delete(sb, &err);
+	sandbox_unref(sb);
+	if (rc == -ENOENT)
+		return http_error(r, 404, "SANDBOX_NOT_FOUND", "%s", err.msg);
+	if (rc < 0)
+		return http_internal(r, &err);
+	return http_empty(r, 204);
+}
+
+/* The Host header is echoed back in endpoints: only a plain host[:port] is accepted. */
+static const char *endpoint_host(struct http_req *r)
+{
+	const char *h = http_header(r, "Host");
+	if (!h || !h[0] || strlen(h) > 255)
+		return "localhost";
+	for (const char *p = h; *p; p++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]_",
+			    *p))
+			return "localhost";
+	return h;
+}
+
+int api_sandbox_endpoint(struct http_req *r)
+{
+	int64_t port;
+	if (parse_int64(http_param(r, 1), 1, 65535, &port) < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT", "port must be between 1 and 65535");
+	struct sandbox *sb = http_sandbox(r);
+	if (!sb)
+		return 0;
+	char ep[512];
+	snprintf(ep, sizeof(ep), "%s/v1/sandboxes/%s/proxy/%lld", endpoint_host(r), sb->id,
+		 (long long)port);
+	sandbox_unref(sb);
+	return http_json(r, 200, json_pack("{s:s}", "endpoint", ep));
+}
+
+static json_t *namespaces_json(pid_t pid)
+{
+	static const char *const kinds[] = {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"};
+	json_t *o = json_object();
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(kinds); i++) {
+		char path[64], link[128];
+		snprintf(path, sizeof(path), "/proc/%d/ns/%s", (int)pid, kinds[i]);
+		ssize_t n = readlink(path, link, sizeof(link) - 1);
+		if (n <= 0)
+			continue;
+		link[n] = '\0';
+		json_object_set_new(o, kinds[i], json_string(link));
+	}
+	return o;
+}
+
+int api_sandbox_inspect(struct http_req *r)
+{
+	struct sandbox *sb = http_sandbox(r);
+	if (!sb)
+		return 0;
+	registry_lock();
+	pid_t pid = sb->pid;
+	uint64_t st = sb->starttime;
+	json_t *o = json_pack("{s:s, s:s, s:s?, s:o, s:s, s:s?}", "id", sb->id, "state",
+			      sandbox_state_name(sb->state), "image", sb->image, "createdAt",
+			      celld_time_json(sb->created_at), "dir", sb->dir, "sessionKey",
+			      sb->session_key);
+	registry_unlock();
+	/* Only a pid that is still the recorded init is described (never a recycled one). */
+	bool alive = pid > 0 && st && cell_proc_starttime(pid) == st;
+	json_t *map = json_pack("{s:i, s:I, s:I}", "insideStart", 0, "hostStart",
+				(json_int_t)sb->uid_base, "length", (json_int_t)CELL_UID_RANGE);
+	json_object_set_new(o, "pid", alive ? json_integer(pid) : json_null());
+	json_object_set_new(o, "uidMap", json_deep_copy(map));
+	json_object_set_new(o, "gidMap", map);
+	json_object_set_new(o, "namespaces", alive ? namespaces_json(pid) : json_object());
+	char path[512];
+	celld.cgroup->describe(sb->cgroup_rel, path, sizeof(path));
+	json_object_set_new(o, "cgroup",
+			    json_pack("{s:s, s:s}", "backend", celld.cgroup->name, "path", path));
+	json_t *pids = json_array();
+	pid_t *list = NULL;
+	size_t n = 0;
+	struct cell_error err = {0};
+	if (celld.cgroup->list_pids(sb->cgroup_rel, &list, &n, &err) == 0)
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(pids, json_integer(list[i]));
+	free(list);
+	json_object_set_new(o, "pids", pids);
+	if (sb->volumes)
+		json_object_set_new(o, "volumes", json_deep_copy(sb->volumes));
+	sandbox_unref(sb);
+	return http_json(r, 200, o);
+}
+
+int api_sandbox_renew(struct http_req *r)
+{
+	struct sandbox *sb = http_sandbox(r);
+	if (!sb)
+		return 0;
+	json_t *body = NULL;
+	const char *text;
+	time_t t;
+	struct cell_error err = {0};
+	if (http_json_body(r, &body) < 0)
+		goto out;
+	if (field_string(body, "expiresAt", "expiresAt", true, &text, &err) < 0) {
+		http_error(r, 400, "INVALID_ARGUMENT", "%s", err.msg);
+		goto out;
+	}
+	if (celld_parse_time(text, &t) < 0) {
+		http_error(r, 400, "INVALID_ARGUMENT", "expiresAt must be an RFC 3339 time");
+		goto out;
+	}
+	if (t <= time(NULL)) {
+		http_error(r, 400, "INVALID_ARGUMENT", "expiresAt must be in the future");
+		goto out;
+	}
+	registry_lock();
+	bool ok = sb->in_table && sb->busy == SBX_IDLE;
+	if (ok)
+		sb->expires_at = t;
+	registry_unlock();
+	if (!ok) {
+		http_error(r, 409, "CONFLICT", "sandbox %s is being changed", sb->id);
+		goto out;
+	}
+	if (store_save(sb, &err) < 0) {
+		http_internal(r, &err);
+		goto out;
+	}
+	http_json(r, 200, json_pack("{s:o}", "expiresAt", celld_time_json(t)));
+out:
+	json_decref(body);
+	sandbox_unref(sb);
+	return 0;
+}
+
+/* JSON merge patch of metadata: a null value deletes the key. */
+int api_sandbox_patch_metadata(struct http_req *r)
+{
+	struct sandbox *sb = http_sandbox(r);
+	if (!sb)
+		return 0;
+	json_t *body = NULL;
+	struct cell_error err = {0};
+	if (http_json_body(r, &body) < 0)
+		goto out;
+	const char *k;
+	json_t *v;
+	json_object_foreach(body, k, v)
+	{
+		if (!json_is_null(v) && !json_is_clean_string(v)) {
+			http_error(r, 400, "INVALID_ARGUMENT",
+				   "metadata.%.64s must be a string or null", k);
+			goto out;
+		}
+	}
+	registry_lock();
+	json_object_foreach(body, k, v)
+	{
+		if (json_is_null(v))
+			json_object_del(sb->metadata, k);
+		else
+			json_object_set(sb->metadata, k, v);
+	}
+	registry_unlock();
+	if (store_save(sb, &err) < 0)
+		http_internal(r, &err);
+	else
+		http_json(r, 200, sandbox_json(sb));
+out:
+	json_decref(body);
+	sandbox_unref(sb);
+	return 0;
+}
+
+int api_sandbox_pause(struct http_req *r)
+{
+	struct sandbox *sb = http_sandbox(r);
+	if (!sb)
+		return 0;
+	sandbox_unref(sb);
+	return http_error(r, 501, "SANDBOX::API_NOT_SUPPORTED", "pause is not supported yet");
+}
+
+int api_sandbox_resume(struct http_req *r)
+{
+	struct sandbox *sb = http_sandbox(r);
+	if (!sb)
+		return 0;
+	registry_lock();
+	bool running = sb->state == SBX_RUNNING;
+	registry_unlock();
+	sandbox_unref(sb);
+	if (running)
+		return http_error(r, 409, "DOCKER::SANDBOX_NOT_PAUSED", "sandbox is not paused");
+	return http_error(r, 501, "SANDBOX::API_NOT_SUPPORTED", "resume is not supported yet");
+}
+
+int api_metrics_event(struct http_req *r)
+{
+	__atomic_add_fetch(&metrics_events, 1, __ATOMIC_RELAXED);
+	return http_empty(r, 204);
+}
+
+int api_info(struct http_req *r)
+{
+	return http_json(r, 200,
+			 json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "version", CELL_VERSION,
+				   "cgroup", celld.cgroup->name, "stateDir", celld.state_dir,
+				   "imagesDir", celld.images_dir, "sandboxes",
+				   (json_int_t)registry_count(), "metricsEvents",
+				   (json_int_t)__atomic_load_n(&metrics_events, __ATOMIC_RELAXED)));
+}

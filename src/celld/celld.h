@@ -1,0 +1,414 @@
+/* celld internals: one section per file of src/celld/.
+ *
+ * Threads: libmicrohttpd runs one thread per client connection (a handler may block on a
+ * sandbox's relay socket), plus the init watcher, the expiry reaper and one small thread per
+ * background command. Shared state lives in the registry (one mutex, one condition
+ * variable); long work (spawn, teardown, relay I/O) never runs under that mutex. */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "cell/cgroup.h"
+#include "cell/error.h"
+#include "cell/id.h"
+#include "cell/proto.h"
+#include "cell/runtime.h"
+
+struct sandbox;
+
+/* ---- main.c: configuration, fixed once the daemons start ---- */
+
+struct celld_config {
+	char *state_dir;  /* canonical absolute path */
+	char *images_dir; /* canonical absolute path */
+	char *socket_path;
+	char *listen;	  /* HOST:PORT, NULL with --no-tcp */
+	char *api_key;	  /* required on TCP; NULL with --no-tcp */
+	int init_fd;	  /* sealed memfd holding cell-init */
+	int sandboxes_fd; /* <state>/sandboxes */
+	const struct cell_cgroup_ops *cgroup;
+	char cgroup_prefix[32]; /* "cell" or "cell-<8 hex>" */
+};
+
+extern struct celld_config celld;
+
+/* ---- timefmt.c: clocks and RFC 3339 ---- */
+
+#define CELLD_TIME_LEN 32
+
+int64_t celld_now_ms(void);
+/* "2026-11-22T05:00:00Z" (UTC, whole seconds). */
+void celld_format_time(time_t t, char buf[CELLD_TIME_LEN]);
+/* Parse RFC 3339 ("2026-11-22T05:00:00Z", fractions and ±hh:mm offsets allowed). */
+int celld_parse_time(const char *text, time_t *out);
+/* The same as a JSON string; JSON null for 0 (never set). */
+json_t *celld_time_json(time_t t);
+
+/* ---- fields.c: typed access to request JSON, errors naming the field ---- */
+
+/* Each returns 1 when the field is present and valid, 0 when absent (or null) and not
+ * required, -EINVAL with err filled ("entrypoint[2] must be a string") otherwise. Strings
+ * are refused when they carry a NUL byte (bodies are parsed with JSON_ALLOW_NUL so the
+ * message can name the field). */
+int field_string(json_t *obj, const char *key, const char *name, bool required, const char **out,
+		 struct cell_error *err);
+int field_int(json_t *obj, const char *key, const char *name, int64_t min, int64_t max,
+	      int64_t *out, struct cell_error *err);
+int field_bool(json_t *obj, const char *key, const char *name, bool *out, struct cell_error *err);
+/* An object whose values are all strings; *out is a new reference. */
+int field_string_map(json_t *obj, const char *key, const char *name, json_t **out,
+		     struct cell_error *err);
+/* An array of strings; *out is a new reference. */
+int field_string_array(json_t *obj, const char *key, const char *name, json_t **out,
+		       struct cell_error *err);
+/* Fill err with a message (no errno text appended) and return -code. */
+int celld_fail(struct cell_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The same with EINVAL. */
+int field_fail(struct cell_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A decimal integer in [min, max], nothing else around it. 0 or -EINVAL. */
+int parse_int64(const char *text, int64_t min, int64_t max, int64_t *out);
+/* A JSON string without NUL bytes. */
+bool json_is_clean_string(const json_t *v);
+
+/* ---- http.c: libmicrohttpd glue ---- */
+
+struct http_req;
+struct MHD_Response;
+
+#define HTTP_JSON_MAX	(1u << 20)		    /* JSON request bodies */
+#define HTTP_UPLOAD_MAX ((1ull << 30) + (1u << 20)) /* multipart uploads: 1 GiB + framing */
+
+int http_start(struct cell_error *err);
+void http_stop(void);
+
+/* Path captures of the matched route, in order ({id}, then {cmd} or {port}). */
+const char *http_param(const struct http_req *r, unsigned i);
+bool http_is_tcp(const struct http_req *r);
+const char *http_header(const struct http_req *r, const char *name);
+/* First value of a query parameter, or NULL. */
+const char *http_query(const struct http_req *r, const char *key);
+/* All values of a repeated query parameter (at most max); returns how many. */
+size_t http_query_all(const struct http_req *r, const char *key, const char **vals, size_t max);
+/* Percent-decode s in place ('+' as a space when plus_space). Malformed escapes and "%00"
+ * are refused (-EINVAL): a NUL would cut the text short wherever it is used next. */
+int http_unescape(char *s, bool plus_space);
+/* Parse the body as a JSON object; on failure answers 400 and returns -EINVAL. */
+int http_json_body(struct http_req *r, json_t **out);
+
+/* Per-request handler state, freed with the request. */
+void *http_state(const struct http_req *r);
+void http_set_state(struct http_req *r, void *state, void (*free_fn)(void *));
+
+/* Responses. Each adds X-Request-ID; all return 0 (or -errno when queueing failed). */
+int http_respond(struct http_req *r, unsigned status, struct MHD_Response *resp);
+int http_json(struct http_req *r, unsigned status, json_t *body /* reference stolen */);
+int http_empty(struct http_req *r, unsigned status);
+int http_error(struct http_req *r, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Map a cell_error from a lower layer onto a status (ENOSPC → 503, ...). */
+int http_internal(struct http_req *r, const struct cell_error *err);
+/* Resolve {id} (param 0) to a referenced sandbox; answers 400 INVALID_ID or 404 itself. */
+struct sandbox *http_sandbox(struct http_req *r);
+
+/* ---- api_*.c: route handlers (return 0; the response is queued on r) ---- */
+
+int api_sandbox_create(struct http_req *r);
+int api_sandbox_list(struct http_req *r);
+int api_sandbox_get(struct http_req *r);
+int api_sandbox_delete(struct http_req *r);
+int api_sandbox_endpoint(struct http_req *r);
+int api_sandbox_inspect(struct http_req *r);
+int api_sandbox_renew(struct http_req *r);
+int api_sandbox_patch_metadata(struct http_req *r);
+int api_sandbox_pause(struct http_req *r);
+int api_sandbox_resume(struct http_req *r);
+int api_metrics_event(struct http_req *r);
+int api_info(struct http_req *r);
+
+/* {id} resolved to a referenced sandbox that can run things (Running, not busy), or NULL
+ * with 404/409 answered. */
+struct sandbox *api_running_sandbox(struct http_req *r);
+int api_execd_ping(struct http_req *r);
+int api_execd_command(struct http_req *r);
+int api_execd_status(struct http_req *r);
+int api_execd_logs(struct http_req *r);
+int api_execd_interrupt(struct http_req *r);
+
+/* Uploads stream: begin (after headers; may answer early), data per chunk, end. */
+int api_files_upload_begin(struct http_req *r);
+int api_files_upload_data(struct http_req *r, const char *data, size_t len);
+int api_files_upload(struct http_req *r);
+int api_files_download(struct http_req *r);
+int api_files_info(struct http_req *r);
+
+/* ---- multipart.c: streaming multipart/form-data parser ---- */
+
+struct multipart;
+struct multipart_ops {
+	/* A part starts; name is its Content-Disposition name. */
+	int (*part_begin)(void *cls, const char *name);
+	int (*part_data)(void *cls, const char *data, size_t len);
+	int (*part_end)(void *cls);
+};
+/* boundary from the Content-Type header (parsed here); NULL with err when unusable. */
+struct multipart *multipart_new(const char *content_type, const struct multipart_ops *ops,
+				void *cls, struct cell_error *err);
+/* Feed body bytes; a callback's negative return stops the parser and is returned. */
+int multipart_feed(struct multipart *mp, const char *data, size_t len, struct cell_error *err);
+/* The body ended: -EINVAL unless the closing boundary was seen. */
+int multipart_finish(struct multipart *mp, struct cell_error *err);
+void multipart_free(struct multipart *mp);
+
+/* ---- registry.c: the table of sandboxes ---- */
+
+enum sbx_state { SBX_PENDING, SBX_RUNNING, SBX_PAUSED, SBX_STOPPED, SBX_FAILED };
+enum sbx_busy { SBX_IDLE, SBX_CREATING, SBX_DELETING, SBX_RECOVERING };
+
+#define CELLD_SLOTS	16384u
+#define CELLD_UID_FIRST 0x40000000u
+
+struct cmd_table;
+
+struct sandbox {
+	/* Fixed once the entry is published. */
+	char id[CELL_ID_MAX + 1];
+	char *dir;	      /* <state>/sandboxes/<id> */
+	int dirfd;	      /* O_PATH of dir, for state.json and init.sock */
+	char cgroup_rel[100]; /* <prefix>/<id> */
+	uint64_t serial;      /* unique per entry in this process, for the watcher */
+	char *image;
+	char *session_key; /* NULL unless created with cell.sessionKey */
+	json_t *env, *entrypoint, *resource_limits, *volumes;
+	time_t created_at;
+	int slot;
+	uint32_t uid_base;
+	pthread_mutex_t store_lock; /* serialises state.json writes */
+	struct cmd_table *cmds;
+
+	int refs; /* atomic */
+
+	/* Under the registry lock. */
+	bool in_table;
+	enum sbx_state state;
+	enum sbx_busy busy; /* long work in progress (spawn, teardown): one at a time */
+	json_t *metadata;
+	time_t expires_at; /* 0: never */
+	time_t transition_at;
+	char *reason; /* why Failed */
+	pid_t pid;    /* host pid of cell-init, 0 when none */
+	int pidfd;    /* -1 when none */
+	uint64_t starttime;
+	bool watched; /* pidfd registered with the watcher */
+};
+
+void registry_lock(void);
+void registry_unlock(void);
+/* Wait on the registry condition (signalled whenever an entry's busy flag drops). */
+void registry_wait(void);
+void registry_broadcast(void);
+
+/* A new, unpublished entry (one reference, no slot yet). */
+struct sandbox *sandbox_new(const char *id);
+void sandbox_ref(struct sandbox *sb);
+void sandbox_unref(struct sandbox *sb);
+const char *sandbox_state_name(enum sbx_state state);
+int sandbox_state_parse(const char *name, enum sbx_state *out);
+/* Set state (and reason for Failed), stamping transition_at. Registry lock held. */
+void sandbox_set_state_locked(struct sandbox *sb, enum sbx_state state, const char *reason);
+
+/* A new reference, or NULL. */
+struct sandbox *registry_get(const char *id);
+/* No reference taken: the registry lock must be held while it is used. */
+struct sandbox *registry_find_serial_locked(uint64_t serial);
+/* Referenced copy of every entry, oldest first; free with registry_put_all. */
+size_t registry_snapshot(struct sandbox ***out);
+void registry_put_all(struct sandbox **v, size_t n);
+size_t registry_count(void);
+
+/* Publish a new entry (busy CREATING) under id, with the lowest free uid slot. When the id
+ * exists and dedupe is set (cell.sessionKey), wait while that entry is being created and
+ * return it referenced in *existing (returns 1). Returns 0 when sb was published,
+ * -EEXIST (id taken, no dedupe) or -ENOSPC (no free slot). */
+int registry_claim(struct sandbox *sb, bool dedupe, struct sandbox **existing);
+/* Publish an adopted entry with the slot recorded in its state.json. */
+int registry_adopt(struct sandbox *sb, struct cell_error *err);
+/* Drop an entry: the slot is free again (its state dir is gone). */
+void registry_remove_locked(struct sandbox *sb);
+/* Slot n → first host uid of its range. */
+uint32_t registry_uid_base(int slot);
+
+/* ---- store.c: <dir>/state.json ---- */
+
+/* Snapshot sb under the registry lock, then write it atomically (0600). */
+int store_save(struct sandbox *sb, struct cell_error *err);
+/* Load <sandboxes>/<id>/state.json into a new entry (not published). */
+int store_load(const char *id, struct sandbox **out, struct cell_error *err);
+
+/* ---- images.c ---- */
+
+/* uri names a local image; writes <images>/<name>/rootfs into buf. -ENOENT (not there)
+ * or -EINVAL (not a valid name), with err naming image.uri. */
+int image_resolve(const char *uri, char *buf, size_t size, struct cell_error *err);
+
+/* ---- lifecycle.c ---- */
+
+struct create_spec {
+	const char *image;
+	char rootfs[4096];
+	json_t *entrypoint;					 /* array of strings or NULL */
+	json_t *env, *metadata, *resource_limits, *volumes_json; /* owned references */
+	const char *session_key;
+	int64_t timeout; /* seconds, 0 = none */
+	struct cell_volume *volumes;
+	size_t n_volumes;
+};
+
+/* Create (or, with a session key, find) a sandbox. *created tells which. */
+int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool *created,
+		     struct cell_error *err);
+/* Tear down and remove everything; -ENOENT when it was already gone. */
+int lifecycle_delete(struct sandbox *sb, struct cell_error *err);
+/* Re-adopt every sandbox dir left by an earlier run. */
+void lifecycle_adopt_all(void);
+/* Init of a running sandbox died: mark it Failed, clean its processes and cgroup. */
+void lifecycle_init_died(struct sandbox *sb, const char *why);
+/* The environment every command starts with (request envs are added on top). */
+json_t *lifecycle_base_env(const struct sandbox *sb);
+
+/* ---- watch.c: init watcher (pidfds in epoll) and expiry reaper ---- */
+
+int watch_start(struct cell_error *err);
+/* Registry lock held. */
+void watch_add_locked(struct sandbox *sb);
+void watch_remove_locked(struct sandbox *sb);
+
+/* ---- relay.c: client side of the frame protocol (init is hostile) ---- */
+
+#define RELAY_CONTROL_MAX (64u << 10) /* JSON frames from init */
+
+struct relay_error {
+	int errnum; /* validated, 1..4095 */
+	char message[256];
+};
+
+struct relay_exit {
+	int exit_code; /* 0..255 */
+	int signal;    /* 0..64 */
+	bool timed_out;
+	int64_t duration_ms;
+};
+
+enum relay_ev { RELAY_EV_STDOUT, RELAY_EV_STDERR, RELAY_EV_EXIT };
+
+struct relay_event {
+	enum relay_ev kind;
+	struct cell_frame frame; /* STDOUT/STDERR bytes; cell_frame_free afterwards */
+	struct relay_exit exit;
+};
+
+struct relay_stat {
+	char type[16]; /* file, directory, symlink, other */
+	int64_t size;
+	uint32_t mode; /* permission bits */
+	int64_t uid, gid;
+	char owner[64], group[64];
+	double mtime, ctime;
+};
+
+/* Connect to <dir>/init.sock; the socket has send/receive timeouts so a stalled init can
+ * never hold a thread inside a frame. */
+int relay_connect(const struct sandbox *sb, struct cell_error *err);
+/* Wait for data, up to timeout_ms (-1: forever). 1 readable, 0 timeout, -errno. */
+int relay_wait(int fd, int timeout_ms);
+/* PING → PONG within timeout_ms. */
+int relay_ping(const struct sandbox *sb, int timeout_ms, struct cell_error *err);
+/* EXEC: send req, read STARTED (returns 0, *pid set) or ERROR (returns 1, rerr set). */
+int relay_exec_start(int fd, json_t *req, pid_t *pid, struct relay_error *rerr,
+		     struct cell_error *err);
+/* Next event of a running EXEC conversation. */
+int relay_exec_next(int fd, struct relay_event *ev, struct cell_error *err);
+int relay_signal(int fd, int sig, struct cell_error *err);
+/* FILE_STAT: 0 with st, 1 with rerr (init refused), -errno. */
+int relay_file_stat(const struct sandbox *sb, const char *path, struct relay_stat *st,
+		    struct relay_error *rerr, struct cell_error *err);
+/* FILE_READ: on 0, *fd is the open conversation positioned after STAT. */
+int relay_file_read(const struct sandbox *sb, const char *path, int64_t offset, int64_t limit,
+		    int *fd, struct relay_stat *st, struct relay_error *rerr,
+		    struct cell_error *err);
+/* Next DATA chunk (returns 1 with frame) or END (returns 0); ERROR → -EIO with message. */
+int relay_file_read_next(int fd, struct cell_frame *frame, struct cell_error *err);
+/* FILE_WRITE: opens the conversation; then DATA frames; relay_file_write_end sends END and
+ * reads OK (0, *size) or ERROR (1, rerr). */
+int relay_file_write(const struct sandbox *sb, json_t *req, int *fd, struct cell_error *err);
+int relay_file_write_end(int fd, int64_t *size, struct relay_error *rerr, struct cell_error *err);
+/* Read an ERROR init sent (after a failed send, or early during a write) into rerr: 1 when
+ * found, 0 when nothing came within timeout_ms, -EPROTO for any other frame. */
+int relay_take_error(int fd, struct relay_error *rerr, int timeout_ms);
+
+/* ---- commands.c: per-sandbox command table ---- */
+
+#define CMD_LOG_MAX   (8u << 20) /* combined output kept: 4 MiB per stream */
+#define CMD_TABLE_MAX 256	 /* commands remembered per sandbox */
+
+struct command;
+
+struct cmd_table *cmd_table_new(void);
+void cmd_table_free(struct cmd_table *t);
+struct command *cmd_table_get(struct cmd_table *t, const char *id);
+
+void command_ref(struct command *c);
+void command_unref(struct command *c);
+const char *command_id(const struct command *c);
+int64_t command_started_ms(const struct command *c);
+/* Finished: exit code (or -1 with error text when the relay failed). */
+void command_finish(struct command *c, int exit_code, const char *error);
+/* The relay connection a SIGNAL goes to (-1 when none). */
+void command_set_relay(struct command *c, int fd);
+int command_signal(struct command *c, int sig, struct cell_error *err);
+json_t *command_status_json(struct command *c);
+/* Output from byte offset cursor (older bytes may be gone: then from the oldest kept). */
+int command_logs(struct command *c, uint64_t cursor, char **out, size_t *len, uint64_t *next);
+/* Apply one relay event (output → log; exit → finish). Returns true on EXIT. */
+bool command_apply(struct command *c, const struct relay_event *ev);
+/* Keep reading the relay in a detached thread until EXIT; takes ownership of fd. */
+int command_drain(struct command *c, int fd, struct cell_error *err);
+/* The EXEC payload for a shell command (command) or a direct exec (argv, an array of
+ * strings): the sandbox's environment plus envs (may be NULL), base64-encoded text. *content
+ * gets the text shown as the command's content. NULL on allocation failure. */
+json_t *command_exec_request(const struct sandbox *sb, const char *command, json_t *argv,
+			     json_t *envs, const char *cwd, int64_t timeout_ms, int64_t uid,
+			     int64_t gid, char **content);
+/* Start a command on a new relay connection: 0 running (*out, *fdp: the caller reads it or
+ * hands it to command_drain), 1 init refused it (*out finished with 127/126, rerr says
+ * why), -errno (nothing was recorded). */
+int command_start(struct sandbox *sb, json_t *req, const char *content, struct command **out,
+		  int *fdp, struct relay_error *rerr, struct cell_error *err);
+/* The reported exit code: 124 on timeout, else exit_code (128+N for signal N). */
+int relay_exit_code(const struct relay_exit *ex);
+/* Human text for a non-zero exit. */
+void relay_exit_text(const struct relay_exit *ex, char *buf, size_t size);
+
+/* ---- sse.c: command event JSON ("{...}\n\n") ---- */
+
+struct sse_utf8 {
+	uint8_t carry[4]; /* incomplete UTF-8 sequence held back from the previous chunk */
+	size_t n;
+};
+
+char *sse_init(const char *cmd_id, size_t *len);
+char *sse_ping(size_t *len);
+/* stdout/stderr event into *out (NULL when there is nothing to send yet); bytes that are
+ * not UTF-8 go out base64 with "encoding":"base64". A multi-byte character split across
+ * chunks is held back in u; final flushes it. 0 or -ENOMEM. */
+int sse_output(const char *type, struct sse_utf8 *u, const uint8_t *data, size_t n, bool final,
+	       char **out, size_t *len);
+char *sse_complete(int64_t execution_ms, size_t *len);
+char *sse_error(int exit_code, const char *traceback, size_t *len);

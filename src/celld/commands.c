@@ -1,0 +1,514 @@
+/* Per-sandbox command table: what ran, whether it still runs, how it ended, and a bounded
+ * log of its combined output (the cursor of /command/{id}/logs is a byte offset into it).
+ *
+ * A command keeps its relay connection open until EXIT: a foreground one in the HTTP
+ * thread streaming its events, a background one (or a foreground one whose client went
+ * away) in a small detached thread here. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cell/codec.h"
+#include "cell/log.h"
+#include "celld.h"
+
+struct command {
+	char id[CELL_ID_RANDOM_LEN + 1];
+	char *content;
+	int refs; /* atomic */
+	pthread_mutex_t lock;
+	/* Under lock. */
+	bool running;
+	bool has_exit;
+	int exit_code;
+	char *error;
+	int64_t started_ms, finished_ms;
+	char *log; /* the newest output, at most CMD_LOG_MAX bytes */
+	size_t log_len, log_cap;
+	uint64_t log_start; /* offset of log[0] in everything ever written */
+	int relay_fd;	    /* where SIGNAL goes while it runs; owned by the reader */
+};
+
+struct cmd_table {
+	pthread_mutex_t lock;
+	struct command *v[CMD_TABLE_MAX];
+	size_t n;
+};
+
+static bool command_running(struct command *c);
+
+struct cmd_table *cmd_table_new(void)
+{
+	struct cmd_table *t = calloc(1, sizeof(*t));
+	if (t)
+		pthread_mutex_init(&t->lock, NULL);
+	return t;
+}
+
+void cmd_table_free(struct cmd_table *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->n; i++)
+		command_unref(t->v[i]);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+void command_ref(struct command *c)
+{
+	__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+}
+
+void command_unref(struct command *c)
+{
+	if (!c || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	pthread_mutex_destroy(&c->lock);
+	free(c->content);
+	free(c->error);
+	free(c->log);
+	free(c);
+}
+
+static struct command *find_locked(struct cmd_table *t, const char *id)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (!strcmp(t->v[i]->id, id))
+			return t->v[i];
+	return NULL;
+}
+
+/* Make room by forgetting the oldest finished command. */
+static bool evict_locked(struct cmd_table *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		if (command_running(t->v[i]))
+			continue;
+		command_unref(t->v[i]);
+		memmove(t->v + i, t->v + i + 1, (t->n - i - 1) * sizeof(*t->v));
+		t->n--;
+		return true;
+	}
+	return false;
+}
+
+/* A new running command (referenced; the table keeps its own reference). -EBUSY when
+ * CMD_TABLE_MAX commands are still running. */
+static int cmd_table_add(struct cmd_table *t, const char *content, struct command **out,
+			 struct cell_error *err)
+{
+	struct command *c = calloc(1, sizeof(*c));
+	if (!c || !(c->content = strdup(content))) {
+		free(c);
+		return cell_err(err, ENOMEM, "command");
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->refs = 2; /* the table's and the caller's */
+	c->running = true;
+	c->relay_fd = -1;
+	c->started_ms = celld_now_ms();
+	pthread_mutex_lock(&t->lock);
+	int r = 0;
+	if (t->n == CMD_TABLE_MAX && !evict_locked(t)) {
+		r = cell_err(err, EBUSY, "%d commands are already running in this sandbox",
+			     CMD_TABLE_MAX);
+	} else {
+		do
+			r = cell_id_random(c->id);
+		while (r == 0 && find_locked(t, c->id));
+		if (r < 0)
+			cell_err(err, -r, "command id");
+		else
+			t->v[t->n++] = c;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (r < 0) {
+		c->refs = 1;
+		command_unref(c);
+		return r;
+	}
+	*out = c;
+	return 0;
+}
+
+struct command *cmd_table_get(struct cmd_table *t, const char *id)
+{
+	pthread_mutex_lock(&t->lock);
+	struct command *c = find_locked(t, id);
+	if (c)
+		command_ref(c);
+	pthread_mutex_unlock(&t->lock);
+	return c;
+}
+
+/* Forget a command that never started. */
+static void cmd_table_drop(struct cmd_table *t, struct command *c)
+{
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->n; i++) {
+		if (t->v[i] != c)
+			continue;
+		memmove(t->v + i, t->v + i + 1, (t->n - i - 1) * sizeof(*t->v));
+		t->n--;
+		command_unref(c);
+		break;
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+const char *command_id(const struct command *c)
+{
+	return c->id;
+}
+
+int64_t command_started_ms(const struct command *c)
+{
+	return c->started_ms;
+}
+
+static bool command_running(struct command *c)
+{
+	pthread_mutex_lock(&c->lock);
+	bool r = c->running;
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+/* Keep the newest CMD_LOG_MAX bytes; dropping at least a quarter at a time keeps the
+ * memmove cost amortised. */
+static void command_append(struct command *c, const void *data, size_t len)
+{
+	const char *p = data;
+	pthread_mutex_lock(&c->lock);
+	if (len >= CMD_LOG_MAX) {
+		size_t skip = len - CMD_LOG_MAX;
+		c->log_start += c->log_len + skip;
+		c->log_len = 0;
+		p += skip;
+		len -= skip;
+	}
+	if (c->log_len + len > CMD_LOG_MAX) {
+		size_t drop = c->log_len + len - CMD_LOG_MAX;
+		size_t quarter = CMD_LOG_MAX / 4 < c->log_len ? CMD_LOG_MAX / 4 : c->log_len;
+		if (drop < quarter)
+			drop = quarter;
+		memmove(c->log, c->log + drop, c->log_len - drop);
+		c->log_len -= drop;
+		c->log_start += drop;
+	}
+	if (c->log_len + len > c->log_cap) {
+		size_t cap = c->log_cap ? c->log_cap : 4096;
+		while (cap < c->log_len + len)
+			cap *= 2;
+		if (cap > CMD_LOG_MAX)
+			cap = CMD_LOG_MAX;
+		char *nl = realloc(c->log, cap);
+		if (!nl) {
+			/* Out of memory: the output is lost, the offsets stay right. */
+			c->log_start += len;
+			pthread_mutex_unlock(&c->lock);
+			return;
+		}
+		c->log = nl;
+		c->log_cap = cap;
+	}
+	memcpy(c->log + c->log_len, p, len);
+	c->log_len += len;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void command_finish(struct command *c, int exit_code, const char *error)
+{
+	pthread_mutex_lock(&c->lock);
+	if (c->running) {
+		c->running = false;
+		c->has_exit = exit_code >= 0;
+		c->exit_code = exit_code;
+		c->error = error ? strdup(error) : NULL;
+		c->finished_ms = celld_now_ms();
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void command_set_relay(struct command *c, int fd)
+{
+	pthread_mutex_lock(&c->lock);
+	c->relay_fd = fd;
+	pthread_mutex_unlock(&c->lock);
+}
+
+int command_signal(struct command *c, int sig, struct cell_error *err)
+{
+	pthread_mutex_lock(&c->lock);
+	/* A duplicate: the reader may close its fd at any moment. */
+	int fd = c->running && c->relay_fd >= 0 ? fcntl(c->relay_fd, F_DUPFD_CLOEXEC, 0) : -1;
+	bool running = c->running;
+	pthread_mutex_unlock(&c->lock);
+	if (!running)
+		return cell_err(err, ESRCH, "command %s is not running", c->id);
+	if (fd < 0)
+		return cell_err(err, errno, "command %s: relay", c->id);
+	int r = relay_signal(fd, sig, err);
+	close(fd);
+	return r;
+}
+
+json_t *command_status_json(struct command *c)
+{
+	json_t *o = json_pack("{s:s, s:s}", "id", c->id, "content", c->content);
+	if (!o)
+		o = json_pack("{s:s, s:s}", "id", c->id, "content", "");
+	pthread_mutex_lock(&c->lock);
+	json_object_set_new(o, "running", json_boolean(c->running));
+	if (c->has_exit)
+		json_object_set_new(o, "exit_code", json_integer(c->exit_code));
+	if (c->error)
+		json_object_set_new(o, "error", json_string(c->error));
+	json_object_set_new(o, "started_at", celld_time_json((time_t)(c->started_ms / 1000)));
+	if (!c->running)
+		json_object_set_new(o, "finished_at",
+				    celld_time_json((time_t)(c->finished_ms / 1000)));
+	pthread_mutex_unlock(&c->lock);
+	return o;
+}
+
+int command_logs(struct command *c, uint64_t cursor, char **out, size_t *len, uint64_t *next)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t start = c->log_start, end = c->log_start + c->log_len;
+	if (cursor < start)
+		cursor = start;
+	if (cursor > end)
+		cursor = end;
+	size_t n = end - cursor;
+	char *buf = malloc(n + 1);
+	if (buf) {
+		memcpy(buf, c->log + (cursor - start), n);
+		buf[n] = '\0';
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!buf)
+		return -ENOMEM;
+	*out = buf;
+	*len = n;
+	*next = end;
+	return 0;
+}
+
+int relay_exit_code(const struct relay_exit *ex)
+{
+	return ex->timed_out ? 124 : ex->exit_code;
+}
+
+void relay_exit_text(const struct relay_exit *ex, char *buf, size_t size)
+{
+	if (ex->timed_out)
+		snprintf(buf, size, "timed out after %lld ms", (long long)ex->duration_ms);
+	else if (ex->signal)
+		snprintf(buf, size, "killed by signal %d", ex->signal);
+	else
+		snprintf(buf, size, "exited with code %d", ex->exit_code);
+}
+
+bool command_apply(struct command *c, const struct relay_event *ev)
+{
+	if (ev->kind != RELAY_EV_EXIT) {
+		command_append(c, ev->frame.payload, ev->frame.len);
+		return false;
+	}
+	char text[64];
+	relay_exit_text(&ev->exit, text, sizeof(text));
+	int code = relay_exit_code(&ev->exit);
+	bool abnormal = ev->exit.timed_out || ev->exit.signal;
+	command_finish(c, code, abnormal ? text : NULL);
+	return true;
+}
+
+struct drain {
+	struct command *c;
+	int fd;
+};
+
+static void *drain_thread(void *arg)
+{
+	struct drain *d = arg;
+	struct cell_error err = {0};
+	for (;;) {
+		int r = relay_wait(d->fd, -1);
+		if (r < 0) {
+			cell_err(&err, -r, "waiting on the relay");
+			break;
+		}
+		struct relay_event ev;
+		r = relay_exec_next(d->fd, &ev, &err);
+		if (r < 0)
+			break;
+		bool done = command_apply(d->c, &ev);
+		cell_frame_free(&ev.frame);
+		if (done)
+			break;
+	}
+	/* No-op when EXIT already finished it. */
+	command_finish(d->c, -1, err.msg[0] ? err.msg : "relay closed");
+	command_set_relay(d->c, -1);
+	close(d->fd);
+	command_unref(d->c);
+	free(d);
+	return NULL;
+}
+
+int command_drain(struct command *c, int fd, struct cell_error *err)
+{
+	struct drain *d = malloc(sizeof(*d));
+	if (!d) {
+		close(fd);
+		return cell_err(err, ENOMEM, "command reader");
+	}
+	command_ref(c);
+	d->c = c;
+	d->fd = fd;
+	command_set_relay(c, fd);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	pthread_t th;
+	int r = pthread_create(&th, &attr, drain_thread, d);
+	pthread_attr_destroy(&attr);
+	if (r) {
+		command_set_relay(c, -1);
+		command_finish(c, -1, "could not start a reader thread");
+		close(fd);
+		command_unref(c);
+		free(d);
+		return cell_err(err, r, "starting a command reader");
+	}
+	return 0;
+}
+
+/* {"K":"V"} → ["K=V"], the whole environment of the command. */
+static json_t *env_array(json_t *env)
+{
+	json_t *arr = json_array();
+	const char *k;
+	json_t *v;
+	json_object_foreach(env, k, v)
+	{
+		char *kv;
+		if (!arr || asprintf(&kv, "%s=%s", k, json_string_value(v)) < 0) {
+			json_decref(arr);
+			return NULL;
+		}
+		json_array_append_new(arr, json_string(kv));
+		free(kv);
+	}
+	return arr;
+}
+
+/* Commands travel base64-encoded: decoded only inside the sandbox, never near a shell. */
+static json_t *b64_string(const char *s)
+{
+	char *b = cell_base64_encode(s, strlen(s));
+	json_t *j = b ? json_string(b) : NULL;
+	free(b);
+	return j;
+}
+
+static json_t *argv_b64(json_t *argv, char **content)
+{
+	json_t *out = json_array();
+	size_t i, len = 0;
+	json_t *v;
+	FILE *f = open_memstream(content, &len);
+	bool ok = out && f;
+	json_array_foreach(argv, i, v)
+	{
+		json_t *b = b64_string(json_string_value(v));
+		if (!b || json_array_append_new(out, b) < 0)
+			ok = false;
+		if (f)
+			fprintf(f, "%s%s", i ? " " : "", json_string_value(v));
+	}
+	if (f)
+		fclose(f);
+	if (!ok) {
+		json_decref(out);
+		return NULL;
+	}
+	return out;
+}
+
+json_t *command_exec_request(const struct sandbox *sb, const char *command, json_t *argv,
+			     json_t *envs, const char *cwd, int64_t timeout_ms, int64_t uid,
+			     int64_t gid, char **content)
+{
+	*content = NULL;
+	json_t *env = lifecycle_base_env(sb);
+	if (env && envs)
+		json_object_update(env, envs);
+	json_t *req =
+	    env ? json_pack("{s:o, s:I, s:I, s:I}", "env", env_array(env), "timeout_ms",
+			    (json_int_t)timeout_ms, "uid", (json_int_t)uid, "gid", (json_int_t)gid)
+		: NULL;
+	json_decref(env);
+	json_t *cmd = NULL;
+	if (req && argv) {
+		cmd = argv_b64(argv, content);
+	} else if (req && command) {
+		cmd = b64_string(command);
+		*content = strdup(command);
+	}
+	bool ok = cmd && *content &&
+		  json_object_set_new(req, argv ? "argv" : "command", json_incref(cmd)) == 0 &&
+		  (!cwd || json_object_set_new(req, "cwd", json_string(cwd)) == 0);
+	json_decref(cmd);
+	if (!ok) {
+		json_decref(req);
+		free(*content);
+		*content = NULL;
+		return NULL;
+	}
+	return req;
+}
+
+int command_start(struct sandbox *sb, json_t *req, const char *content, struct command **out,
+		  int *fdp, struct relay_error *rerr, struct cell_error *err)
+{
+	struct command *c = NULL;
+	*out = NULL;
+	*fdp = -1;
+	int r = cmd_table_add(sb->cmds, content, &c, err);
+	if (r < 0)
+		return r;
+	int fd = relay_connect(sb, err);
+	if (fd < 0) {
+		cmd_table_drop(sb->cmds, c);
+		command_unref(c);
+		return fd;
+	}
+	pid_t pid;
+	r = relay_exec_start(fd, req, &pid, rerr, err);
+	if (r < 0) {
+		close(fd);
+		cmd_table_drop(sb->cmds, c);
+		command_unref(c);
+		return r;
+	}
+	if (r == 1) {
+		/* init could not start it (bad cwd, no such program): it stays listed, finished
+		 * with the code a shell would give. */
+		close(fd);
+		command_finish(c, rerr->errnum == ENOENT ? 127 : 126, rerr->message);
+		*out = c;
+		return 1;
+	}
+	command_set_relay(c, fd);
+	*out = c;
+	*fdp = fd;
+	return 0;
+}

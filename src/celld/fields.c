@@ -1,0 +1,151 @@
+/* Typed access to request JSON. Every refusal names the field, so a client learns exactly
+ * what to fix ("resourceLimits.cpu must be a string"). */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "celld.h"
+
+static int vfail(struct cell_error *err, int code, const char *fmt, va_list ap)
+{
+	if (err) {
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		err->code = code;
+	}
+	return -code;
+}
+
+int celld_fail(struct cell_error *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfail(err, code, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+int field_fail(struct cell_error *err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfail(err, EINVAL, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+bool json_is_clean_string(const json_t *v)
+{
+	/* Bodies are parsed with JSON_ALLOW_NUL: a "\u0000" inside a value would otherwise
+	 * truncate it silently once it becomes a C string (a path or a command). */
+	return json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v);
+}
+
+static json_t *lookup(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+	return json_is_null(v) ? NULL : v;
+}
+
+int field_string(json_t *obj, const char *key, const char *name, bool required, const char **out,
+		 struct cell_error *err)
+{
+	json_t *v = lookup(obj, key);
+	if (!v) {
+		if (required)
+			return field_fail(err, "%s is required", name);
+		return 0;
+	}
+	if (!json_is_string(v))
+		return field_fail(err, "%s must be a string", name);
+	if (!json_is_clean_string(v))
+		return field_fail(err, "%s must not contain a NUL byte", name);
+	*out = json_string_value(v);
+	return 1;
+}
+
+int field_int(json_t *obj, const char *key, const char *name, int64_t min, int64_t max,
+	      int64_t *out, struct cell_error *err)
+{
+	json_t *v = lookup(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_integer(v))
+		return field_fail(err, "%s must be an integer", name);
+	int64_t n = json_integer_value(v);
+	if (n < min || n > max)
+		return field_fail(err, "%s must be between %lld and %lld", name, (long long)min,
+				  (long long)max);
+	*out = n;
+	return 1;
+}
+
+int field_bool(json_t *obj, const char *key, const char *name, bool *out, struct cell_error *err)
+{
+	json_t *v = lookup(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_boolean(v))
+		return field_fail(err, "%s must be a boolean", name);
+	*out = json_is_true(v);
+	return 1;
+}
+
+int field_string_map(json_t *obj, const char *key, const char *name, json_t **out,
+		     struct cell_error *err)
+{
+	json_t *v = lookup(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_object(v))
+		return field_fail(err, "%s must be an object of strings", name);
+	const char *k;
+	json_t *val;
+	json_object_foreach(v, k, val)
+	{
+		if (!json_is_string(val))
+			return field_fail(err, "%s.%s must be a string", name, k);
+		if (!json_is_clean_string(val))
+			return field_fail(err, "%s.%s must not contain a NUL byte", name, k);
+	}
+	*out = json_incref(v);
+	return 1;
+}
+
+int field_string_array(json_t *obj, const char *key, const char *name, json_t **out,
+		       struct cell_error *err)
+{
+	json_t *v = lookup(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_array(v))
+		return field_fail(err, "%s must be an array of strings", name);
+	size_t i;
+	json_t *val;
+	json_array_foreach(v, i, val)
+	{
+		if (!json_is_string(val))
+			return field_fail(err, "%s[%zu] must be a string", name, i);
+		if (!json_is_clean_string(val))
+			return field_fail(err, "%s[%zu] must not contain a NUL byte", name, i);
+	}
+	*out = json_incref(v);
+	return 1;
+}
+
+int parse_int64(const char *text, int64_t min, int64_t max, int64_t *out)
+{
+	/* Digits only (a '-' where negatives are allowed): strtoll alone would also take
+	 * leading blanks and '+'. */
+	if (!text || !(isdigit((unsigned char)text[0]) || (text[0] == '-' && min < 0)))
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	long long v = strtoll(text, &end, 10);
+	if (errno || end == text || *end || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}

@@ -1,0 +1,33 @@
+/* Local images: <images>/<name>/rootfs. The name comes from a client, so it is validated
+ * like an id before it can become part of a path (no "/", no "..", nothing odd). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cell/cleanup.h"
+#include "celld.h"
+
+int image_resolve(const char *uri, char *buf, size_t size, struct cell_error *err)
+{
+	if (!cell_id_valid(uri))
+		return celld_fail(err, EINVAL, "image.uri '%.80s' is not a local image name", uri);
+	if ((size_t)snprintf(buf, size, "%s/%s/rootfs", celld.images_dir, uri) >= size)
+		return cell_err(err, ENAMETOOLONG, "image.uri '%s'", uri);
+	/* O_NOFOLLOW on the name: the image dir must not redirect elsewhere on the host. */
+	_cleanup_close_ int dfd = open(celld.images_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return cell_err(err, errno, "images dir %s", celld.images_dir);
+	_cleanup_close_ int ifd = openat(dfd, uri, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_close_ int rfd =
+	    ifd < 0 ? -1 : openat(ifd, "rootfs", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rfd < 0)
+		return celld_fail(err, ENOENT, "image '%s' not found under %s", uri,
+				  celld.images_dir);
+	struct stat st;
+	/* The lower layer is shared by every sandbox of that image: only root may own it. */
+	if (fstat(rfd, &st) < 0 || st.st_uid != 0)
+		return celld_fail(err, EPERM, "image '%s': %s is not owned by root", uri, buf);
+	return 0;
+}

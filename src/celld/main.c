@@ -1,0 +1,382 @@
+/* celld: flags, configuration, the API key, listeners, adoption of the sandboxes an earlier
+ * run left, and signals. The only place in celld that may exit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#include "cell/cleanup.h"
+#include "cell/codec.h"
+#include "cell/fsutil.h"
+#include "cell/log.h"
+#include "cell/version.h"
+#include "celld.h"
+
+#define DEFAULT_STATE_DIR "/var/lib/cell"
+#define DEFAULT_SOCKET	  "/run/cell/cell.sock"
+#define DEFAULT_LISTEN	  "127.0.0.1:8080"
+#define SHUTDOWN_GRACE_S  5
+
+struct celld_config celld = {.init_fd = -1, .sandboxes_fd = -1};
+
+struct flags {
+	const char *state_dir, *images, *socket, *listen, *key_file, *init;
+	bool no_tcp, version, debug;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: celld [options]\n"
+		"  --state-dir DIR     state directory (default " DEFAULT_STATE_DIR ")\n"
+		"  --images DIR        images directory (default <state>/images)\n"
+		"  --socket PATH       Unix socket, mode 0660, group cell (default " DEFAULT_SOCKET
+		")\n"
+		"  --listen HOST:PORT  TCP listener, API key required (default " DEFAULT_LISTEN
+		")\n"
+		"  --no-tcp            no TCP listener\n"
+		"  --api-key-file F    API key file (default <state>/api-key; generated when "
+		"missing;\n"
+		"                      the environment variable CELL_API_KEY overrides it)\n"
+		"  --init PATH         cell-init binary (default: next to celld, else "
+		"%s/cell-init)\n"
+		"  --debug             log debug messages\n"
+		"  --version           print the version and the cgroup backend\n"
+		"  --help              this text\n",
+		CELL_LIBEXEC_DIR);
+}
+
+static int parse_flags(int argc, char **argv, struct flags *f)
+{
+	static const struct option opts[] = {
+	    {"state-dir", required_argument, NULL, 's'},
+	    {"images", required_argument, NULL, 'i'},
+	    {"socket", required_argument, NULL, 'S'},
+	    {"listen", required_argument, NULL, 'l'},
+	    {"no-tcp", no_argument, NULL, 'n'},
+	    {"api-key-file", required_argument, NULL, 'k'},
+	    {"init", required_argument, NULL, 'I'},
+	    {"debug", no_argument, NULL, 'd'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			f->state_dir = optarg;
+			break;
+		case 'i':
+			f->images = optarg;
+			break;
+		case 'S':
+			f->socket = optarg;
+			break;
+		case 'l':
+			f->listen = optarg;
+			break;
+		case 'n':
+			f->no_tcp = true;
+			break;
+		case 'k':
+			f->key_file = optarg;
+			break;
+		case 'I':
+			f->init = optarg;
+			break;
+		case 'd':
+			f->debug = true;
+			break;
+		case 'V':
+			f->version = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "celld: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (f->no_tcp && f->listen) {
+		fprintf(stderr, "celld: --listen and --no-tcp exclude each other\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int print_version(void)
+{
+	struct cell_error err = {0};
+	const struct cell_cgroup_ops *cg = cell_cgroup_detect(&err);
+	printf("celld %s\ncgroup: %s\n", CELL_VERSION, cg ? cg->name : "unavailable");
+	if (!cg)
+		fprintf(stderr, "celld: %s\n", err.msg);
+	return 0;
+}
+
+/* ---- directories ---- */
+
+static int setup_dirs(const struct flags *f, struct cell_error *err)
+{
+	const char *state = f->state_dir ? f->state_dir : DEFAULT_STATE_DIR;
+	if (state[0] != '/')
+		return cell_err(err, EINVAL, "--state-dir %s must be absolute", state);
+	int r = cell_mkdir_p(state, 0711, err);
+	if (r < 0)
+		return r;
+	celld.state_dir = realpath(state, NULL);
+	if (!celld.state_dir)
+		return cell_err(err, errno, "resolving %s", state);
+	/* 0711: others may traverse (the kernel resolves overlay paths below), not list. */
+	if (chmod(celld.state_dir, 0711) < 0)
+		return cell_err(err, errno, "chmod %s", celld.state_dir);
+	_cleanup_close_ int sfd = open(celld.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sfd < 0)
+		return cell_err(err, errno, "opening %s", celld.state_dir);
+	if (mkdirat(sfd, "sandboxes", 0711) < 0 && errno != EEXIST)
+		return cell_err(err, errno, "creating %s/sandboxes", celld.state_dir);
+	celld.sandboxes_fd =
+	    openat(sfd, "sandboxes", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (celld.sandboxes_fd < 0)
+		return cell_err(err, errno, "opening %s/sandboxes", celld.state_dir);
+
+	_cleanup_free_ char *images = NULL;
+	if (f->images)
+		images = strdup(f->images);
+	else if (asprintf(&images, "%s/images", celld.state_dir) < 0)
+		images = NULL;
+	if (!images)
+		return cell_err(err, ENOMEM, "images dir");
+	if (images[0] != '/')
+		return cell_err(err, EINVAL, "--images %s must be absolute", images);
+	if ((r = cell_mkdir_p(images, 0755, err)) < 0)
+		return r;
+	celld.images_dir = realpath(images, NULL);
+	if (!celld.images_dir)
+		return cell_err(err, errno, "resolving %s", images);
+
+	/* cgroup names per state dir, so several celld side by side never collide. */
+	if (!strcmp(celld.state_dir, DEFAULT_STATE_DIR)) {
+		snprintf(celld.cgroup_prefix, sizeof(celld.cgroup_prefix), "cell");
+	} else {
+		char hex[CELL_SHA256_HEX_LEN + 1];
+		cell_sha256_hex(celld.state_dir, strlen(celld.state_dir), hex);
+		snprintf(celld.cgroup_prefix, sizeof(celld.cgroup_prefix), "cell-%.8s", hex);
+	}
+	celld.socket_path = strdup(f->socket ? f->socket : DEFAULT_SOCKET);
+	if (!celld.socket_path)
+		return cell_err(err, ENOMEM, "socket path");
+	if (celld.socket_path[0] != '/')
+		return cell_err(err, EINVAL, "--socket %s must be absolute", celld.socket_path);
+	return 0;
+}
+
+/* ---- API key ---- */
+
+static int generate_key(const char *path, struct cell_error *err)
+{
+	unsigned char raw[32];
+	if (RAND_bytes(raw, sizeof(raw)) != 1)
+		return cell_err(err, EIO, "generating an API key");
+	char key[2 * sizeof(raw) + 1];
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(key + 2 * i, 3, "%02x", raw[i]);
+	_cleanup_free_ char *dir = strdup(path);
+	if (!dir)
+		return cell_err(err, ENOMEM, "API key");
+	char *slash = strrchr(dir, '/');
+	const char *name = slash ? slash + 1 : dir;
+	if (slash == dir)
+		dir[1] = '\0';
+	else if (slash)
+		*slash = '\0';
+	_cleanup_close_ int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return cell_err(err, errno, "opening the directory of %s", path);
+	char line[sizeof(key) + 1];
+	snprintf(line, sizeof(line), "%s\n", key);
+	int r = cell_write_file_atomic(dfd, slash == dir ? path + 1 : name, line, strlen(line),
+				       0600, err);
+	if (r < 0)
+		return r;
+	celld.api_key = strdup(key);
+	if (!celld.api_key)
+		return cell_err(err, ENOMEM, "API key");
+	printf("API key: %s (stored in %s)\n", key, path);
+	fflush(stdout);
+	return 0;
+}
+
+static int load_key(const char *key_file, struct cell_error *err)
+{
+	const char *env = getenv("CELL_API_KEY");
+	if (env && env[0]) {
+		celld.api_key = strdup(env);
+		return celld.api_key ? 0 : cell_err(err, ENOMEM, "API key");
+	}
+	_cleanup_free_ char *def = NULL;
+	if (!key_file) {
+		if (asprintf(&def, "%s/api-key", celld.state_dir) < 0)
+			return cell_err(err, ENOMEM, "API key path");
+		key_file = def;
+	}
+	char *text = NULL;
+	size_t len = 0;
+	struct cell_error rerr = {0};
+	int r = cell_read_file_at(AT_FDCWD, key_file, 4096, &text, &len, &rerr);
+	if (r == -ENOENT)
+		return generate_key(key_file, err);
+	if (r < 0)
+		return cell_err(err, -r, "reading API key %s: %s", key_file, rerr.msg);
+	while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
+		text[--len] = '\0';
+	if (!len || strlen(text) != len) {
+		free(text);
+		return cell_err(err, EINVAL, "API key file %s is empty or malformed", key_file);
+	}
+	struct stat st;
+	if (stat(key_file, &st) == 0 && (st.st_mode & 077))
+		log_warn("API key file %s is readable by others (mode %o)", key_file,
+			 st.st_mode & 0777);
+	celld.api_key = text;
+	return 0;
+}
+
+/* ---- cell-init ---- */
+
+static int load_init(const char *flag, struct cell_error *err)
+{
+	char path[PATH_MAX + 16];
+	if (flag) {
+		snprintf(path, sizeof(path), "%s", flag);
+	} else {
+		char self[PATH_MAX];
+		/* leaves room in path for "/cell-init" */
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
+		if (slash) {
+			*slash = '\0';
+			snprintf(path, sizeof(path), "%s/cell-init", self);
+		}
+		if (!slash || access(path, X_OK) < 0)
+			snprintf(path, sizeof(path), "%s/cell-init", CELL_LIBEXEC_DIR);
+	}
+	int fd = cell_init_memfd(path, err);
+	if (fd < 0)
+		return cell_err_wrap(err, "loading cell-init: ");
+	celld.init_fd = fd;
+	log_info("cell-init: %s", path);
+	return 0;
+}
+
+/* ---- process setup ---- */
+
+static void raise_nofile(void)
+{
+	/* Every sandbox holds a pidfd and every connection a thread and a socket. */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static void *shutdown_watchdog(void *arg)
+{
+	(void)arg;
+	sleep(SHUTDOWN_GRACE_S);
+	log_warn("connections did not finish within %d s; exiting", SHUTDOWN_GRACE_S);
+	_exit(0);
+}
+
+static int run(const struct flags *f)
+{
+	struct cell_error err = {0};
+	if (setup_dirs(f, &err) < 0)
+		goto fail;
+	celld.cgroup = cell_cgroup_detect(&err);
+	if (!celld.cgroup)
+		goto fail;
+	if (!f->no_tcp) {
+		celld.listen = strdup(f->listen ? f->listen : DEFAULT_LISTEN);
+		if (!celld.listen || load_key(f->key_file, &err) < 0)
+			goto fail;
+	}
+	if (load_init(f->init, &err) < 0)
+		goto fail;
+	log_info("celld %s: state %s, images %s, cgroup %s (%s/...)", CELL_VERSION, celld.state_dir,
+		 celld.images_dir, celld.cgroup->name, celld.cgroup_prefix);
+	if (watch_start(&err) < 0)
+		goto fail;
+	lifecycle_adopt_all();
+	if (http_start(&err) < 0)
+		goto fail;
+
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	for (;;) {
+		int sig = sigwaitinfo(&set, NULL);
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+		if (sig == SIGHUP)
+			log_info("SIGHUP: nothing to reload");
+	}
+	/* Sandboxes keep running: the next celld adopts them. */
+	log_info("shutting down; sandboxes keep running");
+	pthread_t wd;
+	if (pthread_create(&wd, NULL, shutdown_watchdog, NULL) == 0)
+		pthread_detach(wd);
+	http_stop();
+	unlink(celld.socket_path);
+	return 0;
+fail:
+	log_error("%s", err.msg);
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct flags f = {0};
+	cell_log_set_prefix("celld");
+	if (parse_flags(argc, argv, &f) < 0)
+		return 2;
+	if (f.version)
+		return print_version();
+	if (f.debug)
+		cell_log_set_level(CELL_LOG_DEBUG);
+	if (geteuid() != 0) {
+		fprintf(stderr, "celld: must run as root\n");
+		return 1;
+	}
+	umask(022);
+	raise_nofile();
+	/* Signals are taken synchronously by the main thread; every thread started from here
+	 * on inherits the block. SIGCHLD keeps its default: init is reaped by pidfd. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	return run(&f);
+}

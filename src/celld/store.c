@@ -1,0 +1,178 @@
+/* <state>/sandboxes/<id>/state.json: what celld needs to re-adopt a sandbox after a restart
+ * (or clean up a half-created one). Written atomically (temp file, fsync, rename), 0600. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cell/cleanup.h"
+#include "cell/fsutil.h"
+#include "celld.h"
+
+#define STATE_FILE "state.json"
+#define STATE_MAX  (1u << 20)
+
+static json_t *copy_or_null(json_t *v)
+{
+	return v ? json_deep_copy(v) : json_null();
+}
+
+static json_t *snapshot_locked(const struct sandbox *sb)
+{
+	return json_pack("{s:s, s:s, s:s?, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s?, s:I, "
+			 "s:i, s:I, s:I, s:s, s:s, s:s?}",
+			 "id", sb->id, "state", sandbox_state_name(sb->state), "image", sb->image,
+			 "createdAt", celld_time_json(sb->created_at), "expiresAt",
+			 celld_time_json(sb->expires_at), "lastTransitionAt",
+			 celld_time_json(sb->transition_at), "metadata", copy_or_null(sb->metadata),
+			 "env", copy_or_null(sb->env), "entrypoint", copy_or_null(sb->entrypoint),
+			 "resourceLimits", copy_or_null(sb->resource_limits), "volumes",
+			 copy_or_null(sb->volumes), "sessionKey", sb->session_key, "uidBase",
+			 (json_int_t)sb->uid_base, "slot", sb->slot, "pid", (json_int_t)sb->pid,
+			 "starttime", (json_int_t)sb->starttime, "cgroupRel", sb->cgroup_rel, "dir",
+			 sb->dir, "reason", sb->reason);
+}
+
+int store_save(struct sandbox *sb, struct cell_error *err)
+{
+	pthread_mutex_lock(&sb->store_lock);
+	registry_lock();
+	json_t *o = snapshot_locked(sb);
+	registry_unlock();
+	char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+	json_decref(o);
+	int r;
+	if (!text)
+		r = cell_err(err, ENOMEM, "encoding state of sandbox %s", sb->id);
+	else
+		r = cell_write_file_atomic(sb->dirfd, STATE_FILE, text, strlen(text), 0600, err);
+	pthread_mutex_unlock(&sb->store_lock);
+	free(text);
+	if (r < 0)
+		cell_err_wrap(err, "saving %s/%s: ", sb->dir, STATE_FILE);
+	return r;
+}
+
+static int load_time(json_t *o, const char *key, bool nullable, time_t *out)
+{
+	json_t *v = json_object_get(o, key);
+	if (nullable && (!v || json_is_null(v))) {
+		*out = 0;
+		return 0;
+	}
+	return json_is_string(v) ? celld_parse_time(json_string_value(v), out) : -EINVAL;
+}
+
+/* An optional member of the given kind: a new reference in *out, or NULL. */
+static int load_json(json_t *o, const char *key, bool (*ok)(const json_t *), json_t **out)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v || json_is_null(v))
+		return 0;
+	if (!ok(v))
+		return -EINVAL;
+	*out = json_incref(v);
+	return 0;
+}
+
+static bool is_string_map(const json_t *v)
+{
+	const char *k;
+	json_t *val;
+	if (!json_is_object(v))
+		return false;
+	json_object_foreach((json_t *)v, k, val) if (!json_is_string(val)) return false;
+	return true;
+}
+
+static bool is_string_array(const json_t *v)
+{
+	size_t i;
+	json_t *val;
+	if (!json_is_array(v))
+		return false;
+	json_array_foreach(v, i, val) if (!json_is_string(val)) return false;
+	return true;
+}
+
+static bool is_array(const json_t *v)
+{
+	return json_is_array(v);
+}
+
+static char *load_string(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	return json_is_string(v) ? strdup(json_string_value(v)) : NULL;
+}
+
+static int fill(struct sandbox *sb, json_t *o)
+{
+	json_t *id = json_object_get(o, "id"), *st = json_object_get(o, "state");
+	json_int_t slot, pid, starttime, uid_base;
+	if (!json_is_string(id) || strcmp(json_string_value(id), sb->id) || !json_is_string(st) ||
+	    sandbox_state_parse(json_string_value(st), &sb->state) < 0 ||
+	    json_unpack(o, "{s:I, s:I, s:I, s:I}", "slot", &slot, "uidBase", &uid_base, "pid", &pid,
+			"starttime", &starttime) < 0)
+		return -EINVAL;
+	/* Never trust a recorded uid base: it must be the one its slot implies. */
+	if (slot < 0 || slot >= CELLD_SLOTS || uid_base != registry_uid_base((int)slot) ||
+	    pid < 0 || pid > (1 << 22) || starttime < 0)
+		return -EINVAL;
+	sb->slot = (int)slot;
+	sb->uid_base = (uint32_t)uid_base;
+	sb->pid = (pid_t)pid;
+	sb->starttime = (uint64_t)starttime;
+	if (load_time(o, "createdAt", false, &sb->created_at) < 0 ||
+	    load_time(o, "expiresAt", true, &sb->expires_at) < 0 ||
+	    load_time(o, "lastTransitionAt", true, &sb->transition_at) < 0)
+		return -EINVAL;
+	json_decref(sb->metadata);
+	sb->metadata = NULL;
+	if (load_json(o, "metadata", is_string_map, &sb->metadata) < 0 ||
+	    load_json(o, "env", is_string_map, &sb->env) < 0 ||
+	    load_json(o, "entrypoint", is_string_array, &sb->entrypoint) < 0 ||
+	    load_json(o, "resourceLimits", is_string_map, &sb->resource_limits) < 0 ||
+	    load_json(o, "volumes", is_array, &sb->volumes) < 0)
+		return -EINVAL;
+	if (!sb->metadata && !(sb->metadata = json_object()))
+		return -ENOMEM;
+	sb->image = load_string(o, "image");
+	sb->session_key = load_string(o, "sessionKey");
+	sb->reason = load_string(o, "reason");
+	return sb->image ? 0 : -EINVAL;
+}
+
+int store_load(const char *id, struct sandbox **out, struct cell_error *err)
+{
+	*out = NULL;
+	_cleanup_close_ int dirfd =
+	    openat(celld.sandboxes_fd, id, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dirfd < 0)
+		return cell_err(err, errno, "opening sandbox dir %s", id);
+	_cleanup_free_ char *text = NULL;
+	int r = cell_read_file_at(dirfd, STATE_FILE, STATE_MAX, &text, NULL, err);
+	if (r < 0)
+		return r;
+	json_error_t jerr;
+	json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_object(o)) {
+		json_decref(o);
+		return cell_err(err, EINVAL, "sandbox %s: %s is not a JSON object", id, STATE_FILE);
+	}
+	struct sandbox *sb = sandbox_new(id);
+	if (!sb) {
+		json_decref(o);
+		return cell_err(err, ENOMEM, "sandbox %s", id);
+	}
+	r = fill(sb, o);
+	json_decref(o);
+	if (r < 0) {
+		sandbox_unref(sb);
+		return cell_err(err, -r, "sandbox %s: invalid %s", id, STATE_FILE);
+	}
+	sb->dirfd = move_fd(dirfd);
+	*out = sb;
+	return 0;
+}
