@@ -510,8 +510,10 @@ static int metadata_done(struct upload *u)
 	else if (path[0] != '/' || strlen(path) >= PATH_MAX)
 		upload_fail(u, 400, "INVALID_ARGUMENT", "metadata.path must be an absolute path");
 	else if (jm && !json_is_null(jm) && parse_mode(jm, &mode) < 0)
-		upload_fail(u, 400, "INVALID_ARGUMENT",
-			    "metadata.mode must be octal digits such as 644");
+		upload_fail(
+		    u, 400, "INVALID_ARGUMENT",
+		    "metadata.mode must be octal permission digits from 0 to 777 such as 644 "
+		    "(set-id and sticky bits are refused)");
 	else if (jo && !json_is_null(jo) && parse_id(jo, &uid) < 0)
 		upload_fail(u, 400, "INVALID_ARGUMENT",
 			    "metadata.owner must be a numeric id (0-65535) or root");

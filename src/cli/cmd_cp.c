@@ -110,7 +110,8 @@ static int upload(const char *src, const struct remote *r)
 			cli_error("cp: %s: not a regular file (cp copies single files)", src);
 			return CLI_EXIT_FAIL;
 		}
-		mode = st.st_mode & 07777;
+		/* celld refuses set-id and sticky bits on upload: send the permission bits only. */
+		mode = st.st_mode & 0777;
 		name = basename(src_copy);
 	}
 	if (fd < 0) {

@@ -253,8 +253,10 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return CLI_EXIT_OK;
 		}
-		if (c == 'V')
+		if (c == 'V') {
+			optind = 0; /* cmd_version parses its own (empty) argv from the start */
 			return cmd_version(1, (char *[]){"version", NULL});
+		}
 		fprintf(stderr, "Try 'cell --help'.\n");
 		return CLI_EXIT_USAGE;
 	}
