@@ -121,6 +121,10 @@ int cmd_run(int argc, char **argv)
 			if (code == 0)
 				code = CLI_EXIT_RUN_FAIL;
 		}
+	} else {
+		/* stdout belongs to the command: say on stderr which sandbox was kept. */
+		fprintf(stderr, "cell: sandbox %s kept (cell exec %s -- ..., cell rm %s)\n", id, id,
+			id);
 	}
 out:
 	json_decref(envs);
