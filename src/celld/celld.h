@@ -233,17 +233,41 @@ size_t registry_snapshot(struct sandbox ***out);
 void registry_put_all(struct sandbox **v, size_t n);
 size_t registry_count(void);
 
-/* Publish a new entry (busy CREATING) under id, with the lowest free uid slot. When the id
- * exists and dedupe is set (cell.sessionKey), wait while that entry is being created and
- * return it referenced in *existing (returns 1). Returns 0 when sb was published,
- * -EEXIST (id taken, no dedupe) or -ENOSPC (no free slot). */
+/* Publish a new entry (busy CREATING) under id, with the lowest uid slot free host-wide
+ * (reserved in uidrange.c). When the id exists and dedupe is set (cell.sessionKey), wait
+ * while that entry is being created and return it referenced in *existing (returns 1).
+ * Returns 0 when sb was published, -EEXIST (id taken, no dedupe), -ENOSPC (no free slot)
+ * or another -errno (the reservation failed; logged). */
 int registry_claim(struct sandbox *sb, bool dedupe, struct sandbox **existing);
-/* Publish an adopted entry with the slot recorded in its state.json. */
+/* Publish an adopted entry with the slot recorded in its state.json, re-reserving that
+ * slot. When another live owner holds it, the sandbox's processes are stopped and it is
+ * published Failed with the reason (logged, naming both) rather than sharing the range.
+ * -EALREADY (not published, untouched) when another celld on this state dir holds it. */
 int registry_adopt(struct sandbox *sb, struct cell_error *err);
-/* Drop an entry: the slot is free again (its state dir is gone). */
+/* Drop an entry: its reservation is released (its state dir is gone). */
 void registry_remove_locked(struct sandbox *sb);
 /* Slot n → first host uid of its range. */
 uint32_t registry_uid_base(int slot);
+
+/* ---- uidrange.c: host-wide uid range reservations, shared by every celld ---- */
+
+#define CELLD_UID_RANGES_DIR "/run/cell/uid-ranges"
+
+/* Refuse (EEXIST, naming the account) when /etc/passwd or /etc/group has an id inside the
+ * range space, then create/open the reservations dir (NULL: the default), 0700 root. */
+int uidrange_init(const char *dir, struct cell_error *err);
+const char *uidrange_dir(void);
+/* Reserve the lowest slot that is free (or stale) host-wide for sandbox id: 0 with *slot,
+ * -ENOSPC when every slot is reserved, -errno. Waits on a lock other celld share: never
+ * call it with the registry lock held. */
+int uidrange_reserve(const char *id, int *slot, struct cell_error *err);
+/* Re-reserve an adopted sandbox's recorded slot (recreating a missing file, reclaiming a
+ * stale one). -EBUSY with err naming both sandboxes when another live owner holds it;
+ * -EALREADY when a running celld on this same state dir holds it for this sandbox. */
+int uidrange_adopt(const char *id, int slot, struct cell_error *err);
+/* Drop our reservation of slot for id; nothing when we do not hold it for id. Quick (no
+ * waiting on other processes): may run under the registry lock. */
+void uidrange_release(const char *id, int slot);
 
 /* ---- store.c: <dir>/state.json ---- */
 
@@ -357,6 +381,10 @@ int relay_take_error(int fd, struct relay_error *rerr, int timeout_ms);
 
 #define CMD_LOG_MAX   (8u << 20) /* combined output kept: 4 MiB per stream */
 #define CMD_TABLE_MAX 256	 /* commands remembered per sandbox */
+/* Kept output of all a sandbox's commands together (their log buffers), so that a sandbox
+ * never grows celld's memory by more than this however many commands it runs. */
+#define CMD_TABLE_LOG_MAX      (64u << 20)
+#define CMD_TABLE_LOG_MAX_TEXT "64 MiB"
 
 struct command;
 
@@ -373,8 +401,10 @@ void command_finish(struct command *c, int exit_code, const char *error);
 /* The relay connection a SIGNAL goes to (-1 when none). */
 void command_set_relay(struct command *c, int fd);
 int command_signal(struct command *c, int sig, struct cell_error *err);
+/* Status JSON; "log_dropped":true and "log_note" when its log went to the table's cap. */
 json_t *command_status_json(struct command *c);
-/* Output from byte offset cursor (older bytes may be gone: then from the oldest kept). */
+/* Output from byte offset cursor (older bytes may be gone: then from the oldest kept);
+ * *next is the end offset of everything it ever wrote (monotonic). */
 int command_logs(struct command *c, uint64_t cursor, char **out, size_t *len, uint64_t *next);
 /* Apply one relay event (output → log; exit → finish). Returns true on EXIT. */
 bool command_apply(struct command *c, const struct relay_event *ev);

@@ -1,6 +1,17 @@
 /* Per-sandbox command table: what ran, whether it still runs, how it ended, and a bounded
  * log of its combined output (the cursor of /command/{id}/logs is a byte offset into it).
  *
+ * Two bounds keep a sandbox's output from growing celld's memory: each command keeps its
+ * newest CMD_LOG_MAX bytes, and all the logs of one table together hold at most
+ * CMD_TABLE_LOG_MAX bytes of buffer. Past that, the logs of the oldest finished commands go
+ * first (their status says so), then running commands' logs are halved, largest first.
+ * Cursors stay byte offsets into everything a command ever wrote: dropping only moves the
+ * start of what is kept, never the end.
+ *
+ * Locks: a table's lock, then at most one command's lock. Every change to a log (append,
+ * drop, trim) happens under both, so a command's log layout cannot change while its
+ * table's lock is held; readers (logs, status) take only the command's lock.
+ *
  * A command keeps its relay connection open until EXIT: a foreground one in the HTTP
  * thread streaming its events, a background one (or a foreground one whose client went
  * away) in a small detached thread here. */
@@ -30,13 +41,20 @@ struct command {
 	char *log; /* the newest output, at most CMD_LOG_MAX bytes */
 	size_t log_len, log_cap;
 	uint64_t log_start; /* offset of log[0] in everything ever written */
+	bool log_dropped;   /* its whole log went to keep the table within its cap */
 	int relay_fd;	    /* where SIGNAL goes while it runs; owned by the reader */
+	/* Under the table's lock. */
+	struct cmd_table *table; /* referenced */
+	bool in_table;
 };
 
 struct cmd_table {
 	pthread_mutex_t lock;
+	int refs; /* atomic: the sandbox's, and one per command made here */
+	/* Under lock. */
 	struct command *v[CMD_TABLE_MAX];
 	size_t n;
+	size_t kept; /* sum of log_cap of the commands in v (others have no log) */
 };
 
 static bool command_running(struct command *c);
@@ -44,19 +62,64 @@ static bool command_running(struct command *c);
 struct cmd_table *cmd_table_new(void)
 {
 	struct cmd_table *t = calloc(1, sizeof(*t));
-	if (t)
+	if (t) {
 		pthread_mutex_init(&t->lock, NULL);
+		t->refs = 1;
+	}
 	return t;
 }
 
+static void table_unref(struct cmd_table *t)
+{
+	if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+/* Free c's whole log (table lock held). The end offset stays: cursors remain valid. noted:
+ * its status tells that its output is gone. */
+static void drop_log_locked(struct cmd_table *t, struct command *c, bool noted)
+{
+	pthread_mutex_lock(&c->lock);
+	t->kept -= c->log_cap;
+	if (c->log_cap && noted)
+		c->log_dropped = true;
+	c->log_start += c->log_len;
+	c->log_len = 0;
+	c->log_cap = 0;
+	free(c->log);
+	c->log = NULL;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Take v[i] out of the table, freeing its log (table lock held); returns the table's
+ * reference to it, for the caller to drop once the lock is released. */
+static struct command *remove_at_locked(struct cmd_table *t, size_t i)
+{
+	struct command *c = t->v[i];
+	drop_log_locked(t, c, false);
+	c->in_table = false;
+	memmove(t->v + i, t->v + i + 1, (t->n - i - 1) * sizeof(*t->v));
+	t->n--;
+	return c;
+}
+
+/* The sandbox is gone. Commands still draining may outlive it: they keep the table (not
+ * its logs: their output is discarded from now on) alive until they end. */
 void cmd_table_free(struct cmd_table *t)
 {
 	if (!t)
 		return;
-	for (size_t i = 0; i < t->n; i++)
-		command_unref(t->v[i]);
-	pthread_mutex_destroy(&t->lock);
-	free(t);
+	struct command *gone[CMD_TABLE_MAX];
+	size_t n = 0;
+	pthread_mutex_lock(&t->lock);
+	while (t->n)
+		gone[n++] = remove_at_locked(t, t->n - 1);
+	pthread_mutex_unlock(&t->lock);
+	for (size_t i = 0; i < n; i++)
+		command_unref(gone[i]);
+	table_unref(t);
 }
 
 void command_ref(struct command *c)
@@ -72,6 +135,7 @@ void command_unref(struct command *c)
 	free(c->content);
 	free(c->error);
 	free(c->log);
+	table_unref(c->table);
 	free(c);
 }
 
@@ -83,18 +147,13 @@ static struct command *find_locked(struct cmd_table *t, const char *id)
 	return NULL;
 }
 
-/* Make room by forgetting the oldest finished command. */
-static bool evict_locked(struct cmd_table *t)
+/* Make room by forgetting the oldest finished command; returns it (see remove_at_locked). */
+static struct command *evict_locked(struct cmd_table *t)
 {
-	for (size_t i = 0; i < t->n; i++) {
-		if (command_running(t->v[i]))
-			continue;
-		command_unref(t->v[i]);
-		memmove(t->v + i, t->v + i + 1, (t->n - i - 1) * sizeof(*t->v));
-		t->n--;
-		return true;
-	}
-	return false;
+	for (size_t i = 0; i < t->n; i++)
+		if (!command_running(t->v[i]))
+			return remove_at_locked(t, i);
+	return NULL;
 }
 
 /* A new running command (referenced; the table keeps its own reference). -EBUSY when
@@ -114,19 +173,25 @@ static int cmd_table_add(struct cmd_table *t, const char *content, struct comman
 	c->started_ms = celld_now_ms();
 	pthread_mutex_lock(&t->lock);
 	int r = 0;
-	if (t->n == CMD_TABLE_MAX && !evict_locked(t)) {
+	struct command *evicted = NULL;
+	if (t->n == CMD_TABLE_MAX && !(evicted = evict_locked(t))) {
 		r = cell_err(err, EBUSY, "%d commands are already running in this sandbox",
 			     CMD_TABLE_MAX);
 	} else {
 		do
 			r = cell_id_random(c->id);
 		while (r == 0 && find_locked(t, c->id));
-		if (r < 0)
+		if (r < 0) {
 			cell_err(err, -r, "command id");
-		else
+		} else {
 			t->v[t->n++] = c;
+			c->in_table = true;
+			c->table = t;
+			__atomic_add_fetch(&t->refs, 1, __ATOMIC_RELAXED);
+		}
 	}
 	pthread_mutex_unlock(&t->lock);
+	command_unref(evicted);
 	if (r < 0) {
 		c->refs = 1;
 		command_unref(c);
@@ -149,16 +214,16 @@ struct command *cmd_table_get(struct cmd_table *t, const char *id)
 /* Forget a command that never started. */
 static void cmd_table_drop(struct cmd_table *t, struct command *c)
 {
+	struct command *gone = NULL;
 	pthread_mutex_lock(&t->lock);
 	for (size_t i = 0; i < t->n; i++) {
-		if (t->v[i] != c)
-			continue;
-		memmove(t->v + i, t->v + i + 1, (t->n - i - 1) * sizeof(*t->v));
-		t->n--;
-		command_unref(c);
-		break;
+		if (t->v[i] == c) {
+			gone = remove_at_locked(t, i);
+			break;
+		}
 	}
 	pthread_mutex_unlock(&t->lock);
+	command_unref(gone);
 }
 
 const char *command_id(const struct command *c)
@@ -179,21 +244,74 @@ static bool command_running(struct command *c)
 	return r;
 }
 
-/* Keep the newest CMD_LOG_MAX bytes; dropping at least a quarter at a time keeps the
- * memmove cost amortised. */
-static void command_append(struct command *c, const void *data, size_t len)
+/* Halve c's log, keeping its newest bytes, and give the memory back (table lock held). */
+static void trim_log_locked(struct cmd_table *t, struct command *c)
 {
-	const char *p = data;
 	pthread_mutex_lock(&c->lock);
-	if (len >= CMD_LOG_MAX) {
-		size_t skip = len - CMD_LOG_MAX;
+	size_t keep = c->log_len / 2, drop = c->log_len - keep;
+	char *nl = NULL;
+	if (keep) {
+		memmove(c->log, c->log + drop, keep);
+		nl = realloc(c->log, keep);
+	}
+	if (!nl) {
+		pthread_mutex_unlock(&c->lock);
+		drop_log_locked(t, c, false);
+		return;
+	}
+	c->log = nl;
+	c->log_start += drop;
+	c->log_len = keep;
+	t->kept -= c->log_cap - keep;
+	c->log_cap = keep;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* Free buffer space until `need` more bytes fit in the table's cap, never touching self
+ * (whose lock the caller has released). Table lock held. Always succeeds: need is at most
+ * CMD_LOG_MAX - self's cap, and with every other log empty the table holds only self's. */
+static void make_room_locked(struct cmd_table *t, struct command *self, size_t need)
+{
+	/* The oldest finished commands' logs first: nobody waits on those any more. */
+	for (size_t i = 0; i < t->n && t->kept + need > CMD_TABLE_LOG_MAX; i++)
+		if (t->v[i] != self && !command_running(t->v[i]))
+			drop_log_locked(t, t->v[i], true);
+	/* Then running commands share what is left: the largest log gives up half. */
+	while (t->kept + need > CMD_TABLE_LOG_MAX) {
+		struct command *big = NULL;
+		size_t big_cap = 0;
+		for (size_t i = 0; i < t->n; i++) {
+			struct command *c = t->v[i];
+			if (c == self)
+				continue;
+			pthread_mutex_lock(&c->lock);
+			size_t cap = c->log_cap;
+			pthread_mutex_unlock(&c->lock);
+			if (cap > big_cap) {
+				big = c;
+				big_cap = cap;
+			}
+		}
+		if (!big)
+			break;
+		trim_log_locked(t, big);
+	}
+}
+
+/* Within c's own window: where the bytes go and how much buffer that takes (c locked). */
+static size_t fit_window(struct command *c, const char **p, size_t *len)
+{
+	if (*len >= CMD_LOG_MAX) {
+		size_t skip = *len - CMD_LOG_MAX;
 		c->log_start += c->log_len + skip;
 		c->log_len = 0;
-		p += skip;
-		len -= skip;
+		*p += skip;
+		*len -= skip;
 	}
-	if (c->log_len + len > CMD_LOG_MAX) {
-		size_t drop = c->log_len + len - CMD_LOG_MAX;
+	/* Keep the newest CMD_LOG_MAX bytes; dropping at least a quarter at a time keeps the
+	 * memmove cost amortised. */
+	if (c->log_len + *len > CMD_LOG_MAX) {
+		size_t drop = c->log_len + *len - CMD_LOG_MAX;
 		size_t quarter = CMD_LOG_MAX / 4 < c->log_len ? CMD_LOG_MAX / 4 : c->log_len;
 		if (drop < quarter)
 			drop = quarter;
@@ -201,25 +319,51 @@ static void command_append(struct command *c, const void *data, size_t len)
 		c->log_len -= drop;
 		c->log_start += drop;
 	}
-	if (c->log_len + len > c->log_cap) {
-		size_t cap = c->log_cap ? c->log_cap : 4096;
-		while (cap < c->log_len + len)
-			cap *= 2;
-		if (cap > CMD_LOG_MAX)
-			cap = CMD_LOG_MAX;
-		char *nl = realloc(c->log, cap);
-		if (!nl) {
-			/* Out of memory: the output is lost, the offsets stay right. */
-			c->log_start += len;
-			pthread_mutex_unlock(&c->lock);
-			return;
-		}
+	if (c->log_len + *len <= c->log_cap)
+		return c->log_cap;
+	size_t cap = c->log_cap ? c->log_cap : 4096;
+	while (cap < c->log_len + *len)
+		cap *= 2;
+	return cap > CMD_LOG_MAX ? CMD_LOG_MAX : cap;
+}
+
+static void command_append(struct command *c, const void *data, size_t len)
+{
+	struct cmd_table *t = c->table;
+	const char *p = data;
+	pthread_mutex_lock(&t->lock);
+	pthread_mutex_lock(&c->lock);
+	if (!c->in_table) {
+		/* Forgotten (evicted, or its sandbox is gone): the output is not kept. */
+		c->log_start += len;
+		pthread_mutex_unlock(&c->lock);
+		pthread_mutex_unlock(&t->lock);
+		return;
+	}
+	size_t cap = fit_window(c, &p, &len);
+	size_t grow = cap - c->log_cap;
+	if (grow && t->kept + grow > CMD_TABLE_LOG_MAX) {
+		/* Other commands' locks are taken one at a time, never inside ours. The table
+		 * lock keeps c's layout as it is meanwhile. */
+		pthread_mutex_unlock(&c->lock);
+		make_room_locked(t, c, grow);
+		pthread_mutex_lock(&c->lock);
+	}
+	char *nl = grow ? realloc(c->log, cap) : c->log;
+	if (!nl) {
+		/* Out of memory: what was kept and this output are lost, the offsets stay
+		 * right (the log restarts empty at the end of everything written). */
+		c->log_start += c->log_len + len;
+		c->log_len = 0;
+	} else {
+		t->kept += grow;
 		c->log = nl;
 		c->log_cap = cap;
+		memcpy(c->log + c->log_len, p, len);
+		c->log_len += len;
 	}
-	memcpy(c->log + c->log_len, p, len);
-	c->log_len += len;
 	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_unlock(&t->lock);
 }
 
 void command_finish(struct command *c, int exit_code, const char *error)
@@ -273,6 +417,13 @@ json_t *command_status_json(struct command *c)
 	if (!c->running)
 		json_object_set_new(o, "finished_at",
 				    celld_time_json((time_t)(c->finished_ms / 1000)));
+	if (c->log_dropped) {
+		json_object_set_new(o, "log_dropped", json_true());
+		json_object_set_new(o, "log_note",
+				    json_string("output log dropped: the sandbox's kept command "
+						"output reached its cap (" CMD_TABLE_LOG_MAX_TEXT
+						")"));
+	}
 	pthread_mutex_unlock(&c->lock);
 	return o;
 }

@@ -30,7 +30,7 @@
 struct celld_config celld = {.init_fd = -1, .sandboxes_fd = -1};
 
 struct flags {
-	const char *state_dir, *images, *socket, *listen, *key_file, *init;
+	const char *state_dir, *images, *socket, *listen, *key_file, *init, *uid_ranges;
 	bool no_tcp, version, debug;
 };
 
@@ -50,6 +50,9 @@ static void usage(FILE *out)
 		"                      the environment variable CELL_API_KEY overrides it)\n"
 		"  --init PATH         cell-init binary (default: next to celld, else "
 		"%s/cell-init)\n"
+		"  --uid-ranges-dir DIR\n"
+		"                      host-wide uid range reservations, shared by every celld on\n"
+		"                      the host (default " CELLD_UID_RANGES_DIR ", 0700 root)\n"
 		"  --debug             log debug messages\n"
 		"  --version           print the version and the cgroup backend\n"
 		"  --help              this text\n",
@@ -66,6 +69,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"no-tcp", no_argument, NULL, 'n'},
 	    {"api-key-file", required_argument, NULL, 'k'},
 	    {"init", required_argument, NULL, 'I'},
+	    {"uid-ranges-dir", required_argument, NULL, 'U'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
@@ -94,6 +98,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'I':
 			f->init = optarg;
+			break;
+		case 'U':
+			f->uid_ranges = optarg;
 			break;
 		case 'd':
 			f->debug = true;
@@ -308,7 +315,7 @@ static void *shutdown_watchdog(void *arg)
 static int run(const struct flags *f)
 {
 	struct cell_error err = {0};
-	if (setup_dirs(f, &err) < 0)
+	if (setup_dirs(f, &err) < 0 || uidrange_init(f->uid_ranges, &err) < 0)
 		goto fail;
 	celld.cgroup = cell_cgroup_detect(&err);
 	if (!celld.cgroup)
@@ -320,8 +327,9 @@ static int run(const struct flags *f)
 	}
 	if (load_init(f->init, &err) < 0)
 		goto fail;
-	log_info("celld %s: state %s, images %s, cgroup %s (%s/...)", CELL_VERSION, celld.state_dir,
-		 celld.images_dir, celld.cgroup->name, celld.cgroup_prefix);
+	log_info("celld %s: state %s, images %s, cgroup %s (%s/...), uid ranges %s", CELL_VERSION,
+		 celld.state_dir, celld.images_dir, celld.cgroup->name, celld.cgroup_prefix,
+		 uidrange_dir());
 	if (watch_start(&err) < 0)
 		goto fail;
 	lifecycle_adopt_all();

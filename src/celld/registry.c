@@ -1,5 +1,6 @@
 /* The in-memory table of sandboxes: one mutex, one condition variable (signalled when an
- * entry stops being busy), uid slot allocation and session-key dedupe. */
+ * entry stops being busy), session-key dedupe, and each entry's host-wide uid range
+ * reservation (uidrange.c), held from claim or adoption until the entry is removed. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,6 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reg_cond = PTHREAD_COND_INITIALIZER;
 static struct sandbox **table;
 static size_t n_table, cap_table;
-/* A slot is in use while its sandbox's state dir exists (CONTRACT: uid ranges). */
-static uint64_t slot_used[CELLD_SLOTS / 64];
 static uint64_t next_serial = 1;
 
 void registry_lock(void)
@@ -187,27 +186,6 @@ size_t registry_count(void)
 	return n;
 }
 
-static bool slot_taken(int slot)
-{
-	return slot_used[slot / 64] >> (slot % 64) & 1;
-}
-
-static void slot_set(int slot, bool used)
-{
-	if (used)
-		slot_used[slot / 64] |= 1ull << (slot % 64);
-	else
-		slot_used[slot / 64] &= ~(1ull << (slot % 64));
-}
-
-static int lowest_free_slot(void)
-{
-	for (unsigned w = 0; w < CELLD_SLOTS / 64; w++)
-		if (~slot_used[w])
-			return (int)(w * 64 + __builtin_ctzll(~slot_used[w]));
-	return -1;
-}
-
 static int publish_locked(struct sandbox *sb)
 {
 	if (n_table == cap_table) {
@@ -218,7 +196,6 @@ static int publish_locked(struct sandbox *sb)
 		table = nt;
 		cap_table = cap;
 	}
-	slot_set(sb->slot, true);
 	sb->serial = next_serial++;
 	sb->in_table = true;
 	sandbox_ref(sb); /* the table's reference */
@@ -226,16 +203,14 @@ static int publish_locked(struct sandbox *sb)
 	return 0;
 }
 
-int registry_claim(struct sandbox *sb, bool dedupe, struct sandbox **existing)
+/* An entry with the same id is there: -EEXIST, or with dedupe 1 and *existing once it is
+ * no longer being created or deleted. -EAGAIN when there is none (registry lock held). */
+static int find_existing_locked(const char *id, bool dedupe, struct sandbox **existing)
 {
-	*existing = NULL;
-	registry_lock();
 	struct sandbox *cur;
-	while ((cur = find_locked(sb->id))) {
-		if (!dedupe) {
-			registry_unlock();
+	while ((cur = find_locked(id))) {
+		if (!dedupe)
 			return -EEXIST;
-		}
 		/* A racing create with the same session key: wait for it to finish, then
 		 * answer with its sandbox (or create afresh if it failed and vanished). */
 		if (cur->busy == SBX_CREATING || cur->busy == SBX_DELETING) {
@@ -244,35 +219,98 @@ int registry_claim(struct sandbox *sb, bool dedupe, struct sandbox **existing)
 		}
 		sandbox_ref(cur);
 		*existing = cur;
-		registry_unlock();
 		return 1;
 	}
-	int slot = lowest_free_slot();
-	if (slot < 0) {
+	return -EAGAIN;
+}
+
+int registry_claim(struct sandbox *sb, bool dedupe, struct sandbox **existing)
+{
+	*existing = NULL;
+	int slot = -1;
+	for (;;) {
+		registry_lock();
+		int r = find_existing_locked(sb->id, dedupe, existing);
+		if (r == -EAGAIN && slot >= 0) {
+			sb->slot = slot;
+			sb->uid_base = registry_uid_base(slot);
+			sb->busy = SBX_CREATING;
+			r = publish_locked(sb);
+			registry_unlock();
+			if (r < 0) {
+				uidrange_release(sb->id, slot);
+				sb->slot = -1;
+			}
+			return r;
+		}
 		registry_unlock();
-		return -ENOSPC;
+		if (r != -EAGAIN) {
+			/* Someone else published the id while we reserved. */
+			if (slot >= 0)
+				uidrange_release(sb->id, slot);
+			return r;
+		}
+		/* Reserved with the registry lock released: it may wait on another celld. */
+		struct cell_error err = {0};
+		r = uidrange_reserve(sb->id, &slot, &err);
+		if (r < 0) {
+			if (r != -ENOSPC)
+				log_error("sandbox %s: reserving a uid range: %s", sb->id, err.msg);
+			return r;
+		}
 	}
-	sb->slot = slot;
-	sb->uid_base = registry_uid_base(slot);
-	sb->busy = SBX_CREATING;
-	int r = publish_locked(sb);
+}
+
+/* The range could not be re-reserved: the sandbox must not run in a range that someone
+ * else may hold, so its processes go and it stays listed as Failed (its files remain until
+ * it is deleted). sb is not yet published. */
+static void fail_unreserved(struct sandbox *sb, const char *why)
+{
+	struct cell_error err = {0};
+	if (sb->pid > 0 || sb->pidfd >= 0 || sb->state == SBX_RUNNING || sb->state == SBX_PAUSED) {
+		if (cell_teardown(sb->pid, sb->pidfd, sb->starttime, celld.cgroup, sb->cgroup_rel,
+				  &err) < 0)
+			log_error("sandbox %s: stopping it: %s", sb->id, err.msg);
+	}
+	if (sb->pidfd >= 0)
+		close(sb->pidfd);
+	sb->pidfd = -1;
+	sb->pid = 0;
+	sb->starttime = 0;
+	char reason[CELL_ERROR_MSG_MAX + 64];
+	snprintf(reason, sizeof(reason), "uid range not reserved: %s", why);
+	registry_lock();
+	sandbox_set_state_locked(sb, SBX_FAILED, reason);
 	registry_unlock();
-	return r;
 }
 
 int registry_adopt(struct sandbox *sb, struct cell_error *err)
 {
+	if (sb->slot < 0 || (unsigned)sb->slot >= CELLD_SLOTS)
+		return cell_err(err, EINVAL, "uid slot %d of sandbox %s is invalid", sb->slot,
+				sb->id);
 	registry_lock();
-	int r = 0;
-	if (sb->slot < 0 || (unsigned)sb->slot >= CELLD_SLOTS || slot_taken(sb->slot))
-		r = cell_err(err, EEXIST, "uid slot %d of sandbox %s is invalid or in use",
-			     sb->slot, sb->id);
-	else if (find_locked(sb->id))
-		r = cell_err(err, EEXIST, "sandbox %s is already known", sb->id);
-	else if ((r = publish_locked(sb)) < 0)
-		cell_err(err, -r, "adopting %s", sb->id);
+	bool known = find_locked(sb->id) != NULL;
 	registry_unlock();
-	return r;
+	if (known)
+		return cell_err(err, EEXIST, "sandbox %s is already known", sb->id);
+	struct cell_error rerr = {0};
+	int ar = uidrange_adopt(sb->id, sb->slot, &rerr);
+	if (ar == -EALREADY)
+		return celld_fail(err, EALREADY, "%s", rerr.msg);
+	if (ar < 0) {
+		log_error("sandbox %s: %s; marking it Failed rather than sharing the range", sb->id,
+			  rerr.msg);
+		fail_unreserved(sb, rerr.msg);
+	}
+	registry_lock();
+	int r = find_locked(sb->id) ? -EEXIST : publish_locked(sb);
+	registry_unlock();
+	if (r < 0) {
+		uidrange_release(sb->id, sb->slot);
+		return cell_err(err, -r, "adopting %s", sb->id);
+	}
+	return 0;
 }
 
 void registry_remove_locked(struct sandbox *sb)
@@ -282,7 +320,8 @@ void registry_remove_locked(struct sandbox *sb)
 			continue;
 		memmove(table + i, table + i + 1, (n_table - i - 1) * sizeof(*table));
 		n_table--;
-		slot_set(sb->slot, false);
+		/* Its state dir is gone: the range is free for any celld again. */
+		uidrange_release(sb->id, sb->slot);
 		sb->in_table = false;
 		sandbox_unref(sb);
 		return;

@@ -1373,6 +1373,111 @@ static void image_prepare(void)
 	close(lock);
 }
 
+/* ---- the default image (h_main_image(s, "default")) ---- */
+
+#define DEFAULT_BUILD_TIMEOUT_S 1800 /* debootstrap + apt from a slow mirror */
+
+/* `build-image default DIR --check`: 0 when DIR/default is current (same recipe, suite and
+ * package list as rootfs/default.packages). */
+static bool default_image_current(const char *script)
+{
+	char *const argv[] = {(char *)script, "default", H.images, "--check", NULL};
+	struct h_proc p;
+	h_run(argv, NULL, 60, &p);
+	bool ok = p.status == 0;
+	h_proc_free(&p);
+	return ok;
+}
+
+/* Run the build with its output in log (a minute or more of apt; shown on failure). On
+ * timeout the build gets SIGTERM first: its trap removes the partial image dir. */
+static int default_image_build(const char *script, const char *log)
+{
+	int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		die("%s: %s", log, strerror(errno));
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		setpgid(0, 0);
+		int devnull = open("/dev/null", O_RDONLY);
+		dup2(devnull, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		close_range(3, ~0u, 0);
+		char *const argv[] = {(char *)script, "default", H.images, "--if-changed", NULL};
+		execv(script, argv);
+		fprintf(stderr, "exec %s: %s\n", script, strerror(errno));
+		_exit(127);
+	}
+	close(fd);
+	int status = 0;
+	int64_t deadline = now_ms() + DEFAULT_BUILD_TIMEOUT_S * 1000LL;
+	bool termed = false;
+	while (waitpid(pid, &status, WNOHANG) != pid) {
+		if (now_ms() > deadline && !termed) {
+			hlog("the default image build ran %d s: stopping it",
+			     DEFAULT_BUILD_TIMEOUT_S);
+			kill(-pid, SIGTERM);
+			termed = true;
+			deadline = now_ms() + 60000;
+		} else if (now_ms() > deadline) {
+			kill(-pid, SIGKILL);
+		}
+		h_sleep_ms(200);
+	}
+	kill(-pid, SIGKILL); /* anything of the build's group left behind */
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The default image in CELL_TEST_DEFAULT_IMAGES (else <bin>/tests/images-cache), built
+ * there by rootfs/build-image when missing or stale and otherwise reused across runs:
+ * a build takes minutes. */
+static void default_image_prepare(void)
+{
+	const char *env = getenv("CELL_TEST_DEFAULT_IMAGES");
+	char dir[H_PATH];
+	if (env && *env)
+		snprintf(dir, sizeof(dir), "%s", env);
+	else
+		snprintf(dir, sizeof(dir), "%.400s/tests/images-cache", H.bin);
+	struct cell_error err = {0};
+	if (cell_mkdir_p(dir, 0755, &err) < 0)
+		die("%s", err.msg);
+	canon(dir, H.images, sizeof(H.images));
+	char *script = h_fmt("%s/rootfs/build-image", H.src);
+	if (default_image_current(script)) {
+		hlog("reusing the default image in %s", H.images);
+		free(script);
+		return;
+	}
+	/* Concurrent suites (or runs) sharing the dir: one builds, the others wait. */
+	char *lockp = h_fmt("%s/.cell-test.lock", H.images);
+	int lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX) < 0)
+		die("locking %s: %s", lockp, strerror(errno));
+	if (!default_image_current(script)) {
+		char *log = h_fmt("%s/.default-build.log", H.images);
+		hlog("building the default image into %s (a few minutes; log: %s)", H.images, log);
+		int64_t t0 = now_ms();
+		int rc = default_image_build(script, log);
+		if (rc != 0) {
+			char *text = h_read_file(log);
+			size_t n = text ? strlen(text) : 0;
+			die("%s default %s failed (%d); last lines of %s:\n%s", script, H.images,
+			    rc, log, text ? text + (n > 6000 ? n - 6000 : 0) : "");
+		}
+		hlog("built the default image in %lld s", (long long)(now_ms() - t0) / 1000);
+		free(log);
+	}
+	close(lock);
+	free(lockp);
+	if (!default_image_current(script))
+		die("no current default image in %s after building it", H.images);
+	free(script);
+}
+
 /* Delete every sandbox celld knows, then stop it. */
 static void delete_all_sandboxes(void)
 {
@@ -1569,7 +1674,7 @@ static void guardian_done(void)
 	close(guardian_fd);
 }
 
-int h_main(Suite *s)
+static int world_run(Suite *s, const char *image)
 {
 	if (geteuid() != 0) {
 		fprintf(stderr, "integration tests start celld: run them as root\n");
@@ -1585,7 +1690,10 @@ int h_main(Suite *s)
 		die("mmap: %s", strerror(errno));
 	world_init();
 	guardian_start();
-	image_prepare();
+	if (!strcmp(image, "default"))
+		default_image_prepare();
+	else
+		image_prepare();
 	char why[8192];
 	int failed;
 	if (celld_spawn(why, sizeof(why)) < 0) {
@@ -1602,4 +1710,18 @@ int h_main(Suite *s)
 	if (leaks)
 		hlog("%d leak(s) of this suite's celld found and removed (see LEAK lines)", leaks);
 	return failed || leaks ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+int h_main(Suite *s)
+{
+	return world_run(s, "busybox");
+}
+
+int h_main_image(Suite *s, const char *image)
+{
+	if (strcmp(image, "busybox") && strcmp(image, "default")) {
+		fprintf(stderr, "harness: no test image '%s' (busybox, default)\n", image);
+		return EXIT_FAILURE;
+	}
+	return world_run(s, image);
 }

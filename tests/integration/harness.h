@@ -3,9 +3,10 @@
  *   T/state  T/cell.sock  T/key  T/celld.log  (and T/images unless the run shares one)
  *
  * h_main() builds the busybox image (once per run when CELL_TEST_IMAGES names a shared
- * dir), starts `celld --state-dir T/state --images ... --socket T/cell.sock --listen
- * 127.0.0.1:<free port> --api-key-file T/key --init <bin>/cell-init`, runs the suite, then
- * deletes every sandbox, stops celld, checks that nothing under T leaked and removes T.
+ * dir); h_main_image(s, "default") uses the default image instead (see below). Then it starts
+ * `celld --state-dir T/state --images ... --socket T/cell.sock --listen 127.0.0.1:<free port>
+ * --api-key-file T/key --init <bin>/cell-init`, runs the suite, then deletes every sandbox, stops
+ * celld, checks that nothing under T leaked and removes T.
  *
  * Tests run in forked children (Check's default). Every TCase made with h_tcase() gets a
  * teardown that runs in the parent, so it runs even when the test failed or crashed: it
@@ -16,7 +17,10 @@
  * Environment: CELL_TEST_BIN (dir of celld, cell, cell-init; default ./build),
  * CELL_TEST_SRC (source tree; default .), CELL_TEST_IMAGES (shared images dir),
  * CELL_TEST_LEDGER (file to which T is appended, for tools/leakcheck), CELL_TEST_TMP
- * (parent of T; default /tmp), CELL_TEST_KEEP=1 (keep T after the run, for debugging). */
+ * (parent of T; default /tmp), CELL_TEST_KEEP=1 (keep T after the run, for debugging),
+ * CELL_TEST_DEFAULT_IMAGES (images dir of the default image, for h_main_image(s,
+ * "default"); default <bin>/tests/images-cache: the image is built there by
+ * rootfs/build-image when missing or stale, a few minutes, and reused by later runs). */
 #pragma once
 
 #include <check.h>
@@ -45,6 +49,10 @@ extern struct h_world H;
 
 /* Run the suite inside a fresh world; returns the process exit status. */
 int h_main(Suite *s);
+/* Same with celld's images dir holding image ("busybox": h_main; "default": the Debian
+ * image of rootfs/default.packages, from CELL_TEST_DEFAULT_IMAGES, which is then the only
+ * image of that world). */
+int h_main_image(Suite *s, const char *image);
 /* A TCase with the harness's per-test cleanup and a generous hang guard (seconds). */
 TCase *h_tcase(Suite *s, const char *name, int timeout_s);
 
@@ -137,9 +145,9 @@ char *h_sh(const char *id, const char *cmd);
 /* Run cmd and return its exit code (-1 without an end event). */
 int h_sh_code(const char *id, const char *cmd);
 
-/* Prefix for commands that use `nohup`: Debian's busybox-static has no nohup applet, so
- * the busybox image gets a shell function doing what nohup does (ignore SIGHUP, exec). */
-#define H_NOHUP "command -v nohup >/dev/null || nohup() { trap '' HUP; exec \"$@\"; }; "
+/* Formerly a prefix defining a nohup function for the busybox image; the image now has a
+ * /bin/nohup (rootfs/build-image), so this is empty and kept only for older callers. */
+#define H_NOHUP ""
 
 /* Shell function `fetch PORT PATH`: prints the body served on 127.0.0.1:PORT/PATH inside
  * the sandbox. wget of Debian's busybox-static segfaults (on the host too), so nc with a

@@ -1,0 +1,376 @@
+/* The `default` image (Debian + the tools of rootfs/default.packages), as agents and CI use
+ * it: a server started with nohup keeps serving across execs, every listed tool runs, root
+ * inside changes image files without touching the image, apt and dpkg work offline, and
+ * `cell run --rm --image default -v DIR:/src -w /src -- make test` is a CI job.
+ *
+ * The image takes minutes to build; the harness reuses it across runs (see
+ * CELL_TEST_DEFAULT_IMAGES in harness.h). It is the only image of this suite's world. */
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cell/id.h"
+#include "harness.h"
+
+#define CLI_MAX_ARGS 32
+
+/* Run `cell --socket T/cell.sock ARGS...` (NULL-terminated), with a hang guard. */
+static int cell(struct h_proc *p, ...)
+{
+	char *argv[CLI_MAX_ARGS];
+	int n = 0;
+	argv[n++] = h_fmt("%s/cell", H.bin);
+	argv[n++] = "--socket";
+	argv[n++] = H.socket;
+	va_list ap;
+	va_start(ap, p);
+	const char *a;
+	while ((a = va_arg(ap, const char *)) && n < CLI_MAX_ARGS - 1)
+		argv[n++] = (char *)a;
+	va_end(ap);
+	argv[n] = NULL;
+	h_run(argv, NULL, 300, p);
+	free(argv[0]);
+	return p->status;
+}
+
+static char *trim(char *s)
+{
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
+		s[--n] = '\0';
+	return s;
+}
+
+static int sandbox_count(void)
+{
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", "/v1/sandboxes?pageSize=1000", NULL, &r), 200);
+	int n = (int)json_array_size(json_object_get(r.json, "items"));
+	h_resp_free(&r);
+	return n;
+}
+
+/* Poll until the server answers (python takes a moment to bind). */
+#define WAIT_HTTP(port, file)                                                                      \
+	"for i in $(seq 150); do curl -sf -o /dev/null http://127.0.0.1:" port "/" file            \
+	" && exit 0; sleep 0.1; done; exit 1"
+
+/* The issue's example, literally: one exec starts a server in the background and returns;
+ * a later exec fetches from it. */
+START_TEST(nohup_http_server_serves_later_execs)
+{
+	char *id = h_create("default", NULL);
+	char rnd[CELL_ID_RANDOM_LEN + 1];
+	ck_assert_int_eq(cell_id_random(rnd), 0);
+	char *content = h_fmt("served-by-python-%s\n", rnd);
+	char *write = h_fmt("printf '%%s' '%s' > /workspace/hello.txt", content);
+	free(h_sh(id, write));
+
+	struct h_exec_opts o = {.max_seconds = 60};
+	struct h_exec r;
+	h_exec(id, "nohup python3 -m http.server 8000 --directory /workspace >/dev/null 2>&1 &", &o,
+	       &r);
+	ck_assert_msg(r.status == 200 && r.complete && r.exit_code == 0,
+		      "starting the server: HTTP %ld, exit %d, stderr %s", r.status, r.exit_code,
+		      r.err);
+	h_exec_free(&r);
+
+	free(h_sh(id, WAIT_HTTP("8000", "hello.txt")));
+	char *out = h_sh(id, "curl -s http://127.0.0.1:8000/hello.txt");
+	ck_assert_str_eq(out, content);
+	free(out);
+	/* Still the same server, still serving, one more exec later. */
+	out = h_sh(id, "pgrep -x -f 'python3 -m http.server 8000 --directory /workspace' | wc -l");
+	ck_assert_str_eq(out, "1\n");
+	free(out);
+	out = h_sh(id, "curl -s http://127.0.0.1:8000/hello.txt");
+	ck_assert_str_eq(out, content);
+	free(out);
+	free(write);
+	free(content);
+	free(id);
+}
+END_TEST
+
+/* The README tour through the CLI: create, exec a background server, exec curl, rm. */
+START_TEST(cli_tour_background_server)
+{
+	struct h_proc p;
+	cell(&p, "create", "--image", "default", NULL);
+	ck_assert_msg(p.status == 0, "cell create: exit %d: %s", p.status, p.err);
+	char *id = strdup(trim(p.out));
+	h_track_sandbox(id);
+	h_proc_free(&p);
+
+	cell(&p, "exec", id, "--", "sh", "-c",
+	     "echo kept > /workspace/note; "
+	     "nohup python3 -m http.server 8000 >/dev/null 2>&1 &",
+	     NULL);
+	ck_assert_msg(p.status == 0, "cell exec (server): exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	cell(&p, "exec", id, "--", "cat", "/workspace/note", NULL);
+	ck_assert_str_eq(p.out, "kept\n");
+	h_proc_free(&p);
+	cell(&p, "exec", id, "--", "sh", "-c", WAIT_HTTP("8000", "note"), NULL);
+	ck_assert_msg(p.status == 0, "the server never answered: %s", p.err);
+	h_proc_free(&p);
+	cell(&p, "exec", id, "--", "curl", "-s", "localhost:8000/note", NULL);
+	ck_assert_msg(p.status == 0, "cell exec curl: exit %d: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, "kept\n");
+	h_proc_free(&p);
+	cell(&p, "rm", id, NULL);
+	ck_assert_msg(p.status == 0, "cell rm: exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	free(id);
+}
+END_TEST
+
+/* Every tool of default.packages runs. Each command prints something exact. */
+static const struct {
+	const char *name;
+	const char *cmd;
+	const char *want; /* the start of stdout */
+} tools[] = {
+    {"bash", "bash --version | head -n 1", "GNU bash, version 5."},
+    {"coreutils", "printf abc | sha256sum | cut -c1-16", "ba7816bf8f01cfea"},
+    {"python3", "python3 -c 'print(6*7)'", "42\n"},
+    {"venv", "python3 -m venv /tmp/v && /tmp/v/bin/python -V", "Python 3."},
+    {"pip", "python3 -m pip --version", "pip "},
+    {"venv-pip", "python3 -m venv /tmp/v && /tmp/v/bin/pip --version", "pip "},
+    {"node", "node -e 'console.log(6*7)'", "42\n"},
+    {"npm",
+     "v=$(npm --version) && echo \"$v\" | grep -qE '^[0-9]+[.][0-9]+[.][0-9]+$' && echo npm-ok",
+     "npm-ok\n"},
+    {"git",
+     "cd /tmp && git init -q repo && cd repo && git config user.email ci@example.invalid && "
+     "git config user.name ci && echo hi > f && git add f && git commit -q -m first && "
+     "git log --format=%s",
+     "first\n"},
+    {"jq", "echo '{\"a\":[1,2,3]}' | jq -c '{sum: (.a | add)}'", "{\"sum\":6}\n"},
+    {"make", "make --version | head -n 1", "GNU Make 4."},
+    {"curl", "curl --version | head -n 1", "curl "},
+    {"wget", "wget --version | head -n 1", "GNU Wget "},
+    {"vim-tiny",
+     "printf 'a\\n' > /tmp/x && vim.tiny -Nu NONE -es -c '%s/a/b/' -c wq /tmp/x; cat /tmp/x",
+     "b\n"},
+    {"unzip",
+     "cd /tmp && python3 -c \"import zipfile; z = zipfile.ZipFile('t.zip', 'w'); "
+     "z.writestr('in/z.txt', 'zipped\\n'); z.close()\" && unzip -q t.zip && cat in/z.txt",
+     "zipped\n"},
+    {"tar", "cd /tmp && mkdir t && echo tarred > t/f && tar czf t.tgz t && tar xzOf t.tgz t/f",
+     "tarred\n"},
+    {"ssh", "ssh -V 2>&1", "OpenSSH_"},
+    {"ca-certificates",
+     "grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt | "
+     "awk '$1 > 50 { print \"ca-ok\" }'",
+     "ca-ok\n"},
+    /* procps: PID 1 is cell-init, and the command is one of few processes */
+    {"ps", "ps aux | awk '$2 == 1 { print $11 }'", "cell-init\n"},
+    /* iproute2: the sandbox's network namespace has loopback only */
+    {"ip", "ip addr | grep -E '^[0-9]+:' | cut -d: -f2 | tr -d ' '", "lo\n"},
+};
+
+START_TEST(tool_runs)
+{
+	char *id = h_create("default", NULL);
+	struct h_exec_opts o = {.max_seconds = 120};
+	struct h_exec r;
+	h_exec(id, tools[_i].cmd, &o, &r);
+	ck_assert_msg(r.status == 200 && r.complete && r.exit_code == 0,
+		      "%s: `%s`: HTTP %ld, exit %d\nstdout: %s\nstderr: %s", tools[_i].name,
+		      tools[_i].cmd, r.status, r.exit_code, r.out, r.err);
+	ck_assert_msg(!strncmp(r.out, tools[_i].want, strlen(tools[_i].want)),
+		      "%s: `%s` printed '%s', want it to start with '%s' (stderr %s)",
+		      tools[_i].name, tools[_i].cmd, r.out, tools[_i].want, r.err);
+	h_exec_free(&r);
+	free(id);
+}
+END_TEST
+
+/* Root inside modifies files of the image: the change is the sandbox's own (overlay
+ * copy-up); the image on the host and every other sandbox still see the original. */
+START_TEST(root_modifies_image_files)
+{
+	static const char *const files[] = {"/etc/motd", "/usr/share/base-files/motd"};
+	char *before[2];
+	for (int i = 0; i < 2; i++) {
+		char *host = h_fmt("%s/default/rootfs%s", H.images, files[i]);
+		before[i] = h_read_file(host);
+		ck_assert_msg(before[i], "%s missing in the image", host);
+		free(host);
+	}
+	char *id = h_create("default", NULL);
+	char *out = h_sh(id, "echo cell-copy-up >> /etc/motd && tail -n 1 /etc/motd && "
+			     "echo cell-copy-up-usr >> /usr/share/base-files/motd && "
+			     "tail -n 1 /usr/share/base-files/motd && "
+			     "rm /usr/share/base-files/info.dir && "
+			     "test ! -e /usr/share/base-files/info.dir && "
+			     "chmod 0600 /etc/motd && stat -c '%u %a' /etc/motd");
+	ck_assert_str_eq(out, "cell-copy-up\ncell-copy-up-usr\n0 600\n");
+	free(out);
+	/* persists in this sandbox */
+	out = h_sh(id, "tail -n 1 /etc/motd");
+	ck_assert_str_eq(out, "cell-copy-up\n");
+	free(out);
+
+	for (int i = 0; i < 2; i++) {
+		char *host = h_fmt("%s/default/rootfs%s", H.images, files[i]);
+		char *now = h_read_file(host);
+		ck_assert_msg(now && !strcmp(now, before[i]), "the image's %s changed", host);
+		struct stat st;
+		ck_assert_int_eq(stat(host, &st), 0);
+		ck_assert_msg((st.st_mode & 07777) == 0644 && st.st_uid == 0,
+			      "the image's %s: mode %o uid %u", host, st.st_mode & 07777,
+			      (unsigned)st.st_uid);
+		free(now);
+		free(host);
+	}
+	char *info = h_fmt("%s/default/rootfs/usr/share/base-files/info.dir", H.images);
+	ck_assert_msg(access(info, F_OK) == 0, "a sandbox deleted %s from the image", info);
+	free(info);
+
+	char *other = h_create("default", NULL);
+	out = h_sh(other, "cat /etc/motd; test -e /usr/share/base-files/info.dir && echo present");
+	char *want = h_fmt("%spresent\n", before[0]);
+	ck_assert_str_eq(out, want);
+	free(want);
+	free(out);
+	free(other);
+	free(id);
+	free(before[0]);
+	free(before[1]);
+}
+END_TEST
+
+/* The package tools work without network: the image carries dpkg's database (apt's lists
+ * are removed at build time, so only `apt-get update` wants the network, and it gives up
+ * rather than hang). */
+START_TEST(dpkg_and_apt_offline)
+{
+	char *id = h_create("default", NULL);
+	char *out = h_sh(id, "dpkg -l | grep -c '^ii'");
+	ck_assert_msg(atoi(out) > 100, "dpkg -l lists %s packages", out);
+	free(out);
+	out = h_sh(id, "dpkg -l bash git nodejs python3 | grep '^ii' | awk '{print $2}'");
+	ck_assert_str_eq(out, "bash\ngit\nnodejs\npython3\n");
+	free(out);
+	out = h_sh(id, "dpkg -s bash");
+	ck_assert_msg(strstr(out, "Package: bash\n") &&
+			  strstr(out, "Status: install ok installed\n"),
+		      "dpkg -s bash: %s", out);
+	free(out);
+	free(h_sh(id, "apt-get check -q"));
+	out = h_sh(id, "apt-cache policy bash | sed -n 2p");
+	ck_assert_msg(strstr(out, "Installed: "), "apt-cache policy bash: %s", out);
+	free(out);
+	out = h_sh(id, "apt-get install -y jq 2>&1");
+	ck_assert_msg(strstr(out, "jq is already the newest version"), "apt-get install jq: %s",
+		      out);
+	free(out);
+
+	/* Root changes the package database: remove a package for real. */
+	struct h_exec_opts o = {.max_seconds = 120};
+	struct h_exec r;
+	h_exec(id, "DEBIAN_FRONTEND=noninteractive apt-get remove -y -q vim-tiny", &o, &r);
+	ck_assert_msg(r.complete && r.exit_code == 0, "apt-get remove vim-tiny: exit %d\n%s%s",
+		      r.exit_code, r.out, r.err);
+	h_exec_free(&r);
+	out = h_sh(id, "dpkg-query -W -f '${Status}\\n' vim-tiny; command -v vim.tiny || "
+		       "echo gone");
+	ck_assert_str_eq(out, "deinstall ok config-files\ngone\n");
+	free(out);
+	char *img = h_fmt("%s/default/rootfs/usr/bin/vim.tiny", H.images);
+	ck_assert_msg(access(img, X_OK) == 0, "removing a package in a sandbox removed %s", img);
+	free(img);
+
+	/* No network: `apt-get update` fails to fetch, but ends. */
+	o.max_seconds = 150;
+	h_exec(id, "timeout 120 apt-get update -q 2>&1", &o, &r);
+	ck_assert_msg(r.complete || r.errored, "apt-get update: no end (HTTP %ld)", r.status);
+	ck_assert_msg(r.exit_code != 124, "apt-get update hung offline:\n%s", r.out);
+	h_exec_free(&r);
+	free(id);
+}
+END_TEST
+
+/* `make test` in a throwaway sandbox with the checkout bind-mounted: output and exit code
+ * are the job's, and what it writes lands in the checkout. */
+static char *ci_dir(const char *makefile)
+{
+	char rnd[CELL_ID_RANDOM_LEN + 1];
+	ck_assert_int_eq(cell_id_random(rnd), 0);
+	char *dir = h_fmt("%s/ci-%s", H.dir, rnd);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	char *mk = h_fmt("%s/Makefile", dir);
+	h_write_file(mk, makefile, 0644);
+	free(mk);
+	return dir;
+}
+
+START_TEST(cli_run_make_test)
+{
+	int before = sandbox_count();
+	char *dir = ci_dir("test:\n"
+			   "\t@echo \"testing in $$(pwd) as uid $$(id -u)\"\n"
+			   "\t@python3 -c 'print(\"tests passed:\", 6 * 7)'\n"
+			   "\t@echo built > result.txt\n");
+	char *vol = h_fmt("%s:/src", dir);
+	struct h_proc p;
+	cell(&p, "run", "--rm", "--image", "default", "-v", vol, "-w", "/src", "--", "make", "test",
+	     NULL);
+	ck_assert_msg(p.status == 0, "make test: exit %d\nstdout: %s\nstderr: %s", p.status, p.out,
+		      p.err);
+	ck_assert_str_eq(p.out, "testing in /src as uid 0\ntests passed: 42\n");
+	h_proc_free(&p);
+	char *result = h_fmt("%s/result.txt", dir);
+	char *got = h_read_file(result);
+	ck_assert_msg(got && !strcmp(got, "built\n"), "%s: %s", result, got);
+	struct stat st;
+	ck_assert_int_eq(stat(result, &st), 0);
+	ck_assert_uint_eq(st.st_uid, 0);
+	free(got);
+	free(result);
+	free(vol);
+	free(dir);
+
+	/* A failing job: make's own exit code (2) comes back, with the recipe's output. */
+	dir = ci_dir("test:\n"
+		     "\t@echo running the failing test\n"
+		     "\t@exit 3\n");
+	vol = h_fmt("%s:/src", dir);
+	cell(&p, "run", "--rm", "--image", "default", "-v", vol, "-w", "/src", "--", "make", "test",
+	     NULL);
+	ck_assert_msg(p.status == 2, "failing make test: exit %d\nstdout: %s\nstderr: %s", p.status,
+		      p.out, p.err);
+	ck_assert_str_eq(p.out, "running the failing test\n");
+	ck_assert_msg(strstr(p.err, "Error 3"), "stderr: %s", p.err);
+	h_proc_free(&p);
+	free(vol);
+	free(dir);
+	ck_assert_int_eq(sandbox_count(), before);
+}
+END_TEST
+
+static Suite *default_suite(void)
+{
+	Suite *s = suite_create("default-image");
+	tcase_add_test(h_tcase(s, "nohup_http_server_serves_later_execs", 180),
+		       nohup_http_server_serves_later_execs);
+	tcase_add_test(h_tcase(s, "cli_tour_background_server", 180), cli_tour_background_server);
+	tcase_add_loop_test(h_tcase(s, "tool_runs", 180), tool_runs, 0,
+			    (int)(sizeof(tools) / sizeof(tools[0])));
+	tcase_add_test(h_tcase(s, "root_modifies_image_files", 180), root_modifies_image_files);
+	tcase_add_test(h_tcase(s, "dpkg_and_apt_offline", 300), dpkg_and_apt_offline);
+	tcase_add_test(h_tcase(s, "cli_run_make_test", 300), cli_run_make_test);
+	return s;
+}
+
+int main(void)
+{
+	return h_main_image(default_suite(), "default");
+}
