@@ -262,6 +262,7 @@ static int load_key(const char *key_file, struct cell_error *err)
 		log_warn("API key file %s is readable by others (mode %o)", key_file,
 			 st.st_mode & 0777);
 	celld.api_key = text;
+	log_info("TCP API key: the one stored in %s (header OPEN-SANDBOX-API-KEY)", key_file);
 	return 0;
 }
 
