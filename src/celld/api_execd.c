@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
@@ -106,50 +107,44 @@ static int respond_events(struct http_req *r, char *text, size_t len)
 	return http_respond(r, 200, resp);
 }
 
-/* A growable byte buffer of events not yet handed to the client. */
-struct outbuf {
-	char *data;
-	size_t len, off;
-};
-
-/* Takes ev. The length is read through a pointer because the builders fill it while the
- * arguments of this very call are evaluated (in unspecified order). */
-static int out_add(struct outbuf *b, char *ev, const size_t *lenp)
+/* Takes ev (an event from the sse builders, or NULL after a failed allocation). The
+ * length is read through a pointer because the builders fill it while the arguments of
+ * this very call are evaluated (in unspecified order). */
+static int out_add(struct sse_buf *b, char *ev, const size_t *lenp)
 {
 	if (!ev)
 		return 0;
-	size_t len = *lenp;
-	char *nd = realloc(b->data, b->len + len);
-	if (!nd) {
-		free(ev);
-		return -ENOMEM;
-	}
-	memcpy(nd + b->len, ev, len);
-	b->data = nd;
-	b->len += len;
+	int r = sse_buf_add(b, ev, *lenp);
 	free(ev);
-	return 0;
+	return r;
 }
 
 /* init refused to start it: the stream still tells the story (init, stderr, error), with
  * the exit code a shell would give (127 not found, 126 otherwise). */
 static int respond_refused(struct http_req *r, struct command *c, const struct relay_error *e)
 {
-	struct outbuf b = {0};
+	struct sse_buf b = {0};
 	size_t len = 0;
 	char line[300];
 	snprintf(line, sizeof(line), "%s\n", e->message);
 	struct sse_utf8 u = {0};
-	char *ev = NULL;
 	int code = e->errnum == ENOENT ? 127 : 126;
 	out_add(&b, sse_init(command_id(c), &len), &len);
-	if (sse_output("stderr", &u, (const uint8_t *)line, strlen(line), true, &ev, &len) == 0)
-		out_add(&b, ev, &len);
+	sse_output_add(&b, "stderr", &u, (const uint8_t *)line, strlen(line), true);
 	out_add(&b, sse_error(code, e->message, &len), &len);
 	if (!b.data)
 		return http_error(r, 500, "INTERNAL", "out of memory");
 	return respond_events(r, b.data, b.len);
 }
+
+/* Output is read ahead from the relay while it is there at once, up to this much
+ * unsent: the client gets large pieces, and a slow client still slows the command. */
+#define STREAM_READAHEAD (256u << 10)
+/* A stream that has carried this much is a bulk transfer: its client socket gets a
+ * larger send buffer (fewer wakeups of both ends per megabyte). Small outputs never pay
+ * for the extra system call. */
+#define STREAM_BULK   (256u << 10)
+#define STREAM_SNDBUF (1 << 20)
 
 /* A foreground command streamed as events, read from the relay by MHD's connection
  * thread as the client takes them (so a slow client slows the command, not celld). */
@@ -157,10 +152,13 @@ struct exec_stream {
 	struct sandbox *sb;
 	struct command *cmd;
 	int fd; /* relay; -1 once closed */
-	struct outbuf out;
+	struct relay_reader rd;
+	struct sse_buf out;
 	bool done;
 	int64_t next_ping, t0;
 	struct sse_utf8 u_out, u_err;
+	int client_fd;	 /* the HTTP connection's socket, -1 if unknown */
+	uint64_t output; /* bytes of output carried so far */
 };
 
 static void stream_close_relay(struct exec_stream *s)
@@ -170,15 +168,6 @@ static void stream_close_relay(struct exec_stream *s)
 	command_set_relay(s->cmd, -1);
 	close(s->fd);
 	s->fd = -1;
-}
-
-static int stream_output(struct exec_stream *s, const char *type, struct sse_utf8 *u,
-			 const uint8_t *data, size_t n, bool final)
-{
-	char *ev;
-	size_t len;
-	int r = sse_output(type, u, data, n, final, &ev, &len);
-	return r < 0 ? r : out_add(&s->out, ev, &len);
 }
 
 static void stream_fail(struct exec_stream *s, const char *msg)
@@ -195,8 +184,8 @@ static void stream_fail(struct exec_stream *s, const char *msg)
 static void stream_exit(struct exec_stream *s, const struct relay_exit *ex)
 {
 	size_t len;
-	stream_output(s, "stdout", &s->u_out, NULL, 0, true);
-	stream_output(s, "stderr", &s->u_err, NULL, 0, true);
+	sse_output_add(&s->out, "stdout", &s->u_out, NULL, 0, true);
+	sse_output_add(&s->out, "stderr", &s->u_err, NULL, 0, true);
 	int code = relay_exit_code(ex);
 	if (code == 0) {
 		int64_t ms = ex->duration_ms ? ex->duration_ms : celld_now_ms() - s->t0;
@@ -208,6 +197,33 @@ static void stream_exit(struct exec_stream *s, const struct relay_exit *ex)
 	}
 	stream_close_relay(s);
 	s->done = true;
+}
+
+/* Read and turn into events one frame; the relay has data. */
+static void stream_frame(struct exec_stream *s)
+{
+	struct cell_error err = {0};
+	struct relay_event ev;
+	if (relay_exec_read(s->fd, &s->rd, &ev, &err) < 0) {
+		stream_fail(s, err.msg);
+		return;
+	}
+	command_apply(s->cmd, &ev);
+	if (ev.kind == RELAY_EV_EXIT) {
+		stream_exit(s, &ev.exit);
+		return;
+	}
+	bool out = ev.kind == RELAY_EV_STDOUT;
+	if (sse_output_add(&s->out, out ? "stdout" : "stderr", out ? &s->u_out : &s->u_err,
+			   ev.frame.payload, ev.frame.len, false) < 0) {
+		stream_fail(s, "out of memory");
+		return;
+	}
+	if (s->output < STREAM_BULK && (s->output += ev.frame.len) >= STREAM_BULK &&
+	    s->client_fd >= 0) {
+		int size = STREAM_SNDBUF;
+		setsockopt(s->client_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	}
 }
 
 /* Produce the next event(s) into s->out: output, the end, or a ping when it is due. */
@@ -223,22 +239,14 @@ static void stream_step(struct exec_stream *s)
 	int w = relay_wait(s->fd, (int)wait);
 	if (w == 0)
 		return;
-	struct cell_error err = {0};
-	struct relay_event ev;
-	if (w < 0 || relay_exec_next(s->fd, &ev, &err) < 0) {
-		stream_fail(s, w < 0 ? strerror(-w) : err.msg);
+	if (w < 0) {
+		stream_fail(s, strerror(-w));
 		return;
 	}
-	command_apply(s->cmd, &ev);
-	if (ev.kind == RELAY_EV_EXIT) {
-		stream_exit(s, &ev.exit);
-	} else {
-		bool out = ev.kind == RELAY_EV_STDOUT;
-		if (stream_output(s, out ? "stdout" : "stderr", out ? &s->u_out : &s->u_err,
-				  ev.frame.payload, ev.frame.len, false) < 0)
-			stream_fail(s, "out of memory");
-	}
-	cell_frame_free(&ev.frame);
+	stream_frame(s);
+	/* More frames already waiting go into the same piece for the client. */
+	while (!s->done && s->out.len - s->out.off < STREAM_READAHEAD && relay_wait(s->fd, 0) == 1)
+		stream_frame(s);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -254,8 +262,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 			s->out.off += n;
 			return (ssize_t)n;
 		}
-		free(s->out.data);
-		s->out = (struct outbuf){0};
+		s->out.off = s->out.len = 0;
 		if (s->done)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		stream_step(s);
@@ -266,17 +273,22 @@ static void stream_free(void *cls)
 {
 	struct exec_stream *s = cls;
 	if (s->fd >= 0 && !s->done) {
-		/* The client went away: the command runs on and its output is still kept. */
+		/* The client went away: the command runs on and its output is still kept.
+		 * Frames are read whole, so the reader hands over at a frame boundary. */
 		struct cell_error err;
 		command_drain(s->cmd, s->fd, &err);
 		s->fd = -1;
 	}
 	stream_close_relay(s);
-	free(s->out.data);
+	relay_reader_free(&s->rd);
+	sse_buf_free(&s->out);
 	command_unref(s->cmd);
 	sandbox_unref(s->sb);
 	free(s);
 }
+
+/* MHD asks for up to this much per call; large pieces mean fewer chunks and sends. */
+#define STREAM_BLOCK (256u << 10)
 
 static int respond_stream(struct http_req *r, struct sandbox *sb, struct command *c, int fd)
 {
@@ -293,9 +305,10 @@ static int respond_stream(struct http_req *r, struct sandbox *sb, struct command
 	s->fd = fd;
 	s->t0 = command_started_ms(c);
 	s->next_ping = celld_now_ms() + PING_EVERY_MS;
+	s->client_fd = http_socket(r);
 	out_add(&s->out, sse_init(command_id(c), &len), &len);
-	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 << 10,
-								      stream_read, s, stream_free);
+	struct MHD_Response *resp = MHD_create_response_from_callback(
+	    MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, s, stream_free);
 	if (!resp) {
 		stream_free(s);
 		return http_error(r, 500, "INTERNAL", "out of memory");

@@ -92,6 +92,8 @@ void http_stop(void);
 /* Path captures of the matched route, in order ({id}, then {cmd} or {port}). */
 const char *http_param(const struct http_req *r, unsigned i);
 bool http_is_tcp(const struct http_req *r);
+/* The client connection's socket (-1 if unknown), valid while the request is answered. */
+int http_socket(const struct http_req *r);
 const char *http_header(const struct http_req *r, const char *name);
 /* First value of a query parameter, or NULL. */
 const char *http_query(const struct http_req *r, const char *key);
@@ -271,8 +273,15 @@ void uidrange_release(const char *id, int slot);
 
 /* ---- store.c: <dir>/state.json ---- */
 
-/* Snapshot sb under the registry lock, then write it atomically (0600). */
+/* Snapshot sb under the registry lock, then write it atomically (0600): the temp file is
+ * synced to disk before it replaces state.json. */
 int store_save(struct sandbox *sb, struct cell_error *err);
+/* The same with a choice of syncing, for the two writes of a create (lifecycle_create says
+ * why): STORE_SYNCED is store_save; STORE_UNSYNCED replaces the file atomically but leaves
+ * it to the kernel's writeback; STORE_SYNC_RENAMED syncs the new file once it is in place,
+ * so data and rename are both durable when it returns. */
+enum store_sync { STORE_SYNCED, STORE_UNSYNCED, STORE_SYNC_RENAMED };
+int store_save_sync(struct sandbox *sb, enum store_sync how, struct cell_error *err);
 /* Load <sandboxes>/<id>/state.json into a new entry (not published). */
 int store_load(const char *id, struct sandbox **out, struct cell_error *err);
 
@@ -359,6 +368,16 @@ int relay_exec_start(int fd, json_t *req, pid_t *pid, struct relay_error *rerr,
 		     struct cell_error *err);
 /* Next event of a running EXEC conversation. */
 int relay_exec_next(int fd, struct relay_event *ev, struct cell_error *err);
+/* The same with the payload read into rd's buffer (reused from frame to frame, no
+ * allocation per chunk): ev->frame.payload points into it, valid until the next call, and
+ * is not to be freed. */
+struct relay_reader {
+	uint8_t *buf;
+	size_t cap;
+};
+int relay_exec_read(int fd, struct relay_reader *rd, struct relay_event *ev,
+		    struct cell_error *err);
+void relay_reader_free(struct relay_reader *rd);
 int relay_signal(int fd, int sig, struct cell_error *err);
 /* FILE_STAT: 0 with st, 1 with rerr (init refused), -errno. */
 int relay_file_stat(const struct sandbox *sb, const char *path, struct relay_stat *st,
@@ -432,6 +451,19 @@ struct sse_utf8 {
 	uint8_t carry[4]; /* incomplete UTF-8 sequence held back from the previous chunk */
 	size_t n;
 };
+
+/* Events not yet handed to the client: data[off..len) is unread. */
+struct sse_buf {
+	char *data;
+	size_t off, len, cap;
+};
+
+/* Append len bytes (an event from the builders below). 0 or -ENOMEM. */
+int sse_buf_add(struct sse_buf *b, const char *data, size_t len);
+void sse_buf_free(struct sse_buf *b);
+/* The stdout/stderr event(s) for data, appended to b; the rules of sse_output. */
+int sse_output_add(struct sse_buf *b, const char *type, struct sse_utf8 *u, const uint8_t *data,
+		   size_t n, bool final);
 
 char *sse_init(const char *cmd_id, size_t *len);
 char *sse_ping(size_t *len);

@@ -98,6 +98,13 @@ const char *http_param(const struct http_req *r, unsigned i)
 	return i < r->n_params ? r->params[i] : NULL;
 }
 
+int http_socket(const struct http_req *r)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? ci->connect_fd : -1;
+}
+
 bool http_is_tcp(const struct http_req *r)
 {
 	return r->tcp;
@@ -725,6 +732,10 @@ static int listen_tcp(const char *hostport, struct cell_error *err)
 	return fd;
 }
 
+/* The memory limit is also how large a piece of a streamed response MHD takes from its
+ * callback: command output goes to the client in pieces of up to about this size (fewer
+ * chunks, fewer sends). The pool is mapped on demand, so a connection only ever uses what
+ * its requests touch. */
 static struct MHD_Daemon *start_daemon(int fd, void *kind)
 {
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
@@ -734,7 +745,7 @@ static struct MHD_Daemon *start_daemon(int fd, void *kind)
 	    MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_URI_LOG_CALLBACK, on_uri, kind,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
 	    (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 << 10), MHD_OPTION_THREAD_STACK_SIZE,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(512 << 10), MHD_OPTION_THREAD_STACK_SIZE,
 	    (size_t)(1 << 20), MHD_OPTION_END);
 }
 

@@ -200,8 +200,12 @@ static int spawn(struct sandbox *sb, const struct create_spec *spec, struct cell
 	sb->pidfd = res.pidfd;
 	sb->starttime = res.starttime;
 	registry_unlock();
-	/* Recorded at once: a celld crash from here on leaves enough to clean up. */
-	return store_save(sb, err);
+	/* The pid reaches state.json with Running, one write later (writes are a large part
+	 * of the cost of a create). A celld crash before that leaves a Pending
+	 * record, and a restart removes such a sandbox through its cgroup: the runtime puts
+	 * the sandbox's first process in it before that process does anything else, so
+	 * killing the cgroup's members ends every process of the sandbox, init included. */
+	return 0;
 }
 
 /* Undo a failed create. The entry is dropped only when nothing is left on disk; otherwise
@@ -252,11 +256,19 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 		*out = existing;
 		return 0;
 	}
+	/* Two writes of state.json and one sync to disk (a sync is one of the largest costs
+	 * of a create). The first write exists for a celld that is killed while the
+	 * sandbox is being made: visible at once (the page cache survives a killed process),
+	 * it keeps the uid range reserved and names the sandbox for the restart that cleans
+	 * it up. The last one, Running, is synced together with its rename before the create
+	 * is answered. Only a power loss during the create itself, before that sync, can
+	 * leave the first write empty on disk; such a sandbox, never reported to a client, is
+	 * then left to an operator (as any unreadable state.json is) instead of removed. */
 	bool made_dir = false;
 	r = make_dir(sb, err);
 	if (r == 0) {
 		made_dir = true;
-		r = store_save(sb, err);
+		r = store_save_sync(sb, STORE_UNSYNCED, err);
 	}
 	if (r == 0)
 		r = spawn(sb, spec, err);
@@ -268,7 +280,7 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 		registry_lock();
 		sandbox_set_state_locked(sb, SBX_RUNNING, NULL);
 		registry_unlock();
-		r = store_save(sb, err);
+		r = store_save_sync(sb, STORE_SYNC_RENAMED, err);
 	}
 	if (r < 0) {
 		cell_err_wrap(err, "creating sandbox %s: ", sb->id);

@@ -222,8 +222,12 @@ int multipart_feed(struct multipart *mp, const char *data, size_t len, struct ce
 	char *buf = malloc(total ? total : 1);
 	if (!buf)
 		return cell_err(err, ENOMEM, "multipart parser");
-	memcpy(buf, mp->keep, mp->klen);
-	memcpy(buf + mp->klen, data, len);
+	/* memcpy with a NULL source is undefined even for 0 bytes (the first chunk has no
+	 * kept bytes; an empty read has no data). */
+	if (mp->klen)
+		memcpy(buf, mp->keep, mp->klen);
+	if (len)
+		memcpy(buf + mp->klen, data, len);
 	size_t pos = 0;
 	int r = 0;
 	while (pos < total) {

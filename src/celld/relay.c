@@ -45,7 +45,8 @@ static int connect_timeout(const struct sandbox *sb, int timeout_ms, struct cell
 	while (r < 0 && errno == EINTR);
 	if (r < 0)
 		return cell_err(err, errno, "connecting to cell-init of sandbox %s", sb->id);
-	set_timeouts(fd, RELAY_IO_TIMEOUT_MS);
+	if (timeout_ms != RELAY_IO_TIMEOUT_MS)
+		set_timeouts(fd, RELAY_IO_TIMEOUT_MS);
 	return move_fd(fd);
 }
 
@@ -309,6 +310,93 @@ int relay_exec_next(int fd, struct relay_event *ev, struct cell_error *err)
 			     cell_frame_type_name(ev->frame.type));
 		cell_frame_free(&ev->frame);
 		return r;
+	}
+}
+
+void relay_reader_free(struct relay_reader *rd)
+{
+	free(rd->buf);
+	rd->buf = NULL;
+	rd->cap = 0;
+}
+
+/* Exactly len bytes (the socket's receive timeout bounds a stalled peer). 0, -ECONNRESET
+ * on EOF before any byte (when eof_ok), -EPIPE on EOF mid-way, or -errno. */
+static int read_exact(int fd, uint8_t *p, size_t len, bool eof_ok)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = read(fd, p + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return got == 0 && eof_ok ? -ECONNRESET : -EPIPE;
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+int relay_exec_read(int fd, struct relay_reader *rd, struct relay_event *ev, struct cell_error *err)
+{
+	memset(ev, 0, sizeof(*ev));
+	uint8_t hdr[CELL_FRAME_HEADER];
+	int r = read_exact(fd, hdr, sizeof(hdr), true);
+	if (r == -ECONNRESET)
+		return cell_err(err, ECONNRESET, "cell-init closed the relay");
+	if (r == -EAGAIN)
+		return cell_err(err, ETIMEDOUT, "cell-init stalled mid-frame");
+	if (r < 0)
+		return cell_err(err, -r, "reading frame header");
+	uint16_t type;
+	uint32_t len;
+	r = cell_frame_header_decode(hdr, CELL_FRAME_MAX, &type, &len);
+	if (r < 0)
+		return cell_err(err, -r, "bad frame header");
+	/* The limits of recv_frame, checked before a byte of the payload is read. */
+	bool output = type == CELL_FRAME_STDOUT || type == CELL_FRAME_STDERR;
+	if ((output && len > CELL_FRAME_CHUNK) ||
+	    (!output && (!is_control(type) || len > RELAY_CONTROL_MAX)))
+		return cell_err(err, EPROTO, "cell-init sent a bad %s frame (%u bytes)",
+				cell_frame_type_name(type), len);
+	if (rd->cap < (size_t)len + 1) {
+		size_t cap = (size_t)CELL_FRAME_CHUNK + 1;
+		if (cap < (size_t)len + 1)
+			cap = (size_t)len + 1;
+		uint8_t *nb = realloc(rd->buf, cap);
+		if (!nb)
+			return cell_err(err, ENOMEM, "frame payload");
+		rd->buf = nb;
+		rd->cap = cap;
+	}
+	r = read_exact(fd, rd->buf, len, false);
+	if (r < 0)
+		return cell_err(err, r == -EAGAIN ? ETIMEDOUT : -r, "reading frame payload");
+	rd->buf[len] = '\0';
+	ev->frame = (struct cell_frame){.type = type, .len = len, .payload = len ? rd->buf : NULL};
+	struct cell_frame copy = ev->frame;
+	switch (type) {
+	case CELL_FRAME_STDOUT:
+		ev->kind = RELAY_EV_STDOUT;
+		return 0;
+	case CELL_FRAME_STDERR:
+		ev->kind = RELAY_EV_STDERR;
+		return 0;
+	case CELL_FRAME_EXIT:
+		ev->kind = RELAY_EV_EXIT;
+		ev->frame = (struct cell_frame){0};
+		return parse_exit(&copy, &ev->exit, err);
+	case CELL_FRAME_ERROR: {
+		struct relay_error rerr;
+		ev->frame = (struct cell_frame){0};
+		r = parse_error(&copy, &rerr, err);
+		return r < 0 ? r : cell_err(err, 0, "cell-init: %s", rerr.message);
+	}
+	default:
+		ev->frame = (struct cell_frame){0};
+		return cell_err(err, EPROTO, "cell-init sent %s during a command",
+				cell_frame_type_name(type));
 	}
 }
 

@@ -1,7 +1,9 @@
 /* <state>/sandboxes/<id>/state.json: what celld needs to re-adopt a sandbox after a restart
- * (or clean up a half-created one). Written atomically (temp file, fsync, rename), 0600. */
+ * (or clean up a half-created one). Written atomically (temp file, rename), 0600, and synced
+ * to disk (see store_save_sync for the two writes of a create). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,7 +36,47 @@ static json_t *snapshot_locked(const struct sandbox *sb)
 			 sb->dir, "reason", sb->reason);
 }
 
+/* Temp file in the same dir, renamed over state.json: a reader (a restarted celld, another
+ * celld judging a uid reservation) sees the old or the new file, never a mix, whatever
+ * happens to celld. STORE_UNSYNCED stops there; STORE_SYNC_RENAMED then syncs the file
+ * under its final name, which makes the data and the rename durable together before it
+ * returns (on ext4 and XFS an fsync commits the journal that holds the rename). */
+static int write_renamed(int dirfd, const char *text, size_t len, enum store_sync how,
+			 struct cell_error *err)
+{
+	char tmp[64];
+	snprintf(tmp, sizeof(tmp), "." STATE_FILE ".tmp%d", (int)getpid());
+	_cleanup_close_ int fd =
+	    openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return cell_err(err, errno, "creating %s", tmp);
+	for (size_t off = 0; off < len;) {
+		ssize_t n = write(fd, text + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			unlinkat(dirfd, tmp, 0);
+			return cell_err(err, e, "writing %s", tmp);
+		}
+		off += (size_t)n;
+	}
+	if (renameat(dirfd, tmp, dirfd, STATE_FILE) < 0) {
+		int e = errno;
+		unlinkat(dirfd, tmp, 0);
+		return cell_err(err, e, "replacing %s", STATE_FILE);
+	}
+	if (how == STORE_SYNC_RENAMED && fsync(fd) < 0)
+		return cell_err(err, errno, "syncing %s", STATE_FILE);
+	return 0;
+}
+
 int store_save(struct sandbox *sb, struct cell_error *err)
+{
+	return store_save_sync(sb, STORE_SYNCED, err);
+}
+
+int store_save_sync(struct sandbox *sb, enum store_sync how, struct cell_error *err)
 {
 	pthread_mutex_lock(&sb->store_lock);
 	registry_lock();
@@ -45,8 +87,10 @@ int store_save(struct sandbox *sb, struct cell_error *err)
 	int r;
 	if (!text)
 		r = cell_err(err, ENOMEM, "encoding state of sandbox %s", sb->id);
-	else
+	else if (how == STORE_SYNCED)
 		r = cell_write_file_atomic(sb->dirfd, STATE_FILE, text, strlen(text), 0600, err);
+	else
+		r = write_renamed(sb->dirfd, text, strlen(text), how, err);
 	pthread_mutex_unlock(&sb->store_lock);
 	free(text);
 	if (r < 0)

@@ -291,6 +291,13 @@ long conn_send_from_fd(struct conn *c, uint16_t type, int fd, uint32_t max, int6
 	return n;
 }
 
+void conn_grow_sndbuf(struct conn *c)
+{
+	int size = CONN_BULK_SNDBUF;
+	if (!c->gone)
+		setsockopt(c->w.fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+}
+
 size_t conn_queued(const struct conn *c)
 {
 	return c->out_bytes;

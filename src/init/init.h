@@ -70,6 +70,10 @@ void conn_send_error(struct conn *c, int errnum, const char *msg);
  * Returns bytes read, 0 on EOF, or -errno (-EAGAIN when nothing is there). */
 long conn_send_from_fd(struct conn *c, uint16_t type, int fd, uint32_t max, int64_t pread_off);
 size_t conn_queued(const struct conn *c);
+/* A bulk producer feeds c: a larger socket send buffer, so each wakeup of celld finds more
+ * (memory is only used while bytes wait in it). */
+#define CONN_BULK_SNDBUF (1 << 20)
+void conn_grow_sndbuf(struct conn *c);
 void conn_want_drain(struct conn *c);
 /* Flush what is queued, then close. Detaches the handler (closed() is called). */
 void conn_finish(struct conn *c);

@@ -132,7 +132,16 @@ int cell_cgroup_drain(const char *procs_path, int (*kill_round)(const char *, st
 		      const char *rel, struct cell_error *err)
 {
 	const struct timespec pause = {.tv_sec = 0, .tv_nsec = 5 * 1000 * 1000};
-	if (access(procs_path, F_OK) < 0 && errno == ENOENT)
+	/* Usually empty already: killing the sandbox's PID 1 took its whole pid namespace
+	 * along. An empty cgroup stays empty (only a member can fork into it, and only celld
+	 * moves processes in), so there is nothing to freeze or signal. A missing procs file
+	 * (no such cgroup) reads as empty. */
+	_cleanup_free_ pid_t *first = NULL;
+	size_t n_first;
+	int r0 = cell_cgroup_read_pids(procs_path, &first, &n_first, err);
+	if (r0 < 0)
+		return r0;
+	if (n_first == 0)
 		return 0;
 	for (int round = 0; round < KILL_ROUNDS; round++) {
 		int r = kill_round(rel, err);
@@ -150,6 +159,32 @@ int cell_cgroup_drain(const char *procs_path, int (*kill_round)(const char *, st
 		}
 	}
 	return cell_err(err, EBUSY, "%s still lists processes after SIGKILL", procs_path);
+}
+
+void cell_cgroup_join_close(struct cell_cgroup_join *j)
+{
+	if (j->clone_fd >= 0)
+		close(j->clone_fd);
+	j->clone_fd = -1;
+	for (size_t i = 0; i < j->n_task_fds; i++)
+		close(j->task_fds[i]);
+	j->n_task_fds = 0;
+}
+
+int cell_cgroup_join_open(const struct cell_cgroup_ops *ops, const char *rel,
+			  struct cell_cgroup_join *j, struct cell_error *err)
+{
+	*j = (struct cell_cgroup_join){.clone_fd = -1};
+	int r;
+	if (ops == &cell_cgroup_v2_ops)
+		r = cell_cgroup_v2_join_open(rel, j, err);
+	else if (ops == &cell_cgroup_v1_ops || ops == &cell_cgroup_v1_plain_ops)
+		r = cell_cgroup_v1_join_open(rel, j, err);
+	else
+		return j->by_pid = true, 0;
+	if (r < 0)
+		cell_cgroup_join_close(j);
+	return r;
 }
 
 static bool is_fs(const char *path, long magic)

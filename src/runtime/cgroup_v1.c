@@ -23,9 +23,7 @@
 static const char *const hierarchies[] = {"cpu",   "cpuacct", "memory", "pids",
 					  "blkio", "freezer", "unified"};
 
-/* A hierarchy is used when it is mounted: controllers the kernel lacks are skipped, and
- * "unified" only counts on a hybrid host. */
-static bool mounted(const char *hier)
+static bool probe_mounted(const char *hier)
 {
 	char path[PATH_MAX];
 	struct statfs sfs;
@@ -34,6 +32,25 @@ static bool mounted(const char *hier)
 		return false;
 	return strcmp(hier, "unified") ? sfs.f_type == CGROUP_SUPER_MAGIC
 				       : sfs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+/* A hierarchy is used when it is mounted: controllers the kernel lacks are skipped, and
+ * "unified" only counts on a hybrid host. Probed once per process, like the layout itself
+ * (cell_cgroup_detect): every create, attach, kill and destroy asks, for each hierarchy. */
+static bool mounted(const char *hier)
+{
+	static int known[CELL_ARRAY_SIZE(hierarchies)]; /* 0 unknown, 1 no, 2 yes */
+	size_t i = 0;
+	while (i < CELL_ARRAY_SIZE(hierarchies) && strcmp(hierarchies[i], hier))
+		i++;
+	if (i == CELL_ARRAY_SIZE(hierarchies))
+		return probe_mounted(hier);
+	int v = __atomic_load_n(&known[i], __ATOMIC_RELAXED);
+	if (!v) {
+		v = probe_mounted(hier) ? 2 : 1;
+		__atomic_store_n(&known[i], v, __ATOMIC_RELAXED);
+	}
+	return v == 2;
 }
 
 /* Where pids are listed: memory (always there, detect checked it), else pids. */
@@ -69,6 +86,33 @@ static int v1_attach(const char *rel, pid_t pid, struct cell_error *err)
 		if (cell_cgroup_path(path, sizeof(path), hierarchies[i], rel, "cgroup.procs") < 0)
 			return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
 		r = cell_write_string(path, val, err);
+	}
+	return r;
+}
+
+int cell_cgroup_v1_join_open(const char *rel, struct cell_cgroup_join *j, struct cell_error *err)
+{
+	char path[PATH_MAX];
+	int r = check_rel(rel, err);
+	for (size_t i = 0; r == 0 && i < CELL_ARRAY_SIZE(hierarchies); i++) {
+		if (!mounted(hierarchies[i]))
+			continue;
+		bool unified = !strcmp(hierarchies[i], "unified");
+		if (cell_cgroup_path(path, sizeof(path), hierarchies[i], rel,
+				     unified ? NULL : "tasks") < 0)
+			return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
+		int fd = open(path, (unified ? O_RDONLY | O_DIRECTORY : O_WRONLY) | O_CLOEXEC |
+					O_NOFOLLOW);
+		if (fd < 0)
+			return cell_err(err, errno, "opening %s", path);
+		if (unified) {
+			j->clone_fd = fd;
+		} else if (j->n_task_fds == CELL_CGROUP_JOIN_MAX) {
+			close(fd);
+			return cell_err(err, E2BIG, "too many cgroup hierarchies");
+		} else {
+			j->task_fds[j->n_task_fds++] = fd;
+		}
 	}
 	return r;
 }

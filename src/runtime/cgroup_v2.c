@@ -70,6 +70,17 @@ static int v2_attach(const char *rel, pid_t pid, struct cell_error *err)
 	return cell_write_string(path, val, err);
 }
 
+int cell_cgroup_v2_join_open(const char *rel, struct cell_cgroup_join *j, struct cell_error *err)
+{
+	char path[PATH_MAX];
+	if (!cell_cgroup_rel_valid(rel) || cell_cgroup_path(path, sizeof(path), "", rel, NULL) < 0)
+		return cell_err(err, EINVAL, "invalid cgroup name '%s'", rel ? rel : "");
+	j->clone_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (j->clone_fd < 0)
+		return cell_err(err, errno, "opening %s", path);
+	return 0;
+}
+
 static int v2_list_pids(const char *rel, pid_t **pids, size_t *n, struct cell_error *err)
 {
 	char path[PATH_MAX];

@@ -44,6 +44,7 @@ enum cell_child_step {
 	CELL_STEP_LOOPBACK,
 	CELL_STEP_FDS,
 	CELL_STEP_EXEC,
+	CELL_STEP_CGROUP,
 };
 
 /* Fill ce with "<what> <path>" (path may be NULL) and return -errno. errnum may be given
@@ -81,6 +82,12 @@ int cell_child_mount_populate(const struct cell_mount_plan *plan, int rootfd,
 			      struct cell_child_err *ce);
 int cell_child_pivot_root(int rootfd, struct cell_child_err *ce);
 
+/* held.c: the root overlay of each live sandbox, held by the runtime (keyed by the host pid
+ * of its PID 1) so that its final release, which syncs the upper filesystem, happens off
+ * the path of a delete. hold takes the fd; release hands it to a closer thread. */
+void cell_mount_hold(pid_t pid, int fd);
+void cell_mount_release(pid_t pid);
+
 /* cgroup.c: paths shared by both backends. */
 const char *cell_cgroup_root(void);
 bool cell_cgroup_rel_valid(const char *rel);
@@ -98,3 +105,27 @@ int cell_cgroup_drain(const char *procs_path, int (*kill_round)(const char *, st
 		      const char *rel, struct cell_error *err);
 
 extern const struct cell_cgroup_ops cell_cgroup_v1_plain_ops;
+
+/* Joining the sandbox's cgroup without migrating a running process. A migration by pid
+ * (a write to cgroup.procs) takes the kernel's global threadgroup lock for writing, which
+ * waits for an RCU grace period: ~10 ms on an idle host, most of a sandbox's start. So the
+ * child is born into its cgroup2 cgroup (clone3 CLONE_INTO_CGROUP), and on v1 hierarchies
+ * it moves itself: a thread writing "0" to a v1 "tasks" file migrates only itself and the
+ * kernel skips that lock. The fds are opened by the parent (host root; v1 checks the
+ * opener's credentials), before clone. */
+#define CELL_CGROUP_JOIN_MAX 8
+
+struct cell_cgroup_join {
+	int clone_fd;			    /* cgroup2 dir for CLONE_INTO_CGROUP, or -1 */
+	int task_fds[CELL_CGROUP_JOIN_MAX]; /* v1 <hier>/<rel>/tasks, "0" written by the child */
+	size_t n_task_fds;
+	bool by_pid; /* unknown backend: the parent attaches by pid after clone (ops->attach) */
+};
+
+/* Fill j for rel under ops (the cgroup exists). On failure j holds no fd. */
+int cell_cgroup_join_open(const struct cell_cgroup_ops *ops, const char *rel,
+			  struct cell_cgroup_join *j, struct cell_error *err);
+void cell_cgroup_join_close(struct cell_cgroup_join *j);
+/* Backends' halves of cell_cgroup_join_open. */
+int cell_cgroup_v1_join_open(const char *rel, struct cell_cgroup_join *j, struct cell_error *err);
+int cell_cgroup_v2_join_open(const char *rel, struct cell_cgroup_join *j, struct cell_error *err);

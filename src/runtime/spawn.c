@@ -49,6 +49,7 @@ struct child_plan {
 	int listen_fd; /* relay socket, becomes fd 3 */
 	int exe_fd;    /* sealed cell-init memfd */
 	const char *hostname;
+	const struct cell_cgroup_join *join;
 };
 
 /* ---- child ---------------------------------------------------------------------------- */
@@ -196,13 +197,33 @@ static int child_exec(const struct child_plan *cp, struct cell_child_err *ce)
 	return cell_child_fail(ce, CELL_STEP_EXEC, errno, "executing cell-init", NULL);
 }
 
+/* Move into the sandbox's v1 cgroups (see struct cell_cgroup_join): first thing, so nothing
+ * the child does is accounted outside them. */
+static int child_join_cgroups(const struct cell_cgroup_join *j, struct cell_child_err *ce)
+{
+	for (size_t i = 0; i < j->n_task_fds; i++) {
+		ssize_t n;
+		do
+			n = write(j->task_fds[i], "0", 1);
+		while (n < 0 && errno == EINTR);
+		if (n != 1)
+			return cell_child_fail(ce, CELL_STEP_CGROUP, n < 0 ? errno : EIO,
+					       "joining the sandbox's cgroup", NULL);
+		close(j->task_fds[i]);
+	}
+	return 0;
+}
+
 /* The child's steps, in order; returns only on failure. */
 static int child_run(struct child_plan *cp, struct cell_child_err *ce)
 {
 	close(cp->parent_fd); /* so the parent's death reads as EOF */
+	int r = child_join_cgroups(cp->join, ce);
+	if (r < 0)
+		return r;
 	child_reset_signals();
 	umask(022);
-	int r = child_recv_mounts(cp, ce);
+	r = child_recv_mounts(cp, ce);
 	if (r < 0)
 		return r;
 	_cleanup_close_ int rootfd = cell_child_mount_prepare(&cp->mounts, ce);
@@ -348,7 +369,8 @@ static int make_relay_socket(const char *path, struct cell_error *err)
 	return move_fd(fd);
 }
 
-static pid_t clone_child(struct child_plan *cp, int *pidfd)
+/* into_fd: the cgroup2 cgroup the child is born in (CLONE_INTO_CGROUP), or -1. */
+static pid_t clone_child(struct child_plan *cp, int into_fd, int *pidfd)
 {
 	/* No handler of celld's may run in the child before it resets them. */
 	sigset_t all, old;
@@ -356,9 +378,10 @@ static pid_t clone_child(struct child_plan *cp, int *pidfd)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	struct clone_args args = {
 	    .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-		     CLONE_NEWUTS | CLONE_PIDFD,
+		     CLONE_NEWUTS | CLONE_PIDFD | (into_fd >= 0 ? CLONE_INTO_CGROUP : 0),
 	    .pidfd = (uint64_t)(uintptr_t)pidfd,
 	    .exit_signal = SIGCHLD,
+	    .cgroup = into_fd >= 0 ? (uint64_t)into_fd : 0,
 	};
 	long pid = syscall(SYS_clone3, &args, sizeof(args));
 	if (pid == 0)
@@ -367,6 +390,40 @@ static pid_t clone_child(struct child_plan *cp, int *pidfd)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	errno = saved;
 	return (pid_t)pid;
+}
+
+/* clone3 into the cgroup2 cgroup; should the kernel refuse CLONE_INTO_CGROUP for this
+ * cgroup, clone plainly and have the parent attach the child by pid (*by_pid). */
+static pid_t clone_into(struct child_plan *cp, const struct cell_cgroup_join *j, int *pidfd,
+			bool *by_pid)
+{
+	*by_pid = false;
+	if (j->clone_fd < 0)
+		return clone_child(cp, -1, pidfd);
+	pid_t pid = clone_child(cp, j->clone_fd, pidfd);
+	if (pid >= 0 || (errno != EINVAL && errno != E2BIG && errno != EOPNOTSUPP &&
+			 errno != EBUSY && errno != ENOSYS))
+		return pid;
+	*by_pid = true;
+	return clone_child(cp, -1, pidfd);
+}
+
+/* The parent's part of joining the cgroup, when the child could not be born into it. */
+static int attach_by_pid(const struct cell_spawn_req *req, const struct cell_cgroup_join *j,
+			 bool clone_by_pid, pid_t pid, struct cell_error *err)
+{
+	if (j->by_pid) {
+		int r = req->cgroup->attach(req->cgroup_rel, pid, err);
+		return r < 0 ? cell_err_wrap(err, "attaching to cgroup %s: ", req->cgroup_rel) : 0;
+	}
+	if (!clone_by_pid)
+		return 0;
+	_cleanup_close_ int fd = openat(j->clone_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	char val[24];
+	int len = snprintf(val, sizeof(val), "%d", (int)pid);
+	if (fd < 0 || write(fd, val, len) != len)
+		return cell_err(err, errno, "attaching to cgroup %s", req->cgroup_rel);
+	return 0;
 }
 
 static int send_fd(int sock, int fd)
@@ -447,7 +504,8 @@ static int wait_child(int sync_fd, int pidfd, struct cell_error *err)
 }
 
 /* The parent's half, once the child exists. */
-static int parent_setup(const struct cell_spawn_req *req, pid_t pid, int pidfd, int sync_fd,
+static int parent_setup(const struct cell_spawn_req *req, const struct cell_cgroup_join *j,
+			bool clone_by_pid, pid_t pid, int pidfd, int sync_fd, int *overlay_out,
 			struct cell_error *err)
 {
 	char upper[PATH_MAX], work[PATH_MAX];
@@ -457,9 +515,9 @@ static int parent_setup(const struct cell_spawn_req *req, pid_t pid, int pidfd, 
 	int r = cell_userns_write_maps(pid, req->uid_base, err);
 	if (r < 0)
 		return r;
-	r = req->cgroup->attach(req->cgroup_rel, pid, err);
+	r = attach_by_pid(req, j, clone_by_pid, pid, err);
 	if (r < 0)
-		return cell_err_wrap(err, "attaching to cgroup %s: ", req->cgroup_rel);
+		return r;
 	_cleanup_close_ int userns = cell_userns_open(pid, err);
 	if (userns < 0)
 		return userns;
@@ -477,7 +535,10 @@ static int parent_setup(const struct cell_spawn_req *req, pid_t pid, int pidfd, 
 			return cell_err(err, r, "handing volume %s to the sandbox",
 					req->volumes[i].host);
 	}
-	return wait_child(sync_fd, pidfd, err);
+	r = wait_child(sync_fd, pidfd, err);
+	if (r == 0)
+		*overlay_out = move_fd(overlay);
+	return r;
 }
 
 int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
@@ -499,10 +560,14 @@ int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
 		return listen_fd;
 
 	r = req->cgroup->create(req->cgroup_rel, err);
+	struct cell_cgroup_join join = {.clone_fd = -1};
+	if (r == 0)
+		r = cell_cgroup_join_open(req->cgroup, req->cgroup_rel, &join, err);
 	int sp[2] = {-1, -1};
 	if (r == 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
 		r = cell_err(err, errno, "socketpair for sandbox %s", req->id);
 	if (r < 0) {
+		cell_cgroup_join_close(&join);
 		req->cgroup->destroy(req->cgroup_rel, NULL);
 		unlink(sock_path);
 		return r;
@@ -517,24 +582,30 @@ int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
 	    .listen_fd = listen_fd,
 	    .exe_fd = req->init_exe_fd,
 	    .hostname = req->hostname ? req->hostname : req->id,
+	    .join = &join,
 	};
 	int pidfd = -1;
-	pid_t pid = clone_child(&cp, &pidfd);
+	bool clone_by_pid;
+	pid_t pid = clone_into(&cp, &join, &pidfd, &clone_by_pid);
 	int clone_errno = errno;
 	close(sp[1]);
 	if (pid < 0) {
+		cell_cgroup_join_close(&join);
 		req->cgroup->destroy(req->cgroup_rel, NULL);
 		unlink(sock_path);
 		return cell_err(err, clone_errno, "clone3 for sandbox %s", req->id);
 	}
 
-	r = parent_setup(req, pid, pidfd, sync_fd, err);
+	int overlay = -1;
+	r = parent_setup(req, &join, clone_by_pid, pid, pidfd, sync_fd, &overlay, err);
+	cell_cgroup_join_close(&join);
 	if (r < 0) {
 		cell_teardown(pid, pidfd, 0, req->cgroup, req->cgroup_rel, NULL);
 		close(pidfd);
 		unlink(sock_path);
 		return cell_err_wrap(err, "sandbox %s: ", req->id);
 	}
+	cell_mount_hold(pid, overlay);
 	out->pid = pid;
 	out->pidfd = pidfd;
 	out->starttime = cell_proc_starttime(pid);

@@ -14,6 +14,7 @@
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
 #include "cell/runtime.h"
+#include "internal.h"
 
 #define EXIT_WAIT_MS 10000
 
@@ -78,6 +79,9 @@ static int kill_and_wait(int pidfd, pid_t pid, struct cell_error *err)
 		if (r < 0 && errno != EINTR)
 			return cell_err(err, errno, "waiting for sandbox init (pid %d)", (int)pid);
 	}
+	/* Dead, not yet reaped: as our unreaped child its pid names nothing else, so the
+	 * rootfs held for that pid is this sandbox's. */
+	cell_mount_release(pid);
 	/* Reap it when it is our child; after a celld restart it is not (ECHILD), and its new
 	 * parent reaps it. */
 	siginfo_t si;
