@@ -38,19 +38,19 @@ static inline void cell_closedirp(DIR **d)
 	*d = NULL;
 }
 
-#define _cleanup_free_ __attribute__((cleanup(cell_freep)))
-#define _cleanup_close_ __attribute__((cleanup(cell_closep)))
-#define _cleanup_fclose_ __attribute__((cleanup(cell_fclosep)))
+#define _cleanup_free_	   __attribute__((cleanup(cell_freep)))
+#define _cleanup_close_	   __attribute__((cleanup(cell_closep)))
+#define _cleanup_fclose_   __attribute__((cleanup(cell_fclosep)))
 #define _cleanup_closedir_ __attribute__((cleanup(cell_closedirp)))
 
-#define steal_ptr(p)                                                                              \
+#define steal_ptr(p)                                                                               \
 	({                                                                                         \
 		__typeof__(p) _stolen = (p);                                                       \
 		(p) = NULL;                                                                        \
 		_stolen;                                                                           \
 	})
 
-#define move_fd(fd)                                                                               \
+#define move_fd(fd)                                                                                \
 	({                                                                                         \
 		int _moved = (fd);                                                                 \
 		(fd) = -1;                                                                         \

@@ -17,11 +17,11 @@ struct cell_error {
 /* Record an error and return -errnum (or -EIO when errnum is 0). When errnum is non-zero
  * ": strerror(errnum)" is appended. Safe with err == NULL. */
 int cell_err(struct cell_error *err, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Prefix an existing message with more context ("creating sandbox ab12: " + old). */
 int cell_err_wrap(struct cell_error *err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 static inline void cell_err_clear(struct cell_error *err)
 {

@@ -15,8 +15,8 @@ int cell_mkdir_p(const char *path, mode_t mode, struct cell_error *err);
 int cell_open_in_root(int rootfd, const char *path, int flags, mode_t mode, int no_symlinks);
 
 /* Write a whole file atomically: tmp file in the same dir, fsync, rename. */
-int cell_write_file_atomic(int dirfd, const char *name, const void *data, size_t len,
-			   mode_t mode, struct cell_error *err);
+int cell_write_file_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+			   struct cell_error *err);
 
 /* Read a whole regular file of at most max bytes (more is -EFBIG). *out is malloc'd and
  * NUL-terminated. */

@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define CELL_ID_MAX 64 /* longest accepted id, without the NUL */
+#define CELL_ID_MAX	   64 /* longest accepted id, without the NUL */
 #define CELL_ID_RANDOM_LEN 16
 
 /* An id is 1..64 characters of [a-z0-9-], not starting with '-'. Anything else (slashes,

@@ -6,9 +6,9 @@ enum cell_log_level { CELL_LOG_DEBUG, CELL_LOG_INFO, CELL_LOG_WARN, CELL_LOG_ERR
 void cell_log_set_level(enum cell_log_level level);
 void cell_log_set_prefix(const char *prefix); /* e.g. "celld" */
 void cell_log(enum cell_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 
 #define log_debug(...) cell_log(CELL_LOG_DEBUG, __VA_ARGS__)
-#define log_info(...) cell_log(CELL_LOG_INFO, __VA_ARGS__)
-#define log_warn(...) cell_log(CELL_LOG_WARN, __VA_ARGS__)
+#define log_info(...)  cell_log(CELL_LOG_INFO, __VA_ARGS__)
+#define log_warn(...)  cell_log(CELL_LOG_WARN, __VA_ARGS__)
 #define log_error(...) cell_log(CELL_LOG_ERROR, __VA_ARGS__)

@@ -34,8 +34,8 @@
 #include "cell/error.h"
 
 #define CELL_FRAME_HEADER 8
-#define CELL_FRAME_MAX (1u << 20) /* largest payload either side accepts */
-#define CELL_FRAME_CHUNK (64u << 10) /* payload size used for streamed bytes */
+#define CELL_FRAME_MAX	  (1u << 20)  /* largest payload either side accepts */
+#define CELL_FRAME_CHUNK  (64u << 10) /* payload size used for streamed bytes */
 
 enum cell_frame_type {
 	CELL_FRAME_PING = 1,

@@ -20,7 +20,7 @@
 #include "cell/cgroup.h"
 #include "cell/error.h"
 
-#define CELL_UID_RANGE 65536u
+#define CELL_UID_RANGE	    65536u
 #define CELL_INIT_LISTEN_FD 3 /* fd number of the relay listening socket in cell-init */
 
 struct cell_volume {
@@ -31,7 +31,7 @@ struct cell_volume {
 
 struct cell_spawn_req {
 	const char *id;
-	const char *dir;	  /* the sandbox's state dir: holds upper/ work/ rootfs/ init.sock */
+	const char *dir; /* the sandbox's state dir: holds upper/ work/ rootfs/ init.sock */
 	const char *image_rootfs; /* <images>/<name>/rootfs, owned by host root, never written */
 	uint32_t uid_base;	  /* first host uid/gid of the sandbox's range */
 	const char *hostname;

@@ -42,10 +42,10 @@ int cell_mkdir_p(const char *path, mode_t mode, struct cell_error *err)
 int cell_open_in_root(int rootfd, const char *path, int flags, mode_t mode, int no_symlinks)
 {
 	struct open_how how = {
-		.flags = (uint64_t)flags | O_CLOEXEC,
-		.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
-		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
-			   (no_symlinks ? RESOLVE_NO_SYMLINKS : 0),
+	    .flags = (uint64_t)flags | O_CLOEXEC,
+	    .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
+	    .resolve =
+		RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | (no_symlinks ? RESOLVE_NO_SYMLINKS : 0),
 	};
 	/* EAGAIN means a concurrent rename raced the lookup; retry a bounded number of times
 	 * so a sandbox renaming directories in a loop cannot make its caller spin forever. */
@@ -56,15 +56,14 @@ int cell_open_in_root(int rootfd, const char *path, int flags, mode_t mode, int 
 	return fd < 0 ? -errno : fd;
 }
 
-int cell_write_file_atomic(int dirfd, const char *name, const void *data, size_t len,
-			   mode_t mode, struct cell_error *err)
+int cell_write_file_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
+			   struct cell_error *err)
 {
 	char tmp[NAME_MAX + 1];
 	if (snprintf(tmp, sizeof(tmp), ".%s.tmp%d", name, (int)getpid()) >= (int)sizeof(tmp))
 		return cell_err(err, ENAMETOOLONG, "%s", name);
-	_cleanup_close_ int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
-						       O_NOFOLLOW,
-					mode);
+	_cleanup_close_ int fd =
+	    openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd < 0)
 		return cell_err(err, errno, "creating %s", tmp);
 	const char *p = data;
@@ -96,7 +95,7 @@ int cell_read_file_at(int dirfd, const char *path, size_t max, char **out, size_
 	/* O_NONBLOCK: a FIFO planted where a file is expected must not block the open forever
 	 * (it is refused as non-regular below); regular files ignore the flag. */
 	_cleanup_close_ int fd =
-		openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	    openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return cell_err(err, errno, "opening %s", path);
 	struct stat st;
@@ -111,7 +110,8 @@ int cell_read_file_at(int dirfd, const char *path, size_t max, char **out, size_
 	for (;;) {
 		if (len + 1 >= cap) {
 			if (cap > max + 1)
-				return cell_err(err, EFBIG, "%s is larger than %zu bytes", path, max);
+				return cell_err(err, EFBIG, "%s is larger than %zu bytes", path,
+						max);
 			char *nb = realloc(buf, cap * 2);
 			if (!nb)
 				return cell_err(err, ENOMEM, "reading %s", path);

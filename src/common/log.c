@@ -29,9 +29,10 @@ void cell_log(enum cell_log_level level, const char *fmt, ...)
 	struct tm tm;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %s: ",
-			 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
-			 tm.tm_sec, ts.tv_nsec / 1000000, log_prefix, (int)getpid(), names[level]);
+	int n = snprintf(line, sizeof(line),
+			 "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %s: ", tm.tm_year + 1900,
+			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+			 ts.tv_nsec / 1000000, log_prefix, (int)getpid(), names[level]);
 	va_list ap;
 	va_start(ap, fmt);
 	if (n > 0 && (size_t)n < sizeof(line))
