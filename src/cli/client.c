@@ -119,7 +119,9 @@ static CURL *client_begin(const char *path, struct cell_error *err)
 	if (strlen(cli.socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return cell_err(err, ENAMETOOLONG, "celld socket path %s", cli.socket), NULL;
 	if (!handle) {
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		/* Plain HTTP over a Unix socket only: skipping the TLS library's initialisation
+		 * saves about a millisecond on every `cell` invocation. */
+		if (curl_global_init(CURL_GLOBAL_NOTHING) != CURLE_OK)
 			return cell_err(err, 0, "initialising libcurl failed"), NULL;
 		handle = curl_easy_init();
 		if (!handle)
