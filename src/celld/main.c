@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -139,6 +140,40 @@ static int print_version(void)
 
 /* ---- directories ---- */
 
+#define STATE_LOCK_WAIT_MS 5000
+
+/* One celld per state dir: two would adopt, reap and delete each other's sandboxes. The
+ * flock lives as long as this process. A predecessor killed a moment ago can still hold it
+ * while its threads finish exiting (the fd table goes with the last thread), so a restart
+ * waits for it a bounded while before refusing. */
+static int lock_state_dir(int state_fd, struct cell_error *err)
+{
+	int fd = openat(state_fd, "celld.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return cell_err(err, errno, "opening %s/celld.lock", celld.state_dir);
+	for (int waited = 0; flock(fd, LOCK_EX | LOCK_NB) < 0; waited += 10) {
+		if (errno != EWOULDBLOCK || waited >= STATE_LOCK_WAIT_MS) {
+			int e = errno;
+			char pid[32] = "";
+			ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+			pid[n > 0 ? n : 0] = '\0';
+			pid[strcspn(pid, "\n")] = '\0';
+			close(fd);
+			if (e != EWOULDBLOCK)
+				return cell_err(err, e, "locking %s/celld.lock", celld.state_dir);
+			return cell_err(err, EBUSY, "another celld (pid %s) runs on state dir %s",
+					pid[0] ? pid : "unknown", celld.state_dir);
+		}
+		usleep(10000);
+	}
+	char line[32];
+	int len = snprintf(line, sizeof(line), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, line, len, 0) != len)
+		log_warn("writing the pid into %s/celld.lock: %s", celld.state_dir,
+			 strerror(errno));
+	return 0; /* fd deliberately kept open: the lock is held until celld exits */
+}
+
 static int setup_dirs(const struct flags *f, struct cell_error *err)
 {
 	const char *state = f->state_dir ? f->state_dir : DEFAULT_STATE_DIR;
@@ -158,6 +193,8 @@ static int setup_dirs(const struct flags *f, struct cell_error *err)
 		return cell_err(err, errno, "opening %s", celld.state_dir);
 	if (mkdirat(sfd, "sandboxes", 0711) < 0 && errno != EEXIST)
 		return cell_err(err, errno, "creating %s/sandboxes", celld.state_dir);
+	if ((r = lock_state_dir(sfd, err)) < 0)
+		return r;
 	celld.sandboxes_fd =
 	    openat(sfd, "sandboxes", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (celld.sandboxes_fd < 0)

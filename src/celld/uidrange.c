@@ -340,6 +340,8 @@ static int reclaim(const char *name, int old_fd, const char *id, struct cell_err
 	return fd;
 }
 
+#define ADOPT_WAIT_MS 5000
+
 enum take { TAKE_NEW, TAKE_ADOPT };
 
 /* With the dir lock held: make slot ours for id. 0 (held now), 1 (someone else's live
@@ -436,11 +438,22 @@ int uidrange_adopt(const char *id, int slot, struct cell_error *err)
 				  registry_uid_base(slot) + CELL_UID_RANGE - 1, holder,
 				  celld.state_dir);
 	}
-	_cleanup_close_ int lock = dir_lock(err);
-	if (lock < 0)
-		return lock;
+	/* Our own file, still flocked: the celld before us may be a killed process whose
+	 * threads are still exiting (the flock goes with its last thread). Only one celld runs
+	 * per state dir (celld.lock), so wait for it a bounded while, dir lock released. */
 	struct owner other = {0};
-	int r = take_slot(slot, id, TAKE_ADOPT, &other, err);
+	int r;
+	for (int waited = 0;; waited += 10) {
+		_cleanup_close_ int lock = dir_lock(err);
+		if (lock < 0)
+			return lock;
+		memset(&other, 0, sizeof(other));
+		r = take_slot(slot, id, TAKE_ADOPT, &other, err);
+		if (r != 1 || !owner_is(&other, id) || waited >= ADOPT_WAIT_MS)
+			break;
+		close(move_fd(lock));
+		usleep(10000);
+	}
 	if (r != 1)
 		return r;
 	if (owner_is(&other, id))

@@ -285,6 +285,33 @@ START_TEST(restart_readopts_sandbox)
 }
 END_TEST
 
+START_TEST(second_celld_same_state_dir_refused)
+{
+	char *id = h_create("busybox", NULL);
+	char *sock = h_fmt("%s/second.sock", H.dir);
+	char *celld = h_fmt("%s/celld", H.bin);
+	char *init = h_fmt("%s/cell-init", H.bin);
+	char *argv[] = {celld, "--state-dir", H.state,	"--images", H.images, "--socket",
+			sock,  "--no-tcp",    "--init", init,	    NULL};
+	struct h_proc p = {0};
+	h_run(argv, NULL, 30, &p);
+	ck_assert_msg(p.status != 0, "a second celld on %s started", H.state);
+	ck_assert_msg(p.err && strstr(p.err, "another celld") && strstr(p.err, H.state),
+		      "unclear refusal: %s", p.err ? p.err : "");
+	ck_assert_msg(access(sock, F_OK) != 0, "the refused celld left its socket %s", sock);
+	h_proc_free(&p);
+	/* the first one still owns and serves the sandbox */
+	char *out = h_sh(id, "echo still");
+	ck_assert_str_eq(out, "still\n");
+	free(out);
+	ck_assert_int_eq(h_delete(id), 204);
+	free(init);
+	free(celld);
+	free(sock);
+	free(id);
+}
+END_TEST
+
 START_TEST(delete_leaves_nothing)
 {
 	char *id = h_create("busybox", NULL);
@@ -345,6 +372,8 @@ static Suite *lifecycle_suite(void)
 	tcase_add_test(h_tcase(s, "session_key_create_or_resume", 180),
 		       session_key_create_or_resume);
 	tcase_add_test(h_tcase(s, "restart_readopts_sandbox", 180), restart_readopts_sandbox);
+	tcase_add_test(h_tcase(s, "second_celld_same_state_dir_refused", 120),
+		       second_celld_same_state_dir_refused);
 	tcase_add_test(h_tcase(s, "delete_leaves_nothing", 120), delete_leaves_nothing);
 	tcase_add_test(h_tcase(s, "init_killed_from_host", 120), init_killed_from_host);
 	return s;

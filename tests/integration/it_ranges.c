@@ -293,6 +293,19 @@ static bool reservation_held(int slot)
 	return held;
 }
 
+/* After SIGKILL the thread-group leader can be reaped-visible (zombie) while celld's other
+ * threads are still exiting and the shared fd table, with its flocks, is not yet released:
+ * give the kernel a bounded moment instead of sampling once. */
+static bool reservation_released_soon(int slot)
+{
+	for (int i = 0; i < 200; i++) {
+		if (!reservation_held(slot))
+			return true;
+		h_sleep_ms(10);
+	}
+	return false;
+}
+
 /* The reservations dir locked as every celld locks it (scans and creations exclude). */
 static int ranges_lock(void)
 {
@@ -479,7 +492,8 @@ START_TEST(restart_keeps_reservation)
 	b_kill();
 	ck_assert_msg(h_pid_alive(b1_init), "the sandbox died with celld B");
 	expect_reserved(b_slot, B.state, b1);
-	ck_assert_msg(!reservation_held(b_slot), "slot %d still held with B dead", b_slot);
+	ck_assert_msg(reservation_released_soon(b_slot), "slot %d still held 2 s after B died",
+		      b_slot);
 	char *a_ids[3];
 	for (int i = 0; i < 3; i++) {
 		a_ids[i] = h_create("busybox", NULL);
