@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <openssl/rand.h>
@@ -136,6 +137,25 @@ static int print_version(void)
 	if (!cg)
 		fprintf(stderr, "celld: %s\n", err.msg);
 	return 0;
+}
+
+/* ---- kernel ---- */
+
+/* Idmapped mounts as overlayfs lower layers (how the image appears owned by each sandbox's
+ * root) arrived in Linux 5.19; on an older kernel every create would fail deep in the
+ * runtime with EINVAL, so say it once, plainly, at start. */
+static int check_kernel(struct cell_error *err)
+{
+	struct utsname u;
+	unsigned major = 0, minor = 0;
+	if (uname(&u) < 0 || sscanf(u.release, "%u.%u", &major, &minor) != 2)
+		return 0; /* unknown: let the first create tell */
+	if (major > 5 || (major == 5 && minor >= 19))
+		return 0;
+	return cell_err(err, ENOTSUP,
+			"Linux %s is too old: cell needs 5.19 or later (idmapped overlayfs lower "
+			"layers)",
+			u.release);
 }
 
 /* ---- directories ---- */
@@ -354,6 +374,8 @@ static int run(const struct flags *f)
 {
 	struct cell_error err = {0};
 	if (setup_dirs(f, &err) < 0 || uidrange_init(f->uid_ranges, &err) < 0)
+		goto fail;
+	if (check_kernel(&err) < 0)
 		goto fail;
 	celld.cgroup = cell_cgroup_detect(&err);
 	if (!celld.cgroup)
