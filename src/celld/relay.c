@@ -280,14 +280,14 @@ static int parse_exit(const struct cell_frame *f, struct relay_exit *ex, struct 
 	return 0;
 }
 
-int relay_exec_next(int fd, struct relay_event *ev, struct cell_error *err)
+/* Turn the frame in ev->frame into an event. Output frames stay in ev->frame for the
+ * caller; any other frame is consumed here: parsed (EXIT, ERROR) or refused, then cleared
+ * from ev->frame, its payload freed when `owned` (relay_exec_read's is borrowed). */
+static int frame_event(struct relay_event *ev, bool owned, struct cell_error *err)
 {
-	memset(ev, 0, sizeof(*ev));
-	int r = recv_frame(fd, &ev->frame, err);
-	if (r < 0)
-		return r == -ECONNRESET ? cell_err(err, ECONNRESET, "cell-init closed the relay")
-					: r;
-	switch (ev->frame.type) {
+	struct cell_frame f = ev->frame;
+	int r;
+	switch (f.type) {
 	case CELL_FRAME_STDOUT:
 		ev->kind = RELAY_EV_STDOUT;
 		return 0;
@@ -296,21 +296,34 @@ int relay_exec_next(int fd, struct relay_event *ev, struct cell_error *err)
 		return 0;
 	case CELL_FRAME_EXIT:
 		ev->kind = RELAY_EV_EXIT;
-		r = parse_exit(&ev->frame, &ev->exit, err);
-		cell_frame_free(&ev->frame);
-		return r;
+		r = parse_exit(&f, &ev->exit, err);
+		break;
 	case CELL_FRAME_ERROR: {
 		struct relay_error rerr;
-		r = parse_error(&ev->frame, &rerr, err);
-		cell_frame_free(&ev->frame);
-		return r < 0 ? r : cell_err(err, 0, "cell-init: %s", rerr.message);
+		r = parse_error(&f, &rerr, err);
+		if (r == 0)
+			r = cell_err(err, 0, "cell-init: %s", rerr.message);
+		break;
 	}
 	default:
 		r = cell_err(err, EPROTO, "cell-init sent %s during a command",
-			     cell_frame_type_name(ev->frame.type));
-		cell_frame_free(&ev->frame);
-		return r;
+			     cell_frame_type_name(f.type));
+		break;
 	}
+	ev->frame = (struct cell_frame){0};
+	if (owned)
+		cell_frame_free(&f);
+	return r;
+}
+
+int relay_exec_next(int fd, struct relay_event *ev, struct cell_error *err)
+{
+	memset(ev, 0, sizeof(*ev));
+	int r = recv_frame(fd, &ev->frame, err);
+	if (r < 0)
+		return r == -ECONNRESET ? cell_err(err, ECONNRESET, "cell-init closed the relay")
+					: r;
+	return frame_event(ev, true, err);
 }
 
 void relay_reader_free(struct relay_reader *rd)
@@ -375,29 +388,7 @@ int relay_exec_read(int fd, struct relay_reader *rd, struct relay_event *ev, str
 		return cell_err(err, r == -EAGAIN ? ETIMEDOUT : -r, "reading frame payload");
 	rd->buf[len] = '\0';
 	ev->frame = (struct cell_frame){.type = type, .len = len, .payload = len ? rd->buf : NULL};
-	struct cell_frame copy = ev->frame;
-	switch (type) {
-	case CELL_FRAME_STDOUT:
-		ev->kind = RELAY_EV_STDOUT;
-		return 0;
-	case CELL_FRAME_STDERR:
-		ev->kind = RELAY_EV_STDERR;
-		return 0;
-	case CELL_FRAME_EXIT:
-		ev->kind = RELAY_EV_EXIT;
-		ev->frame = (struct cell_frame){0};
-		return parse_exit(&copy, &ev->exit, err);
-	case CELL_FRAME_ERROR: {
-		struct relay_error rerr;
-		ev->frame = (struct cell_frame){0};
-		r = parse_error(&copy, &rerr, err);
-		return r < 0 ? r : cell_err(err, 0, "cell-init: %s", rerr.message);
-	}
-	default:
-		ev->frame = (struct cell_frame){0};
-		return cell_err(err, EPROTO, "cell-init sent %s during a command",
-				cell_frame_type_name(type));
-	}
+	return frame_event(ev, false, err);
 }
 
 int relay_signal(int fd, int sig, struct cell_error *err)

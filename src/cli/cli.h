@@ -57,6 +57,12 @@ enum { CLI_OPT_SOCKET = 0x1000, CLI_OPT_JSON };
 /* Handle a global option returned by getopt_long; true when it was one. */
 bool cli_global_opt(int c, const char *arg);
 
+/* Parse the options of a command that takes only the global ones and -h (optstring "h",
+ * or "+h" to stop at the first operand). Returns the exit code when the command is done
+ * (help printed, or a bad option), -1 when it should go on with argv[optind...]. */
+int cli_global_opts_only(int argc, char **argv, const char *optstring, const char *cmd,
+			 void (*help)(FILE *));
+
 /* Print "cell: <msg>\n" to stderr, control characters replaced. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -127,6 +133,20 @@ struct cli_exec_req {
 	long long timeout_ms; /* 0: none */
 };
 int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_error *err);
+
+/* ---- cmd_exec.c: the command's options, shared by exec and run ---- */
+
+/* -w DIR, -e K=V, -t SECONDS (optstring "w:e:t:"). */
+/* clang-format off */
+#define CLI_EXEC_LONGOPTS                                      \
+	{"workdir", required_argument, NULL, 'w'},             \
+	{"env", required_argument, NULL, 'e'},                 \
+	{"timeout", required_argument, NULL, 't'}
+/* clang-format on */
+
+/* Handle one of CLI_EXEC_LONGOPTS into req (and envs, req->envs' object): 1 when c was one,
+ * 0 when not, -errno (already reported) for a bad value. */
+int cli_exec_opt(int c, const char *arg, struct cli_exec_req *req, json_t *envs);
 
 /* Upload local file `src` (fd, already open; name used for the part's filename) to
  * `dest` in sandbox id, with permission bits `mode`. */

@@ -221,17 +221,9 @@ static int download(const struct remote *r, const char *dst)
 
 int cmd_cp(int argc, char **argv)
 {
-	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
-	int c;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg))
-			continue;
-		if (c == 'h') {
-			usage(stdout);
-			return CLI_EXIT_OK;
-		}
-		return cli_bad_option("cp", CLI_EXIT_USAGE);
-	}
+	int rc = cli_global_opts_only(argc, argv, "+h", "cp", usage);
+	if (rc >= 0)
+		return rc;
 	if (argc - optind != 2)
 		return cli_usage_error("cp", CLI_EXIT_USAGE, "expected SRC and DST");
 	const char *src = argv[optind], *dst = argv[optind + 1];

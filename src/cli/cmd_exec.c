@@ -24,13 +24,27 @@ static void usage(FILE *f)
 		"Example: cell exec 3f2a9c0d1b2e4f5a -- sh -c 'echo $HOME'\n");
 }
 
+int cli_exec_opt(int c, const char *arg, struct cli_exec_req *req, json_t *envs)
+{
+	int r;
+	switch (c) {
+	case 'w':
+		req->cwd = arg;
+		return 1;
+	case 'e':
+		r = cli_parse_env(envs, arg);
+		return r < 0 ? r : 1;
+	case 't':
+		r = cli_parse_seconds_ms(arg, &req->timeout_ms);
+		return r < 0 ? r : 1;
+	default:
+		return 0;
+	}
+}
+
 int cmd_exec(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"workdir", required_argument, NULL, 'w'},
-						 {"env", required_argument, NULL, 'e'},
-						 {"timeout", required_argument, NULL, 't'},
-						 CLI_GLOBAL_LONGOPTS,
-						 {0}};
+	static const struct option longopts[] = {CLI_EXEC_LONGOPTS, CLI_GLOBAL_LONGOPTS, {0}};
 	struct cli_exec_req xr = {0};
 	json_t *envs = json_object();
 	int code = CLI_EXIT_RUN_FAIL;
@@ -38,26 +52,18 @@ int cmd_exec(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+hw:e:t:", longopts, NULL)) != -1) {
 		if (cli_global_opt(c, optarg))
 			continue;
-		switch (c) {
-		case 'h':
+		int r = cli_exec_opt(c, optarg, &xr, envs);
+		if (r < 0)
+			goto out;
+		if (r > 0)
+			continue;
+		if (c == 'h') {
 			usage(stdout);
 			code = CLI_EXIT_OK;
-			goto out;
-		case 'w':
-			xr.cwd = optarg;
-			break;
-		case 'e':
-			if (cli_parse_env(envs, optarg) < 0)
-				goto out;
-			break;
-		case 't':
-			if (cli_parse_seconds_ms(optarg, &xr.timeout_ms) < 0)
-				goto out;
-			break;
-		default:
+		} else {
 			cli_bad_option("exec", CLI_EXIT_RUN_FAIL);
-			goto out;
 		}
+		goto out;
 	}
 	if (optind >= argc) {
 		cli_usage_error("exec", CLI_EXIT_RUN_FAIL, "expected a sandbox id");

@@ -28,22 +28,6 @@ static int get_and_print(const char *path, const char *what, json_t **keep)
 	return CLI_EXIT_OK;
 }
 
-static int simple_opts(int argc, char **argv, const char *cmd, void (*usage)(FILE *))
-{
-	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
-	int c;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg))
-			continue;
-		if (c == 'h') {
-			usage(stdout);
-			return CLI_EXIT_OK;
-		}
-		return cli_bad_option(cmd, CLI_EXIT_USAGE);
-	}
-	return -1;
-}
-
 static void inspect_usage(FILE *f)
 {
 	fprintf(f, "Usage: cell inspect ID\n"
@@ -58,7 +42,7 @@ static void inspect_usage(FILE *f)
 
 int cmd_inspect(int argc, char **argv)
 {
-	int rc = simple_opts(argc, argv, "inspect", inspect_usage);
+	int rc = cli_global_opts_only(argc, argv, "h", "inspect", inspect_usage);
 	if (rc >= 0)
 		return rc;
 	if (argc - optind != 1)
@@ -89,7 +73,7 @@ static void info_usage(FILE *f)
 
 int cmd_info(int argc, char **argv)
 {
-	int rc = simple_opts(argc, argv, "info", info_usage);
+	int rc = cli_global_opts_only(argc, argv, "h", "info", info_usage);
 	if (rc >= 0)
 		return rc;
 	if (optind != argc)

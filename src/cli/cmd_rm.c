@@ -33,20 +33,12 @@ int cli_delete_sandbox(const char *id, struct cell_error *err)
 
 int cmd_rm(int argc, char **argv)
 {
-	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
-	int c;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg))
-			continue;
-		if (c == 'h') {
-			usage(stdout);
-			return CLI_EXIT_OK;
-		}
-		return cli_bad_option("rm", CLI_EXIT_USAGE);
-	}
+	int rc = cli_global_opts_only(argc, argv, "h", "rm", usage);
+	if (rc >= 0)
+		return rc;
 	if (optind >= argc)
 		return cli_usage_error("rm", CLI_EXIT_USAGE, "expected at least one sandbox id");
-	int rc = CLI_EXIT_OK;
+	rc = CLI_EXIT_OK;
 	for (int i = optind; i < argc; i++) {
 		if (!cli_check_id(argv[i])) {
 			rc = CLI_EXIT_FAIL;

@@ -41,10 +41,8 @@ int cmd_run(int argc, char **argv)
 	static const struct option longopts[] = {{"rm", no_argument, NULL, OPT_RM},
 						 {"image", required_argument, NULL, 'i'},
 						 {"volume", required_argument, NULL, 'v'},
-						 {"workdir", required_argument, NULL, 'w'},
-						 {"env", required_argument, NULL, 'e'},
-						 {"timeout", required_argument, NULL, 't'},
 						 {"session", required_argument, NULL, 's'},
+						 CLI_EXEC_LONGOPTS,
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
 	struct cli_create_opts co = {0};
@@ -56,6 +54,11 @@ int cmd_run(int argc, char **argv)
 	int c;
 	while ((c = getopt_long(argc, argv, "+hi:v:w:e:t:s:", longopts, NULL)) != -1) {
 		if (cli_global_opt(c, optarg))
+			continue;
+		int r = cli_exec_opt(c, optarg, &xr, envs);
+		if (r < 0)
+			goto out;
+		if (r > 0)
 			continue;
 		switch (c) {
 		case 'h':
@@ -70,17 +73,6 @@ int cmd_run(int argc, char **argv)
 			break;
 		case 'v':
 			if (cli_parse_volume(vols, optarg) < 0)
-				goto out;
-			break;
-		case 'w':
-			xr.cwd = optarg;
-			break;
-		case 'e':
-			if (cli_parse_env(envs, optarg) < 0)
-				goto out;
-			break;
-		case 't':
-			if (cli_parse_seconds_ms(optarg, &xr.timeout_ms) < 0)
 				goto out;
 			break;
 		case 's':

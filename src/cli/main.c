@@ -114,6 +114,23 @@ int cli_bad_option(const char *cmd, int code)
 	return code;
 }
 
+int cli_global_opts_only(int argc, char **argv, const char *optstring, const char *cmd,
+			 void (*help)(FILE *))
+{
+	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
+	int c;
+	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg))
+			continue;
+		if (c == 'h') {
+			help(stdout);
+			return CLI_EXIT_OK;
+		}
+		return cli_bad_option(cmd, CLI_EXIT_USAGE);
+	}
+	return -1;
+}
+
 bool cli_check_id(const char *id)
 {
 	if (cell_id_valid(id))
@@ -214,19 +231,16 @@ void cli_signals_install(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+static void version_usage(FILE *f)
+{
+	fprintf(f, "Usage: cell version\n\nPrint the version of the cell CLI.\n");
+}
+
 int cmd_version(int argc, char **argv)
 {
-	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
-	int c;
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg))
-			continue;
-		if (c == 'h') {
-			printf("Usage: cell version\n\nPrint the version of the cell CLI.\n");
-			return CLI_EXIT_OK;
-		}
-		return cli_bad_option("version", CLI_EXIT_USAGE);
-	}
+	int rc = cli_global_opts_only(argc, argv, "+h", "version", version_usage);
+	if (rc >= 0)
+		return rc;
 	if (optind != argc)
 		return cli_usage_error("version", CLI_EXIT_USAGE, "takes no arguments");
 	if (cli.json)

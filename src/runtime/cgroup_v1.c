@@ -117,17 +117,24 @@ int cell_cgroup_v1_join_open(const char *rel, struct cell_cgroup_join *j, struct
 	return r;
 }
 
+/* rel's cgroup.procs in the hierarchy that tracks the sandbox's tasks. */
+static int procs_path(const char *rel, char *buf, size_t size, struct cell_error *err)
+{
+	int r = check_rel(rel, err);
+	if (r < 0)
+		return r;
+	if (cell_cgroup_path(buf, size, tracking_hierarchy(), rel, "cgroup.procs") < 0)
+		return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
+	return 0;
+}
+
 static int v1_list_pids(const char *rel, pid_t **pids, size_t *n, struct cell_error *err)
 {
 	char path[PATH_MAX];
 	*pids = NULL;
 	*n = 0;
-	int r = check_rel(rel, err);
-	if (r < 0)
-		return r;
-	if (cell_cgroup_path(path, sizeof(path), tracking_hierarchy(), rel, "cgroup.procs") < 0)
-		return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
-	return cell_cgroup_read_pids(path, pids, n, err);
+	int r = procs_path(rel, path, sizeof(path), err);
+	return r < 0 ? r : cell_cgroup_read_pids(path, pids, n, err);
 }
 
 static bool set_freezer(const char *rel, const char *state)
@@ -178,12 +185,8 @@ static int kill_round(const char *rel, struct cell_error *err)
 static int v1_kill_all(const char *rel, struct cell_error *err)
 {
 	char procs[PATH_MAX];
-	int r = check_rel(rel, err);
-	if (r < 0)
-		return r;
-	if (cell_cgroup_path(procs, sizeof(procs), tracking_hierarchy(), rel, "cgroup.procs") < 0)
-		return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
-	return cell_cgroup_drain(procs, kill_round, rel, err);
+	int r = procs_path(rel, procs, sizeof(procs), err);
+	return r < 0 ? r : cell_cgroup_drain(procs, kill_round, rel, err);
 }
 
 static int v1_destroy(const char *rel, struct cell_error *err)

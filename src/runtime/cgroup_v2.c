@@ -43,6 +43,16 @@ static void enable_controllers(const char *dir)
 	}
 }
 
+/* rel's directory (file NULL) or a file in it; a bad rel is refused before it becomes a
+ * path. */
+static int v2_path(const char *rel, const char *file, char *buf, size_t size,
+		   struct cell_error *err)
+{
+	if (!cell_cgroup_rel_valid(rel) || cell_cgroup_path(buf, size, "", rel, file) < 0)
+		return cell_err(err, EINVAL, "invalid cgroup name '%s'", rel ? rel : "");
+	return 0;
+}
+
 static int v2_create(const char *rel, struct cell_error *err)
 {
 	if (!cell_cgroup_rel_valid(rel))
@@ -63,9 +73,9 @@ static int v2_create(const char *rel, struct cell_error *err)
 static int v2_attach(const char *rel, pid_t pid, struct cell_error *err)
 {
 	char path[PATH_MAX], val[24];
-	if (!cell_cgroup_rel_valid(rel) ||
-	    cell_cgroup_path(path, sizeof(path), "", rel, "cgroup.procs") < 0)
-		return cell_err(err, EINVAL, "invalid cgroup name '%s'", rel ? rel : "");
+	int r = v2_path(rel, "cgroup.procs", path, sizeof(path), err);
+	if (r < 0)
+		return r;
 	snprintf(val, sizeof(val), "%d", (int)pid);
 	return cell_write_string(path, val, err);
 }
@@ -73,8 +83,9 @@ static int v2_attach(const char *rel, pid_t pid, struct cell_error *err)
 int cell_cgroup_v2_join_open(const char *rel, struct cell_cgroup_join *j, struct cell_error *err)
 {
 	char path[PATH_MAX];
-	if (!cell_cgroup_rel_valid(rel) || cell_cgroup_path(path, sizeof(path), "", rel, NULL) < 0)
-		return cell_err(err, EINVAL, "invalid cgroup name '%s'", rel ? rel : "");
+	int r = v2_path(rel, NULL, path, sizeof(path), err);
+	if (r < 0)
+		return r;
 	j->clone_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (j->clone_fd < 0)
 		return cell_err(err, errno, "opening %s", path);
@@ -86,10 +97,8 @@ static int v2_list_pids(const char *rel, pid_t **pids, size_t *n, struct cell_er
 	char path[PATH_MAX];
 	*pids = NULL;
 	*n = 0;
-	if (!cell_cgroup_rel_valid(rel) ||
-	    cell_cgroup_path(path, sizeof(path), "", rel, "cgroup.procs") < 0)
-		return cell_err(err, EINVAL, "invalid cgroup name '%s'", rel ? rel : "");
-	return cell_cgroup_read_pids(path, pids, n, err);
+	int r = v2_path(rel, "cgroup.procs", path, sizeof(path), err);
+	return r < 0 ? r : cell_cgroup_read_pids(path, pids, n, err);
 }
 
 /* Without cgroup.kill (kernels before 5.14): freeze first so nothing forks or exits on its
@@ -119,10 +128,8 @@ static int kill_round(const char *rel, struct cell_error *err)
 static int v2_kill_all(const char *rel, struct cell_error *err)
 {
 	char procs[PATH_MAX];
-	if (!cell_cgroup_rel_valid(rel) ||
-	    cell_cgroup_path(procs, sizeof(procs), "", rel, "cgroup.procs") < 0)
-		return cell_err(err, EINVAL, "invalid cgroup name '%s'", rel ? rel : "");
-	return cell_cgroup_drain(procs, kill_round, rel, err);
+	int r = v2_path(rel, "cgroup.procs", procs, sizeof(procs), err);
+	return r < 0 ? r : cell_cgroup_drain(procs, kill_round, rel, err);
 }
 
 static int v2_destroy(const char *rel, struct cell_error *err)

@@ -106,6 +106,14 @@ char *h_read_file(const char *path)
 	return out;
 }
 
+char *h_trim(char *s)
+{
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
+		s[--n] = '\0';
+	return s;
+}
+
 char *h_urlencode(const char *s)
 {
 	static const char ok[] = "-_.~/";
@@ -161,7 +169,7 @@ static void append_line(const char *path, const char *line)
 /* ------------------------------------------------------------------------------------ */
 /* processes                                                                             */
 
-static uint64_t proc_starttime(pid_t pid, char *state)
+uint64_t h_proc_starttime(pid_t pid, char *state)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
@@ -196,7 +204,7 @@ bool h_pid_alive(pid_t pid)
 		return false;
 	/* Reap it if it is our child; a zombie counts as dead. */
 	waitpid(pid, NULL, WNOHANG);
-	return proc_starttime(pid, &state) != 0 && state != 'Z' && state != 'X';
+	return h_proc_starttime(pid, &state) != 0 && state != 'Z' && state != 'X';
 }
 
 static bool wait_gone(pid_t pid, int timeout_ms)
@@ -313,6 +321,24 @@ void h_proc_free(struct h_proc *res)
 	res->out = res->err = NULL;
 }
 
+#define CLI_MAX_ARGS 32
+
+int h_cell_v(struct h_proc *res, int timeout_s, va_list ap)
+{
+	char *argv[CLI_MAX_ARGS];
+	int n = 0;
+	argv[n++] = h_fmt("%s/cell", H.bin);
+	argv[n++] = "--socket";
+	argv[n++] = H.socket;
+	const char *a;
+	while ((a = va_arg(ap, const char *)) && n < CLI_MAX_ARGS - 1)
+		argv[n++] = (char *)a;
+	argv[n] = NULL;
+	h_run(argv, NULL, timeout_s, res);
+	free(argv[0]);
+	return res->status;
+}
+
 static char pids_file[H_PATH + 16], created_file[H_PATH + 16];
 
 pid_t h_spawn(char *const argv[])
@@ -330,7 +356,7 @@ pid_t h_spawn(char *const argv[])
 	}
 	char line[32];
 	snprintf(line, sizeof(line), "%d %llu", (int)pid,
-		 (unsigned long long)proc_starttime(pid, NULL));
+		 (unsigned long long)h_proc_starttime(pid, NULL));
 	append_line(pids_file, line);
 	return pid;
 }
@@ -577,6 +603,15 @@ long h_delete(const char *id)
 	long status = h_http("DELETE", path, NULL, NULL);
 	free(path);
 	return status;
+}
+
+int h_sandbox_count(void)
+{
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", "/v1/sandboxes?pageSize=1000", NULL, &r), 200);
+	int n = (int)json_array_size(json_object_get(r.json, "items"));
+	h_resp_free(&r);
+	return n;
 }
 
 json_t *h_inspect(const char *id)
@@ -945,23 +980,13 @@ bool h_celld_alive(void)
 	if (!shared || shared->celld_pid <= 0)
 		return false;
 	return h_pid_alive(shared->celld_pid) &&
-	       proc_starttime(shared->celld_pid, NULL) == shared->celld_start;
+	       h_proc_starttime(shared->celld_pid, NULL) == shared->celld_start;
 }
 
-/* Start celld and wait until its socket answers HTTP. Returns 0, or -1 with why filled. */
-static int celld_spawn(char *why, size_t why_len)
+pid_t h_spawn_celld(char *const argv[], const char *log)
 {
-	char *celld = h_fmt("%s/celld", H.bin);
-	char *init = h_fmt("%s/cell-init", H.bin);
-	char *const argv[] = {celld,	  "--state-dir", H.state,    "--images", H.images,
-			      "--socket", H.socket,	 "--listen", H.listen,	 "--api-key-file",
-			      H.key_file, "--init",	 init,	     NULL};
-	int logfd = open(H.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	pid_t pid = fork();
-	if (pid < 0) {
-		snprintf(why, why_len, "fork: %s", strerror(errno));
-		return -1;
-	}
 	if (pid == 0) {
 		/* Own session: ^C on the terminal and Check's process-group kills reach the
 		 * runner, which then stops celld in order. */
@@ -972,17 +997,37 @@ static int celld_spawn(char *why, size_t why_len)
 		dup2(logfd, 2);
 		/* No fd of the test runner (Check's message pipes) leaks into celld. */
 		close_range(3, ~0u, 0);
-		execv(celld, argv);
-		fprintf(stderr, "harness: exec %s: %s\n", celld, strerror(errno));
+		execv(argv[0], argv);
+		fprintf(stderr, "harness: exec %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
-	close(logfd);
+	int e = errno;
+	if (logfd >= 0)
+		close(logfd);
+	errno = e;
+	return pid;
+}
+
+/* Start celld and wait until its socket answers HTTP. Returns 0, or -1 with why filled. */
+static int celld_spawn(char *why, size_t why_len)
+{
+	char *celld = h_fmt("%s/celld", H.bin);
+	char *init = h_fmt("%s/cell-init", H.bin);
+	char *const argv[] = {celld,	  "--state-dir", H.state,    "--images", H.images,
+			      "--socket", H.socket,	 "--listen", H.listen,	 "--api-key-file",
+			      H.key_file, "--init",	 init,	     NULL};
+	pid_t pid = h_spawn_celld(argv, H.log);
+	int e = errno;
 	free(celld);
 	free(init);
+	if (pid < 0) {
+		snprintf(why, why_len, "fork: %s", strerror(e));
+		return -1;
+	}
 	shared->celld_pid = pid;
 	shared->celld_start = 0;
 	for (int i = 0; i < 100 && !shared->celld_start; i++) {
-		shared->celld_start = proc_starttime(pid, NULL);
+		shared->celld_start = h_proc_starttime(pid, NULL);
 		if (!shared->celld_start)
 			h_sleep_ms(1);
 	}
@@ -1165,7 +1210,7 @@ static void kill_registered_pids(void)
 	int pid;
 	unsigned long long start;
 	while (fscanf(f, "%d %llu", &pid, &start) == 2) {
-		if (pid > 0 && start && proc_starttime(pid, NULL) == start)
+		if (pid > 0 && start && h_proc_starttime(pid, NULL) == start)
 			kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 	}

@@ -25,6 +25,7 @@
 
 #include <check.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -178,6 +179,9 @@ void h_celld_start(void);
 
 /* Start a host process (registered: killed by the test's teardown). */
 pid_t h_spawn(char *const argv[]);
+/* Start a celld (argv[0] its path) in its own session with stdin /dev/null and stdout and
+ * stderr appended to log; not registered. The pid, or -1 with errno set. */
+pid_t h_spawn_celld(char *const argv[], const char *log);
 
 struct h_proc {
 	int status; /* exit code, 128+N when killed by signal N, -1 on timeout */
@@ -188,6 +192,12 @@ struct h_proc {
  * it after timeout_s. */
 int h_run(char *const argv[], char *const env[], int timeout_s, struct h_proc *res);
 void h_proc_free(struct h_proc *res);
+/* Run `cell --socket H.socket ARGS...` (ap: NULL-terminated strings, at most 28 are used)
+ * like h_run; returns res->status. */
+int h_cell_v(struct h_proc *res, int timeout_s, va_list ap);
+/* A process's start time (field 22 of /proc/PID/stat; 0 when it is gone) and, when state
+ * is not NULL, its state letter. */
+uint64_t h_proc_starttime(pid_t pid, char *state);
 
 /* Leak probes. */
 bool h_mountinfo_mentions(const char *needle);
@@ -200,6 +210,10 @@ bool h_pid_alive(pid_t pid);
 
 /* ---- small utilities ---- */
 
+/* Number of sandboxes the server lists (asserts the listing succeeds). */
+int h_sandbox_count(void);
+/* Strip trailing newlines and spaces in place; returns s. */
+char *h_trim(char *s);
 /* Value at a dotted path ("status.state", "uidMap.hostStart") or NULL. */
 json_t *h_jget(json_t *root, const char *path);
 const char *h_jstr(json_t *root, const char *path); /* "" when missing */

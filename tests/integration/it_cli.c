@@ -14,48 +14,19 @@
 #include "cell/id.h"
 #include "harness.h"
 
-#define CLI_MAX_ARGS 32
-
 /* Run `cell --socket T/cell.sock ARGS...` (NULL-terminated), with a hang guard. */
 static int cell(struct h_proc *p, ...)
 {
-	char *argv[CLI_MAX_ARGS];
-	int n = 0;
-	argv[n++] = h_fmt("%s/cell", H.bin);
-	argv[n++] = "--socket";
-	argv[n++] = H.socket;
 	va_list ap;
 	va_start(ap, p);
-	const char *a;
-	while ((a = va_arg(ap, const char *)) && n < CLI_MAX_ARGS - 1)
-		argv[n++] = (char *)a;
+	int status = h_cell_v(p, 120, ap);
 	va_end(ap);
-	argv[n] = NULL;
-	h_run(argv, NULL, 120, p);
-	free(argv[0]);
-	return p->status;
-}
-
-static int sandbox_count(void)
-{
-	struct h_resp r;
-	ck_assert_int_eq(h_http("GET", "/v1/sandboxes?pageSize=1000", NULL, &r), 200);
-	int n = (int)json_array_size(json_object_get(r.json, "items"));
-	h_resp_free(&r);
-	return n;
-}
-
-static char *trim(char *s)
-{
-	size_t n = strlen(s);
-	while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
-		s[--n] = '\0';
-	return s;
+	return status;
 }
 
 START_TEST(run_rm_passes_exit_code)
 {
-	int before = sandbox_count();
+	int before = h_sandbox_count();
 	struct h_proc p;
 	cell(&p, "run", "--rm", "--image", "busybox", "--", "sh", "-c",
 	     "echo out; echo err >&2; "
@@ -65,7 +36,7 @@ START_TEST(run_rm_passes_exit_code)
 	ck_assert_str_eq(p.out, "out\n");
 	ck_assert_msg(strstr(p.err, "err\n"), "stderr: %s", p.err);
 	h_proc_free(&p);
-	ck_assert_int_eq(sandbox_count(), before);
+	ck_assert_int_eq(h_sandbox_count(), before);
 
 	cell(&p, "run", "--rm", "--image", "busybox", "--", "sh", "-c", "kill -9 $$", NULL);
 	ck_assert_msg(p.status == 137, "exit %d, stderr: %s", p.status, p.err);
@@ -74,7 +45,7 @@ START_TEST(run_rm_passes_exit_code)
 	     NULL);
 	ck_assert_msg(p.status == 124, "exit %d, stderr: %s", p.status, p.err);
 	h_proc_free(&p);
-	ck_assert_int_eq(sandbox_count(), before);
+	ck_assert_int_eq(h_sandbox_count(), before);
 }
 END_TEST
 
@@ -94,13 +65,13 @@ START_TEST(run_failures_are_125)
 	h_proc_free(&p);
 	free(argv[0]);
 
-	int before = sandbox_count();
+	int before = h_sandbox_count();
 	cell(&p, "run", "--rm", "--image", "no-such-image", "--", "true", NULL);
 	ck_assert_msg(p.status == 125, "unknown image: exit %d", p.status);
 	ck_assert_msg(strstr(p.err, "no-such-image") || strstr(p.err, "IMAGE_NOT_FOUND"),
 		      "message does not name the image: %s", p.err);
 	h_proc_free(&p);
-	ck_assert_int_eq(sandbox_count(), before);
+	ck_assert_int_eq(h_sandbox_count(), before);
 }
 END_TEST
 
@@ -162,11 +133,11 @@ START_TEST(create_session_same_id)
 	cell(&p, "create", "--image", "busybox", "--session", key, NULL);
 	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
 	h_track_sandbox(want);
-	ck_assert_str_eq(trim(p.out), want);
+	ck_assert_str_eq(h_trim(p.out), want);
 	h_proc_free(&p);
 	cell(&p, "create", "--image", "busybox", "--session", key, NULL);
 	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
-	ck_assert_str_eq(trim(p.out), want);
+	ck_assert_str_eq(h_trim(p.out), want);
 	h_proc_free(&p);
 
 	cell(&p, "ls", NULL);
@@ -195,7 +166,7 @@ START_TEST(exec_and_cp_round_trip)
 	struct h_proc p;
 	cell(&p, "create", "--image", "busybox", NULL);
 	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
-	char *id = strdup(trim(p.out));
+	char *id = strdup(h_trim(p.out));
 	h_track_sandbox(id);
 	h_proc_free(&p);
 

@@ -16,43 +16,14 @@
 #include "cell/id.h"
 #include "harness.h"
 
-#define CLI_MAX_ARGS 32
-
 /* Run `cell --socket T/cell.sock ARGS...` (NULL-terminated), with a hang guard. */
 static int cell(struct h_proc *p, ...)
 {
-	char *argv[CLI_MAX_ARGS];
-	int n = 0;
-	argv[n++] = h_fmt("%s/cell", H.bin);
-	argv[n++] = "--socket";
-	argv[n++] = H.socket;
 	va_list ap;
 	va_start(ap, p);
-	const char *a;
-	while ((a = va_arg(ap, const char *)) && n < CLI_MAX_ARGS - 1)
-		argv[n++] = (char *)a;
+	int status = h_cell_v(p, 300, ap);
 	va_end(ap);
-	argv[n] = NULL;
-	h_run(argv, NULL, 300, p);
-	free(argv[0]);
-	return p->status;
-}
-
-static char *trim(char *s)
-{
-	size_t n = strlen(s);
-	while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
-		s[--n] = '\0';
-	return s;
-}
-
-static int sandbox_count(void)
-{
-	struct h_resp r;
-	ck_assert_int_eq(h_http("GET", "/v1/sandboxes?pageSize=1000", NULL, &r), 200);
-	int n = (int)json_array_size(json_object_get(r.json, "items"));
-	h_resp_free(&r);
-	return n;
+	return status;
 }
 
 /* Poll until the server answers (python takes a moment to bind). */
@@ -103,7 +74,7 @@ START_TEST(cli_tour_background_server)
 	struct h_proc p;
 	cell(&p, "create", "--image", "default", NULL);
 	ck_assert_msg(p.status == 0, "cell create: exit %d: %s", p.status, p.err);
-	char *id = strdup(trim(p.out));
+	char *id = strdup(h_trim(p.out));
 	h_track_sandbox(id);
 	h_proc_free(&p);
 
@@ -314,7 +285,7 @@ static char *ci_dir(const char *makefile)
 
 START_TEST(cli_run_make_test)
 {
-	int before = sandbox_count();
+	int before = h_sandbox_count();
 	char *dir = ci_dir("test:\n"
 			   "\t@echo \"testing in $$(pwd) as uid $$(id -u)\"\n"
 			   "\t@python3 -c 'print(\"tests passed:\", 6 * 7)'\n"
@@ -352,7 +323,7 @@ START_TEST(cli_run_make_test)
 	h_proc_free(&p);
 	free(vol);
 	free(dir);
-	ck_assert_int_eq(sandbox_count(), before);
+	ck_assert_int_eq(h_sandbox_count(), before);
 }
 END_TEST
 

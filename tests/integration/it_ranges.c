@@ -64,28 +64,6 @@ static void talk_to_b(bool b)
 	snprintf(H.log, sizeof(H.log), "%s", b ? B.log : a_log);
 }
 
-static unsigned long long starttime_of(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	unsigned long long st = 0;
-	if (!p || sscanf(p + 2,
-			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-			 "%*d %*d %llu",
-			 &st) != 1)
-		return 0;
-	return st;
-}
-
 /* B's pid when that process is still B (pid file: "<pid> <starttime>"), else 0. */
 static pid_t b_pid(void)
 {
@@ -93,7 +71,7 @@ static pid_t b_pid(void)
 	int pid = 0;
 	unsigned long long st = 0;
 	if (!text || sscanf(text, "%d %llu", &pid, &st) != 2 || pid <= 0 || !st ||
-	    !h_pid_alive(pid) || starttime_of(pid) != st)
+	    !h_pid_alive(pid) || h_proc_starttime(pid, NULL) != st)
 		pid = 0;
 	free(text);
 	return pid;
@@ -111,27 +89,16 @@ static bool b_spawn(char *why, size_t why_len)
 	char *celld = h_fmt("%s/celld", H.bin), *init = h_fmt("%s/cell-init", H.bin);
 	char *const argv[] = {celld,	"--state-dir", B.state,	 "--images", H.images, "--socket",
 			      B.socket, "--no-tcp",    "--init", init,	     NULL};
-	int logfd = open(B.log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	pid_t pid = fork();
-	if (pid == 0) {
-		setsid();
-		int devnull = open("/dev/null", O_RDONLY);
-		dup2(devnull, 0);
-		dup2(logfd, 1);
-		dup2(logfd, 2);
-		close_range(3, ~0u, 0);
-		execv(celld, argv);
-		_exit(127);
-	}
-	close(logfd);
+	pid_t pid = h_spawn_celld(argv, B.log);
+	int e = errno;
 	free(celld);
 	free(init);
 	if (pid < 0) {
-		snprintf(why, why_len, "fork: %s", strerror(errno));
+		snprintf(why, why_len, "fork: %s", strerror(e));
 		return false;
 	}
 	unsigned long long st = 0;
-	for (int i = 0; i < 1000 && !(st = starttime_of(pid)); i++)
+	for (int i = 0; i < 1000 && !(st = h_proc_starttime(pid, NULL)); i++)
 		h_sleep_ms(1);
 	char *line = h_fmt("%d %llu\n", (int)pid, st);
 	h_write_file(B.pidfile, line, 0600);
