@@ -63,6 +63,38 @@ START_TEST(pid1_is_cell_init)
 }
 END_TEST
 
+/* The /proc/self/exe overwrite class (CVE-2019-5736): PID 1 runs from a sealed memfd, so
+ * root inside can neither write nor truncate the binary it sees as /proc/1/exe, and the
+ * copy on the host stays byte-identical. */
+START_TEST(init_binary_not_writable)
+{
+	char *id = h_create("busybox", NULL);
+	char *before = h_sh(id, "md5sum < /proc/1/exe 2>&1 || echo unreadable");
+	ck_assert_int_ne(h_sh_code(id, "echo x >> /proc/1/exe"), 0);
+	ck_assert_int_ne(h_sh_code(id, "echo x > /proc/1/exe"), 0);
+	ck_assert_int_ne(h_sh_code(id, "dd if=/dev/zero of=/proc/1/exe bs=1 count=1 "
+				       "conv=notrunc 2>/dev/null"),
+			 0);
+	char *after = h_sh(id, "md5sum < /proc/1/exe 2>&1 || echo unreadable");
+	ck_assert_str_eq(before, after);
+	char *host = h_fmt("md5sum < %s/cell-init", H.bin);
+	char *argv[] = {"/bin/sh", "-c", host, NULL};
+	struct h_proc p = {0};
+	ck_assert_int_eq(h_run(argv, NULL, 30, &p), 0);
+	if (strcmp(before, "unreadable\n") != 0)
+		ck_assert_str_eq(before, p.out);
+	h_proc_free(&p);
+	/* and init still answers */
+	char *out = h_sh(id, "echo alive");
+	ck_assert_str_eq(out, "alive\n");
+	free(out);
+	free(host);
+	free(after);
+	free(before);
+	free(id);
+}
+END_TEST
+
 START_TEST(host_processes_invisible)
 {
 	char *const argv[] = {"/bin/sleep", "987123", NULL};
@@ -593,6 +625,7 @@ static Suite *isolation_suite(void)
 {
 	Suite *s = suite_create("isolation");
 	tcase_add_test(h_tcase(s, "pid1_is_cell_init", 120), pid1_is_cell_init);
+	tcase_add_test(h_tcase(s, "init_binary_not_writable", 120), init_binary_not_writable);
 	tcase_add_test(h_tcase(s, "host_processes_invisible", 120), host_processes_invisible);
 	tcase_add_test(h_tcase(s, "uid_map_is_sandbox_range", 120), uid_map_is_sandbox_range);
 	tcase_add_test(h_tcase(s, "host_files_unreachable_by_exec", 120),
