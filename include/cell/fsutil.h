@@ -14,6 +14,10 @@ int cell_mkdir_p(const char *path, mode_t mode, struct cell_error *err);
  * symlinks stay inside rootfd. Returns an fd or -errno. */
 int cell_open_in_root(int rootfd, const char *path, int flags, mode_t mode, int no_symlinks);
 
+/* write() until all of buf is out: EINTR retried, EAGAIN (a non-blocking fd, e.g. a terminal
+ * someone set O_NONBLOCK on) waits for POLLOUT. Returns 0 or -errno. */
+int cell_write_all(int fd, const void *buf, size_t len);
+
 /* Write a whole file atomically: tmp file in the same dir, fsync, rename. */
 int cell_write_file_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
 			   struct cell_error *err);

@@ -34,7 +34,7 @@ struct celld_config {
 	int init_fd;	  /* sealed memfd holding cell-init */
 	int sandboxes_fd; /* <state>/sandboxes */
 	const struct cell_cgroup_ops *cgroup;
-	char cgroup_prefix[32]; /* "cell" or "cell-<8 hex>" */
+	char cgroup_prefix[32]; /* cgroup instance dir, for the log: "cell" or "cell-<8 hex>" */
 };
 
 extern struct celld_config celld;

@@ -395,9 +395,11 @@ static int pidfd_open(pid_t pid)
 static void remove_orphan(const char *id, const char *why)
 {
 	struct cell_error err = {0};
-	char rel[sizeof(celld.cgroup_prefix) + CELL_ID_MAX + 2];
-	snprintf(rel, sizeof(rel), "%s/%.64s", celld.cgroup_prefix, id);
-	if (teardown(0, -1, 0, rel, &err) < 0 ||
+	char rel[sizeof(((struct sandbox *)0)->cgroup_rel)];
+	int r = cell_cgroup_name(celld.state_dir, id, rel, sizeof(rel));
+	if (r < 0)
+		cell_err(&err, -r, "naming the cgroup of %s", id);
+	if (r < 0 || teardown(0, -1, 0, rel, &err) < 0 ||
 	    cell_remove_tree_at(celld.sandboxes_fd, id, &err) < 0)
 		log_error("sandbox %s (%s): cleanup failed: %s", id, why, err.msg);
 	else

@@ -24,10 +24,9 @@
 #include "cell/version.h"
 #include "celld.h"
 
-#define DEFAULT_STATE_DIR "/var/lib/cell"
-#define DEFAULT_SOCKET	  "/run/cell/cell.sock"
-#define DEFAULT_LISTEN	  "127.0.0.1:8080"
-#define SHUTDOWN_GRACE_S  5
+#define DEFAULT_SOCKET	 "/run/cell/cell.sock"
+#define DEFAULT_LISTEN	 "127.0.0.1:8080"
+#define SHUTDOWN_GRACE_S 5
 
 struct celld_config celld = {.init_fd = -1, .sandboxes_fd = -1};
 
@@ -40,7 +39,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: celld [options]\n"
-		"  --state-dir DIR     state directory (default " DEFAULT_STATE_DIR ")\n"
+		"  --state-dir DIR     state directory (default " CELL_DEFAULT_STATE_DIR ")\n"
 		"  --images DIR        images directory (default <state>/images)\n"
 		"  --socket PATH       Unix socket, mode 0660, group cell (default " DEFAULT_SOCKET
 		")\n"
@@ -196,7 +195,7 @@ static int lock_state_dir(int state_fd, struct cell_error *err)
 
 static int setup_dirs(const struct flags *f, struct cell_error *err)
 {
-	const char *state = f->state_dir ? f->state_dir : DEFAULT_STATE_DIR;
+	const char *state = f->state_dir ? f->state_dir : CELL_DEFAULT_STATE_DIR;
 	if (state[0] != '/')
 		return cell_err(err, EINVAL, "--state-dir %s must be absolute", state);
 	int r = cell_mkdir_p(state, 0711, err);
@@ -235,14 +234,12 @@ static int setup_dirs(const struct flags *f, struct cell_error *err)
 	if (!celld.images_dir)
 		return cell_err(err, errno, "resolving %s", images);
 
-	/* cgroup names per state dir, so several celld side by side never collide. */
-	if (!strcmp(celld.state_dir, DEFAULT_STATE_DIR)) {
-		snprintf(celld.cgroup_prefix, sizeof(celld.cgroup_prefix), "cell");
-	} else {
-		char hex[CELL_SHA256_HEX_LEN + 1];
-		cell_sha256_hex(celld.state_dir, strlen(celld.state_dir), hex);
-		snprintf(celld.cgroup_prefix, sizeof(celld.cgroup_prefix), "cell-%.8s", hex);
-	}
+	/* The cgroup instance dir for the start-up log: the runtime's naming rule (one per state
+	 * dir, so several celld side by side never collide), minus the sandbox part. */
+	char *prefix = celld.cgroup_prefix;
+	if (cell_cgroup_name(celld.state_dir, "0", prefix, sizeof(celld.cgroup_prefix)) < 0)
+		return cell_err(err, ENAMETOOLONG, "cgroup name for %s", celld.state_dir);
+	*strrchr(prefix, '/') = '\0';
 	celld.socket_path = strdup(f->socket ? f->socket : DEFAULT_SOCKET);
 	if (!celld.socket_path)
 		return cell_err(err, ENOMEM, "socket path");

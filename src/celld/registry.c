@@ -49,7 +49,10 @@ struct sandbox *sandbox_new(const char *id)
 	if (!sb)
 		return NULL;
 	snprintf(sb->id, sizeof(sb->id), "%s", id);
-	snprintf(sb->cgroup_rel, sizeof(sb->cgroup_rel), "%s/%s", celld.cgroup_prefix, id);
+	if (cell_cgroup_name(celld.state_dir, id, sb->cgroup_rel, sizeof(sb->cgroup_rel)) < 0) {
+		free(sb);
+		return NULL;
+	}
 	if (asprintf(&sb->dir, "%s/sandboxes/%s", celld.state_dir, id) < 0) {
 		free(sb);
 		return NULL;

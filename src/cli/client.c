@@ -4,7 +4,6 @@
  * One curl handle is kept for the life of the process so create → exec → delete reuse one
  * connection to celld. */
 #include <errno.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 
 #include "cell/cleanup.h"
 #include "cell/codec.h"
+#include "cell/fsutil.h"
 #include "cli.h"
 
 #define JSON_BODY_MAX  (64u << 20) /* largest JSON answer accepted (a long `ls`) */
@@ -295,27 +295,6 @@ struct sse_state {
 	struct cell_error *err;
 };
 
-/* Write all of it, also to a non-blocking fd (a terminal someone set O_NONBLOCK on). */
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN) {
-				struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-				poll(&pfd, 1, -1);
-				continue;
-			}
-			return -errno;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static int sse_output(struct sse_state *st, json_t *ev, int fd)
 {
 	json_t *jt = json_object_get(ev, "text");
@@ -336,7 +315,7 @@ static int sse_output(struct sse_state *st, json_t *ev, int fd)
 		return st->proto_error =
 			   cli_fail(st->err, EPROTO, "celld sent unknown encoding '%s'", enc);
 	}
-	int r = write_all(fd, text, len);
+	int r = cell_write_all(fd, text, len);
 	if (r == -EPIPE) {
 		st->output_broken = true;
 		return r;
@@ -702,7 +681,7 @@ static size_t download_cb(char *ptr, size_t size, size_t nmemb, void *data)
 		buf_append(&ds->errbody, ptr, n < room ? n : room, ERROR_BODY_MAX);
 		return n;
 	}
-	int r = write_all(ds->fd, ptr, n);
+	int r = cell_write_all(ds->fd, ptr, n);
 	if (r < 0) {
 		ds->write_errno = -r;
 		return 0;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,27 @@ int cell_open_in_root(int rootfd, const char *path, int flags, mode_t mode, int 
 	return fd < 0 ? -errno : fd;
 }
 
+int cell_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN) {
+				struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+				poll(&pfd, 1, -1);
+				continue;
+			}
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int cell_write_file_atomic(int dirfd, const char *name, const void *data, size_t len, mode_t mode,
 			   struct cell_error *err)
 {
@@ -66,19 +88,10 @@ int cell_write_file_atomic(int dirfd, const char *name, const void *data, size_t
 	    openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd < 0)
 		return cell_err(err, errno, "creating %s", tmp);
-	const char *p = data;
-	size_t left = len;
-	while (left) {
-		ssize_t n = write(fd, p, left);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			int e = errno;
-			unlinkat(dirfd, tmp, 0);
-			return cell_err(err, e, "writing %s", tmp);
-		}
-		p += n;
-		left -= n;
+	int w = cell_write_all(fd, data, len);
+	if (w < 0) {
+		unlinkat(dirfd, tmp, 0);
+		return cell_err(err, -w, "writing %s", tmp);
 	}
 	if (fsync(fd) < 0 || renameat(dirfd, tmp, dirfd, name) < 0) {
 		int e = errno;

@@ -484,20 +484,6 @@ static void fwrite_fail(struct fwrite_op *op, struct conn *c, const struct cell_
 	conn_send_error(c, err->code, err->msg);
 }
 
-static int write_all(int fd, const uint8_t *p, size_t len)
-{
-	while (len) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 static int fwrite_commit(struct fwrite_op *op, struct cell_error *err)
 {
 	/* chown before chmod: chown clears set-id bits. */
@@ -523,7 +509,7 @@ static void fwrite_frame(void *opp, struct conn *c, uint16_t type, uint8_t *payl
 	if (type == CELL_FRAME_DATA) {
 		if (op->failed)
 			return;
-		int r = write_all(op->fd, payload, len);
+		int r = cell_write_all(op->fd, payload, len);
 		if (r < 0) {
 			cell_err(&err, -r, "writing %s", op->path);
 			fwrite_fail(op, c, &err);
