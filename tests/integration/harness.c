@@ -970,11 +970,6 @@ long h_file_info(const char *id, const char *path, struct h_resp *resp)
 /* ------------------------------------------------------------------------------------ */
 /* celld                                                                                  */
 
-pid_t h_celld_pid(void)
-{
-	return shared ? shared->celld_pid : 0;
-}
-
 bool h_celld_alive(void)
 {
 	if (!shared || shared->celld_pid <= 0)

@@ -169,7 +169,6 @@ long h_file_info(const char *id, const char *path, struct h_resp *resp);
 /* ---- celld ---- */
 
 bool h_celld_alive(void);
-pid_t h_celld_pid(void);
 /* SIGKILL celld and wait until it is gone. */
 void h_celld_kill(void);
 /* Start celld with the suite's flags and wait until its socket answers; asserts. */
