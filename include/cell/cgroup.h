@@ -7,10 +7,31 @@
  * memory, pids, blkio, freezer) plus the unified hierarchy, for process tracking. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "cell/error.h"
+
+/* A sandbox's limits, already validated against the policy (0 = unlimited). Swap is always
+ * off where the controller allows it. */
+struct cell_limits {
+	uint64_t cpu_millis; /* 1000 = one core */
+	uint64_t memory_bytes;
+	uint64_t pids;
+	uint64_t disk_bytes; /* quota on the writable layer (include/cell/quota.h) */
+	uint64_t io_read_bps, io_write_bps, io_read_iops, io_write_iops;
+	dev_t io_device; /* the block device holding the state dir; 0 = no io limits */
+};
+
+/* What the cgroup's own counters say. */
+struct cell_cgroup_usage {
+	uint64_t cpu_usec;
+	uint64_t memory_current, memory_peak; /* bytes */
+	uint64_t pids_current;
+	uint64_t oom_kills; /* processes the OOM killer ended in this cgroup */
+};
 
 struct cell_cgroup_ops {
 	const char *name; /* "v2" or "v1-hybrid" (also "v1" without a unified mount) */
@@ -27,6 +48,12 @@ struct cell_cgroup_ops {
 	int (*destroy)(const char *rel, struct cell_error *err);
 	/* The main path shown to users (v2 path, or the v1 memory hierarchy path), into buf. */
 	void (*describe)(const char *rel, char *buf, size_t size);
+	/* Write the limits into the cgroup's controller files. */
+	int (*set_limits)(const char *rel, const struct cell_limits *lim, struct cell_error *err);
+	/* Freeze (true) or thaw every process of the cgroup; returns once the kernel reports
+	 * the new state (bounded wait). */
+	int (*freeze)(const char *rel, bool frozen, struct cell_error *err);
+	int (*usage)(const char *rel, struct cell_cgroup_usage *out, struct cell_error *err);
 };
 
 /* Detect the host's layout once (statfs of /sys/fs/cgroup, /sys/fs/cgroup/unified) and

@@ -20,6 +20,8 @@
 #include "cell/cgroup.h"
 #include "cell/error.h"
 
+struct sock_filter;
+
 #define CELL_UID_RANGE	    65536u
 #define CELL_INIT_LISTEN_FD 3 /* fd number of the relay listening socket in cell-init */
 
@@ -28,6 +30,23 @@ struct cell_volume {
 	const char *dest; /* absolute path inside the sandbox, created if missing */
 	bool read_only;
 };
+
+/* A compiled seccomp filter (classic BPF, built by celld from a profile in
+ * policies/seccomp/ with libseccomp; see include/cell/seccomp.h). The child installs it
+ * last, right before exec, so it covers cell-init and every command. */
+struct cell_seccomp_prog {
+	const struct sock_filter *filter;
+	unsigned short len;
+	bool notify; /* install with a user-notification listener (denied calls logged) */
+};
+
+/* One resource limit set in the child before exec (RLIMIT_CORE 0 by default). */
+struct cell_rlimit {
+	int resource; /* RLIMIT_* */
+	uint64_t soft, hard;
+};
+
+#define CELL_MAX_RLIMITS 16
 
 struct cell_spawn_req {
 	const char *id;
@@ -40,12 +59,23 @@ struct cell_spawn_req {
 	const char *cgroup_rel;
 	const struct cell_volume *volumes;
 	size_t n_volumes;
+	/* Where upper/ and work/ of the overlay live (a quota-limited filesystem, see
+	 * include/cell/quota.h); NULL: dir itself. */
+	const char *layer_dir;
+	/* Applied to the cgroup after it is created and before the child is born; NULL:
+	 * none. */
+	const struct cell_limits *limits;
+	const struct cell_rlimit *rlimits;
+	size_t n_rlimits;
+	/* NULL: no filter (only tests of the runtime itself do that). */
+	const struct cell_seccomp_prog *seccomp;
 };
 
 struct cell_spawn_result {
-	pid_t pid;	    /* host pid of the sandbox's PID 1 (cell-init) */
-	int pidfd;	    /* pidfd for it (CLOEXEC), owned by the caller */
-	uint64_t starttime; /* field 22 of /proc/<pid>/stat, to recognise it after a restart */
+	pid_t pid;	      /* host pid of the sandbox's PID 1 (cell-init) */
+	int pidfd;	      /* pidfd for it (CLOEXEC), owned by the caller */
+	uint64_t starttime;   /* field 22 of /proc/<pid>/stat, to recognise it after a restart */
+	int seccomp_listener; /* user-notification fd when req->seccomp->notify, else -1 */
 };
 
 /* Create the upper/work/rootfs dirs (owned by the range), the relay socket

@@ -35,6 +35,8 @@ struct celld_config {
 	int sandboxes_fd; /* <state>/sandboxes */
 	const struct cell_cgroup_ops *cgroup;
 	char cgroup_prefix[32]; /* cgroup instance dir, for the log: "cell" or "cell-<8 hex>" */
+	char *policies_dir;	/* canonical absolute path: seccomp/, resources/ */
+	int policies_fd;	/* O_PATH of policies_dir */
 };
 
 extern struct celld_config celld;
@@ -190,6 +192,9 @@ struct sandbox {
 	char *session_key; /* NULL unless created with cell.sessionKey */
 	json_t *env, *entrypoint, *resource_limits, *volumes;
 	time_t created_at;
+	char *seccomp_profile;	   /* name of the profile in policies/seccomp/ */
+	bool seccomp_log;	   /* denied calls are logged (user-notification listener) */
+	struct cell_limits limits; /* resourceLimits as enforced (policy defaults filled in) */
 	int slot;
 	uint32_t uid_base;
 	pthread_mutex_t store_lock; /* serialises state.json writes */
@@ -299,7 +304,10 @@ struct create_spec {
 	json_t *entrypoint;					 /* array of strings or NULL */
 	json_t *env, *metadata, *resource_limits, *volumes_json; /* owned references */
 	const char *session_key;
-	int64_t timeout; /* seconds, 0 = none */
+	int64_t timeout;	     /* seconds, 0 = none */
+	const char *seccomp_profile; /* extensions["cell.seccomp"]; NULL: "default" */
+	bool seccomp_log;	     /* extensions["cell.seccompLog"] */
+	struct cell_limits limits;   /* resourceLimits, validated, defaults filled in */
 	struct cell_volume *volumes;
 	size_t n_volumes;
 };

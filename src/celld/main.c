@@ -28,36 +28,38 @@
 #define DEFAULT_LISTEN	 "127.0.0.1:8080"
 #define SHUTDOWN_GRACE_S 5
 
-struct celld_config celld = {.init_fd = -1, .sandboxes_fd = -1};
+struct celld_config celld = {.init_fd = -1, .sandboxes_fd = -1, .policies_fd = -1};
 
 struct flags {
-	const char *state_dir, *images, *socket, *listen, *key_file, *init, *uid_ranges;
+	const char *state_dir, *images, *socket, *listen, *key_file, *init, *uid_ranges, *policies;
 	bool no_tcp, version, debug;
 };
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"Usage: celld [options]\n"
-		"  --state-dir DIR     state directory (default " CELL_DEFAULT_STATE_DIR ")\n"
-		"  --images DIR        images directory (default <state>/images)\n"
-		"  --socket PATH       Unix socket, mode 0660, group cell (default " DEFAULT_SOCKET
-		")\n"
-		"  --listen HOST:PORT  TCP listener, API key required (default " DEFAULT_LISTEN
-		")\n"
-		"  --no-tcp            no TCP listener\n"
-		"  --api-key-file F    API key file (default <state>/api-key; generated when "
-		"missing;\n"
-		"                      the environment variable CELL_API_KEY overrides it)\n"
-		"  --init PATH         cell-init binary (default: next to celld, else "
-		"%s/cell-init)\n"
-		"  --uid-ranges-dir DIR\n"
-		"                      host-wide uid range reservations, shared by every celld on\n"
-		"                      the host (default " CELLD_UID_RANGES_DIR ", 0700 root)\n"
-		"  --debug             log debug messages\n"
-		"  --version           print the version and the cgroup backend\n"
-		"  --help              this text\n",
-		CELL_LIBEXEC_DIR);
+	fprintf(
+	    out,
+	    "Usage: celld [options]\n"
+	    "  --state-dir DIR     state directory (default " CELL_DEFAULT_STATE_DIR ")\n"
+	    "  --images DIR        images directory (default <state>/images)\n"
+	    "  --socket PATH       Unix socket, mode 0660, group cell (default " DEFAULT_SOCKET
+	    ")\n"
+	    "  --listen HOST:PORT  TCP listener, API key required (default " DEFAULT_LISTEN ")\n"
+	    "  --no-tcp            no TCP listener\n"
+	    "  --api-key-file F    API key file (default <state>/api-key; generated when "
+	    "missing;\n"
+	    "                      the environment variable CELL_API_KEY overrides it)\n"
+	    "  --init PATH         cell-init binary (default: next to celld, else "
+	    "%s/cell-init)\n"
+	    "  --policies DIR      seccomp profiles and resource policy (default: policies/ of\n"
+	    "                      the source tree celld was built in, else %s/policies)\n"
+	    "  --uid-ranges-dir DIR\n"
+	    "                      host-wide uid range reservations, shared by every celld on\n"
+	    "                      the host (default " CELLD_UID_RANGES_DIR ", 0700 root)\n"
+	    "  --debug             log debug messages\n"
+	    "  --version           print the version and the cgroup backend\n"
+	    "  --help              this text\n",
+	    CELL_LIBEXEC_DIR, CELL_DATA_DIR);
 }
 
 static int parse_flags(int argc, char **argv, struct flags *f)
@@ -71,6 +73,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"api-key-file", required_argument, NULL, 'k'},
 	    {"init", required_argument, NULL, 'I'},
 	    {"uid-ranges-dir", required_argument, NULL, 'U'},
+	    {"policies", required_argument, NULL, 'P'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
@@ -102,6 +105,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'U':
 			f->uid_ranges = optarg;
+			break;
+		case 'P':
+			f->policies = optarg;
 			break;
 		case 'd':
 			f->debug = true;
@@ -347,6 +353,35 @@ static int load_init(const char *flag, struct cell_error *err)
 	return 0;
 }
 
+/* ---- policies ---- */
+
+/* The policies celld reads at start: --policies, else the source tree's policies/ when
+ * celld runs from its build dir (<src>/build/celld), else the installed copy. */
+static int open_policies(const char *flag, struct cell_error *err)
+{
+	char path[PATH_MAX + 32];
+	if (flag) {
+		snprintf(path, sizeof(path), "%s", flag);
+	} else {
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
+		if (slash)
+			*slash = '\0';
+		snprintf(path, sizeof(path), "%s/../policies", slash ? self : ".");
+		if (!slash || access(path, R_OK | X_OK) < 0)
+			snprintf(path, sizeof(path), "%s/policies", CELL_DATA_DIR);
+	}
+	celld.policies_dir = realpath(path, NULL);
+	if (!celld.policies_dir)
+		return cell_err(err, errno, "policies directory %s", path);
+	celld.policies_fd = open(celld.policies_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (celld.policies_fd < 0)
+		return cell_err(err, errno, "opening policies directory %s", celld.policies_dir);
+	log_info("policies: %s", celld.policies_dir);
+	return 0;
+}
+
 /* ---- process setup ---- */
 
 static void raise_nofile(void)
@@ -382,7 +417,7 @@ static int run(const struct flags *f)
 		if (!celld.listen || load_key(f->key_file, &err) < 0)
 			goto fail;
 	}
-	if (load_init(f->init, &err) < 0)
+	if (load_init(f->init, &err) < 0 || open_policies(f->policies, &err) < 0)
 		goto fail;
 	log_info("celld %s: state %s, images %s, cgroup %s (%s/...), uid ranges %s", CELL_VERSION,
 		 celld.state_dir, celld.images_dir, celld.cgroup->name, celld.cgroup_prefix,

@@ -45,6 +45,11 @@ enum cell_child_step {
 	CELL_STEP_FDS,
 	CELL_STEP_EXEC,
 	CELL_STEP_CGROUP,
+	CELL_STEP_CGROUPFS,
+	CELL_STEP_MASKS,
+	CELL_STEP_RLIMITS,
+	CELL_STEP_CAPS,
+	CELL_STEP_SECCOMP,
 };
 
 /* Fill ce with "<what> <path>" (path may be NULL) and return -errno. errnum may be given
@@ -81,6 +86,27 @@ int cell_child_mount_prepare(struct cell_mount_plan *plan, struct cell_child_err
 int cell_child_mount_populate(const struct cell_mount_plan *plan, int rootfd,
 			      struct cell_child_err *ce);
 int cell_child_pivot_root(int rootfd, struct cell_child_err *ce);
+
+/* mount_cgroup.c: the sandbox's own cgroup, read-only at /sys/fs/cgroup (through its
+ * cgroup namespace), so runtimes that size themselves from cgroup limits see the sandbox's.
+ * After populate, before pivot_root; rootfd as for populate. */
+int cell_child_mount_cgroup(const struct cell_cgroup_ops *cg, int rootfd,
+			    struct cell_child_err *ce);
+
+/* masks.c: after pivot_root, /proc and /sys paths masked or made read-only. */
+int cell_child_mask_paths(struct cell_child_err *ce);
+
+/* rlimits.c: setrlimit for each; after the fds are set up. */
+int cell_child_set_rlimits(const struct cell_rlimit *rl, size_t n, struct cell_child_err *ce);
+
+/* caps.c: bounding, permitted, effective to the kept set; inheritable and ambient cleared;
+ * no_new_privs on. Second to last before exec. */
+int cell_child_drop_privileges(struct cell_child_err *ce);
+
+/* seccomp.c: install prog (last before exec). With prog->notify, the listener fd is sent on
+ * notify_sock (SCM_RIGHTS) for the parent to take after the exec. */
+int cell_child_apply_seccomp(const struct cell_seccomp_prog *prog, int notify_sock,
+			     struct cell_child_err *ce);
 
 /* held.c: the root overlay of each live sandbox, held by the runtime (keyed by the host pid
  * of its PID 1) so that its final release, which syncs the upper filesystem, happens off

@@ -50,6 +50,12 @@ struct child_plan {
 	int exe_fd;    /* sealed cell-init memfd */
 	const char *hostname;
 	const struct cell_cgroup_join *join;
+	const struct cell_cgroup_ops *cgroup;
+	const struct cell_rlimit *rlimits;
+	size_t n_rlimits;
+	const struct cell_seccomp_prog *seccomp; /* NULL: none */
+	int notify_fd;				 /* child's end for the seccomp listener, or -1 */
+	int notify_parent_fd;			 /* parent's end, closed in the child */
 };
 
 /* ---- child ---------------------------------------------------------------------------- */
@@ -162,8 +168,10 @@ static int child_setup_fds(struct child_plan *cp, struct cell_child_err *ce)
 	if (nul < 0)
 		return cell_child_fail(ce, CELL_STEP_FDS, errno, "opening", "/dev/null");
 	/* Park the fds we keep above 0-3 first, so filling 0-3 cannot clobber one. */
-	int *keep[] = {&nul, &cp->listen_fd, &cp->exe_fd, &cp->sync_fd};
+	int *keep[] = {&nul, &cp->listen_fd, &cp->exe_fd, &cp->sync_fd, &cp->notify_fd};
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(keep); i++) {
+		if (*keep[i] < 0)
+			continue;
 		int fd = fcntl(*keep[i], F_DUPFD_CLOEXEC, 10);
 		if (fd < 0)
 			return cell_child_fail(ce, CELL_STEP_FDS, errno, "duplicating fds", NULL);
@@ -218,6 +226,8 @@ static int child_join_cgroups(const struct cell_cgroup_join *j, struct cell_chil
 static int child_run(struct child_plan *cp, struct cell_child_err *ce)
 {
 	close(cp->parent_fd); /* so the parent's death reads as EOF */
+	if (cp->notify_parent_fd >= 0)
+		close(cp->notify_parent_fd);
 	int r = child_join_cgroups(cp->join, ce);
 	if (r < 0)
 		return r;
@@ -239,7 +249,13 @@ static int child_run(struct child_plan *cp, struct cell_child_err *ce)
 	r = cell_child_mount_populate(&cp->mounts, rootfd, ce);
 	if (r < 0)
 		return r;
+	r = cell_child_mount_cgroup(cp->cgroup, rootfd, ce);
+	if (r < 0)
+		return r;
 	r = cell_child_pivot_root(rootfd, ce);
+	if (r < 0)
+		return r;
+	r = cell_child_mask_paths(ce);
 	if (r < 0)
 		return r;
 	if (sethostname(cp->hostname, strlen(cp->hostname)) < 0)
@@ -250,6 +266,17 @@ static int child_run(struct child_plan *cp, struct cell_child_err *ce)
 	r = child_setup_fds(cp, ce);
 	if (r < 0)
 		return r;
+	r = cell_child_set_rlimits(cp->rlimits, cp->n_rlimits, ce);
+	if (r < 0)
+		return r;
+	r = cell_child_drop_privileges(ce);
+	if (r < 0)
+		return r;
+	if (cp->seccomp) {
+		r = cell_child_apply_seccomp(cp->seccomp, cp->notify_fd, ce);
+		if (r < 0)
+			return r;
+	}
 	return child_exec(cp, ce);
 }
 
@@ -306,6 +333,12 @@ static int check_req(const struct cell_spawn_req *req, struct cell_error *err)
 		return cell_err(err, EBADF, "spawn: no cell-init memfd");
 	if (!req->cgroup || !req->cgroup_rel)
 		return cell_err(err, EINVAL, "spawn: no cgroup");
+	if (req->layer_dir && req->layer_dir[0] != '/')
+		return cell_err(err, EINVAL, "spawn: layer dir must be an absolute path");
+	if (req->n_rlimits > CELL_MAX_RLIMITS || (req->n_rlimits && !req->rlimits))
+		return cell_err(err, E2BIG, "spawn: at most %d rlimits", CELL_MAX_RLIMITS);
+	if (req->seccomp && (!req->seccomp->filter || !req->seccomp->len))
+		return cell_err(err, EINVAL, "spawn: empty seccomp filter");
 	if (req->n_volumes > CELL_MAX_VOLUMES || (req->n_volumes && !req->volumes))
 		return cell_err(err, E2BIG, "spawn: at most %d volumes", CELL_MAX_VOLUMES);
 	for (size_t i = 0; i < req->n_volumes; i++) {
@@ -335,14 +368,23 @@ static int make_dir(int dirfd, const char *dir, const char *name, mode_t mode, u
 	return 0;
 }
 
+static const char *layer_dir(const struct cell_spawn_req *req)
+{
+	return req->layer_dir ? req->layer_dir : req->dir;
+}
+
 static int make_state_dirs(const struct cell_spawn_req *req, struct cell_error *err)
 {
 	_cleanup_close_ int dirfd = open(req->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return cell_err(err, errno, "opening sandbox dir %s", req->dir);
-	int r = make_dir(dirfd, req->dir, "upper", 0755, req->uid_base, err);
+	const char *layers = layer_dir(req);
+	_cleanup_close_ int layerfd = open(layers, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (layerfd < 0)
+		return cell_err(err, errno, "opening layer dir %s", layers);
+	int r = make_dir(layerfd, layers, "upper", 0755, req->uid_base, err);
 	if (r == 0)
-		r = make_dir(dirfd, req->dir, "work", 0700, req->uid_base, err);
+		r = make_dir(layerfd, layers, "work", 0700, req->uid_base, err);
 	if (r == 0)
 		r = make_dir(dirfd, req->dir, "rootfs", 0755, 0, err);
 	return r;
@@ -505,12 +547,12 @@ static int wait_child(int sync_fd, int pidfd, struct cell_error *err)
 
 /* The parent's half, once the child exists. */
 static int parent_setup(const struct cell_spawn_req *req, const struct cell_cgroup_join *j,
-			bool clone_by_pid, pid_t pid, int pidfd, int sync_fd, int *overlay_out,
-			struct cell_error *err)
+			bool clone_by_pid, pid_t pid, int pidfd, int sync_fd, int notify_fd,
+			int *overlay_out, int *listener_out, struct cell_error *err)
 {
 	char upper[PATH_MAX], work[PATH_MAX];
-	snprintf(upper, sizeof(upper), "%s/upper", req->dir);
-	snprintf(work, sizeof(work), "%s/work", req->dir);
+	snprintf(upper, sizeof(upper), "%s/upper", layer_dir(req));
+	snprintf(work, sizeof(work), "%s/work", layer_dir(req));
 
 	int r = cell_userns_write_maps(pid, req->uid_base, err);
 	if (r < 0)
@@ -536,9 +578,17 @@ static int parent_setup(const struct cell_spawn_req *req, const struct cell_cgro
 					req->volumes[i].host);
 	}
 	r = wait_child(sync_fd, pidfd, err);
-	if (r == 0)
-		*overlay_out = move_fd(overlay);
-	return r;
+	if (r < 0)
+		return r;
+	/* The child sent the listener before its exec, which closed the sync socket: it is
+	 * already queued, so this does not wait. */
+	if (notify_fd >= 0) {
+		r = recv_fd(notify_fd, listener_out);
+		if (r < 0)
+			return cell_err(err, -r, "taking the seccomp listener of the sandbox");
+	}
+	*overlay_out = move_fd(overlay);
+	return 0;
 }
 
 int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
@@ -560,12 +610,20 @@ int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
 		return listen_fd;
 
 	r = req->cgroup->create(req->cgroup_rel, err);
+	if (r == 0 && req->limits && req->cgroup->set_limits)
+		r = req->cgroup->set_limits(req->cgroup_rel, req->limits, err);
 	struct cell_cgroup_join join = {.clone_fd = -1};
 	if (r == 0)
 		r = cell_cgroup_join_open(req->cgroup, req->cgroup_rel, &join, err);
-	int sp[2] = {-1, -1};
+	int sp[2] = {-1, -1}, np[2] = {-1, -1};
 	if (r == 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
 		r = cell_err(err, errno, "socketpair for sandbox %s", req->id);
+	if (r == 0 && req->seccomp && req->seccomp->notify &&
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, np) < 0) {
+		r = cell_err(err, errno, "socketpair for sandbox %s", req->id);
+		close(sp[0]);
+		close(sp[1]);
+	}
 	if (r < 0) {
 		cell_cgroup_join_close(&join);
 		req->cgroup->destroy(req->cgroup_rel, NULL);
@@ -573,6 +631,7 @@ int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
 		return r;
 	}
 	_cleanup_close_ int sync_fd = sp[0];
+	_cleanup_close_ int notify_fd = np[0];
 
 	/* Everything the child reads is computed here, before clone. */
 	struct child_plan cp = {
@@ -583,12 +642,20 @@ int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
 	    .exe_fd = req->init_exe_fd,
 	    .hostname = req->hostname ? req->hostname : req->id,
 	    .join = &join,
+	    .cgroup = req->cgroup,
+	    .rlimits = req->rlimits,
+	    .n_rlimits = req->n_rlimits,
+	    .seccomp = req->seccomp,
+	    .notify_fd = np[1],
+	    .notify_parent_fd = np[0],
 	};
 	int pidfd = -1;
 	bool clone_by_pid;
 	pid_t pid = clone_into(&cp, &join, &pidfd, &clone_by_pid);
 	int clone_errno = errno;
 	close(sp[1]);
+	if (np[1] >= 0)
+		close(np[1]);
 	if (pid < 0) {
 		cell_cgroup_join_close(&join);
 		req->cgroup->destroy(req->cgroup_rel, NULL);
@@ -596,8 +663,9 @@ int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
 		return cell_err(err, clone_errno, "clone3 for sandbox %s", req->id);
 	}
 
-	int overlay = -1;
-	r = parent_setup(req, &join, clone_by_pid, pid, pidfd, sync_fd, &overlay, err);
+	int overlay = -1, listener = -1;
+	r = parent_setup(req, &join, clone_by_pid, pid, pidfd, sync_fd, notify_fd, &overlay,
+			 &listener, err);
 	cell_cgroup_join_close(&join);
 	if (r < 0) {
 		cell_teardown(pid, pidfd, 0, req->cgroup, req->cgroup_rel, NULL);
@@ -609,5 +677,6 @@ int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
 	out->pid = pid;
 	out->pidfd = pidfd;
 	out->starttime = cell_proc_starttime(pid);
+	out->seccomp_listener = listener;
 	return 0;
 }

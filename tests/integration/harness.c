@@ -1008,13 +1008,16 @@ static int celld_spawn(char *why, size_t why_len)
 {
 	char *celld = h_fmt("%s/celld", H.bin);
 	char *init = h_fmt("%s/cell-init", H.bin);
-	char *const argv[] = {celld,	  "--state-dir", H.state,    "--images", H.images,
-			      "--socket", H.socket,	 "--listen", H.listen,	 "--api-key-file",
-			      H.key_file, "--init",	 init,	     NULL};
+	char *policies = h_fmt("%s/policies", H.src);
+	char *const argv[] = {celld,	"--state-dir",	  H.state,    "--images",
+			      H.images, "--socket",	  H.socket,   "--listen",
+			      H.listen, "--api-key-file", H.key_file, "--init",
+			      init,	"--policies",	  policies,   NULL};
 	pid_t pid = h_spawn_celld(argv, H.log);
 	int e = errno;
 	free(celld);
 	free(init);
+	free(policies);
 	if (pid < 0) {
 		snprintf(why, why_len, "fork: %s", strerror(e));
 		return -1;
