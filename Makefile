@@ -21,7 +21,7 @@ CLI_SRC     := $(wildcard src/cli/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
-CELLD_LIBS := -lmicrohttpd -ljansson -lcrypto -lpthread
+CELLD_LIBS := -lmicrohttpd -ljansson -lcrypto -lpthread -lcap -lseccomp
 # The CLI's HTTP client is libcurl; --as-needed keeps the loader from mapping libraries no
 # symbol of cell comes from (each mapped object costs start-up time on every `cell run`).
 CLI_LIBS   := -Wl,--as-needed -Wl,-O1 -lcurl -ljansson -lcrypto
@@ -63,6 +63,8 @@ $(BUILD)/cell-init: $(INIT_OBJ)
 -include tests/Makefile.inc
 -include tests/sdk/sdk.mk
 -include tools/bench.mk
+-include tests/security/security.mk
+-include tests/vm/vm.mk
 
 clean:
 	rm -rf $(BUILD)
@@ -86,7 +88,7 @@ asan:
 DESTDIR     ?=
 CELLD_FLAGS ?=
 MAN_PAGES   := $(wildcard man/*.[1-8])
-POLICIES    := $(wildcard policies/*)
+POLICIES    := $(wildcard policies/*.md policies/*/*.json)
 
 # sudo make run: dependencies, a build, the default image (first time only, ~5 min), then
 # celld in the foreground (^C stops it).
@@ -112,10 +114,12 @@ install: all
 	install -m 0755 $(BUILD)/cell $(DESTDIR)$(PREFIX)/bin/cell
 	install -m 0755 $(BUILD)/celld $(DESTDIR)$(PREFIX)/sbin/celld
 	install -m 0755 $(BUILD)/cell-init $(DESTDIR)$(PREFIX)/libexec/cell/cell-init
+	install -m 0755 $(BUILD)/cell-escape $(DESTDIR)$(PREFIX)/libexec/cell/cell-escape
 	install -m 0755 rootfs/build-image $(DESTDIR)$(PREFIX)/share/cell/rootfs/build-image
 	install -m 0644 rootfs/default.packages rootfs/README.md $(DESTDIR)$(PREFIX)/share/cell/rootfs/
-	$(if $(POLICIES),install -d $(DESTDIR)$(PREFIX)/share/cell/policies && \
-		install -m 0644 $(POLICIES) $(DESTDIR)$(PREFIX)/share/cell/policies/)
+	@for f in $(POLICIES); do \
+		install -D -m 0644 $$f $(DESTDIR)$(PREFIX)/share/cell/$$f || exit 1; \
+	done
 	@for f in $(MAN_PAGES); do \
 		sec=$${f##*.}; \
 		install -d $(DESTDIR)$(PREFIX)/share/man/man$$sec && \

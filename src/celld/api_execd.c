@@ -24,6 +24,15 @@ struct sandbox *api_running_sandbox(struct http_req *r)
 	struct sandbox *sb = http_sandbox(r);
 	if (!sb)
 		return NULL;
+	/* Using a paused sandbox resumes it first (as a request to a stopped VM would wake
+	 * it), so clients never see exec or files fail on a sandbox an idle timer paused. */
+	struct cell_error perr = {0};
+	if (lifecycle_resume_if_paused(sb, &perr) < 0 && perr.code != EBUSY &&
+	    perr.code != ENOENT) {
+		sandbox_unref(sb);
+		http_internal(r, &perr);
+		return NULL;
+	}
 	registry_lock();
 	enum sbx_state st = sb->state;
 	bool busy = sb->busy != SBX_IDLE;
@@ -191,8 +200,8 @@ static void stream_exit(struct exec_stream *s, const struct relay_exit *ex)
 		int64_t ms = ex->duration_ms ? ex->duration_ms : celld_now_ms() - s->t0;
 		out_add(&s->out, sse_complete(ms, &len), &len);
 	} else {
-		char text[64];
-		relay_exit_text(ex, text, sizeof(text));
+		char text[128];
+		command_exit_text(s->cmd, ex, text, sizeof(text));
 		out_add(&s->out, sse_error(code, text, &len), &len);
 	}
 	stream_close_relay(s);

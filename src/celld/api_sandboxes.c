@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cell/cleanup.h"
+#include "cell/quota.h"
 #include "cell/version.h"
 #include "celld.h"
 
@@ -150,6 +151,28 @@ static int parse_volumes(const char *text, struct create_spec *spec, struct cell
 	return 0;
 }
 
+/* cell.seccomp names a loaded profile (policies/seccomp/); cell.seccompLog "true" logs
+ * the sandbox's denied calls. */
+static int parse_seccomp(json_t *ext, struct create_spec *spec, struct cell_error *err)
+{
+	const char *name = NULL, *log = NULL;
+	const char *log_field = "extensions.cell.seccompLog";
+	if (field_string(ext, "cell.seccomp", "extensions.cell.seccomp", false, &name, err) < 0 ||
+	    field_string(ext, "cell.seccompLog", log_field, false, &log, err) < 0)
+		return -EINVAL;
+	if (name && !seccomp_policy_exists(name)) {
+		char names[256];
+		seccomp_policy_names(names, sizeof(names));
+		return field_fail(err, "extensions.cell.seccomp: no profile '%.64s' (have: %s)",
+				  name, names);
+	}
+	if (log && strcmp(log, "true") && strcmp(log, "false"))
+		return field_fail(err, "extensions.cell.seccompLog must be \"true\" or \"false\"");
+	spec->seccomp_profile = name;
+	spec->seccomp_log = log && !strcmp(log, "true");
+	return 0;
+}
+
 /* Returns 0, or the HTTP status to answer with (err holds the message). */
 static int parse_extensions(struct http_req *r, json_t *body, struct create_spec *spec,
 			    struct cell_error *err)
@@ -181,6 +204,8 @@ static int parse_extensions(struct http_req *r, json_t *body, struct create_spec
 			status = 400;
 		}
 	}
+	if (!status && parse_seccomp(ext, spec, err) < 0)
+		status = 400;
 	/* The strings stay valid: body (their owner) outlives the spec. */
 	json_decref(ext);
 	return status;
@@ -205,6 +230,9 @@ static int parse_create(struct http_req *r, json_t *body, struct create_spec *sp
 			     err) < 0 ||
 	    (spec->env && check_env_keys(spec->env, "env", err) < 0))
 		return 400;
+	int lst = limits_resolve(spec->resource_limits, &spec->limits, true, err);
+	if (lst)
+		return lst;
 	spec->timeout = timeout;
 	int status = parse_extensions(r, body, spec, err);
 	if (status)
@@ -229,6 +257,8 @@ int api_sandbox_create(struct http_req *r)
 		http_error(r, 403, "FORBIDDEN", "%s", err.msg);
 	else if (status == 400)
 		http_error(r, 400, "INVALID_ARGUMENT", "%s", err.msg);
+	else if (status == 503)
+		http_error(r, 503, "HOST_OUT_OF_CAPACITY", "%s", err.msg);
 	else if (status)
 		http_error(r, status, "INTERNAL", "%s", err.msg);
 	if (status) {
@@ -359,7 +389,14 @@ int api_sandbox_get(struct http_req *r)
 	struct sandbox *sb = http_sandbox(r);
 	if (!sb)
 		return 0;
-	http_json(r, 200, sandbox_json(sb));
+	json_t *o = sandbox_json(sb);
+	/* What the cgroup's own counters say (absent when the sandbox has no cgroup). */
+	json_t *usage = metrics_usage_json(sb);
+	if (o && usage)
+		json_object_set_new(o, "usage", usage);
+	else
+		json_decref(usage);
+	http_json(r, 200, o);
 	sandbox_unref(sb);
 	return 0;
 }
@@ -457,8 +494,28 @@ int api_sandbox_inspect(struct http_req *r)
 			json_array_append_new(pids, json_integer(list[i]));
 	free(list);
 	json_object_set_new(o, "pids", pids);
+	/* The limits as enforced (policy defaults filled in; 0 = unlimited) and the usage. */
+	json_object_set_new(
+	    o, "limits",
+	    json_pack("{s:I, s:I, s:I, s:I}", "cpuMillis", (json_int_t)sb->limits.cpu_millis,
+		      "memoryBytes", (json_int_t)sb->limits.memory_bytes, "pids",
+		      (json_int_t)sb->limits.pids, "diskBytes", (json_int_t)sb->limits.disk_bytes));
+	json_t *usage = metrics_usage_json(sb);
+	if (usage)
+		json_object_set_new(o, "usage", usage);
+	/* The writable layer's quota and use (include/cell/quota.h). */
+	struct cell_quota_usage du;
+	if (cell_quota_usage(sb->dir, alive ? pid : 0, st, &du, NULL) == 0) {
+		json_t *disk =
+		    json_pack("{s:s, s:I, s:I, s:I}", "quota", cell_quota_kind_name(du.kind),
+			      "limitBytes", (json_int_t)du.limit_bytes, "usedBytes",
+			      (json_int_t)du.used_bytes, "availBytes", (json_int_t)du.avail_bytes);
+		json_object_set_new(o, "disk", disk);
+	}
 	if (sb->volumes)
 		json_object_set_new(o, "volumes", json_deep_copy(sb->volumes));
+	json_object_set_new(o, "seccomp",
+			    seccomp_log_json(sb->id, sb->seccomp_profile, sb->seccomp_log));
 	sandbox_unref(sb);
 	return http_json(r, 200, o);
 }
@@ -545,13 +602,23 @@ out:
 	return 0;
 }
 
+/* 202 once the new state holds (the freeze is synchronous); 409 with the OpenSandbox
+ * server's codes when the sandbox is not in the state the call needs. */
 int api_sandbox_pause(struct http_req *r)
 {
 	struct sandbox *sb = http_sandbox(r);
 	if (!sb)
 		return 0;
+	struct cell_error err = {0};
+	int rc = lifecycle_pause(sb, &err);
 	sandbox_unref(sb);
-	return http_error(r, 501, "SANDBOX::API_NOT_SUPPORTED", "pause is not supported yet");
+	if (rc == -EALREADY || rc == -EBUSY)
+		return http_error(r, 409, "DOCKER::SANDBOX_NOT_RUNNING", "%s", err.msg);
+	if (rc == -ENOENT)
+		return http_error(r, 404, "SANDBOX_NOT_FOUND", "%s", err.msg);
+	if (rc < 0)
+		return http_internal(r, &err);
+	return http_empty(r, 202);
 }
 
 int api_sandbox_resume(struct http_req *r)
@@ -559,13 +626,16 @@ int api_sandbox_resume(struct http_req *r)
 	struct sandbox *sb = http_sandbox(r);
 	if (!sb)
 		return 0;
-	registry_lock();
-	bool running = sb->state == SBX_RUNNING;
-	registry_unlock();
+	struct cell_error err = {0};
+	int rc = lifecycle_resume(sb, &err);
 	sandbox_unref(sb);
-	if (running)
-		return http_error(r, 409, "DOCKER::SANDBOX_NOT_PAUSED", "sandbox is not paused");
-	return http_error(r, 501, "SANDBOX::API_NOT_SUPPORTED", "resume is not supported yet");
+	if (rc == -EALREADY || rc == -EBUSY)
+		return http_error(r, 409, "DOCKER::SANDBOX_NOT_PAUSED", "%s", err.msg);
+	if (rc == -ENOENT)
+		return http_error(r, 404, "SANDBOX_NOT_FOUND", "%s", err.msg);
+	if (rc < 0)
+		return http_internal(r, &err);
+	return http_empty(r, 202);
 }
 
 int api_metrics_event(struct http_req *r)

@@ -20,6 +20,7 @@
 #include "cell/id.h"
 #include "cell/proto.h"
 #include "cell/runtime.h"
+#include "cell/seccomp.h"
 
 struct sandbox;
 
@@ -174,7 +175,7 @@ void multipart_free(struct multipart *mp);
 /* ---- registry.c: the table of sandboxes ---- */
 
 enum sbx_state { SBX_PENDING, SBX_RUNNING, SBX_PAUSED, SBX_STOPPED, SBX_FAILED };
-enum sbx_busy { SBX_IDLE, SBX_CREATING, SBX_DELETING, SBX_RECOVERING };
+enum sbx_busy { SBX_IDLE, SBX_CREATING, SBX_DELETING, SBX_RECOVERING, SBX_FREEZING };
 
 #define CELLD_SLOTS	16384u
 #define CELLD_UID_FIRST 0x40000000u
@@ -192,7 +193,9 @@ struct sandbox {
 	char *session_key; /* NULL unless created with cell.sessionKey */
 	json_t *env, *entrypoint, *resource_limits, *volumes;
 	time_t created_at;
-	char *seccomp_profile;	   /* name of the profile in policies/seccomp/ */
+	/* Name of the profile in policies/seccomp/ ("" for a sandbox recorded before
+	 * profiles existed); an array, so the entry owns no extra allocation. */
+	char seccomp_profile[CELL_SECCOMP_NAME_MAX + 1];
 	bool seccomp_log;	   /* denied calls are logged (user-notification listener) */
 	struct cell_limits limits; /* resourceLimits as enforced (policy defaults filled in) */
 	int slot;
@@ -295,6 +298,60 @@ int store_load(const char *id, struct sandbox **out, struct cell_error *err);
 /* uri names a local image; writes <images>/<name>/rootfs into buf. -ENOENT (not there)
  * or -EINVAL (not a valid name), with err naming image.uri. */
 int image_resolve(const char *uri, char *buf, size_t size, struct cell_error *err);
+
+/* ---- limits.c: policies/resources/default.json and a create's resourceLimits ---- */
+
+/* Read the policy once at start; a bad file refuses the start, naming file and field. */
+int limits_load(struct cell_error *err);
+/* resourceLimits (a string map, or NULL) with the policy's defaults filled in. Returns 0,
+ * 400 (err names resourceLimits.<field>: malformed, too small, above the maximum) or, with
+ * check_host, 503 (more than the host can hold, err says which rule). */
+int limits_resolve(json_t *request, struct cell_limits *out, bool check_host,
+		   struct cell_error *err);
+/* The rlimits every sandbox's processes start with. */
+const struct cell_rlimit *limits_rlimits(size_t *n);
+
+/* ---- api_metrics.c: execd GET /metrics and /metrics/watch, usage ---- */
+
+int api_execd_metrics(struct http_req *r);
+int api_execd_metrics_watch(struct http_req *r);
+/* The OOM-kill counter of a sandbox's cgroup (0 when unknown). */
+uint64_t metrics_oom_kills(const char *cgroup_rel);
+/* The "usage" object of GET /v1/sandboxes/{id} and inspect; NULL when there is no cgroup. */
+json_t *metrics_usage_json(struct sandbox *sb);
+
+/* ---- pause.c: freezing a sandbox ---- */
+
+/* Pause (freeze every process, memory kept) or resume: 0; -EALREADY (already in that
+ * state), -EBUSY (neither Running nor Paused), -ENOENT (gone), or another -errno (the
+ * freezer failed; err says why). */
+int lifecycle_pause(struct sandbox *sb, struct cell_error *err);
+int lifecycle_resume(struct sandbox *sb, struct cell_error *err);
+/* Resume sb when it is Paused (exec, files, ping and create-or-resume use it first). */
+int lifecycle_resume_if_paused(struct sandbox *sb, struct cell_error *err);
+
+/* ---- seccomp_policy.c: policies/seccomp/<name>.json, compiled at start ---- */
+
+/* Load, validate and compile every profile (default.json is required); a bad profile
+ * refuses the start, naming file and field. */
+int seccomp_policies_load(struct cell_error *err);
+bool seccomp_policy_exists(const char *name);
+/* The compiled program (with a notification listener when log), or NULL when unknown. */
+const struct cell_seccomp_prog *seccomp_policy_prog(const char *name, bool log);
+const struct cell_seccomp_profile *seccomp_policy_profile(const char *name);
+/* "default, strict" into buf, for error messages. */
+void seccomp_policy_names(char *buf, size_t size);
+
+/* ---- seccomp_log.c: denied calls of sandboxes created with cell.seccompLog ---- */
+
+int seccomp_log_start(struct cell_error *err);
+/* Take over the listener of sandbox id (closed on failure too); its denied calls are
+ * answered with the profile's errno and recorded. */
+int seccomp_log_attach(const char *id, const char *profile, int listener, struct cell_error *err);
+/* Close the listener and forget the record (the sandbox is deleted). */
+void seccomp_log_detach(const char *id);
+/* inspect's "seccomp": {profile, log, and with log: denied, listening, recent[]}. */
+json_t *seccomp_log_json(const char *id, const char *profile, bool log);
 
 /* ---- lifecycle.c ---- */
 
@@ -452,6 +509,10 @@ int command_start(struct sandbox *sb, json_t *req, const char *content, struct c
 int relay_exit_code(const struct relay_exit *ex);
 /* Human text for a non-zero exit. */
 void relay_exit_text(const struct relay_exit *ex, char *buf, size_t size);
+/* The same, noting an OOM kill when the command died by SIGKILL while its sandbox's
+ * cgroup counted one more. */
+void command_exit_text(const struct command *c, const struct relay_exit *ex, char *buf,
+		       size_t size);
 
 /* ---- sse.c: command event JSON ("{...}\n\n") ---- */
 

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,10 @@ struct command {
 	uint64_t log_start; /* offset of log[0] in everything ever written */
 	bool log_dropped;   /* its whole log went to keep the table within its cap */
 	int relay_fd;	    /* where SIGNAL goes while it runs; owned by the reader */
+	/* The sandbox's cgroup and its OOM-kill count when the command started: a SIGKILL
+	 * while the count grew is reported as an OOM kill. */
+	char cgroup_rel[sizeof(((struct sandbox *)0)->cgroup_rel)];
+	uint64_t oom_before;
 	/* Under the table's lock. */
 	struct cmd_table *table; /* referenced */
 	bool in_table;
@@ -466,14 +471,24 @@ void relay_exit_text(const struct relay_exit *ex, char *buf, size_t size)
 		snprintf(buf, size, "exited with code %d", ex->exit_code);
 }
 
+void command_exit_text(const struct command *c, const struct relay_exit *ex, char *buf, size_t size)
+{
+	relay_exit_text(ex, buf, size);
+	size_t len = strlen(buf);
+	if (ex->signal == SIGKILL && !ex->timed_out && c->cgroup_rel[0] &&
+	    metrics_oom_kills(c->cgroup_rel) > c->oom_before)
+		snprintf(buf + len, size - len,
+			 " (OOM killed: the sandbox reached its memory limit)");
+}
+
 bool command_apply(struct command *c, const struct relay_event *ev)
 {
 	if (ev->kind != RELAY_EV_EXIT) {
 		command_append(c, ev->frame.payload, ev->frame.len);
 		return false;
 	}
-	char text[64];
-	relay_exit_text(&ev->exit, text, sizeof(text));
+	char text[128];
+	command_exit_text(c, &ev->exit, text, sizeof(text));
 	int code = relay_exit_code(&ev->exit);
 	bool abnormal = ev->exit.timed_out || ev->exit.signal;
 	command_finish(c, code, abnormal ? text : NULL);
@@ -636,6 +651,8 @@ int command_start(struct sandbox *sb, json_t *req, const char *content, struct c
 	int r = cmd_table_add(sb->cmds, content, &c, err);
 	if (r < 0)
 		return r;
+	snprintf(c->cgroup_rel, sizeof(c->cgroup_rel), "%s", sb->cgroup_rel);
+	c->oom_before = metrics_oom_kills(sb->cgroup_rel);
 	int fd = relay_connect(sb, err);
 	if (fd < 0) {
 		cmd_table_drop(sb->cmds, c);

@@ -62,6 +62,8 @@ static const struct route routes[] = {
      api_files_upload_data},
     {"GET", EXECD "files/download", BODY_NONE, api_files_download, NULL, NULL},
     {"GET", EXECD "files/info", BODY_NONE, api_files_info, NULL, NULL},
+    {"GET", EXECD "metrics", BODY_NONE, api_execd_metrics, NULL, NULL},
+    {"GET", EXECD "metrics/watch", BODY_NONE, api_execd_metrics_watch, NULL, NULL},
 };
 
 #define MAX_SEGS     16

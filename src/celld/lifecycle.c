@@ -18,6 +18,7 @@
 #include "cell/codec.h"
 #include "cell/fsutil.h"
 #include "cell/log.h"
+#include "cell/quota.h"
 #include "celld.h"
 
 #define START_TIMEOUT_MS 10000 /* spawn → init answers PING */
@@ -129,7 +130,11 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 	sb->env = json_incref(spec->env);
 	sb->entrypoint = json_incref(spec->entrypoint);
 	sb->resource_limits = json_incref(spec->resource_limits);
+	sb->limits = spec->limits;
 	sb->volumes = json_incref(spec->volumes_json);
+	snprintf(sb->seccomp_profile, sizeof(sb->seccomp_profile), "%s",
+		 spec->seccomp_profile ? spec->seccomp_profile : "default");
+	sb->seccomp_log = spec->seccomp_log;
 	sb->expires_at = spec->timeout ? sb->created_at + spec->timeout : 0;
 	return 0;
 }
@@ -177,8 +182,41 @@ static int make_dir(struct sandbox *sb, struct cell_error *err)
 	return 0;
 }
 
+/* The dir for upper/ and work/ under the sandbox's disk quota (see include/cell/quota.h);
+ * the formatted images it copies are kept in <state>/disk-templates. */
+static int quota_prepare(struct sandbox *sb, const struct create_spec *spec, struct cell_quota *q,
+			 struct cell_error *err)
+{
+	char templates[4096];
+	snprintf(templates, sizeof(templates), "%s/disk-templates", celld.state_dir);
+	struct cell_quota_req qr = {.dir = sb->dir,
+				    .templates_dir = templates,
+				    .project_id = sb->uid_base,
+				    .bytes = spec->limits.disk_bytes};
+	return cell_quota_prepare(&qr, q, err);
+}
+
+/* rm -rf of a sandbox's dir, after its layer's quota let go of it. */
+static int remove_dir(const char *id, struct cell_error *err)
+{
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s/sandboxes/%s", celld.state_dir, id);
+	int r = cell_quota_release(dir, err);
+	return r < 0 ? r : cell_remove_tree_at(celld.sandboxes_fd, id, err);
+}
+
 static int spawn(struct sandbox *sb, const struct create_spec *spec, struct cell_error *err)
 {
+	/* Installed last before exec in the child; there is no "no filter" (a sandbox
+	 * recorded before profiles existed gets the default one). */
+	const char *profile = sb->seccomp_profile[0] ? sb->seccomp_profile : "default";
+	const struct cell_seccomp_prog *prog = seccomp_policy_prog(profile, sb->seccomp_log);
+	if (!prog)
+		return celld_fail(err, ENOENT, "seccomp profile '%s' is not loaded", profile);
+	struct cell_quota quota;
+	int qr = quota_prepare(sb, spec, &quota, err);
+	if (qr < 0)
+		return qr;
 	struct cell_spawn_req req = {
 	    .id = sb->id,
 	    .dir = sb->dir,
@@ -190,16 +228,31 @@ static int spawn(struct sandbox *sb, const struct create_spec *spec, struct cell
 	    .cgroup_rel = sb->cgroup_rel,
 	    .volumes = spec->volumes,
 	    .n_volumes = spec->n_volumes,
+	    .layer_dir = quota.layer_dir[0] ? quota.layer_dir : NULL,
+	    .limits = &spec->limits,
 	};
+	req.rlimits = limits_rlimits(&req.n_rlimits);
+	req.seccomp = prog;
 	struct cell_spawn_result res = {.pidfd = -1};
 	int r = cell_spawn(&req, &res, err);
+	cell_quota_close(&quota); /* the sandbox's overlay holds its layer now */
 	if (r < 0)
 		return r;
+	/* cell-init is not exempted from the OOM killer with -1000: a write by a process
+	 * holding CAP_SYS_RESOURCE also sets the floor (oom_score_adj_min) that every command
+	 * would inherit, letting any of them make itself unkillable. Instead each command
+	 * starts above init (cell-init's exec.c), so a memory hog, not PID 1, is what a
+	 * sandbox's OOM kill picks. */
 	registry_lock();
 	sb->pid = res.pid;
 	sb->pidfd = res.pidfd;
 	sb->starttime = res.starttime;
 	registry_unlock();
+	/* Denied calls wait for an answer from here on: the listener is watched before
+	 * anything waits for init. */
+	if (res.seccomp_listener >= 0 &&
+	    (r = seccomp_log_attach(sb->id, profile, res.seccomp_listener, err)) < 0)
+		return r;
 	/* The pid reaches state.json with Running, one write later (writes are a large part
 	 * of the cost of a create). A celld crash before that leaves a Pending
 	 * record, and a restart removes such a sandbox through its cgroup: the runtime puts
@@ -222,8 +275,9 @@ static void undo_create(struct sandbox *sb, bool made_dir, const char *why)
 	int r = teardown(pid, pidfd, st, sb->cgroup_rel, &err);
 	if (pidfd >= 0)
 		close(pidfd);
+	seccomp_log_detach(sb->id);
 	if (r == 0 && made_dir)
-		r = cell_remove_tree_at(celld.sandboxes_fd, sb->id, &err);
+		r = remove_dir(sb->id, &err);
 	registry_lock();
 	sb->busy = SBX_IDLE;
 	sb->pid = 0;
@@ -253,6 +307,12 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 	if (r < 0)
 		return r;
 	if (r == 1) {
+		/* create-or-resume: a paused session comes back running. */
+		r = lifecycle_resume_if_paused(existing, err);
+		if (r < 0 && r != -EBUSY) {
+			sandbox_unref(existing);
+			return r;
+		}
 		*out = existing;
 		return 0;
 	}
@@ -329,11 +389,22 @@ int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
 	uint64_t st;
 	if (!take_busy(sb, SBX_DELETING, &pid, &pidfd, &st))
 		return celld_fail(err, ENOENT, "sandbox %s not found", sb->id);
-	int r = teardown(pid, pidfd, st, sb->cgroup_rel, err);
+	registry_lock();
+	bool paused = sb->state == SBX_PAUSED;
+	registry_unlock();
+	int r = 0;
+	/* A frozen init cannot act on SIGKILL on v1 until thawed: the cgroup's kill (which
+	 * signals, then thaws, on v1; cgroup.kill ends frozen tasks on v2) goes first, so no
+	 * process of the sandbox runs again before it dies. */
+	if (paused)
+		r = celld.cgroup->kill_all(sb->cgroup_rel, err);
+	if (r == 0)
+		r = teardown(pid, pidfd, st, sb->cgroup_rel, err);
 	if (pidfd >= 0)
 		close(pidfd);
+	seccomp_log_detach(sb->id);
 	if (r == 0)
-		r = cell_remove_tree_at(celld.sandboxes_fd, sb->id, err);
+		r = remove_dir(sb->id, err);
 	registry_lock();
 	sb->busy = SBX_IDLE;
 	if (r == 0) {
@@ -399,8 +470,7 @@ static void remove_orphan(const char *id, const char *why)
 	int r = cell_cgroup_name(celld.state_dir, id, rel, sizeof(rel));
 	if (r < 0)
 		cell_err(&err, -r, "naming the cgroup of %s", id);
-	if (r < 0 || teardown(0, -1, 0, rel, &err) < 0 ||
-	    cell_remove_tree_at(celld.sandboxes_fd, id, &err) < 0)
+	if (r < 0 || teardown(0, -1, 0, rel, &err) < 0 || remove_dir(id, &err) < 0)
 		log_error("sandbox %s (%s): cleanup failed: %s", id, why, err.msg);
 	else
 		log_info("sandbox %s (%s): removed", id, why);
@@ -430,7 +500,8 @@ static void adopt_running(struct sandbox *sb)
 		why = "cell-init exited while celld was down";
 	} else {
 		sb->pidfd = pidfd;
-		if (relay_ping(sb, ADOPT_PING_MS, &err) < 0)
+		/* A paused (frozen) init cannot answer; it is adopted as Paused as it is. */
+		if (sb->state != SBX_PAUSED && relay_ping(sb, ADOPT_PING_MS, &err) < 0)
 			why = "cell-init did not answer after a celld restart";
 	}
 	if (why) {
@@ -464,7 +535,7 @@ static void adopt_one(const char *id)
 	if (sb->state == SBX_PENDING) {
 		/* Half-created when celld stopped: clean it up completely. */
 		if (teardown(sb->pid, -1, sb->starttime, sb->cgroup_rel, &err) < 0 ||
-		    cell_remove_tree_at(celld.sandboxes_fd, id, &err) < 0)
+		    remove_dir(id, &err) < 0)
 			log_error("sandbox %s (half-created): cleanup failed: %s", id, err.msg);
 		else
 			log_info("sandbox %s (half-created): removed", id);

@@ -417,7 +417,10 @@ static int run(const struct flags *f)
 		if (!celld.listen || load_key(f->key_file, &err) < 0)
 			goto fail;
 	}
-	if (load_init(f->init, &err) < 0 || open_policies(f->policies, &err) < 0)
+	if (load_init(f->init, &err) < 0 || open_policies(f->policies, &err) < 0 ||
+	    limits_load(&err) < 0)
+		goto fail;
+	if (seccomp_policies_load(&err) < 0 || seccomp_log_start(&err) < 0)
 		goto fail;
 	log_info("celld %s: state %s, images %s, cgroup %s (%s/...), uid ranges %s", CELL_VERSION,
 		 celld.state_dir, celld.images_dir, celld.cgroup->name, celld.cgroup_prefix,

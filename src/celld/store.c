@@ -20,20 +20,64 @@ static json_t *copy_or_null(json_t *v)
 	return v ? json_deep_copy(v) : json_null();
 }
 
+/* The limits as enforced, so that a policy changed since the create does not change what
+ * is reported for a sandbox whose cgroup still holds the old values. */
+static json_t *limits_json(const struct cell_limits *l)
+{
+	return json_pack("{s:I, s:I, s:I, s:I}", "cpuMillis", (json_int_t)l->cpu_millis,
+			 "memoryBytes", (json_int_t)l->memory_bytes, "pids", (json_int_t)l->pids,
+			 "diskBytes", (json_int_t)l->disk_bytes);
+}
+
+static void load_limits(json_t *o, struct sandbox *sb)
+{
+	json_t *l = json_object_get(o, "limits");
+	if (!json_is_object(l)) {
+		limits_resolve(sb->resource_limits, &sb->limits, false, NULL);
+		return;
+	}
+	sb->limits.cpu_millis = (uint64_t)json_integer_value(json_object_get(l, "cpuMillis"));
+	sb->limits.memory_bytes = (uint64_t)json_integer_value(json_object_get(l, "memoryBytes"));
+	sb->limits.pids = (uint64_t)json_integer_value(json_object_get(l, "pids"));
+	sb->limits.disk_bytes = (uint64_t)json_integer_value(json_object_get(l, "diskBytes"));
+}
+
 static json_t *snapshot_locked(const struct sandbox *sb)
 {
-	return json_pack("{s:s, s:s, s:s?, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s?, s:I, "
-			 "s:i, s:I, s:I, s:s, s:s, s:s?}",
-			 "id", sb->id, "state", sandbox_state_name(sb->state), "image", sb->image,
-			 "createdAt", celld_time_json(sb->created_at), "expiresAt",
-			 celld_time_json(sb->expires_at), "lastTransitionAt",
-			 celld_time_json(sb->transition_at), "metadata", copy_or_null(sb->metadata),
-			 "env", copy_or_null(sb->env), "entrypoint", copy_or_null(sb->entrypoint),
-			 "resourceLimits", copy_or_null(sb->resource_limits), "volumes",
-			 copy_or_null(sb->volumes), "sessionKey", sb->session_key, "uidBase",
-			 (json_int_t)sb->uid_base, "slot", sb->slot, "pid", (json_int_t)sb->pid,
-			 "starttime", (json_int_t)sb->starttime, "cgroupRel", sb->cgroup_rel, "dir",
-			 sb->dir, "reason", sb->reason);
+	json_t *o = json_pack(
+	    "{s:s, s:s, s:s?, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s?, s:I, "
+	    "s:i, s:I, s:I, s:s, s:s, s:s?}",
+	    "id", sb->id, "state", sandbox_state_name(sb->state), "image", sb->image, "createdAt",
+	    celld_time_json(sb->created_at), "expiresAt", celld_time_json(sb->expires_at),
+	    "lastTransitionAt", celld_time_json(sb->transition_at), "metadata",
+	    copy_or_null(sb->metadata), "env", copy_or_null(sb->env), "entrypoint",
+	    copy_or_null(sb->entrypoint), "resourceLimits", copy_or_null(sb->resource_limits),
+	    "volumes", copy_or_null(sb->volumes), "sessionKey", sb->session_key, "uidBase",
+	    (json_int_t)sb->uid_base, "slot", sb->slot, "pid", (json_int_t)sb->pid, "starttime",
+	    (json_int_t)sb->starttime, "cgroupRel", sb->cgroup_rel, "dir", sb->dir, "reason",
+	    sb->reason);
+	if (o)
+		json_object_set_new(o, "limits", limits_json(&sb->limits));
+	if (o)
+		json_object_set_new(o, "seccomp",
+				    json_pack("{s:s, s:b}", "profile", sb->seccomp_profile, "log",
+					      sb->seccomp_log));
+	return o;
+}
+
+/* Absent in a record older than profiles: "" (that sandbox runs without a filter). */
+static int load_seccomp(json_t *o, struct sandbox *sb)
+{
+	json_t *sc = json_object_get(o, "seccomp");
+	if (!sc)
+		return 0;
+	const char *name = json_string_value(json_object_get(sc, "profile"));
+	json_t *log = json_object_get(sc, "log");
+	if (!name || (name[0] && !cell_seccomp_name_valid(name)) || !json_is_boolean(log))
+		return -EINVAL;
+	snprintf(sb->seccomp_profile, sizeof(sb->seccomp_profile), "%s", name);
+	sb->seccomp_log = json_is_true(log);
+	return 0;
 }
 
 /* Temp file in the same dir, renamed over state.json: a reader (a restarted celld, another
@@ -185,6 +229,9 @@ static int fill(struct sandbox *sb, json_t *o)
 	sb->image = load_string(o, "image");
 	sb->session_key = load_string(o, "sessionKey");
 	sb->reason = load_string(o, "reason");
+	load_limits(o, sb);
+	if (load_seccomp(o, sb) < 0)
+		return -EINVAL;
 	return sb->image ? 0 : -EINVAL;
 }
 

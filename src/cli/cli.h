@@ -173,7 +173,19 @@ struct cli_create_opts {
 	json_t *volumes;     /* array of {"host","dest","readOnly"}, or NULL */
 	json_t *env;	     /* object, or NULL */
 	long long timeout_s; /* sandbox lifetime; 0: none */
+	const char *seccomp; /* extensions["cell.seccomp"]; NULL: celld's default */
+	bool seccomp_log;    /* extensions["cell.seccompLog"] */
 };
+
+/* --seccomp NAME and --seccomp-log of create and run. */
+enum { CLI_OPT_SECCOMP = 0x1100, CLI_OPT_SECCOMP_LOG };
+/* clang-format off */
+#define CLI_SECCOMP_LONGOPTS                                           \
+	{"seccomp", required_argument, NULL, CLI_OPT_SECCOMP},         \
+	{"seccomp-log", no_argument, NULL, CLI_OPT_SECCOMP_LOG}
+/* clang-format on */
+/* Handle one of CLI_SECCOMP_LONGOPTS into o: true when c was one. */
+bool cli_seccomp_opt(int c, const char *arg, struct cli_create_opts *o);
 
 /* POST /v1/sandboxes; on success the new (or resumed) sandbox's id is in id[] and its JSON
  * in *out (may be NULL). */
@@ -191,9 +203,12 @@ int cmd_exec(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
+int cmd_pause(int argc, char **argv);  /* cmd_pause.c */
+int cmd_resume(int argc, char **argv); /* cmd_pause.c */
 int cmd_cp(int argc, char **argv);
 int cmd_image(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_selftest(int argc, char **argv); /* cmd_selftest.c */
 int cmd_version(int argc, char **argv);
 
 /* ---- output.c ---- */

@@ -22,9 +22,20 @@ static void usage(FILE *f)
 		   "  -e, --env K=V           environment of the sandbox (repeatable)\n"
 		   "  -v, --volume HOST:DEST[:ro]  bind-mount a host path (repeatable)\n"
 		   "  -t, --timeout SECONDS   delete the sandbox after this long (>= 60)\n"
+		   "      --seccomp NAME      seccomp profile (default: default)\n"
+		   "      --seccomp-log       record the sandbox's denied calls (cell inspect)\n"
 		   "      --json              print the sandbox's JSON instead of its id\n"
 		   "      --socket PATH       celld's socket\n"
 		   "  -h, --help              this help\n");
+}
+
+bool cli_seccomp_opt(int c, const char *arg, struct cli_create_opts *o)
+{
+	if (c == CLI_OPT_SECCOMP)
+		o->seccomp = arg;
+	else if (c == CLI_OPT_SECCOMP_LOG)
+		o->seccomp_log = true;
+	return c == CLI_OPT_SECCOMP || c == CLI_OPT_SECCOMP_LOG;
 }
 
 int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size, json_t **out,
@@ -38,6 +49,10 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 	json_t *ext = json_object();
 	if (o->session)
 		json_object_set_new(ext, "cell.sessionKey", json_string(o->session));
+	if (o->seccomp)
+		json_object_set_new(ext, "cell.seccomp", json_string(o->seccomp));
+	if (o->seccomp_log)
+		json_object_set_new(ext, "cell.seccompLog", json_string("true"));
 	if (o->volumes && json_array_size(o->volumes)) {
 		/* The extensions map holds strings only: the volume list is JSON in a string. */
 		_cleanup_free_ char *v = json_dumps(o->volumes, JSON_COMPACT);
@@ -87,6 +102,7 @@ int cmd_create(int argc, char **argv)
 						 {"env", required_argument, NULL, 'e'},
 						 {"volume", required_argument, NULL, 'v'},
 						 {"timeout", required_argument, NULL, 't'},
+						 CLI_SECCOMP_LONGOPTS,
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
 	struct cli_create_opts o = {0};
@@ -95,7 +111,7 @@ int cmd_create(int argc, char **argv)
 	int rc = CLI_EXIT_FAIL;
 	int c;
 	while ((c = getopt_long(argc, argv, "+hi:s:e:v:t:", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg))
+		if (cli_global_opt(c, optarg) || cli_seccomp_opt(c, optarg, &o))
 			continue;
 		switch (c) {
 		case 'h':

@@ -28,6 +28,8 @@ static void usage(FILE *f)
 	       "                           the value from this environment)\n"
 	       "  -t, --timeout SECONDS    kill CMD after this long (exit code 124)\n"
 	       "  -s, --session KEY        create-or-resume the sandbox of this key\n"
+	       "      --seccomp NAME       seccomp profile (policies/seccomp/NAME.json)\n"
+	       "      --seccomp-log        record the sandbox's denied calls (cell inspect)\n"
 	       "      --socket PATH        celld's socket\n"
 	       "  -h, --help               this help\n"
 	       "\n"
@@ -43,6 +45,7 @@ int cmd_run(int argc, char **argv)
 						 {"volume", required_argument, NULL, 'v'},
 						 {"session", required_argument, NULL, 's'},
 						 CLI_EXEC_LONGOPTS,
+						 CLI_SECCOMP_LONGOPTS,
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
 	struct cli_create_opts co = {0};
@@ -53,7 +56,7 @@ int cmd_run(int argc, char **argv)
 	int code = CLI_EXIT_RUN_FAIL;
 	int c;
 	while ((c = getopt_long(argc, argv, "+hi:v:w:e:t:s:", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg))
+		if (cli_global_opt(c, optarg) || cli_seccomp_opt(c, optarg, &co))
 			continue;
 		int r = cli_exec_opt(c, optarg, &xr, envs);
 		if (r < 0)

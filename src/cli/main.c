@@ -30,9 +30,12 @@ static const struct cli_command commands[] = {
     {"ls", cmd_ls, "list sandboxes"},
     {"inspect", cmd_inspect, "show a sandbox's kernel-level details (JSON)"},
     {"rm", cmd_rm, "delete sandboxes"},
+    {"pause", cmd_pause, "freeze every process of sandboxes (memory kept)"},
+    {"resume", cmd_resume, "thaw paused sandboxes"},
     {"cp", cmd_cp, "copy a file into or out of a sandbox"},
     {"image", cmd_image, "build and list local images"},
     {"info", cmd_info, "show celld's version, cgroup backend and directories"},
+    {"selftest", cmd_selftest, "run the escape battery on this host and kernel (TAP report)"},
     {"version", cmd_version, "print the version of cell"},
 };
 

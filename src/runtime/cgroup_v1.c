@@ -2,13 +2,16 @@
  * <root>/unified on a hybrid host (process tracking and cgroup.kill). */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <time.h>
+#include <unistd.h>
 #include <linux/magic.h>
 
 #include "cell/cgroup.h"
@@ -205,6 +208,154 @@ static int v1_destroy(const char *rel, struct cell_error *err)
 	return r;
 }
 
+/* ---- limits, freezing, usage ---- */
+
+#define CPU_PERIOD_US  100000
+#define FREEZE_WAIT_MS 5000
+
+/* Write val into <hier>/<rel>/<file>. A hierarchy that is not mounted is skipped only when
+ * the limit is unlimited anyway; asking for a limit the host cannot enforce is an error. */
+static int write_file(const char *hier, const char *rel, const char *file, const char *val,
+		      bool optional, struct cell_error *err)
+{
+	char path[PATH_MAX];
+	if (!mounted(hier))
+		return optional ? 0
+				: cell_err(err, ENOTSUP, "no v1 %s hierarchy for %s", hier, file);
+	if (cell_cgroup_path(path, sizeof(path), hier, rel, file) < 0)
+		return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
+	int r = cell_write_string(path, val, NULL);
+	if (r == -ENOENT && optional)
+		return 0;
+	return r < 0 ? cell_err(err, -r, "setting %s to %s", path, val) : 0;
+}
+
+static int v1_set_io(const char *rel, const struct cell_limits *lim, struct cell_error *err)
+{
+	static const char *const files[] = {
+	    "blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device",
+	    "blkio.throttle.read_iops_device", "blkio.throttle.write_iops_device"};
+	const uint64_t vals[] = {lim->io_read_bps, lim->io_write_bps, lim->io_read_iops,
+				 lim->io_write_iops};
+	for (size_t i = 0; lim->io_device && i < CELL_ARRAY_SIZE(files); i++) {
+		if (!vals[i])
+			continue;
+		char val[64];
+		snprintf(val, sizeof(val), "%u:%u %" PRIu64, major(lim->io_device),
+			 minor(lim->io_device), vals[i]);
+		int r = write_file("blkio", rel, files[i], val, false, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int v1_set_limits(const char *rel, const struct cell_limits *lim, struct cell_error *err)
+{
+	char val[32];
+	int r = check_rel(rel, err);
+	if (r < 0)
+		return r;
+	if (lim->cpu_millis) {
+		snprintf(val, sizeof(val), "%u", CPU_PERIOD_US);
+		r = write_file("cpu", rel, "cpu.cfs_period_us", val, false, err);
+		snprintf(val, sizeof(val), "%" PRIu64, lim->cpu_millis * CPU_PERIOD_US / 1000);
+		if (r == 0)
+			r = write_file("cpu", rel, "cpu.cfs_quota_us", val, false, err);
+		if (r < 0)
+			return r;
+	}
+	if (lim->memory_bytes) {
+		snprintf(val, sizeof(val), "%" PRIu64, lim->memory_bytes);
+		if ((r = write_file("memory", rel, "memory.limit_in_bytes", val, false, err)) < 0)
+			return r;
+		/* memory+swap at the same value: no swap (missing without swap accounting). */
+		r = write_file("memory", rel, "memory.memsw.limit_in_bytes", val, true, err);
+		if (r < 0)
+			return r;
+	}
+	if (lim->pids) {
+		snprintf(val, sizeof(val), "%" PRIu64, lim->pids);
+		if ((r = write_file("pids", rel, "pids.max", val, false, err)) < 0)
+			return r;
+	}
+	return v1_set_io(rel, lim, err);
+}
+
+static int elapsed_ms(const struct timespec *start)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int)((now.tv_sec - start->tv_sec) * 1000 +
+		     (now.tv_nsec - start->tv_nsec) / 1000000);
+}
+
+/* freezer.state reads FREEZING until every task has stopped; v1 has no notification, so
+ * poll (finely at first: most freezes finish within a millisecond). Bounded. */
+static int v1_freeze(const char *rel, bool frozen, struct cell_error *err)
+{
+	char path[PATH_MAX];
+	int r = check_rel(rel, err);
+	if (r < 0)
+		return r;
+	if ((r = write_file("freezer", rel, "freezer.state", frozen ? "FROZEN" : "THAWED", false,
+			    err)) < 0)
+		return r;
+	if (!frozen)
+		return 0;
+	cell_cgroup_path(path, sizeof(path), "freezer", rel, "freezer.state");
+	struct timespec start;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (int i = 0;; i++) {
+		_cleanup_free_ char *now = NULL;
+		if ((r = cell_read_file_at(AT_FDCWD, path, 64, &now, NULL, NULL)) < 0)
+			return cell_err(err, -r, "reading %s", path);
+		if (!strncmp(now, "FROZEN", 6))
+			return 0;
+		if (elapsed_ms(&start) > FREEZE_WAIT_MS) {
+			set_freezer(rel, "THAWED");
+			return cell_err(err, ETIMEDOUT, "%s stayed %.*s", path,
+					(int)strcspn(now, "\n"), now);
+		}
+		const struct timespec nap = {.tv_sec = 0, .tv_nsec = i < 100 ? 50000 : 1000000};
+		nanosleep(&nap, NULL);
+	}
+}
+
+static uint64_t read_u64(const char *hier, const char *rel, const char *file, const char *key)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	if (!mounted(hier) || cell_cgroup_path(path, sizeof(path), hier, rel, file) < 0 ||
+	    cell_read_file_at(AT_FDCWD, path, 65536, &text, NULL, NULL) < 0)
+		return 0;
+	if (!key)
+		return strtoull(text, NULL, 10);
+	size_t len = strlen(key);
+	for (const char *c = text; c && *c; c = strchr(c, '\n'), c = c ? c + 1 : NULL)
+		if (!strncmp(c, key, len) && c[len] == ' ')
+			return strtoull(c + len + 1, NULL, 10);
+	return 0;
+}
+
+static int v1_usage(const char *rel, struct cell_cgroup_usage *out, struct cell_error *err)
+{
+	char path[PATH_MAX];
+	int r = procs_path(rel, path, sizeof(path), err);
+	if (r < 0)
+		return r;
+	if (access(path, F_OK) < 0)
+		return cell_err(err, errno, "cgroup %s", path);
+	*out = (struct cell_cgroup_usage){
+	    .cpu_usec = read_u64("cpuacct", rel, "cpuacct.usage", NULL) / 1000,
+	    .memory_current = read_u64("memory", rel, "memory.usage_in_bytes", NULL),
+	    .memory_peak = read_u64("memory", rel, "memory.max_usage_in_bytes", NULL),
+	    .pids_current = read_u64("pids", rel, "pids.current", NULL),
+	    .oom_kills = read_u64("memory", rel, "memory.oom_control", "oom_kill"),
+	};
+	return 0;
+}
+
 static void v1_describe(const char *rel, char *buf, size_t size)
 {
 	if (size && cell_cgroup_path(buf, size, tracking_hierarchy(), rel ? rel : "", NULL) < 0)
@@ -219,6 +370,9 @@ const struct cell_cgroup_ops cell_cgroup_v1_ops = {
     .kill_all = v1_kill_all,
     .destroy = v1_destroy,
     .describe = v1_describe,
+    .set_limits = v1_set_limits,
+    .freeze = v1_freeze,
+    .usage = v1_usage,
 };
 
 /* Same backend on a host without the cgroup2 "unified" mount. */
@@ -230,4 +384,7 @@ const struct cell_cgroup_ops cell_cgroup_v1_plain_ops = {
     .kill_all = v1_kill_all,
     .destroy = v1_destroy,
     .describe = v1_describe,
+    .set_limits = v1_set_limits,
+    .freeze = v1_freeze,
+    .usage = v1_usage,
 };

@@ -1,16 +1,21 @@
 /* cgroup v2 backend: one hierarchy at <root>/<rel>. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cell/cgroup.h"
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
+#include "cgroup_layout.h"
 #include "internal.h"
 
 static const char *const wanted_controllers[] = {"cpu", "memory", "pids", "io"};
@@ -60,12 +65,17 @@ static int v2_create(const char *rel, struct cell_error *err)
 	int r = cell_cgroup_mkdir("", rel, err);
 	if (r < 0)
 		return r;
+	/* celld's own cgroup (the root when not nested; see cell_cgroup_v2_settle), then each
+	 * dir of rel above the sandbox's. */
+	const char *prefix = cell_cgroup_prefix("");
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", cell_cgroup_root());
+	snprintf(dir, sizeof(dir), "%s%s%s", cell_cgroup_root(), prefix[0] ? "/" : "", prefix);
 	enable_controllers(dir);
 	for (const char *c = rel; (c = strchr(c, '/')); c++) {
-		snprintf(dir, sizeof(dir), "%s/%.*s", cell_cgroup_root(), (int)(c - rel), rel);
-		enable_controllers(dir);
+		char part[PATH_MAX];
+		snprintf(part, sizeof(part), "%.*s", (int)(c - rel), rel);
+		if (cell_cgroup_path(dir, sizeof(dir), "", part, NULL) == 0)
+			enable_controllers(dir);
 	}
 	return 0;
 }
@@ -145,6 +155,154 @@ static void v2_describe(const char *rel, char *buf, size_t size)
 		buf[0] = '\0';
 }
 
+/* ---- limits, freezing, usage ---- */
+
+#define CPU_PERIOD_US  100000
+#define FREEZE_WAIT_MS 5000
+
+static int write_file(const char *rel, const char *file, const char *val, bool optional,
+		      struct cell_error *err)
+{
+	char path[PATH_MAX];
+	int r = v2_path(rel, file, path, sizeof(path), err);
+	if (r < 0)
+		return r;
+	struct cell_error werr = {0};
+	r = cell_write_string(path, val, &werr);
+	if (r == -ENOENT && optional)
+		return 0;
+	if (r < 0)
+		return cell_err(err, -r, "setting %s to %s (controller not enabled?)", path, val);
+	return 0;
+}
+
+/* "max" for 0 (unlimited), else the number. */
+static void limit_text(uint64_t v, char *buf, size_t size)
+{
+	if (v)
+		snprintf(buf, size, "%" PRIu64, v);
+	else
+		snprintf(buf, size, "max");
+}
+
+static int v2_set_io(const char *rel, const struct cell_limits *lim, struct cell_error *err)
+{
+	if (!lim->io_device ||
+	    !(lim->io_read_bps | lim->io_write_bps | lim->io_read_iops | lim->io_write_iops))
+		return 0;
+	char rb[24], wb[24], ri[24], wi[24], val[160];
+	limit_text(lim->io_read_bps, rb, sizeof(rb));
+	limit_text(lim->io_write_bps, wb, sizeof(wb));
+	limit_text(lim->io_read_iops, ri, sizeof(ri));
+	limit_text(lim->io_write_iops, wi, sizeof(wi));
+	snprintf(val, sizeof(val), "%u:%u rbps=%s wbps=%s riops=%s wiops=%s", major(lim->io_device),
+		 minor(lim->io_device), rb, wb, ri, wi);
+	return write_file(rel, "io.max", val, false, err);
+}
+
+static int v2_set_limits(const char *rel, const struct cell_limits *lim, struct cell_error *err)
+{
+	char val[64];
+	if (lim->cpu_millis)
+		snprintf(val, sizeof(val), "%" PRIu64 " %u", lim->cpu_millis * CPU_PERIOD_US / 1000,
+			 CPU_PERIOD_US);
+	else
+		snprintf(val, sizeof(val), "max %u", CPU_PERIOD_US);
+	int r = write_file(rel, "cpu.max", val, false, err);
+	if (r < 0)
+		return r;
+	limit_text(lim->memory_bytes, val, sizeof(val));
+	if ((r = write_file(rel, "memory.max", val, false, err)) < 0)
+		return r;
+	/* No swap: a sandbox at its limit is OOM-killed instead of pushing the host into swap.
+	 * The file is missing when the kernel has no swap accounting. */
+	if ((r = write_file(rel, "memory.swap.max", "0", true, err)) < 0)
+		return r;
+	limit_text(lim->pids, val, sizeof(val));
+	if ((r = write_file(rel, "pids.max", val, false, err)) < 0)
+		return r;
+	return v2_set_io(rel, lim, err);
+}
+
+static int elapsed_ms(const struct timespec *start)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (int)((now.tv_sec - start->tv_sec) * 1000 +
+		     (now.tv_nsec - start->tv_nsec) / 1000000);
+}
+
+/* cgroup.freeze asks; cgroup.events "frozen 1" says every task has stopped. The events file
+ * signals POLLPRI on each change, so no busy polling; bounded, as a task stuck in the
+ * kernel (an uninterruptible wait) delays it. */
+static int v2_freeze(const char *rel, bool frozen, struct cell_error *err)
+{
+	int r = write_file(rel, "cgroup.freeze", frozen ? "1" : "0", false, err);
+	if (r < 0)
+		return r;
+	char path[PATH_MAX];
+	if ((r = v2_path(rel, "cgroup.events", path, sizeof(path), err)) < 0)
+		return r;
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return cell_err(err, errno, "opening %s", path);
+	const char *want = frozen ? "frozen 1" : "frozen 0";
+	struct timespec start;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		char buf[256];
+		ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+		if (n < 0)
+			return cell_err(err, errno, "reading %s", path);
+		buf[n] = '\0';
+		if (strstr(buf, want))
+			return 0;
+		int left = FREEZE_WAIT_MS - elapsed_ms(&start);
+		if (left <= 0)
+			return cell_err(err, ETIMEDOUT, "%s did not report '%s'", path, want);
+		struct pollfd pfd = {.fd = fd, .events = POLLPRI};
+		poll(&pfd, 1, left < 50 ? left : 50);
+	}
+}
+
+/* The value after "key " in a flat keyed file's text. */
+static uint64_t keyed(const char *text, const char *key)
+{
+	size_t len = strlen(key);
+	for (const char *c = text; c && *c; c = strchr(c, '\n'), c = c ? c + 1 : NULL)
+		if (!strncmp(c, key, len) && c[len] == ' ')
+			return strtoull(c + len + 1, NULL, 10);
+	return 0;
+}
+
+static uint64_t read_u64(const char *rel, const char *file, const char *key)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	if (v2_path(rel, file, path, sizeof(path), NULL) < 0 ||
+	    cell_read_file_at(AT_FDCWD, path, 65536, &text, NULL, NULL) < 0)
+		return 0;
+	return key ? keyed(text, key) : strtoull(text, NULL, 10);
+}
+
+static int v2_usage(const char *rel, struct cell_cgroup_usage *out, struct cell_error *err)
+{
+	char path[PATH_MAX];
+	int r = v2_path(rel, NULL, path, sizeof(path), err);
+	if (r < 0)
+		return r;
+	if (access(path, F_OK) < 0)
+		return cell_err(err, errno, "cgroup %s", path);
+	*out = (struct cell_cgroup_usage){
+	    .cpu_usec = read_u64(rel, "cpu.stat", "usage_usec"),
+	    .memory_current = read_u64(rel, "memory.current", NULL),
+	    .memory_peak = read_u64(rel, "memory.peak", NULL),
+	    .pids_current = read_u64(rel, "pids.current", NULL),
+	    .oom_kills = read_u64(rel, "memory.events", "oom_kill"),
+	};
+	return 0;
+}
+
 const struct cell_cgroup_ops cell_cgroup_v2_ops = {
     .name = "v2",
     .create = v2_create,
@@ -153,4 +311,7 @@ const struct cell_cgroup_ops cell_cgroup_v2_ops = {
     .kill_all = v2_kill_all,
     .destroy = v2_destroy,
     .describe = v2_describe,
+    .set_limits = v2_set_limits,
+    .freeze = v2_freeze,
+    .usage = v2_usage,
 };

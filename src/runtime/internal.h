@@ -63,7 +63,10 @@ int cell_userns_open(pid_t pid, struct cell_error *err);
 
 /* mount.c, parent side: detached mounts, never attached in the host's namespace. */
 int cell_mount_check_dest(const char *dest, struct cell_error *err);
-int cell_mount_overlay_fd(const char *image_rootfs, const char *upper, const char *work,
+/* overlay.c: the root overlay (image idmapped to userns_fd, upper/ and work/ in layer_dir)
+ * as a detached mount fd. scratch: an empty dir of the sandbox (its rootfs/), used only in
+ * a private mount namespace on kernels whose overlayfs refuses detached layers. */
+int cell_mount_overlay_fd(const char *image_rootfs, const char *layer_dir, const char *scratch,
 			  int userns_fd, struct cell_error *err);
 int cell_mount_volume_fd(const struct cell_volume *vol, int userns_fd, struct cell_error *err);
 
@@ -113,6 +116,13 @@ int cell_child_apply_seccomp(const struct cell_seccomp_prog *prog, int notify_so
  * the path of a delete. hold takes the fd; release hands it to a closer thread. */
 void cell_mount_hold(pid_t pid, int fd);
 void cell_mount_release(pid_t pid);
+
+/* loopdev.c, for quota.c: <dir>/disk.img of bytes (the existing one, or a sparse copy of
+ * the template of that size in templates_dir, formatted when missing; NULL: formatted in
+ * place) on a loop device that clears itself, its ext4 mounted detached. Returns the mount
+ * fd (its only holder) or -errno. */
+int cell_loop_mount_image(int dirfd, const char *dir, const char *templates_dir, uint64_t bytes,
+			  struct cell_error *err);
 
 /* cgroup.c: paths shared by both backends. */
 const char *cell_cgroup_root(void);

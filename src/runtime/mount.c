@@ -3,8 +3,8 @@
  * The parent (host root) builds the detached mounts that need host privilege: the
  * image, idmapped read-only to the sandbox's range, under an overlay whose upper dir holds
  * the sandbox's changes; and the idmapped volumes. The child attaches them in its own mount
- * namespace and adds the kernel filesystems. Nothing is ever attached in the host's mount
- * namespace.
+ * namespace and adds the kernel filesystems (the overlay itself: overlay.c). Nothing is
+ * ever attached in the host's mount namespace.
  *
  * The child-side functions (cell_child_*) follow the rules in internal.h: system calls
  * only, no allocation. */
@@ -52,63 +52,6 @@ int cell_mount_check_dest(const char *dest, struct cell_error *err)
 	if (!components)
 		return cell_err(err, EINVAL, "volume dest '%s' is the sandbox's root", dest);
 	return 0;
-}
-
-/* The kernel explains most fsconfig failures in the fs context's log. */
-static int fs_fail(struct cell_error *err, int fs, int errnum, const char *what, const char *path)
-{
-	char log[256];
-	ssize_t n = fs >= 0 ? read(fs, log, sizeof(log) - 1) : -1;
-	if (n > 2) {
-		log[n] = '\0';
-		log[strcspn(log, "\n")] = '\0';
-		return cell_err(err, errnum, "%s %s (%s)", what, path, log + 2);
-	}
-	return cell_err(err, errnum, "%s %s", what, path);
-}
-
-int cell_mount_overlay_fd(const char *image_rootfs, const char *upper, const char *work,
-			  int userns_fd, struct cell_error *err)
-{
-	/* The image stays owned by host root on disk; the idmapped view shows it owned by the
-	 * sandbox's root, read-only, so one image serves every sandbox. */
-	_cleanup_close_ int tree =
-	    open_tree(AT_FDCWD, image_rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-	if (tree < 0)
-		return cell_err(err, errno, "cloning image %s", image_rootfs);
-	struct mount_attr attr = {
-	    .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV,
-	    .userns_fd = (uint64_t)userns_fd,
-	};
-	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		return cell_err(err, errno, "idmapping image %s", image_rootfs);
-
-	/* Layers are named through /proc/self/fd: the strings are what the sandbox reads in
-	 * its mountinfo, and they should not tell it where the host keeps its state. */
-	_cleanup_close_ int upper_fd = open(upper, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (upper_fd < 0)
-		return cell_err(err, errno, "opening %s", upper);
-	_cleanup_close_ int work_fd = open(work, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (work_fd < 0)
-		return cell_err(err, errno, "opening %s", work);
-	_cleanup_close_ int fs = fsopen("overlay", FSOPEN_CLOEXEC);
-	if (fs < 0)
-		return cell_err(err, errno, "fsopen overlay for %s", upper);
-	const char *const keys[] = {"lowerdir", "upperdir", "workdir"};
-	const int fds[] = {tree, upper_fd, work_fd};
-	for (size_t i = 0; i < CELL_ARRAY_SIZE(keys); i++) {
-		char val[64];
-		snprintf(val, sizeof(val), "/proc/self/fd/%d", fds[i]);
-		if (fsconfig(fs, FSCONFIG_SET_STRING, keys[i], val, 0) < 0)
-			return fs_fail(err, fs, errno, "overlay: setting", keys[i]);
-	}
-	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-		return fs_fail(err, fs, errno, "creating the overlay on", upper);
-	/* Device nodes in the image or planted in upper must never open host devices. */
-	int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NODEV);
-	if (mnt < 0)
-		return cell_err(err, errno, "fsmount of the overlay on %s", upper);
-	return mnt;
 }
 
 int cell_mount_volume_fd(const struct cell_volume *vol, int userns_fd, struct cell_error *err)

@@ -1,11 +1,73 @@
-/* seccomp (owner: seccomp). */
+/* Installing the sandbox's seccomp filter: last step before cell-init is exec'd, so the
+ * filter covers init and every command it starts (a filter is inherited across fork and
+ * exec and can never be removed). The program was compiled by celld before clone
+ * (src/runtime/seccomp_profile.c); the child only makes system calls, no libseccomp. */
+#include <errno.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+
 #include "internal.h"
+
+/* The listener to celld, which answers the notifications (SCM_RIGHTS, stack buffers only). */
+static int send_listener(int sock, int fd)
+{
+	char byte = 0;
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr msg = {
+	    .msg_iov = &iov,
+	    .msg_iovlen = 1,
+	    .msg_control = u.buf,
+	    .msg_controllen = sizeof(u.buf),
+	};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	ssize_t n;
+	do
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : 0;
+}
 
 int cell_child_apply_seccomp(const struct cell_seccomp_prog *prog, int notify_sock,
 			     struct cell_child_err *ce)
 {
-	(void)prog;
-	(void)notify_sock;
-	(void)ce;
-	return 0; /* SECCOMP-TODO */
+	if (!prog)
+		return 0;
+	/* Unprivileged filter installation needs no_new_privs; caps.c sets it too, but this
+	 * step must not depend on the order of another file's work (idempotent). */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return cell_child_fail(ce, CELL_STEP_SECCOMP, errno, "no_new_privs", NULL);
+	struct sock_fprog fprog = {
+	    .len = prog->len,
+	    .filter = (struct sock_filter *)prog->filter,
+	};
+	unsigned flags = prog->notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+	long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &fprog);
+	if (fd < 0)
+		return cell_child_fail(ce, CELL_STEP_SECCOMP, errno,
+				       "installing the seccomp filter", NULL);
+	if (!prog->notify)
+		return 0;
+	/* The listener must never stay in the sandbox: whoever holds it answers the filter's
+	 * notifications, and could let a denied call through. It is close-on-exec already;
+	 * it is closed here as soon as celld has its copy. */
+	int r = notify_sock >= 0 ? send_listener(notify_sock, (int)fd) : -EBADF;
+	close((int)fd);
+	if (r < 0)
+		return cell_child_fail(ce, CELL_STEP_SECCOMP, r,
+				       "handing the seccomp listener to celld", NULL);
+	return 0;
 }

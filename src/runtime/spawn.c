@@ -550,9 +550,8 @@ static int parent_setup(const struct cell_spawn_req *req, const struct cell_cgro
 			bool clone_by_pid, pid_t pid, int pidfd, int sync_fd, int notify_fd,
 			int *overlay_out, int *listener_out, struct cell_error *err)
 {
-	char upper[PATH_MAX], work[PATH_MAX];
-	snprintf(upper, sizeof(upper), "%s/upper", layer_dir(req));
-	snprintf(work, sizeof(work), "%s/work", layer_dir(req));
+	char scratch[PATH_MAX];
+	snprintf(scratch, sizeof(scratch), "%s/rootfs", req->dir);
 
 	int r = cell_userns_write_maps(pid, req->uid_base, err);
 	if (r < 0)
@@ -564,7 +563,7 @@ static int parent_setup(const struct cell_spawn_req *req, const struct cell_cgro
 	if (userns < 0)
 		return userns;
 	_cleanup_close_ int overlay =
-	    cell_mount_overlay_fd(req->image_rootfs, upper, work, userns, err);
+	    cell_mount_overlay_fd(req->image_rootfs, layer_dir(req), scratch, userns, err);
 	if (overlay < 0)
 		return overlay;
 	if ((r = send_fd(sync_fd, overlay)) < 0)

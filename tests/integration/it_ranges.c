@@ -87,12 +87,15 @@ static bool b_spawn(char *why, size_t why_len)
 		return false;
 	}
 	char *celld = h_fmt("%s/celld", H.bin), *init = h_fmt("%s/cell-init", H.bin);
-	char *const argv[] = {celld,	"--state-dir", B.state,	 "--images", H.images, "--socket",
-			      B.socket, "--no-tcp",    "--init", init,	     NULL};
+	char *policies = h_fmt("%s/policies", H.src);
+	char *const argv[] = {celld,	    "--state-dir", B.state,    "--images", H.images,
+			      "--socket",   B.socket,	   "--no-tcp", "--init",   init,
+			      "--policies", policies,	   NULL};
 	pid_t pid = h_spawn_celld(argv, B.log);
 	int e = errno;
 	free(celld);
 	free(init);
+	free(policies);
 	if (pid < 0) {
 		snprintf(why, why_len, "fork: %s", strerror(e));
 		return false;
@@ -648,6 +651,7 @@ static void expect_refused(const char *target, const char *line, const char *nam
 	char *state = h_fmt("%s/refused/state", H.dir);
 	char *sock = h_fmt("%s/refused/cell.sock", H.dir);
 	char *celld = h_fmt("%s/celld", H.bin), *init = h_fmt("%s/cell-init", H.bin);
+	char *policies = h_fmt("%s/policies", H.src);
 	char *const argv[] = {"/usr/bin/unshare",
 			      "--mount",
 			      "--propagation",
@@ -667,6 +671,8 @@ static void expect_refused(const char *target, const char *line, const char *nam
 			      "--no-tcp",
 			      "--init",
 			      init,
+			      "--policies",
+			      policies,
 			      NULL};
 	struct h_proc pr;
 	h_run(argv, NULL, 30, &pr);
@@ -679,6 +685,7 @@ static void expect_refused(const char *target, const char *line, const char *nam
 	h_proc_free(&pr);
 	free(celld);
 	free(init);
+	free(policies);
 	free(sock);
 	free(state);
 	free(text);

@@ -149,6 +149,7 @@ async function startCelld() {
 		"--api-key-file", keyFile,
 		"--socket", path.join(h.tmp, "cell.sock"),
 		"--init", CELL_INIT,
+		"--policies", path.join(REPO, "policies"),
 		...(process.env.CELLD_EXTRA_ARGS || "").split(/\s+/).filter(Boolean),
 	];
 	h.logPath = path.join(h.tmp, "celld.log");
@@ -610,6 +611,32 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		assert.equal(await b.files.readFile("/workspace/mark"), "kept");
 		await a.kill();
 		h.created.delete(a.id);
+	});
+
+	it("getMetrics reports the sandbox's cgroup limits and usage", { timeout: STEP_MS }, async () => {
+		const m = await createSandbox({ resource: { cpu: "500m", memory: "256Mi" } });
+		const metrics = await m.getMetrics();
+		assert.equal(metrics.cpuCount, 1, "500m rounds up to one core");
+		assert.equal(metrics.memoryTotalMiB, 256);
+		assert.ok(metrics.memoryUsedMiB > 0 && metrics.memoryUsedMiB < 256, `used ${metrics.memoryUsedMiB}`);
+		assert.ok(metrics.cpuUsedPercentage >= 0 && metrics.cpuUsedPercentage <= 100);
+		assert.ok(Math.abs(metrics.timestamp - Date.now()) < 60000, "timestamp in ms");
+		await m.kill();
+		h.created.delete(m.id);
+	});
+
+	it("pause freezes, resume thaws; resuming a running sandbox is 409", { timeout: STEP_MS }, async () => {
+		const p = await createSandbox();
+		await p.commands.run("echo kept > /tmp/mem");
+		await p.pause();
+		assert.equal((await p.getInfo()).status?.state, "Paused");
+		const resumed = await p.resume({ readyTimeoutSeconds: 10 });
+		h.closers.push(resumed);
+		assert.equal((await resumed.getInfo()).status?.state, "Running");
+		assert.equal(out(await resumed.commands.run("cat /tmp/mem")), "kept\n", "memory kept");
+		await rejectsWith(manager().resumeSandbox(p.id), 409, "DOCKER::SANDBOX_NOT_PAUSED");
+		await p.kill();
+		h.created.delete(p.id);
 	});
 
 	it("connects to an existing sandbox by id", { timeout: STEP_MS }, async () => {

@@ -1,0 +1,349 @@
+/* Resource limits: resourceLimits checked (400 naming the field, 503 beyond the host),
+ * the sandbox's cgroup visible read-only inside with its limits, usage and execd metrics
+ * from the cgroup's counters, and containment: a memory hog is OOM-killed inside its
+ * sandbox only, a fork bomb stops at the pids limit while others go on, a busy loop under
+ * cpu "500m" gets about half a core. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char *create_limited(const char *limits_json)
+{
+	json_t *extra = json_pack("{s:o}", "resourceLimits", json_loads(limits_json, 0, NULL));
+	char *id = h_create("busybox", extra);
+	json_decref(extra);
+	return id;
+}
+
+static long create_status(const char *limits_json, struct h_resp *r)
+{
+	json_t *extra = json_pack("{s:o}", "resourceLimits", json_loads(limits_json, 0, NULL));
+	long st = h_create_ex("busybox", extra, H_UNIX, r);
+	json_decref(extra);
+	return st;
+}
+
+/* Is the sandbox's view cgroup v2 (one mount) rather than the v1 hierarchies? */
+static bool inside_v2(const char *id)
+{
+	return h_sh_code(id, "test -f /sys/fs/cgroup/memory.max") == 0;
+}
+
+START_TEST(limits_visible_read_only)
+{
+	char *id = create_limited("{\"cpu\":\"500m\",\"memory\":\"256Mi\",\"pids\":\"200\"}");
+	char *mem, *cpu, *pids;
+	if (inside_v2(id)) {
+		mem = h_sh(id, "cat /sys/fs/cgroup/memory.max");
+		cpu = h_sh(id, "cat /sys/fs/cgroup/cpu.max");
+		pids = h_sh(id, "cat /sys/fs/cgroup/pids.max");
+		ck_assert_str_eq(h_trim(cpu), "50000 100000");
+	} else {
+		mem = h_sh(id, "cat /sys/fs/cgroup/memory/memory.limit_in_bytes");
+		cpu = h_sh(id, "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us");
+		pids = h_sh(id, "cat /sys/fs/cgroup/pids/pids.max");
+		ck_assert_str_eq(h_trim(cpu), "50000");
+		/* The v1 view shows the sandbox's own cgroup as its root: no host cgroups. */
+		char *tasks = h_sh(id, "wc -l < /sys/fs/cgroup/memory/cgroup.procs");
+		ck_assert_int_ge(atoi(tasks), 1);
+		free(tasks);
+	}
+	ck_assert_str_eq(h_trim(mem), "268435456");
+	ck_assert_str_eq(h_trim(pids), "200");
+	/* Root inside can neither raise its limits nor create cgroups nor write anything. */
+	ck_assert_int_ne(h_sh_code(id, "for f in $(find /sys/fs/cgroup -name pids.max -o -name "
+				       "memory.max -o -name memory.limit_in_bytes -o -name "
+				       "cgroup.procs -o -name freezer.state); do echo 1 > $f && "
+				       "exit 0; done; exit 1"),
+			 0);
+	ck_assert_int_ne(h_sh_code(id, "mkdir /sys/fs/cgroup/x || mkdir /sys/fs/cgroup/memory/x"),
+			 0);
+	ck_assert_int_ne(h_sh_code(id, "touch /sys/fs/cgroup/x"), 0);
+	char *ro = h_sh(id, "grep ' /sys/fs/cgroup' /proc/mounts | grep -vc ' ro,' || true");
+	ck_assert_str_eq(h_trim(ro), "0");
+	free(ro);
+	free(mem);
+	free(cpu);
+	free(pids);
+	free(id);
+}
+END_TEST
+
+static void expect_400(const char *limits, const char *field)
+{
+	struct h_resp r;
+	ck_assert_int_eq(create_status(limits, &r), 400);
+	ck_assert_str_eq(h_err_code(&r), "INVALID_ARGUMENT");
+	ck_assert_msg(strstr(h_jstr(r.json, "message"), field), "%s: message '%s' misses %s",
+		      limits, h_jstr(r.json, "message"), field);
+	h_resp_free(&r);
+}
+
+START_TEST(bad_limits_refused)
+{
+	int before = h_sandbox_count();
+	expect_400("{\"memory\":\"2GB\"}", "resourceLimits.memory");
+	expect_400("{\"memory\":\"1Ti\"}", "resourceLimits.memory"); /* above the maximum */
+	expect_400("{\"memory\":\"1Mi\"}", "resourceLimits.memory"); /* too small */
+	expect_400("{\"cpu\":\"lots\"}", "resourceLimits.cpu");
+	expect_400("{\"cpu\":\"64\"}", "resourceLimits.cpu");
+	expect_400("{\"cpu\":\"0\"}", "resourceLimits.cpu");
+	expect_400("{\"pids\":\"1k\"}", "resourceLimits.pids");
+	expect_400("{\"pids\":\"999999999\"}", "resourceLimits.pids");
+	expect_400("{\"disk\":\"10 Gi\"}", "resourceLimits.disk");
+	expect_400("{\"io\":\"rbps=fast\"}", "resourceLimits.io");
+	expect_400("{\"memory\":512}", "resourceLimits");
+	/* Within the policy's maximum (8 cores) but more than this host has: 503. */
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	if (cpus < 8) {
+		struct h_resp r;
+		ck_assert_int_eq(create_status("{\"cpu\":\"8\"}", &r), 503);
+		ck_assert_str_eq(h_err_code(&r), "HOST_OUT_OF_CAPACITY");
+		ck_assert_msg(strstr(h_jstr(r.json, "message"), "resourceLimits.cpu"), "%s",
+			      r.body);
+		h_resp_free(&r);
+	}
+	ck_assert_int_eq(h_sandbox_count(), before);
+}
+END_TEST
+
+START_TEST(usage_and_metrics)
+{
+	char *id = create_limited("{\"cpu\":\"1500m\",\"memory\":\"300Mi\"}");
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	ck_assert_str_eq(h_jstr(r.json, "resourceLimits.memory"), "300Mi");
+	ck_assert_msg(json_is_number(h_jget(r.json, "usage.cpuSeconds")), "%s", r.body);
+	ck_assert_int_gt(h_jint(r.json, "usage.memoryBytes"), 0);
+	ck_assert_int_ge(h_jint(r.json, "usage.memoryPeakBytes"), 0);
+	ck_assert_int_ge(h_jint(r.json, "usage.pids"), 1);
+	h_resp_free(&r);
+
+	char *mpath = h_fmt("/v1/sandboxes/%s/proxy/44772/metrics", id);
+	ck_assert_int_eq(h_http("GET", mpath, NULL, &r), 200);
+	ck_assert_msg(json_number_value(h_jget(r.json, "cpu_count")) == 2.0, "%s", r.body);
+	ck_assert_msg(json_number_value(h_jget(r.json, "mem_total_mib")) == 300.0, "%s", r.body);
+	ck_assert_msg(json_number_value(h_jget(r.json, "mem_used_mib")) > 0, "%s", r.body);
+	ck_assert_msg(json_is_number(h_jget(r.json, "cpu_used_pct")), "%s", r.body);
+	ck_assert_int_gt(h_jint(r.json, "timestamp"), 1700000000000LL);
+	h_resp_free(&r);
+
+	json_t *ins = h_inspect(id);
+	ck_assert_int_eq(h_jint(ins, "limits.memoryBytes"), 300LL << 20);
+	ck_assert_int_eq(h_jint(ins, "limits.cpuMillis"), 1500);
+	ck_assert_int_eq(h_jint(ins, "limits.pids"), 1024); /* the policy's default */
+	json_decref(ins);
+	free(mpath);
+	free(path);
+	free(id);
+}
+END_TEST
+
+START_TEST(memory_hog_oom_killed_inside_only)
+{
+	char *id = create_limited("{\"memory\":\"64Mi\"}");
+	struct h_exec e;
+	/* dd allocates and fills a 256 MiB buffer: four times the limit. */
+	ck_assert_int_eq(h_exec(id, "dd if=/dev/zero of=/dev/null bs=256M count=1", NULL, &e), 0);
+	ck_assert_msg(e.errored, "the hog was not killed: %s", e.err);
+	ck_assert_int_eq(e.exit_code, 137);
+	char *ev = json_dumps(e.error, JSON_COMPACT);
+	ck_assert_msg(strstr(ev, "OOM"), "no OOM note in %s", ev);
+	free(ev);
+	char *cid = strdup(e.cmd_id);
+	h_exec_free(&e);
+
+	char *spath = h_fmt("/v1/sandboxes/%s/proxy/44772/command/status/%s", id, cid);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", spath, NULL, &r), 200);
+	ck_assert_msg(strstr(h_jstr(r.json, "error"), "OOM"), "status without OOM: %s", r.body);
+	h_resp_free(&r);
+
+	/* The sandbox lives on (its init was not the victim) and celld is untouched. */
+	char *out = h_sh(id, "echo alive");
+	ck_assert_str_eq(out, "alive\n");
+	ck_assert(h_celld_alive());
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	ck_assert_str_eq(h_jstr(r.json, "status.state"), "Running");
+	ck_assert_int_ge(h_jint(r.json, "usage.oomKills"), 1);
+	h_resp_free(&r);
+	free(path);
+	free(out);
+	free(spath);
+	free(cid);
+	free(id);
+}
+END_TEST
+
+START_TEST(fork_bomb_hits_pids_limit)
+{
+	char *bomb = create_limited("{\"pids\":\"64\"}");
+	char *other = h_create("busybox", NULL);
+	struct h_exec e;
+	struct h_exec_opts bg = {.background = true};
+	ck_assert_int_eq(h_exec(bomb, "b() { b | b & }; b", &bg, &e), 0);
+	h_exec_free(&e);
+	h_sleep_ms(1500);
+	/* The other sandbox and celld carry on. */
+	char *out = h_sh(other, "echo fine");
+	ck_assert_str_eq(out, "fine\n");
+	free(out);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", "/v1/info", NULL, &r), 200);
+	h_resp_free(&r);
+	char *path = h_fmt("/v1/sandboxes/%s", bomb);
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	long long pids = h_jint(r.json, "usage.pids");
+	ck_assert_msg(pids > 0 && pids <= 64, "pids %lld", pids);
+	h_resp_free(&r);
+	/* The limit was reached, not merely approached: the pids controller counted forks it
+	 * refused (read from the sandbox's own read-only view of its cgroup). */
+	long refused = -1;
+	for (int i = 0; i < 20 && refused < 0; i++) { /* a fork of its own may be refused too */
+		struct h_exec ev;
+		h_exec(bomb,
+		       "cat /sys/fs/cgroup/pids.events 2>/dev/null || "
+		       "cat /sys/fs/cgroup/pids/pids.events",
+		       NULL, &ev);
+		if (ev.complete && ev.out && !strncmp(ev.out, "max ", 4))
+			refused = atol(ev.out + 4);
+		h_exec_free(&ev);
+		if (refused < 0)
+			h_sleep_ms(500);
+	}
+	ck_assert_msg(refused > 0, "pids.events shows no refused fork (%ld)", refused);
+	ck_assert_int_eq(h_delete(bomb), 204);
+	free(path);
+	free(other);
+	free(bomb);
+}
+END_TEST
+
+static double cpu_seconds(const char *id)
+{
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	double v = json_number_value(h_jget(r.json, "usage.cpuSeconds"));
+	h_resp_free(&r);
+	free(path);
+	return v;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+START_TEST(busy_loop_gets_half_a_core)
+{
+	char *id = create_limited("{\"cpu\":\"500m\"}");
+	/* Two spinning shells would take two cores unlimited; the quota holds both to half. */
+	struct h_exec e;
+	struct h_exec_opts bg = {.background = true};
+	ck_assert_int_eq(h_exec(id, "while :; do :; done & while :; do :; done", &bg, &e), 0);
+	h_exec_free(&e);
+	h_sleep_ms(500);
+	double c0 = cpu_seconds(id), t0 = now_s();
+	h_sleep_ms(4000);
+	double c1 = cpu_seconds(id), t1 = now_s();
+	/* Unlimited, two spinning shells would take both cores of a 2-core host (~2.0); the
+	 * upper bound is the proof, the lower one only that the loops ran (a loaded CI host
+	 * may give them less than their quota). */
+	double share = (c1 - c0) / (t1 - t0);
+	ck_assert_msg(share > 0.1 && share < 0.75, "busy loop got %.2f cores under cpu 500m",
+		      share);
+	free(id);
+}
+END_TEST
+
+/* A celld whose resource policy is wrong refuses to start, naming the file and the field. */
+static void expect_policy_refused(const char *json, const char *field)
+{
+	char *pol = h_fmt("%s/badpolicy", H.dir);
+	char *res = h_fmt("%s/resources", pol);
+	char *file = h_fmt("%s/default.json", res);
+	char *seccomp = h_fmt("%s/seccomp", pol);
+	char *real_seccomp = h_fmt("%s/policies/seccomp", H.src);
+	char *state = h_fmt("%s/badpolicy-state", H.dir);
+	char *sock = h_fmt("%s/badpolicy.sock", H.dir);
+	char *celld = h_fmt("%s/celld", H.bin);
+	char *init = h_fmt("%s/cell-init", H.bin);
+	mkdir(pol, 0755);
+	mkdir(res, 0755);
+	if (access(seccomp, F_OK) != 0)
+		ck_assert_int_eq(symlink(real_seccomp, seccomp), 0);
+	h_write_file(file, json, 0644);
+	char *argv[] = {celld,	    "--state-dir", state, "--images",	H.images, "--socket", sock,
+			"--no-tcp", "--init",	   init,  "--policies", pol,	  NULL};
+	struct h_proc p = {0};
+	h_run(argv, NULL, 30, &p);
+	ck_assert_msg(p.status == 1, "celld started with policy %s", json);
+	ck_assert_msg(p.err && strstr(p.err, "resources/default.json") && strstr(p.err, field),
+		      "refusal does not name %s: %s", field, p.err ? p.err : "");
+	ck_assert_msg(access(sock, F_OK) != 0, "the refused celld left its socket");
+	h_proc_free(&p);
+	free(init);
+	free(celld);
+	free(sock);
+	free(state);
+	free(real_seccomp);
+	free(seccomp);
+	free(file);
+	free(res);
+	free(pol);
+}
+
+START_TEST(bad_policy_refuses_start)
+{
+	static const char rl[] = "\"rlimits\": {\"core\": {\"soft\": 0, \"hard\": 0}}";
+	char *j = h_fmt("{\"defaults\": {\"cpu\": \"1\", \"memory\": \"2GB\", \"pids\": \"10\", "
+			"\"disk\": \"1Gi\"}, \"maximum\": {\"cpu\": \"2\", \"memory\": \"4Gi\", "
+			"\"pids\": \"100\", \"disk\": \"2Gi\"}, %s}",
+			rl);
+	expect_policy_refused(j, "defaults.memory");
+	free(j);
+	j = h_fmt("{\"defaults\": {\"cpu\": \"4\", \"memory\": \"1Gi\", \"pids\": \"10\", "
+		  "\"disk\": \"1Gi\"}, \"maximum\": {\"cpu\": \"2\", \"memory\": \"4Gi\", "
+		  "\"pids\": \"100\", \"disk\": \"2Gi\"}, %s}",
+		  rl);
+	expect_policy_refused(j, "defaults.cpu");
+	free(j);
+	expect_policy_refused("{\"defaults\": {\"cpu\": \"1\", \"memory\": \"1Gi\", \"pids\": "
+			      "\"10\", \"disk\": \"1Gi\"}, \"maximum\": {\"cpu\": \"2\", "
+			      "\"memory\": \"4Gi\", \"pids\": \"100\", \"disk\": \"2Gi\"}, "
+			      "\"rlimits\": {\"cores\": {\"soft\": 0, \"hard\": 0}}}",
+			      "rlimits.cores");
+	expect_policy_refused("{\"defaults\": {}, \"maximum\": {}}", "defaults.cpu is missing");
+	expect_policy_refused("not json", "not a JSON object");
+}
+END_TEST
+
+static Suite *limits_suite(void)
+{
+	Suite *s = suite_create("limits");
+	tcase_add_test(h_tcase(s, "limits_visible_read_only", 120), limits_visible_read_only);
+	tcase_add_test(h_tcase(s, "bad_limits_refused", 120), bad_limits_refused);
+	tcase_add_test(h_tcase(s, "usage_and_metrics", 120), usage_and_metrics);
+	tcase_add_test(h_tcase(s, "memory_hog_oom_killed_inside_only", 120),
+		       memory_hog_oom_killed_inside_only);
+	tcase_add_test(h_tcase(s, "fork_bomb_hits_pids_limit", 120), fork_bomb_hits_pids_limit);
+	tcase_add_test(h_tcase(s, "busy_loop_gets_half_a_core", 120), busy_loop_gets_half_a_core);
+	tcase_add_test(h_tcase(s, "bad_policy_refuses_start", 120), bad_policy_refuses_start);
+	return s;
+}
+
+int main(void)
+{
+	return h_main(limits_suite());
+}
