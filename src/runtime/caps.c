@@ -1,4 +1,4 @@
-/* Capabilities and no_new_privs of the sandbox (owner: hardening).
+/* Capabilities and no_new_privs of the sandbox.
  *
  * The sandbox's root is root only in the sandbox's user namespace, so a capability here
  * never reaches a host object the host's root owns. What it does reach is the kernel code

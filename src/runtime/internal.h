@@ -76,6 +76,10 @@ struct cell_mount_plan {
 	const char *rootfs; /* host path <dir>/rootfs */
 	const struct cell_volume *volumes;
 	size_t n_volumes;
+	/* size= of /tmp and /dev/shm in bytes, decimal ("" = the kernel's default, half the
+	 * host's memory): half the sandbox's memory limit each, so filling them ends in
+	 * ENOSPC rather than in an OOM kill that cannot free tmpfs pages. */
+	char tmpfs_size[24];
 	int overlay_fd;
 	int volume_fds[CELL_MAX_VOLUMES];
 	int devnode_fds[CELL_N_DEVNODES];

@@ -1,4 +1,4 @@
-/* Masked and read-only /proc and /sys paths (owner: hardening).
+/* Masked and read-only /proc and /sys paths.
  *
  * Runs right after pivot_root: "/" is the sandbox's root, /proc and /sys are the fresh
  * kernel mounts of mount.c, /dev/null is the host's node bind-mounted by mount.c, and no

@@ -93,7 +93,6 @@ static const struct fs_opt no_opts[] = {{NULL, NULL}};
 static const struct fs_opt dev_opts[] = {{"mode", "0755"}, {"size", "64k"}, {NULL, NULL}};
 static const struct fs_opt pts_opts[] = {
     {"newinstance", NULL}, {"ptmxmode", "0666"}, {"mode", "0620"}, {NULL, NULL}};
-static const struct fs_opt sticky_opts[] = {{"mode", "1777"}, {NULL, NULL}};
 
 int cell_child_mount_prepare(struct cell_mount_plan *plan, struct cell_child_err *ce)
 {
@@ -247,7 +246,10 @@ static int populate_dev(const struct cell_mount_plan *plan, int rootfd, struct c
 		if (symlinkat(dev_links[i].target, dev, dev_links[i].name) < 0)
 			return cell_child_fail(ce, CELL_STEP_DEV, errno, "symlink in /dev",
 					       dev_links[i].name);
-	return mount_fs(rootfd, "/dev/shm", "tmpfs", sticky_opts,
+	const struct fs_opt shm_opts[] = {{"mode", "1777"},
+					  {plan->tmpfs_size[0] ? "size" : NULL, plan->tmpfs_size},
+					  {NULL, NULL}};
+	return mount_fs(rootfd, "/dev/shm", "tmpfs", shm_opts,
 			MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, CELL_STEP_SHM,
 			ce);
 }
@@ -287,7 +289,10 @@ int cell_child_mount_populate(const struct cell_mount_plan *plan, int rootfd,
 	r = populate_dev(plan, rootfd, ce);
 	if (r < 0)
 		return r;
-	r = mount_fs(rootfd, "/tmp", "tmpfs", sticky_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+	const struct fs_opt tmp_opts[] = {{"mode", "1777"},
+					  {plan->tmpfs_size[0] ? "size" : NULL, plan->tmpfs_size},
+					  {NULL, NULL}};
+	r = mount_fs(rootfd, "/tmp", "tmpfs", tmp_opts, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
 		     CELL_STEP_TMP, ce);
 	if (r < 0)
 		return r;

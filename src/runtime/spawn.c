@@ -648,6 +648,9 @@ int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
 	    .notify_fd = np[1],
 	    .notify_parent_fd = np[0],
 	};
+	if (req->limits && req->limits->memory_bytes)
+		snprintf(cp.mounts.tmpfs_size, sizeof(cp.mounts.tmpfs_size), "%llu",
+			 (unsigned long long)(req->limits->memory_bytes / 2));
 	int pidfd = -1;
 	bool clone_by_pid;
 	pid_t pid = clone_into(&cp, &join, &pidfd, &clone_by_pid);

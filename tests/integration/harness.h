@@ -150,6 +150,13 @@ int h_sh_code(const char *id, const char *cmd);
  * /bin/nohup (rootfs/build-image), so this is empty and kept only for older callers. */
 #define H_NOHUP ""
 
+/* Shell prefix: wait (at most 5 s) until `pidof NAME` lists at least N processes. A command
+ * started with `&` is forked before the exec that ends, but may not have exec'd its program
+ * yet (pidof would still see the shell's name). */
+#define H_WAIT_PIDOF(name, n)                                                                      \
+	"i=0; while [ $(pidof " name " | wc -w) -lt " #n " ] && [ $i -lt 100 ]; do "               \
+	"usleep 50000; i=$((i+1)); done; "
+
 /* Shell function `fetch PORT PATH`: prints the body served on 127.0.0.1:PORT/PATH inside
  * the sandbox. wget of Debian's busybox-static segfaults (on the host too), so nc with a
  * bare HTTP/1.0 request is the fallback. */

@@ -54,7 +54,7 @@ START_TEST(background_process_survives)
 		      r.status);
 	ck_assert_str_eq(r.out, "started\n");
 	h_exec_free(&r);
-	char *out = h_sh(id, "pidof sleep | wc -w");
+	char *out = h_sh(id, H_WAIT_PIDOF("sleep", 2) "pidof sleep | wc -w");
 	ck_assert_str_eq(out, "2\n");
 	free(out);
 	free(id);

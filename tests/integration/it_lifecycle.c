@@ -251,7 +251,7 @@ START_TEST(restart_readopts_sandbox)
 {
 	char *id = h_create("busybox", NULL);
 	free(h_sh(id, H_NOHUP "echo survived > /workspace/f; nohup sleep 4321 >/dev/null 2>&1 &"));
-	char *out = h_sh(id, "pidof sleep >/dev/null && echo sleeping");
+	char *out = h_sh(id, H_WAIT_PIDOF("sleep", 1) "pidof sleep >/dev/null && echo sleeping");
 	ck_assert_str_eq(out, "sleeping\n");
 	free(out);
 	json_t *before = h_inspect(id);

@@ -183,6 +183,24 @@ START_TEST(memory_hog_oom_killed_inside_only)
 }
 END_TEST
 
+/* tmpfs pages are charged to the sandbox's memory but cannot be reclaimed by an OOM kill:
+ * /tmp and /dev/shm are sized at half the memory limit, so filling one ends in ENOSPC and
+ * the sandbox keeps memory to run the rm. */
+START_TEST(tmpfs_sized_by_memory)
+{
+	char *id = create_limited("{\"memory\":\"64Mi\"}");
+	char *df = h_sh(id, "df -k /tmp /dev/shm | awk 'NR>1 {print $2}'");
+	ck_assert_str_eq(df, "32768\n32768\n");
+	char *out = h_sh(id, "dd if=/dev/zero of=/tmp/fill bs=1M count=48 2>&1; echo rc=$?");
+	ck_assert_msg(strstr(out, "No space left on device") && strstr(out, "rc=1"),
+		      "filling /tmp past half of 64Mi: %s", out);
+	ck_assert_int_eq(h_sh_code(id, "rm /tmp/fill && echo ok >/tmp/after"), 0);
+	free(out);
+	free(df);
+	free(id);
+}
+END_TEST
+
 START_TEST(fork_bomb_hits_pids_limit)
 {
 	char *bomb = create_limited("{\"pids\":\"64\"}");
@@ -338,6 +356,7 @@ static Suite *limits_suite(void)
 	tcase_add_test(h_tcase(s, "memory_hog_oom_killed_inside_only", 120),
 		       memory_hog_oom_killed_inside_only);
 	tcase_add_test(h_tcase(s, "fork_bomb_hits_pids_limit", 120), fork_bomb_hits_pids_limit);
+	tcase_add_test(h_tcase(s, "tmpfs_sized_by_memory", 120), tmpfs_sized_by_memory);
 	tcase_add_test(h_tcase(s, "busy_loop_gets_half_a_core", 120), busy_loop_gets_half_a_core);
 	tcase_add_test(h_tcase(s, "bad_policy_refuses_start", 120), bad_policy_refuses_start);
 	return s;
