@@ -326,25 +326,33 @@ static int load_key(const char *key_file, struct cell_error *err)
 	return 0;
 }
 
-/* ---- cell-init ---- */
+/* ---- files celld loads at start ---- */
+
+/* The path of a file celld loads: flag when given, else <dir of celld>/beside when it is
+ * there (a build dir, or the source tree next to it), else the installed one. */
+static void pick_path(char *buf, size_t size, const char *flag, const char *beside, int mode,
+		      const char *installed)
+{
+	if (flag) {
+		snprintf(buf, size, "%s", flag);
+		return;
+	}
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
+	if (slash) {
+		*slash = '\0';
+		int len = snprintf(buf, size, "%s/%s", self, beside);
+		if (len > 0 && (size_t)len < size && access(buf, mode) == 0)
+			return;
+	}
+	snprintf(buf, size, "%s", installed);
+}
 
 static int load_init(const char *flag, struct cell_error *err)
 {
-	char path[PATH_MAX + 16];
-	if (flag) {
-		snprintf(path, sizeof(path), "%s", flag);
-	} else {
-		char self[PATH_MAX];
-		/* leaves room in path for "/cell-init" */
-		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
-		if (slash) {
-			*slash = '\0';
-			snprintf(path, sizeof(path), "%s/cell-init", self);
-		}
-		if (!slash || access(path, X_OK) < 0)
-			snprintf(path, sizeof(path), "%s/cell-init", CELL_LIBEXEC_DIR);
-	}
+	char path[PATH_MAX];
+	pick_path(path, sizeof(path), flag, "cell-init", X_OK, CELL_LIBEXEC_DIR "/cell-init");
 	int fd = cell_init_memfd(path, err);
 	if (fd < 0)
 		return cell_err_wrap(err, "loading cell-init: ");
@@ -353,25 +361,12 @@ static int load_init(const char *flag, struct cell_error *err)
 	return 0;
 }
 
-/* ---- policies ---- */
-
-/* The policies celld reads at start: --policies, else the source tree's policies/ when
- * celld runs from its build dir (<src>/build/celld), else the installed copy. */
+/* The policies: --policies, else the source tree's policies/ when celld runs from its
+ * build dir (<src>/build/celld), else the installed copy. */
 static int open_policies(const char *flag, struct cell_error *err)
 {
-	char path[PATH_MAX + 32];
-	if (flag) {
-		snprintf(path, sizeof(path), "%s", flag);
-	} else {
-		char self[PATH_MAX];
-		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-		char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
-		if (slash)
-			*slash = '\0';
-		snprintf(path, sizeof(path), "%s/../policies", slash ? self : ".");
-		if (!slash || access(path, R_OK | X_OK) < 0)
-			snprintf(path, sizeof(path), "%s/policies", CELL_DATA_DIR);
-	}
+	char path[PATH_MAX];
+	pick_path(path, sizeof(path), flag, "../policies", R_OK | X_OK, CELL_DATA_DIR "/policies");
 	celld.policies_dir = realpath(path, NULL);
 	if (!celld.policies_dir)
 		return cell_err(err, errno, "policies directory %s", path);

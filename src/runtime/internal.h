@@ -57,6 +57,11 @@ enum cell_child_step {
 int cell_child_fail(struct cell_child_err *ce, int step, int errnum, const char *what,
 		    const char *path);
 
+/* fdpass.c: one fd over a Unix socket (SCM_RIGHTS, one byte of data). 0 or -errno;
+ * cell_recv_fd gives -EPIPE at EOF, -EPROTO for a message without exactly one fd. */
+int cell_send_fd(int sock, int fd);
+int cell_recv_fd(int sock, int *fd);
+
 /* userns.c */
 int cell_userns_write_maps(pid_t pid, uint32_t uid_base, struct cell_error *err);
 int cell_userns_open(pid_t pid, struct cell_error *err);

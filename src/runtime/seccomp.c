@@ -13,34 +13,6 @@
 
 #include "internal.h"
 
-/* The listener to celld, which answers the notifications (SCM_RIGHTS, stack buffers only). */
-static int send_listener(int sock, int fd)
-{
-	char byte = 0;
-	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {
-	    .msg_iov = &iov,
-	    .msg_iovlen = 1,
-	    .msg_control = u.buf,
-	    .msg_controllen = sizeof(u.buf),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	ssize_t n;
-	do
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : 0;
-}
-
 int cell_child_apply_seccomp(const struct cell_seccomp_prog *prog, int notify_sock,
 			     struct cell_child_err *ce)
 {
@@ -64,7 +36,7 @@ int cell_child_apply_seccomp(const struct cell_seccomp_prog *prog, int notify_so
 	/* The listener must never stay in the sandbox: whoever holds it answers the filter's
 	 * notifications, and could let a denied call through. It is close-on-exec already;
 	 * it is closed here as soon as celld has its copy. */
-	int r = notify_sock >= 0 ? send_listener(notify_sock, (int)fd) : -EBADF;
+	int r = notify_sock >= 0 ? cell_send_fd(notify_sock, (int)fd) : -EBADF;
 	close((int)fd);
 	if (r < 0)
 		return cell_child_fail(ce, CELL_STEP_SECCOMP, r,

@@ -93,41 +93,11 @@ static void child_reset_signals(void)
 			sigaction(sig, &dfl, NULL); /* glibc-internal signals refuse: fine */
 }
 
-static int recv_fd(int sock, int *fd)
-{
-	char byte;
-	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr msg = {
-	    .msg_iov = &iov,
-	    .msg_iovlen = 1,
-	    .msg_control = u.buf,
-	    .msg_controllen = sizeof(u.buf),
-	};
-	ssize_t n;
-	do
-		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return -errno;
-	if (n == 0)
-		return -EPIPE; /* the parent gave up (or died): nothing to wait for */
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
-	    c->cmsg_len != CMSG_LEN(sizeof(int)))
-		return -EPROTO;
-	memcpy(fd, CMSG_DATA(c), sizeof(int));
-	return 0;
-}
-
 static int child_recv_mounts(struct child_plan *cp, struct cell_child_err *ce)
 {
-	int r = recv_fd(cp->sync_fd, &cp->mounts.overlay_fd);
+	int r = cell_recv_fd(cp->sync_fd, &cp->mounts.overlay_fd);
 	for (size_t i = 0; r == 0 && i < cp->mounts.n_volumes; i++)
-		r = recv_fd(cp->sync_fd, &cp->mounts.volume_fds[i]);
+		r = cell_recv_fd(cp->sync_fd, &cp->mounts.volume_fds[i]);
 	return r < 0 ? cell_child_fail(ce, CELL_STEP_RECV, r, "receiving mounts from celld", NULL)
 		     : 0;
 }
@@ -468,33 +438,6 @@ static int attach_by_pid(const struct cell_spawn_req *req, const struct cell_cgr
 	return 0;
 }
 
-static int send_fd(int sock, int fd)
-{
-	char byte = 0;
-	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {
-	    .msg_iov = &iov,
-	    .msg_iovlen = 1,
-	    .msg_control = u.buf,
-	    .msg_controllen = sizeof(u.buf),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	ssize_t n;
-	do /* MSG_NOSIGNAL: a child that died must not SIGPIPE celld */
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : 0;
-}
-
 static long ms_since(const struct timespec *start)
 {
 	struct timespec now;
@@ -566,13 +509,13 @@ static int parent_setup(const struct cell_spawn_req *req, const struct cell_cgro
 	    cell_mount_overlay_fd(req->image_rootfs, layer_dir(req), scratch, userns, err);
 	if (overlay < 0)
 		return overlay;
-	if ((r = send_fd(sync_fd, overlay)) < 0)
+	if ((r = cell_send_fd(sync_fd, overlay)) < 0)
 		return cell_err(err, r, "handing the rootfs to the sandbox");
 	for (size_t i = 0; i < req->n_volumes; i++) {
 		_cleanup_close_ int vol = cell_mount_volume_fd(&req->volumes[i], userns, err);
 		if (vol < 0)
 			return vol;
-		if ((r = send_fd(sync_fd, vol)) < 0)
+		if ((r = cell_send_fd(sync_fd, vol)) < 0)
 			return cell_err(err, r, "handing volume %s to the sandbox",
 					req->volumes[i].host);
 	}
@@ -582,7 +525,7 @@ static int parent_setup(const struct cell_spawn_req *req, const struct cell_cgro
 	/* The child sent the listener before its exec, which closed the sync socket: it is
 	 * already queued, so this does not wait. */
 	if (notify_fd >= 0) {
-		r = recv_fd(notify_fd, listener_out);
+		r = cell_recv_fd(notify_fd, listener_out);
 		if (r < 0)
 			return cell_err(err, -r, "taking the seccomp listener of the sandbox");
 	}
