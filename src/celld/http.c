@@ -475,6 +475,15 @@ static void begin_request(struct http_req *r)
 	const char *cl = http_header(r, "Content-Length");
 	int64_t len;
 	if (cl && parse_int64(cl, 0, INT64_MAX, &len) == 0 && (uint64_t)len > r->body_limit) {
+		/* A client that sent the body without waiting for "100 Continue" would get
+		 * a reset instead of the 413 if the connection closed on its unread bytes: a
+		 * body within the discard allowance is read and dropped first. */
+		const char *expect = http_header(r, "Expect");
+		if (!(expect && !strcasecmp(expect, "100-continue")) &&
+		    (uint64_t)len <= r->body_limit + DISCARD_MAX) {
+			r->too_large = true;
+			return;
+		}
 		/* Refused before a byte of it is read. */
 		http_error(r, 413, "REQUEST_TOO_LARGE",
 			   "request body of %llu bytes exceeds the limit of %llu bytes",
@@ -489,7 +498,7 @@ static void begin_request(struct http_req *r)
 static bool body_chunk(struct http_req *r, const char *data, size_t len)
 {
 	r->body_seen += len;
-	if (r->body_seen > r->body_limit) {
+	if (r->too_large || r->body_seen > r->body_limit) {
 		/* Chunked bodies have no Content-Length: counted here as they arrive. Read and
 		 * drop a bounded amount so the 413 can still be sent, then cut the connection. */
 		r->too_large = true;
