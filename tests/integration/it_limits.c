@@ -75,6 +75,37 @@ START_TEST(limits_visible_read_only)
 }
 END_TEST
 
+/* io limits land on the disk of the state dir, visible (read-only) inside. */
+START_TEST(io_limits_applied)
+{
+	struct h_resp r;
+	long st = create_status("{\"io\":\"rbps=1Mi,wbps=2Mi,riops=300,wiops=400\"}", &r);
+	if (st == 503) {
+		/* A state dir without a block device (tmpfs) has nothing to throttle. */
+		fprintf(stderr, "it_limits: io_limits_applied: %s: not run\n",
+			h_jstr(r.json, "message"));
+		h_resp_free(&r);
+		return;
+	}
+	ck_assert_msg(st == 202 || st == 200, "create with io limits: HTTP %ld %s", st, r.body);
+	char *id = strdup(h_jstr(r.json, "id"));
+	h_resp_free(&r);
+	char *out;
+	if (inside_v2(id)) {
+		out = h_sh(id, "cat /sys/fs/cgroup/io.max");
+		ck_assert_msg(strstr(out, "rbps=1048576 wbps=2097152 riops=300 wiops=400"),
+			      "io.max: %s", out);
+	} else {
+		out = h_sh(id, "cd /sys/fs/cgroup/blkio && cat blkio.throttle.read_bps_device "
+			       "blkio.throttle.write_bps_device blkio.throttle.read_iops_device "
+			       "blkio.throttle.write_iops_device | awk '{print $2}'");
+		ck_assert_str_eq(out, "1048576\n2097152\n300\n400\n");
+	}
+	free(out);
+	free(id);
+}
+END_TEST
+
 static void expect_400(const char *limits, const char *field)
 {
 	struct h_resp r;
@@ -357,6 +388,7 @@ static Suite *limits_suite(void)
 		       memory_hog_oom_killed_inside_only);
 	tcase_add_test(h_tcase(s, "fork_bomb_hits_pids_limit", 120), fork_bomb_hits_pids_limit);
 	tcase_add_test(h_tcase(s, "tmpfs_sized_by_memory", 120), tmpfs_sized_by_memory);
+	tcase_add_test(h_tcase(s, "io_limits_applied", 120), io_limits_applied);
 	tcase_add_test(h_tcase(s, "busy_loop_gets_half_a_core", 120), busy_loop_gets_half_a_core);
 	tcase_add_test(h_tcase(s, "bad_policy_refuses_start", 120), bad_policy_refuses_start);
 	return s;
