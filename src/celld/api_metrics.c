@@ -167,7 +167,7 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (sample(w->sb, &now, &at) < 0)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		json_t *o = metrics_json(w->sb, &w->last, w->last_at, &now, at);
-		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		char *text = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
 		json_decref(o);
 		if (!text || asprintf(&w->pending, "%s\n\n", text) < 0) {
 			free(text);

@@ -211,7 +211,8 @@ int http_respond(struct http_req *r, unsigned status, struct MHD_Response *resp)
 
 int http_json(struct http_req *r, unsigned status, json_t *body)
 {
-	char *text = json_dumps(body, JSON_COMPACT);
+	/* Nine significant digits: CPU seconds as 0.003148, not 0.0031480000000000002. */
+	char *text = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(9));
 	json_decref(body);
 	if (!text)
 		return -ENOMEM;
