@@ -54,6 +54,9 @@ struct cell_cgroup_ops {
 	 * the new state (bounded wait). */
 	int (*freeze)(const char *rel, bool frozen, struct cell_error *err);
 	int (*usage)(const char *rel, struct cell_cgroup_usage *out, struct cell_error *err);
+	/* Only usage's oom_kills (one file: read at the start and end of every command);
+	 * 0 when unreadable. */
+	uint64_t (*oom_kills)(const char *rel);
 };
 
 /* Detect the host's layout once (statfs of /sys/fs/cgroup, /sys/fs/cgroup/unified) and

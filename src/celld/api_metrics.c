@@ -8,7 +8,6 @@
  * the last second for /metrics/watch), as a percentage of cpu_count cores; mem_total_mib is
  * the memory limit, mem_used_mib the cgroup's current charge. */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +18,6 @@
 
 #include <microhttpd.h>
 
-#include "cell/cleanup.h"
-#include "cell/fsutil.h"
 #include "cell/quota.h"
 #include "celld.h"
 
@@ -28,55 +25,26 @@
 #define WATCH_EVERY_MS 1000
 #define MIB	       (1024.0 * 1024.0)
 
-/* The "oom_kill N" line of one file of the cgroup's memory controller. */
-static bool read_oom_kill(const char *path, uint64_t *out)
+bool metrics_disk_usage(struct sandbox *sb, struct cell_quota_usage *du)
 {
-	_cleanup_free_ char *text = NULL;
-	if (cell_read_file_at(AT_FDCWD, path, 4096, &text, NULL, NULL) < 0)
-		return false;
-	for (const char *c = text; c; c = strchr(c, '\n'), c = c ? c + 1 : NULL)
-		if (!strncmp(c, "oom_kill ", 9)) {
-			*out = strtoull(c + 9, NULL, 10);
-			return true;
-		}
-	return false;
-}
-
-/* Read at the start and end of every command, so one file, not the whole usage: the path
- * the backend shows (the v2 cgroup, or the v1 memory hierarchy's) holds memory.events on
- * v2 and memory.oom_control on v1. */
-uint64_t metrics_oom_kills(const char *cgroup_rel)
-{
-	char dir[PATH_MAX - 32], path[PATH_MAX];
-	uint64_t v = 0;
-	celld.cgroup->describe(cgroup_rel, dir, sizeof(dir));
-	if (!dir[0])
-		return 0;
-	snprintf(path, sizeof(path), "%s/memory.events", dir);
-	if (read_oom_kill(path, &v))
-		return v;
-	snprintf(path, sizeof(path), "%s/memory.oom_control", dir);
-	read_oom_kill(path, &v);
-	return v;
-}
-
-json_t *metrics_usage_json(struct sandbox *sb)
-{
-	struct cell_cgroup_usage u;
-	if (!celld.cgroup->usage || celld.cgroup->usage(sb->cgroup_rel, &u, NULL) < 0)
-		return NULL;
 	registry_lock();
 	pid_t pid = sb->pid;
 	uint64_t st = sb->starttime;
 	registry_unlock();
+	return cell_quota_usage(sb->dir, pid, st, du, NULL) == 0;
+}
+
+json_t *metrics_usage_json(struct sandbox *sb, const struct cell_quota_usage *disk)
+{
+	struct cell_cgroup_usage u;
+	if (!celld.cgroup->usage || celld.cgroup->usage(sb->cgroup_rel, &u, NULL) < 0)
+		return NULL;
 	json_t *o = json_pack("{s:f, s:I, s:I, s:I, s:I}", "cpuSeconds", (double)u.cpu_usec / 1e6,
 			      "memoryBytes", (json_int_t)u.memory_current, "memoryPeakBytes",
 			      (json_int_t)u.memory_peak, "pids", (json_int_t)u.pids_current,
 			      "oomKills", (json_int_t)u.oom_kills);
-	/* The writable layer's use, as the disk quota measures it (include/cell/quota.h). */
-	struct cell_quota_usage du;
-	if (o && cell_quota_usage(sb->dir, pid, st, &du, NULL) == 0)
-		json_object_set_new(o, "diskUsedBytes", json_integer((json_int_t)du.used_bytes));
+	if (o && disk)
+		json_object_set_new(o, "diskUsedBytes", json_integer((json_int_t)disk->used_bytes));
 	return o;
 }
 

@@ -391,7 +391,8 @@ int api_sandbox_get(struct http_req *r)
 		return 0;
 	json_t *o = sandbox_json(sb);
 	/* What the cgroup's own counters say (absent when the sandbox has no cgroup). */
-	json_t *usage = metrics_usage_json(sb);
+	struct cell_quota_usage du;
+	json_t *usage = metrics_usage_json(sb, metrics_disk_usage(sb, &du) ? &du : NULL);
 	if (o && usage)
 		json_object_set_new(o, "usage", usage);
 	else
@@ -500,12 +501,13 @@ int api_sandbox_inspect(struct http_req *r)
 	    json_pack("{s:I, s:I, s:I, s:I}", "cpuMillis", (json_int_t)sb->limits.cpu_millis,
 		      "memoryBytes", (json_int_t)sb->limits.memory_bytes, "pids",
 		      (json_int_t)sb->limits.pids, "diskBytes", (json_int_t)sb->limits.disk_bytes));
-	json_t *usage = metrics_usage_json(sb);
+	/* One reading of the writable layer serves both "usage" and "disk". */
+	struct cell_quota_usage du;
+	bool have_du = metrics_disk_usage(sb, &du);
+	json_t *usage = metrics_usage_json(sb, have_du ? &du : NULL);
 	if (usage)
 		json_object_set_new(o, "usage", usage);
-	/* The writable layer's quota and use (include/cell/quota.h). */
-	struct cell_quota_usage du;
-	if (cell_quota_usage(sb->dir, alive ? pid : 0, st, &du, NULL) == 0) {
+	if (have_du) {
 		json_t *disk =
 		    json_pack("{s:s, s:I, s:I, s:I}", "quota", cell_quota_kind_name(du.kind),
 			      "limitBytes", (json_int_t)du.limit_bytes, "usedBytes",

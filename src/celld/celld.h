@@ -23,6 +23,7 @@
 #include "cell/seccomp.h"
 
 struct sandbox;
+struct cell_quota_usage;
 
 /* ---- main.c: configuration, fixed once the daemons start ---- */
 
@@ -315,10 +316,12 @@ const struct cell_rlimit *limits_rlimits(size_t *n);
 
 int api_execd_metrics(struct http_req *r);
 int api_execd_metrics_watch(struct http_req *r);
-/* The OOM-kill counter of a sandbox's cgroup (0 when unknown). */
-uint64_t metrics_oom_kills(const char *cgroup_rel);
-/* The "usage" object of GET /v1/sandboxes/{id} and inspect; NULL when there is no cgroup. */
-json_t *metrics_usage_json(struct sandbox *sb);
+/* The writable layer's quota and use (include/cell/quota.h), measured through the running
+ * sandbox when its init is still the recorded one; false when unknown. */
+bool metrics_disk_usage(struct sandbox *sb, struct cell_quota_usage *du);
+/* The "usage" object of GET /v1/sandboxes/{id} and inspect; NULL when there is no cgroup.
+ * disk: from metrics_disk_usage, or NULL when it gave nothing. */
+json_t *metrics_usage_json(struct sandbox *sb, const struct cell_quota_usage *disk);
 
 /* ---- pause.c: freezing a sandbox ---- */
 

@@ -476,7 +476,7 @@ void command_exit_text(const struct command *c, const struct relay_exit *ex, cha
 	relay_exit_text(ex, buf, size);
 	size_t len = strlen(buf);
 	if (ex->signal == SIGKILL && !ex->timed_out && c->cgroup_rel[0] &&
-	    metrics_oom_kills(c->cgroup_rel) > c->oom_before)
+	    celld.cgroup->oom_kills(c->cgroup_rel) > c->oom_before)
 		snprintf(buf + len, size - len,
 			 " (OOM killed: the sandbox reached its memory limit)");
 }
@@ -652,7 +652,7 @@ int command_start(struct sandbox *sb, json_t *req, const char *content, struct c
 	if (r < 0)
 		return r;
 	snprintf(c->cgroup_rel, sizeof(c->cgroup_rel), "%s", sb->cgroup_rel);
-	c->oom_before = metrics_oom_kills(sb->cgroup_rel);
+	c->oom_before = celld.cgroup->oom_kills(sb->cgroup_rel);
 	int fd = relay_connect(sb, err);
 	if (fd < 0) {
 		cmd_table_drop(sb->cmds, c);

@@ -207,9 +207,9 @@ static int remove_dir(const char *id, struct cell_error *err)
 
 static int spawn(struct sandbox *sb, const struct create_spec *spec, struct cell_error *err)
 {
-	/* Installed last before exec in the child; there is no "no filter" (a sandbox
-	 * recorded before profiles existed gets the default one). */
-	const char *profile = sb->seccomp_profile[0] ? sb->seccomp_profile : "default";
+	/* Installed last before exec in the child; there is no "no filter" (fill_new named
+	 * the default profile when the create named none). */
+	const char *profile = sb->seccomp_profile;
 	const struct cell_seccomp_prog *prog = seccomp_policy_prog(profile, sb->seccomp_log);
 	if (!prog)
 		return celld_fail(err, ENOENT, "seccomp profile '%s' is not loaded", profile);

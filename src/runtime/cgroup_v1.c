@@ -338,6 +338,11 @@ static uint64_t read_u64(const char *hier, const char *rel, const char *file, co
 	return 0;
 }
 
+static uint64_t v1_oom_kills(const char *rel)
+{
+	return read_u64("memory", rel, "memory.oom_control", "oom_kill");
+}
+
 static int v1_usage(const char *rel, struct cell_cgroup_usage *out, struct cell_error *err)
 {
 	char path[PATH_MAX];
@@ -351,7 +356,7 @@ static int v1_usage(const char *rel, struct cell_cgroup_usage *out, struct cell_
 	    .memory_current = read_u64("memory", rel, "memory.usage_in_bytes", NULL),
 	    .memory_peak = read_u64("memory", rel, "memory.max_usage_in_bytes", NULL),
 	    .pids_current = read_u64("pids", rel, "pids.current", NULL),
-	    .oom_kills = read_u64("memory", rel, "memory.oom_control", "oom_kill"),
+	    .oom_kills = v1_oom_kills(rel),
 	};
 	return 0;
 }
@@ -362,29 +367,14 @@ static void v1_describe(const char *rel, char *buf, size_t size)
 		buf[0] = '\0';
 }
 
-const struct cell_cgroup_ops cell_cgroup_v1_ops = {
-    .name = "v1-hybrid",
-    .create = v1_create,
-    .attach = v1_attach,
-    .list_pids = v1_list_pids,
-    .kill_all = v1_kill_all,
-    .destroy = v1_destroy,
-    .describe = v1_describe,
-    .set_limits = v1_set_limits,
-    .freeze = v1_freeze,
-    .usage = v1_usage,
-};
+/* Both v1 tables differ only in the name they show. */
+#define V1_OPS                                                                                     \
+	.create = v1_create, .attach = v1_attach, .list_pids = v1_list_pids,                       \
+	.kill_all = v1_kill_all, .destroy = v1_destroy, .describe = v1_describe,                   \
+	.set_limits = v1_set_limits, .freeze = v1_freeze, .usage = v1_usage,                       \
+	.oom_kills = v1_oom_kills
+
+const struct cell_cgroup_ops cell_cgroup_v1_ops = {.name = "v1-hybrid", V1_OPS};
 
 /* Same backend on a host without the cgroup2 "unified" mount. */
-const struct cell_cgroup_ops cell_cgroup_v1_plain_ops = {
-    .name = "v1",
-    .create = v1_create,
-    .attach = v1_attach,
-    .list_pids = v1_list_pids,
-    .kill_all = v1_kill_all,
-    .destroy = v1_destroy,
-    .describe = v1_describe,
-    .set_limits = v1_set_limits,
-    .freeze = v1_freeze,
-    .usage = v1_usage,
-};
+const struct cell_cgroup_ops cell_cgroup_v1_plain_ops = {.name = "v1", V1_OPS};

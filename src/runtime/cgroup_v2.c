@@ -285,6 +285,11 @@ static uint64_t read_u64(const char *rel, const char *file, const char *key)
 	return key ? keyed(text, key) : strtoull(text, NULL, 10);
 }
 
+static uint64_t v2_oom_kills(const char *rel)
+{
+	return read_u64(rel, "memory.events", "oom_kill");
+}
+
 static int v2_usage(const char *rel, struct cell_cgroup_usage *out, struct cell_error *err)
 {
 	char path[PATH_MAX];
@@ -298,7 +303,7 @@ static int v2_usage(const char *rel, struct cell_cgroup_usage *out, struct cell_
 	    .memory_current = read_u64(rel, "memory.current", NULL),
 	    .memory_peak = read_u64(rel, "memory.peak", NULL),
 	    .pids_current = read_u64(rel, "pids.current", NULL),
-	    .oom_kills = read_u64(rel, "memory.events", "oom_kill"),
+	    .oom_kills = v2_oom_kills(rel),
 	};
 	return 0;
 }
@@ -314,4 +319,5 @@ const struct cell_cgroup_ops cell_cgroup_v2_ops = {
     .set_limits = v2_set_limits,
     .freeze = v2_freeze,
     .usage = v2_usage,
+    .oom_kills = v2_oom_kills,
 };
