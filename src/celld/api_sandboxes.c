@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <microhttpd.h>
+
 #include "cell/cleanup.h"
 #include "cell/quota.h"
 #include "cell/version.h"
@@ -18,34 +20,74 @@
 #define SESSION_KEY_MAX 512
 #define PAGE_SIZE_MAX	1000
 
+/* What a client may store in a sandbox's record. Every copy of the record (state.json, each
+ * GET) stays small, and the record always fits the 1 MiB celld loads back after a restart
+ * (store.c refuses to write one that does not). */
+static const struct field_caps metadata_caps = {
+    .items = 128, .key_len = 256, .value_len = 4096, .total = 16 << 10};
+static const struct field_caps env_caps = {
+    .items = 1024, .key_len = 256, .value_len = 32 << 10, .total = 64 << 10};
+static const struct field_caps entrypoint_caps = {
+    .items = 1024, .value_len = 32 << 10, .total = 64 << 10};
+static const struct field_caps resource_limits_caps = {
+    .items = 16, .key_len = 64, .value_len = 128, .total = 1 << 10};
+
 static unsigned long metrics_events;
 
 /* ---- the Sandbox JSON ---- */
 
-static json_t *sandbox_json_locked(const struct sandbox *sb)
+/* What a sandbox's JSON shows, read under the registry lock in O(1): the json members are
+ * immutable once published (metadata is replaced whole, never changed in place), so they
+ * are shared by reference and serialised after the lock is released. */
+struct sandbox_view {
+	enum sbx_state state;
+	time_t transition_at, expires_at;
+	char *reason;
+	json_t *metadata;
+};
+
+static void view_take_locked(const struct sandbox *sb, struct sandbox_view *v)
 {
-	json_t *status = json_pack("{s:s, s:o}", "state", sandbox_state_name(sb->state),
-				   "lastTransitionAt", celld_time_json(sb->transition_at));
-	if (status && sb->reason) {
-		json_object_set_new(status, "reason", json_string(sb->reason));
-		json_object_set_new(status, "message", json_string(sb->reason));
+	v->state = sb->state;
+	v->transition_at = sb->transition_at;
+	v->expires_at = sb->expires_at;
+	v->reason = sb->reason ? strdup(sb->reason) : NULL;
+	v->metadata = json_incref(sb->metadata);
+}
+
+static void view_release(struct sandbox_view *v)
+{
+	free(v->reason);
+	json_decref(v->metadata);
+}
+
+static json_t *view_json(const struct sandbox *sb, const struct sandbox_view *v)
+{
+	json_t *status = json_pack("{s:s, s:o}", "state", sandbox_state_name(v->state),
+				   "lastTransitionAt", celld_time_json(v->transition_at));
+	if (status && v->reason) {
+		json_object_set_new(status, "reason", json_string(v->reason));
+		json_object_set_new(status, "message", json_string(v->reason));
 	}
-	json_t *o = json_pack(
-	    "{s:s, s:{s:s?}, s:o, s:o, s:o, s:o, s:o}", "id", sb->id, "image", "uri", sb->image,
-	    "status", status, "metadata", json_deep_copy(sb->metadata), "entrypoint",
-	    sb->entrypoint ? json_deep_copy(sb->entrypoint) : json_array(), "resourceLimits",
-	    sb->resource_limits ? json_deep_copy(sb->resource_limits) : json_object(), "createdAt",
-	    celld_time_json(sb->created_at));
-	if (o && sb->expires_at)
-		json_object_set_new(o, "expiresAt", celld_time_json(sb->expires_at));
+	json_t *o =
+	    json_pack("{s:s, s:{s:s?}, s:o, s:O, s:o, s:o, s:o}", "id", sb->id, "image", "uri",
+		      sb->image, "status", status, "metadata", v->metadata, "entrypoint",
+		      sb->entrypoint ? json_incref(sb->entrypoint) : json_array(), "resourceLimits",
+		      sb->resource_limits ? json_incref(sb->resource_limits) : json_object(),
+		      "createdAt", celld_time_json(sb->created_at));
+	if (o && v->expires_at)
+		json_object_set_new(o, "expiresAt", celld_time_json(v->expires_at));
 	return o;
 }
 
 static json_t *sandbox_json(struct sandbox *sb)
 {
+	struct sandbox_view v;
 	registry_lock();
-	json_t *o = sandbox_json_locked(sb);
+	view_take_locked(sb, &v);
 	registry_unlock();
+	json_t *o = view_json(sb, &v);
+	view_release(&v);
 	return o;
 }
 
@@ -230,6 +272,14 @@ static int parse_create(struct http_req *r, json_t *body, struct create_spec *sp
 			     err) < 0 ||
 	    (spec->env && check_env_keys(spec->env, "env", err) < 0))
 		return 400;
+	if ((spec->entrypoint &&
+	     field_check_array_caps(spec->entrypoint, "entrypoint", &entrypoint_caps, err) < 0) ||
+	    (spec->env && field_check_map_caps(spec->env, "env", &env_caps, err) < 0) ||
+	    (spec->metadata &&
+	     field_check_map_caps(spec->metadata, "metadata", &metadata_caps, err) < 0) ||
+	    (spec->resource_limits && field_check_map_caps(spec->resource_limits, "resourceLimits",
+							   &resource_limits_caps, err) < 0))
+		return 400;
 	int lst = limits_resolve(spec->resource_limits, &spec->limits, true, err);
 	if (lst)
 		return lst;
@@ -239,7 +289,7 @@ static int parse_create(struct http_req *r, json_t *body, struct create_spec *sp
 		return status;
 	/* Last: the only check that looks at the host. */
 	if (image_resolve(spec->image, spec->rootfs, sizeof(spec->rootfs), err) < 0)
-		return err->code == EPERM ? 500 : 404;
+		return err->code == ENOENT || err->code == EINVAL ? 404 : -err->code;
 	return 0;
 }
 
@@ -259,6 +309,8 @@ int api_sandbox_create(struct http_req *r)
 		http_error(r, 400, "INVALID_ARGUMENT", "%s", err.msg);
 	else if (status == 503)
 		http_error(r, 503, "HOST_OUT_OF_CAPACITY", "%s", err.msg);
+	else if (status < 0)
+		http_internal(r, &err);
 	else if (status)
 		http_error(r, status, "INTERNAL", "%s", err.msg);
 	if (status) {
@@ -331,55 +383,173 @@ static int by_creation(const void *a, const void *b)
 	return strcmp(x->id, y->id);
 }
 
-int api_sandbox_list(struct http_req *r)
-{
-	const char *states[16];
-	size_t n_states = http_query_all(r, "state", states, CELL_ARRAY_SIZE(states));
-	enum sbx_state want[16];
-	for (size_t i = 0; i < n_states; i++)
-		if (sandbox_state_parse(states[i], &want[i]) < 0)
-			return http_error(r, 400, "INVALID_ARGUMENT",
-					  "state '%.32s' is not one of Pending, Running, Paused, "
-					  "Stopped, Failed",
-					  states[i]);
-	int64_t page = 1, page_size = 20;
-	const char *p = http_query(r, "page"), *ps = http_query(r, "pageSize");
-	if (p && parse_int64(p, 1, INT_MAX, &page) < 0)
-		return http_error(r, 400, "INVALID_ARGUMENT", "page must be an integer >= 1");
-	if (ps && parse_int64(ps, 1, PAGE_SIZE_MAX, &page_size) < 0)
-		return http_error(r, 400, "INVALID_ARGUMENT", "pageSize must be between 1 and %d",
-				  PAGE_SIZE_MAX);
-	json_t *filter = NULL;
-	struct cell_error err = {0};
-	const char *md = http_query(r, "metadata");
-	if (md && parse_metadata_filter(md, &filter, &err) < 0)
-		return http_internal(r, &err);
+/* A page of the list, streamed: the page's entries are chosen (and the totals counted)
+ * once, under the registry lock but without copying anything; each item's JSON is then
+ * built when the client is ready for it. However large the page and its metadata, a slow
+ * client holds one item's text and the page's references, never the whole body. */
+struct list_stream {
+	struct sandbox **page; /* referenced */
+	size_t n, next;
+	char *tail; /* "],\"pagination\":{...}}" */
+	char *text; /* the piece being sent */
+	size_t off, len;
+	bool started, done;
+};
 
+static void list_stream_free(void *cls)
+{
+	struct list_stream *ls = cls;
+	registry_put_all(ls->page, ls->n);
+	free(ls->tail);
+	free(ls->text);
+	free(ls);
+}
+
+/* The next piece of the body into ls->text; false at the end (or out of memory, which cuts
+ * the body short: the client sees invalid JSON rather than a wrong list). */
+static bool list_next_piece(struct list_stream *ls)
+{
+	free(ls->text);
+	ls->text = NULL;
+	ls->off = ls->len = 0;
+	if (!ls->started) {
+		ls->started = true;
+		ls->text = strdup("{\"items\":[");
+	} else if (ls->next < ls->n) {
+		json_t *o = sandbox_json(ls->page[ls->next]);
+		char *item = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+		if (item && asprintf(&ls->text, "%s%s", ls->next ? "," : "", item) < 0)
+			ls->text = NULL;
+		free(item);
+		ls->next++;
+	} else if (!ls->done) {
+		ls->done = true;
+		ls->text = ls->tail;
+		ls->tail = NULL;
+	}
+	if (!ls->text)
+		return false;
+	ls->len = strlen(ls->text);
+	return true;
+}
+
+static ssize_t list_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct list_stream *ls = cls;
+	while (ls->off == ls->len)
+		if (!list_next_piece(ls))
+			return ls->done ? MHD_CONTENT_READER_END_OF_STREAM
+					: MHD_CONTENT_READER_END_WITH_ERROR;
+	size_t n = ls->len - ls->off < max ? ls->len - ls->off : max;
+	memcpy(buf, ls->text + ls->off, n);
+	ls->off += n;
+	return (ssize_t)n;
+}
+
+struct list_query {
+	enum sbx_state want[16];
+	size_t n_states;
+	json_t *filter;
+	int64_t page, page_size;
+};
+
+static bool list_matches_locked(const struct list_query *q, const struct sandbox *sb)
+{
+	bool ok = q->n_states == 0;
+	for (size_t k = 0; k < q->n_states; k++)
+		ok |= sb->state == q->want[k];
+	return ok && (!q->filter || metadata_matches(sb->metadata, q->filter));
+}
+
+/* Choose the page (referenced, in ls) and count every match. */
+static int64_t list_select(const struct list_query *q, struct list_stream *ls)
+{
 	struct sandbox **v;
 	size_t n = registry_snapshot(&v);
 	qsort(v, n, sizeof(*v), by_creation);
-	json_t *items = json_array();
-	int64_t total = 0, first = (page - 1) * page_size;
+	int64_t total = 0, first = (q->page - 1) * q->page_size;
 	registry_lock();
 	for (size_t i = 0; i < n; i++) {
-		bool ok = n_states == 0;
-		for (size_t k = 0; k < n_states; k++)
-			ok |= v[i]->state == want[k];
-		if (!ok || (filter && !metadata_matches(v[i]->metadata, filter)))
+		if (!list_matches_locked(q, v[i]))
 			continue;
-		if (total >= first && total < first + page_size)
-			json_array_append_new(items, sandbox_json_locked(v[i]));
+		if (total >= first && total < first + q->page_size) {
+			ls->page[ls->n++] = v[i];
+			v[i] = NULL; /* the page keeps this reference */
+		}
 		total++;
 	}
 	registry_unlock();
-	registry_put_all(v, n);
-	json_decref(filter);
-	int64_t pages = (total + page_size - 1) / page_size;
-	return http_json(r, 200,
-			 json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:b}}", "items", items,
-				   "pagination", "page", (json_int_t)page, "pageSize",
-				   (json_int_t)page_size, "totalItems", (json_int_t)total,
-				   "totalPages", (json_int_t)pages, "hasNextPage", page < pages));
+	for (size_t i = 0; i < n; i++)
+		sandbox_unref(v[i]);
+	free(v);
+	return total;
+}
+
+static int list_parse(struct http_req *r, struct list_query *q)
+{
+	const char *states[CELL_ARRAY_SIZE(q->want)];
+	q->n_states = http_query_all(r, "state", states, CELL_ARRAY_SIZE(states));
+	for (size_t i = 0; i < q->n_states; i++)
+		if (sandbox_state_parse(states[i], &q->want[i]) < 0)
+			return http_error(r, 400, "INVALID_ARGUMENT",
+					  "state '%.32s' is not one of Pending, Running, Paused, "
+					  "Stopped, Failed",
+					  states[i]),
+			       -EINVAL;
+	q->page = 1;
+	q->page_size = 20;
+	const char *p = http_query(r, "page"), *ps = http_query(r, "pageSize");
+	if (p && parse_int64(p, 1, INT_MAX, &q->page) < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT", "page must be an integer >= 1"),
+		       -EINVAL;
+	if (ps && parse_int64(ps, 1, PAGE_SIZE_MAX, &q->page_size) < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT", "pageSize must be between 1 and %d",
+				  PAGE_SIZE_MAX),
+		       -EINVAL;
+	struct cell_error err = {0};
+	const char *md = http_query(r, "metadata");
+	if (md && parse_metadata_filter(md, &q->filter, &err) < 0)
+		return http_internal(r, &err), -EINVAL;
+	return 0;
+}
+
+int api_sandbox_list(struct http_req *r)
+{
+	struct list_query q = {0};
+	if (list_parse(r, &q) < 0)
+		return 0;
+	struct list_stream *ls = calloc(1, sizeof(*ls));
+	if (ls)
+		ls->page = calloc((size_t)q.page_size, sizeof(*ls->page));
+	if (!ls || !ls->page) {
+		if (ls)
+			free(ls->page);
+		free(ls);
+		json_decref(q.filter);
+		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+	}
+	int64_t total = list_select(&q, ls);
+	json_decref(q.filter);
+	int64_t pages = (total + q.page_size - 1) / q.page_size;
+	if (asprintf(&ls->tail,
+		     "],\"pagination\":{\"page\":%lld,\"pageSize\":%lld,\"totalItems\":%lld,"
+		     "\"totalPages\":%lld,\"hasNextPage\":%s}}",
+		     (long long)q.page, (long long)q.page_size, (long long)total, (long long)pages,
+		     q.page < pages ? "true" : "false") < 0) {
+		ls->tail = NULL;
+		list_stream_free(ls);
+		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+	}
+	struct MHD_Response *resp = MHD_create_response_from_callback(
+	    MHD_SIZE_UNKNOWN, 64 << 10, list_read, ls, list_stream_free);
+	if (!resp) {
+		list_stream_free(ls);
+		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	return http_respond(r, 200, resp);
 }
 
 /* ---- one sandbox ---- */
@@ -565,7 +735,37 @@ out:
 	return 0;
 }
 
-/* JSON merge patch of metadata: a null value deletes the key. */
+/* metadata with body (a JSON merge patch: null deletes a key) applied, as a new object:
+ * the published one is never changed in place (readers share it unlocked). */
+static json_t *merge_metadata(json_t *old, json_t *body, struct cell_error *err)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(body, k, v)
+	{
+		if (!json_is_null(v) && !json_is_clean_string(v))
+			return field_fail(err, "metadata.%.64s must be a string or null", k), NULL;
+	}
+	json_t *md = json_copy(old);
+	if (!md)
+		return cell_err(err, ENOMEM, "metadata"), NULL;
+	json_object_foreach(body, k, v)
+	{
+		if (json_is_null(v))
+			json_object_del(md, k);
+		else
+			json_object_set(md, k, v);
+	}
+	if (field_check_map_caps(md, "metadata", &metadata_caps, err) < 0) {
+		json_decref(md);
+		return NULL;
+	}
+	return md;
+}
+
+/* Patches of one sandbox one at a time (each reads, merges and saves); the copy and the
+ * save run outside the registry lock, which only swaps the pointer. A patch that cannot be
+ * saved changes nothing. */
 int api_sandbox_patch_metadata(struct http_req *r)
 {
 	struct sandbox *sb = http_sandbox(r);
@@ -575,29 +775,29 @@ int api_sandbox_patch_metadata(struct http_req *r)
 	struct cell_error err = {0};
 	if (http_json_body(r, &body) < 0)
 		goto out;
-	const char *k;
-	json_t *v;
-	json_object_foreach(body, k, v)
-	{
-		if (!json_is_null(v) && !json_is_clean_string(v)) {
-			http_error(r, 400, "INVALID_ARGUMENT",
-				   "metadata.%.64s must be a string or null", k);
-			goto out;
-		}
-	}
+	pthread_mutex_lock(&sb->meta_lock);
 	registry_lock();
-	json_object_foreach(body, k, v)
-	{
-		if (json_is_null(v))
-			json_object_del(sb->metadata, k);
-		else
-			json_object_set(sb->metadata, k, v);
-	}
+	json_t *old = json_incref(sb->metadata); /* ours, besides the sandbox's own */
 	registry_unlock();
-	if (store_save(sb, &err) < 0)
-		http_internal(r, &err);
-	else
+	json_t *md = merge_metadata(old, body, &err);
+	bool saved = false;
+	if (md) {
+		registry_lock();
+		sb->metadata = md; /* the sandbox's reference moves from old to md */
+		registry_unlock();
+		saved = store_save(sb, &err) == 0;
+		registry_lock();
+		if (!saved)
+			sb->metadata = old; /* undone: back to old, md is dropped below */
+		registry_unlock();
+		json_decref(saved ? old : md);
+	}
+	pthread_mutex_unlock(&sb->meta_lock);
+	json_decref(old);
+	if (saved)
 		http_json(r, 200, sandbox_json(sb));
+	else
+		http_internal(r, &err);
 out:
 	json_decref(body);
 	sandbox_unref(sb);

@@ -72,6 +72,20 @@ int field_string_map(json_t *obj, const char *key, const char *name, json_t **ou
 /* An array of strings; *out is a new reference. */
 int field_string_array(json_t *obj, const char *key, const char *name, json_t **out,
 		       struct cell_error *err);
+/* Bounds of a string map or array a client stores in a sandbox's record (state.json must
+ * stay loadable, and copies of it cheap). */
+struct field_caps {
+	size_t items;	  /* entries */
+	size_t key_len;	  /* bytes of one key (maps; keys must be non-empty) */
+	size_t value_len; /* bytes of one value */
+	size_t total;	  /* bytes of every key and value together */
+};
+/* map (an object of strings) or arr (an array of strings) within caps, else -EINVAL with
+ * err naming the field, the entry and the cap. */
+int field_check_map_caps(json_t *map, const char *name, const struct field_caps *caps,
+			 struct cell_error *err);
+int field_check_array_caps(json_t *arr, const char *name, const struct field_caps *caps,
+			   struct cell_error *err);
 /* Fill err with a message (no errno text appended) and return -code. */
 int celld_fail(struct cell_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -202,11 +216,14 @@ struct sandbox {
 	int slot;
 	uint32_t uid_base;
 	pthread_mutex_t store_lock; /* serialises state.json writes */
+	pthread_mutex_t meta_lock;  /* serialises metadata patches (read, merge, swap, save) */
 	struct cmd_table *cmds;
 
 	int refs; /* atomic */
 
-	/* Under the registry lock. */
+	/* Under the registry lock. Only O(1) work happens under it: the json members of an
+	 * entry are immutable once published (metadata is replaced whole), so readers take a
+	 * reference and copy or serialise it after the lock is released. */
 	bool in_table;
 	enum sbx_state state;
 	enum sbx_busy busy; /* long work in progress (spawn, teardown): one at a time */
@@ -245,11 +262,12 @@ void registry_put_all(struct sandbox **v, size_t n);
 size_t registry_count(void);
 
 /* Publish a new entry (busy CREATING) under id, with the lowest uid slot free host-wide
- * (reserved in uidrange.c). When the id exists and dedupe is set (cell.sessionKey), wait
- * while that entry is being created and return it referenced in *existing (returns 1).
- * Returns 0 when sb was published, -EEXIST (id taken, no dedupe), -ENOSPC (no free slot)
- * or another -errno (the reservation failed; logged). */
-int registry_claim(struct sandbox *sb, bool dedupe, struct sandbox **existing);
+ * (reserved in uidrange.c). When the id exists and sb has a session key: wait while that
+ * entry is being created and return it referenced in *existing (returns 1) when it was
+ * created with the same key, else -EADDRINUSE (another key, or no key, shares the id).
+ * Returns 0 when sb was published, -EEXIST (id taken, no session key), -ENOSPC (no free
+ * slot) or another -errno (the reservation failed; logged). */
+int registry_claim(struct sandbox *sb, struct sandbox **existing);
 /* Publish an adopted entry with the slot recorded in its state.json, re-reserving that
  * slot. When another live owner holds it, the sandbox's processes are stopped and it is
  * published Failed with the reason (logged, naming both) rather than sharing the range.

@@ -149,3 +149,59 @@ int parse_int64(const char *text, int64_t min, int64_t max, int64_t *out)
 	*out = v;
 	return 0;
 }
+
+/* One entry against the caps: its key (maps only) and value, adding both to *total. */
+static int check_entry(const char *name, const char *key, size_t key_len, size_t index,
+		       size_t value_len, const struct field_caps *caps, size_t *total,
+		       struct cell_error *err)
+{
+	if (key && (key_len == 0 || key_len > caps->key_len || strlen(key) != key_len))
+		return field_fail(err, "%s key '%.64s%s' must be 1-%zu bytes without a NUL byte",
+				  name, key, key_len > 64 ? "..." : "", caps->key_len);
+	if (value_len > caps->value_len) {
+		if (key)
+			return field_fail(err, "%s.%.64s is %zu bytes; at most %zu", name, key,
+					  value_len, caps->value_len);
+		return field_fail(err, "%s[%zu] is %zu bytes; at most %zu", name, index, value_len,
+				  caps->value_len);
+	}
+	*total += key_len + value_len;
+	if (*total > caps->total)
+		return field_fail(err, "%s holds more than %zu bytes%s", name, caps->total,
+				  key ? " of keys and values" : "");
+	return 0;
+}
+
+int field_check_map_caps(json_t *map, const char *name, const struct field_caps *caps,
+			 struct cell_error *err)
+{
+	if (json_object_size(map) > caps->items)
+		return field_fail(err, "%s has %zu entries; at most %zu", name,
+				  json_object_size(map), caps->items);
+	size_t total = 0;
+	for (void *it = json_object_iter(map); it; it = json_object_iter_next(map, it)) {
+		int r =
+		    check_entry(name, json_object_iter_key(it), json_object_iter_key_len(it), 0,
+				json_string_length(json_object_iter_value(it)), caps, &total, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int field_check_array_caps(json_t *arr, const char *name, const struct field_caps *caps,
+			   struct cell_error *err)
+{
+	if (json_array_size(arr) > caps->items)
+		return field_fail(err, "%s has %zu entries; at most %zu", name,
+				  json_array_size(arr), caps->items);
+	size_t total = 0, i;
+	json_t *v;
+	json_array_foreach(arr, i, v)
+	{
+		int r = check_entry(name, NULL, 0, i, json_string_length(v), caps, &total, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}

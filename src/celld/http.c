@@ -252,18 +252,32 @@ int http_error(struct http_req *r, unsigned status, const char *code, const char
 	return http_json(r, status, json_pack("{s:s, s:o}", "code", code, "message", m));
 }
 
+/* What a lower layer's errno means to a client. The host running out of something (fds,
+ * memory, uid ranges, disk) is 503, never a client error. */
+static const struct {
+	int code;
+	unsigned status;
+	const char *name;
+} errno_statuses[] = {
+    {ENOSPC, 503, "HOST_OUT_OF_CAPACITY"},
+    {EMFILE, 503, "HOST_OUT_OF_CAPACITY"},
+    {ENFILE, 503, "HOST_OUT_OF_CAPACITY"},
+    {ENOMEM, 503, "HOST_OUT_OF_CAPACITY"},
+    {EAGAIN, 503, "HOST_OUT_OF_CAPACITY"},
+    {EINVAL, 400, "INVALID_ARGUMENT"},
+    {EBUSY, 409, "CONFLICT"},
+    {EEXIST, 409, "CONFLICT"},
+    {EFBIG, 413, "REQUEST_TOO_LARGE"},
+    {EUSERS, 429, "QUOTA_EXCEEDED"},
+};
+
 int http_internal(struct http_req *r, const struct cell_error *err)
 {
-	switch (err->code) {
-	case ENOSPC:
-		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "%s", err->msg);
-	case EINVAL:
-		return http_error(r, 400, "INVALID_ARGUMENT", "%s", err->msg);
-	case EBUSY:
-		return http_error(r, 409, "CONFLICT", "%s", err->msg);
-	default:
-		return http_error(r, 500, "INTERNAL", "%s", err->msg);
-	}
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(errno_statuses); i++)
+		if (errno_statuses[i].code == err->code)
+			return http_error(r, errno_statuses[i].status, errno_statuses[i].name, "%s",
+					  err->msg);
+	return http_error(r, 500, "INTERNAL", "%s", err->msg);
 }
 
 struct sandbox *http_sandbox(struct http_req *r)

@@ -22,6 +22,10 @@ int image_resolve(const char *uri, char *buf, size_t size, struct cell_error *er
 	_cleanup_close_ int ifd = openat(dfd, uri, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	_cleanup_close_ int rfd =
 	    ifd < 0 ? -1 : openat(ifd, "rootfs", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* Only a missing name is "not found": running out of fds or memory is the host's
+	 * capacity, not the client's mistake. */
+	if (rfd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
+		return cell_err(err, errno, "image '%s' under %s", uri, celld.images_dir);
 	if (rfd < 0)
 		return celld_fail(err, ENOENT, "image '%s' not found under %s", uri,
 				  celld.images_dir);

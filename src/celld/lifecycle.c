@@ -154,7 +154,7 @@ static int claim(const struct create_spec *spec, struct sandbox **sbp, struct sa
 			sandbox_unref(sb);
 			return cell_err(err, ENOMEM, "new sandbox");
 		}
-		int r = registry_claim(sb, spec->session_key != NULL, existing);
+		int r = registry_claim(sb, existing);
 		if (r == 0) {
 			*sbp = sb;
 			return 0;
@@ -165,6 +165,11 @@ static int claim(const struct create_spec *spec, struct sandbox **sbp, struct sa
 		if (r == -ENOSPC)
 			return celld_fail(err, ENOSPC, "no free uid range: %u sandboxes exist",
 					  CELLD_SLOTS);
+		if (r == -EADDRINUSE)
+			return celld_fail(err, EEXIST,
+					  "extensions.cell.sessionKey: sandbox %s, whose id this "
+					  "key's hash gives, belongs to another session key",
+					  id);
 		if (r != -EEXIST)
 			return cell_err(err, -r, "registering sandbox");
 	}
@@ -461,16 +466,23 @@ static int pidfd_open(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+/* End every process of sandbox id through its cgroup, whose name follows from the id
+ * alone (nothing of its record is needed). */
+static int stop_by_cgroup(const char *id, struct cell_error *err)
+{
+	char rel[sizeof(((struct sandbox *)0)->cgroup_rel)];
+	int r = cell_cgroup_name(celld.state_dir, id, rel, sizeof(rel));
+	if (r < 0)
+		return cell_err(err, -r, "naming the cgroup of %s", id);
+	return teardown(0, -1, 0, rel, err);
+}
+
 /* A dir without a readable state.json is what a crash between mkdir and the first write
  * leaves: nothing of it can be running outside its cgroup. */
 static void remove_orphan(const char *id, const char *why)
 {
 	struct cell_error err = {0};
-	char rel[sizeof(((struct sandbox *)0)->cgroup_rel)];
-	int r = cell_cgroup_name(celld.state_dir, id, rel, sizeof(rel));
-	if (r < 0)
-		cell_err(&err, -r, "naming the cgroup of %s", id);
-	if (r < 0 || teardown(0, -1, 0, rel, &err) < 0 || remove_dir(id, &err) < 0)
+	if (stop_by_cgroup(id, &err) < 0 || remove_dir(id, &err) < 0)
 		log_error("sandbox %s (%s): cleanup failed: %s", id, why, err.msg);
 	else
 		log_info("sandbox %s (%s): removed", id, why);
@@ -518,6 +530,21 @@ static void adopt_running(struct sandbox *sb)
 	}
 }
 
+/* A sandbox celld cannot adopt must not run on unmanaged (past its expiry, invisible to
+ * the API, holding its uid range and disk): its processes are ended through its cgroup,
+ * whose name follows from the id alone, and its files stay for an operator. */
+static void stop_unadoptable(const char *id, const char *why)
+{
+	struct cell_error err = {0};
+	if (stop_by_cgroup(id, &err) < 0)
+		log_error("not adopting %s: %s; stopping its processes failed: %s", id, why,
+			  err.msg);
+	else
+		log_error("not adopting %s: %s; its processes were stopped, its files are left "
+			  "in %s/sandboxes/%s for an operator to inspect or remove",
+			  id, why, celld.state_dir, id);
+}
+
 static void adopt_one(const char *id)
 {
 	struct cell_error err = {0};
@@ -528,8 +555,8 @@ static void adopt_one(const char *id)
 		return;
 	}
 	if (r < 0) {
-		/* Not understood: left alone for an operator rather than guessed at. */
-		log_error("not adopting %s: %s", id, err.msg);
+		/* Not understood: its files are left for an operator rather than guessed at. */
+		stop_unadoptable(id, err.msg);
 		return;
 	}
 	if (sb->state == SBX_PENDING) {
@@ -546,12 +573,16 @@ static void adopt_one(const char *id)
 	 * up; the helpers that take the lock are not called on it before registry_adopt. */
 	if (sb->state == SBX_RUNNING || sb->state == SBX_PAUSED)
 		adopt_running(sb);
-	if (registry_adopt(sb, &err) < 0) {
-		log_error("not adopting %s: %s", id, err.msg);
+	if ((r = registry_adopt(sb, &err)) < 0) {
 		if (sb->pidfd >= 0) {
 			close(sb->pidfd);
 			sb->pidfd = -1;
 		}
+		/* Another celld on this state dir manages it: not ours to stop. */
+		if (r == -EALREADY)
+			log_error("not adopting %s: %s", id, err.msg);
+		else
+			stop_unadoptable(id, err.msg);
 		sandbox_unref(sb);
 		return;
 	}

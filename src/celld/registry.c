@@ -67,6 +67,7 @@ struct sandbox *sandbox_new(const char *id)
 		return NULL;
 	}
 	pthread_mutex_init(&sb->store_lock, NULL);
+	pthread_mutex_init(&sb->meta_lock, NULL);
 	sb->refs = 1;
 	sb->dirfd = -1;
 	sb->pidfd = -1;
@@ -96,6 +97,7 @@ void sandbox_unref(struct sandbox *sb)
 	json_decref(sb->volumes);
 	cmd_table_free(sb->cmds);
 	pthread_mutex_destroy(&sb->store_lock);
+	pthread_mutex_destroy(&sb->meta_lock);
 	free(sb->image);
 	free(sb->session_key);
 	free(sb->reason);
@@ -206,14 +208,19 @@ static int publish_locked(struct sandbox *sb)
 	return 0;
 }
 
-/* An entry with the same id is there: -EEXIST, or with dedupe 1 and *existing once it is
- * no longer being created or deleted. -EAGAIN when there is none (registry lock held). */
-static int find_existing_locked(const char *id, bool dedupe, struct sandbox **existing)
+/* An entry with the same id is there: -EEXIST, or with a session key 1 and *existing once it
+ * is no longer being created or deleted — only when it was created with that same key: the
+ * id is 64 bits of the key's hash, and two keys that share them (or a random id that equals
+ * one) must never hand one session another's sandbox (-EADDRINUSE). -EAGAIN when there is
+ * none (registry lock held). */
+static int find_existing_locked(const char *id, const char *session_key, struct sandbox **existing)
 {
 	struct sandbox *cur;
 	while ((cur = find_locked(id))) {
-		if (!dedupe)
+		if (!session_key)
 			return -EEXIST;
+		if (!cur->session_key || strcmp(cur->session_key, session_key))
+			return -EADDRINUSE;
 		/* A racing create with the same session key: wait for it to finish, then
 		 * answer with its sandbox (or create afresh if it failed and vanished). */
 		if (cur->busy == SBX_CREATING || cur->busy == SBX_DELETING) {
@@ -227,13 +234,13 @@ static int find_existing_locked(const char *id, bool dedupe, struct sandbox **ex
 	return -EAGAIN;
 }
 
-int registry_claim(struct sandbox *sb, bool dedupe, struct sandbox **existing)
+int registry_claim(struct sandbox *sb, struct sandbox **existing)
 {
 	*existing = NULL;
 	int slot = -1;
 	for (;;) {
 		registry_lock();
-		int r = find_existing_locked(sb->id, dedupe, existing);
+		int r = find_existing_locked(sb->id, sb->session_key, existing);
 		if (r == -EAGAIN && slot >= 0) {
 			sb->slot = slot;
 			sb->uid_base = registry_uid_base(slot);

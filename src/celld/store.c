@@ -15,9 +15,12 @@
 #define STATE_FILE "state.json"
 #define STATE_MAX  (1u << 20)
 
-static json_t *copy_or_null(json_t *v)
+/* A reference, not a copy: the json members of an entry are immutable once published
+ * (celld.h), so the snapshot taken under the registry lock costs O(1) per member and is
+ * serialised after the lock is released. */
+static json_t *ref_or_null(json_t *v)
 {
-	return v ? json_deep_copy(v) : json_null();
+	return v ? json_incref(v) : json_null();
 }
 
 /* The limits as enforced, so that a policy changed since the create does not change what
@@ -50,9 +53,9 @@ static json_t *snapshot_locked(const struct sandbox *sb)
 	    "id", sb->id, "state", sandbox_state_name(sb->state), "image", sb->image, "createdAt",
 	    celld_time_json(sb->created_at), "expiresAt", celld_time_json(sb->expires_at),
 	    "lastTransitionAt", celld_time_json(sb->transition_at), "metadata",
-	    copy_or_null(sb->metadata), "env", copy_or_null(sb->env), "entrypoint",
-	    copy_or_null(sb->entrypoint), "resourceLimits", copy_or_null(sb->resource_limits),
-	    "volumes", copy_or_null(sb->volumes), "sessionKey", sb->session_key, "uidBase",
+	    ref_or_null(sb->metadata), "env", ref_or_null(sb->env), "entrypoint",
+	    ref_or_null(sb->entrypoint), "resourceLimits", ref_or_null(sb->resource_limits),
+	    "volumes", ref_or_null(sb->volumes), "sessionKey", sb->session_key, "uidBase",
 	    (json_int_t)sb->uid_base, "slot", sb->slot, "pid", (json_int_t)sb->pid, "starttime",
 	    (json_int_t)sb->starttime, "cgroupRel", sb->cgroup_rel, "dir", sb->dir, "reason",
 	    sb->reason);
@@ -131,6 +134,13 @@ int store_save_sync(struct sandbox *sb, enum store_sync how, struct cell_error *
 	int r;
 	if (!text)
 		r = cell_err(err, ENOMEM, "encoding state of sandbox %s", sb->id);
+	else if (strlen(text) > STATE_MAX)
+		/* A record store_load would refuse would leave the sandbox unadoptable after a
+		 * restart: refused here, before anything depends on it. */
+		r = celld_fail(err, EFBIG,
+			       "the record of sandbox %s would be %zu bytes, more than the %u "
+			       "celld loads back",
+			       sb->id, strlen(text), STATE_MAX);
 	else if (how == STORE_SYNCED)
 		r = cell_write_file_atomic(sb->dirfd, STATE_FILE, text, strlen(text), 0600, err);
 	else
