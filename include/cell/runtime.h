@@ -25,10 +25,27 @@ struct sock_filter;
 #define CELL_UID_RANGE	    65536u
 #define CELL_INIT_LISTEN_FD 3 /* fd number of the relay listening socket in cell-init */
 
+/* How a volume's host ids appear inside (man/cell-security.7, "Volumes"). Whatever the
+ * mapping, a volume is mounted nosuid and nodev in the sandbox. */
+enum cell_volume_map {
+	/* No mapping: the sandbox's ids are its own reserved host range, so what it creates
+	 * belongs to that range and the files of host accounts show as nobody. */
+	CELL_VOLUME_MAP_RANGE,
+	/* The sandbox's root (uid and gid 0) is owner_uid (and owner_gid) on the host, every
+	 * other sandbox id its own range: files come back owned by the directory's owner. */
+	CELL_VOLUME_MAP_OWNER,
+	/* Host ids 0..65535 are the sandbox's 0..65535: its root is host root on the volume
+	 * (set-id files, file capabilities). Only on an operator's explicit request. */
+	CELL_VOLUME_MAP_IDENTITY,
+};
+
 struct cell_volume {
-	const char *host; /* absolute host path, must exist */
+	const char *host; /* absolute host path, must exist; no symlink on the way to it */
 	const char *dest; /* absolute path inside the sandbox, created if missing */
 	bool read_only;
+	enum cell_volume_map map;
+	uint32_t owner_uid, owner_gid; /* OWNER: the host ids the sandbox's root becomes */
+	bool map_gid;		       /* OWNER: gid 0 is owner_gid (else it stays in the range) */
 };
 
 /* A compiled seccomp filter (classic BPF, built by celld from a profile in

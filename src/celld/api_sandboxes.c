@@ -16,7 +16,6 @@
 #include "celld.h"
 
 #define TIMEOUT_MAX	(10LL * 365 * 24 * 3600)
-#define VOLUMES_MAX	32
 #define SESSION_KEY_MAX 512
 #define PAGE_SIZE_MAX	1000
 
@@ -100,6 +99,7 @@ static void spec_free(struct create_spec *spec)
 	json_decref(spec->metadata);
 	json_decref(spec->resource_limits);
 	json_decref(spec->volumes_json);
+	json_decref(spec->warnings);
 	free(spec->volumes);
 }
 
@@ -112,84 +112,6 @@ static int check_env_keys(json_t *env, const char *name, struct cell_error *err)
 	    "%s key '%.64s' is invalid: it must be non-empty "
 	    "and contain no '='",
 	    name, k);
-	return 0;
-}
-
-static bool has_dotdot(const char *path)
-{
-	for (const char *p = path; (p = strstr(p, "..")); p += 2)
-		if ((p == path || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
-			return true;
-	return false;
-}
-
-static int parse_volume(json_t *v, size_t i, json_t *out, struct cell_error *err)
-{
-	char name[64];
-	const char *host, *dest;
-	bool ro = false;
-	if (!json_is_object(v))
-		return field_fail(err, "cell.volumes[%zu] must be an object", i);
-	snprintf(name, sizeof(name), "cell.volumes[%zu].host", i);
-	int r = field_string(v, "host", name, true, &host, err);
-	if (r < 0)
-		return r;
-	snprintf(name, sizeof(name), "cell.volumes[%zu].dest", i);
-	if ((r = field_string(v, "dest", name, true, &dest, err)) < 0)
-		return r;
-	snprintf(name, sizeof(name), "cell.volumes[%zu].readOnly", i);
-	if ((r = field_bool(v, "readOnly", name, &ro, err)) < 0)
-		return r;
-	if (host[0] != '/')
-		return field_fail(err, "cell.volumes[%zu].host must be an absolute path", i);
-	if (dest[0] != '/' || has_dotdot(dest) || strlen(dest) >= PATH_MAX || !strcmp(dest, "/"))
-		return field_fail(err,
-				  "cell.volumes[%zu].dest must be an absolute path below / "
-				  "without '..'",
-				  i);
-	/* The canonical host path is what gets mounted: later symlink swaps of the path the
-	 * client named change nothing. */
-	_cleanup_free_ char *real = realpath(host, NULL);
-	if (!real)
-		return field_fail(err, "cell.volumes[%zu].host %s: %s", i, host, strerror(errno));
-	return json_array_append_new(out, json_pack("{s:s, s:s, s:b}", "host", real, "dest", dest,
-						    "readOnly", ro)) < 0
-		   ? cell_err(err, ENOMEM, "volumes")
-		   : 0;
-}
-
-static int parse_volumes(const char *text, struct create_spec *spec, struct cell_error *err)
-{
-	json_error_t jerr;
-	json_t *arr = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-	if (!json_is_array(arr)) {
-		json_decref(arr);
-		return field_fail(err, "cell.volumes must be a JSON array encoded as a string");
-	}
-	if (json_array_size(arr) > VOLUMES_MAX) {
-		json_decref(arr);
-		return field_fail(err, "cell.volumes: at most %d volumes", VOLUMES_MAX);
-	}
-	json_t *out = json_array();
-	size_t i;
-	json_t *v;
-	int r = 0;
-	json_array_foreach(arr, i, v) if ((r = parse_volume(v, i, out, err)) < 0) break;
-	json_decref(arr);
-	size_t n = json_array_size(out);
-	spec->volumes_json = out;
-	if (r < 0 || !n)
-		return r;
-	spec->volumes = calloc(n, sizeof(*spec->volumes));
-	if (!spec->volumes)
-		return cell_err(err, ENOMEM, "volumes");
-	json_array_foreach(out, i, v)
-	{
-		spec->volumes[i].host = json_string_value(json_object_get(v, "host"));
-		spec->volumes[i].dest = json_string_value(json_object_get(v, "dest"));
-		spec->volumes[i].read_only = json_is_true(json_object_get(v, "readOnly"));
-	}
-	spec->n_volumes = n;
 	return 0;
 }
 
@@ -242,7 +164,7 @@ static int parse_extensions(struct http_req *r, json_t *body, struct create_spec
 			field_fail(err, "extensions.cell.volumes is only accepted on the Unix "
 					"socket");
 			status = 403;
-		} else if (parse_volumes(vols, spec, err) < 0) {
+		} else if (volumes_parse(vols, spec, err) < 0) {
 			status = 400;
 		}
 	}
@@ -321,11 +243,18 @@ int api_sandbox_create(struct http_req *r)
 	struct sandbox *sb;
 	bool created;
 	int rc = lifecycle_create(&spec, &sb, &created, &err);
-	spec_free(&spec);
 	json_decref(body);
-	if (rc < 0)
+	if (rc < 0) {
+		spec_free(&spec);
 		return http_internal(r, &err);
-	http_json(r, created ? 202 : 200, sandbox_json(sb));
+	}
+	json_t *o = sandbox_json(sb);
+	/* cell's own, on the create's answer only: what the client should know about what it
+	 * asked for (a volume whose ids were mapped otherwise than it may expect). */
+	if (o && created && json_array_size(spec.warnings))
+		json_object_set(o, "warnings", spec.warnings);
+	spec_free(&spec);
+	http_json(r, created ? 202 : 200, o);
 	sandbox_unref(sb);
 	return 0;
 }

@@ -386,9 +386,20 @@ struct create_spec {
 	const char *seccomp_profile; /* extensions["cell.seccomp"]; NULL: "default" */
 	bool seccomp_log;	     /* extensions["cell.seccompLog"] */
 	struct cell_limits limits;   /* resourceLimits, validated, defaults filled in */
-	struct cell_volume *volumes;
+	struct cell_volume *volumes; /* pointing into volumes_json */
 	size_t n_volumes;
+	json_t *warnings; /* strings for the create's answer, or NULL */
 };
+
+/* ---- volumes.c: cell.volumes, each volume's id mapping chosen ---- */
+
+/* Parse extensions["cell.volumes"] into spec->volumes_json (the record: host resolved, map,
+ * owner ids, why) and spec->volumes; warnings for the create's answer are appended to
+ * spec->warnings. -EINVAL with err naming the field. */
+int volumes_parse(const char *text, struct create_spec *spec, struct cell_error *err);
+/* The runtime's volumes from a record's volumes (strings point into arr); refused when the
+ * record would map the sandbox's root to a system account. */
+int volumes_from_json(json_t *arr, struct cell_volume **out, size_t *n, struct cell_error *err);
 
 /* Create (or, with a session key, find) a sandbox. *created tells which. */
 int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool *created,

@@ -20,7 +20,8 @@ static void usage(FILE *f)
 		   "  -i, --image NAME        local image (default: default)\n"
 		   "  -s, --session KEY       create-or-resume by key (id = sha256(KEY)[0:16])\n"
 		   "  -e, --env K=V           environment of the sandbox (repeatable)\n"
-		   "  -v, --volume HOST:DEST[:ro]  bind-mount a host path (repeatable)\n"
+		   "  -v, --volume HOST:DEST[:OPTS]  bind-mount a host path (repeatable); OPTS:\n"
+		   "                          ro, map=owner|range|identity (VOLUMES in cell(1))\n"
 		   "  -t, --timeout SECONDS   delete the sandbox after this long (>= 60)\n"
 		   "      --seccomp NAME      seccomp profile (default: default)\n"
 		   "      --seccomp-log       record the sandbox's denied calls (cell inspect)\n"
@@ -79,6 +80,12 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 		return cli_fail(err, EPROTO, "create sandbox: celld's answer has no valid id");
 	}
 	snprintf(id, id_size, "%s", sid);
+	/* What celld says about the request (how a volume's ids were mapped, say): never
+	 * silent, never on stdout, where scripts read the id. */
+	size_t i;
+	json_t *w;
+	json_array_foreach(json_object_get(resp, "warnings"), i, w) if (json_is_string(w))
+	    fprintf(stderr, "cell: warning: %s\n", json_string_value(w));
 	json_t *status = json_object_get(resp, "status");
 	const char *state = json_string_value(json_object_get(status, "state"));
 	if (state && !strcmp(state, "Failed")) {

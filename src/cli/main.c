@@ -165,24 +165,57 @@ int cli_parse_env(json_t *obj, const char *arg)
 	return 0;
 }
 
+/* The options after DEST: "ro", "rw", "map=owner|range|identity", comma-separated. 1 when
+ * text is such a list (ro and map filled), 0 when it is not one (it is part of DEST). */
+static int volume_options(const char *text, bool *ro, const char **map)
+{
+	static const char *const maps[] = {"owner", "range", "identity"};
+	bool ro_seen = false;
+	const char *map_seen = NULL;
+	for (const char *p = text; *p;) {
+		size_t len = strcspn(p, ",");
+		if (len == 2 && (!strncmp(p, "ro", 2) || !strncmp(p, "rw", 2))) {
+			ro_seen = p[1] == 'o';
+		} else if (len > 4 && !strncmp(p, "map=", 4)) {
+			map_seen = NULL;
+			for (size_t i = 0; i < CELL_ARRAY_SIZE(maps); i++)
+				if (len - 4 == strlen(maps[i]) && !strncmp(p + 4, maps[i], len - 4))
+					map_seen = maps[i];
+			if (!map_seen)
+				return 0;
+		} else {
+			return 0;
+		}
+		p += len;
+		p += *p == ',';
+	}
+	*ro = ro_seen;
+	*map = map_seen;
+	return 1;
+}
+
 int cli_parse_volume(json_t *arr, const char *arg)
 {
 	_cleanup_free_ char *spec = strdup(arg);
 	if (!spec)
 		return -ENOMEM;
 	bool ro = false;
-	size_t n = strlen(spec);
-	if (n > 3 && (!strcmp(spec + n - 3, ":ro") || !strcmp(spec + n - 3, ":rw"))) {
-		ro = spec[n - 2] == 'r' && spec[n - 1] == 'o';
-		spec[n - 3] = '\0';
-	}
+	const char *map = NULL;
 	char *colon = strchr(spec, ':');
 	if (!colon || colon == spec || !colon[1]) {
-		cli_error("-v '%s': expected HOST:DEST[:ro]", arg);
+		cli_error("-v '%s': expected HOST:DEST[:OPTIONS]", arg);
 		return -EINVAL;
 	}
 	*colon = '\0';
-	const char *dest = colon + 1;
+	char *dest = colon + 1;
+	char *opts = strrchr(dest, ':');
+	if (opts && volume_options(opts + 1, &ro, &map) == 1)
+		*opts = '\0';
+	else if (opts && opts[1] && !strchr(opts + 1, '/')) {
+		cli_error("-v '%s': options '%s' are not ro, rw or map=owner|range|identity", arg,
+			  opts + 1);
+		return -EINVAL;
+	}
 	if (dest[0] != '/') {
 		cli_error("-v '%s': destination '%s' must be an absolute path", arg, dest);
 		return -EINVAL;
@@ -197,6 +230,8 @@ int cli_parse_volume(json_t *arr, const char *arg)
 		cli_error("-v '%s': paths must be valid UTF-8", arg);
 		return -EINVAL;
 	}
+	if (map)
+		json_object_set_new(v, "map", json_string(map));
 	return json_array_append_new(arr, v) < 0 ? -ENOMEM : 0;
 }
 

@@ -65,6 +65,9 @@ int cell_recv_fd(int sock, int *fd);
 /* userns.c */
 int cell_userns_write_maps(pid_t pid, uint32_t uid_base, struct cell_error *err);
 int cell_userns_open(pid_t pid, struct cell_error *err);
+/* A user namespace with these uid_map and gid_map lines, made only to idmap a mount; an fd
+ * of it or -errno. */
+int cell_userns_make(const char *uid_map, const char *gid_map, struct cell_error *err);
 
 /* mount.c, parent side: detached mounts, never attached in the host's namespace. */
 int cell_mount_check_dest(const char *dest, struct cell_error *err);
@@ -73,7 +76,10 @@ int cell_mount_check_dest(const char *dest, struct cell_error *err);
  * a private mount namespace on kernels whose overlayfs refuses detached layers. */
 int cell_mount_overlay_fd(const char *image_rootfs, const char *layer_dir, const char *scratch,
 			  int userns_fd, struct cell_error *err);
-int cell_mount_volume_fd(const struct cell_volume *vol, int userns_fd, struct cell_error *err);
+/* The volume as a detached mount, its ids mapped as vol->map says; sandbox_userns is the
+ * sandbox's own user namespace (the IDENTITY map). */
+int cell_mount_volume_fd(const struct cell_volume *vol, uint32_t uid_base, int sandbox_userns,
+			 struct cell_error *err);
 
 /* mount.c, child side. The parent fills rootfs, volumes and n_volumes before clone; the
  * child fills the fds. */

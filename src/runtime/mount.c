@@ -54,21 +54,67 @@ int cell_mount_check_dest(const char *dest, struct cell_error *err)
 	return 0;
 }
 
-int cell_mount_volume_fd(const struct cell_volume *vol, int userns_fd, struct cell_error *err)
+/* The OWNER map: the host owner's ids are the sandbox's root, every other sandbox id is in
+ * the sandbox's own range, and nothing else is mapped. Lines are "on-disk id, the id it is
+ * to the kernel (the sandbox's view), count". */
+static int owner_userns(const struct cell_volume *vol, uint32_t uid_base, struct cell_error *err)
 {
-	_cleanup_close_ int tree =
-	    open_tree(AT_FDCWD, vol->host, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	char uid_map[96], gid_map[96];
+	snprintf(uid_map, sizeof(uid_map), "%u %u 1\n%u %u %u\n", vol->owner_uid, uid_base,
+		 uid_base + 1, uid_base + 1, CELL_UID_RANGE - 1);
+	if (vol->map_gid)
+		snprintf(gid_map, sizeof(gid_map), "%u %u 1\n%u %u %u\n", vol->owner_gid, uid_base,
+			 uid_base + 1, uid_base + 1, CELL_UID_RANGE - 1);
+	else
+		snprintf(gid_map, sizeof(gid_map), "%u %u %u\n", uid_base, uid_base,
+			 CELL_UID_RANGE);
+	return cell_userns_make(uid_map, gid_map, err);
+}
+
+/* The host path is opened without following any symlink on the way (celld resolved it when
+ * the sandbox was created; a symlink swapped in since must not redirect the mount). */
+static int open_volume_tree(const char *host, struct cell_error *err)
+{
+	_cleanup_close_ int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return cell_err(err, errno, "opening /");
+	_cleanup_close_ int fd = cell_open_in_root(root, host, O_PATH, 0, 1);
+	if (fd < 0)
+		return cell_err(err, -fd, "volume %s (a symlink on the way is refused)", host);
+	int tree = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	return tree < 0 ? cell_err(err, errno, "volume %s", host) : tree;
+}
+
+int cell_mount_volume_fd(const struct cell_volume *vol, uint32_t uid_base, int sandbox_userns,
+			 struct cell_error *err)
+{
+	if (vol->map == CELL_VOLUME_MAP_OWNER &&
+	    (vol->owner_uid == 0 || (vol->map_gid && vol->owner_gid == 0)))
+		return cell_err(err, EPERM, "volume %s: the sandbox's root may not be host root",
+				vol->host);
+	_cleanup_close_ int tree = open_volume_tree(vol->host, err);
 	if (tree < 0)
-		return cell_err(err, errno, "volume %s", vol->host);
-	/* Idmapped with the sandbox's range: host ids 0..65535 appear unchanged inside, and
-	 * what the sandbox creates lands on the host with those same ids. */
+		return tree;
+	_cleanup_close_ int made = -1;
+	int userns = -1;
+	if (vol->map == CELL_VOLUME_MAP_IDENTITY) {
+		userns = sandbox_userns;
+	} else if (vol->map == CELL_VOLUME_MAP_OWNER) {
+		made = owner_userns(vol, uid_base, err);
+		if (made < 0)
+			return made;
+		userns = made;
+	}
+	/* nosuid and nodev inside whatever the map: no set-id or device node on the volume
+	 * ever acts for the sandbox. */
 	struct mount_attr attr = {
-	    .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-			(vol->read_only ? MOUNT_ATTR_RDONLY : 0),
-	    .userns_fd = (uint64_t)userns_fd,
+	    .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+			(vol->read_only ? MOUNT_ATTR_RDONLY : 0) |
+			(userns >= 0 ? MOUNT_ATTR_IDMAP : 0),
+	    .userns_fd = userns >= 0 ? (uint64_t)userns : 0,
 	};
 	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		return cell_err(err, errno, "idmapping volume %s", vol->host);
+		return cell_err(err, errno, "mounting volume %s", vol->host);
 	return move_fd(tree);
 }
 
@@ -105,7 +151,11 @@ int cell_child_mount_prepare(struct cell_mount_plan *plan, struct cell_child_err
 		if (fd < 0)
 			return cell_child_fail(ce, CELL_STEP_DEVNODES, errno, "cloning host",
 					       devnodes[i]);
-		struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC};
+		/* Read-only binds: the device still reads and writes (a device node's I/O
+		 * is not a write to its filesystem), but the node itself, the host's
+		 * /dev/null, can no longer have its times changed from inside. */
+		struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC |
+						      MOUNT_ATTR_RDONLY};
 		if (mount_setattr(fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
 			return cell_child_fail(ce, CELL_STEP_DEVNODES, errno, "restricting",
 					       devnodes[i]);

@@ -512,7 +512,8 @@ static int parent_setup(const struct cell_spawn_req *req, const struct cell_cgro
 	if ((r = cell_send_fd(sync_fd, overlay)) < 0)
 		return cell_err(err, r, "handing the rootfs to the sandbox");
 	for (size_t i = 0; i < req->n_volumes; i++) {
-		_cleanup_close_ int vol = cell_mount_volume_fd(&req->volumes[i], userns, err);
+		_cleanup_close_ int vol =
+		    cell_mount_volume_fd(&req->volumes[i], req->uid_base, userns, err);
 		if (vol < 0)
 			return vol;
 		if ((r = cell_send_fd(sync_fd, vol)) < 0)

@@ -1,8 +1,18 @@
-/* The sandbox's user namespace: uid/gid maps and a handle on it for idmapped mounts. */
+/* The sandbox's user namespace: uid/gid maps and a handle on it for idmapped mounts; and
+ * user namespaces made only to idmap a volume. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <linux/sched.h>
+
+#include "cell/cleanup.h"
 
 #include "cell/fsutil.h"
 #include "internal.h"
@@ -33,5 +43,64 @@ int cell_userns_open(pid_t pid, struct cell_error *err)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return cell_err(err, errno, "opening %s", path);
+	return fd;
+}
+
+/* The child's whole life: wait for EOF on the pipe (the parent is done with it, or died),
+ * then exit. It runs in a copy of a multi-threaded process: system calls only. */
+static _Noreturn void holder_main(int rfd)
+{
+	char c;
+	while (syscall(SYS_read, rfd, &c, 1) < 0 && errno == EINTR)
+		;
+	syscall(SYS_exit_group, 0);
+	__builtin_unreachable();
+}
+
+static int write_map(pid_t pid, const char *file, const char *map, struct cell_error *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	int r = cell_write_string(path, map, err);
+	return r < 0 ? cell_err_wrap(err, "writing the %s of a volume's id map: ", file) : 0;
+}
+
+/* A user namespace exists only while a process (or an fd) holds it: a child is made in a new
+ * one, its maps are written, an fd of it is taken, and the child is let go. */
+int cell_userns_make(const char *uid_map, const char *gid_map, struct cell_error *err)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return cell_err(err, errno, "pipe for a volume's id map");
+	int pidfd = -1;
+	struct clone_args args = {
+	    .flags = CLONE_NEWUSER | CLONE_PIDFD,
+	    .pidfd = (uint64_t)(uintptr_t)&pidfd,
+	    .exit_signal = SIGCHLD,
+	};
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	long pid = syscall(SYS_clone3, &args, sizeof(args));
+	if (pid == 0) {
+		close(p[1]);
+		holder_main(p[0]);
+	}
+	int clone_errno = errno;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	close(p[0]);
+	if (pid < 0) {
+		close(p[1]);
+		return cell_err(err, clone_errno, "a user namespace for a volume's id map");
+	}
+	int r = write_map((pid_t)pid, "uid_map", uid_map, err);
+	if (r == 0)
+		r = write_map((pid_t)pid, "gid_map", gid_map, err);
+	int fd = r == 0 ? cell_userns_open((pid_t)pid, err) : r;
+	close(p[1]); /* the child exits */
+	siginfo_t si;
+	while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 && errno == EINTR)
+		;
+	close(pidfd);
 	return fd;
 }

@@ -810,6 +810,10 @@ int h_exec(const char *id, const char *cmd, const struct h_exec_opts *opts, stru
 		json_object_set_new(body, "cwd", json_string(opts->cwd));
 	if (opts->timeout_ms)
 		json_object_set_new(body, "timeout", json_integer(opts->timeout_ms));
+	if (opts->as_user) {
+		json_object_set_new(body, "uid", json_integer(opts->uid));
+		json_object_set_new(body, "gid", json_integer(opts->gid));
+	}
 	if (opts->background)
 		json_object_set_new(body, "background", json_true());
 	if (opts->envs) {

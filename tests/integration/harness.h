@@ -121,6 +121,8 @@ struct h_exec_opts {
 	bool hash_stdout;	 /* keep only sha256 + byte count of stdout (huge outputs) */
 	enum h_via via;
 	long max_seconds; /* hang guard for the whole request; default 300 */
+	bool as_user;	  /* run as uid:gid (execd's uid and gid) instead of root */
+	int uid, gid;
 };
 
 struct h_exec {

@@ -75,6 +75,10 @@ START_TEST(run_failures_are_125)
 }
 END_TEST
 
+/* A CI checkout belongs to the user who runs the job: the sandbox's root works on it as that
+ * user, and what it writes comes back theirs. */
+#define CI_USER 4242
+
 START_TEST(run_with_volume)
 {
 	char rnd[CELL_ID_RANDOM_LEN + 1];
@@ -84,14 +88,17 @@ START_TEST(run_with_volume)
 	char *file = h_fmt("%s/file", hostdir);
 	char *content = h_fmt("host-content-%s\n", rnd);
 	h_write_file(file, content, 0644);
+	ck_assert_int_eq(chown(hostdir, CI_USER, CI_USER), 0);
+	ck_assert_int_eq(chown(file, CI_USER, CI_USER), 0);
 	char *vol = h_fmt("%s:/mnt", hostdir);
 	struct h_proc p;
 	cell(&p, "run", "--rm", "--image", "busybox", "-v", vol, "--", "cat", "/mnt/file", NULL);
 	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
 	ck_assert_str_eq(p.out, content);
+	ck_assert_str_eq(p.err, ""); /* the owner map needs no warning */
 	h_proc_free(&p);
 
-	/* writes through a rw volume land on the host, owned by host root (idmapped) */
+	/* the owner's files are root's inside; what root writes there comes back the owner's */
 	cell(&p, "run", "--rm", "--image", "busybox", "-v", vol, "--", "sh", "-c",
 	     "echo from-sandbox > /mnt/new; stat -c %u /mnt/file", NULL);
 	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
@@ -102,8 +109,34 @@ START_TEST(run_with_volume)
 	ck_assert_msg(got && !strcmp(got, "from-sandbox\n"), "host file: %s", got);
 	struct stat st;
 	ck_assert_int_eq(stat(newf, &st), 0);
-	ck_assert_uint_eq(st.st_uid, 0);
+	ck_assert_uint_eq(st.st_uid, CI_USER);
+	ck_assert_uint_eq(st.st_gid, CI_USER);
 	free(got);
+
+	/* a directory of root's: the sandbox gets its own ids there, and the CLI says so */
+	char *rootdir = h_fmt("%s/rootdir-%s", H.dir, rnd);
+	ck_assert_int_eq(mkdir(rootdir, 0755), 0);
+	char *rootvol = h_fmt("%s:/mnt", rootdir);
+	cell(&p, "run", "--rm", "--image", "busybox", "-v", rootvol, "--", "touch", "/mnt/x", NULL);
+	ck_assert_int_ne(p.status, 0);
+	ck_assert_msg(strstr(p.err, "cell: warning: volume") && strstr(p.err, "system account"),
+		      "no warning on stderr: %s", p.err);
+	h_proc_free(&p);
+	free(rootvol);
+	free(rootdir);
+
+	/* map=identity only when named: root's writes are host root's */
+	char *idvol = h_fmt("%s:/mnt:map=identity", hostdir);
+	cell(&p, "run", "--rm", "--image", "busybox", "-v", idvol, "--", "touch", "/mnt/as-root",
+	     NULL);
+	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.err, "host root"), "no warning for the identity map: %s", p.err);
+	h_proc_free(&p);
+	char *asroot = h_fmt("%s/as-root", hostdir);
+	ck_assert_int_eq(stat(asroot, &st), 0);
+	ck_assert_uint_eq(st.st_uid, 0);
+	free(asroot);
+	free(idvol);
 
 	/* read-only volumes are read-only */
 	char *rovol = h_fmt("%s:/mnt:ro", hostdir);

@@ -271,6 +271,10 @@ END_TEST
 
 /* `make test` in a throwaway sandbox with the checkout bind-mounted: output and exit code
  * are the job's, and what it writes lands in the checkout. */
+/* A CI checkout: it belongs to the (ordinary) user the job runs as, so the sandbox's root
+ * works on it as that user. */
+#define CI_USER 4242
+
 static char *ci_dir(const char *makefile)
 {
 	char rnd[CELL_ID_RANDOM_LEN + 1];
@@ -279,6 +283,8 @@ static char *ci_dir(const char *makefile)
 	ck_assert_int_eq(mkdir(dir, 0755), 0);
 	char *mk = h_fmt("%s/Makefile", dir);
 	h_write_file(mk, makefile, 0644);
+	ck_assert_int_eq(chown(dir, CI_USER, CI_USER), 0);
+	ck_assert_int_eq(chown(mk, CI_USER, CI_USER), 0);
 	free(mk);
 	return dir;
 }
@@ -303,7 +309,7 @@ START_TEST(cli_run_make_test)
 	ck_assert_msg(got && !strcmp(got, "built\n"), "%s: %s", result, got);
 	struct stat st;
 	ck_assert_int_eq(stat(result, &st), 0);
-	ck_assert_uint_eq(st.st_uid, 0);
+	ck_assert_uint_eq(st.st_uid, CI_USER); /* the job's output is the CI user's */
 	free(got);
 	free(result);
 	free(vol);
