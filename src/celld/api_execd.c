@@ -405,6 +405,28 @@ int api_execd_status(struct http_req *r)
 	return 0;
 }
 
+/* The log is streamed from the command's buffer as the client takes it: a slow reader
+ * holds one piece, never a copy of up to CMD_LOG_MAX bytes. */
+struct log_stream {
+	struct command *c;
+	uint64_t pos, end;
+};
+
+static ssize_t log_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	(void)pos;
+	struct log_stream *ls = cls;
+	size_t n = command_logs_read(ls->c, &ls->pos, ls->end, buf, max);
+	return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void log_stream_free(void *cls)
+{
+	struct log_stream *ls = cls;
+	command_unref(ls->c);
+	free(ls);
+}
+
 int api_execd_logs(struct http_req *r)
 {
 	const char *cur = http_query(r, "cursor");
@@ -419,21 +441,23 @@ int api_execd_logs(struct http_req *r)
 	sandbox_unref(sb);
 	if (!c)
 		return 0;
-	char *text;
-	size_t len;
-	uint64_t next;
-	int rc = command_logs(c, (uint64_t)cursor, &text, &len, &next);
-	command_unref(c);
-	if (rc < 0)
-		return http_error(r, 500, "INTERNAL", "out of memory");
-	struct MHD_Response *resp =
-	    MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(text);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+	struct log_stream *ls = malloc(sizeof(*ls));
+	if (!ls) {
+		command_unref(c);
+		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
 	}
+	/* Up to what was written when the request came: that is the next cursor. */
+	*ls = (struct log_stream){.c = c, .pos = (uint64_t)cursor, .end = command_logs_end(c)};
+	if (ls->pos > ls->end)
+		ls->pos = ls->end;
 	char nbuf[32];
-	snprintf(nbuf, sizeof(nbuf), "%llu", (unsigned long long)next);
+	snprintf(nbuf, sizeof(nbuf), "%llu", (unsigned long long)ls->end);
+	struct MHD_Response *resp = MHD_create_response_from_callback(
+	    MHD_SIZE_UNKNOWN, 64 << 10, log_read, ls, log_stream_free);
+	if (!resp) {
+		log_stream_free(ls);
+		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+	}
 	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
 	MHD_add_response_header(resp, "EXECD-COMMANDS-TAIL-CURSOR", nbuf);
 	return http_respond(r, 200, resp);

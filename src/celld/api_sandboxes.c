@@ -777,10 +777,13 @@ int api_metrics_event(struct http_req *r)
 
 int api_info(struct http_req *r)
 {
-	return http_json(r, 200,
-			 json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "version", CELL_VERSION,
-				   "cgroup", celld.cgroup->name, "stateDir", celld.state_dir,
-				   "imagesDir", celld.images_dir, "sandboxes",
-				   (json_int_t)registry_count(), "metricsEvents",
-				   (json_int_t)__atomic_load_n(&metrics_events, __ATOMIC_RELAXED)));
+	uint64_t kept, budget;
+	cmd_output_usage(&kept, &budget);
+	return http_json(
+	    r, 200,
+	    json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:{s:I, s:I}}", "version", CELL_VERSION,
+		      "cgroup", celld.cgroup->name, "stateDir", celld.state_dir, "imagesDir",
+		      celld.images_dir, "sandboxes", (json_int_t)registry_count(), "metricsEvents",
+		      (json_int_t)__atomic_load_n(&metrics_events, __ATOMIC_RELAXED), "output",
+		      "keptBytes", (json_int_t)kept, "budgetBytes", (json_int_t)budget));
 }

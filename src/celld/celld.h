@@ -519,9 +519,15 @@ void command_set_relay(struct command *c, int fd);
 int command_signal(struct command *c, int sig, struct cell_error *err);
 /* Status JSON; "log_dropped":true and "log_note" when its log went to the table's cap. */
 json_t *command_status_json(struct command *c);
-/* Output from byte offset cursor (older bytes may be gone: then from the oldest kept);
- * *next is the end offset of everything it ever wrote (monotonic). */
-int command_logs(struct command *c, uint64_t cursor, char **out, size_t *len, uint64_t *next);
+/* The end offset of everything c ever wrote (monotonic). */
+uint64_t command_logs_end(struct command *c);
+/* Copy up to max bytes of c's kept output from *pos (moved up to the oldest kept byte when
+ * older ones are gone) up to end into buf, advancing *pos; 0 once *pos reaches end. */
+size_t command_logs_read(struct command *c, uint64_t *pos, uint64_t end, char *buf, size_t max);
+/* celld's output budget (every sandbox's kept output together) and what is kept now. */
+#define CMD_OUTPUT_BUDGET_DEFAULT (1ull << 30)
+void cmd_output_budget_set(uint64_t bytes);
+void cmd_output_usage(uint64_t *kept, uint64_t *budget);
 /* Apply one relay event (output → log; exit → finish). Returns true on EXIT. */
 bool command_apply(struct command *c, const struct relay_event *ev);
 /* Keep reading the relay in a detached thread until EXIT; takes ownership of fd. */

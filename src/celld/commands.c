@@ -1,16 +1,19 @@
 /* Per-sandbox command table: what ran, whether it still runs, how it ended, and a bounded
  * log of its combined output (the cursor of /command/{id}/logs is a byte offset into it).
  *
- * Two bounds keep a sandbox's output from growing celld's memory: each command keeps its
- * newest CMD_LOG_MAX bytes, and all the logs of one table together hold at most
- * CMD_TABLE_LOG_MAX bytes of buffer. Past that, the logs of the oldest finished commands go
- * first (their status says so), then running commands' logs are halved, largest first.
- * Cursors stay byte offsets into everything a command ever wrote: dropping only moves the
- * start of what is kept, never the end.
+ * Three bounds keep output from growing celld's memory: each command keeps its newest
+ * CMD_LOG_MAX bytes, all the logs of one table together hold at most CMD_TABLE_LOG_MAX bytes
+ * of buffer, and all the tables of celld together about the output budget (celld
+ * --output-budget). Past a bound, the logs of the oldest finished commands go first (their
+ * status says so), then running commands' logs are halved, largest first: within the table
+ * for its own cap, across every table for the budget. Cursors stay byte offsets into
+ * everything a command ever wrote: dropping only moves the start of what is kept, never the
+ * end. A log is read out in pieces (command_logs_read), never copied whole.
  *
- * Locks: a table's lock, then at most one command's lock. Every change to a log (append,
- * drop, trim) happens under both, so a command's log layout cannot change while its
- * table's lock is held; readers (logs, status) take only the command's lock.
+ * Locks: the list of tables (budget.lock), then a table's lock, then at most one command's
+ * lock. Every change to a log (append, drop, trim) happens under the table's and the
+ * command's, so a command's log layout cannot change while its table's lock is held;
+ * readers (logs, status) take only the command's lock.
  *
  * A command keeps its relay connection open until EXIT: a foreground one in the HTTP
  * thread streaming its events, a background one (or a foreground one whose client went
@@ -60,17 +63,52 @@ struct cmd_table {
 	struct command *v[CMD_TABLE_MAX];
 	size_t n;
 	size_t kept; /* sum of log_cap of the commands in v (others have no log) */
+	/* Under budget.lock: every live table, for reclaiming across sandboxes. */
+	struct cmd_table *next, **pprev;
 };
 
+/* celld's whole output budget. */
+static struct {
+	pthread_mutex_t lock; /* the list of tables; taken before any table's lock */
+	struct cmd_table *tables;
+	uint64_t kept;	 /* atomic: sum of every table's kept */
+	uint64_t budget; /* bytes; set once at start */
+} budget = {.lock = PTHREAD_MUTEX_INITIALIZER, .budget = CMD_OUTPUT_BUDGET_DEFAULT};
+
 static bool command_running(struct command *c);
+
+void cmd_output_budget_set(uint64_t bytes)
+{
+	budget.budget = bytes;
+}
+
+void cmd_output_usage(uint64_t *kept, uint64_t *limit)
+{
+	*kept = __atomic_load_n(&budget.kept, __ATOMIC_RELAXED);
+	*limit = budget.budget;
+}
+
+/* Change t->kept (table lock held) and the sum across tables with it. */
+static void kept_add_locked(struct cmd_table *t, int64_t delta)
+{
+	t->kept = (size_t)((int64_t)t->kept + delta);
+	__atomic_add_fetch(&budget.kept, (uint64_t)delta, __ATOMIC_RELAXED);
+}
 
 struct cmd_table *cmd_table_new(void)
 {
 	struct cmd_table *t = calloc(1, sizeof(*t));
-	if (t) {
-		pthread_mutex_init(&t->lock, NULL);
-		t->refs = 1;
-	}
+	if (!t)
+		return NULL;
+	pthread_mutex_init(&t->lock, NULL);
+	t->refs = 1;
+	pthread_mutex_lock(&budget.lock);
+	t->next = budget.tables;
+	t->pprev = &budget.tables;
+	if (budget.tables)
+		budget.tables->pprev = &t->next;
+	budget.tables = t;
+	pthread_mutex_unlock(&budget.lock);
 	return t;
 }
 
@@ -87,7 +125,7 @@ static void table_unref(struct cmd_table *t)
 static void drop_log_locked(struct cmd_table *t, struct command *c, bool noted)
 {
 	pthread_mutex_lock(&c->lock);
-	t->kept -= c->log_cap;
+	kept_add_locked(t, -(int64_t)c->log_cap);
 	if (c->log_cap && noted)
 		c->log_dropped = true;
 	c->log_start += c->log_len;
@@ -118,10 +156,15 @@ void cmd_table_free(struct cmd_table *t)
 		return;
 	struct command *gone[CMD_TABLE_MAX];
 	size_t n = 0;
+	pthread_mutex_lock(&budget.lock);
+	*t->pprev = t->next;
+	if (t->next)
+		t->next->pprev = t->pprev;
 	pthread_mutex_lock(&t->lock);
 	while (t->n)
 		gone[n++] = remove_at_locked(t, t->n - 1);
 	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_unlock(&budget.lock);
 	for (size_t i = 0; i < n; i++)
 		command_unref(gone[i]);
 	table_unref(t);
@@ -267,7 +310,7 @@ static void trim_log_locked(struct cmd_table *t, struct command *c)
 	c->log = nl;
 	c->log_start += drop;
 	c->log_len = keep;
-	t->kept -= c->log_cap - keep;
+	kept_add_locked(t, -(int64_t)(c->log_cap - keep));
 	c->log_cap = keep;
 	pthread_mutex_unlock(&c->lock);
 }
@@ -332,6 +375,117 @@ static size_t fit_window(struct command *c, const char **p, size_t *len)
 	return cap > CMD_LOG_MAX ? CMD_LOG_MAX : cap;
 }
 
+/* ---- the budget across tables ---- */
+
+struct reclaim_candidate {
+	int64_t finished_ms;
+	struct command *c; /* referenced */
+};
+
+static int by_finish(const void *a, const void *b)
+{
+	const struct reclaim_candidate *x = a, *y = b;
+	return (x->finished_ms > y->finished_ms) - (x->finished_ms < y->finished_ms);
+}
+
+/* Finished commands that still keep a log, in every table (budget.lock held). A log holds
+ * at least 4 KiB, so there are at most budget / 4 KiB of them. */
+static size_t finished_logs(struct reclaim_candidate **out)
+{
+	struct reclaim_candidate *v = NULL;
+	size_t n = 0, cap = 0;
+	for (struct cmd_table *t = budget.tables; t; t = t->next) {
+		pthread_mutex_lock(&t->lock);
+		for (size_t i = 0; i < t->n; i++) {
+			struct command *c = t->v[i];
+			pthread_mutex_lock(&c->lock);
+			bool take = !c->running && c->log_cap;
+			int64_t when = c->finished_ms;
+			pthread_mutex_unlock(&c->lock);
+			if (!take)
+				continue;
+			if (n == cap) {
+				size_t ncap = cap ? cap * 2 : 64;
+				struct reclaim_candidate *nv = realloc(v, ncap * sizeof(*nv));
+				if (!nv)
+					break;
+				v = nv;
+				cap = ncap;
+			}
+			command_ref(c);
+			v[n++] = (struct reclaim_candidate){when, c};
+		}
+		pthread_mutex_unlock(&t->lock);
+	}
+	*out = v;
+	return n;
+}
+
+/* The running log with the largest buffer anywhere (budget.lock held), referenced, or
+ * NULL. */
+static struct command *largest_running(void)
+{
+	struct command *big = NULL;
+	size_t big_cap = 0;
+	for (struct cmd_table *t = budget.tables; t; t = t->next) {
+		pthread_mutex_lock(&t->lock);
+		for (size_t i = 0; i < t->n; i++) {
+			struct command *c = t->v[i];
+			pthread_mutex_lock(&c->lock);
+			bool bigger = c->running && c->log_cap > big_cap;
+			if (bigger)
+				big_cap = c->log_cap;
+			pthread_mutex_unlock(&c->lock);
+			if (bigger) {
+				command_ref(c);
+				command_unref(big);
+				big = c;
+			}
+		}
+		pthread_mutex_unlock(&t->lock);
+	}
+	return big;
+}
+
+static bool over(uint64_t target)
+{
+	return __atomic_load_n(&budget.kept, __ATOMIC_RELAXED) > target;
+}
+
+/* Bring the output kept by every table back under the budget (to 7/8 of it, so that this
+ * does not run again at the next append): the logs of finished commands go first, oldest
+ * first, in whichever sandbox they are; then the largest running logs are halved. Called
+ * with no table or command lock held. */
+static void budget_reclaim(void)
+{
+	uint64_t target = budget.budget - budget.budget / 8;
+	pthread_mutex_lock(&budget.lock);
+	if (!over(budget.budget)) {
+		pthread_mutex_unlock(&budget.lock);
+		return;
+	}
+	struct reclaim_candidate *v;
+	size_t n = finished_logs(&v);
+	qsort(v, n, sizeof(*v), by_finish);
+	for (size_t i = 0; i < n; i++) {
+		if (over(target)) {
+			pthread_mutex_lock(&v[i].c->table->lock);
+			drop_log_locked(v[i].c->table, v[i].c, true);
+			pthread_mutex_unlock(&v[i].c->table->lock);
+		}
+		command_unref(v[i].c);
+	}
+	free(v);
+	struct command *big;
+	while (over(target) && (big = largest_running())) {
+		pthread_mutex_lock(&big->table->lock);
+		trim_log_locked(big->table, big);
+		pthread_mutex_unlock(&big->table->lock);
+		command_unref(big);
+	}
+	pthread_mutex_unlock(&budget.lock);
+}
+
 static void command_append(struct command *c, const void *data, size_t len)
 {
 	struct cmd_table *t = c->table;
@@ -361,7 +515,7 @@ static void command_append(struct command *c, const void *data, size_t len)
 		c->log_start += c->log_len + len;
 		c->log_len = 0;
 	} else {
-		t->kept += grow;
+		kept_add_locked(t, (int64_t)grow);
 		c->log = nl;
 		c->log_cap = cap;
 		memcpy(c->log + c->log_len, p, len);
@@ -369,6 +523,8 @@ static void command_append(struct command *c, const void *data, size_t len)
 	}
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&t->lock);
+	if (over(budget.budget))
+		budget_reclaim();
 }
 
 void command_finish(struct command *c, int exit_code, const char *error)
@@ -425,35 +581,37 @@ json_t *command_status_json(struct command *c)
 	if (c->log_dropped) {
 		json_object_set_new(o, "log_dropped", json_true());
 		json_object_set_new(o, "log_note",
-				    json_string("output log dropped: the sandbox's kept command "
-						"output reached its cap (" CMD_TABLE_LOG_MAX_TEXT
-						")"));
+				    json_string("output log dropped: kept command output reached "
+						"its cap (" CMD_TABLE_LOG_MAX_TEXT " per sandbox, "
+						"celld --output-budget for all)"));
 	}
 	pthread_mutex_unlock(&c->lock);
 	return o;
 }
 
-int command_logs(struct command *c, uint64_t cursor, char **out, size_t *len, uint64_t *next)
+uint64_t command_logs_end(struct command *c)
 {
 	pthread_mutex_lock(&c->lock);
-	uint64_t start = c->log_start, end = c->log_start + c->log_len;
-	if (cursor < start)
-		cursor = start;
-	if (cursor > end)
-		cursor = end;
-	size_t n = end - cursor;
-	char *buf = malloc(n + 1);
-	if (buf) {
-		memcpy(buf, c->log + (cursor - start), n);
-		buf[n] = '\0';
-	}
+	uint64_t end = c->log_start + c->log_len;
 	pthread_mutex_unlock(&c->lock);
-	if (!buf)
-		return -ENOMEM;
-	*out = buf;
-	*len = n;
-	*next = end;
-	return 0;
+	return end;
+}
+
+size_t command_logs_read(struct command *c, uint64_t *pos, uint64_t end, char *buf, size_t max)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t start = c->log_start, have = c->log_start + c->log_len;
+	if (*pos < start)
+		*pos = start; /* dropped meanwhile: what is left follows */
+	if (end > have)
+		end = have;
+	size_t n = *pos < end ? (size_t)(end - *pos) : 0;
+	if (n > max)
+		n = max;
+	memcpy(buf, c->log + (*pos - start), n);
+	*pos += n;
+	pthread_mutex_unlock(&c->lock);
+	return n;
 }
 
 int relay_exit_code(const struct relay_exit *ex)

@@ -21,6 +21,7 @@
 #include "cell/codec.h"
 #include "cell/fsutil.h"
 #include "cell/log.h"
+#include "cell/quantity.h"
 #include "cell/version.h"
 #include "celld.h"
 
@@ -31,7 +32,8 @@
 struct celld_config celld = {.init_fd = -1, .sandboxes_fd = -1, .policies_fd = -1};
 
 struct flags {
-	const char *state_dir, *images, *socket, *listen, *key_file, *init, *uid_ranges, *policies;
+	const char *state_dir, *images, *socket, *listen, *key_file, *init, *uid_ranges, *policies,
+	    *output_budget;
 	bool no_tcp, version, debug;
 };
 
@@ -53,6 +55,11 @@ static void usage(FILE *out)
 	    "%s/cell-init)\n"
 	    "  --policies DIR      seccomp profiles and resource policy (default: policies/ of\n"
 	    "                      the source tree celld was built in, else %s/policies)\n"
+	    "  --output-budget SIZE\n"
+	    "                      command output kept by all sandboxes together, for\n"
+	    "                      /command/{id}/logs (default 1Gi; each sandbox keeps at\n"
+	    "                      most 64Mi): past it the oldest finished commands' output\n"
+	    "                      goes first\n"
 	    "  --uid-ranges-dir DIR\n"
 	    "                      host-wide uid range reservations, shared by every celld on\n"
 	    "                      the host (default " CELLD_UID_RANGES_DIR ", 0700 root)\n"
@@ -74,6 +81,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"init", required_argument, NULL, 'I'},
 	    {"uid-ranges-dir", required_argument, NULL, 'U'},
 	    {"policies", required_argument, NULL, 'P'},
+	    {"output-budget", required_argument, NULL, 'O'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
@@ -109,6 +117,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 		case 'P':
 			f->policies = optarg;
 			break;
+		case 'O':
+			f->output_budget = optarg;
+			break;
 		case 'd':
 			f->debug = true;
 			break;
@@ -127,6 +138,17 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 		fprintf(stderr, "celld: unexpected argument '%s'\n", argv[optind]);
 		return -EINVAL;
 	}
+	uint64_t budget;
+	if (f->output_budget &&
+	    (cell_parse_bytes(f->output_budget, &budget) < 0 || budget < CMD_LOG_MAX)) {
+		fprintf(stderr,
+			"celld: --output-budget %s: expected a size of at least 8Mi (\"512Mi\", "
+			"\"2Gi\")\n",
+			f->output_budget);
+		return -EINVAL;
+	}
+	if (f->output_budget)
+		cmd_output_budget_set(budget);
 	if (f->no_tcp && f->listen) {
 		fprintf(stderr, "celld: --listen and --no-tcp exclude each other\n");
 		return -EINVAL;

@@ -26,6 +26,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include "cell/cleanup.h"
 #include "cell/codec.h"
 #include "cell/fsutil.h"
 #include "harness.h"
@@ -33,9 +34,15 @@
 struct h_world H;
 
 /* Shared with forked test children: a test may kill celld and start another one. */
+#define EXTRA_FLAGS_MAX 8
+
 struct h_shared {
 	pid_t celld_pid;
 	uint64_t celld_start; /* starttime of that pid, so a recycled pid is never signalled */
+	/* Flags a test started celld with on top of the suite's (h_celld_restart_with): the
+	 * teardown brings the suite's celld back. */
+	char extra[EXTRA_FLAGS_MAX][H_PATH];
+	int n_extra;
 };
 static struct h_shared *shared;
 
@@ -1013,10 +1020,16 @@ static int celld_spawn(char *why, size_t why_len)
 	char *celld = h_fmt("%s/celld", H.bin);
 	char *init = h_fmt("%s/cell-init", H.bin);
 	char *policies = h_fmt("%s/policies", H.src);
-	char *const argv[] = {celld,	"--state-dir",	  H.state,    "--images",
-			      H.images, "--socket",	  H.socket,   "--listen",
-			      H.listen, "--api-key-file", H.key_file, "--init",
-			      init,	"--policies",	  policies,   NULL};
+	char *const base[] = {celld,	  "--state-dir", H.state,    "--images",   H.images,
+			      "--socket", H.socket,	 "--listen", H.listen,	   "--api-key-file",
+			      H.key_file, "--init",	 init,	     "--policies", policies};
+	char *argv[CELL_ARRAY_SIZE(base) + EXTRA_FLAGS_MAX + 1];
+	size_t n = 0;
+	for (; n < CELL_ARRAY_SIZE(base); n++)
+		argv[n] = base[n];
+	for (int i = 0; i < shared->n_extra; i++)
+		argv[n++] = shared->extra[i];
+	argv[n] = NULL;
 	pid_t pid = h_spawn_celld(argv, H.log);
 	int e = errno;
 	free(celld);
@@ -1253,11 +1266,49 @@ static void case_setup(void)
 	ensure_celld("celld is not running before a test; starting it");
 }
 
+pid_t h_celld_pid(void)
+{
+	return h_celld_alive() ? shared->celld_pid : -1;
+}
+
+long h_celld_rss_kib(void)
+{
+	char *path = h_fmt("/proc/%d/status", (int)h_celld_pid());
+	char *text = h_read_file(path);
+	free(path);
+	const char *line = text ? strstr(text, "\nVmRSS:") : NULL;
+	long kib = line ? strtol(line + 7, NULL, 10) : -1;
+	free(text);
+	return kib;
+}
+
+void h_celld_restart_with(const char *const *extra)
+{
+	h_celld_kill();
+	shared->n_extra = 0;
+	for (; extra && *extra; extra++) {
+		ck_assert_int_lt(shared->n_extra, EXTRA_FLAGS_MAX);
+		ck_assert_uint_lt(strlen(*extra), H_PATH);
+		strcpy(shared->extra[shared->n_extra++], *extra);
+	}
+	h_celld_start();
+}
+
 static void case_teardown(void)
 {
 	kill_registered_pids();
 	ensure_celld("a test left celld dead; restarting it to clean up");
 	delete_registered_sandboxes();
+	if (shared->n_extra) {
+		char why[8192];
+		hlog("a test ran celld with extra flags; restarting the suite's celld");
+		if (h_celld_alive())
+			kill(shared->celld_pid, SIGKILL);
+		wait_gone(shared->celld_pid, 30000);
+		shared->n_extra = 0;
+		if (celld_spawn(why, sizeof(why)) < 0)
+			hlog("%s", why);
+	}
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
 }

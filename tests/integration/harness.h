@@ -178,10 +178,17 @@ long h_file_info(const char *id, const char *path, struct h_resp *resp);
 /* ---- celld ---- */
 
 bool h_celld_alive(void);
+/* The running celld's pid (-1 when none) and its resident memory (VmRSS, KiB). */
+pid_t h_celld_pid(void);
+long h_celld_rss_kib(void);
 /* SIGKILL celld and wait until it is gone. */
 void h_celld_kill(void);
 /* Start celld with the suite's flags and wait until its socket answers; asserts. */
 void h_celld_start(void);
+/* SIGKILL celld and start it again with the suite's flags plus extra (NULL-terminated, at
+ * most 8; a later flag wins over the suite's own). The test's teardown brings the suite's
+ * own celld back. */
+void h_celld_restart_with(const char *const *extra);
 
 /* ---- host ---- */
 
