@@ -358,7 +358,7 @@ int api_execd_command(struct http_req *r)
 	struct command *c;
 	struct relay_error rerr;
 	int fd;
-	int rc = command_start(sb, req, content, &c, &fd, &rerr, &err);
+	int rc = command_start(sb, req, content, http_principal(r), &c, &fd, &rerr, &err);
 	json_decref(req);
 	if (rc < 0)
 		http_internal(r, &err);

@@ -220,7 +220,7 @@ int api_sandbox_create(struct http_req *r)
 	json_t *body;
 	if (http_json_body(r, &body) < 0)
 		return 0;
-	struct create_spec spec = {0};
+	struct create_spec spec = {.owner = http_principal(r)};
 	struct cell_error err = {0};
 	int status = parse_create(r, body, &spec, &err);
 	if (status == 404)
@@ -779,11 +779,12 @@ int api_info(struct http_req *r)
 {
 	uint64_t kept, budget;
 	cmd_output_usage(&kept, &budget);
-	return http_json(
-	    r, 200,
-	    json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:{s:I, s:I}}", "version", CELL_VERSION,
-		      "cgroup", celld.cgroup->name, "stateDir", celld.state_dir, "imagesDir",
-		      celld.images_dir, "sandboxes", (json_int_t)registry_count(), "metricsEvents",
-		      (json_int_t)__atomic_load_n(&metrics_events, __ATOMIC_RELAXED), "output",
-		      "keptBytes", (json_int_t)kept, "budgetBytes", (json_int_t)budget));
+	return http_json(r, 200,
+			 json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:{s:I, s:I}, s:o}", "version",
+				   CELL_VERSION, "cgroup", celld.cgroup->name, "stateDir",
+				   celld.state_dir, "imagesDir", celld.images_dir, "sandboxes",
+				   (json_int_t)registry_count(), "metricsEvents",
+				   (json_int_t)__atomic_load_n(&metrics_events, __ATOMIC_RELAXED),
+				   "output", "keptBytes", (json_int_t)kept, "budgetBytes",
+				   (json_int_t)budget, "quotas", admission_json()));
 }

@@ -43,6 +43,27 @@ struct celld_config {
 
 extern struct celld_config celld;
 
+/* ---- admission.c: quotas per API key and for all keys together ---- */
+
+enum adm_kind { ADM_SANDBOXES, ADM_COMMANDS, ADM_STREAMS, ADM_KINDS };
+/* Who a request acts for: an API key (never the key itself), or NULL for the Unix socket,
+ * which no quota limits. Principals live as long as celld. */
+struct adm_principal;
+
+/* policies/quotas/default.json (built-in quotas when missing), fitted to celld's fd limit;
+ * a bad file refuses the start, naming the field. */
+int admission_load(struct cell_error *err);
+struct adm_principal *admission_principal(const char *key);
+/* From a record's "owner" ("key:<hex>"; anything else is the Unix socket's, NULL). */
+struct adm_principal *admission_principal_by_id(const char *id);
+const char *admission_principal_id(const struct adm_principal *p);
+/* One more of kind for p: 0, or -EUSERS with err naming the quota (429). force counts it
+ * whatever the quota (a sandbox adopted at start). NULL p: always 0, nothing counted. */
+int admission_take(struct adm_principal *p, enum adm_kind kind, bool force, struct cell_error *err);
+void admission_put(struct adm_principal *p, enum adm_kind kind);
+/* /v1/info's "quotas". */
+json_t *admission_json(void);
+
 /* ---- timefmt.c: clocks and RFC 3339 ---- */
 
 #define CELLD_TIME_LEN 32
@@ -137,6 +158,8 @@ int http_error(struct http_req *r, unsigned status, const char *code, const char
 int http_internal(struct http_req *r, const struct cell_error *err);
 /* Resolve {id} (param 0) to a referenced sandbox; answers 400 INVALID_ID or 404 itself. */
 struct sandbox *http_sandbox(struct http_req *r);
+/* Whom the request acts for (NULL: the Unix socket). */
+struct adm_principal *http_principal(const struct http_req *r);
 
 /* ---- api_*.c: route handlers (return 0; the response is queued on r) ---- */
 
@@ -205,7 +228,8 @@ struct sandbox {
 	char cgroup_rel[100]; /* <prefix>/<id> */
 	uint64_t serial;      /* unique per entry in this process, for the watcher */
 	char *image;
-	char *session_key; /* NULL unless created with cell.sessionKey */
+	char *session_key;	     /* NULL unless created with cell.sessionKey */
+	struct adm_principal *owner; /* who created it (NULL: the Unix socket) */
 	json_t *env, *entrypoint, *resource_limits, *volumes;
 	time_t created_at;
 	/* Name of the profile in policies/seccomp/ ("" for a sandbox recorded before
@@ -262,12 +286,13 @@ void registry_put_all(struct sandbox **v, size_t n);
 size_t registry_count(void);
 
 /* Publish a new entry (busy CREATING) under id, with the lowest uid slot free host-wide
- * (reserved in uidrange.c). When the id exists and sb has a session key: wait while that
+ * (reserved in uidrange.c), counted as one of its owner's sandboxes (-EUSERS with err when
+ * that is over a quota). When the id exists and sb has a session key: wait while that
  * entry is being created and return it referenced in *existing (returns 1) when it was
  * created with the same key, else -EADDRINUSE (another key, or no key, shares the id).
  * Returns 0 when sb was published, -EEXIST (id taken, no session key), -ENOSPC (no free
  * slot) or another -errno (the reservation failed; logged). */
-int registry_claim(struct sandbox *sb, struct sandbox **existing);
+int registry_claim(struct sandbox *sb, struct sandbox **existing, struct cell_error *err);
 /* Publish an adopted entry with the slot recorded in its state.json, re-reserving that
  * slot. When another live owner holds it, the sandbox's processes are stopped and it is
  * published Failed with the reason (logged, naming both) rather than sharing the range.
@@ -382,6 +407,7 @@ struct create_spec {
 	json_t *entrypoint;					 /* array of strings or NULL */
 	json_t *env, *metadata, *resource_limits, *volumes_json; /* owned references */
 	const char *session_key;
+	struct adm_principal *owner; /* who asks (NULL: the Unix socket) */
 	int64_t timeout;	     /* seconds, 0 = none */
 	const char *seccomp_profile; /* extensions["cell.seccomp"]; NULL: "default" */
 	bool seccomp_log;	     /* extensions["cell.seccompLog"] */
@@ -538,11 +564,12 @@ int command_drain(struct command *c, int fd, struct cell_error *err);
 json_t *command_exec_request(const struct sandbox *sb, const char *command, json_t *argv,
 			     json_t *envs, const char *cwd, int64_t timeout_ms, int64_t uid,
 			     int64_t gid, char **content);
-/* Start a command on a new relay connection: 0 running (*out, *fdp: the caller reads it or
- * hands it to command_drain), 1 init refused it (*out finished with 127/126, rerr says
- * why), -errno (nothing was recorded). */
-int command_start(struct sandbox *sb, json_t *req, const char *content, struct command **out,
-		  int *fdp, struct relay_error *rerr, struct cell_error *err);
+/* Start a command for who on a new relay connection: 0 running (*out, *fdp: the caller
+ * reads it or hands it to command_drain), 1 init refused it (*out finished with 127/126,
+ * rerr says why), -errno (nothing was recorded; -EUSERS: who's running commands are at
+ * their quota). It counts as one of who's running commands until it finishes. */
+int command_start(struct sandbox *sb, json_t *req, const char *content, struct adm_principal *who,
+		  struct command **out, int *fdp, struct relay_error *rerr, struct cell_error *err);
 /* The reported exit code: 124 on timeout, else exit_code (128+N for signal N). */
 int relay_exit_code(const struct relay_exit *ex);
 /* Human text for a non-zero exit. */

@@ -36,6 +36,7 @@ struct command {
 	char *content;
 	int refs; /* atomic */
 	pthread_mutex_t lock;
+	struct adm_principal *who; /* counted as one of its running commands while running */
 	/* Under lock. */
 	bool running;
 	bool has_exit;
@@ -530,6 +531,7 @@ static void command_append(struct command *c, const void *data, size_t len)
 void command_finish(struct command *c, int exit_code, const char *error)
 {
 	pthread_mutex_lock(&c->lock);
+	bool was_running = c->running;
 	if (c->running) {
 		c->running = false;
 		c->has_exit = exit_code >= 0;
@@ -538,6 +540,8 @@ void command_finish(struct command *c, int exit_code, const char *error)
 		c->finished_ms = celld_now_ms();
 	}
 	pthread_mutex_unlock(&c->lock);
+	if (was_running)
+		admission_put(c->who, ADM_COMMANDS);
 }
 
 void command_set_relay(struct command *c, int fd)
@@ -800,19 +804,26 @@ json_t *command_exec_request(const struct sandbox *sb, const char *command, json
 	return req;
 }
 
-int command_start(struct sandbox *sb, json_t *req, const char *content, struct command **out,
-		  int *fdp, struct relay_error *rerr, struct cell_error *err)
+int command_start(struct sandbox *sb, json_t *req, const char *content, struct adm_principal *who,
+		  struct command **out, int *fdp, struct relay_error *rerr, struct cell_error *err)
 {
 	struct command *c = NULL;
 	*out = NULL;
 	*fdp = -1;
-	int r = cmd_table_add(sb->cmds, content, &c, err);
+	int r = admission_take(who, ADM_COMMANDS, false, err);
 	if (r < 0)
 		return r;
+	r = cmd_table_add(sb->cmds, content, &c, err);
+	if (r < 0) {
+		admission_put(who, ADM_COMMANDS);
+		return r;
+	}
+	c->who = who; /* command_finish gives the count back */
 	snprintf(c->cgroup_rel, sizeof(c->cgroup_rel), "%s", sb->cgroup_rel);
 	c->oom_before = celld.cgroup->oom_kills(sb->cgroup_rel);
 	int fd = relay_connect(sb, err);
 	if (fd < 0) {
+		command_finish(c, -1, err->msg);
 		cmd_table_drop(sb->cmds, c);
 		command_unref(c);
 		return fd;
@@ -821,6 +832,7 @@ int command_start(struct sandbox *sb, json_t *req, const char *content, struct c
 	r = relay_exec_start(fd, req, &pid, rerr, err);
 	if (r < 0) {
 		close(fd);
+		command_finish(c, -1, err->msg);
 		cmd_table_drop(sb->cmds, c);
 		command_unref(c);
 		return r;

@@ -29,6 +29,12 @@
 
 enum body_kind { BODY_NONE, BODY_JSON, BODY_STREAM };
 
+/* A request whose answer is streamed for as long as the client or the command takes (an
+ * event stream, a file, a log, the list) holds its connection and a relay or buffers that
+ * long: it counts as one of its principal's streams (admission.c) from its headers to its
+ * end. */
+enum { SHORT = false, STREAMED = true };
+
 struct route {
 	const char *method;
 	const char *pattern; /* below the optional /v1; "{id}" and "{cmd}" are ids, "{port}" */
@@ -36,34 +42,35 @@ struct route {
 	int (*handler)(struct http_req *r);
 	int (*begin)(struct http_req *r);
 	int (*data)(struct http_req *r, const char *data, size_t len);
+	bool streamed;
 };
 
 #define EXECD "sandboxes/{id}/proxy/44772/"
 
 static const struct route routes[] = {
-    {"POST", "sandboxes", BODY_JSON, api_sandbox_create, NULL, NULL},
-    {"GET", "sandboxes", BODY_NONE, api_sandbox_list, NULL, NULL},
-    {"GET", "sandboxes/{id}", BODY_NONE, api_sandbox_get, NULL, NULL},
-    {"DELETE", "sandboxes/{id}", BODY_NONE, api_sandbox_delete, NULL, NULL},
-    {"GET", "sandboxes/{id}/endpoints/{port}", BODY_NONE, api_sandbox_endpoint, NULL, NULL},
-    {"GET", "sandboxes/{id}/inspect", BODY_NONE, api_sandbox_inspect, NULL, NULL},
-    {"POST", "sandboxes/{id}/renew-expiration", BODY_JSON, api_sandbox_renew, NULL, NULL},
-    {"PATCH", "sandboxes/{id}/metadata", BODY_JSON, api_sandbox_patch_metadata, NULL, NULL},
-    {"POST", "sandboxes/{id}/pause", BODY_NONE, api_sandbox_pause, NULL, NULL},
-    {"POST", "sandboxes/{id}/resume", BODY_NONE, api_sandbox_resume, NULL, NULL},
-    {"POST", "metrics/events", BODY_JSON, api_metrics_event, NULL, NULL},
-    {"GET", "info", BODY_NONE, api_info, NULL, NULL},
-    {"GET", EXECD "ping", BODY_NONE, api_execd_ping, NULL, NULL},
-    {"POST", EXECD "command", BODY_JSON, api_execd_command, NULL, NULL},
-    {"DELETE", EXECD "command", BODY_NONE, api_execd_interrupt, NULL, NULL},
-    {"GET", EXECD "command/status/{cmd}", BODY_NONE, api_execd_status, NULL, NULL},
-    {"GET", EXECD "command/{cmd}/logs", BODY_NONE, api_execd_logs, NULL, NULL},
+    {"POST", "sandboxes", BODY_JSON, api_sandbox_create, NULL, NULL, SHORT},
+    {"GET", "sandboxes", BODY_NONE, api_sandbox_list, NULL, NULL, STREAMED},
+    {"GET", "sandboxes/{id}", BODY_NONE, api_sandbox_get, NULL, NULL, SHORT},
+    {"DELETE", "sandboxes/{id}", BODY_NONE, api_sandbox_delete, NULL, NULL, SHORT},
+    {"GET", "sandboxes/{id}/endpoints/{port}", BODY_NONE, api_sandbox_endpoint, NULL, NULL, SHORT},
+    {"GET", "sandboxes/{id}/inspect", BODY_NONE, api_sandbox_inspect, NULL, NULL, SHORT},
+    {"POST", "sandboxes/{id}/renew-expiration", BODY_JSON, api_sandbox_renew, NULL, NULL, SHORT},
+    {"PATCH", "sandboxes/{id}/metadata", BODY_JSON, api_sandbox_patch_metadata, NULL, NULL, SHORT},
+    {"POST", "sandboxes/{id}/pause", BODY_NONE, api_sandbox_pause, NULL, NULL, SHORT},
+    {"POST", "sandboxes/{id}/resume", BODY_NONE, api_sandbox_resume, NULL, NULL, SHORT},
+    {"POST", "metrics/events", BODY_JSON, api_metrics_event, NULL, NULL, SHORT},
+    {"GET", "info", BODY_NONE, api_info, NULL, NULL, SHORT},
+    {"GET", EXECD "ping", BODY_NONE, api_execd_ping, NULL, NULL, SHORT},
+    {"POST", EXECD "command", BODY_JSON, api_execd_command, NULL, NULL, STREAMED},
+    {"DELETE", EXECD "command", BODY_NONE, api_execd_interrupt, NULL, NULL, SHORT},
+    {"GET", EXECD "command/status/{cmd}", BODY_NONE, api_execd_status, NULL, NULL, SHORT},
+    {"GET", EXECD "command/{cmd}/logs", BODY_NONE, api_execd_logs, NULL, NULL, STREAMED},
     {"POST", EXECD "files/upload", BODY_STREAM, api_files_upload, api_files_upload_begin,
-     api_files_upload_data},
-    {"GET", EXECD "files/download", BODY_NONE, api_files_download, NULL, NULL},
-    {"GET", EXECD "files/info", BODY_NONE, api_files_info, NULL, NULL},
-    {"GET", EXECD "metrics", BODY_NONE, api_execd_metrics, NULL, NULL},
-    {"GET", EXECD "metrics/watch", BODY_NONE, api_execd_metrics_watch, NULL, NULL},
+     api_files_upload_data, STREAMED},
+    {"GET", EXECD "files/download", BODY_NONE, api_files_download, NULL, NULL, STREAMED},
+    {"GET", EXECD "files/info", BODY_NONE, api_files_info, NULL, NULL, SHORT},
+    {"GET", EXECD "metrics", BODY_NONE, api_execd_metrics, NULL, NULL, SHORT},
+    {"GET", EXECD "metrics/watch", BODY_NONE, api_execd_metrics_watch, NULL, NULL, STREAMED},
 };
 
 #define MAX_SEGS     16
@@ -89,9 +96,12 @@ struct http_req {
 	int64_t t0;
 	void *state;
 	void (*state_free)(void *);
+	struct adm_principal *who; /* NULL: the Unix socket */
+	bool admitted;		   /* counted as one of who's streams until completed */
 };
 
 static struct MHD_Daemon *unix_daemon, *tcp_daemon;
+static struct adm_principal *tcp_principal; /* the API key's */
 
 /* ---- request accessors ---- */
 
@@ -110,6 +120,11 @@ int http_socket(const struct http_req *r)
 bool http_is_tcp(const struct http_req *r)
 {
 	return r->tcp;
+}
+
+struct adm_principal *http_principal(const struct http_req *r)
+{
+	return r->who;
 }
 
 const char *http_header(const struct http_req *r, const char *name)
@@ -484,8 +499,17 @@ static void begin_request(struct http_req *r)
 		http_error(r, 401, "UNAUTHORIZED", "missing or wrong OPEN-SANDBOX-API-KEY header");
 		return;
 	}
+	r->who = r->tcp ? tcp_principal : NULL;
 	if (route_request(r) < 0)
 		return;
+	if (r->route->streamed) {
+		struct cell_error err = {0};
+		if (admission_take(r->who, ADM_STREAMS, false, &err) < 0) {
+			http_internal(r, &err);
+			return;
+		}
+		r->admitted = true;
+	}
 	r->body_limit = r->route->body == BODY_STREAM ? HTTP_UPLOAD_MAX : HTTP_JSON_MAX;
 	const char *cl = http_header(r, "Content-Length");
 	int64_t len;
@@ -626,6 +650,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		log_request(r);
 	if (r->state_free)
 		r->state_free(r->state);
+	if (r->admitted)
+		admission_put(r->who, ADM_STREAMS);
 	for (unsigned k = 0; k < r->n_params; k++)
 		free(r->params[k]);
 	free(r->raw_path);
@@ -788,6 +814,7 @@ int http_start(struct cell_error *err)
 	log_info("listening on unix:%s", celld.socket_path);
 	if (!celld.listen)
 		return 0;
+	tcp_principal = admission_principal(celld.api_key);
 	fd = listen_tcp(celld.listen, err);
 	if (fd < 0)
 		return fd;

@@ -102,7 +102,7 @@ static int start_entrypoint(struct sandbox *sb, struct cell_error *err)
 	struct command *c;
 	struct relay_error rerr;
 	int fd;
-	int r = command_start(sb, req, content, &c, &fd, &rerr, err);
+	int r = command_start(sb, req, content, sb->owner, &c, &fd, &rerr, err);
 	json_decref(req);
 	if (r == 1) {
 		command_unref(c);
@@ -119,6 +119,7 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 {
 	sb->image = strdup(spec->image);
 	sb->session_key = spec->session_key ? strdup(spec->session_key) : NULL;
+	sb->owner = spec->owner;
 	if (!sb->image || (spec->session_key && !sb->session_key))
 		return -ENOMEM;
 	if (spec->metadata) {
@@ -154,7 +155,7 @@ static int claim(const struct create_spec *spec, struct sandbox **sbp, struct sa
 			sandbox_unref(sb);
 			return cell_err(err, ENOMEM, "new sandbox");
 		}
-		int r = registry_claim(sb, existing);
+		int r = registry_claim(sb, existing, err);
 		if (r == 0) {
 			*sbp = sb;
 			return 0;
@@ -165,6 +166,8 @@ static int claim(const struct create_spec *spec, struct sandbox **sbp, struct sa
 		if (r == -ENOSPC)
 			return celld_fail(err, ENOSPC, "no free uid range: %u sandboxes exist",
 					  CELLD_SLOTS);
+		if (r == -EUSERS)
+			return r;
 		if (r == -EADDRINUSE)
 			return celld_fail(err, EEXIST,
 					  "extensions.cell.sessionKey: sandbox %s, whose id this "

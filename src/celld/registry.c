@@ -234,7 +234,7 @@ static int find_existing_locked(const char *id, const char *session_key, struct 
 	return -EAGAIN;
 }
 
-int registry_claim(struct sandbox *sb, struct sandbox **existing)
+int registry_claim(struct sandbox *sb, struct sandbox **existing, struct cell_error *err)
 {
 	*existing = NULL;
 	int slot = -1;
@@ -245,7 +245,9 @@ int registry_claim(struct sandbox *sb, struct sandbox **existing)
 			sb->slot = slot;
 			sb->uid_base = registry_uid_base(slot);
 			sb->busy = SBX_CREATING;
-			r = publish_locked(sb);
+			r = admission_take(sb->owner, ADM_SANDBOXES, false, err);
+			if (r == 0 && (r = publish_locked(sb)) < 0)
+				admission_put(sb->owner, ADM_SANDBOXES);
 			registry_unlock();
 			if (r < 0) {
 				uidrange_release(sb->id, slot);
@@ -261,11 +263,12 @@ int registry_claim(struct sandbox *sb, struct sandbox **existing)
 			return r;
 		}
 		/* Reserved with the registry lock released: it may wait on another celld. */
-		struct cell_error err = {0};
-		r = uidrange_reserve(sb->id, &slot, &err);
+		struct cell_error rerr = {0};
+		r = uidrange_reserve(sb->id, &slot, &rerr);
 		if (r < 0) {
 			if (r != -ENOSPC)
-				log_error("sandbox %s: reserving a uid range: %s", sb->id, err.msg);
+				log_error("sandbox %s: reserving a uid range: %s", sb->id,
+					  rerr.msg);
 			return r;
 		}
 	}
@@ -315,6 +318,8 @@ int registry_adopt(struct sandbox *sb, struct cell_error *err)
 	}
 	registry_lock();
 	int r = find_locked(sb->id) ? -EEXIST : publish_locked(sb);
+	if (r == 0) /* it exists already: counted whatever the quota */
+		admission_take(sb->owner, ADM_SANDBOXES, true, NULL);
 	registry_unlock();
 	if (r < 0) {
 		uidrange_release(sb->id, sb->slot);
@@ -332,6 +337,7 @@ void registry_remove_locked(struct sandbox *sb)
 		n_table--;
 		/* Its state dir is gone: the range is free for any celld again. */
 		uidrange_release(sb->id, sb->slot);
+		admission_put(sb->owner, ADM_SANDBOXES);
 		sb->in_table = false;
 		sandbox_unref(sb);
 		return;

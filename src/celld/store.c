@@ -62,6 +62,8 @@ static json_t *snapshot_locked(const struct sandbox *sb)
 	if (o)
 		json_object_set_new(o, "limits", limits_json(&sb->limits));
 	if (o)
+		json_object_set_new(o, "owner", json_string(admission_principal_id(sb->owner)));
+	if (o)
 		json_object_set_new(o, "seccomp",
 				    json_pack("{s:s, s:b}", "profile", sb->seccomp_profile, "log",
 					      sb->seccomp_log));
@@ -239,6 +241,7 @@ static int fill(struct sandbox *sb, json_t *o)
 	sb->image = load_string(o, "image");
 	sb->session_key = load_string(o, "sessionKey");
 	sb->reason = load_string(o, "reason");
+	sb->owner = admission_principal_by_id(json_string_value(json_object_get(o, "owner")));
 	load_limits(o, sb);
 	if (load_seccomp(o, sb) < 0)
 		return -EINVAL;

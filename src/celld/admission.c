@@ -1,0 +1,228 @@
+/* Admission: how much each API key, and all of them together, may hold at once — sandboxes,
+ * running commands, open streams — so that no key holder can fill celld's fd table, threads
+ * or memory and lock out the others or the operator. policies/quotas/default.json sets the
+ * quotas (cell-policy(5)); celld lowers the all-keys ones at start when its fd limit could
+ * not hold them, keeping a reserve for the Unix socket.
+ *
+ * The Unix socket (root and group cell: the operator) is never refused by a quota; it only
+ * meets the host's own limits, and those answer 503, not a client error. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "cell/cleanup.h"
+#include "cell/codec.h"
+#include "cell/fsutil.h"
+#include "cell/log.h"
+#include "celld.h"
+
+#define QUOTA_FILE "quotas/default.json"
+#define QUOTA_MAX  (64u << 10)
+/* fds kept back from every quota for the Unix socket, the listeners, the watcher and the
+ * files of a create (a quarter of the limit on a host whose limit is small). */
+#define FD_RESERVE 1024u
+/* What each unit costs in celld's fd table at most: a sandbox its pidfd, dir and seccomp
+ * listener; a running command its relay; a stream its relay; a TCP connection its socket. */
+static const unsigned fd_cost[ADM_KINDS] = {
+    [ADM_SANDBOXES] = 3, [ADM_COMMANDS] = 1, [ADM_STREAMS] = 2};
+
+static const char *const kind_names[ADM_KINDS] = {
+    [ADM_SANDBOXES] = "sandboxes",
+    [ADM_COMMANDS] = "runningCommands",
+    [ADM_STREAMS] = "streams",
+};
+
+struct adm_principal {
+	char id[24]; /* "key:" + 16 hex of the key's SHA-256, never the key */
+	unsigned used[ADM_KINDS];
+	struct adm_principal *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	unsigned per_key[ADM_KINDS], all_keys[ADM_KINDS];
+	unsigned used_all[ADM_KINDS]; /* every key together */
+	struct adm_principal *principals;
+} adm = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .per_key = {[ADM_SANDBOXES] = 1000, [ADM_COMMANDS] = 1024, [ADM_STREAMS] = 256},
+    .all_keys = {[ADM_SANDBOXES] = 4000, [ADM_COMMANDS] = 2048, [ADM_STREAMS] = 1024},
+};
+
+/* ---- the policy ---- */
+
+static int quota_fail(struct cell_error *err, const char *field, const char *why)
+{
+	return celld_fail(err, EINVAL, "%s/%s: %s %s", celld.policies_dir, QUOTA_FILE, field, why);
+}
+
+static int load_section(json_t *root, const char *section, unsigned *out, struct cell_error *err)
+{
+	json_t *o = json_object_get(root, section);
+	if (!json_is_object(o))
+		return quota_fail(err, section, "must be an object");
+	for (int k = 0; k < ADM_KINDS; k++) {
+		char name[64];
+		snprintf(name, sizeof(name), "%s.%s", section, kind_names[k]);
+		json_t *v = json_object_get(o, kind_names[k]);
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 1000000)
+			return quota_fail(err, name, "must be an integer from 1 to 1000000");
+		out[k] = (unsigned)json_integer_value(v);
+	}
+	return 0;
+}
+
+/* The all-keys quotas must fit in celld's fd table, less the reserve: lowered together (in
+ * proportion) when they do not, and said so. */
+static void fit_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+		return;
+	uint64_t reserve = rl.rlim_cur / 4 < FD_RESERVE ? rl.rlim_cur / 4 : FD_RESERVE;
+	uint64_t budget = rl.rlim_cur - reserve, need = 0;
+	for (int k = 0; k < ADM_KINDS; k++)
+		need += (uint64_t)adm.all_keys[k] * fd_cost[k];
+	if (need <= budget)
+		return;
+	for (int k = 0; k < ADM_KINDS; k++) {
+		unsigned v = (unsigned)((uint64_t)adm.all_keys[k] * budget / need);
+		adm.all_keys[k] = v ? v : 1;
+		if (adm.per_key[k] > adm.all_keys[k])
+			adm.per_key[k] = adm.all_keys[k];
+	}
+	log_warn("quotas: celld's fd limit (%llu) cannot hold the quotas of %s; all keys "
+		 "together may now hold %u sandboxes, %u running commands and %u streams (raise "
+		 "the limit, e.g. LimitNOFILE=, to keep them)",
+		 (unsigned long long)rl.rlim_cur, QUOTA_FILE, adm.all_keys[ADM_SANDBOXES],
+		 adm.all_keys[ADM_COMMANDS], adm.all_keys[ADM_STREAMS]);
+}
+
+int admission_load(struct cell_error *err)
+{
+	_cleanup_free_ char *text = NULL;
+	struct cell_error rerr = {0};
+	int r = cell_read_file_at(celld.policies_fd, QUOTA_FILE, QUOTA_MAX, &text, NULL, &rerr);
+	if (r == -ENOENT) {
+		log_info("quotas: no %s/%s; built-in quotas", celld.policies_dir, QUOTA_FILE);
+	} else if (r < 0) {
+		return cell_err(err, -r, "reading %s/%s", celld.policies_dir, QUOTA_FILE);
+	} else {
+		json_error_t jerr;
+		json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+		if (!json_is_object(root)) {
+			json_decref(root);
+			return celld_fail(err, EINVAL, "%s/%s: not a JSON object (line %d: %s)",
+					  celld.policies_dir, QUOTA_FILE, jerr.line, jerr.text);
+		}
+		r = load_section(root, "perKey", adm.per_key, err);
+		if (r == 0)
+			r = load_section(root, "allKeys", adm.all_keys, err);
+		for (int k = 0; r == 0 && k < ADM_KINDS; k++)
+			if (adm.per_key[k] > adm.all_keys[k]) {
+				char name[64];
+				snprintf(name, sizeof(name), "perKey.%s", kind_names[k]);
+				r = quota_fail(err, name, "is above allKeys");
+			}
+		json_decref(root);
+		if (r < 0)
+			return r;
+	}
+	fit_fd_limit();
+	log_info("quotas: each API key %u sandboxes, %u running commands, %u streams; all keys "
+		 "%u, %u, %u; the Unix socket is not limited",
+		 adm.per_key[ADM_SANDBOXES], adm.per_key[ADM_COMMANDS], adm.per_key[ADM_STREAMS],
+		 adm.all_keys[ADM_SANDBOXES], adm.all_keys[ADM_COMMANDS],
+		 adm.all_keys[ADM_STREAMS]);
+	return 0;
+}
+
+/* ---- principals ---- */
+
+struct adm_principal *admission_principal(const char *key)
+{
+	if (!key)
+		return NULL; /* the Unix socket */
+	char hex[CELL_SHA256_HEX_LEN + 1];
+	cell_sha256_hex(key, strlen(key), hex);
+	char id[sizeof(((struct adm_principal *)0)->id)];
+	snprintf(id, sizeof(id), "key:%.16s", hex);
+	return admission_principal_by_id(id);
+}
+
+struct adm_principal *admission_principal_by_id(const char *id)
+{
+	if (!id || strncmp(id, "key:", 4))
+		return NULL;
+	pthread_mutex_lock(&adm.lock);
+	struct adm_principal *p = adm.principals;
+	while (p && strcmp(p->id, id))
+		p = p->next;
+	if (!p && (p = calloc(1, sizeof(*p)))) {
+		snprintf(p->id, sizeof(p->id), "%s", id);
+		p->next = adm.principals;
+		adm.principals = p;
+	}
+	pthread_mutex_unlock(&adm.lock);
+	return p;
+}
+
+const char *admission_principal_id(const struct adm_principal *p)
+{
+	return p ? p->id : "unix";
+}
+
+/* ---- taking and giving back ---- */
+
+int admission_take(struct adm_principal *p, enum adm_kind kind, bool force, struct cell_error *err)
+{
+	if (!p)
+		return 0;
+	pthread_mutex_lock(&adm.lock);
+	int r = 0;
+	if (!force && p->used[kind] >= adm.per_key[kind])
+		r = celld_fail(err, EUSERS,
+			       "this API key already holds %u %s, its quota (%s perKey.%s)",
+			       p->used[kind], kind_names[kind], QUOTA_FILE, kind_names[kind]);
+	else if (!force && adm.used_all[kind] >= adm.all_keys[kind])
+		r = celld_fail(err, EUSERS,
+			       "the API keys together hold %u %s, their quota (%s allKeys.%s)",
+			       adm.used_all[kind], kind_names[kind], QUOTA_FILE, kind_names[kind]);
+	if (r == 0) {
+		p->used[kind]++;
+		adm.used_all[kind]++;
+	}
+	pthread_mutex_unlock(&adm.lock);
+	return r;
+}
+
+void admission_put(struct adm_principal *p, enum adm_kind kind)
+{
+	if (!p)
+		return;
+	pthread_mutex_lock(&adm.lock);
+	if (p->used[kind]) {
+		p->used[kind]--;
+		adm.used_all[kind]--;
+	}
+	pthread_mutex_unlock(&adm.lock);
+}
+
+json_t *admission_json(void)
+{
+	json_t *o = json_object();
+	pthread_mutex_lock(&adm.lock);
+	for (int k = 0; k < ADM_KINDS; k++)
+		json_object_set_new(
+		    o, kind_names[k],
+		    json_pack("{s:I, s:I, s:I}", "perKey", (json_int_t)adm.per_key[k], "allKeys",
+			      (json_int_t)adm.all_keys[k], "used", (json_int_t)adm.used_all[k]));
+	pthread_mutex_unlock(&adm.lock);
+	return o;
+}

@@ -1,0 +1,208 @@
+/* Quotas: what an API key (and all keys together) may hold at once — sandboxes, running
+ * commands, open streams — so that no key holder fills celld's fd table or threads and
+ * locks out the others or the operator; the Unix socket is never refused by a quota, and
+ * when the host itself runs out (fds) the answer is 503, never a client error. */
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "harness.h"
+
+/* A policies dir: the suite's seccomp and resources, and this quotas file. */
+static char *policies_with(const char *name, const char *quotas)
+{
+	char *dir = h_fmt("%s/%s", H.dir, name);
+	char *q = h_fmt("%s/quotas", dir);
+	mkdir(dir, 0755);
+	mkdir(q, 0755);
+	static const char *const kept[] = {"seccomp", "resources"};
+	for (size_t i = 0; i < 2; i++) {
+		char *from = h_fmt("%s/policies/%s", H.src, kept[i]);
+		char *to = h_fmt("%s/%s", dir, kept[i]);
+		if (access(to, F_OK) != 0)
+			ck_assert_int_eq(symlink(from, to), 0);
+		free(to);
+		free(from);
+	}
+	char *file = h_fmt("%s/default.json", q);
+	h_write_file(file, quotas, 0644);
+	free(file);
+	free(q);
+	return dir;
+}
+
+static long long info_int(const char *path)
+{
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", "/v1/info", NULL, &r), 200);
+	long long v = h_jint(r.json, path);
+	h_resp_free(&r);
+	return v;
+}
+
+static void expect_quota(long st, struct h_resp *r, const char *what)
+{
+	ck_assert_msg(st == 429, "over the %s quota: HTTP %ld %s", what, st, r->body);
+	ck_assert_str_eq(h_err_code(r), "QUOTA_EXCEEDED");
+	ck_assert_msg(strstr(h_jstr(r->json, "message"), what), "%s", r->body);
+}
+
+static long command_via(const char *id, const char *cmd, bool background, enum h_via via,
+			struct h_resp *r)
+{
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/44772/command", id);
+	char *body =
+	    h_fmt("{\"command\":\"%s\",\"background\":%s}", cmd, background ? "true" : "false");
+	struct h_req req = {.method = "POST", .path = path, .body = body, .via = via};
+	long st = h_request(&req, r);
+	free(body);
+	free(path);
+	return st;
+}
+
+/* A GET over TCP with the key, left open: the answer streams until it is closed. */
+static int open_stream(const char *path)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	const char *colon = strrchr(H.listen, ':');
+	sa.sin_port = htons((uint16_t)atoi(colon + 1));
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	char *req =
+	    h_fmt("GET %s HTTP/1.1\r\nHost: cell\r\nOPEN-SANDBOX-API-KEY: %s\r\n\r\n", path, H.key);
+	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	free(req);
+	char line[12];
+	ck_assert_int_eq(recv(fd, line, sizeof(line), MSG_WAITALL), (ssize_t)sizeof(line));
+	ck_assert_msg(!strncmp(line, "HTTP/1.1 200", 12), "%.12s", line);
+	return fd;
+}
+
+static void wait_info(const char *path, long long want)
+{
+	for (int i = 0; i < 300 && info_int(path) != want; i++)
+		h_sleep_ms(50);
+	ck_assert_int_eq(info_int(path), want);
+}
+
+START_TEST(key_quotas_and_the_unix_socket)
+{
+	char *pol = policies_with(
+	    "pol-small",
+	    "{\"perKey\": {\"sandboxes\": 2, \"runningCommands\": 3, \"streams\": 2},"
+	    " \"allKeys\": {\"sandboxes\": 3, \"runningCommands\": 4, \"streams\": 3}}");
+	h_celld_restart_with((const char *const[]){"--policies", pol, NULL});
+
+	/* sandboxes */
+	struct h_resp r;
+	ck_assert_int_eq(h_create_ex("busybox", NULL, H_TCP, &r), 202);
+	char *a = strdup(h_jstr(r.json, "id"));
+	h_resp_free(&r);
+	ck_assert_int_eq(h_create_ex("busybox", NULL, H_TCP, &r), 202);
+	char *b = strdup(h_jstr(r.json, "id"));
+	h_resp_free(&r);
+	expect_quota(h_create_ex("busybox", NULL, H_TCP, &r), &r, "sandboxes");
+	h_resp_free(&r);
+	char *u = h_create("busybox", NULL); /* the operator is not limited */
+	ck_assert_int_eq(info_int("quotas.sandboxes.used"), 2);
+	ck_assert_int_eq(h_delete(b), 204);
+	ck_assert_int_eq(h_create_ex("busybox", NULL, H_TCP, &r), 202);
+	h_resp_free(&r);
+
+	/* running commands: foreground or background, until they end */
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(command_via(a, "sleep 600", true, H_TCP, &r), 200);
+		h_resp_free(&r);
+	}
+	expect_quota(command_via(a, "sleep 600", true, H_TCP, &r), &r, "runningCommands");
+	h_resp_free(&r);
+	ck_assert_int_eq(command_via(a, "sleep 600", true, H_UNIX, &r), 200);
+	h_resp_free(&r);
+	free(h_sh(a, "pkill sleep || killall sleep"));
+	wait_info("quotas.runningCommands.used", 0);
+	ck_assert_int_eq(command_via(a, "echo again", false, H_TCP, &r), 200);
+	ck_assert_msg(strstr(r.body, "execution_complete"), "%s", r.body);
+	h_resp_free(&r);
+
+	/* streams: answers that stay open count until they end */
+	char *watch = h_fmt("/v1/sandboxes/%s/proxy/44772/metrics/watch", a);
+	int s1 = open_stream(watch), s2 = open_stream(watch);
+	struct h_req req = {.method = "GET", .path = watch, .via = H_TCP};
+	expect_quota(h_request(&req, &r), &r, "streams");
+	h_resp_free(&r);
+	close(s1);
+	close(s2);
+	wait_info("quotas.streams.used", 0);
+	char *logs_path = h_fmt("/v1/sandboxes/%s/proxy/44772/files/download?path=/etc/passwd", a);
+	req.path = logs_path;
+	ck_assert_int_eq(h_request(&req, &r), 200);
+	h_resp_free(&r);
+	free(logs_path);
+	free(watch);
+	free(u);
+	free(b);
+	free(a);
+	free(pol);
+}
+END_TEST
+
+/* celld's fd limit bounds what the keys may hold (it lowers their quotas at start to keep a
+ * reserve): the operator's creates still work when the keys are at their limit, and when
+ * the host really runs out of fds a create answers 503, never a client error. */
+START_TEST(fd_limit_bounds_the_keys)
+{
+	struct rlimit rl = {.rlim_cur = 200, .rlim_max = 200};
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0); /* inherited by the next celld */
+	h_celld_restart_with((const char *const[]){"--debug", NULL});
+	ck_assert_msg(strstr(h_celld_log_tail(), "cannot hold the quotas"), "%s",
+		      h_celld_log_tail());
+	long long cap = info_int("quotas.sandboxes.allKeys");
+	ck_assert_msg(cap > 0 && cap < 100, "all keys may hold %lld sandboxes with 200 fds", cap);
+	struct h_resp r;
+	long st = 0;
+	int made = 0;
+	while ((st = h_create_ex("busybox", NULL, H_TCP, &r)) == 202 && made < 200) {
+		made++;
+		h_resp_free(&r);
+	}
+	expect_quota(st, &r, "sandboxes");
+	h_resp_free(&r);
+	ck_assert_int_eq(made, cap);
+	free(h_create("busybox", NULL));
+
+	/* the operator can go on until the host has no fd left: then 503 */
+	for (int i = 0; i < 200; i++) {
+		st = h_create_ex("busybox", NULL, H_UNIX, &r);
+		if (st != 202)
+			break;
+		h_resp_free(&r);
+	}
+	ck_assert_msg(st == 503, "out of fds: HTTP %ld %s", st, r.body);
+	ck_assert_str_eq(h_err_code(&r), "HOST_OUT_OF_CAPACITY");
+	h_resp_free(&r);
+}
+END_TEST
+
+static Suite *quotas_suite(void)
+{
+	Suite *s = suite_create("quotas");
+	tcase_add_test(h_tcase(s, "key_quotas_and_the_unix_socket", 180),
+		       key_quotas_and_the_unix_socket);
+	tcase_add_test(h_tcase(s, "fd_limit_bounds_the_keys", 300), fd_limit_bounds_the_keys);
+	return s;
+}
+
+int main(void)
+{
+	return h_main(quotas_suite());
+}
