@@ -19,7 +19,9 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1264,6 +1266,39 @@ static void ensure_celld(const char *why_restart)
 static void case_setup(void)
 {
 	ensure_celld("celld is not running before a test; starting it");
+}
+
+int h_open_stream(enum h_via via, const char *path, int rcvbuf)
+{
+	int fd;
+	if (via == H_UNIX) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		ck_assert_uint_lt(strlen(H.socket), sizeof(sa.sun_path));
+		memcpy(sa.sun_path, H.socket, strlen(H.socket) + 1);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_ge(fd, 0);
+		if (rcvbuf)
+			setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+		ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	} else {
+		struct sockaddr_in sa = {.sin_family = AF_INET};
+		sa.sin_port = htons((uint16_t)atoi(strrchr(H.listen, ':') + 1));
+		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_ge(fd, 0);
+		if (rcvbuf)
+			setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+		ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	char *key = via == H_TCP ? h_fmt("OPEN-SANDBOX-API-KEY: %s\r\n", H.key) : strdup("");
+	char *req = h_fmt("GET %s HTTP/1.1\r\nHost: cell\r\n%s\r\n", path, key);
+	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	free(req);
+	free(key);
+	char line[12];
+	ck_assert_int_eq(recv(fd, line, sizeof(line), MSG_WAITALL), (ssize_t)sizeof(line));
+	ck_assert_msg(!strncmp(line, "HTTP/1.1 200", 12), "GET %s: %.12s", path, line);
+	return fd;
 }
 
 pid_t h_celld_pid(void)

@@ -88,6 +88,10 @@ struct h_resp {
 };
 
 long h_request(const struct h_req *req, struct h_resp *resp);
+/* A GET (via H_UNIX or H_TCP, with the key) whose answer the caller leaves unread after
+ * its status line, which must be 200: the rest waits in celld (a streamed answer stays
+ * open). rcvbuf > 0 shrinks the socket's receive buffer first. Returns the connection. */
+int h_open_stream(enum h_via via, const char *path, int rcvbuf);
 /* Shorthand over the Unix socket; json_body may be NULL. resp may be NULL. */
 long h_http(const char *method, const char *path, const char *json_body, struct h_resp *resp);
 void h_resp_free(struct h_resp *resp);

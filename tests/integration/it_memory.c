@@ -6,8 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -15,33 +13,12 @@
 #define SLOW_READERS  100
 #define RSS_BOUND_KIB (96 * 1024)
 
-/* A GET over the Unix socket whose client reads only the status line and then stops: the
- * rest waits in celld. Returns the connection (the caller closes it). */
-static int slow_get(const char *path)
-{
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	ck_assert_int_ge(fd, 0);
-	int small = 4096;
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	ck_assert_uint_lt(strlen(H.socket), sizeof(sa.sun_path));
-	memcpy(sa.sun_path, H.socket, strlen(H.socket) + 1);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	char *req = h_fmt("GET %s HTTP/1.1\r\nHost: cell\r\n\r\n", path);
-	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-	free(req);
-	char line[16];
-	ck_assert_int_eq(recv(fd, line, sizeof(line), MSG_WAITALL), (ssize_t)sizeof(line));
-	ck_assert_msg(!strncmp(line, "HTTP/1.1 200", 12), "%.16s", line);
-	return fd;
-}
-
 static void slow_readers(const char *path, const char *what)
 {
 	long before = h_celld_rss_kib();
 	int fds[SLOW_READERS];
 	for (int i = 0; i < SLOW_READERS; i++)
-		fds[i] = slow_get(path);
+		fds[i] = h_open_stream(H_UNIX, path, 4096);
 	long during = h_celld_rss_kib();
 	for (int i = 0; i < SLOW_READERS; i++)
 		close(fds[i]);

@@ -4,15 +4,12 @@
  * when the host itself runs out (fds) the answer is 503, never a client error. */
 #include <check.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include "harness.h"
 
@@ -68,26 +65,6 @@ static long command_via(const char *id, const char *cmd, bool background, enum h
 	return st;
 }
 
-/* A GET over TCP with the key, left open: the answer streams until it is closed. */
-static int open_stream(const char *path)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	ck_assert_int_ge(fd, 0);
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	const char *colon = strrchr(H.listen, ':');
-	sa.sin_port = htons((uint16_t)atoi(colon + 1));
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	char *req =
-	    h_fmt("GET %s HTTP/1.1\r\nHost: cell\r\nOPEN-SANDBOX-API-KEY: %s\r\n\r\n", path, H.key);
-	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
-	free(req);
-	char line[12];
-	ck_assert_int_eq(recv(fd, line, sizeof(line), MSG_WAITALL), (ssize_t)sizeof(line));
-	ck_assert_msg(!strncmp(line, "HTTP/1.1 200", 12), "%.12s", line);
-	return fd;
-}
-
 static void wait_info(const char *path, long long want)
 {
 	for (int i = 0; i < 300 && info_int(path) != want; i++)
@@ -136,7 +113,7 @@ START_TEST(key_quotas_and_the_unix_socket)
 
 	/* streams: answers that stay open count until they end */
 	char *watch = h_fmt("/v1/sandboxes/%s/proxy/44772/metrics/watch", a);
-	int s1 = open_stream(watch), s2 = open_stream(watch);
+	int s1 = h_open_stream(H_TCP, watch, 0), s2 = h_open_stream(H_TCP, watch, 0);
 	struct h_req req = {.method = "GET", .path = watch, .via = H_TCP};
 	expect_quota(h_request(&req, &r), &r, "streams");
 	h_resp_free(&r);
