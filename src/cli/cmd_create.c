@@ -21,7 +21,7 @@ static void usage(FILE *f)
 		   "  -s, --session KEY       create-or-resume by key (id = sha256(KEY)[0:16])\n"
 		   "  -e, --env K=V           environment of the sandbox (repeatable)\n"
 		   "  -v, --volume HOST:DEST[:OPTS]  bind-mount a host path (repeatable); OPTS:\n"
-		   "                          ro, map=owner|range|identity (VOLUMES in cell(1))\n"
+		   "                          ro, map=owner|range|identity (see cell(1))\n"
 		   "  -t, --timeout SECONDS   delete the sandbox after this long (>= 60)\n"
 		   "      --seccomp NAME      seccomp profile (default: default)\n"
 		   "      --seccomp-log       record the sandbox's denied calls (cell inspect)\n"

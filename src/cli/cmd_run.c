@@ -22,7 +22,7 @@ static void usage(FILE *f)
 	       "                           SIGTERM)\n"
 	       "  -i, --image NAME         local image (default: default)\n"
 	       "  -v, --volume HOST:DEST[:OPTS]  bind-mount a host path (repeatable); OPTS: ro,\n"
-	       "                           map=owner|range|identity (VOLUMES in cell(1))\n"
+	       "                           map=owner|range|identity (see cell(1))\n"
 	       "  -w, --workdir DIR        working directory of CMD (default: /workspace)\n"
 	       "  -e, --env K=V            environment variable of CMD (repeatable; K alone takes\n"
 	       "                           the value from this environment)\n"
