@@ -7,6 +7,9 @@
  * PID 1 and the victim. From here, the host side tries to reach a marker file on the host
  * through the files API (`..`, absolute host paths, absolute and relative symlinks made
  * inside, a hard link, /proc magic links) and checks the marker is never read or changed.
+ * The battery's sandbox also has a host directory as a volume, with root's files and a
+ * device node in it: the helper tries them, plants set-id files and a file capability
+ * there, and the host side checks that none of it belongs to root or acts for root.
  * Everything is reported as TAP with a summary; the sandboxes and the marker go away at the
  * end, also on ^C. Exit 0 only when every attempt passed (skips allowed). */
 #include <errno.h>
@@ -14,12 +17,15 @@
 #include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <dirent.h>
@@ -35,6 +41,10 @@
 #define SMALL_MS      (120LL * 1000)
 #define CAPTURE_MAX   (8u << 20)
 #define DOWNLOAD_MAX  (1u << 20)
+#define VOLUME_IN_BOX "/vol"
+/* The owner of the volume directory: an ordinary account's uid (login.defs gives users
+ * 1000-60000), so that celld maps the sandbox's root to it, as for a CI checkout. */
+#define VOLUME_OWNER 59999u
 
 static void usage(FILE *f)
 {
@@ -45,7 +55,8 @@ static void usage(FILE *f)
 		"every escape the threat model (man cell-security(7)) says is closed - denied\n"
 		"syscalls, capabilities, mounts, /proc and /sys writes, device nodes, ptrace and\n"
 		"signals outside, the other sandbox's files and IPC, the host's files through the\n"
-		"files API with '..', symlinks, hard links and /proc magic links, leaked fds -\n"
+		"files API with '..', symlinks, hard links and /proc magic links, leaked fds,\n"
+		"set-id files, file capabilities and device nodes on a host volume -\n"
 		"and check that ordinary work (dpkg, apt, pip, npm, git, gcc, strace, gdb, a\n"
 		"server on port 80) still succeeds. Prints TAP and a summary; exits 0 only when\n"
 		"every attempt passed. Tools missing from the image are skipped.\n"
@@ -292,6 +303,9 @@ struct host_marker {
 	char *image_file;  /* <images>/<image>/rootfs/etc/passwd */
 	char *image_bytes; /* its contents before, or NULL when unreadable here */
 	size_t image_len;
+	char volume[256]; /* $TMPDIR/cell-selftest-volume.XXXXXX, the battery's /vol:
+			     host-secret, host-public, host-null planted by root */
+	struct stat public_st;
 };
 
 /* World-accessible on purpose: if a path ever escaped the sandbox, permissions would not be
@@ -303,7 +317,7 @@ static int marker_plant(struct host_marker *m, const char *images_dir, const cha
 		return -EIO;
 	/* $TMPDIR when it is an absolute path (tests keep it inside their own dir). */
 	const char *tmp = getenv("TMPDIR");
-	if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof(m->dir) - 24)
+	if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof(m->dir) - 32)
 		tmp = "/tmp";
 	snprintf(m->dir, sizeof(m->dir), "%s/cell-selftest.XXXXXX", tmp);
 	if (!mkdtemp(m->dir) || chmod(m->dir, 0755) < 0)
@@ -322,6 +336,24 @@ static int marker_plant(struct host_marker *m, const char *images_dir, const cha
 		return r;
 	if (mkdir(m->drop, 0777) < 0 || chmod(m->drop, 0777) < 0)
 		return -errno;
+	snprintf(m->volume, sizeof(m->volume), "%s/cell-selftest-volume.XXXXXX", tmp);
+	char p[300];
+	if (!mkdtemp(m->volume) || chmod(m->volume, 0755) < 0 ||
+	    chown(m->volume, VOLUME_OWNER, VOLUME_OWNER) < 0)
+		return -errno;
+	snprintf(p, sizeof(p), "%s/host-secret", m->volume);
+	if ((fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) < 0 || close(fd) < 0)
+		return -errno;
+	snprintf(p, sizeof(p), "%s/host-public", m->volume);
+	if ((fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
+		return -errno;
+	r = cell_write_all(fd, "root's\n", 7);
+	if (r == 0 && fstat(fd, &m->public_st) < 0)
+		r = -errno;
+	close(fd);
+	snprintf(p, sizeof(p), "%s/host-null", m->volume);
+	if (r < 0 || mknod(p, S_IFCHR | 0666, makedev(1, 3)) < 0)
+		return r < 0 ? r : -errno;
 	if (images_dir &&
 	    asprintf(&m->image_file, "%s/%s/rootfs/etc/passwd", images_dir, image) >= 0) {
 		_cleanup_close_ int ifd = open(m->image_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
@@ -342,6 +374,14 @@ static void marker_remove(struct host_marker *m)
 	if (d)
 		closedir(d);
 	rmdir(m->drop);
+	d = m->volume[0] ? opendir(m->volume) : NULL;
+	for (struct dirent *e; d && (e = readdir(d));)
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			unlinkat(dirfd(d), e->d_name, 0);
+	if (d)
+		closedir(d);
+	if (m->volume[0])
+		rmdir(m->volume);
 	unlink(m->path);
 	rmdir(m->dir);
 	free(m->image_file);
@@ -719,6 +759,117 @@ static int run_battery(struct selftest *t)
 	return run_helper(t, t->battery, argv, BATTERY_MS, "battery: the helper ran to the end");
 }
 
+/* ---- volumes: what the sandbox left in a host directory ---------------------------------- */
+
+/* The host ids the sandbox's root (uid and gid) and its uid 1 have on the volume. */
+struct volume_ids {
+	char map[16];
+	uint32_t root_uid, root_gid, one;
+};
+
+static int volume_ids(const struct selftest *t, struct volume_ids *v, struct cell_error *err)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/inspect", t->battery);
+	json_t *j = NULL;
+	int r = cli_api("GET", path, NULL, "inspect", &j, NULL, err);
+	if (r < 0)
+		return r;
+	json_t *vol = json_array_get(json_object_get(j, "volumes"), 0);
+	uint32_t base = (uint32_t)json_integer_value(
+	    json_object_get(json_object_get(j, "uidMap"), "hostStart"));
+	const char *map = json_string_value(json_object_get(vol, "map"));
+	snprintf(v->map, sizeof(v->map), "%s", map ? map : "?");
+	json_t *uid = json_object_get(vol, "uid"), *gid = json_object_get(vol, "gid");
+	bool owner = !strcmp(v->map, "owner");
+	v->root_uid = owner ? (uint32_t)json_integer_value(uid) : base;
+	v->root_gid = owner && gid ? (uint32_t)json_integer_value(gid) : base;
+	if (!strcmp(v->map, "identity"))
+		v->root_uid = v->root_gid = 0;
+	v->one = strcmp(v->map, "identity") ? base + 1 : 1;
+	json_decref(j);
+	return 0;
+}
+
+static void check_planted(struct selftest *t, const struct volume_ids *v, const char *name,
+			  const char *desc, uint32_t want_uid, uint32_t want_gid)
+{
+	char p[320];
+	snprintf(p, sizeof(p), "%s/%s", t->m.volume, name);
+	struct stat st;
+	if (lstat(p, &st) < 0)
+		report_add(&t->rep, V_FAIL, desc, "%s was not planted: %s", p, strerror(errno));
+	else if (st.st_uid == 0 || st.st_gid == 0 || st.st_uid != want_uid || st.st_gid != want_gid)
+		report_add(&t->rep, V_FAIL, desc,
+			   "%s (mode %o) is %u:%u on the host, want %u:%u (map %s)", p,
+			   (unsigned)st.st_mode & 07777, (unsigned)st.st_uid, (unsigned)st.st_gid,
+			   want_uid, want_gid, v->map);
+	else
+		report_add(&t->rep, V_PASS, desc, NULL);
+}
+
+/* A file capability written inside is stored as version 3, bound to the uid the sandbox's
+ * root has on the volume: it acts only in user namespaces whose root that uid is. */
+static void check_capability(struct selftest *t, const struct volume_ids *v)
+{
+	const char *desc = "volumes: a file capability made on a volume never acts for host root";
+	char p[320];
+	snprintf(p, sizeof(p), "%s/planted-capped", t->m.volume);
+	unsigned char b[64];
+	ssize_t n = getxattr(p, "security.capability", b, sizeof(b));
+	if (n < 0 && errno == ENODATA) {
+		report_add(&t->rep, V_PASS, desc, NULL);
+		return;
+	}
+	uint32_t magic =
+	    n >= 4 ? (uint32_t)b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24 : 0;
+	uint32_t rootid =
+	    n >= 24 ? (uint32_t)b[20] | b[21] << 8 | b[22] << 16 | (uint32_t)b[23] << 24 : 0;
+	if (n < 0)
+		report_add(&t->rep, V_FAIL, desc, "reading it from %s: %s", p, strerror(errno));
+	else if ((magic >> 24) != 3 || rootid == 0 || rootid != v->root_uid)
+		report_add(&t->rep, V_FAIL, desc,
+			   "%s carries a version %u capability bound to uid %u (want version 3, "
+			   "uid %u)",
+			   p, magic >> 24, (magic >> 24) == 3 ? rootid : 0, v->root_uid);
+	else
+		report_add(&t->rep, V_PASS, desc, NULL);
+}
+
+static void run_volume(struct selftest *t)
+{
+	char *argv[] = {HELPER_IN_BOX, "--volume", VOLUME_IN_BOX, NULL};
+	run_helper(t, t->battery, argv, SMALL_MS, "volumes: the helper ran to the end");
+	struct volume_ids v;
+	struct cell_error err = {0};
+	if (volume_ids(t, &v, &err) < 0) {
+		report_add(&t->rep, V_FAIL, "volumes: the battery's volume", "%s", err.msg);
+		return;
+	}
+	check_planted(t, &v, "planted-suid",
+		      "volumes: a set-uid file made on a volume is the owner's on the host, not "
+		      "root's",
+		      v.root_uid, v.root_gid);
+	check_planted(t, &v, "planted-sgid",
+		      "volumes: a set-gid file made on a volume is the owner's group's, not root's",
+		      v.root_uid, v.root_gid);
+	check_planted(t, &v, "planted-other",
+		      "volumes: the sandbox's other ids land in its own range, not on host "
+		      "accounts",
+		      v.one, v.one);
+	check_capability(t, &v);
+	char p[320];
+	snprintf(p, sizeof(p), "%s/host-public", t->m.volume);
+	struct stat st;
+	const char *desc = "volumes: root's files on a volume are unchanged";
+	if (lstat(p, &st) < 0 || st.st_ino != t->m.public_st.st_ino ||
+	    st.st_mode != t->m.public_st.st_mode || st.st_uid != 0 ||
+	    st.st_size != t->m.public_st.st_size)
+		report_add(&t->rep, V_FAIL, desc, "%s changed", p);
+	else
+		report_add(&t->rep, V_PASS, desc, NULL);
+}
+
 /* The steps, in order; stops at the first failure of cell itself or at ^C. */
 static int selftest_run(struct selftest *t, const char *helper)
 {
@@ -731,9 +882,14 @@ static int selftest_run(struct selftest *t, const char *helper)
 
 	progress("creating two sandboxes of image '%s'", t->image);
 	if (cli_create_sandbox(&co, t->victim, sizeof(t->victim), NULL, &err) < 0 ||
-	    cli_interrupted ||
-	    cli_create_sandbox(&co, t->battery, sizeof(t->battery), NULL, &err) < 0 ||
 	    cli_interrupted)
+		goto fail;
+	/* The battery's sandbox has the host directory as a volume. */
+	struct cli_create_opts bo = co;
+	bo.volumes = json_pack("[{s:s, s:s}]", "host", t->m.volume, "dest", VOLUME_IN_BOX);
+	int br = cli_create_sandbox(&bo, t->battery, sizeof(t->battery), NULL, &err);
+	json_decref(bo.volumes);
+	if (br < 0 || cli_interrupted)
 		goto fail;
 	if (inspect_victim(t, &err) < 0 || upload_helper(t->victim, helper, &err) < 0 ||
 	    upload_helper(t->battery, helper, &err) < 0 || cli_interrupted)
@@ -755,6 +911,10 @@ static int selftest_run(struct selftest *t, const char *helper)
 	progress("running the battery in sandbox %s (a few minutes with the default image)",
 		 t->battery);
 	if (run_battery(t) < 0 || cli_interrupted)
+		goto fail;
+	progress("volume attempts on the host directory %s", t->m.volume);
+	run_volume(t);
+	if (cli_interrupted)
 		goto fail;
 	return 0;
 fail:

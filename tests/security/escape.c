@@ -19,6 +19,10 @@
  *               [--host-path PATH]...       run the battery
  *   cell-escape --plant MARKER               plant another sandbox's secrets (the victim)
  *                                            and prove they are reachable there (controls)
+ *   cell-escape --volume DIR                 on the host directory mounted at DIR: try the
+ *                                            attempts that need one (device nodes, the
+ *                                            host's own files) and plant the set-id files
+ *                                            and the file capability the host side checks
  *   cell-escape --links HOSTDIR              make the symlinks and hard link that the host
  *                                            side's files-API attempts go through
  *   cell-escape --list                       name every attempt, run nothing
@@ -65,6 +69,7 @@
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -123,6 +128,7 @@ static struct {
 	pid_t host_pid;		/* a process outside every sandbox (the cell CLI) */
 	const char *host_paths[8];
 	int n_host_paths;
+	const char *volume; /* a host directory mounted here (--volume) */
 } opt;
 
 static struct result *R;
@@ -2396,6 +2402,106 @@ static int plant_visible(void)
 	return note(FAIL, "the daemon cell-victim is not in /proc");
 }
 
+/* ---- volumes (cell-escape --volume DIR) ------------------------------------------------- */
+
+/* The host side planted DIR/host-secret (root, 0600), DIR/host-public (root, 0644) and
+ * DIR/host-null (the null device) before the sandbox was made. */
+static void in_volume(char *buf, size_t size, const char *name)
+{
+	snprintf(buf, size, "%s/%s", opt.volume, name);
+}
+
+static int t_vol_mknod(void)
+{
+	char p[PATH_MAX];
+	in_volume(p, sizeof(p), "made-null");
+	struct outcome o =
+	    CALL("mknod c 1 3 on the volume", mknod(p, S_IFCHR | 0666, makedev(1, 3)));
+	if (o.rc == 0)
+		unlink(p);
+	return WANT(EPERM, o);
+}
+
+static int t_vol_host_node(void)
+{
+	char p[PATH_MAX];
+	in_volume(p, sizeof(p), "host-null");
+	struct outcome o = CALL("open of the host's device node", open(p, O_RDWR | O_CLOEXEC));
+	close_if(o.rc);
+	return WANT(EACCES, o);
+}
+
+static int t_vol_host_secret(void)
+{
+	char p[PATH_MAX];
+	in_volume(p, sizeof(p), "host-secret");
+	struct outcome o = CALL("open of root's 0600 file", open(p, O_RDONLY | O_CLOEXEC));
+	close_if(o.rc);
+	return WANT(EACCES, o);
+}
+
+static int t_vol_host_public(void)
+{
+	char p[PATH_MAX];
+	in_volume(p, sizeof(p), "host-public");
+	struct outcome w = CALL("open for writing", open(p, O_WRONLY | O_APPEND | O_CLOEXEC));
+	close_if(w.rc);
+	struct outcome m = CALL("chmod 4777", chmod(p, 04777));
+	struct outcome c = CALL("chown to the sandbox's root", chown(p, 0, 0));
+	/* Root's ids are none of the sandbox's: its capabilities do not reach the file
+	 * (EACCES, EPERM), and ids it cannot map are refused as such (EOVERFLOW). */
+	const int want[] = {EACCES, EPERM, EOVERFLOW};
+	const struct outcome o[] = {w, m, c};
+	return want_errs(o, 3, want, 3);
+}
+
+/* What the host side checks afterwards: who owns these on the host, and what the file
+ * capability is bound to. Refusals are fine too (then there is nothing to check). */
+static int t_vol_plant(void)
+{
+	static const struct {
+		const char *name;
+		mode_t mode;
+		bool other_id; /* chown to sandbox uid 1 first */
+	} files[] = {{"planted-suid", 04755, false},
+		     {"planted-sgid", 02755, false},
+		     {"planted-other", 06755, true},
+		     {"planted-capped", 0755, false}};
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return note(FAIL, "readlink /proc/self/exe: %s", ename(errno));
+	self[n] = '\0';
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		char p[PATH_MAX], cmd[2 * PATH_MAX + 16];
+		in_volume(p, sizeof(p), files[i].name);
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", self, p);
+		if (system(cmd) != 0)
+			return note(FAIL, "copying the helper to %s failed", p);
+		if (files[i].other_id && chown(p, 1, 1) < 0)
+			add("chown 1:1 %s: %s; ", files[i].name, ename(errno));
+		if (chmod(p, files[i].mode) < 0)
+			add("chmod %s: %s; ", files[i].name, ename(errno));
+	}
+	char p[PATH_MAX];
+	in_volume(p, sizeof(p), "planted-capped");
+	/* cap_setuid+ep as setcap(8) writes it (version 2); the kernel rebinds it. */
+	const uint32_t cap[5] = {0x02000001u, 1u << 7, 0, 0, 0};
+	if (setxattr(p, "security.capability", cap, sizeof(cap), 0) < 0)
+		add("setxattr security.capability: %s; ", ename(errno));
+	add("planted; the host side checks them");
+	return PASS;
+}
+
+static const struct attempt volume_attempts[] = {
+    T("volumes", "a device node cannot be made on a volume", t_vol_mknod),
+    T("volumes", "a device node of the host on a volume opens nothing", t_vol_host_node),
+    T("volumes", "root's 0600 file on a volume cannot be read", t_vol_host_secret),
+    T("volumes", "root's file on a volume cannot be written, chmod-ed or chown-ed",
+      t_vol_host_public),
+    T("volumes", "planting set-id files and a file capability (checked on the host)", t_vol_plant),
+};
+
 static const struct attempt plant[] = {
     T("other-sandbox",
       "control: its /tmp, /dev/shm and /workspace files are readable in their "
@@ -2553,7 +2659,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "Usage: cell-escape [--victim MARKER] [--victim-pid PID] [--victim-dir DIR]\n"
 		   "                   [--host-pid PID] [--host-path PATH]...\n"
-		   "       cell-escape --plant MARKER | --links HOSTDIR | --list\n"
+		   "       cell-escape --plant MARKER | --links HOSTDIR | --volume DIR | --list\n"
 		   "Runs cell's escape battery inside a sandbox (as its root) and prints TAP.\n"
 		   "Normally run by `cell selftest`.\n");
 }
@@ -2594,6 +2700,8 @@ int main(int argc, char **argv)
 			plant_marker = v;
 		else if (!strcmp(a, "--links"))
 			links = v;
+		else if (!strcmp(a, "--volume"))
+			opt.volume = v;
 		else {
 			usage(stderr);
 			return 2;
@@ -2618,6 +2726,9 @@ int main(int argc, char **argv)
 		opt.victim = plant_marker;
 		return run_all(plant, sizeof(plant) / sizeof(plant[0]));
 	}
+	if (opt.volume)
+		return run_all(volume_attempts,
+			       sizeof(volume_attempts) / sizeof(volume_attempts[0]));
 	snprintf(scratch, sizeof(scratch), "/tmp/cell-escape.XXXXXX");
 	if (!mkdtemp(scratch))
 		return perror("mkdtemp"), 2;
