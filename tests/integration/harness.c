@@ -978,6 +978,11 @@ bool h_celld_alive(void)
 	       h_proc_starttime(shared->celld_pid, NULL) == shared->celld_start;
 }
 
+pid_t h_celld_pid(void)
+{
+	return shared ? shared->celld_pid : 0;
+}
+
 pid_t h_spawn_celld(char *const argv[], const char *log)
 {
 	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

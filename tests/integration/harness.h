@@ -176,6 +176,8 @@ long h_file_info(const char *id, const char *path, struct h_resp *resp);
 /* ---- celld ---- */
 
 bool h_celld_alive(void);
+/* The pid of the suite's celld (0 when none was started). */
+pid_t h_celld_pid(void);
 /* SIGKILL celld and wait until it is gone. */
 void h_celld_kill(void);
 /* Start celld with the suite's flags and wait until its socket answers; asserts. */
