@@ -23,7 +23,6 @@
 #include <microhttpd.h>
 
 #include "cell/cleanup.h"
-#include "cell/codec.h"
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "celld.h"
