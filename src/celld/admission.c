@@ -26,10 +26,14 @@
 /* fds kept back from every quota for the Unix socket, the listeners, the watcher and the
  * files of a create (a quarter of the limit on a host whose limit is small). */
 #define FD_RESERVE 1024u
-/* What each unit costs in celld's fd table at most: a sandbox its pidfd, dir and seccomp
- * listener; a running command its relay; a stream its relay; a TCP connection its socket. */
+/* What each unit costs in celld's fd table at most: a sandbox its pidfd, dir and held
+ * overlay; a running command its relay; a stream its relay (its socket is one of the TCP
+ * connections, counted apart). */
 static const unsigned fd_cost[ADM_KINDS] = {
-    [ADM_SANDBOXES] = 3, [ADM_COMMANDS] = 1, [ADM_STREAMS] = 2};
+    [ADM_SANDBOXES] = 3, [ADM_COMMANDS] = 1, [ADM_STREAMS] = 1};
+/* Connections of key holders the HTTP server takes at most (fewer when the fd limit is
+ * small: a quarter of what it leaves). */
+#define TCP_CONNECTIONS_MAX 4096u
 
 static const char *const kind_names[ADM_KINDS] = {
     [ADM_SANDBOXES] = "sandboxes",
@@ -47,8 +51,10 @@ static struct {
 	pthread_mutex_t lock;
 	unsigned per_key[ADM_KINDS], all_keys[ADM_KINDS];
 	unsigned used_all[ADM_KINDS]; /* every key together */
+	unsigned tcp_connections;
 	struct adm_principal *principals;
 } adm = {
+    .tcp_connections = TCP_CONNECTIONS_MAX,
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .per_key = {[ADM_SANDBOXES] = 1000, [ADM_COMMANDS] = 1024, [ADM_STREAMS] = 256},
     .all_keys = {[ADM_SANDBOXES] = 4000, [ADM_COMMANDS] = 2048, [ADM_STREAMS] = 1024},
@@ -78,8 +84,10 @@ static int load_section(json_t *root, const char *section, unsigned *out, struct
 	return 0;
 }
 
-/* The all-keys quotas must fit in celld's fd table, less the reserve: lowered together (in
- * proportion) when they do not, and said so. */
+/* The TCP side — connections waiting for their head (gate.c), connections of key holders,
+ * and the all-keys quotas — must fit in celld's fd table, less the reserve: the waiting
+ * connections take at most an eighth of it, those of key holders a quarter, and the quotas
+ * are lowered together (in proportion) when they do not fit in the rest; each is said. */
 static void fit_fd_limit(void)
 {
 	struct rlimit rl;
@@ -87,6 +95,22 @@ static void fit_fd_limit(void)
 		return;
 	uint64_t reserve = rl.rlim_cur / 4 < FD_RESERVE ? rl.rlim_cur / 4 : FD_RESERVE;
 	uint64_t budget = rl.rlim_cur - reserve, need = 0;
+	if (celld.listen) {
+		uint64_t conns =
+		    budget / 4 < TCP_CONNECTIONS_MAX ? budget / 4 : TCP_CONNECTIONS_MAX;
+		adm.tcp_connections = conns ? (unsigned)conns : 1;
+		if (celld.tcp_pending_max > budget / 8) {
+			celld.tcp_pending_max = budget / 8 ? (unsigned)(budget / 8) : 1;
+			if (celld.tcp_pending_per_ip > celld.tcp_pending_max)
+				celld.tcp_pending_per_ip = celld.tcp_pending_max;
+			log_warn("tcp: celld's fd limit (%llu) holds %u connections waiting for "
+				 "their head, %u per client",
+				 (unsigned long long)rl.rlim_cur, celld.tcp_pending_max,
+				 celld.tcp_pending_per_ip);
+		}
+		uint64_t fixed = adm.tcp_connections + celld.tcp_pending_max;
+		budget = fixed < budget ? budget - fixed : 0;
+	}
 	for (int k = 0; k < ADM_KINDS; k++)
 		need += (uint64_t)adm.all_keys[k] * fd_cost[k];
 	if (need <= budget)
@@ -97,11 +121,12 @@ static void fit_fd_limit(void)
 		if (adm.per_key[k] > adm.all_keys[k])
 			adm.per_key[k] = adm.all_keys[k];
 	}
-	log_warn("quotas: celld's fd limit (%llu) cannot hold the quotas of %s; all keys "
-		 "together may now hold %u sandboxes, %u running commands and %u streams (raise "
-		 "the limit, e.g. LimitNOFILE=, to keep them)",
-		 (unsigned long long)rl.rlim_cur, QUOTA_FILE, adm.all_keys[ADM_SANDBOXES],
-		 adm.all_keys[ADM_COMMANDS], adm.all_keys[ADM_STREAMS]);
+	log_warn("quotas: celld's fd limit (%llu) cannot hold the quotas of %s besides %u TCP "
+		 "connections; all keys together may now hold %u sandboxes, %u running commands "
+		 "and %u streams (raise the limit, e.g. LimitNOFILE=, to keep them)",
+		 (unsigned long long)rl.rlim_cur, QUOTA_FILE, adm.tcp_connections,
+		 adm.all_keys[ADM_SANDBOXES], adm.all_keys[ADM_COMMANDS],
+		 adm.all_keys[ADM_STREAMS]);
 }
 
 int admission_load(struct cell_error *err)
@@ -141,6 +166,11 @@ int admission_load(struct cell_error *err)
 		 adm.all_keys[ADM_SANDBOXES], adm.all_keys[ADM_COMMANDS],
 		 adm.all_keys[ADM_STREAMS]);
 	return 0;
+}
+
+unsigned admission_tcp_connections(void)
+{
+	return adm.tcp_connections;
 }
 
 /* ---- principals ---- */

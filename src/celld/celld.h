@@ -39,6 +39,10 @@ struct celld_config {
 	char cgroup_prefix[32]; /* cgroup instance dir, for the log: "cell" or "cell-<8 hex>" */
 	char *policies_dir;	/* canonical absolute path: seccomp/, resources/ */
 	int policies_fd;	/* O_PATH of policies_dir */
+	/* The TCP gate (gate.c): connections not yet authenticated. */
+	unsigned tcp_pending_max;    /* held at once, in all */
+	unsigned tcp_pending_per_ip; /* held at once from one client (IPv6: one /64) */
+	unsigned tcp_head_timeout_s; /* for the whole head of the first request */
 };
 
 extern struct celld_config celld;
@@ -63,6 +67,8 @@ int admission_take(struct adm_principal *p, enum adm_kind kind, bool force, stru
 void admission_put(struct adm_principal *p, enum adm_kind kind);
 /* /v1/info's "quotas". */
 json_t *admission_json(void);
+/* How many key holders' connections the TCP server may hold (fitted to the fd limit). */
+unsigned admission_tcp_connections(void);
 
 /* ---- timefmt.c: clocks and RFC 3339 ---- */
 
@@ -125,6 +131,8 @@ struct MHD_Response;
 #define HTTP_JSON_MAX	(1u << 20)		    /* JSON request bodies */
 #define HTTP_UPLOAD_MAX ((1ull << 30) + (1u << 20)) /* multipart uploads: 1 GiB + framing */
 
+#define HTTP_UNAUTHORIZED_MESSAGE "missing or wrong OPEN-SANDBOX-API-KEY header"
+
 int http_start(struct cell_error *err);
 void http_stop(void);
 
@@ -160,6 +168,23 @@ int http_internal(struct http_req *r, const struct cell_error *err);
 struct sandbox *http_sandbox(struct http_req *r);
 /* Whom the request acts for (NULL: the Unix socket). */
 struct adm_principal *http_principal(const struct http_req *r);
+
+/* ---- gate.c: the TCP listener's gate ---- */
+
+struct MHD_Daemon;
+
+/* The head of a connection's first request, before the key is known. */
+#define GATE_HEAD_MAX	   (16u << 10)
+#define GATE_HEAD_MAX_TEXT "16384 bytes"
+
+/* Accept on listen_fd (owned from here, also on failure); hand each connection whose first
+ * request head carries the API key to daemon (started without a listen socket); answer the
+ * rest 401 or 431 or close them, within the limits of celld.tcp_*. */
+int gate_start(int listen_fd, struct MHD_Daemon *daemon, struct cell_error *err);
+/* Stop accepting and close every connection not handed over yet. */
+void gate_stop(void);
+/* given (len bytes) is the API key; the comparison takes the same time whatever it holds. */
+bool gate_key_matches(const char *given, size_t len);
 
 /* ---- api_*.c: route handlers (return 0; the response is queued on r) ---- */
 

@@ -3,7 +3,9 @@
  * every response.
  *
  * Both daemons run one thread per connection, so a handler may block on a sandbox's relay
- * socket while streaming (command events, downloads). */
+ * socket while streaming (command events, downloads). The TCP daemon has no listen socket of
+ * its own: the gate (gate.c) accepts, and hands it only connections whose first request
+ * carried the key, so no unauthenticated peer ever holds one of its threads or pools. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <grp.h>
@@ -19,10 +21,8 @@
 #include <unistd.h>
 
 #include <microhttpd.h>
-#include <openssl/crypto.h>
 
 #include "cell/cleanup.h"
-#include "cell/codec.h"
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "celld.h"
@@ -457,20 +457,6 @@ static int route_request(struct http_req *r)
 	return http_error(r, 404, "NOT_FOUND", "no such endpoint"), -ENOENT;
 }
 
-/* ---- auth ---- */
-
-/* Constant-time: both sides are hashed first, so neither the key's bytes nor its length
- * leak through the comparison's timing. */
-static bool key_matches(const char *given)
-{
-	if (!given || !celld.api_key)
-		return false;
-	char a[CELL_SHA256_HEX_LEN + 1], b[CELL_SHA256_HEX_LEN + 1];
-	cell_sha256_hex(given, strlen(given), a);
-	cell_sha256_hex(celld.api_key, strlen(celld.api_key), b);
-	return CRYPTO_memcmp(a, b, CELL_SHA256_HEX_LEN) == 0;
-}
-
 /* ---- the request state machine ---- */
 
 static enum MHD_Result find_nul(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -495,8 +481,11 @@ static void begin_request(struct http_req *r)
 			   "query parameter '%.64s' contains a NUL byte", bad);
 		return;
 	}
-	if (r->tcp && !key_matches(http_header(r, "OPEN-SANDBOX-API-KEY"))) {
-		http_error(r, 401, "UNAUTHORIZED", "missing or wrong OPEN-SANDBOX-API-KEY header");
+	/* Every request on TCP, not only the first of its connection (which the gate checked
+	 * already): the client may send the next one without the key. */
+	const char *key = http_header(r, "OPEN-SANDBOX-API-KEY");
+	if (r->tcp && !gate_key_matches(key, key ? strlen(key) : 0)) {
+		http_error(r, 401, "UNAUTHORIZED", HTTP_UNAUTHORIZED_MESSAGE);
 		return;
 	}
 	r->who = r->tcp ? tcp_principal : NULL;
@@ -787,18 +776,21 @@ static int listen_tcp(const char *hostport, struct cell_error *err)
 /* The memory limit is also how large a piece of a streamed response MHD takes from its
  * callback: command output goes to the client in pieces of up to about this size (fewer
  * chunks, fewer sends). The pool is mapped on demand, so a connection only ever uses what
- * its requests touch. */
-static struct MHD_Daemon *start_daemon(int fd, void *kind)
+ * its requests touch. fd < 0: no listen socket, connections come from the gate. */
+static struct MHD_Daemon *start_daemon(int fd, void *kind, unsigned max_connections)
 {
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 			 MHD_USE_POLL | MHD_USE_ERROR_LOG;
+	if (fd < 0)
+		flags |= MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+	/* The listen socket is the last option: without one, the list ends before it. */
 	return MHD_start_daemon(
 	    flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-	    MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_URI_LOG_CALLBACK, on_uri, kind,
-	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-	    (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(512 << 10), MHD_OPTION_THREAD_STACK_SIZE,
-	    (size_t)(1 << 20), MHD_OPTION_END);
+	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, kind, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+	    NULL, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_LIMIT,
+	    max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(512 << 10),
+	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20),
+	    fd < 0 ? MHD_OPTION_END : MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_END);
 }
 
 int http_start(struct cell_error *err)
@@ -806,7 +798,7 @@ int http_start(struct cell_error *err)
 	int fd = listen_unix(celld.socket_path, err);
 	if (fd < 0)
 		return fd;
-	unix_daemon = start_daemon(fd, &unix_daemon);
+	unix_daemon = start_daemon(fd, &unix_daemon, 4096);
 	if (!unix_daemon) {
 		close(fd);
 		return cell_err(err, EIO, "starting the HTTP server on %s", celld.socket_path);
@@ -818,17 +810,25 @@ int http_start(struct cell_error *err)
 	fd = listen_tcp(celld.listen, err);
 	if (fd < 0)
 		return fd;
-	tcp_daemon = start_daemon(fd, &tcp_daemon);
+	tcp_daemon = start_daemon(-1, &tcp_daemon, admission_tcp_connections());
 	if (!tcp_daemon) {
 		close(fd);
-		return cell_err(err, EIO, "starting the HTTP server on %s", celld.listen);
+		return cell_err(err, EIO, "starting the HTTP server for %s", celld.listen);
 	}
-	log_info("listening on tcp:%s (OPEN-SANDBOX-API-KEY required)", celld.listen);
+	int r = gate_start(fd, tcp_daemon, err);
+	if (r < 0)
+		return r;
+	log_info("listening on tcp:%s (OPEN-SANDBOX-API-KEY required; unauthenticated: %u "
+		 "connections, %u per client, %u s and " GATE_HEAD_MAX_TEXT
+		 " for the request head)",
+		 celld.listen, celld.tcp_pending_max, celld.tcp_pending_per_ip,
+		 celld.tcp_head_timeout_s);
 	return 0;
 }
 
 void http_stop(void)
 {
+	gate_stop();
 	if (tcp_daemon)
 		MHD_stop_daemon(tcp_daemon);
 	if (unix_daemon)

@@ -28,8 +28,17 @@
 #define DEFAULT_SOCKET	 "/run/cell/cell.sock"
 #define DEFAULT_LISTEN	 "127.0.0.1:8080"
 #define SHUTDOWN_GRACE_S 5
+/* Unauthenticated TCP connections (gate.c): each costs celld one fd and a table slot. */
+#define DEFAULT_PENDING_MAX    1024
+#define DEFAULT_PENDING_PER_IP 64
+#define DEFAULT_HEAD_TIMEOUT_S 10
 
-struct celld_config celld = {.init_fd = -1, .sandboxes_fd = -1, .policies_fd = -1};
+struct celld_config celld = {.init_fd = -1,
+			     .sandboxes_fd = -1,
+			     .policies_fd = -1,
+			     .tcp_pending_max = DEFAULT_PENDING_MAX,
+			     .tcp_pending_per_ip = DEFAULT_PENDING_PER_IP,
+			     .tcp_head_timeout_s = DEFAULT_HEAD_TIMEOUT_S};
 
 struct flags {
 	const char *state_dir, *images, *socket, *listen, *key_file, *init, *uid_ranges, *policies,
@@ -48,6 +57,15 @@ static void usage(FILE *out)
 	    ")\n"
 	    "  --listen HOST:PORT  TCP listener, API key required (default " DEFAULT_LISTEN ")\n"
 	    "  --no-tcp            no TCP listener\n"
+	    "  --tcp-pending-max N TCP connections held before their first request has shown\n"
+	    "                      the API key (default %u); when full, the oldest is closed\n"
+	    "  --tcp-pending-per-ip N\n"
+	    "                      of those, from one client address or IPv6 /64 (default %u);\n"
+	    "                      past it, that client's oldest is closed\n"
+	    "  --tcp-head-timeout SECONDS\n"
+	    "                      for the whole head of a TCP connection's first request, at\n"
+	    "                      most " GATE_HEAD_MAX_TEXT " (default %u); then the connection "
+	    "is closed\n"
 	    "  --api-key-file F    API key file (default <state>/api-key; generated when "
 	    "missing;\n"
 	    "                      the environment variable CELL_API_KEY overrides it)\n"
@@ -66,7 +84,21 @@ static void usage(FILE *out)
 	    "  --debug             log debug messages\n"
 	    "  --version           print the version and the cgroup backend\n"
 	    "  --help              this text\n",
-	    CELL_LIBEXEC_DIR, CELL_DATA_DIR);
+	    DEFAULT_PENDING_MAX, DEFAULT_PENDING_PER_IP, DEFAULT_HEAD_TIMEOUT_S, CELL_LIBEXEC_DIR,
+	    CELL_DATA_DIR);
+}
+
+/* optarg as a whole number from 1 to max. */
+static int uint_flag(const char *name, unsigned max, unsigned *out)
+{
+	int64_t v;
+	if (parse_int64(optarg, 1, max, &v) < 0) {
+		fprintf(stderr, "celld: %s %s: expected a whole number from 1 to %u\n", name,
+			optarg, max);
+		return -EINVAL;
+	}
+	*out = (unsigned)v;
+	return 0;
 }
 
 static int parse_flags(int argc, char **argv, struct flags *f)
@@ -77,6 +109,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"socket", required_argument, NULL, 'S'},
 	    {"listen", required_argument, NULL, 'l'},
 	    {"no-tcp", no_argument, NULL, 'n'},
+	    {"tcp-pending-max", required_argument, NULL, 'm'},
+	    {"tcp-pending-per-ip", required_argument, NULL, 'p'},
+	    {"tcp-head-timeout", required_argument, NULL, 't'},
 	    {"api-key-file", required_argument, NULL, 'k'},
 	    {"init", required_argument, NULL, 'I'},
 	    {"uid-ranges-dir", required_argument, NULL, 'U'},
@@ -87,8 +122,8 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	int c;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	int c, r = 0;
+	while (r == 0 && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			f->state_dir = optarg;
@@ -104,6 +139,15 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'n':
 			f->no_tcp = true;
+			break;
+		case 'm':
+			r = uint_flag("--tcp-pending-max", 65536, &celld.tcp_pending_max);
+			break;
+		case 'p':
+			r = uint_flag("--tcp-pending-per-ip", 65536, &celld.tcp_pending_per_ip);
+			break;
+		case 't':
+			r = uint_flag("--tcp-head-timeout", 300, &celld.tcp_head_timeout_s);
 			break;
 		case 'k':
 			f->key_file = optarg;
@@ -134,6 +178,8 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			return -EINVAL;
 		}
 	}
+	if (r < 0)
+		return r;
 	if (optind < argc) {
 		fprintf(stderr, "celld: unexpected argument '%s'\n", argv[optind]);
 		return -EINVAL;
@@ -153,6 +199,8 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 		fprintf(stderr, "celld: --listen and --no-tcp exclude each other\n");
 		return -EINVAL;
 	}
+	if (celld.tcp_pending_per_ip > celld.tcp_pending_max)
+		celld.tcp_pending_per_ip = celld.tcp_pending_max;
 	return 0;
 }
 

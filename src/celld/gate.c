@@ -1,0 +1,707 @@
+/* The TCP listener's gate: every TCP connection waits here, unauthenticated, until the head
+ * of its first request has arrived whole and carries the API key; only then is it handed to
+ * the HTTP server (a thread and a memory pool of its own, as on the Unix socket).
+ *
+ * Anyone who reaches the port can open connections, so nothing here grows with what a peer
+ * sends or how long it waits: one thread, one epoll set, a fixed table of pending
+ * connections allocated at start (celld.tcp_pending_max, at most celld.tcp_pending_per_ip
+ * of them from one client address), one shared peek buffer. The head is read with MSG_PEEK,
+ * so the HTTP server later reads the request from the first byte; its bytes wait in the
+ * kernel's receive buffer meanwhile. Each connection has celld.tcp_head_timeout_s for its
+ * whole head (a slowloris trickling a byte at a time gains nothing: the deadline is never
+ * pushed back) and GATE_HEAD_MAX bytes for it (431 beyond). A full table makes room by
+ * closing the oldest pending connection, of the same client when it is at its own cap, so a
+ * flood from many addresses never stops a new connection from being looked at: a key holder
+ * whose head arrives at once gets through. The key check is the one every request gets again
+ * inside the HTTP server; here it only decides who may cost celld more than a table slot.
+ *
+ * Refusals are logged once per GATE_LOG_INTERVAL_MS and kind, with a count, so a flood does
+ * not flood the log. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/queue.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+#include <openssl/crypto.h>
+
+#include "cell/cleanup.h"
+#include "cell/codec.h"
+#include "cell/log.h"
+#include "celld.h"
+
+#define GATE_LINGER_MS	     2000  /* for the client to read a refusal before the close */
+#define GATE_LOG_INTERVAL_MS 10000 /* one log line per kind of refusal per interval */
+#define GATE_ACCEPT_BATCH    16	   /* accepts between two looks at pending connections */
+#define GATE_ACCEPT_PAUSE_MS 100   /* after accept failed for want of fds or memory */
+#define KEY_HEADER	     "OPEN-SANDBOX-API-KEY"
+
+/* epoll data of the two fds that are not connections; a connection's is gen << 32 | slot. */
+#define EV_LISTEN UINT64_MAX
+#define EV_STOP	  (UINT64_MAX - 1)
+
+/* A client: an IPv4 address, or an IPv6 /64 (one host usually holds a whole /64). */
+struct peer_key {
+	uint8_t len; /* 4 or 8 */
+	uint8_t b[8];
+};
+
+struct conn;
+TAILQ_HEAD(conn_list, conn);
+
+struct peer {
+	struct peer_key key;
+	unsigned n;		/* its pending connections */
+	struct conn_list conns; /* oldest first */
+	struct peer *next;	/* hash chain, or the free list */
+};
+
+struct conn {
+	int fd;		  /* -1: slot free */
+	uint32_t gen;	  /* bumped when the slot is freed: events for an older fd are dropped */
+	bool lingering;	  /* answered; reading and dropping until the client closes */
+	int64_t deadline; /* monotonic ms */
+	struct peer *peer;
+	TAILQ_ENTRY(conn) age;	/* g.reading, g.lingering or g.free; oldest first */
+	TAILQ_ENTRY(conn) same; /* peer->conns */
+};
+
+enum refusal {
+	REF_PER_IP,
+	REF_FULL,
+	REF_TIMEOUT,
+	REF_TOO_LARGE,
+	REF_KEY,
+	REF_ACCEPT,
+	REF_HANDOFF,
+	REF_COUNT
+};
+
+struct refusal_log {
+	int64_t last;		/* when a line was last written, 0: never */
+	unsigned suppressed;	/* refusals since, not written */
+	struct peer_key client; /* of the latest one */
+};
+
+static struct gate {
+	int listen_fd, epfd, stop_fd;
+	struct MHD_Daemon *daemon;
+	unsigned max, per_ip, timeout_ms;
+	struct conn *conns;
+	struct conn_list reading, lingering, free;
+	unsigned n;
+	struct peer *peers, *free_peers, **buckets;
+	unsigned nbuckets;
+	uint64_t seed;
+	int64_t accept_resume; /* 0: accepting */
+	struct refusal_log log[REF_COUNT];
+	pthread_t thread;
+	bool running;
+} g = {.listen_fd = -1, .epfd = -1, .stop_fd = -1};
+
+/* The head of the first request: its bytes, peeked, never consumed. One buffer serves every
+ * connection (only the gate's thread touches it). */
+static char peekbuf[GATE_HEAD_MAX + 1];
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- the API key ---- */
+
+/* Constant-time: both sides are hashed first, so neither the key's bytes nor its length
+ * leak through the comparison's timing. */
+bool gate_key_matches(const char *given, size_t len)
+{
+	if (!given || !celld.api_key)
+		return false;
+	char a[CELL_SHA256_HEX_LEN + 1], b[CELL_SHA256_HEX_LEN + 1];
+	cell_sha256_hex(given, len, a);
+	cell_sha256_hex(celld.api_key, strlen(celld.api_key), b);
+	return CRYPTO_memcmp(a, b, CELL_SHA256_HEX_LEN) == 0;
+}
+
+/* ---- the request head ---- */
+
+/* Length of the head in buf[0..n) through its empty line, 0 while it is incomplete; *start
+ * is where the request line begins (empty lines before it are allowed). */
+static size_t head_len(const char *buf, size_t n, size_t *start)
+{
+	size_t i = 0;
+	while (i < n && (buf[i] == '\r' || buf[i] == '\n'))
+		i++;
+	*start = i;
+	for (const char *p = buf + i; (p = memchr(p, '\n', buf + n - p)); p++) {
+		if (p + 1 < buf + n && p[1] == '\n')
+			return p + 2 - buf;
+		if (p + 2 < buf + n && p[1] == '\r' && p[2] == '\n')
+			return p + 3 - buf;
+	}
+	return 0;
+}
+
+/* Whether the first OPEN-SANDBOX-API-KEY header of a whole head holds the key. Accepts at
+ * least what the HTTP server's own check accepts (name in any case, blanks around the
+ * value); a value continued on a folded line is not the key. */
+static bool head_has_key(const char *head, size_t len)
+{
+	const char *end = head + len;
+	const size_t klen = strlen(KEY_HEADER);
+	for (const char *line = (const char *)memchr(head, '\n', len) + 1; line < end;) {
+		const char *nl = memchr(line, '\n', end - line);
+		const char *e = nl > line && nl[-1] == '\r' ? nl - 1 : nl;
+		if (e == line)
+			break;
+		if ((size_t)(e - line) > klen && line[klen] == ':' &&
+		    !strncasecmp(line, KEY_HEADER, klen)) {
+			if (nl + 1 < end && (nl[1] == ' ' || nl[1] == '\t'))
+				return false;
+			const char *v = line + klen + 1;
+			while (v < e && (*v == ' ' || *v == '\t'))
+				v++;
+			while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+				e--;
+			return gate_key_matches(v, e - v);
+		}
+		line = nl + 1;
+	}
+	return false;
+}
+
+/* ---- clients ---- */
+
+static bool peer_key_of(const struct sockaddr_storage *sa, struct peer_key *k)
+{
+	memset(k, 0, sizeof(*k));
+	if (sa->ss_family == AF_INET) {
+		k->len = 4;
+		memcpy(k->b, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+		return true;
+	}
+	if (sa->ss_family != AF_INET6)
+		return false;
+	const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+	if (IN6_IS_ADDR_V4MAPPED(a)) {
+		k->len = 4;
+		memcpy(k->b, a->s6_addr + 12, 4);
+	} else {
+		k->len = 8;
+		memcpy(k->b, a->s6_addr, 8);
+	}
+	return true;
+}
+
+static void peer_text(const struct peer_key *k, char *buf, size_t size)
+{
+	uint8_t a[16] = {0};
+	memcpy(a, k->b, k->len);
+	if (!inet_ntop(k->len == 4 ? AF_INET : AF_INET6, a, buf, size))
+		snprintf(buf, size, "?");
+	else if (k->len == 8)
+		strncat(buf, "/64", size - strlen(buf) - 1);
+}
+
+/* Keyed with a random seed, so that a client cannot choose addresses that share a chain. */
+static struct peer **peer_bucket(const struct peer_key *k)
+{
+	uint64_t h = g.seed ^ k->len;
+	for (unsigned i = 0; i < k->len; i++)
+		h = (h ^ k->b[i]) * 0x100000001b3ull;
+	h ^= h >> 32;
+	return &g.buckets[h & (g.nbuckets - 1)];
+}
+
+static struct peer *peer_find(const struct peer_key *k)
+{
+	for (struct peer *p = *peer_bucket(k); p; p = p->next)
+		if (p->key.len == k->len && !memcmp(p->key.b, k->b, k->len))
+			return p;
+	return NULL;
+}
+
+/* There is always a free entry: no more clients than connections are pending. */
+static struct peer *peer_add(const struct peer_key *k)
+{
+	struct peer *p = g.free_peers;
+	g.free_peers = p->next;
+	p->key = *k;
+	p->n = 0;
+	TAILQ_INIT(&p->conns);
+	struct peer **b = peer_bucket(k);
+	p->next = *b;
+	*b = p;
+	return p;
+}
+
+static void peer_drop(struct peer *p)
+{
+	struct peer **pp = peer_bucket(&p->key);
+	while (*pp != p)
+		pp = &(*pp)->next;
+	*pp = p->next;
+	p->next = g.free_peers;
+	g.free_peers = p;
+}
+
+/* ---- the log ---- */
+
+static void refusal_text(enum refusal r, char *buf, size_t size)
+{
+	switch (r) {
+	case REF_PER_IP:
+		snprintf(buf, size,
+			 "a client opened more than %u unauthenticated connections: "
+			 "its oldest closed",
+			 g.per_ip);
+		break;
+	case REF_FULL:
+		snprintf(buf, size, "%u unauthenticated connections pending: the oldest closed",
+			 g.max);
+		break;
+	case REF_TIMEOUT:
+		snprintf(buf, size, "request head not complete within %u s: closed",
+			 g.timeout_ms / 1000);
+		break;
+	case REF_TOO_LARGE:
+		snprintf(buf, size, "request head over %u bytes: 431", GATE_HEAD_MAX);
+		break;
+	case REF_KEY:
+		snprintf(buf, size, "missing or wrong " KEY_HEADER ": 401");
+		break;
+	case REF_ACCEPT:
+		snprintf(buf, size, "accept failed: paused for %d ms", GATE_ACCEPT_PAUSE_MS);
+		break;
+	case REF_HANDOFF:
+		snprintf(buf, size, "the HTTP server took no more connections: closed");
+		break;
+	case REF_COUNT:
+		buf[0] = '\0';
+		break;
+	}
+}
+
+/* The first refusal of a kind is written at once; later ones within the interval are only
+ * counted, and the count is written when the interval is over. */
+static void refuse(enum refusal r, const struct peer_key *client, const char *detail)
+{
+	struct refusal_log *l = &g.log[r];
+	int64_t now = mono_ms();
+	if (client)
+		l->client = *client;
+	else
+		memset(&l->client, 0, sizeof(l->client));
+	if (l->last && now - l->last < GATE_LOG_INTERVAL_MS) {
+		l->suppressed++;
+		return;
+	}
+	char what[160], who[64] = "";
+	refusal_text(r, what, sizeof(what));
+	if (client)
+		peer_text(client, who, sizeof(who));
+	log_warn("tcp%s%s: %s%s%s", who[0] ? " " : "", who, what, detail ? "; " : "",
+		 detail ? detail : "");
+	l->last = now;
+	l->suppressed = 0;
+}
+
+/* Write the counts of the kinds whose interval is over (of every kind with force). */
+static void flush_log(int64_t now, bool force)
+{
+	for (int r = 0; r < REF_COUNT; r++) {
+		struct refusal_log *l = &g.log[r];
+		if (!l->suppressed || (!force && now - l->last < GATE_LOG_INTERVAL_MS))
+			continue;
+		char what[160], who[80] = "";
+		refusal_text(r, what, sizeof(what));
+		if (l->client.len) {
+			memcpy(who, ", the latest from ", 18);
+			peer_text(&l->client, who + 18, sizeof(who) - 18);
+		}
+		log_warn("tcp: %s: %u more in the last %lld s%s", what, l->suppressed,
+			 (long long)(now - l->last + 999) / 1000, who);
+		l->last = now;
+		l->suppressed = 0;
+	}
+}
+
+static int64_t log_due(void)
+{
+	int64_t due = 0;
+	for (int r = 0; r < REF_COUNT; r++) {
+		int64_t t = g.log[r].last + GATE_LOG_INTERVAL_MS;
+		if (g.log[r].suppressed && (!due || t < due))
+			due = t;
+	}
+	return due;
+}
+
+/* ---- pending connections ---- */
+
+static uint64_t conn_event_id(const struct conn *c)
+{
+	return (uint64_t)c->gen << 32 | (uint64_t)(c - g.conns);
+}
+
+/* Out of every list and back to the free ones; the fd is the caller's. */
+static void conn_forget(struct conn *c)
+{
+	struct peer *p = c->peer;
+	TAILQ_REMOVE(c->lingering ? &g.lingering : &g.reading, c, age);
+	TAILQ_REMOVE(&p->conns, c, same);
+	if (--p->n == 0)
+		peer_drop(p);
+	c->fd = -1;
+	c->gen++;
+	c->peer = NULL;
+	c->lingering = false;
+	TAILQ_INSERT_TAIL(&g.free, c, age);
+	g.n--;
+}
+
+static void conn_close(struct conn *c)
+{
+	int fd = c->fd;
+	conn_forget(c);
+	close(fd);
+}
+
+/* The oldest pending connection of the client, or of everyone; lingering ones go first
+ * (they have had their answer). */
+static struct conn *oldest(struct peer *p)
+{
+	if (p)
+		return TAILQ_FIRST(&p->conns);
+	struct conn *c = TAILQ_FIRST(&g.lingering);
+	return c ? c : TAILQ_FIRST(&g.reading);
+}
+
+/* Read and drop what the client sends until it closes; the answer is already on its way. */
+static void linger(struct conn *c)
+{
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = recv(c->fd, peekbuf, sizeof(peekbuf), MSG_DONTWAIT);
+		if (n > 0)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		break;
+	}
+	conn_close(c);
+}
+
+/* Answer a refusal and close with a lingering close: closing with the request still unread
+ * would send a reset, and the client could lose the answer with it. */
+static void conn_answer(struct conn *c, enum refusal why, unsigned status, const char *reason,
+			const char *code, const char *message, bool head_only)
+{
+	char rid[CELL_ID_RANDOM_LEN + 1], body[256], resp[768], detail[32];
+	if (cell_id_random(rid) < 0)
+		snprintf(rid, sizeof(rid), "%016llx", (unsigned long long)celld_now_ms());
+	snprintf(detail, sizeof(detail), "rid=%s", rid);
+	refuse(why, &c->peer->key, detail);
+	int blen =
+	    snprintf(body, sizeof(body), "{\"code\":\"%s\",\"message\":\"%s\"}", code, message);
+	/* HEAD gets the head alone, with the length the body would have. */
+	int len = snprintf(resp, sizeof(resp),
+			   "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+			   "Content-Length: %d\r\nX-Request-ID: %s\r\nConnection: close\r\n\r\n%s",
+			   status, reason, blen, rid, head_only ? "" : body);
+	/* A new connection's send buffer is empty: the answer goes out whole or not at all. */
+	if (send(c->fd, resp, len, MSG_DONTWAIT | MSG_NOSIGNAL) != len ||
+	    shutdown(c->fd, SHUT_WR) < 0) {
+		conn_close(c);
+		return;
+	}
+	TAILQ_REMOVE(&g.reading, c, age);
+	c->lingering = true;
+	c->deadline = mono_ms() + GATE_LINGER_MS;
+	TAILQ_INSERT_TAIL(&g.lingering, c, age);
+	linger(c);
+}
+
+/* The connection has shown the key: the HTTP server owns it from here. */
+static void conn_handoff(struct conn *c)
+{
+	int fd = c->fd;
+	struct peer_key k = c->peer->key;
+	epoll_ctl(g.epfd, EPOLL_CTL_DEL, fd, NULL);
+	conn_forget(c);
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	if (getpeername(fd, (struct sockaddr *)&sa, &len) < 0) {
+		close(fd);
+		return;
+	}
+	/* It closes the socket itself when it cannot take it. */
+	if (MHD_add_connection(g.daemon, fd, (struct sockaddr *)&sa, len) != MHD_YES)
+		refuse(REF_HANDOFF, &k, strerror(errno));
+}
+
+static void conn_read(struct conn *c, uint32_t events)
+{
+	ssize_t n = recv(c->fd, peekbuf, sizeof(peekbuf), MSG_PEEK | MSG_DONTWAIT);
+	if (n <= 0) {
+		if (n == 0 || (errno != EAGAIN && errno != EINTR) || (events & EPOLLHUP))
+			conn_close(c);
+		return;
+	}
+	size_t start, len = head_len(peekbuf, n, &start);
+	if (!len || len > GATE_HEAD_MAX) {
+		if ((size_t)n > GATE_HEAD_MAX)
+			conn_answer(c, REF_TOO_LARGE, 431, "Request Header Fields Too Large",
+				    "REQUEST_HEADER_FIELDS_TOO_LARGE",
+				    "the request line and headers exceed " GATE_HEAD_MAX_TEXT,
+				    false);
+		else if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+			conn_close(c); /* closed its side before the head was whole */
+		return;
+	}
+	if (head_has_key(peekbuf + start, len - start))
+		conn_handoff(c);
+	else
+		conn_answer(c, REF_KEY, 401, "Unauthorized", "UNAUTHORIZED",
+			    HTTP_UNAUTHORIZED_MESSAGE, !strncmp(peekbuf + start, "HEAD ", 5));
+}
+
+static void admit(int fd, const struct sockaddr_storage *sa)
+{
+	struct peer_key k;
+	if (!peer_key_of(sa, &k)) {
+		close(fd);
+		return;
+	}
+	/* Room is made by closing the oldest: it is named in the log, not the newcomer. */
+	struct peer *p = peer_find(&k);
+	struct conn *old = NULL;
+	if (p && p->n >= g.per_ip) {
+		old = oldest(p);
+		refuse(REF_PER_IP, &k, NULL);
+	} else if (g.n == g.max) {
+		old = oldest(NULL);
+		refuse(REF_FULL, &old->peer->key, NULL);
+	}
+	if (old) {
+		conn_close(old);
+		p = peer_find(&k);
+	}
+	if (!p)
+		p = peer_add(&k);
+	struct conn *c = TAILQ_FIRST(&g.free);
+	TAILQ_REMOVE(&g.free, c, age);
+	c->fd = fd;
+	c->peer = p;
+	c->lingering = false;
+	c->deadline = mono_ms() + g.timeout_ms;
+	TAILQ_INSERT_TAIL(&g.reading, c, age);
+	TAILQ_INSERT_TAIL(&p->conns, c, same);
+	p->n++;
+	g.n++;
+	/* Edge-triggered: the peeked bytes stay unread, so a level-triggered fd would stay
+	 * readable; every new segment is a new edge. */
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET,
+				 .data.u64 = conn_event_id(c)};
+	if (epoll_ctl(g.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		conn_close(c);
+		return;
+	}
+	conn_read(c, 0); /* the head has often arrived with the connection */
+}
+
+static void set_accepting(bool on)
+{
+	struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.u64 = EV_LISTEN};
+	epoll_ctl(g.epfd, EPOLL_CTL_MOD, g.listen_fd, &ev);
+}
+
+static void accept_some(void)
+{
+	for (int i = 0; i < GATE_ACCEPT_BATCH; i++) {
+		struct sockaddr_storage sa;
+		socklen_t len = sizeof(sa);
+		int fd = accept4(g.listen_fd, (struct sockaddr *)&sa, &len,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			admit(fd, &sa);
+			continue;
+		}
+		switch (errno) {
+		case EAGAIN:
+			return;
+		case EMFILE:
+		case ENFILE:
+		case ENOBUFS:
+		case ENOMEM:
+			/* The connection stays queued and the listener readable: wait a moment
+			 * instead of spinning. */
+			refuse(REF_ACCEPT, NULL, strerror(errno));
+			set_accepting(false);
+			g.accept_resume = mono_ms() + GATE_ACCEPT_PAUSE_MS;
+			return;
+		default:
+			continue; /* that connection failed (ECONNABORTED, network errors) */
+		}
+	}
+}
+
+static void expire(int64_t now)
+{
+	struct conn *c;
+	while ((c = TAILQ_FIRST(&g.reading)) && c->deadline <= now) {
+		refuse(REF_TIMEOUT, &c->peer->key, NULL);
+		conn_close(c);
+	}
+	while ((c = TAILQ_FIRST(&g.lingering)) && c->deadline <= now)
+		conn_close(c);
+	if (g.accept_resume && now >= g.accept_resume) {
+		g.accept_resume = 0;
+		set_accepting(true);
+	}
+}
+
+static int wait_ms(int64_t now)
+{
+	int64_t due = 0;
+	const struct conn *r = TAILQ_FIRST(&g.reading), *l = TAILQ_FIRST(&g.lingering);
+	int64_t cand[] = {r ? r->deadline : 0, l ? l->deadline : 0, g.accept_resume, log_due()};
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(cand); i++)
+		if (cand[i] && (!due || cand[i] < due))
+			due = cand[i];
+	if (!due)
+		return -1;
+	return due <= now ? 0 : (int)(due - now);
+}
+
+static void *gate_main(void *arg)
+{
+	(void)arg;
+	struct epoll_event evs[64];
+	for (;;) {
+		int n = epoll_wait(g.epfd, evs, (int)CELL_ARRAY_SIZE(evs), wait_ms(mono_ms()));
+		if (n < 0 && errno != EINTR) {
+			log_error("tcp gate: epoll_wait: %s", strerror(errno));
+			break;
+		}
+		for (int i = 0; i < n; i++) {
+			uint64_t id = evs[i].data.u64;
+			if (id == EV_STOP) {
+				flush_log(mono_ms(), true);
+				return NULL;
+			}
+			if (id == EV_LISTEN) {
+				accept_some();
+				continue;
+			}
+			struct conn *c = &g.conns[(uint32_t)id];
+			if (c->fd < 0 || c->gen != (uint32_t)(id >> 32))
+				continue; /* closed earlier in this batch */
+			if (c->lingering)
+				linger(c);
+			else
+				conn_read(c, evs[i].events);
+		}
+		int64_t now = mono_ms();
+		expire(now);
+		flush_log(now, false);
+	}
+	return NULL;
+}
+
+/* ---- start and stop ---- */
+
+static void gate_free(void)
+{
+	for (unsigned i = 0; g.conns && i < g.max; i++)
+		if (g.conns[i].fd >= 0)
+			close(g.conns[i].fd);
+	free(g.conns);
+	free(g.peers);
+	free(g.buckets);
+	g.conns = NULL;
+	g.peers = NULL;
+	g.buckets = NULL;
+	if (g.epfd >= 0)
+		close(g.epfd);
+	if (g.stop_fd >= 0)
+		close(g.stop_fd);
+	if (g.listen_fd >= 0)
+		close(g.listen_fd);
+	g.epfd = g.stop_fd = g.listen_fd = -1;
+}
+
+int gate_start(int listen_fd, struct MHD_Daemon *daemon, struct cell_error *err)
+{
+	g.listen_fd = listen_fd;
+	g.daemon = daemon;
+	g.max = celld.tcp_pending_max;
+	g.per_ip = celld.tcp_pending_per_ip;
+	g.timeout_ms = celld.tcp_head_timeout_s * 1000;
+	for (g.nbuckets = 1; g.nbuckets < g.max; g.nbuckets <<= 1)
+		;
+	g.conns = calloc(g.max, sizeof(*g.conns));
+	g.peers = calloc(g.max, sizeof(*g.peers));
+	g.buckets = calloc(g.nbuckets, sizeof(*g.buckets));
+	if (!g.conns || !g.peers || !g.buckets) {
+		gate_free();
+		return cell_err(err, ENOMEM, "the TCP gate's table");
+	}
+	TAILQ_INIT(&g.reading);
+	TAILQ_INIT(&g.lingering);
+	TAILQ_INIT(&g.free);
+	for (unsigned i = 0; i < g.max; i++) {
+		g.conns[i].fd = -1;
+		TAILQ_INSERT_TAIL(&g.free, &g.conns[i], age);
+		g.peers[i].next = i + 1 < g.max ? &g.peers[i + 1] : NULL;
+	}
+	g.free_peers = g.peers;
+	if (getrandom(&g.seed, sizeof(g.seed), 0) != sizeof(g.seed))
+		g.seed = (uint64_t)mono_ms() * 0x9e3779b97f4a7c15ull;
+	struct epoll_event lev = {.events = EPOLLIN, .data.u64 = EV_LISTEN};
+	struct epoll_event sev = {.events = EPOLLIN, .data.u64 = EV_STOP};
+	/* Accepting runs until EAGAIN: a blocking listener would stall the gate. */
+	int fl = fcntl(g.listen_fd, F_GETFL);
+	if (fl < 0 || fcntl(g.listen_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+	    (g.epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    (g.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
+	    epoll_ctl(g.epfd, EPOLL_CTL_ADD, g.listen_fd, &lev) < 0 ||
+	    epoll_ctl(g.epfd, EPOLL_CTL_ADD, g.stop_fd, &sev) < 0) {
+		int e = errno;
+		gate_free();
+		return cell_err(err, e, "setting up the TCP gate");
+	}
+	int r = pthread_create(&g.thread, NULL, gate_main, NULL);
+	if (r) {
+		gate_free();
+		return cell_err(err, r, "starting the TCP gate");
+	}
+	g.running = true;
+	return 0;
+}
+
+void gate_stop(void)
+{
+	if (!g.running)
+		return;
+	uint64_t one = 1;
+	if (write(g.stop_fd, &one, sizeof(one)) != sizeof(one)) {
+		log_error("stopping the TCP gate: %s", strerror(errno));
+		return;
+	}
+	pthread_join(g.thread, NULL);
+	g.running = false;
+	gate_free();
+}
