@@ -10,6 +10,7 @@
  * mounted by device. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/fs.h>
@@ -256,7 +257,7 @@ static int image_lock(int image, const char *dir, struct cell_error *err)
 
 /* Attach image to a free loop device; returns the device's fd, its path in dev. The device
  * clears itself when its last user (the mount) closes it. */
-static int loop_attach(int image, char *dev, size_t size, struct cell_error *err)
+static int loop_attach_unlocked(int image, char *dev, size_t size, struct cell_error *err)
 {
 	_cleanup_close_ int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	if (ctl < 0)
@@ -291,6 +292,17 @@ static int loop_attach(int image, char *dev, size_t size, struct cell_error *err
 			return cell_err(err, errno, "attaching %s", dev);
 	}
 	return cell_err(err, EBUSY, "no loop device stayed free for the sandbox's layer");
+}
+
+/* LOOP_CTL_GET_FREE hands every caller the same device until one configures it: creates of
+ * this process take turns (a few ms each), and the retries are for other processes. */
+static int loop_attach(int image, char *dev, size_t size, struct cell_error *err)
+{
+	static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&attach_lock);
+	int r = loop_attach_unlocked(image, dev, size, err);
+	pthread_mutex_unlock(&attach_lock);
+	return r;
 }
 
 static int fs_fail(int fs, int errnum, const char *what, const char *dev, struct cell_error *err)
