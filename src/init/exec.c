@@ -520,6 +520,9 @@ fail:
 		close(spawner_done.fd);
 		spawner_done.fd = -1;
 	}
+	if (spawner_wake_fd >= 0)
+		close(spawner_wake_fd);
+	spawner_wake_fd = -1;
 }
 
 /* Its pid as far as PID 1 knows it: 0 before the spawner's clone has made the child. */
@@ -830,7 +833,7 @@ static void timeout_arm(struct cmd *cmd)
 	uint64_t ran = (now_ns() - cmd->start_ns) / 1000000;
 	int r = timer_arm(cmd, cmd->timeout_ms > ran ? cmd->timeout_ms - ran : 1);
 	if (r < 0) {
-		log_warn("command %d: no timeout timer (%s): killing it", (int)cmd->pid,
+		log_warn("command %d: no timeout timer (%s): killing it", (int)cmd_pid(cmd),
 			 strerror(-r));
 		cmd_kill(cmd, SIGKILL);
 	}
@@ -842,7 +845,8 @@ static void start_ok(struct cmd *cmd)
 	cmd->started = true;
 	timeout_arm(cmd);
 	if (cmd->conn)
-		conn_send_json(cmd->conn, CELL_FRAME_STARTED, json_pack("{s:i}", "pid", cmd->pid));
+		conn_send_json(cmd->conn, CELL_FRAME_STARTED,
+			       json_pack("{s:i}", "pid", cmd_pid(cmd)));
 	if (init_watch_add(&cmd->out.w, EPOLLIN) < 0 || init_watch_add(&cmd->err.w, EPOLLIN) < 0) {
 		/* Unwatchable output would block the command forever: give up on it. */
 		pipe_close(&cmd->out);
@@ -859,6 +863,13 @@ static bool start_settle(struct cmd *cmd)
 {
 	if (cmd->errp.fd < 0)
 		return true;
+	/* Once the spawner's child has a pid, it has its own copy of the fd table (the kernel
+	 * reports the pid after copying it): our copies of its pipe ends can go, so that EOF
+	 * says it is past its execve even before the spawner has run again. */
+	if (cmd->spawning && cmd_pid(cmd)) {
+		cmd->pid = cmd_pid(cmd);
+		child_fds_close(cmd);
+	}
 	struct child_err ce;
 	ssize_t n = read(cmd->errp.fd, &ce, sizeof(ce));
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
