@@ -86,7 +86,7 @@ struct cmd {
 	struct conn *conn;    /* NULL once EXIT is sent or celld hung up */
 	struct pipe_end out, err;
 	struct init_watch errp;	 /* read end of the exec error pipe */
-	struct init_watch timer; /* start deadline, then the timeout, then the SIGKILL grace */
+	struct init_watch timer; /* the timeout, then the SIGKILL grace */
 	int status;
 	bool started, reaped, timed_out, grace, paused;
 	uint64_t start_ns, end_ns;
@@ -690,20 +690,60 @@ static void timer_event(struct init_watch *w, uint32_t events)
 	uint64_t ticks;
 	if (read(w->fd, &ticks, sizeof(ticks)) != sizeof(ticks) || cmd->reaped)
 		return;
-	if (!cmd->started && !cmd->grace) {
-		if (!start_settle(cmd))
-			start_failed(cmd, ETIMEDOUT,
-				     "command %d did not reach its execve within %d s (held back "
-				     "by a process in the sandbox?)",
-				     (int)cmd_pid(cmd), START_DEADLINE_MS / 1000);
-		return;
-	}
 	if (!cmd->grace) {
 		cmd->timed_out = true;
 		cmd_terminate(cmd);
 	} else {
 		cmd_kill(cmd, SIGKILL);
 	}
+}
+
+/* One timer for the start deadline of every command not started yet (a timer of its own
+ * would cost each start four more system calls): armed for the oldest. */
+static void start_watch_event(struct init_watch *w, uint32_t events);
+static struct init_watch start_watch = {.fn = start_watch_event, .fd = -1};
+static bool start_watch_armed;
+
+static void start_watch_arm(uint64_t ms)
+{
+	if (start_watch.fd < 0) {
+		start_watch.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (start_watch.fd < 0 || init_watch_add(&start_watch, EPOLLIN) < 0) {
+			log_warn("no start deadline timer: %s", strerror(errno));
+			if (start_watch.fd >= 0)
+				close(start_watch.fd);
+			start_watch.fd = -1;
+			return;
+		}
+	}
+	struct itimerspec its = {.it_value = {.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000}};
+	start_watch_armed = timerfd_settime(start_watch.fd, 0, &its, NULL) == 0;
+}
+
+static void start_watch_event(struct init_watch *w, uint32_t events)
+{
+	(void)events;
+	uint64_t ticks;
+	if (read(w->fd, &ticks, sizeof(ticks)) != sizeof(ticks))
+		return;
+	start_watch_armed = false;
+	uint64_t now = now_ns(), deadline = (uint64_t)START_DEADLINE_MS * 1000000, next = 0;
+	for (struct cmd *cmd = cmds, *nx; cmd; cmd = nx) {
+		nx = cmd->next; /* start_failed may unlink cmd */
+		if (cmd->started || cmd->errp.fd < 0)
+			continue;
+		if (now - cmd->start_ns < deadline) {
+			uint64_t left = deadline - (now - cmd->start_ns);
+			next = next && next < left ? next : left;
+		} else if (!start_settle(cmd)) {
+			start_failed(cmd, ETIMEDOUT,
+				     "command %d did not reach its execve within %d s (held back "
+				     "by a process in the sandbox?)",
+				     (int)cmd_pid(cmd), START_DEADLINE_MS / 1000);
+		}
+	}
+	if (next)
+		start_watch_arm(next / 1000000 + 1);
 }
 
 static void pipe_close(struct pipe_end *p)
@@ -1038,7 +1078,14 @@ static void spawner_done_event(struct init_watch *w, uint32_t events)
 	for (int sig = 1; sigs; sig++, sigs >>= 1)
 		if (sigs & 1)
 			cmd_kill(cmd, sig);
-	cmd_maybe_free(cmd);
+	/* Its EOF is there by now, or is about to be (the error pipe closes just after the
+	 * execve's switch of memory): reading now saves a turn of the loop. start_settle
+	 * frees what is done with; a start settled already (killed while cloned) is freed
+	 * here. */
+	if (cmd->errp.fd < 0)
+		cmd_maybe_free(cmd);
+	else
+		start_settle(cmd);
 }
 
 void exec_start(struct conn *c, json_t *req)
@@ -1089,8 +1136,8 @@ void exec_start(struct conn *c, json_t *req)
 
 	/* Supervised from before it exists: a child nobody watches must not run. */
 	ret = init_watch_add(&cmd->errp, EPOLLIN);
-	if (ret == 0)
-		ret = timer_arm(cmd, START_DEADLINE_MS);
+	if (ret == 0 && !start_watch_armed)
+		start_watch_arm(START_DEADLINE_MS);
 	if (ret == 0)
 		ret = spawn_child(cmd);
 	if (ret < 0) {
