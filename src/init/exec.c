@@ -6,11 +6,11 @@
  * record means it did not (ERROR, no STARTED). Until then the output pipes are not even
  * watched, so STARTED always precedes the first output frame.
  *
- * PID 1 never waits for a child: it forks and goes back to its loop, and the error pipe
- * tells it later how the start went. Root inside can stop any process of the sandbox but
- * PID 1 (kill(-1, SIGSTOP)); a child stopped before its execve, or not through it within
- * START_DEADLINE_MS (an execve waiting on a lease break, say), is killed and the request
- * answered ERROR, so a start costs the client a bounded wait and PID 1 nothing.
+ * PID 1's loop never waits for a child: the spawner thread clones it, or the loop forks it
+ * (see "starting the child"), and the error pipe tells later how the start went. Root inside can
+ * stop any process of the sandbox but PID 1 (kill(-1, SIGSTOP)); a child stopped before its execve,
+ * or not through it within START_DEADLINE_MS (an execve waiting on a lease break, say), is killed
+ * and the request answered ERROR, so a start costs the client a bounded wait and PID 1 nothing.
  *
  * When the main process is reaped, what is already in its pipes is sent, then EXIT, and
  * the connection ends. The pipes stay open and are read and discarded until EOF, so a
