@@ -100,12 +100,15 @@ int api_files_info(struct http_req *r)
 	struct sandbox *sb = api_running_sandbox(r);
 	if (!sb)
 		return 0;
+	/* One budget for every path: a stalled init costs this request RELAY_BUDGET_MS, not
+	 * that per path. */
+	struct relay_budget b = RELAY_BUDGET_INIT;
 	json_t *out = json_object();
 	for (size_t i = 0; i < n; i++) {
 		struct relay_stat st;
 		struct relay_error rerr;
 		struct cell_error err = {0};
-		int rc = relay_file_stat(sb, paths[i], &st, &rerr, &err);
+		int rc = relay_file_stat(sb, paths[i], &st, &rerr, &b, &err);
 		if (rc != 0) {
 			if (rc == 1)
 				respond_relay_error(r, paths[i], &rerr);
@@ -272,12 +275,12 @@ static int respond_unsatisfiable(struct http_req *r, int64_t size)
 
 /* Range resolved against the file's size: 0 go on (ranged or not), 1 answered. */
 static int apply_range(struct http_req *r, struct sandbox *sb, const char *path, const char *range,
-		       int64_t *offset, int64_t *limit, int64_t *size)
+		       struct relay_budget *b, int64_t *offset, int64_t *limit, int64_t *size)
 {
 	struct relay_stat st;
 	struct relay_error rerr;
 	struct cell_error err = {0};
-	int rc = relay_file_stat(sb, path, &st, &rerr, &err);
+	int rc = relay_file_stat(sb, path, &st, &rerr, b, &err);
 	if (rc == 1)
 		return respond_relay_error(r, path, &rerr), 1;
 	if (rc < 0)
@@ -330,7 +333,9 @@ int api_files_download(struct http_req *r)
 	if (!sb)
 		return 0;
 	int64_t offset = 0, limit = -1, full = -1;
-	if (range && apply_range(r, sb, path, range, &offset, &limit, &full)) {
+	/* The stat of a Range and the read share one budget. */
+	struct relay_budget b = RELAY_BUDGET_INIT;
+	if (range && apply_range(r, sb, path, range, &b, &offset, &limit, &full)) {
 		sandbox_unref(sb);
 		return 0;
 	}
@@ -338,7 +343,7 @@ int api_files_download(struct http_req *r)
 	struct relay_error rerr;
 	struct cell_error err = {0};
 	int fd;
-	int rc = relay_file_read(sb, path, offset, limit, &fd, &st, &rerr, &err);
+	int rc = relay_file_read(sb, path, offset, limit, &fd, &st, &rerr, &b, &err);
 	if (rc != 0) {
 		sandbox_unref(sb);
 		return rc == 1 ? respond_relay_error(r, path, &rerr) : http_internal(r, &err);
@@ -398,7 +403,8 @@ struct upload {
 	size_t meta_len;
 	json_t *pending; /* FILE_WRITE request from a metadata part, awaiting its file */
 	char path[PATH_MAX];
-	int fd; /* the open FILE_WRITE conversation */
+	int fd;			    /* the open FILE_WRITE conversation */
+	struct relay_budget budget; /* for every file's start and end, together */
 	char *chunk;
 	size_t clen;
 	unsigned files;
@@ -564,7 +570,7 @@ static int file_begin(struct upload *u)
 		return upload_fail(u, 400, "INVALID_ARGUMENT",
 				   "file part without a metadata part before it");
 	struct cell_error err = {0};
-	int rc = relay_file_write(u->sb, u->pending, &u->fd, &err);
+	int rc = relay_file_write(u->sb, u->pending, &u->fd, &u->budget, &err);
 	json_decref(u->pending);
 	u->pending = NULL;
 	if (rc < 0)
@@ -583,7 +589,7 @@ static int file_end(struct upload *u)
 	struct relay_error rerr;
 	struct cell_error err = {0};
 	int64_t size;
-	rc = relay_file_write_end(u->fd, &size, &rerr, &err);
+	rc = relay_file_write_end(u->fd, &size, &rerr, &u->budget, &err);
 	close(u->fd);
 	u->fd = -1;
 	if (rc == 1)
@@ -667,6 +673,7 @@ int api_files_upload_begin(struct http_req *r)
 	}
 	u->sb = sb;
 	u->fd = -1;
+	u->budget = (struct relay_budget)RELAY_BUDGET_INIT;
 	http_set_state(r, u, upload_free);
 	struct cell_error err = {0};
 	u->mp = multipart_new(http_header(r, "Content-Type"), &upload_ops, u, &err);

@@ -504,16 +504,31 @@ struct relay_stat {
 	double mtime, ctime;
 };
 
+/* What one API request may spend waiting on cell-init in its control steps (connect, send a
+ * request, wait for its answer), all steps together: a file info over many paths, a ranged
+ * download (a stat, then a read), the files of one upload, a command's start. A stalled or
+ * hostile init pins a celld thread for this long at most, not for a fresh timeout per step.
+ * Streamed bytes (command output, download and upload data) are paced by the client and
+ * have only the socket's idle timeout per frame (RELAY_IO_TIMEOUT_MS, relay.c). */
+#define RELAY_BUDGET_MS 30000
+struct relay_budget {
+	int64_t left_ms;
+};
+#define RELAY_BUDGET_INIT                                                                          \
+	{                                                                                          \
+		RELAY_BUDGET_MS                                                                    \
+	}
+
 /* Connect to <dir>/init.sock; the socket has send/receive timeouts so a stalled init can
  * never hold a thread inside a frame. */
-int relay_connect(const struct sandbox *sb, struct cell_error *err);
+int relay_connect(const struct sandbox *sb, struct relay_budget *b, struct cell_error *err);
 /* Wait for data, up to timeout_ms (-1: forever). 1 readable, 0 timeout, -errno. */
 int relay_wait(int fd, int timeout_ms);
-/* PING → PONG within timeout_ms. */
+/* PING → PONG within timeout_ms, all steps together. */
 int relay_ping(const struct sandbox *sb, int timeout_ms, struct cell_error *err);
 /* EXEC: send req, read STARTED (returns 0, *pid set) or ERROR (returns 1, rerr set). */
 int relay_exec_start(int fd, json_t *req, pid_t *pid, struct relay_error *rerr,
-		     struct cell_error *err);
+		     struct relay_budget *b, struct cell_error *err);
 /* Next event of a running EXEC conversation. */
 int relay_exec_next(int fd, struct relay_event *ev, struct cell_error *err);
 /* The same with the payload read into rd's buffer (reused from frame to frame, no
@@ -526,20 +541,23 @@ struct relay_reader {
 int relay_exec_read(int fd, struct relay_reader *rd, struct relay_event *ev,
 		    struct cell_error *err);
 void relay_reader_free(struct relay_reader *rd);
+/* SIGNAL, sent within RELAY_BUDGET_MS. */
 int relay_signal(int fd, int sig, struct cell_error *err);
 /* FILE_STAT: 0 with st, 1 with rerr (init refused), -errno. */
 int relay_file_stat(const struct sandbox *sb, const char *path, struct relay_stat *st,
-		    struct relay_error *rerr, struct cell_error *err);
+		    struct relay_error *rerr, struct relay_budget *b, struct cell_error *err);
 /* FILE_READ: on 0, *fd is the open conversation positioned after STAT. */
 int relay_file_read(const struct sandbox *sb, const char *path, int64_t offset, int64_t limit,
 		    int *fd, struct relay_stat *st, struct relay_error *rerr,
-		    struct cell_error *err);
+		    struct relay_budget *b, struct cell_error *err);
 /* Next DATA chunk (returns 1 with frame) or END (returns 0); ERROR → -EIO with message. */
 int relay_file_read_next(int fd, struct cell_frame *frame, struct cell_error *err);
 /* FILE_WRITE: opens the conversation; then DATA frames; relay_file_write_end sends END and
  * reads OK (0, *size) or ERROR (1, rerr). */
-int relay_file_write(const struct sandbox *sb, json_t *req, int *fd, struct cell_error *err);
-int relay_file_write_end(int fd, int64_t *size, struct relay_error *rerr, struct cell_error *err);
+int relay_file_write(const struct sandbox *sb, json_t *req, int *fd, struct relay_budget *b,
+		     struct cell_error *err);
+int relay_file_write_end(int fd, int64_t *size, struct relay_error *rerr, struct relay_budget *b,
+			 struct cell_error *err);
 /* Read an ERROR init sent (after a failed send, or early during a write) into rerr: 1 when
  * found, 0 when nothing came within timeout_ms, -EPROTO for any other frame. */
 int relay_take_error(int fd, struct relay_error *rerr, int timeout_ms);

@@ -821,7 +821,9 @@ int command_start(struct sandbox *sb, json_t *req, const char *content, struct a
 	c->who = who; /* command_finish gives the count back */
 	snprintf(c->cgroup_rel, sizeof(c->cgroup_rel), "%s", sb->cgroup_rel);
 	c->oom_before = celld.cgroup->oom_kills(sb->cgroup_rel);
-	int fd = relay_connect(sb, err);
+	/* Connecting and the wait for STARTED share one budget. */
+	struct relay_budget b = RELAY_BUDGET_INIT;
+	int fd = relay_connect(sb, &b, err);
 	if (fd < 0) {
 		command_finish(c, -1, err->msg);
 		cmd_table_drop(sb->cmds, c);
@@ -829,7 +831,7 @@ int command_start(struct sandbox *sb, json_t *req, const char *content, struct a
 		return fd;
 	}
 	pid_t pid;
-	r = relay_exec_start(fd, req, &pid, rerr, err);
+	r = relay_exec_start(fd, req, &pid, rerr, &b, err);
 	if (r < 0) {
 		close(fd);
 		command_finish(c, -1, err->msg);

@@ -233,6 +233,28 @@ static int check_kernel(struct cell_error *err)
 			u.release);
 }
 
+/* With fs.suid_dumpable other than 0, a process that changes its ids stays dumpable: ptrace
+ * and /proc/<pid>/mem then reach it from its own uid. cell-init keeps PID 1 out of that
+ * (no child of it shares its memory across an id change), but every setuid program in a
+ * sandbox, and on the host, is exposed; say so once, at start. */
+static void check_suid_dumpable(void)
+{
+	char *text = NULL;
+	size_t len = 0;
+	struct cell_error err = {0};
+	if (cell_read_file_at(AT_FDCWD, "/proc/sys/fs/suid_dumpable", 64, &text, &len, &err) < 0)
+		return;
+	while (len && (text[len - 1] == '\n' || text[len - 1] == ' '))
+		text[--len] = '\0';
+	if (strcmp(text, "0"))
+		log_warn(
+		    "fs.suid_dumpable is %s: processes that change ids stay dumpable (ptrace, "
+		    "/proc/<pid>/mem); set fs.suid_dumpable=0 (sysctl -w fs.suid_dumpable=0, and "
+		    "in /etc/sysctl.d to keep it)",
+		    text);
+	free(text);
+}
+
 /* ---- directories ---- */
 
 #define STATE_LOCK_WAIT_MS 5000
@@ -474,6 +496,7 @@ static int run(const struct flags *f)
 		goto fail;
 	if (check_kernel(&err) < 0)
 		goto fail;
+	check_suid_dumpable();
 	celld.cgroup = cell_cgroup_detect(&err);
 	if (!celld.cgroup)
 		goto fail;

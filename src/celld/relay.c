@@ -2,10 +2,13 @@
  *
  * init runs inside the sandbox, so everything it sends is hostile: frame sizes are bounded
  * (control JSON ≤ 64 KiB, output/data ≤ one chunk), only the frame types a conversation
- * allows are accepted, every JSON field is type- and range-checked, and every socket has
- * send/receive timeouts so a stalled init cannot pin a celld thread inside a frame. On any
+ * allows are accepted, every JSON field is type- and range-checked, and a stalled init
+ * pins a celld thread for a bounded time only: the control steps of one request (connect,
+ * request, answer) share one struct relay_budget and wait with poll() against its deadline,
+ * and every socket has send/receive timeouts for the streamed frames in between. On any
  * violation the caller drops the connection. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <stdio.h>
@@ -19,6 +22,7 @@
 #include "cell/cleanup.h"
 #include "celld.h"
 
+/* Idle timeout of the streamed frames (output, download and upload data). */
 #define RELAY_IO_TIMEOUT_MS 30000
 
 static void set_timeouts(int fd, int ms)
@@ -28,7 +32,94 @@ static void set_timeouts(int fd, int ms)
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
-static int connect_timeout(const struct sandbox *sb, int timeout_ms, struct cell_error *err)
+/* ---- the budget: one deadline over a request's control steps ---- */
+
+/* The deadline of the next step, or -ETIMEDOUT (err set) when the budget is spent. */
+static int64_t budget_deadline(const struct relay_budget *b, struct cell_error *err)
+{
+	if (b->left_ms <= 0)
+		return cell_err(err, ETIMEDOUT,
+				"cell-init did not answer within this request's %d s",
+				RELAY_BUDGET_MS / 1000);
+	return celld_now_ms() + b->left_ms;
+}
+
+static void budget_spend(struct relay_budget *b, int64_t deadline)
+{
+	int64_t left = deadline - celld_now_ms();
+	b->left_ms = left > 0 ? left : 0;
+}
+
+static int timed_out(const char *what, struct cell_error *err)
+{
+	return cell_err(err, ETIMEDOUT, "%s: no answer from cell-init within this request's %d s",
+			what, RELAY_BUDGET_MS / 1000);
+}
+
+/* Wait for events on fd until deadline (celld_now_ms() clock): 0 ready, -ETIMEDOUT, -errno. */
+static int wait_until(int fd, short events, int64_t deadline)
+{
+	for (;;) {
+		int64_t left = deadline - celld_now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p = {.fd = fd, .events = events};
+		int r = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		return r ? 0 : -ETIMEDOUT;
+	}
+}
+
+/* Move exactly len bytes in (recv) or out (send). deadline < 0: blocking, the socket's
+ * timeouts bound a stalled peer (-EAGAIN); else no later than deadline (-ETIMEDOUT). 0,
+ * -ECONNRESET on EOF before any byte (when eof_ok), -EPIPE on EOF mid-way, or -errno. */
+static int transfer(int fd, uint8_t *p, size_t len, bool out, bool eof_ok, int64_t deadline)
+{
+	int flags = (deadline < 0 ? 0 : MSG_DONTWAIT) | (out ? MSG_NOSIGNAL : 0);
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = out ? send(fd, p + done, len - done, flags)
+				: recv(fd, p + done, len - done, flags);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN && deadline >= 0) {
+			int r = wait_until(fd, out ? POLLOUT : POLLIN, deadline);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return done == 0 && eof_ok ? -ECONNRESET : -EPIPE;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static int read_exact(int fd, uint8_t *p, size_t len, bool eof_ok, int64_t deadline)
+{
+	return transfer(fd, p, len, false, eof_ok, deadline);
+}
+
+/* One frame, sent no later than deadline. */
+static int send_frame_by(int fd, uint16_t type, const void *payload, uint32_t len, int64_t deadline,
+			 struct cell_error *err)
+{
+	uint8_t hdr[CELL_FRAME_HEADER];
+	cell_frame_header_encode(hdr, type, len);
+	int r = transfer(fd, hdr, sizeof(hdr), true, false, deadline);
+	if (r == 0 && len)
+		r = transfer(fd, (uint8_t *)payload, len, true, false, deadline);
+	if (r == -ETIMEDOUT)
+		return timed_out(cell_frame_type_name(type), err);
+	return r < 0 ? cell_err(err, -r, "sending %s frame", cell_frame_type_name(type)) : 0;
+}
+
+static int connect_by(const struct sandbox *sb, int64_t deadline, struct cell_error *err)
 {
 	/* Through the sandbox dir's O_PATH fd: no length limit from sun_path and no lookup of
 	 * the state dir path again. */
@@ -37,22 +128,31 @@ static int connect_timeout(const struct sandbox *sb, int timeout_ms, struct cell
 	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return cell_err(err, errno, "socket");
-	/* The send timeout also bounds connect() when init's backlog is full. */
-	set_timeouts(fd, timeout_ms);
+	/* The send timeout bounds connect() when init's backlog is full. */
+	int64_t left = deadline - celld_now_ms();
+	set_timeouts(fd, left < 1		      ? 1
+			 : left < RELAY_IO_TIMEOUT_MS ? (int)left
+						      : RELAY_IO_TIMEOUT_MS);
 	int r;
 	do
 		r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	while (r < 0 && errno == EINTR);
+	if (r < 0 && errno == EAGAIN)
+		return timed_out("connecting", err);
 	if (r < 0)
 		return cell_err(err, errno, "connecting to cell-init of sandbox %s", sb->id);
-	if (timeout_ms != RELAY_IO_TIMEOUT_MS)
-		set_timeouts(fd, RELAY_IO_TIMEOUT_MS);
+	set_timeouts(fd, RELAY_IO_TIMEOUT_MS);
 	return move_fd(fd);
 }
 
-int relay_connect(const struct sandbox *sb, struct cell_error *err)
+int relay_connect(const struct sandbox *sb, struct relay_budget *b, struct cell_error *err)
 {
-	return connect_timeout(sb, RELAY_IO_TIMEOUT_MS, err);
+	int64_t deadline = budget_deadline(b, err);
+	if (deadline < 0)
+		return (int)deadline;
+	int fd = connect_by(sb, deadline, err);
+	budget_spend(b, deadline);
+	return fd;
 }
 
 int relay_wait(int fd, int timeout_ms)
@@ -72,12 +172,13 @@ int relay_wait(int fd, int timeout_ms)
 	}
 }
 
-static int relay_send_json(int fd, uint16_t type, json_t *payload, struct cell_error *err)
+static int relay_send_json(int fd, uint16_t type, json_t *payload, int64_t deadline,
+			   struct cell_error *err)
 {
 	_cleanup_free_ char *text = payload ? json_dumps(payload, JSON_COMPACT) : NULL;
 	if (payload && !text)
 		return cell_err(err, ENOMEM, "encoding %s frame", cell_frame_type_name(type));
-	return cell_frame_send_str(fd, type, text, err);
+	return send_frame_by(fd, type, text, text ? (uint32_t)strlen(text) : 0, deadline, err);
 }
 
 static bool is_control(uint16_t type)
@@ -95,33 +196,82 @@ static bool is_control(uint16_t type)
 	}
 }
 
-/* One frame from init, with the limits of its type. Types init never sends are refused. */
-static int recv_frame(int fd, struct cell_frame *f, struct cell_error *err)
+/* The limits of a frame's type, checked before a byte of its payload is read. Types init
+ * never sends are refused. */
+static bool frame_len_ok(uint16_t type, uint32_t len)
 {
-	int r = cell_frame_recv(fd, f, CELL_FRAME_MAX, err);
-	if (r < 0)
-		return r == -EAGAIN ? cell_err(err, ETIMEDOUT, "cell-init stalled mid-frame") : r;
-	switch (f->type) {
+	switch (type) {
 	case CELL_FRAME_STDOUT:
 	case CELL_FRAME_STDERR:
 	case CELL_FRAME_DATA:
-		if (f->len > CELL_FRAME_CHUNK)
-			goto bad;
-		return 0;
+		return len <= CELL_FRAME_CHUNK;
 	case CELL_FRAME_END:
-		if (f->len)
-			goto bad;
-		return 0;
+		return len == 0;
 	default:
-		if (!is_control(f->type) || f->len > RELAY_CONTROL_MAX)
-			goto bad;
-		return 0;
+		return is_control(type) && len <= RELAY_CONTROL_MAX;
 	}
-bad:
-	r = cell_err(err, EPROTO, "cell-init sent a bad %s frame (%u bytes)",
-		     cell_frame_type_name(f->type), f->len);
-	cell_frame_free(f);
-	return r;
+}
+
+/* One frame from init into buf (len + 1 bytes; NULL: a new allocation), by deadline (< 0:
+ * the socket's idle timeout per read). */
+static int recv_frame_into(int fd, struct cell_frame *f, uint8_t **buf, size_t *cap,
+			   int64_t deadline, struct cell_error *err)
+{
+	*f = (struct cell_frame){0};
+	uint8_t hdr[CELL_FRAME_HEADER];
+	int r = read_exact(fd, hdr, sizeof(hdr), true, deadline);
+	if (r == -ECONNRESET)
+		return cell_err(err, ECONNRESET, "cell-init closed the relay");
+	if (r == -ETIMEDOUT)
+		return timed_out("waiting for a frame", err);
+	if (r == -EAGAIN)
+		return cell_err(err, ETIMEDOUT, "cell-init stalled mid-frame");
+	if (r < 0)
+		return cell_err(err, -r, "reading frame header");
+	uint16_t type;
+	uint32_t len;
+	r = cell_frame_header_decode(hdr, CELL_FRAME_MAX, &type, &len);
+	if (r < 0)
+		return cell_err(err, -r, "bad frame header");
+	if (!frame_len_ok(type, len))
+		return cell_err(err, EPROTO, "cell-init sent a bad %s frame (%u bytes)",
+				cell_frame_type_name(type), len);
+	uint8_t *p = NULL;
+	if (cap && *cap >= (size_t)len + 1) {
+		p = *buf;
+	} else if (cap) {
+		size_t want = (size_t)CELL_FRAME_CHUNK + 1 > (size_t)len + 1 ? CELL_FRAME_CHUNK + 1
+									     : (size_t)len + 1;
+		p = realloc(*buf, want);
+		if (!p)
+			return cell_err(err, ENOMEM, "frame payload");
+		*buf = p;
+		*cap = want;
+	} else if (len) {
+		p = malloc((size_t)len + 1);
+		if (!p)
+			return cell_err(err, ENOMEM, "frame payload");
+	}
+	if (len) {
+		r = read_exact(fd, p, len, false, deadline);
+		if (r < 0) {
+			if (!cap)
+				free(p);
+			if (r == -ETIMEDOUT)
+				return timed_out("reading a frame", err);
+			return cell_err(err, r == -EAGAIN ? ETIMEDOUT : -r,
+					"reading frame payload");
+		}
+		p[len] = '\0';
+	}
+	*f = (struct cell_frame){.type = type, .len = len, .payload = len ? p : NULL};
+	return 0;
+}
+
+/* One frame from init (payload allocated: cell_frame_free). */
+static int recv_frame(int fd, struct cell_frame *f, int64_t deadline, struct cell_error *err)
+{
+	return recv_frame_into(fd, f, NULL, NULL, deadline, err);
 }
 
 /* The payload of a control frame as a JSON object (a new reference). */
@@ -199,20 +349,15 @@ static int parse_error(const struct cell_frame *f, struct relay_error *rerr, str
 int relay_ping(const struct sandbox *sb, int timeout_ms, struct cell_error *err)
 {
 	int64_t deadline = celld_now_ms() + timeout_ms;
-	_cleanup_close_ int fd = connect_timeout(sb, timeout_ms, err);
+	_cleanup_close_ int fd = connect_by(sb, deadline, err);
 	if (fd < 0)
 		return fd;
-	int r = cell_frame_send(fd, CELL_FRAME_PING, NULL, 0, err);
+	int r = send_frame_by(fd, CELL_FRAME_PING, NULL, 0, deadline, err);
 	if (r < 0)
 		return r;
-	r = relay_wait(fd, (int)(deadline - celld_now_ms()));
-	if (r <= 0)
-		return cell_err(err, r < 0 ? -r : ETIMEDOUT, "waiting for PONG from sandbox %s",
-				sb->id);
 	struct cell_frame f;
-	r = recv_frame(fd, &f, err);
-	if (r < 0)
-		return r;
+	if (recv_frame(fd, &f, deadline, err) < 0)
+		return cell_err_wrap(err, "waiting for PONG from sandbox %s: ", sb->id);
 	json_t *o = NULL;
 	if (f.type != CELL_FRAME_PONG)
 		r = cell_err(err, EPROTO, "cell-init answered PING with %s",
@@ -225,18 +370,18 @@ int relay_ping(const struct sandbox *sb, int timeout_ms, struct cell_error *err)
 }
 
 int relay_exec_start(int fd, json_t *req, pid_t *pid, struct relay_error *rerr,
-		     struct cell_error *err)
+		     struct relay_budget *b, struct cell_error *err)
 {
-	int r = relay_send_json(fd, CELL_FRAME_EXEC, req, err);
-	if (r < 0)
-		return r;
-	r = relay_wait(fd, RELAY_IO_TIMEOUT_MS);
-	if (r <= 0)
-		return cell_err(err, r < 0 ? -r : ETIMEDOUT, "waiting for cell-init to start it");
+	int64_t deadline = budget_deadline(b, err);
+	if (deadline < 0)
+		return (int)deadline;
 	struct cell_frame f;
-	r = recv_frame(fd, &f, err);
+	int r = relay_send_json(fd, CELL_FRAME_EXEC, req, deadline, err);
+	if (r == 0)
+		r = recv_frame(fd, &f, deadline, err);
+	budget_spend(b, deadline);
 	if (r < 0)
-		return r;
+		return cell_err_wrap(err, "waiting for cell-init to start it: ");
 	if (f.type == CELL_FRAME_ERROR) {
 		r = parse_error(&f, rerr, err);
 		cell_frame_free(&f);
@@ -319,11 +464,8 @@ static int frame_event(struct relay_event *ev, bool owned, struct cell_error *er
 int relay_exec_next(int fd, struct relay_event *ev, struct cell_error *err)
 {
 	memset(ev, 0, sizeof(*ev));
-	int r = recv_frame(fd, &ev->frame, err);
-	if (r < 0)
-		return r == -ECONNRESET ? cell_err(err, ECONNRESET, "cell-init closed the relay")
-					: r;
-	return frame_event(ev, true, err);
+	int r = recv_frame(fd, &ev->frame, -1, err);
+	return r < 0 ? r : frame_event(ev, true, err);
 }
 
 void relay_reader_free(struct relay_reader *rd)
@@ -333,68 +475,17 @@ void relay_reader_free(struct relay_reader *rd)
 	rd->cap = 0;
 }
 
-/* Exactly len bytes (the socket's receive timeout bounds a stalled peer). 0, -ECONNRESET
- * on EOF before any byte (when eof_ok), -EPIPE on EOF mid-way, or -errno. */
-static int read_exact(int fd, uint8_t *p, size_t len, bool eof_ok)
-{
-	size_t got = 0;
-	while (got < len) {
-		ssize_t n = read(fd, p + got, len - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return got == 0 && eof_ok ? -ECONNRESET : -EPIPE;
-		got += (size_t)n;
-	}
-	return 0;
-}
-
 int relay_exec_read(int fd, struct relay_reader *rd, struct relay_event *ev, struct cell_error *err)
 {
 	memset(ev, 0, sizeof(*ev));
-	uint8_t hdr[CELL_FRAME_HEADER];
-	int r = read_exact(fd, hdr, sizeof(hdr), true);
-	if (r == -ECONNRESET)
-		return cell_err(err, ECONNRESET, "cell-init closed the relay");
-	if (r == -EAGAIN)
-		return cell_err(err, ETIMEDOUT, "cell-init stalled mid-frame");
-	if (r < 0)
-		return cell_err(err, -r, "reading frame header");
-	uint16_t type;
-	uint32_t len;
-	r = cell_frame_header_decode(hdr, CELL_FRAME_MAX, &type, &len);
-	if (r < 0)
-		return cell_err(err, -r, "bad frame header");
-	/* The limits of recv_frame, checked before a byte of the payload is read. */
-	bool output = type == CELL_FRAME_STDOUT || type == CELL_FRAME_STDERR;
-	if ((output && len > CELL_FRAME_CHUNK) ||
-	    (!output && (!is_control(type) || len > RELAY_CONTROL_MAX)))
-		return cell_err(err, EPROTO, "cell-init sent a bad %s frame (%u bytes)",
-				cell_frame_type_name(type), len);
-	if (rd->cap < (size_t)len + 1) {
-		size_t cap = (size_t)CELL_FRAME_CHUNK + 1;
-		if (cap < (size_t)len + 1)
-			cap = (size_t)len + 1;
-		uint8_t *nb = realloc(rd->buf, cap);
-		if (!nb)
-			return cell_err(err, ENOMEM, "frame payload");
-		rd->buf = nb;
-		rd->cap = cap;
-	}
-	r = read_exact(fd, rd->buf, len, false);
-	if (r < 0)
-		return cell_err(err, r == -EAGAIN ? ETIMEDOUT : -r, "reading frame payload");
-	rd->buf[len] = '\0';
-	ev->frame = (struct cell_frame){.type = type, .len = len, .payload = len ? rd->buf : NULL};
-	return frame_event(ev, false, err);
+	int r = recv_frame_into(fd, &ev->frame, &rd->buf, &rd->cap, -1, err);
+	return r < 0 ? r : frame_event(ev, false, err);
 }
 
 int relay_signal(int fd, int sig, struct cell_error *err)
 {
 	json_t *o = json_pack("{s:i}", "signal", sig);
-	int r = relay_send_json(fd, CELL_FRAME_SIGNAL, o, err);
+	int r = relay_send_json(fd, CELL_FRAME_SIGNAL, o, celld_now_ms() + RELAY_BUDGET_MS, err);
 	json_decref(o);
 	return r;
 }
@@ -451,14 +542,11 @@ static int parse_stat(const struct cell_frame *f, struct relay_stat *st, struct 
 }
 
 /* First answer to FILE_STAT / FILE_READ: STAT (0) or ERROR (1). */
-static int recv_stat(int fd, struct relay_stat *st, struct relay_error *rerr,
+static int recv_stat(int fd, struct relay_stat *st, struct relay_error *rerr, int64_t deadline,
 		     struct cell_error *err)
 {
-	int r = relay_wait(fd, RELAY_IO_TIMEOUT_MS);
-	if (r <= 0)
-		return cell_err(err, r < 0 ? -r : ETIMEDOUT, "waiting for cell-init");
 	struct cell_frame f;
-	r = recv_frame(fd, &f, err);
+	int r = recv_frame(fd, &f, deadline, err);
 	if (r < 0)
 		return r;
 	if (f.type == CELL_FRAME_STAT)
@@ -472,41 +560,62 @@ static int recv_stat(int fd, struct relay_stat *st, struct relay_error *rerr,
 	return r;
 }
 
-int relay_file_stat(const struct sandbox *sb, const char *path, struct relay_stat *st,
-		    struct relay_error *rerr, struct cell_error *err)
+/* A new conversation: connected and its request frame sent by deadline. The fd or -errno. */
+static int request_by(const struct sandbox *sb, uint16_t type, json_t *req, int64_t deadline,
+		      struct cell_error *err)
 {
-	_cleanup_close_ int fd = relay_connect(sb, err);
+	_cleanup_close_ int fd = connect_by(sb, deadline, err);
 	if (fd < 0)
 		return fd;
-	json_t *o = json_pack("{s:s}", "path", path);
-	int r = relay_send_json(fd, CELL_FRAME_FILE_STAT, o, err);
-	json_decref(o);
-	return r < 0 ? r : recv_stat(fd, st, rerr, err);
+	int r = relay_send_json(fd, type, req, deadline, err);
+	return r < 0 ? r : move_fd(fd);
 }
 
-int relay_file_read(const struct sandbox *sb, const char *path, int64_t offset, int64_t limit,
-		    int *fdp, struct relay_stat *st, struct relay_error *rerr,
-		    struct cell_error *err)
+/* FILE_STAT or FILE_READ up to its STAT: *fdp open on 0. */
+static int stat_conversation(const struct sandbox *sb, uint16_t type, json_t *req, int *fdp,
+			     struct relay_stat *st, struct relay_error *rerr,
+			     struct relay_budget *b, struct cell_error *err)
 {
 	*fdp = -1;
-	_cleanup_close_ int fd = relay_connect(sb, err);
-	if (fd < 0)
-		return fd;
-	json_t *o = json_pack("{s:s, s:I, s:I}", "path", path, "offset", (json_int_t)offset,
-			      "limit", (json_int_t)limit);
-	int r = relay_send_json(fd, CELL_FRAME_FILE_READ, o, err);
-	json_decref(o);
-	if (r < 0)
-		return r;
-	r = recv_stat(fd, st, rerr, err);
+	if (!req)
+		return cell_err(err, ENOMEM, "%s request", cell_frame_type_name(type));
+	int64_t deadline = budget_deadline(b, err);
+	if (deadline < 0)
+		return (int)deadline;
+	_cleanup_close_ int fd = request_by(sb, type, req, deadline, err);
+	int r = fd < 0 ? fd : recv_stat(fd, st, rerr, deadline, err);
+	budget_spend(b, deadline);
 	if (r == 0)
 		*fdp = move_fd(fd);
 	return r;
 }
 
+int relay_file_stat(const struct sandbox *sb, const char *path, struct relay_stat *st,
+		    struct relay_error *rerr, struct relay_budget *b, struct cell_error *err)
+{
+	json_t *o = json_pack("{s:s}", "path", path);
+	int fd;
+	int r = stat_conversation(sb, CELL_FRAME_FILE_STAT, o, &fd, st, rerr, b, err);
+	json_decref(o);
+	if (r == 0)
+		close(fd);
+	return r;
+}
+
+int relay_file_read(const struct sandbox *sb, const char *path, int64_t offset, int64_t limit,
+		    int *fdp, struct relay_stat *st, struct relay_error *rerr,
+		    struct relay_budget *b, struct cell_error *err)
+{
+	json_t *o = json_pack("{s:s, s:I, s:I}", "path", path, "offset", (json_int_t)offset,
+			      "limit", (json_int_t)limit);
+	int r = stat_conversation(sb, CELL_FRAME_FILE_READ, o, fdp, st, rerr, b, err);
+	json_decref(o);
+	return r;
+}
+
 int relay_file_read_next(int fd, struct cell_frame *frame, struct cell_error *err)
 {
-	int r = recv_frame(fd, frame, err);
+	int r = recv_frame(fd, frame, -1, err);
 	if (r < 0)
 		return r;
 	switch (frame->type) {
@@ -528,30 +637,37 @@ int relay_file_read_next(int fd, struct cell_frame *frame, struct cell_error *er
 	}
 }
 
-int relay_file_write(const struct sandbox *sb, json_t *req, int *fdp, struct cell_error *err)
+int relay_file_write(const struct sandbox *sb, json_t *req, int *fdp, struct relay_budget *b,
+		     struct cell_error *err)
 {
 	*fdp = -1;
-	_cleanup_close_ int fd = relay_connect(sb, err);
+	int64_t deadline = budget_deadline(b, err);
+	if (deadline < 0)
+		return (int)deadline;
+	int fd = request_by(sb, CELL_FRAME_FILE_WRITE, req, deadline, err);
+	budget_spend(b, deadline);
 	if (fd < 0)
 		return fd;
-	int r = relay_send_json(fd, CELL_FRAME_FILE_WRITE, req, err);
-	if (r == 0)
-		*fdp = move_fd(fd);
-	return r;
+	*fdp = fd;
+	return 0;
 }
 
-int relay_file_write_end(int fd, int64_t *size, struct relay_error *rerr, struct cell_error *err)
+int relay_file_write_end(int fd, int64_t *size, struct relay_error *rerr, struct relay_budget *b,
+			 struct cell_error *err)
 {
-	int r = cell_frame_send(fd, CELL_FRAME_END, NULL, 0, err);
-	if (r < 0)
+	int64_t deadline = budget_deadline(b, err);
+	if (deadline < 0)
+		return (int)deadline;
+	int r = send_frame_by(fd, CELL_FRAME_END, NULL, 0, deadline, err);
+	if (r < 0) {
+		budget_spend(b, deadline);
 		return relay_take_error(fd, rerr, 1000) == 1 ? 1 : r;
-	r = relay_wait(fd, RELAY_IO_TIMEOUT_MS);
-	if (r <= 0)
-		return cell_err(err, r < 0 ? -r : ETIMEDOUT, "waiting for cell-init to finish");
+	}
 	struct cell_frame f;
-	r = recv_frame(fd, &f, err);
+	r = recv_frame(fd, &f, deadline, err);
+	budget_spend(b, deadline);
 	if (r < 0)
-		return r;
+		return cell_err_wrap(err, "waiting for cell-init to finish: ");
 	json_t *o = NULL;
 	long long n = 0;
 	if (f.type == CELL_FRAME_ERROR)
@@ -572,9 +688,11 @@ int relay_take_error(int fd, struct relay_error *rerr, int timeout_ms)
 {
 	if (relay_wait(fd, timeout_ms) <= 0)
 		return 0;
+	/* init sends an ERROR in one piece: once it shows, the rest is there or nearly. */
 	struct cell_frame f;
 	struct cell_error e;
-	if (recv_frame(fd, &f, &e) < 0)
+	int64_t deadline = celld_now_ms() + (timeout_ms > 1000 ? timeout_ms : 1000);
+	if (recv_frame(fd, &f, deadline, &e) < 0)
 		return 0;
 	int r = f.type == CELL_FRAME_ERROR && parse_error(&f, rerr, &e) == 0 ? 1 : -EPROTO;
 	cell_frame_free(&f);

@@ -6,6 +6,12 @@
  * record means it did not (ERROR, no STARTED). Until then the output pipes are not even
  * watched, so STARTED always precedes the first output frame.
  *
+ * PID 1's loop never waits for a child: the spawner thread clones it, or the loop forks it
+ * (see "starting the child"), and the error pipe tells later how the start went. Root inside can
+ * stop any process of the sandbox but PID 1 (kill(-1, SIGSTOP)); a child stopped before its execve,
+ * or not through it within START_DEADLINE_MS (an execve waiting on a lease break, say), is killed
+ * and the request answered ERROR, so a start costs the client a bounded wait and PID 1 nothing.
+ *
  * When the main process is reaped, what is already in its pipes is sent, then EXIT, and
  * the connection ends. The pipes stay open and are read and discarded until EOF, so a
  * background child (`nohup server &`) never takes a SIGPIPE for writing to a closed pipe.
@@ -14,6 +20,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,8 +28,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -35,9 +44,13 @@
 #include "cell/proto.h"
 #include "init.h"
 
-#define DEFAULT_CWD	      "/workspace"
-#define DEFAULT_PATH	      "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#define KILL_GRACE_MS	      2000
+#define DEFAULT_CWD   "/workspace"
+#define DEFAULT_PATH  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define KILL_GRACE_MS 2000
+/* A child does a handful of system calls before its execve; this is only ever reached when
+ * something in the sandbox holds it back. Below celld's wait for STARTED, so the client
+ * gets this answer rather than a relay timeout. */
+#define START_DEADLINE_MS     20000
 #define PIPE_READS_PER_WAKEUP 16
 #define PIPE_GROWN_SIZE	      (1 << 20)
 #define ID_MAX		      0xfffffffeu /* (uid_t)-1 means "unchanged" to the kernel */
@@ -64,14 +77,20 @@ struct pipe_end {
 struct cmd {
 	struct init_deferred dead;
 	struct cmd *next, **pprev;
-	pid_t pid;
-	struct conn *conn; /* NULL once EXIT is sent or celld hung up */
+	pid_t pid; /* 0 while the spawner has not reported it (cmd_pid() knows it earlier) */
+	struct exec_req req;  /* until the child has its own copy (forked, or exec'd) */
+	json_t *req_json;     /* holds the strings req.envp points at */
+	int child_fd[3];      /* PID 1's copies of the child's stdout, stderr, error pipe */
+	uint64_t queued_sigs; /* bit N-1: signal N asked for before the child existed */
+	bool spawning;	      /* the spawner thread is cloning it */
+	struct conn *conn;    /* NULL once EXIT is sent or celld hung up */
 	struct pipe_end out, err;
 	struct init_watch errp;	 /* read end of the exec error pipe */
-	struct init_watch timer; /* timeout, then the SIGKILL grace */
+	struct init_watch timer; /* the timeout, then the SIGKILL grace */
 	int status;
 	bool started, reaped, timed_out, grace, paused;
 	uint64_t start_ns, end_ns;
+	uint64_t timeout_ms; /* 0: none */
 };
 
 /* What the child writes to the error pipe when it cannot exec. Smaller than PIPE_BUF, so
@@ -228,7 +247,7 @@ static int req_parse(json_t *req, struct exec_req *r, struct cell_error *err)
 	return 0;
 }
 
-/* ---- the child, between clone and execve ---- */
+/* ---- the child, between fork and execve ---- */
 
 static void __attribute__((noreturn, format(printf, 3, 4)))
 child_fail(int errfd, int e, const char *fmt, ...)
@@ -364,13 +383,18 @@ child_run(const struct exec_req *r, int out_w, int err_w, int errfd)
 	if (init_nofile_orig.rlim_cur)
 		setrlimit(RLIMIT_NOFILE, &init_nofile_orig);
 	if (r->set_ids) {
-		/* setgroups may be denied in a user namespace; that is only a failure when
-		 * there is a group left to drop (the runtime normally starts us with none). */
-		if (setgroups(0, NULL) < 0 && getgroups(0, NULL) != 0)
+		/* Raw system calls: glibc's set*id in a threaded process has every thread
+		 * change its ids too (SIGSETXID), which a child running on the spawner's
+		 * memory must never start. An id change also makes the kernel set the mm's
+		 * dumpable flag from fs.suid_dumpable; only forked children get here with
+		 * other ids (spawn_child), so PID 1's own flag stays 0. setgroups may be
+		 * denied in a user namespace; that is only a failure when there is a group
+		 * left to drop (the runtime normally starts us with none). */
+		if (syscall(SYS_setgroups, 0, NULL) < 0 && getgroups(0, NULL) != 0)
 			child_fail(errfd, errno, "dropping supplementary groups");
-		if (setgid(r->gid) < 0)
+		if (syscall(SYS_setresgid, r->gid, r->gid, r->gid) < 0)
 			child_fail(errfd, errno, "setgid %u", r->gid);
-		if (setuid(r->uid) < 0)
+		if (syscall(SYS_setresuid, r->uid, r->uid, r->uid) < 0)
 			child_fail(errfd, errno, "setuid %u", r->uid);
 	}
 	/* After the id change, so the directory is checked with the command's own
@@ -385,21 +409,46 @@ child_run(const struct exec_req *r, int out_w, int err_w, int errfd)
 
 /* ---- starting the child ---- */
 
-/* The child runs on a stack of its own while sharing cell-init's memory until its execve
- * (CLONE_VM | CLONE_VFORK, as posix_spawn does): no page tables to copy, and no
- * copy-on-write fault later for every page cell-init touches, which on a virtualised host
- * costs more than the rest of starting a short command. cell-init is single-threaded and
- * waits in clone() until the child has exec'd or exited, so the child sees consistent
- * memory and no lock held; the child has its own copy of the signal handlers (no
- * CLONE_SIGHAND), and what it writes lives on its own stack. The stack is reserved once,
- * as large as a main thread's (exec_search may alloca an argv), with a guard page below:
- * only the pages a child touches are ever backed. */
-#define CHILD_STACK_SIZE (8u << 20)
+/* PID 1's loop waits for no child. A command that keeps cell-init's ids (every root
+ * command) is cloned with CLONE_VM | CLONE_VFORK, as posix_spawn does: no page tables to
+ * copy and no copy-on-write fault later for every page cell-init touches, which on a
+ * virtualised host costs more than the rest of starting a short command. That clone runs
+ * on the spawner thread, which waits in it until the child has exec'd or died; the main
+ * thread goes on serving. Root inside can stop that child before its execve
+ * (kill(-1, SIGSTOP)): the main thread sees the stop (WUNTRACED) and kills it, and any
+ * command that comes while the spawner is busy is forked instead.
+ *
+ * The child runs on the spawner's stack area and thread-local storage (errno) while the
+ * main thread runs on: it writes nothing else, takes no lock (no malloc, no stdio), and
+ * reads only what the main thread leaves alone until the spawner reports back (the
+ * request, the child's fds, the globals set at start).
+ *
+ * A command with other ids is forked: the id change makes the kernel set the dumpable flag
+ * of the child's mm from fs.suid_dumpable, and in a shared mm that flag is PID 1's: with
+ * fs.suid_dumpable=1 root inside could then ptrace PID 1 and take its relay socket with
+ * pidfd_getfd. */
+#define CHILD_STACK_SIZE   (8u << 20) /* as large as a main thread's: exec_search allocas */
+#define SPAWNER_STACK_SIZE (64u << 10)
 
 struct child_args {
 	const struct exec_req *r;
 	int out_w, err_w, errfd;
 };
+
+/* The one start the spawner works on. The main thread fills it while the spawner is idle
+ * (cmd == NULL), the spawner writes pid and err, the kernel writes tid. */
+static struct {
+	struct cmd *cmd; /* main thread only */
+	struct child_args args;
+	pid_t tid; /* CLONE_PARENT_SETTID: the child's pid, from before it first runs */
+	pid_t pid; /* clone's result */
+	int err;
+} slot;
+static int spawner_wake_fd = -1;		    /* eventfd: a start is in the slot */
+static struct init_watch spawner_done = {.fd = -1}; /* eventfd: the spawner is done */
+static char *child_stack_top;
+static uid_t self_uid;
+static gid_t self_gid;
 
 static int child_entry(void *p)
 {
@@ -407,38 +456,129 @@ static int child_entry(void *p)
 	child_run(a->r, a->out_w, a->err_w, a->errfd);
 }
 
-static char *child_stack_top(void)
+static void *spawner_main(void *arg)
 {
-	static char *top;
-	if (top)
-		return top;
+	(void)arg;
+	for (;;) {
+		uint64_t n;
+		if (read(spawner_wake_fd, &n, sizeof(n)) != sizeof(n))
+			continue; /* EINTR */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		pid_t pid = clone(child_entry, child_stack_top,
+				  CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID | SIGCHLD,
+				  &slot.args, &slot.tid);
+		slot.err = pid < 0 ? errno : 0;
+		__atomic_store_n(&slot.pid, pid, __ATOMIC_RELEASE);
+		n = 1;
+		while (write(spawner_done.fd, &n, sizeof(n)) < 0 && errno == EINTR)
+			;
+	}
+	return NULL;
+}
+
+static void spawner_done_event(struct init_watch *w, uint32_t events);
+
+void exec_init(void)
+{
+	self_uid = geteuid();
+	self_gid = getegid();
 	long page = sysconf(_SC_PAGESIZE);
 	if (page <= 0)
 		page = 4096;
 	char *base = mmap(NULL, CHILD_STACK_SIZE + (size_t)page, PROT_READ | PROT_WRITE,
 			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-	if (base == MAP_FAILED)
-		return NULL;
-	if (mprotect(base, (size_t)page, PROT_NONE) < 0) {
-		munmap(base, CHILD_STACK_SIZE + (size_t)page);
-		return NULL;
+	if (base == MAP_FAILED || mprotect(base, (size_t)page, PROT_NONE) < 0)
+		goto fail;
+	spawner_wake_fd = eventfd(0, EFD_CLOEXEC);
+	spawner_done.fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	spawner_done.fn = spawner_done_event;
+	if (spawner_wake_fd < 0 || spawner_done.fd < 0 ||
+	    init_watch_add(&spawner_done, EPOLLIN) < 0)
+		goto fail;
+	/* Every signal is blocked already (main blocks them before this): the thread takes
+	 * none, they all stay for the signalfd. */
+	pthread_attr_t attr;
+	pthread_t th;
+	int r = pthread_attr_init(&attr);
+	if (r == 0) {
+		pthread_attr_setstacksize(&attr, SPAWNER_STACK_SIZE);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		r = pthread_create(&th, &attr, spawner_main, NULL);
+		pthread_attr_destroy(&attr);
 	}
-	top = base + (size_t)page + CHILD_STACK_SIZE;
-	return top;
+	if (r == 0) {
+		child_stack_top = base + (size_t)page + CHILD_STACK_SIZE;
+		return;
+	}
+	errno = r;
+fail:
+	log_warn("no spawner thread (%s): every command is forked", strerror(errno));
+	if (base != MAP_FAILED)
+		munmap(base, CHILD_STACK_SIZE + (size_t)page);
+	if (spawner_done.fd >= 0) {
+		init_watch_del(&spawner_done);
+		close(spawner_done.fd);
+		spawner_done.fd = -1;
+	}
+	if (spawner_wake_fd >= 0)
+		close(spawner_wake_fd);
+	spawner_wake_fd = -1;
 }
 
-/* Returns the child's pid (it has exec'd or failed by then), or -1 with errno. */
-static pid_t spawn_child(const struct exec_req *r, int out_w, int err_w, int errfd)
+/* Its pid as far as PID 1 knows it: 0 before the spawner's clone has made the child. */
+static pid_t cmd_pid(const struct cmd *cmd)
 {
-	struct child_args a = {r, out_w, err_w, errfd};
-	char *top = child_stack_top();
-	if (top)
-		return clone(child_entry, top, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
-	/* No stack to spare: a plain fork does the same, only slower. */
+	if (cmd->pid || !cmd->spawning)
+		return cmd->pid;
+	return __atomic_load_n(&slot.tid, __ATOMIC_ACQUIRE);
+}
+
+static void child_fds_close(struct cmd *cmd)
+{
+	for (int i = 0; i < 3; i++) {
+		if (cmd->child_fd[i] >= 0)
+			close(cmd->child_fd[i]);
+		cmd->child_fd[i] = -1;
+	}
+}
+
+static void req_release(struct cmd *cmd)
+{
+	req_free(&cmd->req);
+	json_decref(cmd->req_json);
+	cmd->req_json = NULL;
+}
+
+/* 0: started (the spawner's clone or a fork); -errno: no child was made. */
+static int spawn_child(struct cmd *cmd)
+{
+	const struct exec_req *r = &cmd->req;
+	bool same_ids = !r->set_ids || (r->uid == self_uid && r->gid == self_gid);
+	if (same_ids && child_stack_top && !slot.cmd) {
+		slot.cmd = cmd;
+		slot.args =
+		    (struct child_args){r, cmd->child_fd[0], cmd->child_fd[1], cmd->child_fd[2]};
+		slot.tid = 0;
+		slot.pid = 0;
+		cmd->spawning = true;
+		__atomic_thread_fence(__ATOMIC_RELEASE);
+		uint64_t one = 1;
+		if (write(spawner_wake_fd, &one, sizeof(one)) == sizeof(one))
+			return 0;
+		cmd->spawning = false;
+		slot.cmd = NULL;
+	}
 	pid_t pid = fork();
 	if (pid == 0)
-		child_run(r, out_w, err_w, errfd);
-	return pid;
+		child_run(r, cmd->child_fd[0], cmd->child_fd[1], cmd->child_fd[2]);
+	int e = errno;
+	child_fds_close(cmd);
+	req_release(cmd);
+	if (pid < 0)
+		return -e;
+	cmd->pid = pid;
+	log_debug("command %d forked for a relay connection", (int)pid);
+	return 0;
 }
 
 /* ---- the parent side ---- */
@@ -454,7 +594,8 @@ static void watch_close(struct init_watch *w)
 
 static void cmd_maybe_free(struct cmd *cmd)
 {
-	if (!cmd->reaped || cmd->errp.fd >= 0 || cmd->out.w.fd >= 0 || cmd->err.w.fd >= 0)
+	if (!cmd->reaped || cmd->spawning || cmd->errp.fd >= 0 || cmd->out.w.fd >= 0 ||
+	    cmd->err.w.fd >= 0)
 		return;
 	if (cmd->conn)
 		conn_finish(cmd->conn); /* calls cmd_closed */
@@ -490,8 +631,14 @@ static void cmd_kill(struct cmd *cmd, int sig)
 	 * group id, thanks to setsid) cannot name anything else. */
 	if (cmd->reaped)
 		return;
-	if (kill(-cmd->pid, sig) < 0 && errno == ESRCH)
-		kill(cmd->pid, sig); /* not yet through setsid() */
+	pid_t pid = cmd_pid(cmd);
+	if (!pid) {
+		/* The spawner has not made it yet: it gets the signal as soon as it exists. */
+		cmd->queued_sigs |= 1ull << (sig - 1);
+		return;
+	}
+	if (kill(-pid, sig) < 0 && errno == ESRCH)
+		kill(pid, sig); /* not yet through setsid() */
 }
 
 static int timer_arm(struct cmd *cmd, uint64_t ms)
@@ -514,20 +661,27 @@ static int timer_arm(struct cmd *cmd, uint64_t ms)
 	return 0;
 }
 
-/* SIGTERM to the whole process group, SIGKILL if the main process outlives the grace. */
+/* SIGTERM to the whole process group, SIGKILL if the main process outlives the grace.
+ * SIGCONT follows the SIGTERM, so a stopped command acts on it now rather than be killed
+ * after the grace. */
 static void cmd_terminate(struct cmd *cmd)
 {
 	cmd_kill(cmd, SIGTERM);
+	cmd_kill(cmd, SIGCONT);
 	if (cmd->grace)
 		return;
 	cmd->grace = true;
 	int r = timer_arm(cmd, KILL_GRACE_MS);
 	if (r < 0) {
-		log_warn("command %d: no grace timer (%s): killing now", (int)cmd->pid,
+		log_warn("command %d: no grace timer (%s): killing now", (int)cmd_pid(cmd),
 			 strerror(-r));
 		cmd_kill(cmd, SIGKILL);
 	}
 }
+
+static bool start_settle(struct cmd *cmd);
+static void start_failed(struct cmd *cmd, int e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void timer_event(struct init_watch *w, uint32_t events)
 {
@@ -542,6 +696,54 @@ static void timer_event(struct init_watch *w, uint32_t events)
 	} else {
 		cmd_kill(cmd, SIGKILL);
 	}
+}
+
+/* One timer for the start deadline of every command not started yet (a timer of its own
+ * would cost each start four more system calls): armed for the oldest. */
+static void start_watch_event(struct init_watch *w, uint32_t events);
+static struct init_watch start_watch = {.fn = start_watch_event, .fd = -1};
+static bool start_watch_armed;
+
+static void start_watch_arm(uint64_t ms)
+{
+	if (start_watch.fd < 0) {
+		start_watch.fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+		if (start_watch.fd < 0 || init_watch_add(&start_watch, EPOLLIN) < 0) {
+			log_warn("no start deadline timer: %s", strerror(errno));
+			if (start_watch.fd >= 0)
+				close(start_watch.fd);
+			start_watch.fd = -1;
+			return;
+		}
+	}
+	struct itimerspec its = {.it_value = {.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000}};
+	start_watch_armed = timerfd_settime(start_watch.fd, 0, &its, NULL) == 0;
+}
+
+static void start_watch_event(struct init_watch *w, uint32_t events)
+{
+	(void)events;
+	uint64_t ticks;
+	if (read(w->fd, &ticks, sizeof(ticks)) != sizeof(ticks))
+		return;
+	start_watch_armed = false;
+	uint64_t now = now_ns(), deadline = (uint64_t)START_DEADLINE_MS * 1000000, next = 0;
+	for (struct cmd *cmd = cmds, *nx; cmd; cmd = nx) {
+		nx = cmd->next; /* start_failed may unlink cmd */
+		if (cmd->started || cmd->errp.fd < 0)
+			continue;
+		if (now - cmd->start_ns < deadline) {
+			uint64_t left = deadline - (now - cmd->start_ns);
+			next = next && next < left ? next : left;
+		} else if (!start_settle(cmd)) {
+			start_failed(cmd, ETIMEDOUT,
+				     "command %d did not reach its execve within %d s (held back "
+				     "by a process in the sandbox?)",
+				     (int)cmd_pid(cmd), START_DEADLINE_MS / 1000);
+		}
+	}
+	if (next)
+		start_watch_arm(next / 1000000 + 1);
 }
 
 static void pipe_close(struct pipe_end *p)
@@ -635,37 +837,56 @@ static void cmd_report_exit(struct cmd *cmd)
 		conn_finish(cmd->conn); /* cmd_closed: from here on, output is discarded */
 }
 
-static void errp_event(struct init_watch *w, uint32_t events)
+/* The child never got to run the command (its error record, a stop, the deadline): ERROR
+ * instead of STARTED. The child is killed first: it is still cell-init's code, whatever
+ * holds it (a SIGSTOP, a blocked execve) or is about to _exit anyway. */
+static void start_failed(struct cmd *cmd, int e, const char *fmt, ...)
 {
-	(void)events;
-	struct cmd *cmd = init_container_of(w, struct cmd, errp);
-	struct child_err ce;
-	ssize_t n = read(w->fd, &ce, sizeof(ce));
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
+	char msg[sizeof(((struct child_err *)0)->msg) + 64];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cmd_kill(cmd, SIGKILL);
+	if (cmd->conn) {
+		conn_send_error(cmd->conn, e, msg);
+		if (cmd->conn)
+			conn_finish(cmd->conn);
+	}
 	watch_close(&cmd->errp);
-	if (n != 0) {
-		/* The command never started: ERROR instead of STARTED. */
-		if (n != (ssize_t)sizeof(ce)) {
-			ce.err = EIO;
-			snprintf(ce.msg, sizeof(ce.msg), "command %d: unreadable exec status",
-				 (int)cmd->pid);
-		}
-		ce.msg[sizeof(ce.msg) - 1] = '\0';
-		if (cmd->conn) {
-			conn_send_error(cmd->conn, ce.err, ce.msg);
-			if (cmd->conn)
-				conn_finish(cmd->conn);
-		}
-		pipe_close(&cmd->out);
-		pipe_close(&cmd->err);
+	pipe_close(&cmd->out);
+	pipe_close(&cmd->err);
+	watch_close(&cmd->timer);
+	cmd_maybe_free(cmd);
+}
+
+/* Once started, the timer counts the command's own timeout, from the request on (unless a
+ * SIGTERM's grace runs already). */
+static void timeout_arm(struct cmd *cmd)
+{
+	if (cmd->grace || cmd->reaped)
+		return;
+	if (!cmd->timeout_ms) {
 		watch_close(&cmd->timer);
-		cmd_maybe_free(cmd);
 		return;
 	}
+	uint64_t ran = (now_ns() - cmd->start_ns) / 1000000;
+	int r = timer_arm(cmd, cmd->timeout_ms > ran ? cmd->timeout_ms - ran : 1);
+	if (r < 0) {
+		log_warn("command %d: no timeout timer (%s): killing it", (int)cmd_pid(cmd),
+			 strerror(-r));
+		cmd_kill(cmd, SIGKILL);
+	}
+}
+
+static void start_ok(struct cmd *cmd)
+{
+	watch_close(&cmd->errp);
 	cmd->started = true;
+	timeout_arm(cmd);
 	if (cmd->conn)
-		conn_send_json(cmd->conn, CELL_FRAME_STARTED, json_pack("{s:i}", "pid", cmd->pid));
+		conn_send_json(cmd->conn, CELL_FRAME_STARTED,
+			       json_pack("{s:i}", "pid", cmd_pid(cmd)));
 	if (init_watch_add(&cmd->out.w, EPOLLIN) < 0 || init_watch_add(&cmd->err.w, EPOLLIN) < 0) {
 		/* Unwatchable output would block the command forever: give up on it. */
 		pipe_close(&cmd->out);
@@ -676,13 +897,69 @@ static void errp_event(struct init_watch *w, uint32_t events)
 	cmd_maybe_free(cmd);
 }
 
-bool exec_reaped(int pid, int status)
+/* Read what the error pipe says by now: true when the start is settled (STARTED or ERROR
+ * sent), false while the child has not reached its execve. */
+static bool start_settle(struct cmd *cmd)
+{
+	if (cmd->errp.fd < 0)
+		return true;
+	/* Once the spawner's child has a pid, it has its own copy of the fd table (the kernel
+	 * reports the pid after copying it): our copies of its pipe ends can go, so that EOF
+	 * says it is past its execve even before the spawner has run again. */
+	if (cmd->spawning && cmd_pid(cmd)) {
+		cmd->pid = cmd_pid(cmd);
+		child_fds_close(cmd);
+	}
+	struct child_err ce;
+	ssize_t n = read(cmd->errp.fd, &ce, sizeof(ce));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return false;
+	if (n == 0) {
+		start_ok(cmd);
+		return true;
+	}
+	if (n != (ssize_t)sizeof(ce)) {
+		ce.err = EIO;
+		snprintf(ce.msg, sizeof(ce.msg), "command %d: unreadable exec status",
+			 (int)cmd_pid(cmd));
+	}
+	ce.msg[sizeof(ce.msg) - 1] = '\0';
+	start_failed(cmd, ce.err, "%s", ce.msg);
+	return true;
+}
+
+static void errp_event(struct init_watch *w, uint32_t events)
+{
+	(void)events;
+	start_settle(init_container_of(w, struct cmd, errp));
+}
+
+static struct cmd *cmd_find(pid_t pid)
 {
 	struct cmd *cmd = cmds;
-	while (cmd && (cmd->pid != pid || cmd->reaped))
+	while (cmd && (cmd_pid(cmd) != pid || cmd->reaped))
 		cmd = cmd->next;
+	return cmd;
+}
+
+void exec_stopped(int pid, int sig)
+{
+	struct cmd *cmd = cmd_find(pid);
+	/* A command stopped after its execve is its own business (job control, a debugger). */
+	if (!cmd || cmd->started || start_settle(cmd))
+		return;
+	start_failed(cmd, EINTR,
+		     "command %d was stopped by signal %d before it could start (a process in the "
+		     "sandbox stops others, kill -STOP -1?)",
+		     pid, sig);
+}
+
+bool exec_reaped(int pid, int status)
+{
+	struct cmd *cmd = cmd_find(pid);
 	if (!cmd)
 		return false;
+	cmd->pid = pid; /* known now even if the spawner has not reported yet */
 	cmd->reaped = true;
 	cmd->status = status;
 	cmd->end_ns = now_ns();
@@ -698,8 +975,8 @@ bool exec_reaped(int pid, int status)
 void exec_kill_all(void)
 {
 	for (struct cmd *cmd = cmds; cmd; cmd = cmd->next)
-		if (!cmd->reaped || cmd->out.w.fd >= 0 || cmd->err.w.fd >= 0)
-			kill(-cmd->pid, SIGKILL);
+		if ((!cmd->reaped || cmd->out.w.fd >= 0 || cmd->err.w.fd >= 0) && cmd_pid(cmd))
+			kill(-cmd_pid(cmd), SIGKILL);
 }
 
 /* ---- the connection's view ---- */
@@ -767,44 +1044,82 @@ static int make_pipes(int out[2], int err[2], int errp[2])
 	return 0;
 }
 
+/* The spawner has cloned (or failed to clone) the command in the slot. */
+static void spawner_done_event(struct init_watch *w, uint32_t events)
+{
+	(void)events;
+	uint64_t n;
+	if (read(w->fd, &n, sizeof(n)) != sizeof(n) || !slot.cmd)
+		return;
+	struct cmd *cmd = slot.cmd;
+	pid_t pid = __atomic_load_n(&slot.pid, __ATOMIC_ACQUIRE);
+	slot.cmd = NULL;
+	cmd->spawning = false;
+	/* The child has exec'd or died: it has left the memory it shared with us. Closing
+	 * our copies of its pipe ends lets EOF on the error pipe say which. */
+	child_fds_close(cmd);
+	req_release(cmd);
+	/* A child that shares our mm never changes ids, so this is 0 still; checked anyway,
+	 * since a dumpable PID 1 is open to ptrace and pidfd_getfd from root inside. */
+	if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0) {
+		log_warn("PID 1 became dumpable after a start: made non-dumpable again");
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	}
+	if (pid < 0) {
+		cmd->reaped = true; /* no child to wait for */
+		start_failed(cmd, slot.err, "EXEC: starting the command: %s", strerror(slot.err));
+		return;
+	}
+	if (!cmd->pid)
+		cmd->pid = pid;
+	log_debug("command %d cloned for a relay connection", (int)pid);
+	uint64_t sigs = cmd->queued_sigs;
+	cmd->queued_sigs = 0;
+	for (int sig = 1; sigs; sig++, sigs >>= 1)
+		if (sigs & 1)
+			cmd_kill(cmd, sig);
+	/* Its EOF is there by now, or is about to be (the error pipe closes just after the
+	 * execve's switch of memory): reading now saves a turn of the loop. start_settle
+	 * frees what is done with; a start settled already (killed while cloned) is freed
+	 * here. */
+	if (cmd->errp.fd < 0)
+		cmd_maybe_free(cmd);
+	else
+		start_settle(cmd);
+}
+
 void exec_start(struct conn *c, json_t *req)
 {
 	struct cell_error err = {0};
-	struct exec_req r = {0};
-	if (req_parse(req, &r, &err) < 0) {
-		req_free(&r);
+	struct cmd *cmd = calloc(1, sizeof(*cmd));
+	if (!cmd) {
+		conn_fail(c, ENOMEM, "EXEC: out of memory");
+		return;
+	}
+	cmd->child_fd[0] = cmd->child_fd[1] = cmd->child_fd[2] = -1;
+	if (req_parse(req, &cmd->req, &err) < 0) {
+		req_free(&cmd->req);
+		free(cmd);
 		conn_fail(c, err.code, "%s", err.msg);
 		return;
 	}
 	int out[2] = {-1, -1}, errs[2] = {-1, -1}, errp[2] = {-1, -1};
-	struct cmd *cmd = calloc(1, sizeof(*cmd));
-	int ret = cmd ? make_pipes(out, errs, errp) : -ENOMEM;
+	int ret = make_pipes(out, errs, errp);
 	if (ret < 0) {
 		close_pair(out);
 		close_pair(errs);
 		close_pair(errp);
+		req_free(&cmd->req);
 		free(cmd);
-		req_free(&r);
 		conn_fail(c, -ret, "EXEC: creating pipes: %s", strerror(-ret));
 		return;
 	}
+	cmd->req_json = json_incref(req);
 	cmd->start_ns = now_ns();
-	pid_t pid = spawn_child(&r, out[1], errs[1], errp[1]);
-	int fork_errno = errno;
-	close(out[1]);
-	close(errs[1]);
-	close(errp[1]);
-	req_free(&r);
-	if (pid < 0) {
-		close(out[0]);
-		close(errs[0]);
-		close(errp[0]);
-		free(cmd);
-		conn_fail(c, fork_errno, "EXEC: starting the command: %s", strerror(fork_errno));
-		return;
-	}
-
-	cmd->pid = pid;
+	cmd->timeout_ms = cmd->req.timeout_ms;
+	cmd->child_fd[0] = out[1];
+	cmd->child_fd[1] = errs[1];
+	cmd->child_fd[2] = errp[1];
 	cmd->out = (struct pipe_end){
 	    .w = {.fn = pipe_event, .fd = out[0]}, .cmd = cmd, .type = CELL_FRAME_STDOUT};
 	cmd->err = (struct pipe_end){
@@ -819,18 +1134,17 @@ void exec_start(struct conn *c, json_t *req)
 	cmd->conn = c;
 	conn_attach(c, &cmd_handler, cmd);
 
+	/* Supervised from before it exists: a child nobody watches must not run. */
 	ret = init_watch_add(&cmd->errp, EPOLLIN);
-	if (ret == 0 && r.timeout_ms)
-		ret = timer_arm(cmd, r.timeout_ms);
+	if (ret == 0 && !start_watch_armed)
+		start_watch_arm(START_DEADLINE_MS);
+	if (ret == 0)
+		ret = spawn_child(cmd);
 	if (ret < 0) {
-		/* Cannot supervise it: it must not run unsupervised either. */
-		kill(pid, SIGKILL);
-		watch_close(&cmd->errp);
-		pipe_close(&cmd->out);
-		pipe_close(&cmd->err);
-		watch_close(&cmd->timer);
-		conn_fail(c, -ret, "EXEC: watching command %d: %s", (int)pid, strerror(-ret));
+		child_fds_close(cmd);
+		req_release(cmd);
+		cmd->reaped = true; /* no child to wait for */
+		start_failed(cmd, -ret, "EXEC: starting the command: %s", strerror(-ret));
 		return;
 	}
-	log_debug("command %d started for a relay connection", (int)pid);
 }

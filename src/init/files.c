@@ -4,15 +4,18 @@
  * (RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS): `..` clamps at the root, absolute symlinks are
  * re-rooted, and /proc magic links (/proc/self/root, /proc/<pid>/fd/N) are refused, so a
  * symlink planted by a sandboxed process can never point an operation elsewhere. Whatever
- * the path leads to is then checked with fstat() on the opened fd, never by name. */
+ * the path leads to is then checked on the opened fd, never by name: its type with fstat(),
+ * and that it is no process's state in /proc (refuse_process_state). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,6 +84,78 @@ static bool is_dot_name(const char *name)
 	return !strcmp(name, ".") || !strcmp(name, "..");
 }
 
+/* ---- process state ---- */
+
+/* The first component of a path below procfs's root names one process: <pid>, self or
+ * thread-self (the only entries there that start with a digit are pids). */
+static bool names_a_process(const char *top)
+{
+	size_t n = strcspn(top, "/ ");
+	return (top[0] >= '0' && top[0] <= '9') || (n == 4 && !strncmp(top, "self", 4)) ||
+	       (n == 11 && !strncmp(top, "thread-self", 11));
+}
+
+/* Files operations never reach an object of procfs that belongs to one process: a
+ * /proc/<pid> directory or anything below it (task/<tid>/..., fd, ns, maps, environ, mem),
+ * and the self and thread-self links. For PID 1 they would hand a client cell-init's own
+ * memory map, environment and status (PID 1 does the reading, so /proc/self is PID 1, and
+ * a line-mode download has no size-0 limit). For any other process, reading them takes
+ * that process's locks (its mmap_lock for cmdline, environ and maps), which a process in
+ * the sandbox can hold, and PID 1 must never wait on the sandbox. Commands still read them,
+ * with their own credentials.
+ *
+ * Judged on the opened fd, however the path was spelled (symlinks made inside, "..",
+ * /proc/self/../1): fstatfs() says procfs, and the fd's own path, as the kernel gives it
+ * for /proc/self/fd/N, says under which entry of procfs's root it lies. The sandbox has
+ * one procfs, at /proc, and no right to mount or move it. 0, or -EACCES with err set. */
+static int refuse_process_state(int fd, const char *what, const char *path, struct cell_error *err)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf) < 0)
+		return cell_err(err, errno, "%s %s", what, path);
+	if (sf.f_type != PROC_SUPER_MAGIC)
+		return 0;
+	char link[32], real[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, real, sizeof(real) - 1);
+	if (n < 0)
+		return cell_err(err, errno, "%s %s: locating it in /proc", what, path);
+	real[n] = '\0';
+	const char *top = NULL;
+	if (!strncmp(real, "/proc/", 6))
+		top = real + 6;
+	else if (!strcmp(real, "/proc"))
+		top = "";
+	if (top && !names_a_process(top))
+		return 0;
+	return cell_err(err, EACCES,
+			"%s %s: refused: it is %s, state of a process (files operations do not "
+			"reach /proc/<pid>, /proc/self or /proc/thread-self)",
+			what, path, real);
+}
+
+/* Open path beneath the root for flags, after refuse_process_state() has passed what it
+ * leads to: the object is first opened O_PATH (which runs none of its open code, so a
+ * procfs file of another process never takes that process's locks), checked, then opened
+ * again through its fd. Returns an fd or -errno with err set. */
+static int open_checked(const char *path, int flags, const char *what, struct cell_error *err)
+{
+	int pfd = cell_open_in_root(init_rootfd, path, O_PATH, 0, 0);
+	if (pfd < 0)
+		return cell_err(err, -pfd, "%s %s", what, path);
+	int r = refuse_process_state(pfd, what, path, err);
+	if (r < 0) {
+		close(pfd);
+		return r;
+	}
+	char link[32];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", pfd);
+	int fd = open(link, flags | O_CLOEXEC);
+	r = fd < 0 ? cell_err(err, errno, "%s %s", what, path) : fd;
+	close(pfd);
+	return r;
+}
+
 /* lstat() semantics beneath the root: the parent is resolved (symlinks followed, confined),
  * the final component is not followed. */
 static int lstat_in_root(const char *path, struct stat *st, struct cell_error *err)
@@ -94,33 +169,38 @@ static int lstat_in_root(const char *path, struct stat *st, struct cell_error *e
 			return cell_err(err, errno, "stat %s", path);
 		return 0;
 	}
+	int fd;
 	/* A trailing slash or a final . / .. names a directory to resolve, not an entry. */
 	if (sp.trailing_slash || is_dot_name(sp.name)) {
-		int fd = cell_open_in_root(init_rootfd, path, O_PATH, 0, 0);
-		if (fd < 0)
-			return cell_err(err, -fd, "stat %s", path);
-		r = fstat(fd, st) < 0 ? cell_err(err, errno, "stat %s", path) : 0;
-		close(fd);
-		return r;
+		fd = cell_open_in_root(init_rootfd, path, O_PATH, 0, 0);
+	} else {
+		int dfd = cell_open_in_root(init_rootfd, sp.parent, O_PATH | O_DIRECTORY, 0, 0);
+		if (dfd < 0)
+			return cell_err(err, -dfd, "stat %s", path);
+		/* O_NOFOLLOW with O_PATH: the entry itself, a symlink included. */
+		fd = openat(dfd, sp.name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		fd = fd < 0 ? -errno : fd;
+		close(dfd);
 	}
-	int dfd = cell_open_in_root(init_rootfd, sp.parent, O_PATH | O_DIRECTORY, 0, 0);
-	if (dfd < 0)
-		return cell_err(err, -dfd, "stat %s", path);
-	r = fstatat(dfd, sp.name, st, AT_SYMLINK_NOFOLLOW) < 0
-		? cell_err(err, errno, "stat %s", path)
-		: 0;
-	close(dfd);
+	if (fd < 0)
+		return cell_err(err, -fd, "stat %s", path);
+	r = refuse_process_state(fd, "stat", path, err);
+	if (r == 0 && fstat(fd, st) < 0)
+		r = cell_err(err, errno, "stat %s", path);
+	close(fd);
 	return r;
 }
 
 /* ---- owner and group names ---- */
 
 /* Read the start of /etc/passwd or /etc/group inside the sandbox. It is the sandbox's own
- * file (hostile): opened confined, non-blocking (a FIFO there must not hang PID 1), only
- * if regular, at most NAME_DB_MAX bytes. No NSS: cell-init is static. */
+ * file (hostile): opened confined, never a process's state (a link to /proc/self/environ),
+ * non-blocking (a FIFO there must not hang PID 1), only if regular, at most NAME_DB_MAX
+ * bytes. No NSS: cell-init is static. */
 static char *read_name_db(const char *path, size_t *len)
 {
-	int fd = cell_open_in_root(init_rootfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0, 0);
+	struct cell_error ignored;
+	int fd = open_checked(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, "reading", &ignored);
 	if (fd < 0)
 		return NULL;
 	struct stat st;
@@ -339,11 +419,13 @@ void files_read(struct conn *c, json_t *req)
 		conn_fail(c, err.code, "%s", err.msg);
 		return;
 	}
-	/* O_NONBLOCK: opening a FIFO planted at the path must not block PID 1; O_NOCTTY: a
-	 * terminal must never become ours. The type is checked on the fd afterwards. */
-	int fd = cell_open_in_root(init_rootfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0, 0);
+	/* O_NONBLOCK: opening a FIFO planted at the path must not block PID 1, nor a lease
+	 * a process holds on the file (EWOULDBLOCK instead of waiting for the break);
+	 * O_NOCTTY: a terminal must never become ours. The type is checked on the fd
+	 * afterwards. */
+	int fd = open_checked(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, "opening", &err);
 	if (fd < 0) {
-		conn_fail(c, -fd, "opening %s: %s", path, strerror(-fd));
+		conn_fail(c, err.code, "%s", err.msg);
 		return;
 	}
 	struct stat st;
@@ -392,8 +474,14 @@ struct fwrite_op {
 static int open_dir_p(const char *dir, struct cell_error *err)
 {
 	int fd = cell_open_in_root(init_rootfd, dir, O_PATH | O_DIRECTORY, 0, 0);
-	if (fd >= 0)
+	if (fd >= 0) {
+		int r = refuse_process_state(fd, "writing into", dir, err);
+		if (r < 0) {
+			close(fd);
+			return r;
+		}
 		return fd;
+	}
 	if (fd != -ENOENT)
 		return cell_err(err, -fd, "opening directory %s", dir);
 	char buf[PATH_MAX];
@@ -429,6 +517,11 @@ static int open_dir_p(const char *dir, struct cell_error *err)
 			return cell_err(err, -next, "opening directory %s", buf);
 		}
 		close(parent);
+		int r = refuse_process_state(next, "writing into", buf, err);
+		if (r < 0) {
+			close(next);
+			return r;
+		}
 		parent = next;
 		buf[i] = saved;
 	}

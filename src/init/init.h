@@ -1,10 +1,12 @@
 /* cell-init internals: the event loop, relay connections, commands and file operations.
  *
- * cell-init is single-threaded. Every fd it waits on (listening socket, connections, command
- * pipes, the signalfd, timerfds) is non-blocking and registered in one epoll set through a
- * `struct init_watch`. Objects that own watches are freed only after the current batch of
- * epoll events has been dispatched (init_defer_free), so an event for an object that died
- * earlier in the same batch finds the watch inactive instead of freed memory. */
+ * cell-init serves everything from one thread, which never waits on anything a process in
+ * the sandbox controls; a second thread only clones commands (exec.c). Every fd it waits on
+ * (listening socket, connections, command pipes, the signalfd, timerfds) is non-blocking and
+ * registered in one epoll set through a `struct init_watch`. Objects that own watches are freed
+ * only after the current batch of epoll events has been dispatched (init_defer_free), so an event
+ * for an object that died earlier in the same batch finds the watch inactive instead of freed
+ * memory. */
 #pragma once
 
 #include <stdbool.h>
@@ -96,9 +98,14 @@ json_t *init_json_string_lossy(const char *msg, size_t len);
 
 /* ---- commands (exec.c) ---- */
 
+/* Start the spawner thread (after the epoll set exists, with every signal blocked). */
+void exec_init(void);
 void exec_start(struct conn *c, json_t *req);
 /* A child was reaped; returns true when it was the main process of a command. */
 bool exec_reaped(int pid, int status);
+/* A child stopped (signal sig): one that has not reached its execve yet is killed and its
+ * request answered ERROR. */
+void exec_stopped(int pid, int sig);
 /* Test mode shutdown: SIGKILL every command's process group. */
 void exec_kill_all(void);
 

@@ -225,11 +225,17 @@ static void reap_children(void)
 {
 	for (;;) {
 		int status;
-		pid_t pid = waitpid(-1, &status, WNOHANG);
+		/* WUNTRACED: a command's child stopped before its execve must not hold its
+		 * request (and the client) until a deadline. */
+		pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED);
 		if (pid < 0 && errno == EINTR)
 			continue;
 		if (pid <= 0)
 			return;
+		if (WIFSTOPPED(status)) {
+			exec_stopped(pid, WSTOPSIG(status));
+			continue;
+		}
 		/* Orphans reparented to us are reaped and forgotten. */
 		if (!exec_reaped(pid, status))
 			log_debug("reaped orphan %d", (int)pid);
@@ -493,6 +499,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	exec_init();
 	struct init_watch sig_w = {.fn = signal_event, .fd = sfd};
 	struct init_watch listen_w = {.fn = accept_event, .fd = listen_fd};
 	if (init_watch_add(&sig_w, EPOLLIN) < 0 || init_watch_add(&listen_w, EPOLLIN) < 0)

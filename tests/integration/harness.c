@@ -348,7 +348,7 @@ int h_cell_v(struct h_proc *res, int timeout_s, va_list ap)
 	return res->status;
 }
 
-static char pids_file[H_PATH + 16], created_file[H_PATH + 16];
+static char pids_file[H_PATH + 16], created_file[H_PATH + 16], sysctls_file[H_PATH + 16];
 
 pid_t h_spawn(char *const argv[])
 {
@@ -960,6 +960,56 @@ long h_upload(const char *id, const char *path, const void *data, size_t len, in
 	return status;
 }
 
+json_t *h_command_wait(const char *id, const char *cmd_id, int timeout_s)
+{
+	char *path = h_fmt(EXECD_PREFIX "/command/status/%s", id, cmd_id);
+	json_t *status = NULL;
+	for (int64_t end = now_ms() + timeout_s * 1000LL;;) {
+		struct h_resp r;
+		h_http("GET", path, NULL, &r);
+		json_decref(status);
+		status = json_incref(r.json);
+		h_resp_free(&r);
+		if (json_is_false(json_object_get(status, "running")) || now_ms() >= end)
+			break;
+		h_sleep_ms(100);
+	}
+	free(path);
+	return status;
+}
+
+void h_upload_helper(const char *id, const char *name)
+{
+	char *path = h_fmt("%s/tests/integration/%s", H.bin, name);
+	char *data = NULL;
+	size_t len = 0;
+	ck_assert_msg(cell_read_file_at(AT_FDCWD, path, 64u << 20, &data, &len, NULL) == 0 && len,
+		      "%s is missing (make integration-build builds it)", path);
+	char *dest = h_fmt("/root/%s", name);
+	struct h_resp r;
+	long st = h_upload(id, dest, data, len, 0755, &r);
+	ck_assert_msg(st == 200, "upload of %s: HTTP %ld %.200s", name, st, r.body ? r.body : "");
+	h_resp_free(&r);
+	free(dest);
+	free(data);
+	free(path);
+}
+
+json_t *h_sh_pairs(const char *id, const char *cmd)
+{
+	char *out = h_sh(id, cmd);
+	json_t *res = json_object();
+	for (char *save = NULL, *line = strtok_r(out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strchr(line, ' ');
+		ck_assert_msg(sp, "%s printed '%s', not a \"key value\" line", cmd, line);
+		*sp = '\0';
+		json_object_set_new(res, line, json_string(sp + 1));
+	}
+	free(out);
+	return res;
+}
+
 static long files_get(const char *id, const char *route, const char *path, struct h_resp *resp)
 {
 	char *enc = h_urlencode(path);
@@ -1236,6 +1286,48 @@ static void kill_registered_pids(void)
 		hlog("truncate %s: %s", pids_file, strerror(errno));
 }
 
+/* The host's sysctls a test changed go back to what they were: "<path> <value>" lines,
+ * the first line of a path holding its value before any test touched it. */
+static void restore_sysctls(void)
+{
+	FILE *f = fopen(sysctls_file, "re");
+	if (!f)
+		return;
+	char path[H_PATH], value[256];
+	while (fscanf(f, "%511s %255s", path, value) == 2) {
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, value, strlen(value)) != (ssize_t)strlen(value))
+			hlog("restoring %s to %s: %s", path, value, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	}
+	fclose(f);
+	if (unlink(sysctls_file) < 0)
+		hlog("unlink %s: %s", sysctls_file, strerror(errno));
+}
+
+void h_sysctl_set(const char *path, const char *value)
+{
+	char *old = h_read_file(path);
+	ck_assert_msg(old, "reading %s: %s", path, strerror(errno));
+	char *line = h_fmt("%s %s", path, h_trim(old));
+	bool known = false;
+	char *recorded = h_read_file(sysctls_file);
+	for (char *l = recorded ? strtok(recorded, "\n") : NULL; l; l = strtok(NULL, "\n"))
+		known = known || (!strncmp(l, path, strlen(path)) && l[strlen(path)] == ' ');
+	/* Recorded before the write: whatever happens next, the teardown puts it back. */
+	if (!known)
+		append_line(sysctls_file, line);
+	free(recorded);
+	free(line);
+	free(old);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ck_assert_msg(fd >= 0, "opening %s: %s", path, strerror(errno));
+	ck_assert_msg(write(fd, value, strlen(value)) == (ssize_t)strlen(value),
+		      "writing %s to %s: %s", value, path, strerror(errno));
+	close(fd);
+}
+
 static void delete_registered_sandboxes(void)
 {
 	FILE *f = fopen(created_file, "re");
@@ -1331,6 +1423,7 @@ void h_celld_restart_with(const char *const *extra)
 
 static void case_teardown(void)
 {
+	restore_sysctls();
 	kill_registered_pids();
 	ensure_celld("a test left celld dead; restarting it to clean up");
 	delete_registered_sandboxes();
@@ -1417,6 +1510,7 @@ static void world_init(void)
 	snprintf(H.log, sizeof(H.log), "%.400s/celld.log", H.dir);
 	snprintf(pids_file, sizeof(pids_file), "%.400s/test-pids", H.dir);
 	snprintf(created_file, sizeof(created_file), "%.400s/test-sandboxes", H.dir);
+	snprintf(sysctls_file, sizeof(sysctls_file), "%.400s/test-sysctls", H.dir);
 
 	char hex[CELL_SHA256_HEX_LEN + 1];
 	cell_sha256_hex(H.state, strlen(H.state), hex);
@@ -1738,6 +1832,7 @@ static void world_remove(void)
 
 static int world_teardown(void)
 {
+	restore_sysctls();
 	ensure_celld("celld is not running at the end; starting it to clean up");
 	if (h_celld_alive())
 		delete_all_sandboxes();

@@ -146,6 +146,9 @@ struct h_exec {
 };
 
 int h_exec(const char *id, const char *cmd, const struct h_exec_opts *opts, struct h_exec *res);
+/* GET .../command/status/{cmd_id} until "running" is false, at most timeout_s; the last
+ * status (new reference, NULL when none came). */
+json_t *h_command_wait(const char *id, const char *cmd_id, int timeout_s);
 void h_exec_free(struct h_exec *res);
 /* Run cmd through /bin/sh, assert it exits 0, return its stdout (malloc'd). */
 char *h_sh(const char *id, const char *cmd);
@@ -177,6 +180,12 @@ int h_sh_code(const char *id, const char *cmd);
 long h_upload(const char *id, const char *path, const void *data, size_t len, int mode,
 	      struct h_resp *resp);
 long h_download(const char *id, const char *path, struct h_resp *resp);
+/* Copy the static helper <bin>/tests/integration/NAME (built with the suites) into the
+ * sandbox as /root/NAME, mode 0755; asserts. */
+void h_upload_helper(const char *id, const char *name);
+/* Run cmd through /bin/sh (it must exit 0) and read its "key value" lines into
+ * {"key": "value"}; new reference. */
+json_t *h_sh_pairs(const char *id, const char *cmd);
 long h_file_info(const char *id, const char *path, struct h_resp *resp);
 
 /* ---- celld ---- */
@@ -226,6 +235,11 @@ bool h_cgroup_exists(const char *id, char *where, size_t size);
 /* Number of processes with any uid in [base, base + len); the first pid into *first. */
 int h_procs_in_uid_range(uint32_t base, uint32_t len, pid_t *first);
 bool h_pid_alive(pid_t pid);
+
+/* Set a host sysctl (path under /proc/sys) for this test: its value before goes back in the
+ * test's teardown, which runs in the runner whether the test passed, failed or crashed (and
+ * in the final cleanup, also when the runner is killed). */
+void h_sysctl_set(const char *path, const char *value);
 
 /* ---- small utilities ---- */
 

@@ -90,20 +90,12 @@ START_TEST(api_background_command)
 	char *cmd_id = strdup(r.cmd_id);
 	h_exec_free(&r);
 
-	char *spath = h_fmt("/v1/sandboxes/%s/proxy/44772/command/status/%s", id, cmd_id);
-	struct h_resp s = {0};
-	for (int i = 0; i < 300; i++) {
-		h_resp_free(&s);
-		ck_assert_int_eq(h_http("GET", spath, NULL, &s), 200);
-		if (json_is_false(json_object_get(s.json, "running")))
-			break;
-		h_sleep_ms(100);
-	}
-	ck_assert_msg(json_is_false(json_object_get(s.json, "running")), "still running: %s",
-		      s.body);
-	ck_assert_int_eq(h_jint(s.json, "exit_code"), 5);
-	ck_assert_str_eq(h_jstr(s.json, "id"), cmd_id);
-	h_resp_free(&s);
+	json_t *status = h_command_wait(id, cmd_id, 30);
+	ck_assert_msg(json_is_false(json_object_get(status, "running")), "still running");
+	ck_assert_int_eq(h_jint(status, "exit_code"), 5);
+	ck_assert_str_eq(h_jstr(status, "id"), cmd_id);
+	json_decref(status);
+	struct h_resp s;
 
 	char *lpath = h_fmt("/v1/sandboxes/%s/proxy/44772/command/%s/logs?cursor=0", id, cmd_id);
 	ck_assert_int_eq(h_http("GET", lpath, NULL, &s), 200);
@@ -115,7 +107,6 @@ START_TEST(api_background_command)
 	h_resp_free(&s);
 	free(bad);
 	free(lpath);
-	free(spath);
 	free(cmd_id);
 	free(id);
 }
@@ -135,21 +126,11 @@ START_TEST(interrupt_command)
 	long st = h_http("DELETE", dpath, NULL, &s);
 	ck_assert_msg(st >= 200 && st < 300, "interrupt: HTTP %ld: %s", st, s.body);
 	h_resp_free(&s);
-	char *spath = h_fmt("/v1/sandboxes/%s/proxy/44772/command/status/%s", id, cmd_id);
-	s = (struct h_resp){0};
-	for (int i = 0; i < 200; i++) {
-		h_resp_free(&s);
-		h_http("GET", spath, NULL, &s);
-		if (json_is_false(json_object_get(s.json, "running")))
-			break;
-		h_sleep_ms(100);
-	}
-	ck_assert_msg(json_is_false(json_object_get(s.json, "running")), "not interrupted: %s",
-		      s.body);
-	long long code = h_jint(s.json, "exit_code");
+	json_t *status = h_command_wait(id, cmd_id, 20);
+	ck_assert_msg(json_is_false(json_object_get(status, "running")), "not interrupted");
+	long long code = h_jint(status, "exit_code");
 	ck_assert_msg(code == 143 || code == 137, "interrupted exit code %lld", code);
-	h_resp_free(&s);
-	free(spath);
+	json_decref(status);
 	free(dpath);
 	free(cmd_id);
 	free(id);

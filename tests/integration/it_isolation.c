@@ -3,6 +3,7 @@
 #include <check.h>
 #include <errno.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -453,14 +454,45 @@ enum garbage {
 	G_NO_EXIT,	   /* STARTED, 4 MiB of output, EOF without EXIT */
 	G_ERROR_GARBAGE,   /* ERROR with wrong types and a control-character message */
 	G_COUNT,
+	G_SLOW = G_COUNT, /* a right STAT for every FILE_STAT, SLOW_ANSWER_MS late (not looped) */
 };
+
+/* Later than a healthy init ever is, within celld's 30 s for one step, and three such
+ * answers take more than the 30 s one request may wait in all (RELAY_BUDGET_MS). */
+#define SLOW_ANSWER_MS 12000
+#define SEEN_MAX       16
 
 struct fake_init {
 	int lfd;
 	volatile int mode;
 	volatile int served;
 	pthread_t th;
+	char seen[SEEN_MAX][160]; /* G_SLOW: the path of each FILE_STAT */
+	int n_seen;
 };
+
+/* G_SLOW: answer late, unless celld hangs up first. */
+static void answer_late(struct fake_init *f, int c)
+{
+	struct cell_frame req;
+	if (cell_frame_recv(c, &req, CELL_FRAME_MAX, NULL) == 0) {
+		json_t *j =
+		    req.len ? json_loadb((const char *)req.payload, req.len, 0, NULL) : NULL;
+		if (req.type == CELL_FRAME_FILE_STAT && f->n_seen < SEEN_MAX)
+			snprintf(f->seen[f->n_seen++], sizeof(f->seen[0]), "%s",
+				 json_string_value(json_object_get(j, "path")) ?: "-");
+		json_decref(j);
+		cell_frame_free(&req);
+		struct pollfd p = {.fd = c, .events = POLLRDHUP};
+		if (poll(&p, 1, SLOW_ANSWER_MS) == 0)
+			cell_frame_send_str(
+			    c, CELL_FRAME_STAT,
+			    "{\"path\":\"/x\",\"type\":\"file\",\"size\":1,\"mode\":420,"
+			    "\"uid\":0,\"gid\":0,\"mtime\":0,\"ctime\":0}",
+			    NULL);
+	}
+	close(c);
+}
 
 static void put_header(int fd, uint16_t type, uint32_t len)
 {
@@ -548,7 +580,10 @@ static void *fake_init_main(void *arg)
 		int c = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (c < 0)
 			return NULL;
-		serve_garbage(c, f->mode);
+		if (f->mode == G_SLOW)
+			answer_late(f, c);
+		else
+			serve_garbage(c, f->mode);
 		f->served++;
 	}
 }
@@ -621,6 +656,37 @@ START_TEST(hostile_relay_peer)
 }
 END_TEST
 
+/* A cell-init that answers every step, each one late but within a step's timeout, still
+ * costs a request no more than one budget of celld's over all its steps: an info over three
+ * paths fails on the third instead of waiting three times. */
+START_TEST(slow_relay_costs_one_budget)
+{
+	char *victim = h_create("busybox", NULL);
+	json_t *ins = h_inspect(victim);
+	char *sock = h_fmt("%s/init.sock", h_jstr(ins, "dir"));
+	struct fake_init f = {.lfd = -1, .mode = G_SLOW};
+	fake_init_start(&f, sock);
+	char *url = h_fmt("/v1/sandboxes/%s/proxy/44772/files/info?path=/slow/a&path=/slow/b&"
+			  "path=/slow/c",
+			  victim);
+	struct h_resp r;
+	long st = h_http("GET", url, NULL, &r);
+	fake_init_stop(&f);
+	ck_assert_msg(st >= 500 && r.body && strstr(r.body, "within this request's"),
+		      "info over three late answers: HTTP %ld %s", st, r.body);
+	h_resp_free(&r);
+	/* It did ask for each path in turn: the third ran out of the budget the first two
+	 * had used. */
+	ck_assert_int_eq(f.n_seen, 3);
+	ck_assert_str_eq(f.seen[2], "/slow/c");
+	ck_assert_int_eq(h_delete(victim), 204);
+	free(url);
+	free(sock);
+	json_decref(ins);
+	free(victim);
+}
+END_TEST
+
 static Suite *isolation_suite(void)
 {
 	Suite *s = suite_create("isolation");
@@ -637,6 +703,7 @@ static Suite *isolation_suite(void)
 		       sandboxes_isolated_from_each_other);
 	tcase_add_test(h_tcase(s, "init_socket_unreachable", 120), init_socket_unreachable);
 	tcase_add_test(h_tcase(s, "hostile_relay_peer", 300), hostile_relay_peer);
+	tcase_add_test(h_tcase(s, "slow_relay_costs_one_budget", 300), slow_relay_costs_one_budget);
 	return s;
 }
 

@@ -51,15 +51,7 @@ static char *sandbox_with(json_t *volumes, struct h_resp *created)
 	json_decref(extra);
 	free(text);
 
-	char *path = h_fmt("%s/tests/integration/volume_probe", H.bin);
-	char *data = h_read_file(path);
-	struct stat sst;
-	ck_assert_int_eq(stat(path, &sst), 0);
-	struct h_resp u;
-	ck_assert_int_eq(h_upload(id, PROBE, data, (size_t)sst.st_size, 0755, &u), 200);
-	h_resp_free(&u);
-	free(data);
-	free(path);
+	h_upload_helper(id, "volume_probe"); /* as PROBE */
 	return id;
 }
 
