@@ -35,7 +35,8 @@ struct h_world H;
 /* Shared with forked test children: a test may kill celld and start another one. */
 struct h_shared {
 	pid_t celld_pid;
-	uint64_t celld_start; /* starttime of that pid, so a recycled pid is never signalled */
+	uint64_t celld_start;  /* starttime of that pid, so a recycled pid is never signalled */
+	char policies[H_PATH]; /* celld's --policies when not the source tree's ("") */
 };
 static struct h_shared *shared;
 
@@ -967,6 +968,26 @@ long h_file_info(const char *id, const char *path, struct h_resp *resp)
 	return files_get(id, "info", path, resp);
 }
 
+void h_install_helper(const char *id, const char *name, const char *path)
+{
+	char *file = h_fmt("%s/tests/integration/%s", H.bin, name);
+	FILE *f = fopen(file, "rb");
+	ck_assert_msg(f, "%s is missing (make integration-build builds it)", file);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	long n = ftell(f);
+	ck_assert_int_gt(n, 0);
+	rewind(f);
+	char *data = malloc((size_t)n);
+	ck_assert_int_eq(fread(data, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	struct h_resp r;
+	long st = h_upload(id, path, data, (size_t)n, 0755, &r);
+	ck_assert_msg(st == 200, "upload of %s: HTTP %ld %.200s", name, st, r.body ? r.body : "");
+	h_resp_free(&r);
+	free(data);
+	free(file);
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* celld                                                                                  */
 
@@ -1008,7 +1029,8 @@ static int celld_spawn(char *why, size_t why_len)
 {
 	char *celld = h_fmt("%s/celld", H.bin);
 	char *init = h_fmt("%s/cell-init", H.bin);
-	char *policies = h_fmt("%s/policies", H.src);
+	char *policies =
+	    shared->policies[0] ? h_fmt("%s", shared->policies) : h_fmt("%s/policies", H.src);
 	char *const argv[] = {celld,	"--state-dir",	  H.state,    "--images",
 			      H.images, "--socket",	  H.socket,   "--listen",
 			      H.listen, "--api-key-file", H.key_file, "--init",
@@ -1073,6 +1095,13 @@ static void celld_stop(void)
 		kill(pid, SIGKILL);
 		wait_gone(pid, 10000);
 	}
+}
+
+void h_celld_restart(const char *policies)
+{
+	celld_stop();
+	snprintf(shared->policies, sizeof(shared->policies), "%s", policies ? policies : "");
+	h_celld_start();
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -1254,6 +1283,12 @@ static void case_teardown(void)
 	kill_registered_pids();
 	ensure_celld("a test left celld dead; restarting it to clean up");
 	delete_registered_sandboxes();
+	if (shared->policies[0]) {
+		celld_stop();
+		shared->policies[0] = '\0';
+		ensure_celld("a test ran celld with other policies; restarting it with the "
+			     "source tree's");
+	}
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
 }

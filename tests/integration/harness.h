@@ -172,6 +172,9 @@ long h_upload(const char *id, const char *path, const void *data, size_t len, in
 	      struct h_resp *resp);
 long h_download(const char *id, const char *path, struct h_resp *resp);
 long h_file_info(const char *id, const char *path, struct h_resp *resp);
+/* Copy the static helper program <bin>/tests/integration/<name> (built beside the suites)
+ * into the sandbox at path, mode 0755; asserts. */
+void h_install_helper(const char *id, const char *name, const char *path);
 
 /* ---- celld ---- */
 
@@ -180,6 +183,9 @@ bool h_celld_alive(void);
 void h_celld_kill(void);
 /* Start celld with the suite's flags and wait until its socket answers; asserts. */
 void h_celld_start(void);
+/* Stop celld (SIGTERM: sandboxes live on) and start it again with --policies dir (NULL:
+ * the source tree's). The test's teardown goes back to the source tree's. */
+void h_celld_restart(const char *policies);
 
 /* ---- host ---- */
 

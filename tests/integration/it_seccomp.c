@@ -80,33 +80,10 @@ static const struct expect table[] = {
     {"ptrace_peek", "*", "EPERM", NULL},
 };
 
-static char *probe_path(size_t *len)
-{
-	char *path = h_fmt("%s/tests/integration/seccomp_probe", H.bin);
-	FILE *f = fopen(path, "rb");
-	ck_assert_msg(f, "%s is missing (make integration-build builds it)", path);
-	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-	long n = ftell(f);
-	ck_assert_int_gt(n, 0);
-	rewind(f);
-	char *data = malloc((size_t)n);
-	ck_assert_int_eq(fread(data, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	free(path);
-	*len = (size_t)n;
-	return data;
-}
-
 /* Copy the probe in and run it: {"<check>": "<answer>"}. */
 static json_t *run_probe(const char *id)
 {
-	size_t len;
-	char *data = probe_path(&len);
-	struct h_resp r;
-	long st = h_upload(id, "/root/seccomp_probe", data, len, 0755, &r);
-	ck_assert_msg(st == 200, "upload: HTTP %ld %.200s", st, r.body ? r.body : "");
-	h_resp_free(&r);
-	free(data);
+	h_install_helper(id, "seccomp_probe", "/root/seccomp_probe");
 	char *out = h_sh(id, "/root/seccomp_probe");
 	json_t *res = json_object();
 	for (char *save = NULL, *line = strtok_r(out, "\n", &save); line;
