@@ -30,6 +30,10 @@
 #define POLICY_MAX  (64u << 10)
 #define MEMORY_MIN  (8ull << 20) /* below this cell-init and a shell do not fit */
 #define PIDS_MIN    8
+/* cgroup v1: a sandbox's socket buffers may take a quarter of its memory limit beside it
+ * (v2 counts them in the limit itself). A loopback workload needs far less (a busy
+ * connection a few MiB), and the sandbox's total stays within 1.25 times its limit. */
+#define SOCKET_SHARE 4
 
 enum field { F_CPU, F_MEMORY, F_PIDS, F_DISK, F_COUNT };
 
@@ -37,6 +41,8 @@ static const char *const field_names[F_COUNT] = {"cpu", "memory", "pids", "disk"
 
 static struct {
 	uint64_t defaults[F_COUNT], maximum[F_COUNT];
+	/* cgroup v1: what the sandboxes' socket buffers may hold together. */
+	uint64_t total_socket_bytes;
 	struct cell_rlimit rlimits[CELL_MAX_RLIMITS];
 	size_t n_rlimits;
 	dev_t io_device; /* whole-disk device of the state dir, 0 when none */
@@ -174,6 +180,39 @@ static int load_rlimits(json_t *obj, struct cell_error *err)
 	return 0;
 }
 
+static uint64_t read_sysctl(const char *path, int field)
+{
+	_cleanup_free_ char *text = NULL;
+	if (cell_read_file_at(AT_FDCWD, path, 256, &text, NULL, NULL) < 0)
+		return 0;
+	char *c = text;
+	for (int i = 0; i < field && *c; i++)
+		c += strcspn(c, " \t"), c += strspn(c, " \t");
+	return strtoull(c, NULL, 10);
+}
+
+/* cgroup v1 charges socket buffers apart from memory (SOCKET_SHARE). All sandboxes
+ * together may hold half of net.ipv4.tcp_mem's pressure threshold (its second field, in
+ * pages): the host's own TCP keeps the other half before the kernel even starts to squeeze
+ * buffers, and the hard limit, at which every TCP socket of the host fails to send, stays
+ * out of the sandboxes' reach. v2 charges them to each sandbox's memory instead. */
+static void bound_sockets(void)
+{
+	if (!celld.cgroup || !celld.cgroup->socket_memory_apart)
+		return;
+	uint64_t pressure = read_sysctl("/proc/sys/net/ipv4/tcp_mem", 1);
+	long page = sysconf(_SC_PAGESIZE);
+	policy.total_socket_bytes = page > 0 ? pressure * (uint64_t)page / 2 : 0;
+	if (policy.total_socket_bytes)
+		log_info("resources: socket buffers: a quarter of a sandbox's memory limit each, "
+			 "%" PRIu64 " bytes for all together (half of net.ipv4.tcp_mem's pressure "
+			 "threshold)",
+			 policy.total_socket_bytes);
+	else
+		log_warn("resources: net.ipv4.tcp_mem unreadable: socket buffers are bounded per "
+			 "sandbox only");
+}
+
 /* The whole disk that holds the state dir, for io.max / blkio.throttle: those take no
  * partition, and a state dir on an overlay, tmpfs, btrfs subvolume or other anonymous
  * device (major 0) has no block device to throttle at all. */
@@ -245,6 +284,7 @@ int limits_load(struct cell_error *err)
 	json_decref(root);
 	if (r < 0)
 		return r;
+	bound_sockets();
 	find_io_device();
 	if (policy.io_device)
 		log_info("resources: io limits apply to device %u:%u", major(policy.io_device),
@@ -252,6 +292,20 @@ int limits_load(struct cell_error *err)
 	else
 		log_info("resources: io limits unavailable: %s", policy.io_note);
 	return 0;
+}
+
+json_t *limits_json(const struct cell_limits *l)
+{
+	json_t *o = json_pack("{s:I, s:I, s:I, s:I}", "cpuMillis", (json_int_t)l->cpu_millis,
+			      "memoryBytes", (json_int_t)l->memory_bytes, "pids",
+			      (json_int_t)l->pids, "diskBytes", (json_int_t)l->disk_bytes);
+	/* null: socket buffers count in memoryBytes (cgroup v2), or the sandbox predates
+	 * their limit. */
+	if (o)
+		json_object_set_new(o, "socketMemoryBytes",
+				    l->socket_bytes ? json_integer((json_int_t)l->socket_bytes)
+						    : json_null());
+	return o;
 }
 
 const struct cell_rlimit *limits_rlimits(size_t *n)
@@ -366,8 +420,11 @@ int limits_resolve(json_t *request, struct cell_limits *out, bool check, struct 
 		return 400;
 	out->cpu_millis = v[F_CPU];
 	out->memory_bytes = v[F_MEMORY];
+	if (celld.cgroup && celld.cgroup->socket_memory_apart)
+		out->socket_bytes = v[F_MEMORY] / SOCKET_SHARE;
 	out->pids = v[F_PIDS];
 	out->disk_bytes = v[F_DISK];
+	out->total_socket_bytes = policy.total_socket_bytes;
 	if (!check)
 		return 0;
 	if (io && !policy.io_device)

@@ -302,6 +302,7 @@ static int v2_usage(const char *rel, struct cell_cgroup_usage *out, struct cell_
 	    .cpu_usec = read_u64(rel, "cpu.stat", "usage_usec"),
 	    .memory_current = read_u64(rel, "memory.current", NULL),
 	    .memory_peak = read_u64(rel, "memory.peak", NULL),
+	    .socket_current = read_u64(rel, "memory.stat", "sock"),
 	    .pids_current = read_u64(rel, "pids.current", NULL),
 	    .oom_kills = v2_oom_kills(rel),
 	};
