@@ -29,7 +29,7 @@ struct cell_limits {
 	/* What all sandboxes of this celld together may hold: written into the instance cgroup
 	 * (rel's parent, which holds every sandbox's cgroup) before the sandbox's own limits,
 	 * so the kernel enforces the sum. 0 = not bounded there. */
-	uint64_t total_socket_bytes;
+	uint64_t total_pids, total_socket_bytes;
 };
 
 /* What the cgroup's own counters say. */

@@ -268,21 +268,18 @@ static int write_u64(const char *hier, const char *rel, const char *file, uint64
 static int v1_set_total(const char *rel, const struct cell_limits *lim, struct cell_error *err)
 {
 	char inst[PATH_MAX];
-	if (!lim->total_socket_bytes)
+	if (!lim->total_pids && !lim->total_socket_bytes)
 		return 0;
 	if (cell_cgroup_instance(rel, inst, sizeof(inst)) < 0)
 		return cell_err(err, EINVAL, "cgroup %s has no instance cgroup", rel);
-	int r = 0;
-	if (lim->total_socket_bytes) {
-		/* Below what the sandboxes hold already (tcp_mem was lowered since the value
-		 * in force was written) the kernel refuses with EBUSY: that value stays. */
-		struct cell_error werr = {0};
-		r = write_u64("memory", inst, TCP_LIMIT, lim->total_socket_bytes, &werr);
-		if (r < 0 && r != -EBUSY)
-			return cell_err(err, -r, "%s", werr.msg);
-		r = 0;
-	}
-	return r;
+	int r = lim->total_pids ? write_u64("pids", inst, "pids.max", lim->total_pids, err) : 0;
+	if (r < 0 || !lim->total_socket_bytes)
+		return r;
+	/* Below what the sandboxes hold already (tcp_mem was lowered since the value in force
+	 * was written) the kernel refuses with EBUSY: that value stays. */
+	struct cell_error werr = {0};
+	r = write_u64("memory", inst, TCP_LIMIT, lim->total_socket_bytes, &werr);
+	return r < 0 && r != -EBUSY ? cell_err(err, -r, "%s", werr.msg) : 0;
 }
 
 static int v1_set_limits(const char *rel, const struct cell_limits *lim, struct cell_error *err)

@@ -2,9 +2,10 @@
  * the sandbox's cgroup visible read-only inside with its limits, usage and execd metrics
  * from the cgroup's counters, and containment: a memory hog is OOM-killed inside its
  * sandbox only, a fork bomb stops at the pids limit while others go on, a busy loop under
- * cpu "500m" gets about half a core, and socket buffers of every kind (TCP queues, UDP
+ * cpu "500m" gets about half a core, socket buffers of every kind (TCP queues, UDP
  * queues, Unix streams, left unread by the static helper sockmem_probe) stay within the
- * memory limit. */
+ * memory limit, and the sandboxes' tasks stay below the host's pid space, each and all
+ * together (the instance cgroup's pids.max). */
 #include <check.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -478,6 +479,136 @@ START_TEST(socket_limits_shown)
 }
 END_TEST
 
+/* ---- the host's pid space ---- */
+
+static uint64_t host_tasks(const char **what)
+{
+	uint64_t pid_max = sysctl_field("/proc/sys/kernel/pid_max", 0);
+	uint64_t threads = sysctl_field("/proc/sys/kernel/threads-max", 0);
+	*what = threads && threads < pid_max ? "kernel.threads-max" : "kernel.pid_max";
+	return threads && threads < pid_max ? threads : pid_max;
+}
+
+/* No sandbox may ask for the host's whole pid space, and the cgroup over all of them is
+ * bounded below it. */
+START_TEST(pids_below_host)
+{
+	const char *what;
+	uint64_t host = host_tasks(&what);
+	/* The policy's maximum (32768) unless the host has less. */
+	if (host <= 32768) {
+		struct h_resp r;
+		char *lim = h_fmt("{\"pids\":\"%" PRIu64 "\"}", host);
+		long st = create_status(lim, &r);
+		ck_assert_msg(st == 400, "pids %" PRIu64 " (all of %s): HTTP %ld", host, what, st);
+		char *num = h_fmt("%s %" PRIu64, what, host);
+		const char *msg = h_jstr(r.json, "message");
+		ck_assert_msg(strstr(msg, "resourceLimits.pids") && strstr(msg, num),
+			      "message '%s' misses the field or '%s'", msg, num);
+		free(num);
+		free(lim);
+		h_resp_free(&r);
+	}
+	char *id = h_create("busybox", NULL);
+	char *path = instance_file(id, backend_v2(id) ? "" : "pids", "pids.max");
+	char *v = h_read_file(path);
+	ck_assert_msg(v, "reading %s", path);
+	uint64_t total = strtoull(v, NULL, 10);
+	ck_assert_msg(total >= 1024 && total < host, "%s: %s (%s %" PRIu64 ")", path, h_trim(v),
+		      what, host);
+	free(v);
+	free(path);
+	free(id);
+}
+END_TEST
+
+/* A policy dir T/<name> holding resources/default.json = json and the source tree's
+ * seccomp profiles; returns its path. */
+static char *policy_dir(const char *name, const char *json)
+{
+	char *pol = h_fmt("%s/%s", H.dir, name);
+	char *res = h_fmt("%s/resources", pol);
+	char *file = h_fmt("%s/default.json", res);
+	char *seccomp = h_fmt("%s/seccomp", pol);
+	char *real_seccomp = h_fmt("%s/policies/seccomp", H.src);
+	mkdir(pol, 0755);
+	mkdir(res, 0755);
+	if (access(seccomp, F_OK) != 0)
+		ck_assert_int_eq(symlink(real_seccomp, seccomp), 0);
+	h_write_file(file, json, 0644);
+	free(real_seccomp);
+	free(seccomp);
+	free(file);
+	free(res);
+	return pol;
+}
+
+static long long pids_of(const char *id)
+{
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	long long n = h_jint(r.json, "usage.pids");
+	h_resp_free(&r);
+	free(path);
+	return n;
+}
+
+/* Sandbox id starts 90 sleepers (more than its own limit allows) and keeps what it got. */
+static long long start_sleepers(const char *id)
+{
+	struct h_exec e;
+	/* Their output goes elsewhere, or the command would not end before they do. */
+	h_exec(id,
+	       "i=0; while [ $i -lt 90 ]; do sleep 1000 >/dev/null 2>&1 & i=$((i+1)); done "
+	       "2>/dev/null",
+	       NULL, &e);
+	h_exec_free(&e);
+	return pids_of(id);
+}
+
+/* The total is enforced by the kernel, not merely checked: two sandboxes whose own pids
+ * limits add up to more than the policy's total.pids get no more than that together. */
+START_TEST(pids_total_enforced)
+{
+	char *src = h_fmt("%s/policies/resources/default.json", H.src);
+	json_t *pol = json_load_file(src, 0, NULL);
+	ck_assert(pol);
+	json_object_set_new(pol, "total", json_pack("{s:s}", "pids", "100"));
+	char *text = json_dumps(pol, JSON_INDENT(2));
+	char *dir = policy_dir("totalpolicy", text);
+	h_celld_restart(dir);
+
+	char *a = create_limited("{\"pids\":\"80\"}");
+	char *b = create_limited("{\"pids\":\"80\"}");
+	long long na = start_sleepers(a), nb = start_sleepers(b);
+	fprintf(stderr, "it_limits: under total.pids 100: %lld + %lld tasks\n", na, nb);
+	ck_assert_msg(na >= 60, "the first sandbox got only %lld tasks", na);
+	ck_assert_msg(na + nb <= 100 && nb < 80,
+		      "two sandboxes limited to 80 tasks each hold %lld + %lld under total.pids "
+		      "100",
+		      na, nb);
+	/* The bound is the instance cgroup's, and no sandbox may ask for more on its own. */
+	char *path = instance_file(a, backend_v2(a) ? "" : "pids", "pids.max");
+	char *max = h_read_file(path);
+	ck_assert_msg(max && atoi(max) == 100, "%s: %s", path, max ? max : "missing");
+	struct h_resp r;
+	ck_assert_int_eq(create_status("{\"pids\":\"101\"}", &r), 400);
+	ck_assert_msg(strstr(h_jstr(r.json, "message"), "total.pids"), "%s", r.body);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_delete(a), 204);
+	ck_assert_int_eq(h_delete(b), 204);
+	free(max);
+	free(path);
+	free(b);
+	free(a);
+	free(dir);
+	free(text);
+	json_decref(pol);
+	free(src);
+}
+END_TEST
+
 static double cpu_seconds(const char *id)
 {
 	char *path = h_fmt("/v1/sandboxes/%s", id);
@@ -521,20 +652,11 @@ END_TEST
 /* A celld whose resource policy is wrong refuses to start, naming the file and the field. */
 static void expect_policy_refused(const char *json, const char *field)
 {
-	char *pol = h_fmt("%s/badpolicy", H.dir);
-	char *res = h_fmt("%s/resources", pol);
-	char *file = h_fmt("%s/default.json", res);
-	char *seccomp = h_fmt("%s/seccomp", pol);
-	char *real_seccomp = h_fmt("%s/policies/seccomp", H.src);
+	char *pol = policy_dir("badpolicy", json);
 	char *state = h_fmt("%s/badpolicy-state", H.dir);
 	char *sock = h_fmt("%s/badpolicy.sock", H.dir);
 	char *celld = h_fmt("%s/celld", H.bin);
 	char *init = h_fmt("%s/cell-init", H.bin);
-	mkdir(pol, 0755);
-	mkdir(res, 0755);
-	if (access(seccomp, F_OK) != 0)
-		ck_assert_int_eq(symlink(real_seccomp, seccomp), 0);
-	h_write_file(file, json, 0644);
 	char *argv[] = {celld,	    "--state-dir", state, "--images",	H.images, "--socket", sock,
 			"--no-tcp", "--init",	   init,  "--policies", pol,	  NULL};
 	struct h_proc p = {0};
@@ -548,10 +670,6 @@ static void expect_policy_refused(const char *json, const char *field)
 	free(celld);
 	free(sock);
 	free(state);
-	free(real_seccomp);
-	free(seccomp);
-	free(file);
-	free(res);
 	free(pol);
 }
 
@@ -575,6 +693,12 @@ START_TEST(bad_policy_refuses_start)
 			      "\"memory\": \"4Gi\", \"pids\": \"100\", \"disk\": \"2Gi\"}, "
 			      "\"rlimits\": {\"cores\": {\"soft\": 0, \"hard\": 0}}}",
 			      "rlimits.cores");
+	j = h_fmt("{\"defaults\": {\"cpu\": \"1\", \"memory\": \"1Gi\", \"pids\": \"10\", "
+		  "\"disk\": \"1Gi\"}, \"maximum\": {\"cpu\": \"2\", \"memory\": \"4Gi\", "
+		  "\"pids\": \"100\", \"disk\": \"2Gi\"}, \"total\": {\"pid\": \"50\"}, %s}",
+		  rl);
+	expect_policy_refused(j, "total.pid");
+	free(j);
 	expect_policy_refused("{\"defaults\": {}, \"maximum\": {}}", "defaults.cpu is missing");
 	expect_policy_refused("not json", "not a JSON object");
 }
@@ -597,6 +721,8 @@ static Suite *limits_suite(void)
 	tcase_add_test(h_tcase(s, "udp_buffers_within_memory", 300), udp_buffers_within_memory);
 	tcase_add_test(h_tcase(s, "unix_buffers_within_memory", 300), unix_buffers_within_memory);
 	tcase_add_test(h_tcase(s, "socket_limits_shown", 120), socket_limits_shown);
+	tcase_add_test(h_tcase(s, "pids_below_host", 120), pids_below_host);
+	tcase_add_test(h_tcase(s, "pids_total_enforced", 180), pids_total_enforced);
 	return s;
 }
 
