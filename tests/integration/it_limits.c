@@ -349,7 +349,8 @@ static struct sock_reading fill_sockets(const char *id, const char *kind, uint64
 	struct h_exec_opts o = {.max_seconds = 240};
 	ck_assert_int_eq(h_exec(id, cmd, &o, &e), 0);
 	struct sock_reading r = {0};
-	for (char *save = NULL, *line = strtok_r(e.out, "\n", &save); line;
+	char *out = strdup(e.out); /* e.out stays whole for the message */
+	for (char *save = NULL, *line = strtok_r(out, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		struct sock_reading l;
 		if (sscanf(line, "sockets %llu payload %llu mem %llu", &l.sockets, &l.payload,
@@ -357,6 +358,7 @@ static struct sock_reading fill_sockets(const char *id, const char *kind, uint64
 			r.sockets = l.sockets, r.payload = l.payload, r.mem = l.mem, r.any = true;
 		sscanf(line, "end %15s", r.end);
 	}
+	free(out);
 	ck_assert_msg(r.any && (r.end[0] || e.exit_code == 137),
 		      "%s probe: exit %d, out '%.400s', err '%.400s'", kind, e.exit_code, e.out,
 		      e.err);
