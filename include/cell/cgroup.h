@@ -19,22 +19,34 @@
 struct cell_limits {
 	uint64_t cpu_millis; /* 1000 = one core */
 	uint64_t memory_bytes;
+	/* Socket buffers (TCP and UDP queues), on a backend that charges them apart from
+	 * memory (socket_memory_apart); elsewhere they count in memory_bytes and this is 0. */
+	uint64_t socket_bytes;
 	uint64_t pids;
 	uint64_t disk_bytes; /* quota on the writable layer (include/cell/quota.h) */
 	uint64_t io_read_bps, io_write_bps, io_read_iops, io_write_iops;
 	dev_t io_device; /* the block device holding the state dir; 0 = no io limits */
+	/* What all sandboxes of this celld together may hold: written into the instance cgroup
+	 * (rel's parent, which holds every sandbox's cgroup) before the sandbox's own limits,
+	 * so the kernel enforces the sum. 0 = not bounded there. */
+	uint64_t total_pids, total_socket_bytes;
 };
 
 /* What the cgroup's own counters say. */
 struct cell_cgroup_usage {
 	uint64_t cpu_usec;
 	uint64_t memory_current, memory_peak; /* bytes */
+	uint64_t socket_current; /* bytes of socket buffers (within memory_current on v2) */
 	uint64_t pids_current;
 	uint64_t oom_kills; /* processes the OOM killer ended in this cgroup */
 };
 
 struct cell_cgroup_ops {
 	const char *name; /* "v2" or "v1-hybrid" (also "v1" without a unified mount) */
+	/* v1 charges socket buffers to a counter of their own (memory.kmem.tcp.*), not to
+	 * memory, and only for sockets created after that counter got a limit: set_limits
+	 * bounds it with socket_bytes. v2 charges them to memory. */
+	bool socket_memory_apart;
 	/* mkdir -p the cgroup in every hierarchy (idempotent). */
 	int (*create)(const char *rel, struct cell_error *err);
 	/* Move pid into the cgroup in every hierarchy. */

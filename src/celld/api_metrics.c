@@ -39,10 +39,11 @@ json_t *metrics_usage_json(struct sandbox *sb, const struct cell_quota_usage *di
 	struct cell_cgroup_usage u;
 	if (!celld.cgroup->usage || celld.cgroup->usage(sb->cgroup_rel, &u, NULL) < 0)
 		return NULL;
-	json_t *o = json_pack("{s:f, s:I, s:I, s:I, s:I}", "cpuSeconds", (double)u.cpu_usec / 1e6,
-			      "memoryBytes", (json_int_t)u.memory_current, "memoryPeakBytes",
-			      (json_int_t)u.memory_peak, "pids", (json_int_t)u.pids_current,
-			      "oomKills", (json_int_t)u.oom_kills);
+	json_t *o =
+	    json_pack("{s:f, s:I, s:I, s:I, s:I, s:I}", "cpuSeconds", (double)u.cpu_usec / 1e6,
+		      "memoryBytes", (json_int_t)u.memory_current, "memoryPeakBytes",
+		      (json_int_t)u.memory_peak, "socketMemoryBytes", (json_int_t)u.socket_current,
+		      "pids", (json_int_t)u.pids_current, "oomKills", (json_int_t)u.oom_kills);
 	if (o && disk)
 		json_object_set_new(o, "diskUsedBytes", json_integer((json_int_t)disk->used_bytes));
 	return o;

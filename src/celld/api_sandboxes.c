@@ -595,11 +595,7 @@ int api_sandbox_inspect(struct http_req *r)
 	free(list);
 	json_object_set_new(o, "pids", pids);
 	/* The limits as enforced (policy defaults filled in; 0 = unlimited) and the usage. */
-	json_object_set_new(
-	    o, "limits",
-	    json_pack("{s:I, s:I, s:I, s:I}", "cpuMillis", (json_int_t)sb->limits.cpu_millis,
-		      "memoryBytes", (json_int_t)sb->limits.memory_bytes, "pids",
-		      (json_int_t)sb->limits.pids, "diskBytes", (json_int_t)sb->limits.disk_bytes));
+	json_object_set_new(o, "limits", limits_json(&sb->limits));
 	/* One reading of the writable layer serves both "usage" and "disk". */
 	struct cell_quota_usage du;
 	bool have_du = metrics_disk_usage(sb, &du);

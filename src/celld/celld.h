@@ -379,6 +379,9 @@ int limits_resolve(json_t *request, struct cell_limits *out, bool check_host,
 		   struct cell_error *err);
 /* The rlimits every sandbox's processes start with. */
 const struct cell_rlimit *limits_rlimits(size_t *n);
+/* The limits as enforced, as shown by inspect and kept in state.json (0 = unlimited;
+ * socketMemoryBytes null where socket buffers count in memoryBytes). */
+json_t *limits_json(const struct cell_limits *l);
 
 /* ---- api_metrics.c: execd GET /metrics and /metrics/watch, usage ---- */
 

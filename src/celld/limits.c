@@ -30,6 +30,16 @@
 #define POLICY_MAX  (64u << 10)
 #define MEMORY_MIN  (8ull << 20) /* below this cell-init and a shell do not fit */
 #define PIDS_MIN    8
+/* Tasks kept for the host out of its pid space. celld itself runs a thread per API
+ * connection, up to 4096 on each of its two listeners (http.c), all of them clients' and
+ * none a sandbox's doing; the kernel's threads (a few per CPU), the host's services and an
+ * administrator's login to set things right need some more. 8192, or an eighth of a
+ * larger space; half of a tiny one. */
+#define PIDS_HEADROOM 8192
+/* cgroup v1: a sandbox's socket buffers may take a quarter of its memory limit beside it
+ * (v2 counts them in the limit itself). A loopback workload needs far less (a busy
+ * connection a few MiB), and the sandbox's total stays within 1.25 times its limit. */
+#define SOCKET_SHARE 4
 
 enum field { F_CPU, F_MEMORY, F_PIDS, F_DISK, F_COUNT };
 
@@ -37,6 +47,10 @@ static const char *const field_names[F_COUNT] = {"cpu", "memory", "pids", "disk"
 
 static struct {
 	uint64_t defaults[F_COUNT], maximum[F_COUNT];
+	/* What all sandboxes together may hold (the instance cgroup's pids.max, and on v1 its
+	 * socket buffer limit), and why the pids maximum is lower than the policy's, if it is. */
+	uint64_t total_pids, total_socket_bytes;
+	char pids_note[160];
 	struct cell_rlimit rlimits[CELL_MAX_RLIMITS];
 	size_t n_rlimits;
 	dev_t io_device; /* whole-disk device of the state dir, 0 when none */
@@ -174,6 +188,107 @@ static int load_rlimits(json_t *obj, struct cell_error *err)
 	return 0;
 }
 
+/* "total": {"pids": N}, optional: a bound on all sandboxes together, below the host's. */
+static int load_total(json_t *obj, struct cell_error *err)
+{
+	const char *key;
+	json_t *v;
+	if (!obj)
+		return 0;
+	if (!json_is_object(obj))
+		return policy_fail(err, "total", "must be an object");
+	json_object_foreach(obj, key, v)
+	{
+		if (strcmp(key, field_names[F_PIDS])) {
+			char name[80];
+			snprintf(name, sizeof(name), "total.%.60s", key);
+			return policy_fail(err, name, "is not a known total (pids)");
+		}
+	}
+	return policy_value(obj, "total", F_PIDS, &policy.total_pids, err);
+}
+
+static uint64_t read_sysctl(const char *path, int field)
+{
+	_cleanup_free_ char *text = NULL;
+	if (cell_read_file_at(AT_FDCWD, path, 256, &text, NULL, NULL) < 0)
+		return 0;
+	char *c = text;
+	for (int i = 0; i < field && *c; i++)
+		c += strcspn(c, " \t"), c += strspn(c, " \t");
+	return strtoull(c, NULL, 10);
+}
+
+/* Every task of every sandbox takes a pid of the host's pid space (kernel.pid_max) and a
+ * slot of its task table (kernel.threads-max): at either limit, fork fails host-wide, for
+ * celld and the host's services too. All sandboxes together (the instance cgroup's
+ * pids.max, enforced by the kernel) and so each one get the lower of the two less a
+ * headroom for the host, or the policy's total when that is lower still; a per-sandbox
+ * maximum or default above that is lowered to it, and said. */
+static void bound_pids(void)
+{
+	uint64_t pid_max = read_sysctl("/proc/sys/kernel/pid_max", 0);
+	uint64_t threads = read_sysctl("/proc/sys/kernel/threads-max", 0);
+	bool by_threads = threads && threads < pid_max;
+	uint64_t host = by_threads ? threads : pid_max;
+	uint64_t keep = host / 8 > PIDS_HEADROOM ? host / 8 : PIDS_HEADROOM;
+	if (keep > host / 2)
+		keep = host / 2;
+	uint64_t total = host - keep;
+	char why[sizeof(policy.pids_note)];
+	snprintf(why, sizeof(why), "%s %" PRIu64 " less %" PRIu64 " kept for the host",
+		 by_threads ? "kernel.threads-max" : "kernel.pid_max", host, keep);
+	if (policy.total_pids && (!host || policy.total_pids <= total)) {
+		total = policy.total_pids;
+		snprintf(why, sizeof(why), "the policy's total.pids");
+	} else if (policy.total_pids) {
+		log_info("policy total.pids %" PRIu64 " is above what the host can give (%" PRIu64
+			 ": %s); using that",
+			 policy.total_pids, total, why);
+	}
+	policy.total_pids = total;
+	if (!total) {
+		log_warn("resources: kernel.pid_max unreadable: the sandboxes' tasks are bounded "
+			 "per sandbox only");
+		return;
+	}
+	log_info("resources: all sandboxes together: at most %" PRIu64 " tasks (%s)", total, why);
+	if (policy.maximum[F_PIDS] <= total)
+		return;
+	snprintf(policy.pids_note, sizeof(policy.pids_note), "%s", why);
+	log_info("policy maximum.pids %" PRIu64 " is above what all sandboxes together may hold "
+		 "(%" PRIu64 ": %s); using that",
+		 policy.maximum[F_PIDS], total, why);
+	policy.maximum[F_PIDS] = total;
+	if (policy.defaults[F_PIDS] > total) {
+		log_info("policy defaults.pids %" PRIu64 " lowered to %" PRIu64,
+			 policy.defaults[F_PIDS], total);
+		policy.defaults[F_PIDS] = total;
+	}
+}
+
+/* cgroup v1 charges socket buffers apart from memory (SOCKET_SHARE). All sandboxes
+ * together may hold half of net.ipv4.tcp_mem's pressure threshold (its second field, in
+ * pages): the host's own TCP keeps the other half before the kernel even starts to squeeze
+ * buffers, and the hard limit, at which every TCP socket of the host fails to send, stays
+ * out of the sandboxes' reach. v2 charges them to each sandbox's memory instead. */
+static void bound_sockets(void)
+{
+	if (!celld.cgroup || !celld.cgroup->socket_memory_apart)
+		return;
+	uint64_t pressure = read_sysctl("/proc/sys/net/ipv4/tcp_mem", 1);
+	long page = sysconf(_SC_PAGESIZE);
+	policy.total_socket_bytes = page > 0 ? pressure * (uint64_t)page / 2 : 0;
+	if (policy.total_socket_bytes)
+		log_info("resources: socket buffers: a quarter of a sandbox's memory limit each, "
+			 "%" PRIu64 " bytes for all together (half of net.ipv4.tcp_mem's pressure "
+			 "threshold)",
+			 policy.total_socket_bytes);
+	else
+		log_warn("resources: net.ipv4.tcp_mem unreadable: socket buffers are bounded per "
+			 "sandbox only");
+}
+
 /* The whole disk that holds the state dir, for io.max / blkio.throttle: those take no
  * partition, and a state dir on an overlay, tmpfs, btrfs subvolume or other anonymous
  * device (major 0) has no block device to throttle at all. */
@@ -241,10 +356,14 @@ int limits_load(struct cell_error *err)
 		}
 	}
 	if (r == 0)
+		r = load_total(json_object_get(root, "total"), err);
+	if (r == 0)
 		r = load_rlimits(json_object_get(root, "rlimits"), err);
 	json_decref(root);
 	if (r < 0)
 		return r;
+	bound_pids();
+	bound_sockets();
 	find_io_device();
 	if (policy.io_device)
 		log_info("resources: io limits apply to device %u:%u", major(policy.io_device),
@@ -252,6 +371,20 @@ int limits_load(struct cell_error *err)
 	else
 		log_info("resources: io limits unavailable: %s", policy.io_note);
 	return 0;
+}
+
+json_t *limits_json(const struct cell_limits *l)
+{
+	json_t *o = json_pack("{s:I, s:I, s:I, s:I}", "cpuMillis", (json_int_t)l->cpu_millis,
+			      "memoryBytes", (json_int_t)l->memory_bytes, "pids",
+			      (json_int_t)l->pids, "diskBytes", (json_int_t)l->disk_bytes);
+	/* null: socket buffers count in memoryBytes (cgroup v2), or the sandbox predates
+	 * their limit. */
+	if (o)
+		json_object_set_new(o, "socketMemoryBytes",
+				    l->socket_bytes ? json_integer((json_int_t)l->socket_bytes)
+						    : json_null());
+	return o;
 }
 
 const struct cell_rlimit *limits_rlimits(size_t *n)
@@ -343,6 +476,11 @@ static int check_field(enum field f, const char *text, uint64_t *v, struct cell_
 				  f == F_MEMORY ? " (at least 8Mi)"
 				  : f == F_PIDS ? " (at least 8)"
 						: "");
+	if (*v > policy.maximum[f] && f == F_PIDS && policy.pids_note[0])
+		return field_fail(err,
+				  "resourceLimits.%s '%.40s' is above the per-sandbox maximum of "
+				  "this host, %" PRIu64 " (%s)",
+				  field_names[f], text, policy.maximum[f], policy.pids_note);
 	if (*v > policy.maximum[f])
 		return field_fail(err,
 				  "resourceLimits.%s '%.40s' is above the per-sandbox maximum of "
@@ -366,8 +504,12 @@ int limits_resolve(json_t *request, struct cell_limits *out, bool check, struct 
 		return 400;
 	out->cpu_millis = v[F_CPU];
 	out->memory_bytes = v[F_MEMORY];
+	if (celld.cgroup && celld.cgroup->socket_memory_apart)
+		out->socket_bytes = v[F_MEMORY] / SOCKET_SHARE;
 	out->pids = v[F_PIDS];
 	out->disk_bytes = v[F_DISK];
+	out->total_pids = policy.total_pids;
+	out->total_socket_bytes = policy.total_socket_bytes;
 	if (!check)
 		return 0;
 	if (io && !policy.io_device)

@@ -23,15 +23,6 @@ static json_t *ref_or_null(json_t *v)
 	return v ? json_incref(v) : json_null();
 }
 
-/* The limits as enforced, so that a policy changed since the create does not change what
- * is reported for a sandbox whose cgroup still holds the old values. */
-static json_t *limits_json(const struct cell_limits *l)
-{
-	return json_pack("{s:I, s:I, s:I, s:I}", "cpuMillis", (json_int_t)l->cpu_millis,
-			 "memoryBytes", (json_int_t)l->memory_bytes, "pids", (json_int_t)l->pids,
-			 "diskBytes", (json_int_t)l->disk_bytes);
-}
-
 static void load_limits(json_t *o, struct sandbox *sb)
 {
 	json_t *l = json_object_get(o, "limits");
@@ -43,6 +34,8 @@ static void load_limits(json_t *o, struct sandbox *sb)
 	sb->limits.memory_bytes = (uint64_t)json_integer_value(json_object_get(l, "memoryBytes"));
 	sb->limits.pids = (uint64_t)json_integer_value(json_object_get(l, "pids"));
 	sb->limits.disk_bytes = (uint64_t)json_integer_value(json_object_get(l, "diskBytes"));
+	sb->limits.socket_bytes =
+	    (uint64_t)json_integer_value(json_object_get(l, "socketMemoryBytes"));
 }
 
 static json_t *snapshot_locked(const struct sandbox *sb)
@@ -59,6 +52,8 @@ static json_t *snapshot_locked(const struct sandbox *sb)
 	    (json_int_t)sb->uid_base, "slot", sb->slot, "pid", (json_int_t)sb->pid, "starttime",
 	    (json_int_t)sb->starttime, "cgroupRel", sb->cgroup_rel, "dir", sb->dir, "reason",
 	    sb->reason);
+	/* The limits as enforced, so that a policy changed since the create does not change
+	 * what is reported for a sandbox whose cgroup still holds the old values. */
 	if (o)
 		json_object_set_new(o, "limits", limits_json(&sb->limits));
 	if (o)

@@ -98,6 +98,15 @@ int cell_cgroup_rmdir(const char *hier, const char *rel, struct cell_error *err)
 	return 0;
 }
 
+int cell_cgroup_instance(const char *rel, char *buf, size_t size)
+{
+	const char *slash = cell_cgroup_rel_valid(rel) ? strrchr(rel, '/') : NULL;
+	if (!slash || (size_t)(slash - rel) >= size)
+		return -EINVAL;
+	snprintf(buf, size, "%.*s", (int)(slash - rel), rel);
+	return 0;
+}
+
 int cell_cgroup_read_pids(const char *procs_path, pid_t **pids, size_t *n, struct cell_error *err)
 {
 	*pids = NULL;

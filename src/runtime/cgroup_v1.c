@@ -250,11 +250,50 @@ static int v1_set_io(const char *rel, const struct cell_limits *lim, struct cell
 	return 0;
 }
 
+/* v1 charges socket buffers (TCP and UDP queues alike) to this counter, apart from
+ * memory.limit_in_bytes, and only for sockets created while their cgroup's counter has a
+ * limit: without one they are charged to no cgroup at all, only to the host's global
+ * net.ipv4.tcp_mem, whose hard limit then fails every TCP socket on the host. */
+#define TCP_LIMIT "memory.kmem.tcp.limit_in_bytes"
+
+static int write_u64(const char *hier, const char *rel, const char *file, uint64_t v,
+		     struct cell_error *err)
+{
+	char val[32];
+	snprintf(val, sizeof(val), "%" PRIu64, v);
+	return write_file(hier, rel, file, val, false, err);
+}
+
+/* The bounds on all sandboxes together, on the instance cgroup above rel. */
+static int v1_set_total(const char *rel, const struct cell_limits *lim, struct cell_error *err)
+{
+	char inst[PATH_MAX];
+	if (!lim->total_pids && !lim->total_socket_bytes)
+		return 0;
+	if (cell_cgroup_instance(rel, inst, sizeof(inst)) < 0)
+		return cell_err(err, EINVAL, "cgroup %s has no instance cgroup", rel);
+	int r = lim->total_pids ? write_u64("pids", inst, "pids.max", lim->total_pids, err) : 0;
+	if (r < 0 || !lim->total_socket_bytes)
+		return r;
+	/* Below what the sandboxes hold already (tcp_mem was lowered since the value in force
+	 * was written) the kernel refuses with EBUSY: that value stays. */
+	struct cell_error werr = {0};
+	r = write_u64("memory", inst, TCP_LIMIT, lim->total_socket_bytes, &werr);
+	return r < 0 && r != -EBUSY ? cell_err(err, -r, "%s", werr.msg) : 0;
+}
+
 static int v1_set_limits(const char *rel, const struct cell_limits *lim, struct cell_error *err)
 {
 	char val[32];
 	int r = check_rel(rel, err);
+	if (r == 0)
+		r = v1_set_total(rel, lim, err);
 	if (r < 0)
+		return r;
+	/* Before any socket exists in the cgroup: the kernel ties a socket to its cgroup's
+	 * counter when it is created, and only when that counter has a limit then. */
+	if (lim->socket_bytes &&
+	    (r = write_u64("memory", rel, TCP_LIMIT, lim->socket_bytes, err)) < 0)
 		return r;
 	if (lim->cpu_millis) {
 		snprintf(val, sizeof(val), "%u", CPU_PERIOD_US);
@@ -274,11 +313,8 @@ static int v1_set_limits(const char *rel, const struct cell_limits *lim, struct 
 		if (r < 0)
 			return r;
 	}
-	if (lim->pids) {
-		snprintf(val, sizeof(val), "%" PRIu64, lim->pids);
-		if ((r = write_file("pids", rel, "pids.max", val, false, err)) < 0)
-			return r;
-	}
+	if (lim->pids && (r = write_u64("pids", rel, "pids.max", lim->pids, err)) < 0)
+		return r;
 	return v1_set_io(rel, lim, err);
 }
 
@@ -355,6 +391,7 @@ static int v1_usage(const char *rel, struct cell_cgroup_usage *out, struct cell_
 	    .cpu_usec = read_u64("cpuacct", rel, "cpuacct.usage", NULL) / 1000,
 	    .memory_current = read_u64("memory", rel, "memory.usage_in_bytes", NULL),
 	    .memory_peak = read_u64("memory", rel, "memory.max_usage_in_bytes", NULL),
+	    .socket_current = read_u64("memory", rel, "memory.kmem.tcp.usage_in_bytes", NULL),
 	    .pids_current = read_u64("pids", rel, "pids.current", NULL),
 	    .oom_kills = v1_oom_kills(rel),
 	};
@@ -369,10 +406,10 @@ static void v1_describe(const char *rel, char *buf, size_t size)
 
 /* Both v1 tables differ only in the name they show. */
 #define V1_OPS                                                                                     \
-	.create = v1_create, .attach = v1_attach, .list_pids = v1_list_pids,                       \
-	.kill_all = v1_kill_all, .destroy = v1_destroy, .describe = v1_describe,                   \
-	.set_limits = v1_set_limits, .freeze = v1_freeze, .usage = v1_usage,                       \
-	.oom_kills = v1_oom_kills
+	.socket_memory_apart = true, .create = v1_create, .attach = v1_attach,                     \
+	.list_pids = v1_list_pids, .kill_all = v1_kill_all, .destroy = v1_destroy,                 \
+	.describe = v1_describe, .set_limits = v1_set_limits, .freeze = v1_freeze,                 \
+	.usage = v1_usage, .oom_kills = v1_oom_kills
 
 const struct cell_cgroup_ops cell_cgroup_v1_ops = {.name = "v1-hybrid", V1_OPS};
 

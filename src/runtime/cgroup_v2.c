@@ -200,15 +200,31 @@ static int v2_set_io(const char *rel, const struct cell_limits *lim, struct cell
 	return write_file(rel, "io.max", val, false, err);
 }
 
+/* The bound on all sandboxes together, on the instance cgroup above rel. Socket buffers
+ * need none of their own here: v2 charges them to each sandbox's memory. */
+static int v2_set_total(const char *rel, const struct cell_limits *lim, struct cell_error *err)
+{
+	char inst[PATH_MAX], val[32];
+	if (!lim->total_pids)
+		return 0;
+	if (cell_cgroup_instance(rel, inst, sizeof(inst)) < 0)
+		return cell_err(err, EINVAL, "cgroup %s has no instance cgroup", rel);
+	snprintf(val, sizeof(val), "%" PRIu64, lim->total_pids);
+	return write_file(inst, "pids.max", val, false, err);
+}
+
 static int v2_set_limits(const char *rel, const struct cell_limits *lim, struct cell_error *err)
 {
 	char val[64];
+	int r = v2_set_total(rel, lim, err);
+	if (r < 0)
+		return r;
 	if (lim->cpu_millis)
 		snprintf(val, sizeof(val), "%" PRIu64 " %u", lim->cpu_millis * CPU_PERIOD_US / 1000,
 			 CPU_PERIOD_US);
 	else
 		snprintf(val, sizeof(val), "max %u", CPU_PERIOD_US);
-	int r = write_file(rel, "cpu.max", val, false, err);
+	r = write_file(rel, "cpu.max", val, false, err);
 	if (r < 0)
 		return r;
 	limit_text(lim->memory_bytes, val, sizeof(val));
@@ -302,6 +318,7 @@ static int v2_usage(const char *rel, struct cell_cgroup_usage *out, struct cell_
 	    .cpu_usec = read_u64(rel, "cpu.stat", "usage_usec"),
 	    .memory_current = read_u64(rel, "memory.current", NULL),
 	    .memory_peak = read_u64(rel, "memory.peak", NULL),
+	    .socket_current = read_u64(rel, "memory.stat", "sock"),
 	    .pids_current = read_u64(rel, "pids.current", NULL),
 	    .oom_kills = v2_oom_kills(rel),
 	};

@@ -148,6 +148,9 @@ int cell_cgroup_path(char *buf, size_t size, const char *hier, const char *rel, 
 int cell_cgroup_mkdir(const char *hier, const char *rel, struct cell_error *err);
 /* rmdir <root>/<hier>/<rel> (missing is success), then its parent when empty. */
 int cell_cgroup_rmdir(const char *hier, const char *rel, struct cell_error *err);
+/* rel's parent ("cell-xxxxxxxx" of "cell-xxxxxxxx/<id>"): the instance cgroup that holds
+ * every sandbox of one celld, where their totals are bounded. -EINVAL without one. */
+int cell_cgroup_instance(const char *rel, char *buf, size_t size);
 /* Parse a cgroup.procs file into a malloc'd array. A missing file gives 0 pids. */
 int cell_cgroup_read_pids(const char *procs_path, pid_t **pids, size_t *n, struct cell_error *err);
 /* kill_all's loop: call kill_round(rel), then poll procs_path until it lists no pid; repeat,

@@ -2,8 +2,12 @@
  * the sandbox's cgroup visible read-only inside with its limits, usage and execd metrics
  * from the cgroup's counters, and containment: a memory hog is OOM-killed inside its
  * sandbox only, a fork bomb stops at the pids limit while others go on, a busy loop under
- * cpu "500m" gets about half a core. */
+ * cpu "500m" gets about half a core, socket buffers of every kind (TCP queues, UDP
+ * queues, Unix streams, left unread by the static helper sockmem_probe) stay within the
+ * memory limit, and the sandboxes' tasks stay below the host's pid space, each and all
+ * together (the instance cgroup's pids.max). */
 #include <check.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,6 +280,337 @@ START_TEST(fork_bomb_hits_pids_limit)
 }
 END_TEST
 
+/* ---- socket buffers ---- */
+
+#define SOCK_MEMORY (32ull << 20)
+
+/* Field field (from 0) of a /proc/sys file of numbers. */
+static uint64_t sysctl_field(const char *path, int field)
+{
+	char *text = h_read_file(path);
+	ck_assert_msg(text, "reading %s", path);
+	char *c = text, *end;
+	uint64_t v = strtoull(c, &end, 10);
+	for (int i = 0; i < field; i++) {
+		ck_assert_msg(end != c, "%s has no field %d: %s", path, field, text);
+		c = end;
+		v = strtoull(c, &end, 10);
+	}
+	ck_assert_msg(end != c, "%s has no field %d: %s", path, field, text);
+	free(text);
+	return v;
+}
+
+/* Pages of socket memory the host's protocol proto ("TCP:", "UDP:") holds now. */
+static uint64_t sockstat_pages(const char *proto)
+{
+	char *text = h_read_file("/proc/net/sockstat");
+	ck_assert(text);
+	const char *line = strstr(text, proto), *m = line ? strstr(line, " mem ") : NULL;
+	uint64_t v = m ? strtoull(m + 5, NULL, 10) : 0;
+	free(text);
+	return v;
+}
+
+/* What the helper may queue: four times the sandbox's memory, but never more than half of
+ * what separates this shared host from the lowest of its socket memory thresholds (the
+ * first field of net.ipv4.tcp_mem and udp_mem, below which the kernel does not regulate at
+ * all), so that even an unbounded sandbox does not squeeze anyone else's sockets. 0 when
+ * that leaves too little to tell a bound from none. */
+static uint64_t socket_target(void)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t tcp = sysctl_field("/proc/sys/net/ipv4/tcp_mem", 0);
+	uint64_t udp = sysctl_field("/proc/sys/net/ipv4/udp_mem", 0);
+	uint64_t tcp_used = sockstat_pages("TCP:"), udp_used = sockstat_pages("UDP:");
+	uint64_t room = tcp > tcp_used ? tcp - tcp_used : 0;
+	if (udp < room + udp_used)
+		room = udp > udp_used ? udp - udp_used : 0;
+	uint64_t target = room * page / 2;
+	if (target > 4 * SOCK_MEMORY)
+		target = 4 * SOCK_MEMORY;
+	return target >= 2 * SOCK_MEMORY ? target : 0;
+}
+
+struct sock_reading {
+	unsigned long long sockets, payload, mem;
+	bool any;
+	char end[16]; /* how the probe ended: "target", "refused", "stopped"; "" when killed */
+};
+
+/* Run sockmem_probe KIND in a sandbox limited to SOCK_MEMORY; its last reading. The probe
+ * ends on its own when the kernel stops giving buffers, or is OOM-killed (v2 charges the
+ * buffers to memory, so it may meet the limit there first). */
+static struct sock_reading fill_sockets(const char *id, const char *kind, uint64_t target)
+{
+	h_upload_helper(id, "sockmem_probe");
+	char *cmd = h_fmt("/root/sockmem_probe %s %" PRIu64, kind, target);
+	struct h_exec e;
+	struct h_exec_opts o = {.max_seconds = 240};
+	ck_assert_int_eq(h_exec(id, cmd, &o, &e), 0);
+	struct sock_reading r = {0};
+	char *out = strdup(e.out); /* e.out stays whole for the message */
+	for (char *save = NULL, *line = strtok_r(out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		struct sock_reading l;
+		if (sscanf(line, "sockets %llu payload %llu mem %llu", &l.sockets, &l.payload,
+			   &l.mem) == 3)
+			r.sockets = l.sockets, r.payload = l.payload, r.mem = l.mem, r.any = true;
+		sscanf(line, "end %15s", r.end);
+	}
+	free(out);
+	ck_assert_msg(r.any && (r.end[0] || e.exit_code == 137),
+		      "%s probe: exit %d, out '%.400s', err '%.400s'", kind, e.exit_code, e.out,
+		      e.err);
+	fprintf(stderr, "it_limits: %s: %llu sockets queued %llu bytes, holding %llu (%s)\n", kind,
+		r.sockets, r.payload, r.mem, r.end[0] ? r.end : "OOM-killed");
+	h_exec_free(&e);
+	free(cmd);
+	return r;
+}
+
+static void sockets_within_memory(const char *kind)
+{
+	uint64_t target = socket_target();
+	if (!target) {
+		fprintf(stderr,
+			"it_limits: %s buffers: the host's socket memory is too close to "
+			"its thresholds: not run\n",
+			kind);
+		return;
+	}
+	char *id = create_limited("{\"memory\":\"32Mi\"}");
+	struct sock_reading r = fill_sockets(id, kind, target);
+	/* The probe works: the first socket gets buffers. */
+	ck_assert_msg(r.payload >= (64u << 10), "%s: only %llu bytes queued", kind, r.payload);
+	/* Within the limit, give or take the few KiB the kernel forces for each socket's
+	 * progress (past any limit), an eighth at most. */
+	ck_assert_msg(r.payload <= SOCK_MEMORY && r.mem <= SOCK_MEMORY + SOCK_MEMORY / 8,
+		      "%s: a sandbox limited to %llu bytes of memory queued %llu bytes (holding "
+		      "%llu) in %llu sockets' buffers",
+		      kind, SOCK_MEMORY, r.payload, r.mem, r.sockets);
+	free(id);
+}
+
+/* The host-side path of file in the cgroup that holds every sandbox of this celld, in
+ * the hierarchy of controller ("" for cgroup v2), from the sandbox init's /proc/PID/cgroup. */
+static char *instance_file(const char *id, const char *controller, const char *file)
+{
+	json_t *ins = h_inspect(id);
+	long long pid = h_jint(ins, "pid");
+	json_decref(ins);
+	ck_assert_int_gt(pid, 0);
+	char *proc = h_fmt("/proc/%lld/cgroup", pid);
+	char *cg = h_read_file(proc);
+	ck_assert_msg(cg, "reading %s", proc);
+	free(proc);
+	char *found = NULL;
+	for (char *save = NULL, *line = strtok_r(cg, "\n", &save); line && !found;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		const char *ctl = c1 + 1;
+		bool match = controller[0] ? !strcmp(ctl, controller) ||
+						 (strstr(ctl, controller) && strchr(ctl, ','))
+					   : !ctl[0];
+		char *slash = strrchr(c2 + 1, '/');
+		if (!match || !slash)
+			continue;
+		*slash = '\0'; /* the sandbox's dir → the instance dir */
+		found = h_fmt("/sys/fs/cgroup%s%s%s/%s", ctl[0] ? "/" : "", ctl, c2 + 1, file);
+	}
+	free(cg);
+	ck_assert_msg(found, "no %s cgroup for sandbox %s", controller[0] ? controller : "v2", id);
+	return found;
+}
+
+static bool backend_v2(const char *id)
+{
+	json_t *ins = h_inspect(id);
+	bool v2 = !strcmp(h_jstr(ins, "cgroup.backend"), "v2");
+	json_decref(ins);
+	return v2;
+}
+
+START_TEST(tcp_buffers_within_memory)
+{
+	sockets_within_memory("tcp");
+}
+END_TEST
+
+START_TEST(udp_buffers_within_memory)
+{
+	sockets_within_memory("udp");
+}
+END_TEST
+
+START_TEST(unix_buffers_within_memory)
+{
+	sockets_within_memory("unix");
+}
+END_TEST
+
+/* Where socket buffers are charged apart from memory (cgroup v1), their limit is shown,
+ * and all sandboxes together are held below the host's TCP pressure threshold. */
+START_TEST(socket_limits_shown)
+{
+	char *id = create_limited("{\"memory\":\"64Mi\"}");
+	json_t *ins = h_inspect(id);
+	json_t *sock = h_jget(ins, "limits.socketMemoryBytes");
+	ck_assert_msg(json_is_integer(h_jget(ins, "usage.socketMemoryBytes")), "no usage");
+	if (backend_v2(id)) {
+		ck_assert_msg(json_is_null(sock), "v2 socket limit shown apart");
+	} else {
+		ck_assert_int_eq(json_integer_value(sock), 16ll << 20);
+		char *path = instance_file(id, "memory", "memory.kmem.tcp.limit_in_bytes");
+		char *v = h_read_file(path);
+		ck_assert_msg(v, "reading %s", path);
+		uint64_t total = strtoull(v, NULL, 10);
+		uint64_t pressure =
+		    sysctl_field("/proc/sys/net/ipv4/tcp_mem", 1) * (uint64_t)sysconf(_SC_PAGESIZE);
+		ck_assert_msg(total > 0 && total <= pressure / 2,
+			      "%s: %" PRIu64 " (tcp_mem pressure %" PRIu64 " bytes)", path, total,
+			      pressure);
+		free(v);
+		free(path);
+	}
+	json_decref(ins);
+	free(id);
+}
+END_TEST
+
+/* ---- the host's pid space ---- */
+
+static uint64_t host_tasks(const char **what)
+{
+	uint64_t pid_max = sysctl_field("/proc/sys/kernel/pid_max", 0);
+	uint64_t threads = sysctl_field("/proc/sys/kernel/threads-max", 0);
+	*what = threads && threads < pid_max ? "kernel.threads-max" : "kernel.pid_max";
+	return threads && threads < pid_max ? threads : pid_max;
+}
+
+/* No sandbox may ask for the host's whole pid space, and the cgroup over all of them is
+ * bounded below it. */
+START_TEST(pids_below_host)
+{
+	const char *what;
+	uint64_t host = host_tasks(&what);
+	/* The policy's maximum (32768) unless the host has less. */
+	if (host <= 32768) {
+		struct h_resp r;
+		char *lim = h_fmt("{\"pids\":\"%" PRIu64 "\"}", host);
+		long st = create_status(lim, &r);
+		ck_assert_msg(st == 400, "pids %" PRIu64 " (all of %s): HTTP %ld", host, what, st);
+		char *num = h_fmt("%s %" PRIu64, what, host);
+		const char *msg = h_jstr(r.json, "message");
+		ck_assert_msg(strstr(msg, "resourceLimits.pids") && strstr(msg, num),
+			      "message '%s' misses the field or '%s'", msg, num);
+		free(num);
+		free(lim);
+		h_resp_free(&r);
+	}
+	char *id = h_create("busybox", NULL);
+	char *path = instance_file(id, backend_v2(id) ? "" : "pids", "pids.max");
+	char *v = h_read_file(path);
+	ck_assert_msg(v, "reading %s", path);
+	uint64_t total = strtoull(v, NULL, 10);
+	ck_assert_msg(total >= 1024 && total < host, "%s: %s (%s %" PRIu64 ")", path, h_trim(v),
+		      what, host);
+	free(v);
+	free(path);
+	free(id);
+}
+END_TEST
+
+/* A policy dir T/<name> holding resources/default.json = json and the source tree's
+ * seccomp profiles; returns its path. */
+static char *policy_dir(const char *name, const char *json)
+{
+	char *pol = h_fmt("%s/%s", H.dir, name);
+	char *res = h_fmt("%s/resources", pol);
+	char *file = h_fmt("%s/default.json", res);
+	char *seccomp = h_fmt("%s/seccomp", pol);
+	char *real_seccomp = h_fmt("%s/policies/seccomp", H.src);
+	mkdir(pol, 0755);
+	mkdir(res, 0755);
+	if (access(seccomp, F_OK) != 0)
+		ck_assert_int_eq(symlink(real_seccomp, seccomp), 0);
+	h_write_file(file, json, 0644);
+	free(real_seccomp);
+	free(seccomp);
+	free(file);
+	free(res);
+	return pol;
+}
+
+static long long pids_of(const char *id)
+{
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	long long n = h_jint(r.json, "usage.pids");
+	h_resp_free(&r);
+	free(path);
+	return n;
+}
+
+/* Sandbox id starts 90 sleepers (more than its own limit allows) and keeps what it got. */
+static long long start_sleepers(const char *id)
+{
+	struct h_exec e;
+	/* Their output goes elsewhere, or the command would not end before they do. */
+	h_exec(id,
+	       "i=0; while [ $i -lt 90 ]; do sleep 1000 >/dev/null 2>&1 & i=$((i+1)); done "
+	       "2>/dev/null",
+	       NULL, &e);
+	h_exec_free(&e);
+	return pids_of(id);
+}
+
+/* The total is enforced by the kernel, not merely checked: two sandboxes whose own pids
+ * limits add up to more than the policy's total.pids get no more than that together. */
+START_TEST(pids_total_enforced)
+{
+	char *src = h_fmt("%s/policies/resources/default.json", H.src);
+	json_t *pol = json_load_file(src, 0, NULL);
+	ck_assert(pol);
+	json_object_set_new(pol, "total", json_pack("{s:s}", "pids", "100"));
+	char *text = json_dumps(pol, JSON_INDENT(2));
+	char *dir = policy_dir("totalpolicy", text);
+	h_celld_restart_with((const char *const[]){"--policies", dir, NULL});
+
+	char *a = create_limited("{\"pids\":\"80\"}");
+	char *b = create_limited("{\"pids\":\"80\"}");
+	long long na = start_sleepers(a), nb = start_sleepers(b);
+	fprintf(stderr, "it_limits: under total.pids 100: %lld + %lld tasks\n", na, nb);
+	ck_assert_msg(na >= 60, "the first sandbox got only %lld tasks", na);
+	ck_assert_msg(na + nb <= 100 && nb < 80,
+		      "two sandboxes limited to 80 tasks each hold %lld + %lld under total.pids "
+		      "100",
+		      na, nb);
+	/* The bound is the instance cgroup's, and no sandbox may ask for more on its own. */
+	char *path = instance_file(a, backend_v2(a) ? "" : "pids", "pids.max");
+	char *max = h_read_file(path);
+	ck_assert_msg(max && atoi(max) == 100, "%s: %s", path, max ? max : "missing");
+	struct h_resp r;
+	ck_assert_int_eq(create_status("{\"pids\":\"101\"}", &r), 400);
+	ck_assert_msg(strstr(h_jstr(r.json, "message"), "total.pids"), "%s", r.body);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_delete(a), 204);
+	ck_assert_int_eq(h_delete(b), 204);
+	free(max);
+	free(path);
+	free(b);
+	free(a);
+	free(dir);
+	free(text);
+	json_decref(pol);
+	free(src);
+}
+END_TEST
+
 static double cpu_seconds(const char *id)
 {
 	char *path = h_fmt("/v1/sandboxes/%s", id);
@@ -319,20 +654,11 @@ END_TEST
 /* A celld whose resource policy is wrong refuses to start, naming the file and the field. */
 static void expect_policy_refused(const char *json, const char *field)
 {
-	char *pol = h_fmt("%s/badpolicy", H.dir);
-	char *res = h_fmt("%s/resources", pol);
-	char *file = h_fmt("%s/default.json", res);
-	char *seccomp = h_fmt("%s/seccomp", pol);
-	char *real_seccomp = h_fmt("%s/policies/seccomp", H.src);
+	char *pol = policy_dir("badpolicy", json);
 	char *state = h_fmt("%s/badpolicy-state", H.dir);
 	char *sock = h_fmt("%s/badpolicy.sock", H.dir);
 	char *celld = h_fmt("%s/celld", H.bin);
 	char *init = h_fmt("%s/cell-init", H.bin);
-	mkdir(pol, 0755);
-	mkdir(res, 0755);
-	if (access(seccomp, F_OK) != 0)
-		ck_assert_int_eq(symlink(real_seccomp, seccomp), 0);
-	h_write_file(file, json, 0644);
 	char *argv[] = {celld,	    "--state-dir", state, "--images",	H.images, "--socket", sock,
 			"--no-tcp", "--init",	   init,  "--policies", pol,	  NULL};
 	struct h_proc p = {0};
@@ -346,10 +672,6 @@ static void expect_policy_refused(const char *json, const char *field)
 	free(celld);
 	free(sock);
 	free(state);
-	free(real_seccomp);
-	free(seccomp);
-	free(file);
-	free(res);
 	free(pol);
 }
 
@@ -373,6 +695,12 @@ START_TEST(bad_policy_refuses_start)
 			      "\"memory\": \"4Gi\", \"pids\": \"100\", \"disk\": \"2Gi\"}, "
 			      "\"rlimits\": {\"cores\": {\"soft\": 0, \"hard\": 0}}}",
 			      "rlimits.cores");
+	j = h_fmt("{\"defaults\": {\"cpu\": \"1\", \"memory\": \"1Gi\", \"pids\": \"10\", "
+		  "\"disk\": \"1Gi\"}, \"maximum\": {\"cpu\": \"2\", \"memory\": \"4Gi\", "
+		  "\"pids\": \"100\", \"disk\": \"2Gi\"}, \"total\": {\"pid\": \"50\"}, %s}",
+		  rl);
+	expect_policy_refused(j, "total.pid");
+	free(j);
 	expect_policy_refused("{\"defaults\": {}, \"maximum\": {}}", "defaults.cpu is missing");
 	expect_policy_refused("not json", "not a JSON object");
 }
@@ -391,6 +719,12 @@ static Suite *limits_suite(void)
 	tcase_add_test(h_tcase(s, "io_limits_applied", 120), io_limits_applied);
 	tcase_add_test(h_tcase(s, "busy_loop_gets_half_a_core", 120), busy_loop_gets_half_a_core);
 	tcase_add_test(h_tcase(s, "bad_policy_refuses_start", 120), bad_policy_refuses_start);
+	tcase_add_test(h_tcase(s, "tcp_buffers_within_memory", 300), tcp_buffers_within_memory);
+	tcase_add_test(h_tcase(s, "udp_buffers_within_memory", 300), udp_buffers_within_memory);
+	tcase_add_test(h_tcase(s, "unix_buffers_within_memory", 300), unix_buffers_within_memory);
+	tcase_add_test(h_tcase(s, "socket_limits_shown", 120), socket_limits_shown);
+	tcase_add_test(h_tcase(s, "pids_below_host", 120), pids_below_host);
+	tcase_add_test(h_tcase(s, "pids_total_enforced", 180), pids_total_enforced);
 	return s;
 }
 
