@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -51,6 +52,51 @@ START_TEST(endless_and_blocking_files_do_not_hang_downloads)
 	char *out = h_sh(id, "echo alive");
 	ck_assert_str_eq(out, "alive\n");
 	free(out);
+	free(id);
+}
+END_TEST
+
+/* Uploads while root inside swaps a directory on their path with a symlink to a host
+ * directory (RENAME_EXCHANGE, as fast as it can): each lands inside the sandbox or fails,
+ * none reaches the host directory. */
+START_TEST(uploads_race_a_swapped_symlink_inside)
+{
+	char *host = h_fmt("%s/race-target", H.dir);
+	ck_assert_int_eq(mkdir(host, 0777), 0);
+	ck_assert_int_eq(chmod(host, 0777), 0);
+	char *id = h_create("busybox", NULL);
+	h_upload_helper(id, "exchange_probe");
+	char *setup = h_fmt("mkdir -p /workspace/race/d && ln -s %s /workspace/race/l && "
+			    "nohup /root/exchange_probe /workspace/race/d /workspace/race/l "
+			    ">/dev/null 2>&1 & " H_WAIT_PIDOF("exchange_probe", 1),
+			    host);
+	free(h_sh(id, setup));
+	free(setup);
+	int landed = 0;
+	for (int i = 0; i < 150; i++) {
+		char *path = h_fmt("/workspace/race/d/up-%d", i);
+		struct h_resp r;
+		long st = h_upload(id, path, "raced\n", 6, 0644, &r);
+		ck_assert_msg(st == 200 || (st >= 400 && st < 500), "upload %d: HTTP %ld %s", i, st,
+			      r.body);
+		landed += st == 200;
+		h_resp_free(&r);
+		free(path);
+	}
+	char *count = h_sh(id, "kill -9 $(pidof exchange_probe); sleep 0.1; find / /tmp -xdev "
+			       "-name 'up-*' -type f | wc -l");
+	/* every upload that succeeded is in the sandbox's own tree (through the symlink, a
+	 * path like the host's made inside it) */
+	ck_assert_int_eq(atoi(count), landed);
+	free(count);
+	DIR *d = opendir(host);
+	ck_assert_ptr_nonnull(d);
+	for (struct dirent *e; (e = readdir(d));)
+		ck_assert_msg(!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."),
+			      "an upload reached the host: %s/%s", host, e->d_name);
+	closedir(d);
+	rmdir(host);
+	free(host);
 	free(id);
 }
 END_TEST
@@ -151,6 +197,8 @@ static Suite *held_suite(void)
 	Suite *s = suite_create("held");
 	tcase_add_test(h_tcase(s, "endless_and_blocking_files_do_not_hang_downloads", 120),
 		       endless_and_blocking_files_do_not_hang_downloads);
+	tcase_add_test(h_tcase(s, "uploads_race_a_swapped_symlink_inside", 180),
+		       uploads_race_a_swapped_symlink_inside);
 	tcase_add_test(h_tcase(s, "fake_events_in_output_stay_output", 120),
 		       fake_events_in_output_stay_output);
 	tcase_add_test(h_tcase(s, "api_key_never_logged", 60), api_key_never_logged);
