@@ -172,6 +172,17 @@ static int check_entry(const char *name, const char *key, size_t key_len, size_t
 	return 0;
 }
 
+/* A key's length as jansson holds it: since 2.14 a key may hold a NUL byte (then it is
+ * longer than its C string, and check_entry refuses it); before, jansson refuses those. */
+static size_t key_len(void *it)
+{
+#if JANSSON_VERSION_HEX >= 0x020e00
+	return json_object_iter_key_len(it);
+#else
+	return strlen(json_object_iter_key(it));
+#endif
+}
+
 int field_check_map_caps(json_t *map, const char *name, const struct field_caps *caps,
 			 struct cell_error *err)
 {
@@ -181,7 +192,7 @@ int field_check_map_caps(json_t *map, const char *name, const struct field_caps 
 	size_t total = 0;
 	for (void *it = json_object_iter(map); it; it = json_object_iter_next(map, it)) {
 		int r =
-		    check_entry(name, json_object_iter_key(it), json_object_iter_key_len(it), 0,
+		    check_entry(name, json_object_iter_key(it), key_len(it), 0,
 				json_string_length(json_object_iter_value(it)), caps, &total, err);
 		if (r < 0)
 			return r;
