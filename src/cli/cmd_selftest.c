@@ -661,12 +661,19 @@ static int get_info(struct selftest *t, struct cell_error *err)
 	return 0;
 }
 
-static int inspect_victim(struct selftest *t, struct cell_error *err)
+/* GET /v1/sandboxes/{id}/inspect into *j (a new reference). */
+static int inspect(const char *id, json_t **j, struct cell_error *err)
 {
 	char path[128];
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s/inspect", t->victim);
-	json_t *j = NULL;
-	int r = cli_api("GET", path, NULL, "inspect", &j, NULL, err);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/inspect", id);
+	*j = NULL;
+	return cli_api("GET", path, NULL, "inspect", j, NULL, err);
+}
+
+static int inspect_victim(struct selftest *t, struct cell_error *err)
+{
+	json_t *j;
+	int r = inspect(t->victim, &j, err);
 	if (r < 0)
 		return r;
 	t->victim_pid = json_integer_value(json_object_get(j, "pid"));
@@ -769,10 +776,8 @@ struct volume_ids {
 
 static int volume_ids(const struct selftest *t, struct volume_ids *v, struct cell_error *err)
 {
-	char path[128];
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s/inspect", t->battery);
-	json_t *j = NULL;
-	int r = cli_api("GET", path, NULL, "inspect", &j, NULL, err);
+	json_t *j;
+	int r = inspect(t->battery, &j, err);
 	if (r < 0)
 		return r;
 	json_t *vol = json_array_get(json_object_get(j, "volumes"), 0);
