@@ -3,6 +3,7 @@
  * them). */
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,17 @@
 #include <unistd.h>
 
 #include "harness.h"
+
+/* dir holds nothing; else fail with what, naming the entry. */
+static void expect_empty_dir(const char *dir, const char *what)
+{
+	DIR *d = opendir(dir);
+	ck_assert_msg(d, "%s: %s", dir, strerror(errno));
+	for (struct dirent *e; (e = readdir(d));)
+		ck_assert_msg(!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."), "%s: %s/%s",
+			      what, dir, e->d_name);
+	closedir(d);
+}
 
 /* Files that never end, block or belong to PID 1: every download is refused or empty, in
  * byte mode, in line mode and with a Range, and none of them hangs (each request carries
@@ -89,12 +101,7 @@ START_TEST(uploads_race_a_swapped_symlink_inside)
 	 * path like the host's made inside it) */
 	ck_assert_int_eq(atoi(count), landed);
 	free(count);
-	DIR *d = opendir(host);
-	ck_assert_ptr_nonnull(d);
-	for (struct dirent *e; (e = readdir(d));)
-		ck_assert_msg(!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."),
-			      "an upload reached the host: %s/%s", host, e->d_name);
-	closedir(d);
+	expect_empty_dir(host, "an upload reached the host");
 	rmdir(host);
 	free(host);
 	free(id);
@@ -182,12 +189,7 @@ START_TEST(parallel_creates_and_deletes_leave_nothing)
 			      cd[i].delete);
 	ck_assert_int_eq(h_sandbox_count(), 0);
 	char *dir = h_fmt("%s/sandboxes", H.state);
-	DIR *d = opendir(dir);
-	ck_assert_ptr_nonnull(d);
-	for (struct dirent *e; (e = readdir(d));)
-		ck_assert_msg(!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."), "left in %s: %s",
-			      dir, e->d_name);
-	closedir(d);
+	expect_empty_dir(dir, "a sandbox dir is left");
 	free(dir);
 }
 END_TEST
