@@ -245,11 +245,10 @@ int registry_claim(struct sandbox *sb, struct sandbox **existing, struct cell_er
 			sb->slot = slot;
 			sb->uid_base = registry_uid_base(slot);
 			sb->busy = SBX_CREATING;
-			r = admission_take(sb->owner, ADM_SANDBOXES, false, err);
-			if (r == 0 && (r = publish_locked(sb)) < 0)
-				admission_put(sb->owner, ADM_SANDBOXES);
+			r = publish_locked(sb);
 			registry_unlock();
 			if (r < 0) {
+				admission_put(sb->owner, ADM_SANDBOXES);
 				uidrange_release(sb->id, slot);
 				sb->slot = -1;
 			}
@@ -257,15 +256,23 @@ int registry_claim(struct sandbox *sb, struct sandbox **existing, struct cell_er
 		}
 		registry_unlock();
 		if (r != -EAGAIN) {
-			/* Someone else published the id while we reserved. */
-			if (slot >= 0)
+			/* Someone else published the id while we reserved (a create-or-resume
+			 * that finds its sandbox is not a new one: not counted). */
+			if (slot >= 0) {
+				admission_put(sb->owner, ADM_SANDBOXES);
 				uidrange_release(sb->id, slot);
+			}
 			return r;
 		}
+		/* A new sandbox: counted against its owner's quota before a uid range is
+		 * reserved for it, so a create over the quota costs nothing. */
+		if ((r = admission_take(sb->owner, ADM_SANDBOXES, false, err)) < 0)
+			return r;
 		/* Reserved with the registry lock released: it may wait on another celld. */
 		struct cell_error rerr = {0};
 		r = uidrange_reserve(sb->id, &slot, &rerr);
 		if (r < 0) {
+			admission_put(sb->owner, ADM_SANDBOXES);
 			if (r != -ENOSPC)
 				log_error("sandbox %s: reserving a uid range: %s", sb->id,
 					  rerr.msg);

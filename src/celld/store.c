@@ -128,20 +128,21 @@ int store_save_sync(struct sandbox *sb, enum store_sync how, struct cell_error *
 	registry_unlock();
 	char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
 	json_decref(o);
+	size_t len = text ? strlen(text) : 0;
 	int r;
 	if (!text)
 		r = cell_err(err, ENOMEM, "encoding state of sandbox %s", sb->id);
-	else if (strlen(text) > STATE_MAX)
+	else if (len > STATE_MAX)
 		/* A record store_load would refuse would leave the sandbox unadoptable after a
 		 * restart: refused here, before anything depends on it. */
 		r = celld_fail(err, EFBIG,
 			       "the record of sandbox %s would be %zu bytes, more than the %u "
 			       "celld loads back",
-			       sb->id, strlen(text), STATE_MAX);
+			       sb->id, len, STATE_MAX);
 	else if (how == STORE_SYNCED)
-		r = cell_write_file_atomic(sb->dirfd, STATE_FILE, text, strlen(text), 0600, err);
+		r = cell_write_file_atomic(sb->dirfd, STATE_FILE, text, len, 0600, err);
 	else
-		r = write_renamed(sb->dirfd, text, strlen(text), how, err);
+		r = write_renamed(sb->dirfd, text, len, how, err);
 	pthread_mutex_unlock(&sb->store_lock);
 	free(text);
 	if (r < 0)
