@@ -30,7 +30,7 @@ INIT_LIBS  := -static -Wl,--gc-sections -ljansson -lcrypto -lpthread
 
 BINS := $(BUILD)/celld $(BUILD)/cell $(BUILD)/cell-init
 
-.PHONY: all clean check unit integration bench run install asan format format-check vmcheck images
+.PHONY: all clean check unit integration bench run install asan format format-check vmcheck images layercheck
 all: $(BINS)
 
 $(BUILD)/%.o: %.c
@@ -71,6 +71,10 @@ clean:
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
+
+# tools/layercheck: no import circle between source files, no include up the layers.
+layercheck: $(BINS)
+	tools/layercheck $(BUILD)
 
 format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
