@@ -23,6 +23,11 @@ int cell_err(struct cell_error *err, int errnum, const char *fmt, ...)
 int cell_err_wrap(struct cell_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The one way to drop an error on purpose (a best-effort cleanup, a fallback that follows):
+ * logs it at debug level with why ("removing a stale socket") and clears err. Passing a
+ * NULL cell_error to a function means the same without the log line; both are greppable. */
+void cell_err_drop(struct cell_error *err, const char *why);
+
 static inline void cell_err_clear(struct cell_error *err)
 {
 	if (err) {

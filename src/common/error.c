@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cell/error.h"
+#include "cell/log.h"
 
 int cell_err(struct cell_error *err, int errnum, const char *fmt, ...)
 {
@@ -42,4 +43,12 @@ int cell_err_wrap(struct cell_error *err, const char *fmt, ...)
 	if (!err->code)
 		err->code = EIO;
 	return -err->code;
+}
+
+void cell_err_drop(struct cell_error *err, const char *why)
+{
+	if (!err || !err->code)
+		return;
+	log_debug("%s (ignored): %s", why, err->msg);
+	cell_err_clear(err);
 }

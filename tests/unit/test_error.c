@@ -112,6 +112,19 @@ START_TEST(err_wrap_truncates)
 }
 END_TEST
 
+START_TEST(err_drop_clears_and_is_null_safe)
+{
+	struct cell_error err = {0};
+	cell_err(&err, EPERM, "removing %s", "/x");
+	cell_err_drop(&err, "best-effort cleanup");
+	ck_assert_int_eq(err.code, 0);
+	ck_assert_str_eq(err.msg, "");
+	cell_err_drop(&err, "nothing to drop");
+	cell_err_drop(NULL, "no error object");
+	ck_assert_int_eq(err.code, 0);
+}
+END_TEST
+
 static Suite *error_suite(void)
 {
 	Suite *s = suite_create("error");
@@ -124,6 +137,7 @@ static Suite *error_suite(void)
 	tcase_add_test(tc, err_wrap_prefixes_and_keeps_code);
 	tcase_add_test(tc, err_wrap_cleared_gets_eio);
 	tcase_add_test(tc, err_wrap_truncates);
+	tcase_add_test(tc, err_drop_clears_and_is_null_safe);
 	suite_add_tcase(s, tc);
 	return s;
 }
