@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <arpa/inet.h>
 #include <time.h>
@@ -33,20 +34,18 @@
 #include "cell/fsutil.h"
 #include "harness.h"
 
-struct h_world H;
-
-/* Shared with forked test children: a test may kill celld and start another one. */
-#define EXTRA_FLAGS_MAX 8
+/* The worlds, shared with forked test children: a test may kill a celld and start
+ * another one, or start another world. worlds[0] is the suite's own. */
+#define WORLDS_MAX 4
 
 struct h_shared {
-	pid_t celld_pid;
-	uint64_t celld_start; /* starttime of that pid, so a recycled pid is never signalled */
-	/* Flags a test started celld with on top of the suite's (h_celld_restart_with): the
-	 * teardown brings the suite's celld back. */
-	char extra[EXTRA_FLAGS_MAX][H_PATH];
-	int n_extra;
+	struct h_world worlds[WORLDS_MAX];
 };
 static struct h_shared *shared;
+struct h_world *h_default_world;
+
+/* Leaks of the worlds tests added, found by the per-test teardowns (in the runner). */
+static int added_world_leaks;
 
 #define PROTO_IMAGE  "/tmp/proto/img/rootfs"
 #define EXECD_PREFIX "/v1/sandboxes/%s/proxy/44772"
@@ -348,7 +347,7 @@ int h_cell_v(struct h_proc *res, int timeout_s, va_list ap)
 	return res->status;
 }
 
-static char pids_file[H_PATH + 16], created_file[H_PATH + 16], sysctls_file[H_PATH + 16];
+static char pids_file[H_PATH + 16], sysctls_file[H_PATH + 16], skips_file[H_PATH + 16];
 
 pid_t h_spawn(char *const argv[])
 {
@@ -438,7 +437,7 @@ static size_t read_chunked(char *buf, size_t size, size_t nmemb, void *ud)
 }
 
 /* An easy handle aimed at celld over the chosen transport, with auth and headers. */
-static CURL *easy_new(enum h_via via, const char *method, const char *path,
+static CURL *easy_new(const struct h_world *w, enum h_via via, const char *method, const char *path,
 		      struct curl_slist **hdrs, const char *const *extra, long timeout_s)
 {
 	CURL *c = curl_easy_init();
@@ -446,10 +445,10 @@ static CURL *easy_new(enum h_via via, const char *method, const char *path,
 		abort();
 	char *url;
 	if (via == H_UNIX) {
-		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, H.socket);
+		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, w->socket);
 		url = h_fmt("http://localhost%s", path);
 	} else {
-		url = h_fmt("http://%s%s", H.listen, path);
+		url = h_fmt("http://%s%s", w->listen, path);
 	}
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	free(url);
@@ -465,7 +464,7 @@ static CURL *easy_new(enum h_via via, const char *method, const char *path,
 		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
 	*hdrs = NULL;
 	if (via == H_TCP) {
-		char *h = h_fmt("OPEN-SANDBOX-API-KEY: %s", H.key);
+		char *h = h_fmt("OPEN-SANDBOX-API-KEY: %s", w->key);
 		*hdrs = curl_slist_append(*hdrs, h);
 		free(h);
 	} else if (via == H_TCP_BADKEY) {
@@ -499,13 +498,13 @@ static long perform(CURL *c, struct curl_slist *hdrs, struct h_resp *resp)
 	return resp->status;
 }
 
-long h_request(const struct h_req *req, struct h_resp *resp)
+long h_world_request(struct h_world *w, const struct h_req *req, struct h_resp *resp)
 {
 	struct h_resp local;
 	struct h_resp *r = resp ? resp : &local;
 	memset(r, 0, sizeof(*r));
 	struct curl_slist *hdrs;
-	CURL *c = easy_new(req->via, req->method, req->path, &hdrs, req->headers, 120);
+	CURL *c = easy_new(w, req->via, req->method, req->path, &hdrs, req->headers, 120);
 	struct chunked_src src = {0};
 	if (req->body) {
 		size_t len = req->body_len ? req->body_len : strlen(req->body);
@@ -532,10 +531,21 @@ long h_request(const struct h_req *req, struct h_resp *resp)
 	return status;
 }
 
-long h_http(const char *method, const char *path, const char *json_body, struct h_resp *resp)
+long h_request(const struct h_req *req, struct h_resp *resp)
+{
+	return h_world_request(&H, req, resp);
+}
+
+long h_world_http(struct h_world *w, const char *method, const char *path, const char *json_body,
+		  struct h_resp *resp)
 {
 	struct h_req req = {.method = method, .path = path, .body = json_body};
-	return h_request(&req, resp);
+	return h_world_request(w, &req, resp);
+}
+
+long h_http(const char *method, const char *path, const char *json_body, struct h_resp *resp)
+{
+	return h_world_http(&H, method, path, json_body, resp);
 }
 
 void h_resp_free(struct h_resp *resp)
@@ -552,11 +562,11 @@ const char *h_err_code(const struct h_resp *resp)
 	return h_jstr(resp->json, "code");
 }
 
-const char *h_celld_log_tail(void)
+const char *h_world_log_tail(const struct h_world *w)
 {
 	static char tail[4096];
 	tail[0] = '\0';
-	int fd = open(H.log, O_RDONLY | O_CLOEXEC);
+	int fd = open(w->log, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return tail;
 	off_t size = lseek(fd, 0, SEEK_END);
@@ -567,15 +577,26 @@ const char *h_celld_log_tail(void)
 	return tail;
 }
 
+const char *h_celld_log_tail(void)
+{
+	return h_world_log_tail(&H);
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* sandboxes                                                                              */
 
-void h_track_sandbox(const char *id)
+void h_world_track_sandbox(struct h_world *w, const char *id)
 {
-	append_line(created_file, id);
+	append_line(w->created, id);
 }
 
-long h_create_ex(const char *image, json_t *extra, enum h_via via, struct h_resp *resp)
+void h_track_sandbox(const char *id)
+{
+	h_world_track_sandbox(&H, id);
+}
+
+long h_world_create_ex(struct h_world *w, const char *image, json_t *extra, enum h_via via,
+		       struct h_resp *resp)
 {
 	json_t *body = json_pack("{s:{s:s}}", "image", "uri", image);
 	if (extra)
@@ -583,21 +604,26 @@ long h_create_ex(const char *image, json_t *extra, enum h_via via, struct h_resp
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	struct h_req req = {.method = "POST", .path = "/v1/sandboxes", .body = text, .via = via};
-	long status = h_request(&req, resp);
+	long status = h_world_request(w, &req, resp);
 	free(text);
 	const char *id = h_jstr(resp->json, "id");
 	if (status >= 200 && status < 300 && *id)
-		h_track_sandbox(id);
+		h_world_track_sandbox(w, id);
 	return status;
 }
 
-char *h_create(const char *image, json_t *extra)
+long h_create_ex(const char *image, json_t *extra, enum h_via via, struct h_resp *resp)
+{
+	return h_world_create_ex(&H, image, extra, via, resp);
+}
+
+char *h_world_create(struct h_world *w, const char *image, json_t *extra)
 {
 	struct h_resp resp;
-	long status = h_create_ex(image, extra, H_UNIX, &resp);
+	long status = h_world_create_ex(w, image, extra, H_UNIX, &resp);
 	ck_assert_msg(status == 202 || status == 200,
-		      "create %s: HTTP %ld (curl %d): %s\n--- celld log tail:\n%s", image, status,
-		      resp.curl_code, resp.body, h_celld_log_tail());
+		      "create %s: HTTP %ld (curl %d): %s\n--- celld log tail (%s):\n%s", image,
+		      status, resp.curl_code, resp.body, w->dir, h_world_log_tail(w));
 	const char *id = h_jstr(resp.json, "id");
 	ck_assert_msg(*id, "create answered without an id: %s", resp.body);
 	ck_assert_str_eq(h_jstr(resp.json, "status.state"), "Running");
@@ -606,28 +632,43 @@ char *h_create(const char *image, json_t *extra)
 	return out;
 }
 
-long h_delete(const char *id)
+char *h_create(const char *image, json_t *extra)
+{
+	return h_world_create(&H, image, extra);
+}
+
+long h_world_delete(struct h_world *w, const char *id)
 {
 	char *path = h_fmt("/v1/sandboxes/%s", id);
-	long status = h_http("DELETE", path, NULL, NULL);
+	long status = h_world_http(w, "DELETE", path, NULL, NULL);
 	free(path);
 	return status;
 }
 
-int h_sandbox_count(void)
+long h_delete(const char *id)
+{
+	return h_world_delete(&H, id);
+}
+
+int h_world_sandbox_count(struct h_world *w)
 {
 	struct h_resp r;
-	ck_assert_int_eq(h_http("GET", "/v1/sandboxes?pageSize=1000", NULL, &r), 200);
+	ck_assert_int_eq(h_world_http(w, "GET", "/v1/sandboxes?pageSize=1000", NULL, &r), 200);
 	int n = (int)json_array_size(json_object_get(r.json, "items"));
 	h_resp_free(&r);
 	return n;
 }
 
-json_t *h_inspect(const char *id)
+int h_sandbox_count(void)
+{
+	return h_world_sandbox_count(&H);
+}
+
+json_t *h_world_inspect(struct h_world *w, const char *id)
 {
 	char *path = h_fmt("/v1/sandboxes/%s/inspect", id);
 	struct h_resp resp;
-	long status = h_http("GET", path, NULL, &resp);
+	long status = h_world_http(w, "GET", path, NULL, &resp);
 	free(path);
 	ck_assert_msg(status == 200 && resp.json, "inspect %s: HTTP %ld: %s", id, status,
 		      resp.body);
@@ -636,14 +677,19 @@ json_t *h_inspect(const char *id)
 	return j;
 }
 
-const char *h_wait_state(const char *id, const char *state, int timeout_s)
+json_t *h_inspect(const char *id)
+{
+	return h_world_inspect(&H, id);
+}
+
+const char *h_world_wait_state(struct h_world *w, const char *id, const char *state, int timeout_s)
 {
 	static char last[64];
 	char *path = h_fmt("/v1/sandboxes/%s", id);
 	int64_t end = now_ms() + (int64_t)timeout_s * 1000;
 	for (;;) {
 		struct h_resp resp;
-		long status = h_http("GET", path, NULL, &resp);
+		long status = h_world_http(w, "GET", path, NULL, &resp);
 		if (status == 200)
 			snprintf(last, sizeof(last), "%s", h_jstr(resp.json, "status.state"));
 		else
@@ -655,6 +701,11 @@ const char *h_wait_state(const char *id, const char *state, int timeout_s)
 	}
 	free(path);
 	return last;
+}
+
+const char *h_wait_state(const char *id, const char *state, int timeout_s)
+{
+	return h_world_wait_state(&H, id, state, timeout_s);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -797,7 +848,8 @@ static size_t sse_write(char *ptr, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
-int h_exec(const char *id, const char *cmd, const struct h_exec_opts *opts, struct h_exec *res)
+int h_world_exec(struct h_world *w, const char *id, const char *cmd, const struct h_exec_opts *opts,
+		 struct h_exec *res)
 {
 	static const struct h_exec_opts none;
 	if (!opts)
@@ -836,7 +888,7 @@ int h_exec(const char *id, const char *cmd, const struct h_exec_opts *opts, stru
 
 	char *path = h_fmt(EXECD_PREFIX "/command", id);
 	struct curl_slist *hdrs;
-	CURL *c = easy_new(opts->via, "POST", path, &hdrs, NULL,
+	CURL *c = easy_new(w, opts->via, "POST", path, &hdrs, NULL,
 			   opts->max_seconds ? opts->max_seconds : 300);
 	free(path);
 	hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
@@ -899,10 +951,15 @@ void h_exec_free(struct h_exec *res)
 	memset(res, 0, sizeof(*res));
 }
 
-char *h_sh(const char *id, const char *cmd)
+int h_exec(const char *id, const char *cmd, const struct h_exec_opts *opts, struct h_exec *res)
+{
+	return h_world_exec(&H, id, cmd, opts, res);
+}
+
+char *h_world_sh(struct h_world *w, const char *id, const char *cmd)
 {
 	struct h_exec r;
-	h_exec(id, cmd, NULL, &r);
+	h_world_exec(w, id, cmd, NULL, &r);
 	ck_assert_msg(r.status == 200 && r.complete && r.exit_code == 0 && !r.bad_events,
 		      "`%s` in %s: HTTP %ld, exit %d, complete %d, bad events %d\nstdout: %s\n"
 		      "stderr: %s",
@@ -913,13 +970,23 @@ char *h_sh(const char *id, const char *cmd)
 	return out;
 }
 
-int h_sh_code(const char *id, const char *cmd)
+char *h_sh(const char *id, const char *cmd)
+{
+	return h_world_sh(&H, id, cmd);
+}
+
+int h_world_sh_code(struct h_world *w, const char *id, const char *cmd)
 {
 	struct h_exec r;
-	h_exec(id, cmd, NULL, &r);
+	h_world_exec(w, id, cmd, NULL, &r);
 	int code = r.status == 200 ? r.exit_code : -1;
 	h_exec_free(&r);
 	return code;
+}
+
+int h_sh_code(const char *id, const char *cmd)
+{
+	return h_world_sh_code(&H, id, cmd);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -931,7 +998,7 @@ long h_upload(const char *id, const char *path, const void *data, size_t len, in
 	memset(resp, 0, sizeof(*resp));
 	char *url = h_fmt(EXECD_PREFIX "/files/upload", id);
 	struct curl_slist *hdrs;
-	CURL *c = easy_new(H_UNIX, "POST", url, &hdrs, NULL, 300);
+	CURL *c = easy_new(&H, H_UNIX, "POST", url, &hdrs, NULL, 300);
 	free(url);
 	json_t *meta = json_pack("{s:s}", "path", path);
 	if (mode >= 0) {
@@ -1033,12 +1100,16 @@ long h_file_info(const char *id, const char *path, struct h_resp *resp)
 /* ------------------------------------------------------------------------------------ */
 /* celld                                                                                  */
 
+bool h_world_alive(const struct h_world *w)
+{
+	if (!w || w->celld_pid <= 0)
+		return false;
+	return h_pid_alive(w->celld_pid) && h_proc_starttime(w->celld_pid, NULL) == w->celld_start;
+}
+
 bool h_celld_alive(void)
 {
-	if (!shared || shared->celld_pid <= 0)
-		return false;
-	return h_pid_alive(shared->celld_pid) &&
-	       h_proc_starttime(shared->celld_pid, NULL) == shared->celld_start;
+	return shared && h_world_alive(&H);
 }
 
 pid_t h_spawn_celld(char *const argv[], const char *log)
@@ -1066,23 +1137,32 @@ pid_t h_spawn_celld(char *const argv[], const char *log)
 	return pid;
 }
 
-/* Start celld and wait until its socket answers HTTP. Returns 0, or -1 with why filled. */
-static int celld_spawn(char *why, size_t why_len)
+/* Start w's celld and wait until its socket answers HTTP. Returns 0, or -1 with why
+ * filled. */
+static int celld_spawn(struct h_world *w, char *why, size_t why_len)
 {
-	char *celld = h_fmt("%s/celld", H.bin);
-	char *init = h_fmt("%s/cell-init", H.bin);
-	char *policies = h_fmt("%s/policies", H.src);
-	char *const base[] = {celld,	  "--state-dir", H.state,    "--images",   H.images,
-			      "--socket", H.socket,	 "--listen", H.listen,	   "--api-key-file",
-			      H.key_file, "--init",	 init,	     "--policies", policies};
-	char *argv[CELL_ARRAY_SIZE(base) + EXTRA_FLAGS_MAX + 1];
+	char *celld = h_fmt("%s/celld", w->bin);
+	char *init = h_fmt("%s/cell-init", w->bin);
+	char *policies = h_fmt("%s/policies", w->src);
+	char *argv[16 + H_EXTRA_FLAGS_MAX + 1];
 	size_t n = 0;
-	for (; n < CELL_ARRAY_SIZE(base); n++)
-		argv[n] = base[n];
-	for (int i = 0; i < shared->n_extra; i++)
-		argv[n++] = shared->extra[i];
+	char *const base[] = {celld,	 "--state-dir", w->state,  "--images",
+			      w->images, "--socket",	w->socket, "--init",
+			      init,	 "--policies",	policies};
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(base); i++)
+		argv[n++] = base[i];
+	if (w->listen[0]) {
+		argv[n++] = "--listen";
+		argv[n++] = w->listen;
+		argv[n++] = "--api-key-file";
+		argv[n++] = w->key_file;
+	} else {
+		argv[n++] = "--no-tcp";
+	}
+	for (int i = 0; i < w->n_extra; i++)
+		argv[n++] = w->extra[i];
 	argv[n] = NULL;
-	pid_t pid = h_spawn_celld(argv, H.log);
+	pid_t pid = h_spawn_celld(argv, w->log);
 	int e = errno;
 	free(celld);
 	free(init);
@@ -1091,50 +1171,70 @@ static int celld_spawn(char *why, size_t why_len)
 		snprintf(why, why_len, "fork: %s", strerror(e));
 		return -1;
 	}
-	shared->celld_pid = pid;
-	shared->celld_start = 0;
-	for (int i = 0; i < 100 && !shared->celld_start; i++) {
-		shared->celld_start = h_proc_starttime(pid, NULL);
-		if (!shared->celld_start)
+	w->celld_pid = pid;
+	w->celld_start = 0;
+	for (int i = 0; i < 100 && !w->celld_start; i++) {
+		w->celld_start = h_proc_starttime(pid, NULL);
+		if (!w->celld_start)
 			h_sleep_ms(1);
 	}
 	int64_t end = now_ms() + 60000;
 	while (now_ms() < end) {
 		if (!h_pid_alive(pid)) {
-			snprintf(why, why_len, "celld exited during start; log tail:\n%s",
-				 h_celld_log_tail());
+			snprintf(why, why_len, "celld of %s exited during start; log tail:\n%s",
+				 w->dir, h_world_log_tail(w));
 			return -1;
 		}
 		struct h_resp resp;
-		long status = h_http("GET", "/v1/info", NULL, &resp);
+		long status = h_world_http(w, "GET", "/v1/info", NULL, &resp);
 		h_resp_free(&resp);
 		if (status > 0)
 			return 0;
 		h_sleep_ms(50);
 	}
-	snprintf(why, why_len, "celld did not answer on %s within 60 s; log tail:\n%s", H.socket,
-		 h_celld_log_tail());
+	snprintf(why, why_len, "celld did not answer on %s within 60 s; log tail:\n%s", w->socket,
+		 h_world_log_tail(w));
 	return -1;
+}
+
+bool h_world_spawn(struct h_world *w, char *why, size_t why_len)
+{
+	return celld_spawn(w, why, why_len) == 0;
+}
+
+void h_world_start(struct h_world *w)
+{
+	char why[8192];
+	ck_assert_msg(celld_spawn(w, why, sizeof(why)) == 0, "%s", why);
 }
 
 void h_celld_start(void)
 {
-	char why[8192];
-	ck_assert_msg(celld_spawn(why, sizeof(why)) == 0, "%s", why);
+	h_world_start(&H);
 }
 
-void h_celld_kill(void)
+void h_world_kill(struct h_world *w)
 {
-	pid_t pid = shared->celld_pid;
-	if (h_celld_alive())
+	pid_t pid = w->celld_pid;
+	if (h_world_alive(w))
 		kill(pid, SIGKILL);
 	ck_assert_msg(wait_gone(pid, 30000), "celld %d still alive 30 s after SIGKILL", (int)pid);
 }
 
-static void celld_stop(void)
+void h_celld_kill(void)
 {
-	pid_t pid = shared->celld_pid;
-	if (!h_celld_alive())
+	h_world_kill(&H);
+}
+
+pid_t h_world_pid(const struct h_world *w)
+{
+	return h_world_alive(w) ? w->celld_pid : -1;
+}
+
+static void celld_stop(struct h_world *w)
+{
+	pid_t pid = w->celld_pid;
+	if (!h_world_alive(w))
 		return;
 	kill(pid, SIGTERM);
 	if (!wait_gone(pid, 20000)) {
@@ -1267,6 +1367,134 @@ int h_procs_in_uid_range(uint32_t base, uint32_t len, pid_t *first)
 }
 
 /* ------------------------------------------------------------------------------------ */
+/* skips                                                                                  */
+
+static bool runner_forks = true;
+
+bool h_strict(void)
+{
+	const char *v = getenv("CELL_TEST_STRICT");
+	return v && !strcmp(v, "1");
+}
+
+/* The run's list of skips: CELL_TEST_SKIPS, else "skips" beside the ledger; NULL when
+ * neither is set (a suite run by hand: its own list in T still reports them). */
+static char *run_skips_file(void)
+{
+	const char *env = getenv("CELL_TEST_SKIPS");
+	if (env && *env)
+		return strdup(env);
+	const char *ledger = getenv("CELL_TEST_LEDGER");
+	const char *slash = ledger ? strrchr(ledger, '/') : NULL;
+	if (!slash)
+		return NULL;
+	return h_fmt("%.*s/skips", (int)(slash - ledger), ledger);
+}
+
+/* "suite<TAB>test<TAB>kind<TAB>probe<TAB>reason": one line, no tab or newline inside. */
+static void skip_record(const char *kind, const char *probe, const char *reason)
+{
+	char *line = h_fmt("%s\t%s\t%s\t%s\t%s", program_invocation_short_name, tcase_name(), kind,
+			   probe, reason);
+	int tabs = 0;
+	for (char *c = line; *c; c++)
+		if (*c == '\n' || (*c == '\t' && ++tabs > 4)) /* only the separators stay */
+			*c = ' ';
+	append_line(skips_file, line);
+	char *run = run_skips_file();
+	if (run)
+		append_line(run, line);
+	free(run);
+	hlog("SKIP %s: %s (%s%s%s)", tcase_name(), reason, kind, *probe ? ", probe " : "", probe);
+	free(line);
+}
+
+/* Ends the test as passed: the child exits the way Check's own child does after a test. */
+static void skip_end(const char *reason) __attribute__((noreturn));
+
+static void skip_end(const char *reason)
+{
+	if (!runner_forks) {
+		ck_abort_msg("not run (%s); CK_FORK=no cannot end a test early as passed", reason);
+		abort(); /* not reached: Check's abort leaves the test */
+	}
+	fflush(NULL);
+	exit(EXIT_SUCCESS);
+}
+
+void h_skip_host(const char *probe, const char *fmt, ...)
+{
+	char *reason = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&reason, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	skip_record("host", probe, reason);
+	skip_end(reason);
+}
+
+void h_skip(const char *fmt, ...)
+{
+	char *reason = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&reason, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	bool strict = h_strict();
+	skip_record(strict ? "other-strict" : "other", "", reason);
+	if (strict)
+		ck_abort_msg("not run: %s; CELL_TEST_STRICT=1 allows only skips a host capability "
+			     "probe decided (h_skip_host)",
+			     reason);
+	skip_end(reason);
+}
+
+/* At the end of the suite: what it did not run, so that no skip passes unseen. */
+static void skips_report(void)
+{
+	char *text = h_read_file(skips_file);
+	if (!text || !*text) {
+		free(text);
+		return;
+	}
+	int n = 0;
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save), n++)
+		hlog("skipped: %s", l);
+	hlog("%d test(s) of %s skipped", n, program_invocation_short_name);
+	free(text);
+}
+
+char h_kernel_config(const char *option)
+{
+	struct utsname u;
+	char *text = NULL;
+	if (uname(&u) == 0) {
+		char *path = h_fmt("/boot/config-%s", u.release);
+		text = h_read_file(path);
+		free(path);
+	}
+	if (!text && access("/proc/config.gz", R_OK) == 0) {
+		char *const argv[] = {"/bin/gzip", "-dc", "/proc/config.gz", NULL};
+		struct h_proc p;
+		if (h_run(argv, NULL, 30, &p) == 0)
+			text = strdup(p.out);
+		h_proc_free(&p);
+	}
+	if (!text)
+		return 0;
+	/* A config lists every option it knows: "X=y", "X=m", or "# X is not set". */
+	char *set = h_fmt("\n%s=", option);
+	const char *hit = strstr(text, set);
+	char v = hit ? hit[strlen(set)] : 'n';
+	free(set);
+	free(text);
+	return v;
+}
+
+/* ------------------------------------------------------------------------------------ */
 /* per-test cleanup                                                                       */
 
 static void kill_registered_pids(void)
@@ -1328,45 +1556,45 @@ void h_sysctl_set(const char *path, const char *value)
 	close(fd);
 }
 
-static void delete_registered_sandboxes(void)
+static void delete_registered_sandboxes(struct h_world *w)
 {
-	FILE *f = fopen(created_file, "re");
+	FILE *f = fopen(w->created, "re");
 	if (!f)
 		return;
 	char id[128];
 	while (fscanf(f, "%127s", id) == 1) {
-		long st = h_delete(id);
+		long st = h_world_delete(w, id);
 		if (st != 204 && st != 404 && st != 200)
 			hlog("cleanup: DELETE %s answered %ld", id, st);
 	}
 	fclose(f);
-	if (truncate(created_file, 0) < 0)
-		hlog("truncate %s: %s", created_file, strerror(errno));
+	if (truncate(w->created, 0) < 0)
+		hlog("truncate %s: %s", w->created, strerror(errno));
 }
 
 /* Tests may leave celld dead (on purpose or not); cleanup goes through its API. */
-static void ensure_celld(const char *why_restart)
+static void ensure_celld(struct h_world *w, const char *why_restart)
 {
-	if (h_celld_alive())
+	if (h_world_alive(w))
 		return;
 	char why[8192];
-	hlog("%s", why_restart);
-	if (celld_spawn(why, sizeof(why)) < 0)
+	hlog("%s (%s)", why_restart, w->dir);
+	if (celld_spawn(w, why, sizeof(why)) < 0)
 		hlog("%s", why);
 }
 
 static void case_setup(void)
 {
-	ensure_celld("celld is not running before a test; starting it");
+	ensure_celld(&H, "celld is not running before a test; starting it");
 }
 
-int h_open_stream(enum h_via via, const char *path, int rcvbuf)
+static int world_open_stream(const struct h_world *w, enum h_via via, const char *path, int rcvbuf)
 {
 	int fd;
 	if (via == H_UNIX) {
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
-		ck_assert_uint_lt(strlen(H.socket), sizeof(sa.sun_path));
-		memcpy(sa.sun_path, H.socket, strlen(H.socket) + 1);
+		ck_assert_uint_lt(strlen(w->socket), sizeof(sa.sun_path));
+		memcpy(sa.sun_path, w->socket, strlen(w->socket) + 1);
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		ck_assert_int_ge(fd, 0);
 		if (rcvbuf)
@@ -1374,7 +1602,8 @@ int h_open_stream(enum h_via via, const char *path, int rcvbuf)
 		ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	} else {
 		struct sockaddr_in sa = {.sin_family = AF_INET};
-		sa.sin_port = htons((uint16_t)atoi(strrchr(H.listen, ':') + 1));
+		ck_assert_msg(w->listen[0], "%s has no TCP listener", w->dir);
+		sa.sin_port = htons((uint16_t)atoi(strrchr(w->listen, ':') + 1));
 		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		ck_assert_int_ge(fd, 0);
@@ -1382,7 +1611,7 @@ int h_open_stream(enum h_via via, const char *path, int rcvbuf)
 			setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 		ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	}
-	char *key = via == H_TCP ? h_fmt("OPEN-SANDBOX-API-KEY: %s\r\n", H.key) : strdup("");
+	char *key = via == H_TCP ? h_fmt("OPEN-SANDBOX-API-KEY: %s\r\n", w->key) : strdup("");
 	char *req = h_fmt("GET %s HTTP/1.1\r\nHost: cell\r\n%s\r\n", path, key);
 	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	free(req);
@@ -1393,9 +1622,14 @@ int h_open_stream(enum h_via via, const char *path, int rcvbuf)
 	return fd;
 }
 
+int h_open_stream(enum h_via via, const char *path, int rcvbuf)
+{
+	return world_open_stream(&H, via, path, rcvbuf);
+}
+
 pid_t h_celld_pid(void)
 {
-	return h_celld_alive() ? shared->celld_pid : -1;
+	return h_world_pid(&H);
 }
 
 long h_celld_rss_kib(void)
@@ -1409,32 +1643,42 @@ long h_celld_rss_kib(void)
 	return kib;
 }
 
+static void world_set_flags(struct h_world *w, const char *const *extra)
+{
+	w->n_extra = 0;
+	for (; extra && *extra; extra++) {
+		ck_assert_int_lt(w->n_extra, H_EXTRA_FLAGS_MAX);
+		ck_assert_uint_lt(strlen(*extra), H_PATH);
+		strcpy(w->extra[w->n_extra++], *extra);
+	}
+}
+
 void h_celld_restart_with(const char *const *extra)
 {
 	h_celld_kill();
-	shared->n_extra = 0;
-	for (; extra && *extra; extra++) {
-		ck_assert_int_lt(shared->n_extra, EXTRA_FLAGS_MAX);
-		ck_assert_uint_lt(strlen(*extra), H_PATH);
-		strcpy(shared->extra[shared->n_extra++], *extra);
-	}
+	world_set_flags(&H, extra);
 	h_celld_start();
 }
+
+static int world_close(struct h_world *w);
 
 static void case_teardown(void)
 {
 	restore_sysctls();
 	kill_registered_pids();
-	ensure_celld("a test left celld dead; restarting it to clean up");
-	delete_registered_sandboxes();
-	if (shared->n_extra) {
+	for (int i = 1; i < WORLDS_MAX; i++)
+		if (shared->worlds[i].in_use)
+			added_world_leaks += world_close(&shared->worlds[i]);
+	ensure_celld(&H, "a test left celld dead; restarting it to clean up");
+	delete_registered_sandboxes(&H);
+	if (H.n_extra) {
 		char why[8192];
 		hlog("a test ran celld with extra flags; restarting the suite's celld");
 		if (h_celld_alive())
-			kill(shared->celld_pid, SIGKILL);
-		wait_gone(shared->celld_pid, 30000);
-		shared->n_extra = 0;
-		if (celld_spawn(why, sizeof(why)) < 0)
+			kill(H.celld_pid, SIGKILL);
+		wait_gone(H.celld_pid, 30000);
+		H.n_extra = 0;
+		if (celld_spawn(&H, why, sizeof(why)) < 0)
 			hlog("%s", why);
 	}
 	while (waitpid(-1, NULL, WNOHANG) > 0)
@@ -1473,7 +1717,7 @@ static void canon(const char *in, char *out, size_t size)
 		die("%s: path too long", buf);
 }
 
-static void pick_port(void)
+static void pick_port(struct h_world *w)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -1481,8 +1725,41 @@ static void pick_port(void)
 	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&a, &al) < 0)
 		die("picking a free port: %s", strerror(errno));
-	snprintf(H.listen, sizeof(H.listen), "127.0.0.1:%u", ntohs(a.sin_port));
+	snprintf(w->listen, sizeof(w->listen), "127.0.0.1:%u", ntohs(a.sin_port));
 	close(fd);
+}
+
+/* A fresh random API key, in w->key and w->key_file. Returns 0 or -errno. */
+static int world_key(struct h_world *w)
+{
+	unsigned char raw[16];
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, raw, sizeof(raw)) != (ssize_t)sizeof(raw))
+		return -EIO;
+	close(fd);
+	for (size_t i = 0; i < sizeof(raw); i++)
+		sprintf(w->key + 2 * i, "%02x", raw[i]);
+	fd = open(w->key_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	int r = fd >= 0 && write(fd, w->key, strlen(w->key)) == (ssize_t)strlen(w->key) ? 0 : -EIO;
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+/* The paths of a world in dir (canonical); state NULL: <dir>/state. */
+static void world_paths(struct h_world *w, const char *state)
+{
+	if (state)
+		snprintf(w->state, sizeof(w->state), "%s", state);
+	else
+		snprintf(w->state, sizeof(w->state), "%.400s/state", w->dir);
+	snprintf(w->socket, sizeof(w->socket), "%.400s/cell.sock", w->dir);
+	snprintf(w->key_file, sizeof(w->key_file), "%.400s/key", w->dir);
+	snprintf(w->log, sizeof(w->log), "%.400s/celld.log", w->dir);
+	snprintf(w->created, sizeof(w->created), "%.400s/test-sandboxes", w->dir);
+	char hex[CELL_SHA256_HEX_LEN + 1];
+	cell_sha256_hex(w->state, strlen(w->state), hex);
+	snprintf(w->cg_instance, sizeof(w->cg_instance), "cell-%.8s", hex);
 }
 
 static void world_init(void)
@@ -1503,31 +1780,39 @@ static void world_init(void)
 	const char *src = getenv("CELL_TEST_SRC");
 	canon(bin && *bin ? bin : "build", H.bin, sizeof(H.bin));
 	canon(src && *src ? src : ".", H.src, sizeof(H.src));
-
-	snprintf(H.state, sizeof(H.state), "%.400s/state", H.dir);
-	snprintf(H.socket, sizeof(H.socket), "%.400s/cell.sock", H.dir);
-	snprintf(H.key_file, sizeof(H.key_file), "%.400s/key", H.dir);
-	snprintf(H.log, sizeof(H.log), "%.400s/celld.log", H.dir);
+	world_paths(&H, NULL);
 	snprintf(pids_file, sizeof(pids_file), "%.400s/test-pids", H.dir);
-	snprintf(created_file, sizeof(created_file), "%.400s/test-sandboxes", H.dir);
 	snprintf(sysctls_file, sizeof(sysctls_file), "%.400s/test-sysctls", H.dir);
-
-	char hex[CELL_SHA256_HEX_LEN + 1];
-	cell_sha256_hex(H.state, strlen(H.state), hex);
-	snprintf(H.cg_instance, sizeof(H.cg_instance), "cell-%.8s", hex);
-
-	unsigned char raw[16];
-	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || read(fd, raw, sizeof(raw)) != (ssize_t)sizeof(raw))
-		die("reading /dev/urandom");
-	close(fd);
-	for (size_t i = 0; i < sizeof(raw); i++)
-		sprintf(H.key + 2 * i, "%02x", raw[i]);
-	fd = open(H.key_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0 || write(fd, H.key, strlen(H.key)) != (ssize_t)strlen(H.key))
+	snprintf(skips_file, sizeof(skips_file), "%.400s/test-skips", H.dir);
+	if (world_key(&H) < 0)
 		die("writing %s", H.key_file);
-	close(fd);
-	pick_port();
+	pick_port(&H);
+	H.in_use = true;
+}
+
+struct h_world *h_world_add(const struct h_world_opts *opts)
+{
+	ck_assert_msg(opts->name && *opts->name && !strchr(opts->name, '/'), "a world's name");
+	struct h_world *w = NULL;
+	for (int i = 1; i < WORLDS_MAX && !w; i++)
+		if (!shared->worlds[i].in_use)
+			w = &shared->worlds[i];
+	ck_assert_msg(w, "more than %d worlds at once", WORLDS_MAX);
+	memset(w, 0, sizeof(*w));
+	snprintf(w->dir, sizeof(w->dir), "%.400s/%s", H.dir, opts->name);
+	ck_assert_msg(mkdir(w->dir, 0711) == 0, "mkdir %s: %s", w->dir, strerror(errno));
+	/* In use from here: the teardown removes the dir whatever happens next. */
+	w->in_use = true;
+	snprintf(w->images, sizeof(w->images), "%s", H.images);
+	snprintf(w->bin, sizeof(w->bin), "%s", H.bin);
+	snprintf(w->src, sizeof(w->src), "%s", H.src);
+	world_paths(w, opts->state);
+	ck_assert_msg(world_key(w) == 0, "writing %s", w->key_file);
+	if (opts->tcp)
+		pick_port(w);
+	world_set_flags(w, opts->flags);
+	h_world_start(w);
+	return w;
 }
 
 static bool image_ready(void)
@@ -1706,12 +1991,12 @@ static void default_image_prepare(void)
 }
 
 /* Delete every sandbox celld knows, then stop it. */
-static void delete_all_sandboxes(void)
+static void delete_all_sandboxes(struct h_world *w)
 {
-	delete_registered_sandboxes();
+	delete_registered_sandboxes(w);
 	for (int round = 0; round < 5; round++) {
 		struct h_resp resp;
-		long st = h_http("GET", "/v1/sandboxes?pageSize=1000", NULL, &resp);
+		long st = h_world_http(w, "GET", "/v1/sandboxes?pageSize=1000", NULL, &resp);
 		json_t *items = h_jget(resp.json, "items");
 		size_t n = json_array_size(items);
 		if (st == 200 && n == 0) {
@@ -1720,7 +2005,7 @@ static void delete_all_sandboxes(void)
 		}
 		for (size_t i = 0; i < n; i++) {
 			const char *id = h_jstr(json_array_get(items, i), "id");
-			long ds = h_delete(id);
+			long ds = h_world_delete(w, id);
 			if (ds != 204 && ds != 404)
 				hlog("final cleanup: DELETE %s answered %ld", id, ds);
 		}
@@ -1771,20 +2056,22 @@ static bool reap_cgroup_cb(const char *path, void *ud)
 	return false;
 }
 
+static int world_state_dirs(const struct h_world *w, bool log);
+
 /* After celld stopped: whatever of this world is still there leaked. Remove it (the host
  * must stay clean) and count it (the run must fail). */
-static int world_sweep(void)
+static int world_sweep(struct h_world *w)
 {
 	int leaks = 0;
-	/* mounts under T, newest first */
-	for (int round = 0; round < 100 && h_mountinfo_mentions(H.dir); round++) {
+	/* mounts under the world's dir, newest first */
+	for (int round = 0; round < 100 && h_mountinfo_mentions(w->dir); round++) {
 		char *mi = h_read_file("/proc/self/mountinfo");
 		char last[H_PATH * 2] = "";
 		for (char *save = NULL, *l = mi ? strtok_r(mi, "\n", &save) : NULL; l;
 		     l = strtok_r(NULL, "\n", &save)) {
 			char mp[H_PATH * 2];
 			if (sscanf(l, "%*s %*s %*s %*s %1023s", mp) == 1 &&
-			    !strncmp(mp, H.dir, strlen(H.dir)))
+			    !strncmp(mp, w->dir, strlen(w->dir)))
 				snprintf(last, sizeof(last), "%s", mp);
 		}
 		free(mi);
@@ -1795,51 +2082,82 @@ static int world_sweep(void)
 		umount2(last, MNT_DETACH);
 	}
 	struct kill_ctx k = {0};
-	each_cgroup_dir(H.cg_instance, reap_cgroup_cb, &k);
+	each_cgroup_dir(w->cg_instance, reap_cgroup_cb, &k);
 	leaks += k.found;
-	/* every sandbox was deleted: none of their state dirs may remain */
-	char *sdir = h_fmt("%s/sandboxes", H.state);
+	leaks += world_state_dirs(w, true);
+	return leaks;
+}
+
+/* The sandboxes' dirs left in w's state dir; logged as leaks when log. */
+static int world_state_dirs(const struct h_world *w, bool log)
+{
+	int n = 0;
+	char *sdir = h_fmt("%s/sandboxes", w->state);
 	DIR *d = opendir(sdir);
 	struct dirent *de;
 	while (d && (de = readdir(d)))
 		if (de->d_name[0] != '.') {
-			hlog("LEAK: state dir %s/%s", sdir, de->d_name);
-			leaks++;
+			if (log)
+				hlog("LEAK: state dir %s/%s", sdir, de->d_name);
+			n++;
 		}
 	if (d)
 		closedir(d);
 	free(sdir);
-	return leaks;
+	return n;
 }
 
-static void world_remove(void)
+static void world_remove(const struct h_world *w)
 {
 	if (getenv("CELL_TEST_KEEP")) {
-		hlog("CELL_TEST_KEEP: leaving %s", H.dir);
+		hlog("CELL_TEST_KEEP: leaving %s", w->dir);
 		return;
 	}
 	char parent[H_PATH];
-	snprintf(parent, sizeof(parent), "%s", H.dir);
+	snprintf(parent, sizeof(parent), "%s", w->dir);
 	char *slash = strrchr(parent, '/');
 	*slash = '\0';
 	int pfd = open(parent[0] ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct cell_error err = {0};
 	if (pfd < 0 || cell_remove_tree_at(pfd, slash + 1, &err) < 0)
-		hlog("removing %s: %s", H.dir, err.msg);
+		hlog("removing %s: %s", w->dir, err.msg);
 	if (pfd >= 0)
 		close(pfd);
+}
+
+/* End a world a test added: its sandboxes go through its API (restarting a celld the test
+ * left dead when it still has sandboxes), then it stops and its dir goes. Returns the
+ * leaks found. */
+static int world_close(struct h_world *w)
+{
+	if (!h_world_alive(w) && world_state_dirs(w, false))
+		ensure_celld(w, "a test left an added world's celld dead with sandboxes");
+	if (h_world_alive(w))
+		delete_all_sandboxes(w);
+	celld_stop(w);
+	int leaks = world_sweep(w);
+	if (leaks)
+		hlog("%d leak(s) of the added world %s (see LEAK lines)", leaks, w->dir);
+	world_remove(w);
+	w->in_use = false;
+	return leaks;
 }
 
 static int world_teardown(void)
 {
 	restore_sysctls();
-	ensure_celld("celld is not running at the end; starting it to clean up");
+	int leaks = 0;
+	for (int i = 1; i < WORLDS_MAX; i++)
+		if (shared->worlds[i].in_use)
+			leaks += world_close(&shared->worlds[i]);
+	ensure_celld(&H, "celld is not running at the end; starting it to clean up");
 	if (h_celld_alive())
-		delete_all_sandboxes();
+		delete_all_sandboxes(&H);
 	kill_registered_pids();
-	celld_stop();
-	int leaks = world_sweep();
-	world_remove();
+	celld_stop(&H);
+	leaks += world_sweep(&H);
+	skips_report();
+	world_remove(&H);
 	return leaks;
 }
 
@@ -1916,6 +2234,7 @@ static int world_run(Suite *s, const char *image)
 	    mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (shared == MAP_FAILED)
 		die("mmap: %s", strerror(errno));
+	h_default_world = &shared->worlds[0];
 	world_init();
 	guardian_start();
 	if (!strcmp(image, "default"))
@@ -1924,16 +2243,17 @@ static int world_run(Suite *s, const char *image)
 		image_prepare();
 	char why[8192];
 	int failed;
-	if (celld_spawn(why, sizeof(why)) < 0) {
+	if (celld_spawn(&H, why, sizeof(why)) < 0) {
 		hlog("%s", why);
 		failed = 1;
 	} else {
 		SRunner *sr = srunner_create(s);
+		runner_forks = srunner_fork_status(sr) != CK_NOFORK;
 		srunner_run_all(sr, CK_ENV);
 		failed = srunner_ntests_failed(sr);
 		srunner_free(sr);
 	}
-	int leaks = world_teardown();
+	int leaks = world_teardown() + added_world_leaks;
 	guardian_done();
 	if (leaks)
 		hlog("%d leak(s) of this suite's celld found and removed (see LEAK lines)", leaks);

@@ -31,22 +31,36 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define H_PATH 512
+#define H_PATH		  512
+#define H_EXTRA_FLAGS_MAX 8
 
+/* A world: one celld with its own dir, state dir, socket, TCP address and API key. The
+ * suite's own world is H (dir T); a test may start more (h_world_add, dir T/<name>) and
+ * talk to each of them at once through the h_world_* functions. Worlds live in memory
+ * shared with the forked test children, so a test may kill and restart a celld and the
+ * runner still knows which process to stop. */
 struct h_world {
-	char dir[H_PATH];      /* T, canonical */
-	char state[H_PATH];    /* T/state */
+	char dir[H_PATH];      /* T or T/<name>, canonical */
+	char state[H_PATH];    /* <dir>/state unless given */
 	char images[H_PATH];   /* images dir given to celld */
-	char socket[H_PATH];   /* T/cell.sock */
-	char key_file[H_PATH]; /* T/key */
+	char socket[H_PATH];   /* <dir>/cell.sock */
+	char key_file[H_PATH]; /* <dir>/key */
 	char key[65];	       /* the TCP API key */
-	char listen[64];       /* 127.0.0.1:<port> */
-	char log[H_PATH];      /* T/celld.log */
+	char listen[64];       /* 127.0.0.1:<port>; "" for a world without TCP (--no-tcp) */
+	char log[H_PATH];      /* <dir>/celld.log */
 	char bin[H_PATH];      /* dir of celld, cell, cell-init */
 	char src[H_PATH];      /* source tree (rootfs/build-image) */
 	char cg_instance[32];  /* cgroup instance dir: "cell-<8 hex of sha256(state)>" */
+	char created[H_PATH];  /* <dir>/test-sandboxes: ids to delete in the teardown */
+	bool in_use;
+	pid_t celld_pid;
+	uint64_t celld_start; /* starttime of that pid, so a recycled pid is never signalled */
+	/* Flags on top of the world's own (h_celld_restart_with, h_world_add's flags). */
+	char extra[H_EXTRA_FLAGS_MAX][H_PATH];
+	int n_extra;
 };
-extern struct h_world H;
+extern struct h_world *h_default_world;
+#define H (*h_default_world)
 
 /* Run the suite inside a fresh world; returns the process exit status. */
 int h_main(Suite *s);
@@ -196,12 +210,71 @@ pid_t h_celld_pid(void);
 long h_celld_rss_kib(void);
 /* SIGKILL celld and wait until it is gone. */
 void h_celld_kill(void);
+/* These act on the suite's world H. */
 /* Start celld with the suite's flags and wait until its socket answers; asserts. */
 void h_celld_start(void);
 /* SIGKILL celld and start it again with the suite's flags plus extra (NULL-terminated, at
  * most 8; a later flag wins over the suite's own). The test's teardown brings the suite's
  * own celld back. */
 void h_celld_restart_with(const char *const *extra);
+
+/* ---- more worlds ---- */
+
+struct h_world_opts {
+	const char *name;	  /* its dir is T/<name> (required, unique in the test) */
+	const char *state;	  /* state dir; NULL: <dir>/state */
+	bool tcp;		  /* also listen on 127.0.0.1 with an API key (else --no-tcp) */
+	const char *const *flags; /* extra celld flags, NULL-terminated, may be NULL */
+};
+/* Start another celld (same images, init and policies as H) and wait until it answers;
+ * asserts. The test's teardown (in the runner, also after a failure) deletes its
+ * sandboxes, restarting it first when the test left it dead with sandboxes, stops it,
+ * counts whatever of it leaked and removes its dir. */
+struct h_world *h_world_add(const struct h_world_opts *opts);
+/* (Re)start a world's celld with its flags; false with why filled (never asserts). */
+bool h_world_spawn(struct h_world *w, char *why, size_t why_len);
+void h_world_start(struct h_world *w); /* the same, asserting */
+bool h_world_alive(const struct h_world *w);
+pid_t h_world_pid(const struct h_world *w); /* -1 when not running */
+void h_world_kill(struct h_world *w);	    /* SIGKILL and wait until gone */
+const char *h_world_log_tail(const struct h_world *w);
+
+/* The requests of the h_* functions above and below, to world w. */
+long h_world_request(struct h_world *w, const struct h_req *req, struct h_resp *resp);
+long h_world_http(struct h_world *w, const char *method, const char *path, const char *json_body,
+		  struct h_resp *resp);
+long h_world_create_ex(struct h_world *w, const char *image, json_t *extra, enum h_via via,
+		       struct h_resp *resp);
+char *h_world_create(struct h_world *w, const char *image, json_t *extra);
+long h_world_delete(struct h_world *w, const char *id);
+json_t *h_world_inspect(struct h_world *w, const char *id);
+const char *h_world_wait_state(struct h_world *w, const char *id, const char *state, int timeout_s);
+void h_world_track_sandbox(struct h_world *w, const char *id);
+int h_world_sandbox_count(struct h_world *w);
+int h_world_exec(struct h_world *w, const char *id, const char *cmd, const struct h_exec_opts *opts,
+		 struct h_exec *res);
+char *h_world_sh(struct h_world *w, const char *id, const char *cmd);
+int h_world_sh_code(struct h_world *w, const char *id, const char *cmd);
+
+/* ---- skips ---- */
+
+/* A test that does not run ends through one of these: the skip (suite, test, kind,
+ * probe, reason) is appended to CELL_TEST_SKIPS (else <dir of CELL_TEST_LEDGER>/skips),
+ * printed on stderr, and the test ends as passed. `make check` lists the skips.
+ *
+ * h_skip_host: the host cannot provide what the test needs, as the capability probe named
+ * by probe decided (a short name that says what was checked, e.g. "kernel-qfmt-v2").
+ * Allowed in strict mode. Use it only after such a probe; a failure of the feature itself
+ * (an error answer, a failed mount the probe said would work) is a test failure.
+ * h_skip: any other reason. Under CELL_TEST_STRICT=1 (CI) it fails the test instead.
+ * Both need Check's fork mode (the default); with CK_FORK=no they fail the test. */
+void h_skip_host(const char *probe, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+void h_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+bool h_strict(void); /* CELL_TEST_STRICT=1 */
+/* The value of a kernel config option ('y', 'm', 'n' when unset) from
+ * /boot/config-$(uname -r) or /proc/config.gz; 0 when neither is readable. */
+char h_kernel_config(const char *option);
 
 /* ---- host ---- */
 

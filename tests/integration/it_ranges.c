@@ -39,172 +39,28 @@
 /* ------------------------------------------------------------------------------------ */
 /* celld B                                                                                */
 
-static struct {
-	char dir[H_PATH], state[H_PATH], socket[H_PATH], log[H_PATH], pidfile[H_PATH];
-} B;
-static char a_socket[H_PATH], a_log[H_PATH];
-
-static void b_paths(void)
-{
-	snprintf(B.dir, sizeof(B.dir), "%.400s/b", H.dir);
-	snprintf(B.state, sizeof(B.state), "%.400s/b/state", H.dir);
-	snprintf(B.socket, sizeof(B.socket), "%.400s/b/cell.sock", H.dir);
-	snprintf(B.log, sizeof(B.log), "%.400s/b/celld.log", H.dir);
-	snprintf(B.pidfile, sizeof(B.pidfile), "%.400s/b/celld.pid", H.dir);
-}
-
-/* The harness speaks to whichever celld H.socket names (its log tail from H.log). */
-static void talk_to_b(bool b)
-{
-	if (!a_socket[0]) {
-		snprintf(a_socket, sizeof(a_socket), "%s", H.socket);
-		snprintf(a_log, sizeof(a_log), "%s", H.log);
-	}
-	snprintf(H.socket, sizeof(H.socket), "%s", b ? B.socket : a_socket);
-	snprintf(H.log, sizeof(H.log), "%s", b ? B.log : a_log);
-}
-
-/* B's pid when that process is still B (pid file: "<pid> <starttime>"), else 0. */
-static pid_t b_pid(void)
-{
-	char *text = h_read_file(B.pidfile);
-	int pid = 0;
-	unsigned long long st = 0;
-	if (!text || sscanf(text, "%d %llu", &pid, &st) != 2 || pid <= 0 || !st ||
-	    !h_pid_alive(pid) || h_proc_starttime(pid, NULL) != st)
-		pid = 0;
-	free(text);
-	return pid;
-}
-
-/* Start B and wait until it answers; false with why filled. Never asserts: the teardown,
- * in the runner, uses it too. */
-static bool b_spawn(char *why, size_t why_len)
-{
-	b_paths();
-	if (mkdir(B.dir, 0711) < 0 && errno != EEXIST) {
-		snprintf(why, why_len, "mkdir %s: %s", B.dir, strerror(errno));
-		return false;
-	}
-	char *celld = h_fmt("%s/celld", H.bin), *init = h_fmt("%s/cell-init", H.bin);
-	char *policies = h_fmt("%s/policies", H.src);
-	char *const argv[] = {celld,	    "--state-dir", B.state,    "--images", H.images,
-			      "--socket",   B.socket,	   "--no-tcp", "--init",   init,
-			      "--policies", policies,	   NULL};
-	pid_t pid = h_spawn_celld(argv, B.log);
-	int e = errno;
-	free(celld);
-	free(init);
-	free(policies);
-	if (pid < 0) {
-		snprintf(why, why_len, "fork: %s", strerror(e));
-		return false;
-	}
-	unsigned long long st = 0;
-	for (int i = 0; i < 1000 && !(st = h_proc_starttime(pid, NULL)); i++)
-		h_sleep_ms(1);
-	char *line = h_fmt("%d %llu\n", (int)pid, st);
-	h_write_file(B.pidfile, line, 0600);
-	free(line);
-	bool b_was = !strcmp(H.socket, B.socket);
-	talk_to_b(true);
-	bool up = false;
-	for (int i = 0; i < 1200 && !up; i++) {
-		if (!h_pid_alive(pid))
-			break;
-		up = h_http("GET", "/v1/info", NULL, NULL) > 0;
-		if (!up)
-			h_sleep_ms(50);
-	}
-	talk_to_b(b_was);
-	if (!up)
-		snprintf(why, why_len, "celld B did not come up; log tail:\n%.3000s",
-			 h_read_file(B.log) ?: "");
-	return up;
-}
+/* B: a world of its own (T/b), without TCP. The harness's teardown deletes its sandboxes,
+ * stops it and removes T/b after every test, also a failed one. */
+static struct h_world *B;
 
 static void b_start(void)
 {
-	char why[4096];
-	ck_assert_msg(b_spawn(why, sizeof(why)), "%s", why);
+	if (!B)
+		B = h_world_add(&(struct h_world_opts){.name = "b"});
+	else
+		h_world_start(B);
 }
 
 static void b_kill(void)
 {
-	pid_t pid = b_pid();
-	ck_assert_msg(pid > 0, "celld B is not running");
-	kill(pid, SIGKILL);
-	for (int i = 0; i < 3000 && h_pid_alive(pid); i++)
-		h_sleep_ms(10);
-	ck_assert_msg(!h_pid_alive(pid), "celld B %d survived SIGKILL", (int)pid);
+	ck_assert_msg(h_world_alive(B), "celld B is not running");
+	h_world_kill(B);
 }
 
-static bool b_has_sandboxes(void)
+/* The world a sandbox of the two-sided tests lives in. */
+static struct h_world *side(bool on_b)
 {
-	char *p = h_fmt("%s/sandboxes", B.state);
-	DIR *d = opendir(p);
-	free(p);
-	bool any = false;
-	struct dirent *de;
-	while (d && !any && (de = readdir(d)))
-		any = de->d_name[0] != '.';
-	if (d)
-		closedir(d);
-	return any;
-}
-
-/* Runs in the test runner after each test (even a failed one): B's sandboxes go through
- * its API (restarting it when a test left it dead), then B stops and T/b goes. */
-static void b_teardown(void)
-{
-	b_paths();
-	struct stat st;
-	if (stat(B.dir, &st) < 0)
-		return;
-	char why[4096];
-	if (!b_pid() && b_has_sandboxes() && !b_spawn(why, sizeof(why)))
-		fprintf(stderr, "it_ranges: restarting celld B to clean up: %s\n", why);
-	pid_t pid = b_pid();
-	if (pid) {
-		talk_to_b(true);
-		for (int round = 0; round < 3; round++) {
-			struct h_resp r;
-			h_http("GET", "/v1/sandboxes?pageSize=1000", NULL, &r);
-			json_t *items = h_jget(r.json, "items");
-			for (size_t i = 0; i < json_array_size(items); i++) {
-				const char *id = h_jstr(json_array_get(items, i), "id");
-				long ds = h_delete(id);
-				if (ds != 204 && ds != 404)
-					fprintf(stderr, "it_ranges: B: DELETE %s answered %ld\n",
-						id, ds);
-			}
-			size_t n = json_array_size(items);
-			h_resp_free(&r);
-			if (!n)
-				break;
-		}
-		talk_to_b(false);
-		kill(pid, SIGTERM);
-		for (int i = 0; i < 2000 && h_pid_alive(pid); i++)
-			h_sleep_ms(10);
-		if (h_pid_alive(pid))
-			kill(pid, SIGKILL);
-	}
-	if (b_has_sandboxes())
-		fprintf(stderr, "it_ranges: LEAK: sandboxes left in %s/sandboxes\n", B.state);
-	struct cell_error err = {0};
-	int pfd = open(H.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (pfd < 0 || cell_remove_tree_at(pfd, "b", &err) < 0)
-		fprintf(stderr, "it_ranges: removing %s: %s\n", B.dir, err.msg);
-	if (pfd >= 0)
-		close(pfd);
-}
-
-static TCase *tcase(Suite *s, const char *name, int timeout_s)
-{
-	TCase *tc = h_tcase(s, name, timeout_s);
-	tcase_add_unchecked_fixture(tc, NULL, b_teardown);
-	return tc;
+	return on_b ? B : &H;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -367,12 +223,11 @@ static pid_t create_on_b_async(int n, const char *ids_file)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		talk_to_b(true);
 		FILE *f = fopen(ids_file, "we");
 		int bad = !f;
 		for (int i = 0; f && i < n; i++) {
 			struct h_resp r;
-			long st = h_create_ex("busybox", NULL, H_UNIX, &r);
+			long st = h_world_create_ex(B, "busybox", NULL, H_UNIX, &r);
 			if (st == 202)
 				fprintf(f, "%s\n", h_jstr(r.json, "id"));
 			else
@@ -389,7 +244,7 @@ static pid_t create_on_b_async(int n, const char *ids_file)
 START_TEST(two_celld_distinct_ranges)
 {
 	b_start();
-	char *ids_file = h_fmt("%s/b-ids", B.dir);
+	char *ids_file = h_fmt("%s/b-ids", B->dir);
 	pid_t child = create_on_b_async(PER_SIDE, ids_file);
 	char *a_ids[PER_SIDE], *b_ids[PER_SIDE];
 	for (int i = 0; i < PER_SIDE; i++)
@@ -398,12 +253,12 @@ START_TEST(two_celld_distinct_ranges)
 	ck_assert_int_eq(waitpid(child, &status, 0), child);
 	char *text = h_read_file(ids_file);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0 && text,
-		      "creating on B failed; B's log:\n%.3000s", h_read_file(B.log) ?: "");
+		      "creating on B failed; B's log:\n%s", h_world_log_tail(B));
 	char *save = NULL, *tok = strtok_r(text, "\n", &save);
 	for (int i = 0; i < PER_SIDE; i++, tok = strtok_r(NULL, "\n", &save)) {
 		ck_assert_msg(tok, "B created fewer than %d sandboxes", PER_SIDE);
 		b_ids[i] = strdup(tok);
-		h_track_sandbox(tok);
+		h_world_track_sandbox(B, tok);
 	}
 
 	unsigned long uids[2 * PER_SIDE];
@@ -411,19 +266,17 @@ START_TEST(two_celld_distinct_ranges)
 	for (int i = 0; i < 2 * PER_SIDE; i++) {
 		bool on_b = i >= PER_SIDE;
 		const char *id = on_b ? b_ids[i - PER_SIDE] : a_ids[i];
-		talk_to_b(on_b);
-		json_t *ins = h_inspect(id);
+		json_t *ins = h_world_inspect(side(on_b), id);
 		slots[i] = slot_of(ins);
 		pid_t pid1 = (pid_t)h_jint(ins, "pid");
 		uids[i] = host_uid_of(pid1);
 		ck_assert_uint_eq(uids[i], (unsigned long)h_jint(ins, "uidMap.hostStart"));
 		ck_assert_int_eq(h_jint(ins, "gidMap.hostStart"), h_jint(ins, "uidMap.hostStart"));
-		expect_reserved(slots[i], on_b ? B.state : H.state, id);
+		expect_reserved(slots[i], side(on_b)->state, id);
 		ck_assert_msg(reservation_held(slots[i]), "slot %d is not held by its celld",
 			      slots[i]);
 		json_decref(ins);
 	}
-	talk_to_b(false);
 	for (int i = 0; i < 2 * PER_SIDE; i++)
 		for (int j = i + 1; j < 2 * PER_SIDE; j++)
 			ck_assert_msg(uids[i] != uids[j],
@@ -434,11 +287,9 @@ START_TEST(two_celld_distinct_ranges)
 	for (int i = 0; i < 2 * PER_SIDE; i++) {
 		bool on_b = i >= PER_SIDE;
 		const char *id = on_b ? b_ids[i - PER_SIDE] : a_ids[i];
-		talk_to_b(on_b);
-		ck_assert_int_eq(h_delete(id), 204);
-		expect_released(slots[i], on_b ? B.state : H.state, id);
+		ck_assert_int_eq(h_world_delete(side(on_b), id), 204);
+		expect_released(slots[i], side(on_b)->state, id);
 	}
-	talk_to_b(false);
 	for (int i = 0; i < PER_SIDE; i++) {
 		free(a_ids[i]);
 		free(b_ids[i]);
@@ -452,16 +303,14 @@ START_TEST(restart_keeps_reservation)
 {
 	/* B restarts while A creates. */
 	b_start();
-	talk_to_b(true);
-	char *b1 = h_create("busybox", NULL);
-	json_t *ins = h_inspect(b1);
+	char *b1 = h_world_create(B, "busybox", NULL);
+	json_t *ins = h_world_inspect(B, b1);
 	int b_slot = slot_of(ins);
 	pid_t b1_init = (pid_t)h_jint(ins, "pid");
 	json_decref(ins);
-	talk_to_b(false);
 	b_kill();
 	ck_assert_msg(h_pid_alive(b1_init), "the sandbox died with celld B");
-	expect_reserved(b_slot, B.state, b1);
+	expect_reserved(b_slot, B->state, b1);
 	ck_assert_msg(reservation_released_soon(b_slot), "slot %d still held 2 s after B died",
 		      b_slot);
 	char *a_ids[3];
@@ -473,14 +322,12 @@ START_TEST(restart_keeps_reservation)
 		json_decref(ai);
 	}
 	b_start();
-	talk_to_b(true);
-	ck_assert_str_eq(h_wait_state(b1, "Running", 30), "Running");
-	ins = h_inspect(b1);
+	ck_assert_str_eq(h_world_wait_state(B, b1, "Running", 30), "Running");
+	ins = h_world_inspect(B, b1);
 	ck_assert_int_eq(slot_of(ins), b_slot);
 	ck_assert_int_eq(h_jint(ins, "pid"), b1_init);
 	json_decref(ins);
-	talk_to_b(false);
-	expect_reserved(b_slot, B.state, b1);
+	expect_reserved(b_slot, B->state, b1);
 	ck_assert_msg(reservation_held(b_slot), "B did not take slot %d back", b_slot);
 
 	/* A restarts while B creates. */
@@ -488,24 +335,20 @@ START_TEST(restart_keeps_reservation)
 	int a_slot = slot_of(ai);
 	json_decref(ai);
 	h_celld_kill();
-	talk_to_b(true);
-	char *b2 = h_create("busybox", NULL);
-	ins = h_inspect(b2);
+	char *b2 = h_world_create(B, "busybox", NULL);
+	ins = h_world_inspect(B, b2);
 	int b2_slot = slot_of(ins);
 	json_decref(ins);
-	talk_to_b(false);
 	ck_assert_msg(b2_slot != a_slot, "B took slot %d of A's sandbox %s", a_slot, a_ids[0]);
 	h_celld_start();
 	ck_assert_str_eq(h_wait_state(a_ids[0], "Running", 30), "Running");
 	expect_reserved(a_slot, H.state, a_ids[0]);
 	ck_assert_msg(reservation_held(a_slot), "A did not take slot %d back", a_slot);
 
-	talk_to_b(true);
-	ck_assert_int_eq(h_delete(b1), 204);
-	ck_assert_int_eq(h_delete(b2), 204);
-	talk_to_b(false);
-	expect_released(b_slot, B.state, b1);
-	expect_released(b2_slot, B.state, b2);
+	ck_assert_int_eq(h_world_delete(B, b1), 204);
+	ck_assert_int_eq(h_world_delete(B, b2), 204);
+	expect_released(b_slot, B->state, b1);
+	expect_released(b2_slot, B->state, b2);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(h_delete(a_ids[i]), 204);
 	expect_released(a_slot, H.state, a_ids[0]);
@@ -574,12 +417,10 @@ END_TEST
 START_TEST(adoption_rereserves)
 {
 	b_start();
-	talk_to_b(true);
-	char *b1 = h_create("busybox", NULL);
-	json_t *ins = h_inspect(b1);
+	char *b1 = h_world_create(B, "busybox", NULL);
+	json_t *ins = h_world_inspect(B, b1);
 	int slot = slot_of(ins);
 	json_decref(ins);
-	talk_to_b(false);
 
 	/* The file went missing while B was down: B recreates it. */
 	b_kill();
@@ -589,19 +430,15 @@ START_TEST(adoption_rereserves)
 	free(p);
 	close(lock);
 	b_start();
-	talk_to_b(true);
-	ck_assert_str_eq(h_wait_state(b1, "Running", 30), "Running");
-	free(h_sh(b1, "true"));
-	talk_to_b(false);
-	expect_reserved(slot, B.state, b1);
+	ck_assert_str_eq(h_world_wait_state(B, b1, "Running", 30), "Running");
+	free(h_world_sh(B, b1, "true"));
+	expect_reserved(slot, B->state, b1);
 	ck_assert_msg(reservation_held(slot), "B did not hold slot %d again", slot);
 
 	/* Someone else owns it by the time B comes back. */
-	talk_to_b(true);
-	ins = h_inspect(b1);
+	ins = h_world_inspect(B, b1);
 	pid_t init = (pid_t)h_jint(ins, "pid");
 	json_decref(ins);
-	talk_to_b(false);
 	b_kill();
 	char *owner = fake_owner("fake-owner", "0123456789abcdef", slot);
 	char *content = h_fmt("%s\n0123456789abcdef\n", owner);
@@ -609,11 +446,10 @@ START_TEST(adoption_rereserves)
 	plant(slot, content);
 	close(lock);
 	b_start();
-	talk_to_b(true);
-	ck_assert_str_eq(h_wait_state(b1, "Failed", 30), "Failed");
+	ck_assert_str_eq(h_world_wait_state(B, b1, "Failed", 30), "Failed");
 	char *path = h_fmt("/v1/sandboxes/%s", b1);
 	struct h_resp r;
-	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	ck_assert_int_eq(h_world_http(B, "GET", path, NULL, &r), 200);
 	const char *reason = h_jstr(r.json, "status.reason");
 	const char *message = h_jstr(r.json, "status.message");
 	ck_assert_msg(strstr(reason, "uid range") || strstr(message, "uid range"),
@@ -623,12 +459,11 @@ START_TEST(adoption_rereserves)
 	for (int i = 0; i < 300 && h_pid_alive(init); i++)
 		h_sleep_ms(10);
 	ck_assert_msg(!h_pid_alive(init), "init %d of the Failed sandbox still runs", (int)init);
-	char *log = h_read_file(B.log);
+	char *log = h_read_file(B->log);
 	ck_assert_msg(log && strstr(log, "0123456789abcdef") && strstr(log, b1),
 		      "B's log does not name both sandboxes");
 	free(log);
-	ck_assert_int_eq(h_delete(b1), 204);
-	talk_to_b(false);
+	ck_assert_int_eq(h_world_delete(B, b1), 204);
 	char *text = reservation(slot);
 	ck_assert_msg(text && !strcmp(text, content), "deleting B's sandbox touched slot %d: '%s'",
 		      slot, text ? text : "(missing)");
@@ -903,13 +738,13 @@ END_TEST
 static Suite *ranges_suite(void)
 {
 	Suite *s = suite_create("ranges");
-	tcase_add_test(tcase(s, "two_celld_distinct_ranges", 240), two_celld_distinct_ranges);
-	tcase_add_test(tcase(s, "restart_keeps_reservation", 240), restart_keeps_reservation);
-	tcase_add_test(tcase(s, "stale_reservation_reclaimed", 180), stale_reservation_reclaimed);
-	tcase_add_test(tcase(s, "adoption_rereserves", 240), adoption_rereserves);
-	tcase_add_test(tcase(s, "host_users_in_range_refused", 120), host_users_in_range_refused);
-	tcase_add_test(tcase(s, "kept_output_capped_finished", 300), kept_output_capped_finished);
-	tcase_add_test(tcase(s, "kept_output_capped_running", 300), kept_output_capped_running);
+	tcase_add_test(h_tcase(s, "two_celld_distinct_ranges", 240), two_celld_distinct_ranges);
+	tcase_add_test(h_tcase(s, "restart_keeps_reservation", 240), restart_keeps_reservation);
+	tcase_add_test(h_tcase(s, "stale_reservation_reclaimed", 180), stale_reservation_reclaimed);
+	tcase_add_test(h_tcase(s, "adoption_rereserves", 240), adoption_rereserves);
+	tcase_add_test(h_tcase(s, "host_users_in_range_refused", 120), host_users_in_range_refused);
+	tcase_add_test(h_tcase(s, "kept_output_capped_finished", 300), kept_output_capped_finished);
+	tcase_add_test(h_tcase(s, "kept_output_capped_running", 300), kept_output_capped_running);
 	return s;
 }
 
