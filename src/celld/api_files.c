@@ -13,7 +13,11 @@
 #include <microhttpd.h>
 
 #include "cell/cleanup.h"
-#include "celld.h"
+#include "api.h"
+#include "celld.h" /* the registry, relay */
+#include "errors.h"
+#include "fields.h"
+#include "multipart.h"
 
 #define INFO_PATHS_MAX 256
 #define META_MAX       (64u << 10)

@@ -13,7 +13,11 @@
 #include "cell/cleanup.h"
 #include "cell/quota.h"
 #include "cell/version.h"
-#include "celld.h"
+#include "api.h"
+#include "celld.h" /* the registry, lifecycle, store, admission, config */
+#include "fields.h"
+#include "limits.h"
+#include "url.h"
 
 #define TIMEOUT_MAX	(10LL * 365 * 24 * 3600)
 #define SESSION_KEY_MAX 512
@@ -277,7 +281,7 @@ static int parse_metadata_filter(const char *text, json_t **out, struct cell_err
 			return field_fail(err, "metadata filter must be k=v pairs joined by '&'");
 		}
 		*eq = '\0';
-		if (http_unescape(kv, true) < 0 || http_unescape(eq + 1, true) < 0) {
+		if (url_unescape(kv, true) < 0 || url_unescape(eq + 1, true) < 0) {
 			json_decref(f);
 			return field_fail(err, "metadata filter has a malformed %%-escape");
 		}
@@ -485,7 +489,7 @@ int api_sandbox_list(struct http_req *r)
 
 int api_sandbox_get(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	json_t *o = sandbox_json(sb);
@@ -503,7 +507,7 @@ int api_sandbox_get(struct http_req *r)
 
 int api_sandbox_delete(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct cell_error err = {0};
@@ -534,7 +538,7 @@ int api_sandbox_endpoint(struct http_req *r)
 	int64_t port;
 	if (parse_int64(http_param(r, 1), 1, 65535, &port) < 0)
 		return http_error(r, 400, "INVALID_ARGUMENT", "port must be between 1 and 65535");
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	char ep[512];
@@ -562,7 +566,7 @@ static json_t *namespaces_json(pid_t pid)
 
 int api_sandbox_inspect(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	registry_lock();
@@ -619,7 +623,7 @@ int api_sandbox_inspect(struct http_req *r)
 
 int api_sandbox_renew(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	json_t *body = NULL;
@@ -693,7 +697,7 @@ static json_t *merge_metadata(json_t *old, json_t *body, struct cell_error *err)
  * saved changes nothing. */
 int api_sandbox_patch_metadata(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	json_t *body = NULL;
@@ -733,7 +737,7 @@ out:
  * server's codes when the sandbox is not in the state the call needs. */
 int api_sandbox_pause(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct cell_error err = {0};
@@ -750,7 +754,7 @@ int api_sandbox_pause(struct http_req *r)
 
 int api_sandbox_resume(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct cell_error err = {0};

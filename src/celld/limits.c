@@ -24,7 +24,9 @@
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "cell/quantity.h"
-#include "celld.h"
+#include "celld.h" /* the configuration */
+#include "fields.h"
+#include "limits.h"
 
 #define POLICY_FILE "resources/default.json"
 #define POLICY_MAX  (64u << 10)
