@@ -12,8 +12,8 @@
 /* Read the policy once at start; a bad file refuses the start, naming file and field. */
 int limits_load(struct cell_error *err);
 /* resourceLimits (a string map, or NULL) with the policy's defaults filled in. Returns 0,
- * 400 (err names resourceLimits.<field>: malformed, too small, above the maximum) or, with
- * check_host, 503 (more than the host can hold, err says which rule). */
+ * -EINVAL (err names resourceLimits.<field>: malformed, too small, above the maximum),
+ * -ENOMEM, or with check_host -EAGAIN (more than the host can hold, err says which rule). */
 int limits_resolve(json_t *request, struct cell_limits *out, bool check_host,
 		   struct cell_error *err);
 /* The rlimits every sandbox's processes start with. */
