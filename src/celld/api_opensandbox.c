@@ -4,6 +4,7 @@
 
 #include "api.h"
 #include "auth.h"
+#include "head.h"
 #include "cell/cleanup.h"
 #include "cell/id.h"
 #include "celld.h" /* the configured key */
@@ -57,7 +58,7 @@ static bool head_authorized(const char *head, size_t len)
 {
 	const char *v;
 	size_t vlen;
-	return auth_head_value(head, len, KEY_HEADER, &v, &vlen) &&
+	return head_value(head, len, KEY_HEADER, &v, &vlen) &&
 	       auth_key_equal(v, vlen, celld.api_key);
 }
 

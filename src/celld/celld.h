@@ -30,6 +30,7 @@ struct cell_quota_usage;
 #include "errors.h"
 #include "fields.h"
 #include "gate.h"
+#include "head.h"
 #include "http.h"
 #include "limits.h"
 #include "multipart.h"

@@ -40,6 +40,7 @@
 #include "cell/log.h"
 #include "celld.h" /* the clock */
 #include "gate.h"
+#include "head.h"
 #include "http.h"
 
 #define GATE_LINGER_MS	     2000  /* for the client to read a refusal before the close */
@@ -119,25 +120,6 @@ static int64_t mono_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ---- the request head ---- */
-
-/* Length of the head in buf[0..n) through its empty line, 0 while it is incomplete; *start
- * is where the request line begins (empty lines before it are allowed). */
-static size_t head_len(const char *buf, size_t n, size_t *start)
-{
-	size_t i = 0;
-	while (i < n && (buf[i] == '\r' || buf[i] == '\n'))
-		i++;
-	*start = i;
-	for (const char *p = buf + i; (p = memchr(p, '\n', buf + n - p)); p++) {
-		if (p + 1 < buf + n && p[1] == '\n')
-			return p + 2 - buf;
-		if (p + 2 < buf + n && p[1] == '\r' && p[2] == '\n')
-			return p + 3 - buf;
-	}
-	return 0;
 }
 
 /* ---- clients ---- */

@@ -212,11 +212,22 @@ int http_internal(struct http_req *r, const struct cell_error *err)
 
 /* ---- connection upgrade ---- */
 
+/* Held by the request (its state slot) and, once the switch happened, by the upgraded
+ * conversation: a client gone before the 101 went out frees it with the request; one that
+ * switched frees it with whichever of the request's end and http_upgrade_done comes last. */
 struct http_upgrade {
 	http_upgrade_fn fn;
 	void *cls;
 	struct MHD_UpgradeResponseHandle *urh;
+	int refs; /* atomic */
 };
+
+static void upgrade_unref(void *cls)
+{
+	struct http_upgrade *up = cls;
+	if (__atomic_sub_fetch(&up->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		free(up);
+}
 
 static void on_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, const char *extra,
 			size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
@@ -224,6 +235,7 @@ static void on_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, c
 	(void)conn;
 	(void)req_cls;
 	struct http_upgrade *up = cls;
+	__atomic_add_fetch(&up->refs, 1, __ATOMIC_ACQ_REL);
 	up->urh = urh;
 	up->fn(up->cls, sock, extra, extra_len, up);
 }
@@ -233,8 +245,7 @@ int http_upgrade(struct http_req *r, const char *protocol, http_upgrade_fn fn, v
 	struct http_upgrade *up = calloc(1, sizeof(*up));
 	if (!up)
 		return -ENOMEM;
-	up->fn = fn;
-	up->cls = cls;
+	*up = (struct http_upgrade){.fn = fn, .cls = cls, .refs = 1};
 	struct MHD_Response *resp = MHD_create_response_for_upgrade(on_upgraded, up);
 	if (!resp) {
 		free(up);
@@ -242,13 +253,16 @@ int http_upgrade(struct http_req *r, const char *protocol, http_upgrade_fn fn, v
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, protocol);
 	int rc = http_respond(r, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
-	if (rc < 0)
+	if (rc < 0) {
 		free(up);
-	return rc;
+		return rc;
+	}
+	http_set_state(r, up, upgrade_unref);
+	return 0;
 }
 
 void http_upgrade_done(struct http_upgrade *up)
 {
 	MHD_upgrade_action(up->urh, MHD_UPGRADE_ACTION_CLOSE);
-	free(up);
+	upgrade_unref(up);
 }

@@ -78,8 +78,8 @@ int http_internal(struct http_req *r, const struct cell_error *err);
 /* Connection upgrade (the WebSocket/PTY routes): answer 101 with the headers the caller
  * adds to the response made here, then hand the raw socket to fn on the connection's own
  * thread. fn owns the conversation until it calls http_upgrade_done(handle); bytes the
- * client sent after its request head are passed in extra. Needs a listener started with
- * transport_listener.upgrades. */
+ * client sent after its request head are passed in extra. It takes r's per-request state
+ * (http_set_state). Needs a listener started with transport_listener.upgrades. */
 struct http_upgrade;
 typedef void (*http_upgrade_fn)(void *cls, int fd, const char *extra, size_t extra_len,
 				struct http_upgrade *handle);
