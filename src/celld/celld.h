@@ -27,6 +27,7 @@ struct cell_quota_usage;
 
 /* Sections that moved to a header of their own. */
 #include "api.h"
+#include "auth.h"
 #include "errors.h"
 #include "fields.h"
 #include "gate.h"
@@ -34,6 +35,7 @@ struct cell_quota_usage;
 #include "http.h"
 #include "limits.h"
 #include "multipart.h"
+#include "router.h"
 #include "server.h"
 #include "sse.h"
 #include "transport.h"
