@@ -13,7 +13,10 @@
 
 #include "cell/cleanup.h"
 #include "cell/codec.h"
-#include "celld.h"
+#include "api.h"
+#include "celld.h" /* the registry, lifecycle, commands, relay */
+#include "fields.h"
+#include "sse.h"
 
 #define PING_EVERY_MS	    3000
 #define EXEC_TIMEOUT_MAX_MS 2147483647LL
@@ -21,7 +24,7 @@
 
 struct sandbox *api_running_sandbox(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return NULL;
 	/* Using a paused sandbox resumes it first (as a request to a stopped VM would wake
@@ -393,7 +396,7 @@ static struct command *find_command(struct http_req *r, struct sandbox *sb, cons
 
 int api_execd_status(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct command *c = find_command(r, sb, http_param(r, 1));
@@ -434,7 +437,7 @@ int api_execd_logs(struct http_req *r)
 	if (cur && cur[0] && parse_int64(cur, 0, INT64_MAX, &cursor) < 0)
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "cursor must be a byte offset (an integer >= 0)");
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct command *c = find_command(r, sb, http_param(r, 1));
@@ -468,7 +471,7 @@ int api_execd_interrupt(struct http_req *r)
 	const char *id = http_query(r, "id");
 	if (!id || !cell_id_valid(id))
 		return http_error(r, 400, "INVALID_ID", "query parameter id must be a command id");
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct command *c = find_command(r, sb, id);

@@ -13,48 +13,27 @@
 #include <microhttpd.h>
 
 #include "cell/cleanup.h"
-#include "celld.h"
+#include "api.h"
+#include "celld.h" /* the registry, relay */
+#include "errors.h"
+#include "fields.h"
+#include "multipart.h"
 
 #define INFO_PATHS_MAX 256
 #define META_MAX       (64u << 10)
 
 /* ---- shared ---- */
 
-struct failure {
-	unsigned status;
-	const char *code;
-};
-
-static struct failure errno_failure(int e)
+/* What init answered about a path, through the errno table; a missing file is the execd
+ * spec's FILE_NOT_FOUND. */
+static const char *path_code(int errnum)
 {
-	switch (e) {
-	case ENOENT:
-		return (struct failure){404, "FILE_NOT_FOUND"};
-	case EACCES:
-	case EPERM:
-	case EROFS:
-		return (struct failure){403, "FORBIDDEN"};
-	case EISDIR:
-	case ENOTDIR:
-	case EINVAL:
-	case ELOOP:
-	case ENAMETOOLONG:
-	case EXDEV:
-		return (struct failure){400, "INVALID_ARGUMENT"};
-	case EFBIG:
-		return (struct failure){413, "REQUEST_TOO_LARGE"};
-	case ENOSPC:
-	case EDQUOT:
-		return (struct failure){507, "INSUFFICIENT_STORAGE"};
-	default:
-		return (struct failure){500, "INTERNAL"};
-	}
+	return errnum == ENOENT ? "FILE_NOT_FOUND" : NULL;
 }
 
 static int respond_relay_error(struct http_req *r, const char *path, const struct relay_error *e)
 {
-	struct failure f = errno_failure(e->errnum);
-	return http_error(r, f.status, f.code, "%.1024s: %s", path, e->message);
+	return http_fail(r, e->errnum, path_code(e->errnum), "%.1024s: %s", path, e->message);
 }
 
 static int check_path(struct http_req *r, const char *path, const char *name)
@@ -445,8 +424,9 @@ static int upload_fail(struct upload *u, unsigned status, const char *code, cons
 
 static int relay_failed(struct upload *u, const struct relay_error *e)
 {
-	struct failure f = errno_failure(e->errnum);
-	return upload_fail(u, f.status, f.code, "%s: %s", u->path, e->message);
+	const struct errors_answer *a = errors_lookup(e->errnum);
+	const char *code = path_code(e->errnum);
+	return upload_fail(u, a->status, code ? code : a->code, "%s: %s", u->path, e->message);
 }
 
 /* 644 (or "644") → 0644: every digit must be octal. */
@@ -688,9 +668,10 @@ int api_files_upload_data(struct http_req *r, const char *data, size_t len)
 	if (!u || u->status)
 		return 0;
 	struct cell_error err = {0};
-	if (multipart_feed(u->mp, data, len, &err) < 0 && !u->status)
-		upload_fail(u, err.code == EINVAL ? 400 : 500,
-			    err.code == EINVAL ? "INVALID_ARGUMENT" : "INTERNAL", "%s", err.msg);
+	if (multipart_feed(u->mp, data, len, &err) < 0 && !u->status) {
+		const struct errors_answer *a = errors_lookup(err.code);
+		upload_fail(u, a->status, a->code, "%s", err.msg);
+	}
 	return 0;
 }
 

@@ -19,7 +19,9 @@
 #include <microhttpd.h>
 
 #include "cell/quota.h"
-#include "celld.h"
+#include "api.h"
+#include "celld.h" /* the registry, config */
+#include "sse.h"
 
 #define SAMPLE_MS      100
 #define WATCH_EVERY_MS 1000
@@ -86,7 +88,7 @@ static json_t *metrics_json(const struct sandbox *sb, const struct cell_cgroup_u
 
 int api_execd_metrics(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct cell_cgroup_usage a, b;
@@ -164,7 +166,7 @@ static void watch_free(void *cls)
 
 int api_execd_metrics_watch(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct watch *w = calloc(1, sizeof(*w));

@@ -13,7 +13,11 @@
 #include "cell/cleanup.h"
 #include "cell/quota.h"
 #include "cell/version.h"
-#include "celld.h"
+#include "api.h"
+#include "celld.h" /* the registry, lifecycle, store, admission, config */
+#include "fields.h"
+#include "limits.h"
+#include "url.h"
 
 #define TIMEOUT_MAX	(10LL * 365 * 24 * 3600)
 #define SESSION_KEY_MAX 512
@@ -137,54 +141,63 @@ static int parse_seccomp(json_t *ext, struct create_spec *spec, struct cell_erro
 	return 0;
 }
 
-/* Returns 0, or the HTTP status to answer with (err holds the message). */
-static int parse_extensions(struct http_req *r, json_t *body, struct create_spec *spec,
+/* Every refusal of a field is -EINVAL, whatever errno the helper that found it used. */
+static int invalid(int rc, struct cell_error *err)
+{
+	if (rc >= 0)
+		return rc;
+	err->code = EINVAL;
+	return -EINVAL;
+}
+
+/* cell's extensions. over_tcp: the request came with an API key, which may never mount
+ * host paths (-EPERM): only the local socket may. */
+static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spec,
 			    struct cell_error *err)
 {
 	json_t *ext = NULL;
 	if (field_string_map(body, "extensions", "extensions", &ext, err) < 0)
-		return 400;
+		return -EINVAL;
 	if (!ext)
 		return 0;
-	int status = 0;
+	int rc = 0;
 	const char *key = NULL, *vols = NULL;
 	if (field_string(ext, "cell.sessionKey", "extensions.cell.sessionKey", false, &key, err) >
 	    0) {
-		if (!key[0] || strlen(key) > SESSION_KEY_MAX) {
-			field_fail(err, "extensions.cell.sessionKey must be 1-%d bytes",
-				   SESSION_KEY_MAX);
-			status = 400;
-		}
+		if (!key[0] || strlen(key) > SESSION_KEY_MAX)
+			rc = field_fail(err, "extensions.cell.sessionKey must be 1-%d bytes",
+					SESSION_KEY_MAX);
 		spec->session_key = key;
 	}
-	if (!status &&
+	if (!rc &&
 	    field_string(ext, "cell.volumes", "extensions.cell.volumes", false, &vols, err) > 0) {
-		/* A TCP API key must never mount host paths: only the local socket may. */
-		if (http_is_tcp(r)) {
-			field_fail(err, "extensions.cell.volumes is only accepted on the Unix "
+		if (over_tcp)
+			rc = celld_fail(err, EPERM,
+					"extensions.cell.volumes is only accepted on the Unix "
 					"socket");
-			status = 403;
-		} else if (volumes_parse(vols, spec, err) < 0) {
-			status = 400;
-		}
+		else
+			rc = invalid(volumes_parse(vols, spec, err), err);
 	}
-	if (!status && parse_seccomp(ext, spec, err) < 0)
-		status = 400;
+	if (!rc)
+		rc = invalid(parse_seccomp(ext, spec, err), err);
 	/* The strings stay valid: body (their owner) outlives the spec. */
 	json_decref(ext);
-	return status;
+	return rc;
 }
 
-static int parse_create(struct http_req *r, json_t *body, struct create_spec *spec,
+/* The create request into spec: 0, -EINVAL (err names the field), -EPERM (see
+ * parse_extensions), -ENOENT (image.uri names no local image), or what limits_resolve
+ * and image_resolve say of the host. */
+static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 			struct cell_error *err)
 {
 	json_t *image = json_object_get(body, "image");
 	if (!image || json_is_null(image))
-		return field_fail(err, "image is required"), 400;
+		return field_fail(err, "image is required");
 	if (!json_is_object(image))
-		return field_fail(err, "image must be an object"), 400;
+		return field_fail(err, "image must be an object");
 	if (field_string(image, "uri", "image.uri", true, &spec->image, err) < 0)
-		return 400;
+		return -EINVAL;
 	int64_t timeout = 0;
 	if (field_string_array(body, "entrypoint", "entrypoint", &spec->entrypoint, err) < 0 ||
 	    field_int(body, "timeout", "timeout", 60, TIMEOUT_MAX, &timeout, err) < 0 ||
@@ -193,7 +206,7 @@ static int parse_create(struct http_req *r, json_t *body, struct create_spec *sp
 	    field_string_map(body, "resourceLimits", "resourceLimits", &spec->resource_limits,
 			     err) < 0 ||
 	    (spec->env && check_env_keys(spec->env, "env", err) < 0))
-		return 400;
+		return -EINVAL;
 	if ((spec->entrypoint &&
 	     field_check_array_caps(spec->entrypoint, "entrypoint", &entrypoint_caps, err) < 0) ||
 	    (spec->env && field_check_map_caps(spec->env, "env", &env_caps, err) < 0) ||
@@ -201,18 +214,20 @@ static int parse_create(struct http_req *r, json_t *body, struct create_spec *sp
 	     field_check_map_caps(spec->metadata, "metadata", &metadata_caps, err) < 0) ||
 	    (spec->resource_limits && field_check_map_caps(spec->resource_limits, "resourceLimits",
 							   &resource_limits_caps, err) < 0))
-		return 400;
-	int lst = limits_resolve(spec->resource_limits, &spec->limits, true, err);
-	if (lst)
-		return lst;
+		return -EINVAL;
+	int rc = limits_resolve(spec->resource_limits, &spec->limits, true, err);
+	if (rc < 0)
+		return rc;
 	spec->timeout = timeout;
-	int status = parse_extensions(r, body, spec, err);
-	if (status)
-		return status;
-	/* Last: the only check that looks at the host. */
-	if (image_resolve(spec->image, spec->rootfs, sizeof(spec->rootfs), err) < 0)
-		return err->code == ENOENT || err->code == EINVAL ? 404 : -err->code;
-	return 0;
+	rc = parse_extensions(body, over_tcp, spec, err);
+	if (rc < 0)
+		return rc;
+	/* Last: the only check that looks at the host. A name that is not valid names no
+	 * image either. */
+	rc = image_resolve(spec->image, spec->rootfs, sizeof(spec->rootfs), err);
+	if (rc == -EINVAL)
+		err->code = ENOENT;
+	return rc == -EINVAL ? -ENOENT : rc;
 }
 
 int api_sandbox_create(struct http_req *r)
@@ -222,27 +237,21 @@ int api_sandbox_create(struct http_req *r)
 		return 0;
 	struct create_spec spec = {.owner = http_principal(r)};
 	struct cell_error err = {0};
-	int status = parse_create(r, body, &spec, &err);
-	if (status == 404)
-		http_error(r, 400, "IMAGE_NOT_FOUND", "%s", err.msg);
-	else if (status == 403)
-		http_error(r, 403, "FORBIDDEN", "%s", err.msg);
-	else if (status == 400)
-		http_error(r, 400, "INVALID_ARGUMENT", "%s", err.msg);
-	else if (status == 503)
-		http_error(r, 503, "HOST_OUT_OF_CAPACITY", "%s", err.msg);
-	else if (status < 0)
+	int rc = parse_create(body, http_is_tcp(r), &spec, &err);
+	/* The OpenSandbox API answers an image the host does not have as a bad argument of
+	 * the create (400 IMAGE_NOT_FOUND), not as a missing resource. */
+	if (rc == -ENOENT)
+		http_fail(r, EINVAL, "IMAGE_NOT_FOUND", "%s", err.msg);
+	else if (rc < 0)
 		http_internal(r, &err);
-	else if (status)
-		http_error(r, status, "INTERNAL", "%s", err.msg);
-	if (status) {
+	if (rc < 0) {
 		spec_free(&spec);
 		json_decref(body);
 		return 0;
 	}
 	struct sandbox *sb;
 	bool created;
-	int rc = lifecycle_create(&spec, &sb, &created, &err);
+	rc = lifecycle_create(&spec, &sb, &created, &err);
 	json_decref(body);
 	if (rc < 0) {
 		spec_free(&spec);
@@ -277,7 +286,7 @@ static int parse_metadata_filter(const char *text, json_t **out, struct cell_err
 			return field_fail(err, "metadata filter must be k=v pairs joined by '&'");
 		}
 		*eq = '\0';
-		if (http_unescape(kv, true) < 0 || http_unescape(eq + 1, true) < 0) {
+		if (url_unescape(kv, true) < 0 || url_unescape(eq + 1, true) < 0) {
 			json_decref(f);
 			return field_fail(err, "metadata filter has a malformed %%-escape");
 		}
@@ -485,7 +494,7 @@ int api_sandbox_list(struct http_req *r)
 
 int api_sandbox_get(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	json_t *o = sandbox_json(sb);
@@ -503,14 +512,14 @@ int api_sandbox_get(struct http_req *r)
 
 int api_sandbox_delete(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct cell_error err = {0};
 	int rc = lifecycle_delete(sb, &err);
 	sandbox_unref(sb);
 	if (rc == -ENOENT)
-		return http_error(r, 404, "SANDBOX_NOT_FOUND", "%s", err.msg);
+		return http_fail(r, ENOENT, "SANDBOX_NOT_FOUND", "%s", err.msg);
 	if (rc < 0)
 		return http_internal(r, &err);
 	return http_empty(r, 204);
@@ -534,7 +543,7 @@ int api_sandbox_endpoint(struct http_req *r)
 	int64_t port;
 	if (parse_int64(http_param(r, 1), 1, 65535, &port) < 0)
 		return http_error(r, 400, "INVALID_ARGUMENT", "port must be between 1 and 65535");
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	char ep[512];
@@ -562,7 +571,7 @@ static json_t *namespaces_json(pid_t pid)
 
 int api_sandbox_inspect(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	registry_lock();
@@ -619,7 +628,7 @@ int api_sandbox_inspect(struct http_req *r)
 
 int api_sandbox_renew(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	json_t *body = NULL;
@@ -693,7 +702,7 @@ static json_t *merge_metadata(json_t *old, json_t *body, struct cell_error *err)
  * saved changes nothing. */
 int api_sandbox_patch_metadata(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	json_t *body = NULL;
@@ -733,16 +742,16 @@ out:
  * server's codes when the sandbox is not in the state the call needs. */
 int api_sandbox_pause(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct cell_error err = {0};
 	int rc = lifecycle_pause(sb, &err);
 	sandbox_unref(sb);
 	if (rc == -EALREADY || rc == -EBUSY)
-		return http_error(r, 409, "DOCKER::SANDBOX_NOT_RUNNING", "%s", err.msg);
+		return http_fail(r, -rc, "DOCKER::SANDBOX_NOT_RUNNING", "%s", err.msg);
 	if (rc == -ENOENT)
-		return http_error(r, 404, "SANDBOX_NOT_FOUND", "%s", err.msg);
+		return http_fail(r, ENOENT, "SANDBOX_NOT_FOUND", "%s", err.msg);
 	if (rc < 0)
 		return http_internal(r, &err);
 	return http_empty(r, 202);
@@ -750,16 +759,16 @@ int api_sandbox_pause(struct http_req *r)
 
 int api_sandbox_resume(struct http_req *r)
 {
-	struct sandbox *sb = http_sandbox(r);
+	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct cell_error err = {0};
 	int rc = lifecycle_resume(sb, &err);
 	sandbox_unref(sb);
 	if (rc == -EALREADY || rc == -EBUSY)
-		return http_error(r, 409, "DOCKER::SANDBOX_NOT_PAUSED", "%s", err.msg);
+		return http_fail(r, -rc, "DOCKER::SANDBOX_NOT_PAUSED", "%s", err.msg);
 	if (rc == -ENOENT)
-		return http_error(r, 404, "SANDBOX_NOT_FOUND", "%s", err.msg);
+		return http_fail(r, ENOENT, "SANDBOX_NOT_FOUND", "%s", err.msg);
 	if (rc < 0)
 		return http_internal(r, &err);
 	return http_empty(r, 202);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "celld.h"
+#include "fields.h"
 
 static int vfail(struct cell_error *err, int code, const char *fmt, va_list ap)
 {

@@ -4,10 +4,10 @@
  *
  * Anyone who reaches the port can open connections, so nothing here grows with what a peer
  * sends or how long it waits: one thread, one epoll set, a fixed table of pending
- * connections allocated at start (celld.tcp_pending_max, at most celld.tcp_pending_per_ip
- * of them from one client address), one shared peek buffer. The head is read with MSG_PEEK,
+ * connections allocated at start (gate_limits.pending_max, at most .pending_per_ip of them
+ * from one client address), one shared peek buffer. The head is read with MSG_PEEK,
  * so the HTTP server later reads the request from the first byte; its bytes wait in the
- * kernel's receive buffer meanwhile. Each connection has celld.tcp_head_timeout_s for its
+ * kernel's receive buffer meanwhile. Each connection has gate_limits.head_timeout_s for its
  * whole head (a slowloris trickling a byte at a time gains nothing: the deadline is never
  * pushed back) and GATE_HEAD_MAX bytes for it (431 beyond). A full table makes room by
  * closing the oldest pending connection, of the same client when it is at its own cap, so a
@@ -35,18 +35,18 @@
 #include <unistd.h>
 
 #include <microhttpd.h>
-#include <openssl/crypto.h>
 
 #include "cell/cleanup.h"
-#include "cell/codec.h"
 #include "cell/log.h"
-#include "celld.h"
+#include "celld.h" /* the clock */
+#include "gate.h"
+#include "head.h"
+#include "http.h"
 
 #define GATE_LINGER_MS	     2000  /* for the client to read a refusal before the close */
 #define GATE_LOG_INTERVAL_MS 10000 /* one log line per kind of refusal per interval */
 #define GATE_ACCEPT_BATCH    16	   /* accepts between two looks at pending connections */
 #define GATE_ACCEPT_PAUSE_MS 100   /* after accept failed for want of fds or memory */
-#define KEY_HEADER	     "OPEN-SANDBOX-API-KEY"
 
 /* epoll data of the two fds that are not connections; a connection's is gen << 32 | slot. */
 #define EV_LISTEN UINT64_MAX
@@ -74,7 +74,7 @@ struct conn {
 	bool lingering;	  /* answered; reading and dropping until the client closes */
 	int64_t deadline; /* monotonic ms */
 	struct peer *peer;
-	TAILQ_ENTRY(conn) age;	/* g.reading, g.lingering or g.free; oldest first */
+	TAILQ_ENTRY(conn) age;	/* g->reading, g->lingering or g->free; oldest first */
 	TAILQ_ENTRY(conn) same; /* peer->conns */
 };
 
@@ -95,9 +95,10 @@ struct refusal_log {
 	struct peer_key client; /* of the latest one */
 };
 
-static struct gate {
+struct gate {
 	int listen_fd, epfd, stop_fd;
 	struct MHD_Daemon *daemon;
+	const struct http_api *api;
 	unsigned max, per_ip, timeout_ms;
 	struct conn *conns;
 	struct conn_list reading, lingering, free;
@@ -109,78 +110,16 @@ static struct gate {
 	struct refusal_log log[REF_COUNT];
 	pthread_t thread;
 	bool running;
-} g = {.listen_fd = -1, .epfd = -1, .stop_fd = -1};
-
-/* The head of the first request: its bytes, peeked, never consumed. One buffer serves every
- * connection (only the gate's thread touches it). */
-static char peekbuf[GATE_HEAD_MAX + 1];
+	/* The head of the first request: its bytes, peeked, never consumed. One buffer serves
+	 * every connection of the gate (only its thread touches it). */
+	char peekbuf[GATE_HEAD_MAX + 1];
+};
 
 static int64_t mono_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* ---- the API key ---- */
-
-/* Constant-time: both sides are hashed first, so neither the key's bytes nor its length
- * leak through the comparison's timing. */
-bool gate_key_matches(const char *given, size_t len)
-{
-	if (!given || !celld.api_key)
-		return false;
-	char a[CELL_SHA256_HEX_LEN + 1], b[CELL_SHA256_HEX_LEN + 1];
-	cell_sha256_hex(given, len, a);
-	cell_sha256_hex(celld.api_key, strlen(celld.api_key), b);
-	return CRYPTO_memcmp(a, b, CELL_SHA256_HEX_LEN) == 0;
-}
-
-/* ---- the request head ---- */
-
-/* Length of the head in buf[0..n) through its empty line, 0 while it is incomplete; *start
- * is where the request line begins (empty lines before it are allowed). */
-static size_t head_len(const char *buf, size_t n, size_t *start)
-{
-	size_t i = 0;
-	while (i < n && (buf[i] == '\r' || buf[i] == '\n'))
-		i++;
-	*start = i;
-	for (const char *p = buf + i; (p = memchr(p, '\n', buf + n - p)); p++) {
-		if (p + 1 < buf + n && p[1] == '\n')
-			return p + 2 - buf;
-		if (p + 2 < buf + n && p[1] == '\r' && p[2] == '\n')
-			return p + 3 - buf;
-	}
-	return 0;
-}
-
-/* Whether the first OPEN-SANDBOX-API-KEY header of a whole head holds the key. Accepts at
- * least what the HTTP server's own check accepts (name in any case, blanks around the
- * value); a value continued on a folded line is not the key. */
-static bool head_has_key(const char *head, size_t len)
-{
-	const char *end = head + len;
-	const size_t klen = strlen(KEY_HEADER);
-	for (const char *line = (const char *)memchr(head, '\n', len) + 1; line < end;) {
-		const char *nl = memchr(line, '\n', end - line);
-		const char *e = nl > line && nl[-1] == '\r' ? nl - 1 : nl;
-		if (e == line)
-			break;
-		if ((size_t)(e - line) > klen && line[klen] == ':' &&
-		    !strncasecmp(line, KEY_HEADER, klen)) {
-			if (nl + 1 < end && (nl[1] == ' ' || nl[1] == '\t'))
-				return false;
-			const char *v = line + klen + 1;
-			while (v < e && (*v == ' ' || *v == '\t'))
-				v++;
-			while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
-				e--;
-			return gate_key_matches(v, e - v);
-		}
-		line = nl + 1;
-	}
-	return false;
 }
 
 /* ---- clients ---- */
@@ -217,71 +156,71 @@ static void peer_text(const struct peer_key *k, char *buf, size_t size)
 }
 
 /* Keyed with a random seed, so that a client cannot choose addresses that share a chain. */
-static struct peer **peer_bucket(const struct peer_key *k)
+static struct peer **peer_bucket(struct gate *g, const struct peer_key *k)
 {
-	uint64_t h = g.seed ^ k->len;
+	uint64_t h = g->seed ^ k->len;
 	for (unsigned i = 0; i < k->len; i++)
 		h = (h ^ k->b[i]) * 0x100000001b3ull;
 	h ^= h >> 32;
-	return &g.buckets[h & (g.nbuckets - 1)];
+	return &g->buckets[h & (g->nbuckets - 1)];
 }
 
-static struct peer *peer_find(const struct peer_key *k)
+static struct peer *peer_find(struct gate *g, const struct peer_key *k)
 {
-	for (struct peer *p = *peer_bucket(k); p; p = p->next)
+	for (struct peer *p = *peer_bucket(g, k); p; p = p->next)
 		if (p->key.len == k->len && !memcmp(p->key.b, k->b, k->len))
 			return p;
 	return NULL;
 }
 
 /* There is always a free entry: no more clients than connections are pending. */
-static struct peer *peer_add(const struct peer_key *k)
+static struct peer *peer_add(struct gate *g, const struct peer_key *k)
 {
-	struct peer *p = g.free_peers;
-	g.free_peers = p->next;
+	struct peer *p = g->free_peers;
+	g->free_peers = p->next;
 	p->key = *k;
 	p->n = 0;
 	TAILQ_INIT(&p->conns);
-	struct peer **b = peer_bucket(k);
+	struct peer **b = peer_bucket(g, k);
 	p->next = *b;
 	*b = p;
 	return p;
 }
 
-static void peer_drop(struct peer *p)
+static void peer_drop(struct gate *g, struct peer *p)
 {
-	struct peer **pp = peer_bucket(&p->key);
+	struct peer **pp = peer_bucket(g, &p->key);
 	while (*pp != p)
 		pp = &(*pp)->next;
 	*pp = p->next;
-	p->next = g.free_peers;
-	g.free_peers = p;
+	p->next = g->free_peers;
+	g->free_peers = p;
 }
 
 /* ---- the log ---- */
 
-static void refusal_text(enum refusal r, char *buf, size_t size)
+static void refusal_text(struct gate *g, enum refusal r, char *buf, size_t size)
 {
 	switch (r) {
 	case REF_PER_IP:
 		snprintf(buf, size,
 			 "a client opened more than %u unauthenticated connections: "
 			 "its oldest closed",
-			 g.per_ip);
+			 g->per_ip);
 		break;
 	case REF_FULL:
 		snprintf(buf, size, "%u unauthenticated connections pending: the oldest closed",
-			 g.max);
+			 g->max);
 		break;
 	case REF_TIMEOUT:
 		snprintf(buf, size, "request head not complete within %u s: closed",
-			 g.timeout_ms / 1000);
+			 g->timeout_ms / 1000);
 		break;
 	case REF_TOO_LARGE:
 		snprintf(buf, size, "request head over %u bytes: 431", GATE_HEAD_MAX);
 		break;
 	case REF_KEY:
-		snprintf(buf, size, "missing or wrong " KEY_HEADER ": 401");
+		snprintf(buf, size, "missing or wrong %s: 401", g->api->key_header);
 		break;
 	case REF_ACCEPT:
 		snprintf(buf, size, "accept failed: paused for %d ms", GATE_ACCEPT_PAUSE_MS);
@@ -297,9 +236,10 @@ static void refusal_text(enum refusal r, char *buf, size_t size)
 
 /* The first refusal of a kind is written at once; later ones within the interval are only
  * counted, and the count is written when the interval is over. */
-static void refuse(enum refusal r, const struct peer_key *client, const char *detail)
+static void refuse(struct gate *g, enum refusal r, const struct peer_key *client,
+		   const char *detail)
 {
-	struct refusal_log *l = &g.log[r];
+	struct refusal_log *l = &g->log[r];
 	int64_t now = mono_ms();
 	if (client)
 		l->client = *client;
@@ -310,7 +250,7 @@ static void refuse(enum refusal r, const struct peer_key *client, const char *de
 		return;
 	}
 	char what[160], who[64] = "";
-	refusal_text(r, what, sizeof(what));
+	refusal_text(g, r, what, sizeof(what));
 	if (client)
 		peer_text(client, who, sizeof(who));
 	log_warn("tcp%s%s: %s%s%s", who[0] ? " " : "", who, what, detail ? "; " : "",
@@ -320,14 +260,14 @@ static void refuse(enum refusal r, const struct peer_key *client, const char *de
 }
 
 /* Write the counts of the kinds whose interval is over (of every kind with force). */
-static void flush_log(int64_t now, bool force)
+static void flush_log(struct gate *g, int64_t now, bool force)
 {
 	for (int r = 0; r < REF_COUNT; r++) {
-		struct refusal_log *l = &g.log[r];
+		struct refusal_log *l = &g->log[r];
 		if (!l->suppressed || (!force && now - l->last < GATE_LOG_INTERVAL_MS))
 			continue;
 		char what[160], who[80] = "";
-		refusal_text(r, what, sizeof(what));
+		refusal_text(g, r, what, sizeof(what));
 		if (l->client.len) {
 			memcpy(who, ", the latest from ", 18);
 			peer_text(&l->client, who + 18, sizeof(who) - 18);
@@ -339,12 +279,12 @@ static void flush_log(int64_t now, bool force)
 	}
 }
 
-static int64_t log_due(void)
+static int64_t log_due(struct gate *g)
 {
 	int64_t due = 0;
 	for (int r = 0; r < REF_COUNT; r++) {
-		int64_t t = g.log[r].last + GATE_LOG_INTERVAL_MS;
-		if (g.log[r].suppressed && (!due || t < due))
+		int64_t t = g->log[r].last + GATE_LOG_INTERVAL_MS;
+		if (g->log[r].suppressed && (!due || t < due))
 			due = t;
 	}
 	return due;
@@ -352,70 +292,77 @@ static int64_t log_due(void)
 
 /* ---- pending connections ---- */
 
-static uint64_t conn_event_id(const struct conn *c)
+static uint64_t conn_event_id(struct gate *g, const struct conn *c)
 {
-	return (uint64_t)c->gen << 32 | (uint64_t)(c - g.conns);
+	return (uint64_t)c->gen << 32 | (uint64_t)(c - g->conns);
 }
 
 /* Out of every list and back to the free ones; the fd is the caller's. */
-static void conn_forget(struct conn *c)
+static void conn_forget(struct gate *g, struct conn *c)
 {
 	struct peer *p = c->peer;
-	TAILQ_REMOVE(c->lingering ? &g.lingering : &g.reading, c, age);
+	TAILQ_REMOVE(c->lingering ? &g->lingering : &g->reading, c, age);
 	TAILQ_REMOVE(&p->conns, c, same);
 	if (--p->n == 0)
-		peer_drop(p);
+		peer_drop(g, p);
 	c->fd = -1;
 	c->gen++;
 	c->peer = NULL;
 	c->lingering = false;
-	TAILQ_INSERT_TAIL(&g.free, c, age);
-	g.n--;
+	TAILQ_INSERT_TAIL(&g->free, c, age);
+	g->n--;
 }
 
-static void conn_close(struct conn *c)
+static void conn_close(struct gate *g, struct conn *c)
 {
 	int fd = c->fd;
-	conn_forget(c);
+	conn_forget(g, c);
 	close(fd);
 }
 
 /* The oldest pending connection of the client, or of everyone; lingering ones go first
  * (they have had their answer). */
-static struct conn *oldest(struct peer *p)
+static struct conn *oldest(struct gate *g, struct peer *p)
 {
 	if (p)
 		return TAILQ_FIRST(&p->conns);
-	struct conn *c = TAILQ_FIRST(&g.lingering);
-	return c ? c : TAILQ_FIRST(&g.reading);
+	struct conn *c = TAILQ_FIRST(&g->lingering);
+	return c ? c : TAILQ_FIRST(&g->reading);
 }
 
 /* Read and drop what the client sends until it closes; the answer is already on its way. */
-static void linger(struct conn *c)
+static void linger(struct gate *g, struct conn *c)
 {
 	for (int i = 0; i < 16; i++) {
-		ssize_t n = recv(c->fd, peekbuf, sizeof(peekbuf), MSG_DONTWAIT);
+		ssize_t n = recv(c->fd, g->peekbuf, sizeof(g->peekbuf), MSG_DONTWAIT);
 		if (n > 0)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		break;
 	}
-	conn_close(c);
+	conn_close(g, c);
 }
 
 /* Answer a refusal and close with a lingering close: closing with the request still unread
  * would send a reset, and the client could lose the answer with it. */
-static void conn_answer(struct conn *c, enum refusal why, unsigned status, const char *reason,
-			const char *code, const char *message, bool head_only)
+static void conn_answer(struct gate *g, struct conn *c, enum refusal why, unsigned status,
+			const char *reason, const char *code, const char *message, bool head_only)
 {
 	char rid[CELL_ID_RANDOM_LEN + 1], body[256], resp[768], detail[32];
 	if (cell_id_random(rid) < 0)
 		snprintf(rid, sizeof(rid), "%016llx", (unsigned long long)celld_now_ms());
 	snprintf(detail, sizeof(detail), "rid=%s", rid);
-	refuse(why, &c->peer->key, detail);
-	int blen =
-	    snprintf(body, sizeof(body), "{\"code\":\"%s\",\"message\":\"%s\"}", code, message);
+	refuse(g, why, &c->peer->key, detail);
+	/* In the body of the listener's API, as the HTTP server would answer. */
+	json_t *eb = g->api->error_body(status, code, message);
+	int blen = eb ? (int)json_dumpb(eb, body, sizeof(body), JSON_COMPACT) : 0;
+	json_decref(eb);
+	if (blen <= 0 || blen >= (int)sizeof(body)) {
+		conn_close(g, c);
+		return;
+	}
+	body[blen] = '\0';
 	/* HEAD gets the head alone, with the length the body would have. */
 	int len = snprintf(resp, sizeof(resp),
 			   "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
@@ -424,23 +371,23 @@ static void conn_answer(struct conn *c, enum refusal why, unsigned status, const
 	/* A new connection's send buffer is empty: the answer goes out whole or not at all. */
 	if (send(c->fd, resp, len, MSG_DONTWAIT | MSG_NOSIGNAL) != len ||
 	    shutdown(c->fd, SHUT_WR) < 0) {
-		conn_close(c);
+		conn_close(g, c);
 		return;
 	}
-	TAILQ_REMOVE(&g.reading, c, age);
+	TAILQ_REMOVE(&g->reading, c, age);
 	c->lingering = true;
 	c->deadline = mono_ms() + GATE_LINGER_MS;
-	TAILQ_INSERT_TAIL(&g.lingering, c, age);
-	linger(c);
+	TAILQ_INSERT_TAIL(&g->lingering, c, age);
+	linger(g, c);
 }
 
 /* The connection has shown the key: the HTTP server owns it from here. */
-static void conn_handoff(struct conn *c)
+static void conn_handoff(struct gate *g, struct conn *c)
 {
 	int fd = c->fd;
 	struct peer_key k = c->peer->key;
-	epoll_ctl(g.epfd, EPOLL_CTL_DEL, fd, NULL);
-	conn_forget(c);
+	epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL);
+	conn_forget(g, c);
 	struct sockaddr_storage sa;
 	socklen_t len = sizeof(sa);
 	if (getpeername(fd, (struct sockaddr *)&sa, &len) < 0) {
@@ -448,37 +395,37 @@ static void conn_handoff(struct conn *c)
 		return;
 	}
 	/* It closes the socket itself when it cannot take it. */
-	if (MHD_add_connection(g.daemon, fd, (struct sockaddr *)&sa, len) != MHD_YES)
-		refuse(REF_HANDOFF, &k, strerror(errno));
+	if (MHD_add_connection(g->daemon, fd, (struct sockaddr *)&sa, len) != MHD_YES)
+		refuse(g, REF_HANDOFF, &k, strerror(errno));
 }
 
-static void conn_read(struct conn *c, uint32_t events)
+static void conn_read(struct gate *g, struct conn *c, uint32_t events)
 {
-	ssize_t n = recv(c->fd, peekbuf, sizeof(peekbuf), MSG_PEEK | MSG_DONTWAIT);
+	ssize_t n = recv(c->fd, g->peekbuf, sizeof(g->peekbuf), MSG_PEEK | MSG_DONTWAIT);
 	if (n <= 0) {
 		if (n == 0 || (errno != EAGAIN && errno != EINTR) || (events & EPOLLHUP))
-			conn_close(c);
+			conn_close(g, c);
 		return;
 	}
-	size_t start, len = head_len(peekbuf, n, &start);
+	size_t start, len = head_len(g->peekbuf, n, &start);
 	if (!len || len > GATE_HEAD_MAX) {
 		if ((size_t)n > GATE_HEAD_MAX)
-			conn_answer(c, REF_TOO_LARGE, 431, "Request Header Fields Too Large",
+			conn_answer(g, c, REF_TOO_LARGE, 431, "Request Header Fields Too Large",
 				    "REQUEST_HEADER_FIELDS_TOO_LARGE",
 				    "the request line and headers exceed " GATE_HEAD_MAX_TEXT,
 				    false);
 		else if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-			conn_close(c); /* closed its side before the head was whole */
+			conn_close(g, c); /* closed its side before the head was whole */
 		return;
 	}
-	if (head_has_key(peekbuf + start, len - start))
-		conn_handoff(c);
+	if (g->api->head_authorized(g->peekbuf + start, len - start))
+		conn_handoff(g, c);
 	else
-		conn_answer(c, REF_KEY, 401, "Unauthorized", "UNAUTHORIZED",
-			    HTTP_UNAUTHORIZED_MESSAGE, !strncmp(peekbuf + start, "HEAD ", 5));
+		conn_answer(g, c, REF_KEY, 401, "Unauthorized", "UNAUTHORIZED",
+			    g->api->unauthorized_message, !strncmp(g->peekbuf + start, "HEAD ", 5));
 }
 
-static void admit(int fd, const struct sockaddr_storage *sa)
+static void admit(struct gate *g, int fd, const struct sockaddr_storage *sa)
 {
 	struct peer_key k;
 	if (!peer_key_of(sa, &k)) {
@@ -486,57 +433,57 @@ static void admit(int fd, const struct sockaddr_storage *sa)
 		return;
 	}
 	/* Room is made by closing the oldest: it is named in the log, not the newcomer. */
-	struct peer *p = peer_find(&k);
+	struct peer *p = peer_find(g, &k);
 	struct conn *old = NULL;
-	if (p && p->n >= g.per_ip) {
-		old = oldest(p);
-		refuse(REF_PER_IP, &k, NULL);
-	} else if (g.n == g.max) {
-		old = oldest(NULL);
-		refuse(REF_FULL, &old->peer->key, NULL);
+	if (p && p->n >= g->per_ip) {
+		old = oldest(g, p);
+		refuse(g, REF_PER_IP, &k, NULL);
+	} else if (g->n == g->max) {
+		old = oldest(g, NULL);
+		refuse(g, REF_FULL, &old->peer->key, NULL);
 	}
 	if (old) {
-		conn_close(old);
-		p = peer_find(&k);
+		conn_close(g, old);
+		p = peer_find(g, &k);
 	}
 	if (!p)
-		p = peer_add(&k);
-	struct conn *c = TAILQ_FIRST(&g.free);
-	TAILQ_REMOVE(&g.free, c, age);
+		p = peer_add(g, &k);
+	struct conn *c = TAILQ_FIRST(&g->free);
+	TAILQ_REMOVE(&g->free, c, age);
 	c->fd = fd;
 	c->peer = p;
 	c->lingering = false;
-	c->deadline = mono_ms() + g.timeout_ms;
-	TAILQ_INSERT_TAIL(&g.reading, c, age);
+	c->deadline = mono_ms() + g->timeout_ms;
+	TAILQ_INSERT_TAIL(&g->reading, c, age);
 	TAILQ_INSERT_TAIL(&p->conns, c, same);
 	p->n++;
-	g.n++;
+	g->n++;
 	/* Edge-triggered: the peeked bytes stay unread, so a level-triggered fd would stay
 	 * readable; every new segment is a new edge. */
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET,
-				 .data.u64 = conn_event_id(c)};
-	if (epoll_ctl(g.epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		conn_close(c);
+				 .data.u64 = conn_event_id(g, c)};
+	if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		conn_close(g, c);
 		return;
 	}
-	conn_read(c, 0); /* the head has often arrived with the connection */
+	conn_read(g, c, 0); /* the head has often arrived with the connection */
 }
 
-static void set_accepting(bool on)
+static void set_accepting(struct gate *g, bool on)
 {
 	struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.u64 = EV_LISTEN};
-	epoll_ctl(g.epfd, EPOLL_CTL_MOD, g.listen_fd, &ev);
+	epoll_ctl(g->epfd, EPOLL_CTL_MOD, g->listen_fd, &ev);
 }
 
-static void accept_some(void)
+static void accept_some(struct gate *g)
 {
 	for (int i = 0; i < GATE_ACCEPT_BATCH; i++) {
 		struct sockaddr_storage sa;
 		socklen_t len = sizeof(sa);
-		int fd = accept4(g.listen_fd, (struct sockaddr *)&sa, &len,
+		int fd = accept4(g->listen_fd, (struct sockaddr *)&sa, &len,
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
-			admit(fd, &sa);
+			admit(g, fd, &sa);
 			continue;
 		}
 		switch (errno) {
@@ -548,9 +495,9 @@ static void accept_some(void)
 		case ENOMEM:
 			/* The connection stays queued and the listener readable: wait a moment
 			 * instead of spinning. */
-			refuse(REF_ACCEPT, NULL, strerror(errno));
-			set_accepting(false);
-			g.accept_resume = mono_ms() + GATE_ACCEPT_PAUSE_MS;
+			refuse(g, REF_ACCEPT, NULL, strerror(errno));
+			set_accepting(g, false);
+			g->accept_resume = mono_ms() + GATE_ACCEPT_PAUSE_MS;
 			return;
 		default:
 			continue; /* that connection failed (ECONNABORTED, network errors) */
@@ -558,26 +505,26 @@ static void accept_some(void)
 	}
 }
 
-static void expire(int64_t now)
+static void expire(struct gate *g, int64_t now)
 {
 	struct conn *c;
-	while ((c = TAILQ_FIRST(&g.reading)) && c->deadline <= now) {
-		refuse(REF_TIMEOUT, &c->peer->key, NULL);
-		conn_close(c);
+	while ((c = TAILQ_FIRST(&g->reading)) && c->deadline <= now) {
+		refuse(g, REF_TIMEOUT, &c->peer->key, NULL);
+		conn_close(g, c);
 	}
-	while ((c = TAILQ_FIRST(&g.lingering)) && c->deadline <= now)
-		conn_close(c);
-	if (g.accept_resume && now >= g.accept_resume) {
-		g.accept_resume = 0;
-		set_accepting(true);
+	while ((c = TAILQ_FIRST(&g->lingering)) && c->deadline <= now)
+		conn_close(g, c);
+	if (g->accept_resume && now >= g->accept_resume) {
+		g->accept_resume = 0;
+		set_accepting(g, true);
 	}
 }
 
-static int wait_ms(int64_t now)
+static int wait_ms(struct gate *g, int64_t now)
 {
 	int64_t due = 0;
-	const struct conn *r = TAILQ_FIRST(&g.reading), *l = TAILQ_FIRST(&g.lingering);
-	int64_t cand[] = {r ? r->deadline : 0, l ? l->deadline : 0, g.accept_resume, log_due()};
+	const struct conn *r = TAILQ_FIRST(&g->reading), *l = TAILQ_FIRST(&g->lingering);
+	int64_t cand[] = {r ? r->deadline : 0, l ? l->deadline : 0, g->accept_resume, log_due(g)};
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(cand); i++)
 		if (cand[i] && (!due || cand[i] < due))
 			due = cand[i];
@@ -588,10 +535,10 @@ static int wait_ms(int64_t now)
 
 static void *gate_main(void *arg)
 {
-	(void)arg;
+	struct gate *g = arg;
 	struct epoll_event evs[64];
 	for (;;) {
-		int n = epoll_wait(g.epfd, evs, (int)CELL_ARRAY_SIZE(evs), wait_ms(mono_ms()));
+		int n = epoll_wait(g->epfd, evs, (int)CELL_ARRAY_SIZE(evs), wait_ms(g, mono_ms()));
 		if (n < 0 && errno != EINTR) {
 			log_error("tcp gate: epoll_wait: %s", strerror(errno));
 			break;
@@ -599,109 +546,127 @@ static void *gate_main(void *arg)
 		for (int i = 0; i < n; i++) {
 			uint64_t id = evs[i].data.u64;
 			if (id == EV_STOP) {
-				flush_log(mono_ms(), true);
+				flush_log(g, mono_ms(), true);
 				return NULL;
 			}
 			if (id == EV_LISTEN) {
-				accept_some();
+				accept_some(g);
 				continue;
 			}
-			struct conn *c = &g.conns[(uint32_t)id];
+			struct conn *c = &g->conns[(uint32_t)id];
 			if (c->fd < 0 || c->gen != (uint32_t)(id >> 32))
 				continue; /* closed earlier in this batch */
 			if (c->lingering)
-				linger(c);
+				linger(g, c);
 			else
-				conn_read(c, evs[i].events);
+				conn_read(g, c, evs[i].events);
 		}
 		int64_t now = mono_ms();
-		expire(now);
-		flush_log(now, false);
+		expire(g, now);
+		flush_log(g, now, false);
 	}
 	return NULL;
 }
 
 /* ---- start and stop ---- */
 
-static void gate_free(void)
+/* Everything but the struct itself. */
+static void gate_release(struct gate *g)
 {
-	for (unsigned i = 0; g.conns && i < g.max; i++)
-		if (g.conns[i].fd >= 0)
-			close(g.conns[i].fd);
-	free(g.conns);
-	free(g.peers);
-	free(g.buckets);
-	g.conns = NULL;
-	g.peers = NULL;
-	g.buckets = NULL;
-	if (g.epfd >= 0)
-		close(g.epfd);
-	if (g.stop_fd >= 0)
-		close(g.stop_fd);
-	if (g.listen_fd >= 0)
-		close(g.listen_fd);
-	g.epfd = g.stop_fd = g.listen_fd = -1;
+	for (unsigned i = 0; g->conns && i < g->max; i++)
+		if (g->conns[i].fd >= 0)
+			close(g->conns[i].fd);
+	free(g->conns);
+	free(g->peers);
+	free(g->buckets);
+	g->conns = NULL;
+	g->peers = NULL;
+	g->buckets = NULL;
+	if (g->epfd >= 0)
+		close(g->epfd);
+	if (g->stop_fd >= 0)
+		close(g->stop_fd);
+	if (g->listen_fd >= 0)
+		close(g->listen_fd);
+	g->epfd = g->stop_fd = g->listen_fd = -1;
 }
 
-int gate_start(int listen_fd, struct MHD_Daemon *daemon, struct cell_error *err)
+static void gate_fail(struct gate *g)
 {
-	g.listen_fd = listen_fd;
-	g.daemon = daemon;
-	g.max = celld.tcp_pending_max;
-	g.per_ip = celld.tcp_pending_per_ip;
-	g.timeout_ms = celld.tcp_head_timeout_s * 1000;
-	for (g.nbuckets = 1; g.nbuckets < g.max; g.nbuckets <<= 1)
+	gate_release(g);
+	free(g);
+}
+
+int gate_start(int listen_fd, struct MHD_Daemon *daemon, const struct http_api *api,
+	       const struct gate_limits *lim, struct gate **out, struct cell_error *err)
+{
+	*out = NULL;
+	struct gate *g = calloc(1, sizeof(*g));
+	if (!g) {
+		close(listen_fd);
+		return cell_err(err, ENOMEM, "the TCP gate");
+	}
+	g->epfd = g->stop_fd = -1;
+	g->listen_fd = listen_fd;
+	g->daemon = daemon;
+	g->api = api;
+	g->max = lim->pending_max;
+	g->per_ip = lim->pending_per_ip;
+	g->timeout_ms = lim->head_timeout_s * 1000;
+	for (g->nbuckets = 1; g->nbuckets < g->max; g->nbuckets <<= 1)
 		;
-	g.conns = calloc(g.max, sizeof(*g.conns));
-	g.peers = calloc(g.max, sizeof(*g.peers));
-	g.buckets = calloc(g.nbuckets, sizeof(*g.buckets));
-	if (!g.conns || !g.peers || !g.buckets) {
-		gate_free();
+	g->conns = calloc(g->max, sizeof(*g->conns));
+	g->peers = calloc(g->max, sizeof(*g->peers));
+	g->buckets = calloc(g->nbuckets, sizeof(*g->buckets));
+	if (!g->conns || !g->peers || !g->buckets) {
+		gate_fail(g);
 		return cell_err(err, ENOMEM, "the TCP gate's table");
 	}
-	TAILQ_INIT(&g.reading);
-	TAILQ_INIT(&g.lingering);
-	TAILQ_INIT(&g.free);
-	for (unsigned i = 0; i < g.max; i++) {
-		g.conns[i].fd = -1;
-		TAILQ_INSERT_TAIL(&g.free, &g.conns[i], age);
-		g.peers[i].next = i + 1 < g.max ? &g.peers[i + 1] : NULL;
+	TAILQ_INIT(&g->reading);
+	TAILQ_INIT(&g->lingering);
+	TAILQ_INIT(&g->free);
+	for (unsigned i = 0; i < g->max; i++) {
+		g->conns[i].fd = -1;
+		TAILQ_INSERT_TAIL(&g->free, &g->conns[i], age);
+		g->peers[i].next = i + 1 < g->max ? &g->peers[i + 1] : NULL;
 	}
-	g.free_peers = g.peers;
-	if (getrandom(&g.seed, sizeof(g.seed), 0) != sizeof(g.seed))
-		g.seed = (uint64_t)mono_ms() * 0x9e3779b97f4a7c15ull;
+	g->free_peers = g->peers;
+	if (getrandom(&g->seed, sizeof(g->seed), 0) != sizeof(g->seed))
+		g->seed = (uint64_t)mono_ms() * 0x9e3779b97f4a7c15ull;
 	struct epoll_event lev = {.events = EPOLLIN, .data.u64 = EV_LISTEN};
 	struct epoll_event sev = {.events = EPOLLIN, .data.u64 = EV_STOP};
 	/* Accepting runs until EAGAIN: a blocking listener would stall the gate. */
-	int fl = fcntl(g.listen_fd, F_GETFL);
-	if (fl < 0 || fcntl(g.listen_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
-	    (g.epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
-	    (g.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
-	    epoll_ctl(g.epfd, EPOLL_CTL_ADD, g.listen_fd, &lev) < 0 ||
-	    epoll_ctl(g.epfd, EPOLL_CTL_ADD, g.stop_fd, &sev) < 0) {
+	int fl = fcntl(g->listen_fd, F_GETFL);
+	if (fl < 0 || fcntl(g->listen_fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+	    (g->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0 ||
+	    (g->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
+	    epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->listen_fd, &lev) < 0 ||
+	    epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->stop_fd, &sev) < 0) {
 		int e = errno;
-		gate_free();
+		gate_fail(g);
 		return cell_err(err, e, "setting up the TCP gate");
 	}
-	int r = pthread_create(&g.thread, NULL, gate_main, NULL);
+	int r = pthread_create(&g->thread, NULL, gate_main, g);
 	if (r) {
-		gate_free();
+		gate_fail(g);
 		return cell_err(err, r, "starting the TCP gate");
 	}
-	g.running = true;
+	g->running = true;
+	*out = g;
 	return 0;
 }
 
-void gate_stop(void)
+void gate_stop(struct gate *g)
 {
-	if (!g.running)
+	if (!g || !g->running)
 		return;
 	uint64_t one = 1;
-	if (write(g.stop_fd, &one, sizeof(one)) != sizeof(one)) {
+	if (write(g->stop_fd, &one, sizeof(one)) != sizeof(one)) {
+		/* Its thread may still use it: leave it be rather than free it under it. */
 		log_error("stopping the TCP gate: %s", strerror(errno));
 		return;
 	}
-	pthread_join(g.thread, NULL);
-	g.running = false;
-	gate_free();
+	pthread_join(g->thread, NULL);
+	g->running = false;
+	gate_fail(g);
 }

@@ -24,7 +24,9 @@
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "cell/quantity.h"
-#include "celld.h"
+#include "celld.h" /* the configuration */
+#include "fields.h"
+#include "limits.h"
 
 #define POLICY_FILE "resources/default.json"
 #define POLICY_MAX  (64u << 10)
@@ -438,7 +440,7 @@ static int parse_io(const char *text, struct cell_limits *out, struct cell_error
 	return 0;
 }
 
-/* What the host can hold: 503 with the rule that failed. */
+/* What the host can hold: -EAGAIN with the rule that failed (the host is short of it). */
 static int check_host(const uint64_t v[F_COUNT], bool disk_given, struct cell_error *err)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -496,12 +498,14 @@ int limits_resolve(json_t *request, struct cell_limits *out, bool check, struct 
 	for (int f = 0; f < F_COUNT; f++) {
 		json_t *given = json_object_get(request, field_names[f]);
 		v[f] = policy.defaults[f];
-		if (given && check_field(f, json_string_value(given), &v[f], err) < 0)
-			return 400;
+		int r = given ? check_field(f, json_string_value(given), &v[f], err) : 0;
+		if (r < 0)
+			return r;
 	}
 	json_t *io = json_object_get(request, "io");
-	if (io && parse_io(json_string_value(io), out, err) < 0)
-		return 400;
+	int r = io ? parse_io(json_string_value(io), out, err) : 0;
+	if (r < 0)
+		return r;
 	out->cpu_millis = v[F_CPU];
 	out->memory_bytes = v[F_MEMORY];
 	if (celld.cgroup && celld.cgroup->socket_memory_apart)
@@ -514,9 +518,7 @@ int limits_resolve(json_t *request, struct cell_limits *out, bool check, struct 
 		return 0;
 	if (io && !policy.io_device)
 		return celld_fail(err, EAGAIN, "resourceLimits.io cannot be enforced: %s",
-				  policy.io_note),
-		       503;
+				  policy.io_note);
 	out->io_device = io ? policy.io_device : 0;
-	return check_host(v, json_object_get(request, field_names[F_DISK]) != NULL, err) < 0 ? 503
-											     : 0;
+	return check_host(v, json_object_get(request, field_names[F_DISK]) != NULL, err);
 }

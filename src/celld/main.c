@@ -517,7 +517,7 @@ static int run(const struct flags *f)
 	if (watch_start(&err) < 0)
 		goto fail;
 	lifecycle_adopt_all();
-	if (http_start(&err) < 0)
+	if (server_start(&err) < 0)
 		goto fail;
 
 	sigset_t set;
@@ -537,7 +537,7 @@ static int run(const struct flags *f)
 	pthread_t wd;
 	if (pthread_create(&wd, NULL, shutdown_watchdog, NULL) == 0)
 		pthread_detach(wd);
-	http_stop();
+	server_stop();
 	unlink(celld.socket_path);
 	return 0;
 fail:

@@ -8,7 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "celld.h"
+#include "fields.h"
+#include "multipart.h"
 
 #define BOUNDARY_MAX 70 /* RFC 2046 */
 #define HEADERS_MAX  8192

@@ -17,7 +17,8 @@
 
 #include "cell/cleanup.h"
 #include "cell/codec.h"
-#include "celld.h"
+#include "celld.h" /* the clock */
+#include "sse.h"
 
 /* Takes the reference to ev. */
 static char *finish_event(json_t *ev, size_t *len)

@@ -1,0 +1,68 @@
+/* The OpenSandbox API (API.md): its route table, its auth (OPEN-SANDBOX-API-KEY), its error
+ * body {"code": "...", "message": "..."} (api_opensandbox.c), and the route handlers of
+ * api_sandboxes.c, api_execd.c, api_files.c and api_metrics.c. Handlers answer on r and
+ * return 0; they map failures through the errno table (http_fail, http_internal). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "http.h"
+
+struct sandbox;
+struct cell_quota_usage;
+
+extern const struct http_api api_opensandbox;
+
+/* ---- api.c: helpers of every route group ---- */
+
+/* Resolve {id} (param 0) to a referenced sandbox; answers 404 SANDBOX_NOT_FOUND itself. */
+struct sandbox *api_find_sandbox(struct http_req *r);
+
+/* ---- api_sandboxes.c: the lifecycle under /v1 ---- */
+
+int api_sandbox_create(struct http_req *r);
+int api_sandbox_list(struct http_req *r);
+int api_sandbox_get(struct http_req *r);
+int api_sandbox_delete(struct http_req *r);
+int api_sandbox_endpoint(struct http_req *r);
+int api_sandbox_inspect(struct http_req *r);
+int api_sandbox_renew(struct http_req *r);
+int api_sandbox_patch_metadata(struct http_req *r);
+int api_sandbox_pause(struct http_req *r);
+int api_sandbox_resume(struct http_req *r);
+int api_metrics_event(struct http_req *r);
+int api_info(struct http_req *r);
+
+/* ---- api_execd.c: execd's ping and commands ---- */
+
+/* {id} resolved to a referenced sandbox that can run things (Running, not busy), or NULL
+ * with 404/409 answered. */
+struct sandbox *api_running_sandbox(struct http_req *r);
+int api_execd_ping(struct http_req *r);
+int api_execd_command(struct http_req *r);
+int api_execd_status(struct http_req *r);
+int api_execd_logs(struct http_req *r);
+int api_execd_interrupt(struct http_req *r);
+
+/* ---- api_files.c: execd's files ---- */
+
+/* Uploads stream: begin (after headers; may answer early), data per chunk, end. */
+int api_files_upload_begin(struct http_req *r);
+int api_files_upload_data(struct http_req *r, const char *data, size_t len);
+int api_files_upload(struct http_req *r);
+int api_files_download(struct http_req *r);
+int api_files_info(struct http_req *r);
+
+/* ---- api_metrics.c: execd GET /metrics and /metrics/watch, usage ---- */
+
+int api_execd_metrics(struct http_req *r);
+int api_execd_metrics_watch(struct http_req *r);
+/* The writable layer's quota and use (include/cell/quota.h), measured through the running
+ * sandbox when its init is still the recorded one; false when unknown. */
+bool metrics_disk_usage(struct sandbox *sb, struct cell_quota_usage *du);
+/* The "usage" object of GET /v1/sandboxes/{id} and inspect; NULL when there is no cgroup.
+ * disk: from metrics_disk_usage, or NULL when it gave nothing. */
+json_t *metrics_usage_json(struct sandbox *sb, const struct cell_quota_usage *disk);

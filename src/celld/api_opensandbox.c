@@ -1,0 +1,103 @@
+/* The OpenSandbox API as a listener serves it: its routes, its key, its error body. */
+#include <errno.h>
+#include <string.h>
+
+#include "api.h"
+#include "auth.h"
+#include "head.h"
+#include "cell/cleanup.h"
+#include "cell/id.h"
+#include "celld.h" /* the configured key */
+
+#define KEY_HEADER "OPEN-SANDBOX-API-KEY"
+
+#define EXECD "sandboxes/{id}/proxy/44772/"
+
+#define SHORT	 ROUTE_SHORT
+#define STREAMED ROUTE_STREAMED
+#define NONE	 ROUTE_BODY_NONE
+#define JSON	 ROUTE_BODY_JSON
+#define STREAM	 ROUTE_BODY_STREAM
+
+/* Below the optional /v1. */
+static const struct route routes[] = {
+    {"POST", "sandboxes", JSON, SHORT, api_sandbox_create, NULL, NULL},
+    {"GET", "sandboxes", NONE, STREAMED, api_sandbox_list, NULL, NULL},
+    {"GET", "sandboxes/{id}", NONE, SHORT, api_sandbox_get, NULL, NULL},
+    {"DELETE", "sandboxes/{id}", NONE, SHORT, api_sandbox_delete, NULL, NULL},
+    {"GET", "sandboxes/{id}/endpoints/{port}", NONE, SHORT, api_sandbox_endpoint, NULL, NULL},
+    {"GET", "sandboxes/{id}/inspect", NONE, SHORT, api_sandbox_inspect, NULL, NULL},
+    {"POST", "sandboxes/{id}/renew-expiration", JSON, SHORT, api_sandbox_renew, NULL, NULL},
+    {"PATCH", "sandboxes/{id}/metadata", JSON, SHORT, api_sandbox_patch_metadata, NULL, NULL},
+    {"POST", "sandboxes/{id}/pause", NONE, SHORT, api_sandbox_pause, NULL, NULL},
+    {"POST", "sandboxes/{id}/resume", NONE, SHORT, api_sandbox_resume, NULL, NULL},
+    {"POST", "metrics/events", JSON, SHORT, api_metrics_event, NULL, NULL},
+    {"GET", "info", NONE, SHORT, api_info, NULL, NULL},
+    {"GET", EXECD "ping", NONE, SHORT, api_execd_ping, NULL, NULL},
+    {"POST", EXECD "command", JSON, STREAMED, api_execd_command, NULL, NULL},
+    {"DELETE", EXECD "command", NONE, SHORT, api_execd_interrupt, NULL, NULL},
+    {"GET", EXECD "command/status/{cmd}", NONE, SHORT, api_execd_status, NULL, NULL},
+    {"GET", EXECD "command/{cmd}/logs", NONE, STREAMED, api_execd_logs, NULL, NULL},
+    {"POST", EXECD "files/upload", STREAM, STREAMED, api_files_upload, api_files_upload_begin,
+     api_files_upload_data},
+    {"GET", EXECD "files/download", NONE, STREAMED, api_files_download, NULL, NULL},
+    {"GET", EXECD "files/info", NONE, SHORT, api_files_info, NULL, NULL},
+    {"GET", EXECD "metrics", NONE, SHORT, api_execd_metrics, NULL, NULL},
+    {"GET", EXECD "metrics/watch", NONE, STREAMED, api_execd_metrics_watch, NULL, NULL},
+};
+
+static bool authorized(const struct http_req *r)
+{
+	const char *key = http_header(r, KEY_HEADER);
+	return auth_key_equal(key, key ? strlen(key) : 0, celld.api_key);
+}
+
+/* Accepts at least what the HTTP server's own check (authorized) accepts: the header's
+ * name in any case, blanks around the value. */
+static bool head_authorized(const char *head, size_t len)
+{
+	const char *v;
+	size_t vlen;
+	return head_value(head, len, KEY_HEADER, &v, &vlen) &&
+	       auth_key_equal(v, vlen, celld.api_key);
+}
+
+static json_t *error_body(unsigned status, const char *code, const char *message)
+{
+	(void)status;
+	return json_pack("{s:s, s:s}", "code", code, "message", message);
+}
+
+static int unrouted(struct http_req *r, enum router_result res, const struct router_match *m)
+{
+	if (res == ROUTER_BAD_PATH)
+		return http_error(r, 400, "INVALID_ARGUMENT", "malformed request path");
+	if (res == ROUTER_BAD_ID)
+		return http_error(r, 400, "INVALID_ID",
+				  "invalid %s '%.80s': use 1-64 characters of [a-z0-9-]",
+				  !strcmp(m->bad_name, "id") ? "sandbox id" : "command id",
+				  m->params[m->bad_param]);
+	/* /sandboxes/<not an id>/...: the id is what is wrong, whatever follows it. */
+	char buf[ROUTER_PATH_MAX];
+	char *segs[ROUTER_SEGS_MAX];
+	int n = router_split(&api_opensandbox.routes, http_raw_path(r), buf, sizeof(buf), segs);
+	if (n >= 2 && !strcmp(segs[0], "sandboxes") && !cell_id_valid(segs[1]))
+		return http_error(r, 400, "INVALID_ID",
+				  "invalid sandbox id '%.80s': use 1-64 characters of [a-z0-9-]",
+				  segs[1]);
+	if (res == ROUTER_NO_METHOD)
+		return http_error(r, 405, "METHOD_NOT_ALLOWED", "%s is not allowed on this path",
+				  http_method(r));
+	return http_error(r, 404, "NOT_FOUND", "no such endpoint");
+}
+
+const struct http_api api_opensandbox = {
+    .name = "OpenSandbox",
+    .routes = {routes, CELL_ARRAY_SIZE(routes), "v1"},
+    .authorized = authorized,
+    .head_authorized = head_authorized,
+    .key_header = KEY_HEADER,
+    .unauthorized_message = "missing or wrong " KEY_HEADER " header",
+    .error_body = error_body,
+    .unrouted = unrouted,
+};

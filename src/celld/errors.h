@@ -1,0 +1,15 @@
+/* The one table from a failure's errno to what a client is answered: an HTTP status and a
+ * code. Domain code (lifecycle, limits, relay, init's answers) reports -errno with a
+ * struct cell_error and never a status; each API maps the errno here, once, and writes the
+ * answer in its own error body. A route may name the code more precisely where its API's
+ * spec does (FILE_NOT_FOUND for a 404 of a file), but the status comes from this table. */
+#pragma once
+
+struct errors_answer {
+	int errnum;
+	unsigned status;
+	const char *code;
+};
+
+/* The row of errnum; 500 INTERNAL for an errno the table does not list. Never NULL. */
+const struct errors_answer *errors_lookup(int errnum);

@@ -1,0 +1,87 @@
+/* The request an API handler answers: its path captures, headers, query, body, per-request
+ * state, and the responses (each with X-Request-ID; errors in the body of the API the
+ * request came in on). The transport (transport.h) makes requests and runs them; the
+ * API's routes (router.h) say which handler answers. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "cell/error.h"
+#include "router.h"
+
+struct http_req;
+struct MHD_Response;
+struct adm_principal;
+
+/* What an API brings to a listener: its routes, how its clients prove who they are, and
+ * the body of its errors. The transport and the router know nothing else of any API, so a
+ * second one (its own listener, auth and error body) plugs in beside the first without
+ * touching either. */
+struct http_api {
+	const char *name; /* for the log */
+	struct route_table routes;
+	/* Listeners that require a key: whether r carries it. Asked of every request, not only
+	 * a connection's first (which the gate checked already): the client may send the next
+	 * one without the key. */
+	bool (*authorized)(const struct http_req *r);
+	/* The same asked by the gate of a first request's raw head (whole, through its empty
+	 * line), before the HTTP server has parsed anything. */
+	bool (*head_authorized)(const char *head, size_t len);
+	const char *key_header;		  /* for the log: which header holds the key */
+	const char *unauthorized_message; /* the 401's message */
+	/* The API's error body for status, code and message (a new reference, NULL when out
+	 * of memory). */
+	json_t *(*error_body)(unsigned status, const char *code, const char *message);
+	/* Answer a request no route took (ROUTER_BAD_PATH, _NO_PATH, _NO_METHOD, _BAD_ID). */
+	int (*unrouted)(struct http_req *r, enum router_result res, const struct router_match *m);
+};
+
+/* Path captures of the matched route, in order ({id}, then {cmd} or {port}). */
+const char *http_param(const struct http_req *r, unsigned i);
+/* The method and the raw path as sent (before unescaping). */
+const char *http_method(const struct http_req *r);
+const char *http_raw_path(const struct http_req *r);
+bool http_is_tcp(const struct http_req *r);
+/* The client connection's socket (-1 if unknown), valid while the request is answered. */
+int http_socket(const struct http_req *r);
+const char *http_header(const struct http_req *r, const char *name);
+/* First value of a query parameter, or NULL. */
+const char *http_query(const struct http_req *r, const char *key);
+/* All values of a repeated query parameter (at most max); returns how many. */
+size_t http_query_all(const struct http_req *r, const char *key, const char **vals, size_t max);
+/* Parse the body as a JSON object; on failure answers 400 and returns -EINVAL. */
+int http_json_body(struct http_req *r, json_t **out);
+/* Whom the request acts for (NULL: nobody a quota limits, the Unix socket). */
+struct adm_principal *http_principal(const struct http_req *r);
+
+/* Per-request handler state, freed with the request. */
+void *http_state(const struct http_req *r);
+void http_set_state(struct http_req *r, void *state, void (*free_fn)(void *));
+
+/* Responses. Each adds X-Request-ID; all return 0 (or -errno when queueing failed). */
+int http_respond(struct http_req *r, unsigned status, struct MHD_Response *resp);
+int http_json(struct http_req *r, unsigned status, json_t *body /* reference stolen */);
+int http_empty(struct http_req *r, unsigned status);
+/* An error in the body of r's API; 5xx are logged here, once. */
+int http_error(struct http_req *r, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A failure with errno errnum, answered through the errno table (errors.h): its status,
+ * and its code unless code names it more precisely for this route. */
+int http_fail(struct http_req *r, int errnum, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* The same for a cell_error from a lower layer: err->code through the table. */
+int http_internal(struct http_req *r, const struct cell_error *err);
+
+/* Connection upgrade (the WebSocket/PTY routes): answer 101 with the headers the caller
+ * adds to the response made here, then hand the raw socket to fn on the connection's own
+ * thread. fn owns the conversation until it calls http_upgrade_done(handle); bytes the
+ * client sent after its request head are passed in extra. It takes r's per-request state
+ * (http_set_state). Needs a listener started with transport_listener.upgrades. */
+struct http_upgrade;
+typedef void (*http_upgrade_fn)(void *cls, int fd, const char *extra, size_t extra_len,
+				struct http_upgrade *handle);
+int http_upgrade(struct http_req *r, const char *protocol, http_upgrade_fn fn, void *cls);
+void http_upgrade_done(struct http_upgrade *handle);

@@ -1,0 +1,37 @@
+/* struct http_req, shared by http.c (its accessors and responses) and transport.c (which
+ * makes, runs and frees requests). No other file includes it: everyone else uses http.h. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cell/id.h"
+#include "http.h"
+#include "router.h"
+
+struct MHD_Connection;
+struct transport_listener;
+
+struct http_req {
+	struct MHD_Connection *conn;
+	const struct transport_listener *listener;
+	const struct http_api *api; /* the listener's */
+	bool tcp;
+	char request_id[CELL_ID_RANDOM_LEN + 1];
+	char *raw_path; /* as sent, before any unescaping: segments are decoded one by one */
+	const char *method;
+	struct router_match match;
+	bool started, queued, too_large;
+	uint64_t body_limit, body_seen;
+	char *body;
+	size_t body_len, body_cap;
+	unsigned status;
+	int64_t t0;
+	void *state;
+	void (*state_free)(void *);
+	struct adm_principal *who; /* NULL: the Unix socket */
+	bool admitted;		   /* counted as one of who's streams until completed */
+};
+
+/* Client and sandbox text in the log: no control bytes, so no forged lines. */
+void http_printable(char *dst, size_t size, const char *src);

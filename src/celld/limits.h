@@ -1,0 +1,23 @@
+/* policies/resources/default.json and a create's resourceLimits. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "cell/error.h"
+#include "cell/runtime.h"
+
+/* Read the policy once at start; a bad file refuses the start, naming file and field. */
+int limits_load(struct cell_error *err);
+/* resourceLimits (a string map, or NULL) with the policy's defaults filled in. Returns 0,
+ * -EINVAL (err names resourceLimits.<field>: malformed, too small, above the maximum),
+ * -ENOMEM, or with check_host -EAGAIN (more than the host can hold, err says which rule). */
+int limits_resolve(json_t *request, struct cell_limits *out, bool check_host,
+		   struct cell_error *err);
+/* The rlimits every sandbox's processes start with. */
+const struct cell_rlimit *limits_rlimits(size_t *n);
+/* The limits as enforced, as shown by inspect and kept in state.json (0 = unlimited;
+ * socketMemoryBytes null where socket buffers count in memoryBytes). */
+json_t *limits_json(const struct cell_limits *l);

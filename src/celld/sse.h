@@ -1,0 +1,34 @@
+/* Command event JSON for execd's text/event-stream ("{...}\n\n"). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sse_utf8 {
+	uint8_t carry[4]; /* incomplete UTF-8 sequence held back from the previous chunk */
+	size_t n;
+};
+
+/* Events not yet handed to the client: data[off..len) is unread. */
+struct sse_buf {
+	char *data;
+	size_t off, len, cap;
+};
+
+/* Append len bytes (an event from the builders below). 0 or -ENOMEM. */
+int sse_buf_add(struct sse_buf *b, const char *data, size_t len);
+void sse_buf_free(struct sse_buf *b);
+/* The stdout/stderr event(s) for data, appended to b; the rules of sse_output. */
+int sse_output_add(struct sse_buf *b, const char *type, struct sse_utf8 *u, const uint8_t *data,
+		   size_t n, bool final);
+
+char *sse_init(const char *cmd_id, size_t *len);
+char *sse_ping(size_t *len);
+/* stdout/stderr event into *out (NULL when there is nothing to send yet); bytes that are
+ * not UTF-8 go out base64 with "encoding":"base64". A multi-byte character split across
+ * chunks is held back in u; final flushes it. 0 or -ENOMEM. */
+int sse_output(const char *type, struct sse_utf8 *u, const uint8_t *data, size_t n, bool final,
+	       char **out, size_t *len);
+char *sse_complete(int64_t execution_ms, size_t *len);
+char *sse_error(int exit_code, const char *traceback, size_t *len);
