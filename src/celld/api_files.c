@@ -31,9 +31,17 @@ static const char *path_code(int errnum)
 	return errnum == ENOENT ? "FILE_NOT_FOUND" : NULL;
 }
 
+/* The errno init reported, as the table should read it: a full disk inside the sandbox is
+ * its own writable layer at its quota (507), never the host out of capacity (503). */
+static int sandbox_errno(int errnum)
+{
+	return errnum == ENOSPC ? EDQUOT : errnum;
+}
+
 static int respond_relay_error(struct http_req *r, const char *path, const struct relay_error *e)
 {
-	return http_fail(r, e->errnum, path_code(e->errnum), "%.1024s: %s", path, e->message);
+	int errnum = sandbox_errno(e->errnum);
+	return http_fail(r, errnum, path_code(errnum), "%.1024s: %s", path, e->message);
 }
 
 static int check_path(struct http_req *r, const char *path, const char *name)
@@ -424,8 +432,9 @@ static int upload_fail(struct upload *u, unsigned status, const char *code, cons
 
 static int relay_failed(struct upload *u, const struct relay_error *e)
 {
-	const struct errors_answer *a = errors_lookup(e->errnum);
-	const char *code = path_code(e->errnum);
+	int errnum = sandbox_errno(e->errnum);
+	const struct errors_answer *a = errors_lookup(errnum);
+	const char *code = path_code(errnum);
 	return upload_fail(u, a->status, code ? code : a->code, "%s: %s", u->path, e->message);
 }
 

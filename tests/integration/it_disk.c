@@ -137,6 +137,15 @@ START_TEST(fill_fails_then_recovers)
 	out = fill(id, "/root/g");
 	expect_full(out);
 	free(out);
+	/* An upload into the full sandbox is its disk at its quota (507), not the host out
+	 * of capacity (503). */
+	size_t big = 4 * MIB;
+	char *data = calloc(1, big);
+	struct h_resp resp = {0};
+	ck_assert_int_eq(h_upload(id, "/workspace/up", data, big, 0644, &resp), 507);
+	ck_assert_str_eq(h_err_code(&resp), "INSUFFICIENT_STORAGE");
+	h_resp_free(&resp);
+	free(data);
 	out = h_sh(id, "sync; stat -c %s /workspace/f");
 	unsigned long long written = strtoull(out, NULL, 10);
 	ck_assert_msg(written >= 32 * MIB && written <= QUOTA_BYTES,
