@@ -18,7 +18,10 @@
 #include "cell/cleanup.h"
 #include "cell/codec.h"
 #include "cell/fsutil.h"
-#include "cli.h"
+#include "client.h"
+#include "error.h"
+#include "global.h"
+#include "signals.h"
 
 #define JSON_BODY_MAX  (64u << 20) /* largest JSON answer accepted (a long `ls`) */
 #define ERROR_BODY_MAX (64u << 10) /* largest error body kept for the message */
@@ -32,18 +35,6 @@ static char curl_errbuf[CURL_ERROR_SIZE];
  * never learnt the id of. */
 static bool transfer_abortable;
 bool cli_unreachable;
-
-int cli_fail(struct cell_error *err, int code, const char *fmt, ...)
-{
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		va_end(ap);
-		err->code = code;
-	}
-	return -code;
-}
 
 void cli_buf_free(struct cli_buf *b)
 {
@@ -110,7 +101,7 @@ static int progress_cb(void *data, curl_off_t dltotal, curl_off_t dlnow, curl_of
 		       curl_off_t ulnow)
 {
 	(void)data, (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-	return transfer_abortable && cli_interrupted ? 1 : 0;
+	return transfer_abortable && cli_signals_caught ? 1 : 0;
 }
 
 /* Prepare the shared handle for one request to `path` (URL path + query). */
@@ -165,10 +156,10 @@ static int transport_error(CURLcode rc, const char *what, struct cell_error *err
 		return -e;
 	}
 	if (rc == CURLE_ABORTED_BY_CALLBACK)
-		return cli_fail(err, EINTR, "%s: interrupted", what);
+		return cli_error_set(err, EINTR, "%s: interrupted", what);
 	if (rc == CURLE_GOT_NOTHING)
-		return cli_fail(err, ECONNRESET,
-				"%s: celld closed the connection without answering", what);
+		return cli_error_set(err, ECONNRESET,
+				     "%s: celld closed the connection without answering", what);
 	return cell_err(err, 0, "%s: request to celld at %s failed: %s", what, cli.socket,
 			curl_errbuf[0] ? curl_errbuf : curl_easy_strerror(rc));
 }
@@ -258,7 +249,8 @@ int cli_api_code(const char *method, const char *path, json_t *body, const char 
 		*status = st;
 	int r = 0;
 	if (rc == CURLE_WRITE_ERROR)
-		r = cli_fail(err, EMSGSIZE, "%s: answer larger than %u bytes", what, JSON_BODY_MAX);
+		r = cli_error_set(err, EMSGSIZE, "%s: answer larger than %u bytes", what,
+				  JSON_BODY_MAX);
 	else if (rc != CURLE_OK)
 		r = transport_error(rc, what, err);
 	else if (st < 200 || st > 299)
@@ -267,8 +259,8 @@ int cli_api_code(const char *method, const char *path, json_t *body, const char 
 		json_error_t jerr;
 		*out = json_loadb(resp.data, resp.len, 0, &jerr);
 		if (!*out)
-			r = cli_fail(err, EPROTO, "%s: celld sent invalid JSON: %s", what,
-				     jerr.text);
+			r = cli_error_set(err, EPROTO, "%s: celld sent invalid JSON: %s", what,
+					  jerr.text);
 	}
 	cli_buf_free(&resp);
 	return r;
@@ -307,13 +299,13 @@ static int sse_output(struct sse_state *st, json_t *ev, int fd)
 	if (enc && !strcmp(enc, "base64")) {
 		size_t rlen = 0;
 		if (cell_base64_decode(text, len, &raw, &rlen) < 0)
-			return st->proto_error = cli_fail(
+			return st->proto_error = cli_error_set(
 				   st->err, EPROTO, "celld sent an output event with bad base64");
 		text = (const char *)raw;
 		len = rlen;
 	} else if (enc) {
 		return st->proto_error =
-			   cli_fail(st->err, EPROTO, "celld sent unknown encoding '%s'", enc);
+			   cli_error_set(st->err, EPROTO, "celld sent unknown encoding '%s'", enc);
 	}
 	int r = cell_write_all(fd, text, len);
 	if (r == -EPIPE) {
@@ -370,8 +362,8 @@ static int sse_event(struct sse_state *st, const char *text, size_t len)
 	json_t *ev = json_loadb(text, len, JSON_ALLOW_NUL, &jerr);
 	if (!ev || !json_is_object(ev)) {
 		json_decref(ev);
-		return st->proto_error =
-			   cli_fail(st->err, EPROTO, "celld sent a malformed event: %s", jerr.text);
+		return st->proto_error = cli_error_set(
+			   st->err, EPROTO, "celld sent a malformed event: %s", jerr.text);
 	}
 	const char *type = json_string_value(json_object_get(ev, "type"));
 	int r = 0;
@@ -476,7 +468,7 @@ static size_t sse_cb(char *ptr, size_t size, size_t nmemb, void *data)
 	if (st->done) /* anything after the end event is ignored */
 		return n;
 	if (buf_append(&st->buf, ptr, n, SSE_EVENT_MAX) < 0) {
-		st->proto_error = cli_fail(
+		st->proto_error = cli_error_set(
 		    st->err, EMSGSIZE, "celld sent an event larger than %u bytes", SSE_EVENT_MAX);
 		return 0;
 	}
@@ -535,7 +527,7 @@ int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_
 	*exit_code = CLI_EXIT_RUN_FAIL;
 	json_t *body = exec_body(req);
 	if (!body)
-		return cli_fail(err, EINVAL, "building the command request");
+		return cli_error_set(err, EINVAL, "building the command request");
 	_cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	_cleanup_free_ char *path = NULL;
@@ -561,9 +553,9 @@ int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_
 		sse_drain(&st, true);
 
 	int r = 0;
-	if (st.output_broken || (rc == CURLE_ABORTED_BY_CALLBACK && cli_interrupted)) {
+	if (st.output_broken || (rc == CURLE_ABORTED_BY_CALLBACK && cli_signals_caught)) {
 		/* The caller went away (^C, kill, closed pipe): stop the command too. */
-		int sig = st.output_broken ? SIGPIPE : cli_interrupted;
+		int sig = st.output_broken ? SIGPIPE : cli_signals_caught;
 		interrupt_command(req->id, st.cmd_id);
 		*exit_code = 128 + sig;
 	} else if (st.proto_error) {
@@ -574,8 +566,8 @@ int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_
 	} else if (st.status != 200) {
 		r = http_error(st.status, &st.errbody, "running the command", NULL, 0, err);
 	} else if (!st.done) {
-		r = cli_fail(err, ECONNRESET,
-			     "celld ended the output stream before the command finished");
+		r = cli_error_set(err, ECONNRESET,
+				  "celld ended the output stream before the command finished");
 	} else {
 		*exit_code = st.exit_code;
 	}
@@ -610,7 +602,7 @@ int cli_upload(const char *id, int fd, const char *filename, const char *dest, u
 	unsigned digits = (m >> 9 & 7) * 1000 + (m >> 6 & 7) * 100 + (m >> 3 & 7) * 10 + (m & 7);
 	json_t *meta = json_pack("{s:s, s:i}", "path", dest, "mode", (int)digits);
 	if (!meta)
-		return cli_fail(err, EINVAL, "destination path '%s' is not valid UTF-8", dest);
+		return cli_error_set(err, EINVAL, "destination path '%s' is not valid UTF-8", dest);
 	_cleanup_free_ char *meta_text = json_dumps(meta, JSON_COMPACT);
 	json_decref(meta);
 	if (!meta_text)
@@ -649,8 +641,8 @@ int cli_upload(const char *id, int fd, const char *filename, const char *dest, u
 	long st = 0;
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
 	int r = 0;
-	if (rc == CURLE_ABORTED_BY_CALLBACK && cli_interrupted)
-		r = cli_fail(err, EINTR, "upload to %s:%s interrupted", id, dest);
+	if (rc == CURLE_ABORTED_BY_CALLBACK && cli_signals_caught)
+		r = cli_error_set(err, EINTR, "upload to %s:%s interrupted", id, dest);
 	else if (rc != CURLE_OK)
 		r = transport_error(rc, "upload", err);
 	else if (st < 200 || st > 299)
@@ -710,8 +702,8 @@ int cli_download(const char *id, const char *path, int fd, struct cell_error *er
 	int r = 0;
 	if (ds.write_errno)
 		r = cell_err(err, ds.write_errno, "writing the downloaded data");
-	else if (rc == CURLE_ABORTED_BY_CALLBACK && cli_interrupted)
-		r = cli_fail(err, EINTR, "download of %s:%s interrupted", id, path);
+	else if (rc == CURLE_ABORTED_BY_CALLBACK && cli_signals_caught)
+		r = cli_error_set(err, EINTR, "download of %s:%s interrupted", id, path);
 	else if (rc != CURLE_OK)
 		r = transport_error(rc, "download", err);
 	else if (ds.status < 200 || ds.status > 299)

@@ -11,7 +11,11 @@
 
 #include "cell/cleanup.h"
 #include "cell/id.h"
-#include "cli.h"
+#include "client.h"
+#include "commands.h"
+#include "error.h"
+#include "global.h"
+#include "signals.h"
 
 static void usage(FILE *f)
 {
@@ -79,7 +83,7 @@ static int remote_info(const struct remote *r, json_t **resp, json_t **info, str
 	if (!json_is_object(*info) && json_object_size(*resp) == 1)
 		*info = json_object_iter_value(json_object_iter(*resp));
 	if (!json_is_object(*info))
-		return cli_fail(err, EPROTO, "%s: celld's file info has no entry", what);
+		return cli_error_set(err, EPROTO, "%s: celld's file info has no entry", what);
 	return 0;
 }
 
@@ -225,14 +229,14 @@ int cmd_cp(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	if (argc - optind != 2)
-		return cli_usage_error("cp", CLI_EXIT_USAGE, "expected SRC and DST");
+		return cli_error_usage("cp", CLI_EXIT_USAGE, "expected SRC and DST");
 	const char *src = argv[optind], *dst = argv[optind + 1];
 	struct remote rs, rd;
 	int s = parse_remote(src, &rs), d = parse_remote(dst, &rd);
 	if (s < 0 || d < 0)
 		return CLI_EXIT_USAGE;
 	if (s == d)
-		return cli_usage_error("cp", CLI_EXIT_USAGE,
+		return cli_error_usage("cp", CLI_EXIT_USAGE,
 				       "exactly one of SRC and DST must be ID:/path");
 	cli_signals_install();
 	return s ? download(&rs, dst) : upload(src, &rd);
