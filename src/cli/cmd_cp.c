@@ -67,7 +67,7 @@ static unsigned mode_from_digits(json_int_t v)
 /* GET /files/info for one path; *info is the FileInfo object (owned by *resp). */
 static int remote_info(const struct remote *r, json_t **resp, json_t **info, struct cell_error *err)
 {
-	_cleanup_free_ char *enc = cli_urlencode(r->path);
+	_cleanup_free_ char *enc = cell_client_urlencode(r->path);
 	_cleanup_free_ char *path = NULL;
 	_cleanup_free_ char *what = NULL;
 	if (!enc ||
@@ -75,7 +75,7 @@ static int remote_info(const struct remote *r, json_t **resp, json_t **info, str
 		0 ||
 	    asprintf(&what, "%s:%s", r->id, r->path) < 0)
 		return cell_err(err, ENOMEM, "stat %s:%s", r->id, r->path);
-	int ret = cli_api("GET", path, NULL, what, resp, NULL, err);
+	int ret = cli_client_api("GET", path, NULL, what, resp, NULL, err);
 	if (ret < 0)
 		return ret;
 	/* {"<path>": {FileInfo}}: take the entry of our path, else the only one. */
@@ -133,7 +133,7 @@ static int upload(const char *src, const struct remote *r)
 		struct cell_error ierr = {0};
 		if (remote_info(r, &resp, &info, &ierr) == 0)
 			into_dir = info_is_dir(info);
-		else if (cli_unreachable) {
+		else if (cli_client()->unreachable) {
 			cli_error("%s", ierr.msg);
 			return CLI_EXIT_FAIL;
 		}
@@ -153,7 +153,11 @@ static int upload(const char *src, const struct remote *r)
 		dest = joined;
 	}
 	struct cell_error err = {0};
-	if (cli_upload(r->id, fd, name, dest, mode, &err) < 0) {
+	if (cell_client_upload(
+		cli_client(),
+		&(struct cell_client_upload){
+		    .id = r->id, .dest = dest, .mode = (int)mode, .fd = fd, .filename = name},
+		&err) < 0) {
 		cli_error("cp: %s -> %s:%s: %s", src, r->id, dest, err.msg);
 		return CLI_EXIT_FAIL;
 	}
@@ -179,7 +183,7 @@ static int download(const struct remote *r, const char *dst)
 		return CLI_EXIT_FAIL;
 	}
 	if (!strcmp(dst, "-")) {
-		if (cli_download(r->id, r->path, STDOUT_FILENO, &err) < 0) {
+		if (cell_client_download(cli_client(), r->id, r->path, STDOUT_FILENO, &err) < 0) {
 			cli_error("cp: %s:%s: %s", r->id, r->path, err.msg);
 			return CLI_EXIT_FAIL;
 		}
@@ -210,7 +214,7 @@ static int download(const struct remote *r, const char *dst)
 	mode_t um = umask(0);
 	umask(um);
 	int rc = CLI_EXIT_OK;
-	if (cli_download(r->id, r->path, fd, &err) < 0) {
+	if (cell_client_download(cli_client(), r->id, r->path, fd, &err) < 0) {
 		cli_error("cp: %s:%s: %s", r->id, r->path, err.msg);
 		rc = CLI_EXIT_FAIL;
 	} else if (fchmod(fd, (mode ? mode : 0644) & ~um) < 0 || fsync(fd) < 0 ||

@@ -16,7 +16,7 @@ static int get_and_print(const char *path, const char *what, json_t **keep)
 {
 	json_t *resp = NULL;
 	struct cell_error err = {0};
-	if (cli_api("GET", path, NULL, what, &resp, NULL, &err) < 0) {
+	if (cli_client_api("GET", path, NULL, what, &resp, NULL, &err) < 0) {
 		cli_error("%s", err.msg);
 		return CLI_EXIT_FAIL;
 	}

@@ -39,7 +39,7 @@ static int ls_fetch(const char *state_query, json_t *all, struct cell_error *err
 			     state_query) < 0)
 			return cell_err(err, ENOMEM, "list sandboxes");
 		json_t *resp = NULL;
-		int r = cli_api("GET", path, NULL, "list sandboxes", &resp, NULL, err);
+		int r = cli_client_api("GET", path, NULL, "list sandboxes", &resp, NULL, err);
 		if (r < 0)
 			return r;
 		json_t *items = json_object_get(resp, "items");
@@ -81,7 +81,7 @@ int cmd_ls(int argc, char **argv)
 			return CLI_EXIT_OK;
 		}
 		if (c == OPT_STATE) {
-			_cleanup_free_ char *enc = cli_urlencode(optarg);
+			_cleanup_free_ char *enc = cell_client_urlencode(optarg);
 			int n = enc ? snprintf(query + qlen, sizeof(query) - qlen, "&state=%s", enc)
 				    : -1;
 			if (n < 0 || (size_t)n >= sizeof(query) - qlen)

@@ -53,10 +53,10 @@ static int each(int argc, char **argv, const char *verb)
 			cli_error("out of memory");
 			return CLI_EXIT_FAIL;
 		}
-		if (cli_api("POST", path, NULL, what, NULL, NULL, &err) < 0) {
+		if (cli_client_api("POST", path, NULL, what, NULL, NULL, &err) < 0) {
 			cli_error("%s", err.msg);
 			rc = CLI_EXIT_FAIL;
-			if (cli_unreachable)
+			if (cli_client()->unreachable)
 				break;
 			continue;
 		}

@@ -42,7 +42,7 @@ int cmd_rm(int argc, char **argv)
 		if (cli_delete_sandbox(argv[i], &err) < 0) {
 			cli_error("%s", err.msg);
 			rc = CLI_EXIT_FAIL;
-			if (cli_unreachable) /* nothing later can succeed without celld */
+			if (cli_client()->unreachable) /* nothing later can succeed without celld */
 				break;
 			continue;
 		}

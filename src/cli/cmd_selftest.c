@@ -38,6 +38,7 @@
 #include "create.h"
 #include "delete.h"
 #include "error.h"
+#include "exec.h"
 #include "global.h"
 #include "output.h"
 #include "signals.h"
@@ -268,7 +269,7 @@ static int download_mem(const char *id, const char *path, char **data, size_t *l
 	_cleanup_close_ int fd = memfd_create("cell-selftest-dl", MFD_CLOEXEC);
 	if (fd < 0)
 		return cell_err(err, errno, "memfd_create");
-	int r = cli_download(id, path, fd, err);
+	int r = cell_client_download(cli_client(), id, path, fd, err);
 	*data = memfd_text(fd, len);
 	if (!*data)
 		return r < 0 ? r : cell_err(err, ENOMEM, "download");
@@ -282,19 +283,24 @@ static int upload_mem(const char *id, const char *path, const char *data, struct
 		return cell_err(err, errno, "memfd_create");
 	if (cell_write_all(fd, data, strlen(data)) < 0 || lseek(fd, 0, SEEK_SET) < 0)
 		return cell_err(err, errno, "memfd");
-	return cli_upload(id, fd, "cell-selftest", path, 0644, err);
+	return cell_client_upload(
+	    cli_client(),
+	    &(struct cell_client_upload){
+		.id = id, .dest = path, .mode = 0644, .fd = fd, .filename = "cell-selftest"},
+	    err);
 }
 
 static int file_info(const char *id, const char *path, char *code, size_t code_size,
 		     struct cell_error *err)
 {
-	_cleanup_free_ char *enc = cli_urlencode(path);
+	_cleanup_free_ char *enc = cell_client_urlencode(path);
 	_cleanup_free_ char *url = NULL;
 	if (!enc ||
 	    asprintf(&url, "/v1/sandboxes/%s" CLI_EXECD_PREFIX "/files/info?path=%s", id, enc) < 0)
 		return cell_err(err, ENOMEM, "files/info");
 	json_t *out = NULL;
-	int r = cli_api_code("GET", url, NULL, "files/info", &out, NULL, code, code_size, err);
+	int r =
+	    cli_client_api_code("GET", url, NULL, "files/info", &out, NULL, code, code_size, err);
 	json_decref(out);
 	return r;
 }
@@ -657,7 +663,7 @@ static char *jdup(json_t *obj, const char *key)
 static int get_info(struct selftest *t, struct cell_error *err)
 {
 	json_t *info = NULL;
-	int r = cli_api("GET", "/v1/info", NULL, "info", &info, NULL, err);
+	int r = cli_client_api("GET", "/v1/info", NULL, "info", &info, NULL, err);
 	if (r < 0)
 		return r;
 	t->version = jdup(info, "version");
@@ -674,7 +680,7 @@ static int inspect(const char *id, json_t **j, struct cell_error *err)
 	char path[128];
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/inspect", id);
 	*j = NULL;
-	return cli_api("GET", path, NULL, "inspect", j, NULL, err);
+	return cli_client_api("GET", path, NULL, "inspect", j, NULL, err);
 }
 
 static int inspect_victim(struct selftest *t, struct cell_error *err)
@@ -694,7 +700,11 @@ static int upload_helper(const char *id, const char *helper, struct cell_error *
 	_cleanup_close_ int fd = open(helper, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return cell_err(err, errno, "opening %s", helper);
-	return cli_upload(id, fd, HELPER_NAME, HELPER_IN_BOX, 0755, err);
+	return cell_client_upload(
+	    cli_client(),
+	    &(struct cell_client_upload){
+		.id = id, .dest = HELPER_IN_BOX, .mode = 0755, .fd = fd, .filename = HELPER_NAME},
+	    err);
 }
 
 static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -50,7 +50,7 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 		json_object_set_new(body, "timeout", json_integer(o->timeout_s));
 
 	json_t *resp = NULL;
-	int r = cli_api("POST", "/v1/sandboxes", body, "create sandbox", &resp, NULL, err);
+	int r = cli_client_api("POST", "/v1/sandboxes", body, "create sandbox", &resp, NULL, err);
 	json_decref(body);
 	if (r < 0)
 		return r;

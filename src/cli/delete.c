@@ -14,5 +14,5 @@ int cli_delete_sandbox(const char *id, struct cell_error *err)
 	_cleanup_free_ char *what = NULL;
 	if (asprintf(&what, "rm %s", id) < 0)
 		return cell_err(err, ENOMEM, "rm %s", id);
-	return cli_api("DELETE", path, NULL, what, NULL, NULL, err);
+	return cli_client_api("DELETE", path, NULL, what, NULL, NULL, err);
 }

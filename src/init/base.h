@@ -5,8 +5,8 @@
 #include <sys/resource.h>
 
 struct init_base {
-	int rootfd;		    /* open("/", O_PATH): every client path resolves beneath it */
-	int devnull_fd;		    /* stdin of every command */
+	int rootfd;		   /* open("/", O_PATH): every client path resolves beneath it */
+	int devnull_fd;		   /* stdin of every command */
 	struct rlimit nofile_orig; /* RLIMIT_NOFILE restored in commands */
 };
 
