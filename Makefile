@@ -18,13 +18,16 @@ RUNTIME_SRC := $(wildcard src/runtime/*.c)
 CELLD_SRC   := $(wildcard src/celld/*.c)
 INIT_SRC    := $(wildcard src/init/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c)
+# The HTTP client library (include/cell/client.h): linked into cell and the bench client.
+CLIENT_SRC  := $(wildcard src/client/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
 CELLD_LIBS := -lmicrohttpd -ljansson -lcrypto -lpthread -lcap -lseccomp
 # The CLI's HTTP client is libcurl; --as-needed keeps the loader from mapping libraries no
-# symbol of cell comes from (each mapped object costs start-up time on every `cell run`).
-CLI_LIBS   := -Wl,--as-needed -Wl,-O1 -lcurl -ljansson -lcrypto
+# symbol of cell comes from (each mapped object costs start-up time on every `cell run`);
+# --gc-sections drops the functions of the client library that cell never calls.
+CLI_LIBS   := -Wl,--as-needed -Wl,-O1 -Wl,--gc-sections -lcurl -ljansson -lcrypto
 # cell-init is static: it runs in any image, whatever libc (or none) the image has.
 INIT_LIBS  := -static -Wl,--gc-sections -ljansson -lcrypto -lpthread
 
@@ -40,7 +43,7 @@ $(BUILD)/%.o: %.c
 $(BUILD)/celld: $(call obj,$(CELLD_SRC) $(RUNTIME_SRC) $(COMMON_SRC))
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(CELLD_LIBS)
 
-$(BUILD)/cell: $(call obj,$(CLI_SRC) $(COMMON_SRC))
+$(BUILD)/cell: $(call obj,$(CLI_SRC) $(CLIENT_SRC) $(COMMON_SRC))
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(CLI_LIBS)
 
 # cell-init is linked -static, which the sanitizer runtimes cannot be: with SAN set, its

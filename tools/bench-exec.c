@@ -1,4 +1,5 @@
-/* bench-exec: a small HTTP client for `make bench`, speaking celld's API over its Unix socket.
+/* bench-exec: the HTTP client of `make bench`, speaking celld's API over its Unix socket
+ * through the client library (include/cell/client.h).
  *
  *   bench-exec [-s SOCKET] get PATH                    GET, print the body, exit 0 on 2xx
  *   bench-exec [-s SOCKET] create IMAGE                create a sandbox, print its id
@@ -6,16 +7,17 @@
  *   bench-exec [-s SOCKET] [-n N] [-w W] latency ID [ARGV...]
  *        run ARGV (default: true) N times after W warm-up runs, one request at a time on one
  *        kept-alive connection; print {"n","p50_ms","p99_ms",...} on stdout.  Each sample is
- *        the time from the start of the request to the parsed terminal event of the stream.
+ *        the time from the start of the request to the parsed terminal event of the stream
+ *        (cell_client_exec, the CLI's own path).
  *   bench-exec [-s SOCKET] throughput ID BYTES [zero|dd|text]
  *        run `head -c BYTES /dev/zero` once (or another producer, see producer_argv); count
  *        the decoded stdout bytes at the client and print {"bytes","wire_bytes","seconds",
  *        "mb_per_s",...} on stdout.
  *
- * The stream is text/event-stream: each event is one JSON object followed by a blank line
- * (an optional "data:" prefix per line is accepted too).  stdout/stderr events are decoded
- * by a small scanner instead of a full JSON parse so that the client is never the bottleneck
- * of the throughput figure; every other event goes through jansson.
+ * Throughput reads the stream with the library's framer (cell_client_stream) but decodes
+ * stdout/stderr events with a small scanner of its own instead of the full JSON parse and
+ * base64 decode of cell_client_exec, so that the client is never the bottleneck of the
+ * figure; every other event goes through jansson.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -27,17 +29,17 @@
 #include <string.h>
 #include <time.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "cell/cleanup.h"
+#include "cell/client.h"
+#include "cell/id.h"
 
 #define DEFAULT_SOCKET "/run/cell/cell.sock"
-#define EXECD_PREFIX   "/proxy/44772"
-#define MAX_BODY       (4u << 20)  /* bound what a non-stream answer may make us buffer */
 #define MAX_EVENT      (64u << 20) /* one SSE event larger than this is a protocol error */
+#define RECV_BUFFER    (512u << 10)
 
-static const char *sock_path = DEFAULT_SOCKET;
+static struct cell_client client;
 
 static uint64_t now_ns(void)
 {
@@ -50,160 +52,78 @@ static uint64_t now_ns(void)
 /* Sandbox ids go into a URL path: accept only what an id can be. */
 static bool valid_id(const char *id)
 {
-	size_t n = strlen(id);
-
-	if (n == 0 || n > 128)
-		return false;
-	return strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") == n;
+	if (cell_id_valid(id))
+		return true;
+	fprintf(stderr, "bench-exec: invalid sandbox id: %s\n", id);
+	return false;
 }
 
-/* ---- plain request/response ---- */
-
-struct body {
-	char *data;
-	size_t len;
-};
-
-static size_t body_write(char *ptr, size_t size, size_t nmemb, void *userdata)
-{
-	struct body *b = userdata;
-	size_t n = size * nmemb;
-	char *p;
-
-	if (b->len + n > MAX_BODY)
-		return 0;
-	p = realloc(b->data, b->len + n + 1);
-	if (!p)
-		return 0;
-	memcpy(p + b->len, ptr, n);
-	b->len += n;
-	p[b->len] = '\0';
-	b->data = p;
-	return n;
-}
-
-static CURL *new_handle(const char *path)
-{
-	char url[1024];
-	CURL *c = curl_easy_init();
-
-	if (!c)
-		return NULL;
-	snprintf(url, sizeof(url), "http://localhost%s", path);
-	curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, sock_path);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	return c;
-}
-
-/* One request with an optional JSON body; returns the HTTP status or -1. */
-static long simple_request(const char *method, const char *path, const char *json, struct body *out)
-{
-	struct curl_slist *hdrs = NULL;
-	long status = -1;
-	CURLcode rc;
-	CURL *c = new_handle(path);
-
-	if (!c)
-		return -1;
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	if (json) {
-		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
-	}
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, body_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-	rc = curl_easy_perform(c);
-	if (rc != CURLE_OK)
-		fprintf(stderr, "bench-exec: %s %s via %s: %s\n", method, path, sock_path,
-			curl_easy_strerror(rc));
-	else
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(c);
-	return status;
-}
+/* ---- plain requests ---- */
 
 static int cmd_get(const char *path)
 {
-	struct body b = {0};
-	long st = simple_request("GET", path, NULL, &b);
+	struct cell_client_req req = {.path = path, .max_body = 4u << 20};
+	struct cell_client_resp resp;
+	struct cell_error err = {0};
+	int r = cell_client_request(&client, &req, &resp, &err);
 
-	if (b.data)
-		printf("%s\n", b.data);
-	free(b.data);
-	return st >= 200 && st < 300 ? 0 : 1;
+	if (r < 0)
+		fprintf(stderr, "bench-exec: GET %s via %s: %s\n", path, client.socket, err.msg);
+	if (resp.body.data)
+		printf("%s\n", resp.body.data);
+	r = r == 0 && resp.status >= 200 && resp.status < 300 ? 0 : 1;
+	cell_client_resp_free(&resp);
+	return r;
 }
 
 static int cmd_create(const char *image)
 {
-	_cleanup_free_ char *req = NULL;
-	struct body b = {0};
+	struct cell_client_answer ans;
+	struct cell_error err = {0};
 	json_t *root, *id;
-	long st;
 	int ret = 1;
 
 	root =
 	    json_pack("{s:{s:s}, s:{s:s}}", "image", "uri", image, "metadata", "purpose", "bench");
 	if (!root)
 		return 1;
-	req = json_dumps(root, JSON_COMPACT);
-	json_decref(root);
-	if (!req)
-		return 1;
-	st = simple_request("POST", "/v1/sandboxes", req, &b);
-	if (st < 200 || st >= 300) {
-		fprintf(stderr, "bench-exec: create image %s: HTTP %ld: %s\n", image, st,
-			b.data ? b.data : "");
-		free(b.data);
+	if (cell_client_api(&client, "POST", "/v1/sandboxes", root, "create", &ans, &err) < 0) {
+		fprintf(stderr, "bench-exec: create image %s: %s\n", image, err.msg);
+		json_decref(root);
 		return 1;
 	}
-	root = json_loadb(b.data ? b.data : "", b.len, 0, NULL);
-	id = json_object_get(root, "id");
+	json_decref(root);
+	id = json_object_get(ans.json, "id");
 	if (json_is_string(id)) {
 		printf("%s\n", json_string_value(id));
 		ret = 0;
 	} else {
-		fprintf(stderr, "bench-exec: create: no \"id\" in answer: %s\n",
-			b.data ? b.data : "");
+		fprintf(stderr, "bench-exec: create: no \"id\" in the answer\n");
 	}
-	json_decref(root);
-	free(b.data);
+	json_decref(ans.json);
 	return ret;
 }
 
 static int cmd_delete(const char *id)
 {
 	char path[512];
-	struct body b = {0};
-	long st;
+	struct cell_error err = {0};
 
-	if (!valid_id(id)) {
-		fprintf(stderr, "bench-exec: invalid sandbox id: %s\n", id);
+	if (!valid_id(id))
 		return 1;
-	}
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
-	st = simple_request("DELETE", path, NULL, &b);
-	if (st < 200 || st >= 300) {
-		fprintf(stderr, "bench-exec: delete %s: HTTP %ld: %s\n", id, st,
-			b.data ? b.data : "");
-		free(b.data);
+	if (cell_client_api(&client, "DELETE", path, NULL, "delete", NULL, &err) < 0) {
+		fprintf(stderr, "bench-exec: delete %s: %s\n", id, err.msg);
 		return 1;
 	}
-	free(b.data);
 	return 0;
 }
 
-/* ---- the command event stream ---- */
+/* ---- throughput: the command event stream, counted ---- */
 
 enum terminal { TERM_NONE, TERM_COMPLETE, TERM_ERROR };
 
 struct stream {
-	char *buf;
-	size_t start, len, cap; /* unconsumed bytes are buf[start, len) */
-	size_t scan;		/* no "\n\n" before this index */
-	uint64_t wire_bytes;
 	uint64_t out_bytes, err_bytes;
 	uint64_t out_nonzero; /* decoded stdout bytes that were not NUL (throughput check) */
 	enum terminal term;
@@ -211,16 +131,6 @@ struct stream {
 	char detail[512]; /* error event or protocol problem, for the message */
 	bool bad;
 };
-
-static void stream_reset(struct stream *s)
-{
-	s->start = s->len = s->scan = 0;
-	s->wire_bytes = s->out_bytes = s->err_bytes = s->out_nonzero = 0;
-	s->term = TERM_NONE;
-	s->t_term = 0;
-	s->detail[0] = '\0';
-	s->bad = false;
-}
 
 static const char *skip_ws(const char *p, const char *end)
 {
@@ -522,18 +432,20 @@ static void control_event(struct stream *s, const char *p, size_t n)
 	json_decref(ev);
 }
 
-static void handle_event(struct stream *s, const char *p, size_t n)
+/* One event of a throughput stream (cell_client_event_fn): 1 after the terminal one. */
+static int stream_event(void *ctx, const char *p, size_t n)
 {
+	struct stream *s = ctx;
 	struct event ev;
 	uint64_t *count;
 	bool ok;
 
 	if (n == 0)
-		return;
+		return 0;
 	if (!scan_event(p, p + n, &ev) || !ev.type.p) {
 		s->bad = true;
 		set_detail(s, "malformed event", p, n);
-		return;
+		return -EPROTO;
 	}
 	if (span_is(ev.type, "stdout"))
 		count = &s->out_bytes;
@@ -541,12 +453,12 @@ static void handle_event(struct stream *s, const char *p, size_t n)
 		count = &s->err_bytes;
 	else {
 		control_event(s, p, n);
-		return;
+		return s->bad ? -EPROTO : s->term != TERM_NONE;
 	}
 	if (!ev.text.p) {
 		s->bad = true;
 		set_detail(s, "output event without text", p, n);
-		return;
+		return -EPROTO;
 	}
 	if (span_is(ev.encoding, "base64"))
 		ok = b64_text_len(ev.text.p, ev.text.n, count,
@@ -557,209 +469,55 @@ static void handle_event(struct stream *s, const char *p, size_t n)
 	if (!ok) {
 		s->bad = true;
 		set_detail(s, "bad text encoding", p, n);
+		return -EPROTO;
 	}
-}
-
-/* An event block may be SSE-framed ("data: {...}" lines, ":" comments); the common case is
- * one bare JSON line, handled without a copy. */
-static void handle_block(struct stream *s, const char *p, size_t n)
-{
-	_cleanup_free_ char *joined = NULL;
-	size_t jl = 0;
-	const char *end = p + n;
-
-	if (n < 5 || memcmp(p, "data:", 5) != 0) {
-		if (n == 0 || *p != ':')
-			handle_event(s, p, n);
-		return;
-	}
-	joined = malloc(n + 1);
-	if (!joined) {
-		s->bad = true;
-		return;
-	}
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-
-		if (le - p >= 5 && !memcmp(p, "data:", 5)) {
-			const char *d = p + 5;
-
-			if (d < le && *d == ' ')
-				d++;
-			memcpy(joined + jl, d, (size_t)(le - d));
-			jl += (size_t)(le - d);
-		}
-		p = nl ? nl + 1 : end;
-	}
-	handle_event(s, joined, jl);
-}
-
-static bool stream_reserve(struct stream *s, size_t n)
-{
-	size_t cap;
-	char *p;
-
-	if (s->cap - s->len >= n)
-		return true;
-	/* Compact only when full: moving the partial event on every write would be
-	 * quadratic in the event size. */
-	if (s->start) {
-		memmove(s->buf, s->buf + s->start, s->len - s->start);
-		s->len -= s->start;
-		s->scan -= s->start;
-		s->start = 0;
-		if (s->cap - s->len >= n)
-			return true;
-	}
-	if (s->len + n > MAX_EVENT)
-		return false;
-	cap = s->cap ? s->cap : 1u << 20;
-	while (cap - s->len < n)
-		cap *= 2;
-	p = realloc(s->buf, cap);
-	if (!p)
-		return false;
-	s->buf = p;
-	s->cap = cap;
-	return true;
-}
-
-static size_t stream_write(char *ptr, size_t size, size_t nmemb, void *userdata)
-{
-	struct stream *s = userdata;
-	size_t n = size * nmemb;
-
-	s->wire_bytes += n;
-	if (!stream_reserve(s, n)) {
-		s->bad = true;
-		snprintf(s->detail, sizeof(s->detail), "event larger than %u bytes", MAX_EVENT);
-		return 0;
-	}
-	memcpy(s->buf + s->len, ptr, n);
-	s->len += n;
-	for (;;) {
-		/* JSON text never holds a raw newline, so "\n\n" only ends an event; memchr
-		 * for '\n' is far faster than a two-byte memmem on big events. */
-		size_t from = s->scan > s->start ? s->scan - 1 : s->start;
-		char *q = NULL;
-		size_t ev_end;
-
-		while (from + 1 < s->len) {
-			char *nl = memchr(s->buf + from, '\n', s->len - from - 1);
-
-			if (!nl)
-				break;
-			if (nl[1] == '\n') {
-				q = nl;
-				break;
-			}
-			from = (size_t)(nl - s->buf) + 1;
-		}
-		if (!q) {
-			s->scan = s->len;
-			break;
-		}
-		ev_end = (size_t)(q - s->buf);
-		/* tolerate CRLF framing */
-		handle_block(s, s->buf + s->start,
-			     ev_end - s->start -
-				 (ev_end > s->start && s->buf[ev_end - 1] == '\r' ? 1 : 0));
-		s->start = ev_end + 2;
-		s->scan = s->start;
-	}
-	if (s->start == s->len)
-		s->start = s->len = s->scan = 0;
-	return n;
-}
-
-struct exec_client {
-	CURL *c;
-	struct curl_slist *hdrs;
-	char *req;
-	struct stream s;
-};
-
-static int exec_client_init(struct exec_client *ec, const char *id, json_t *argv, long timeout_s)
-{
-	char path[512];
-	json_t *root;
-
-	if (!valid_id(id)) {
-		fprintf(stderr, "bench-exec: invalid sandbox id: %s\n", id);
-		return -1;
-	}
-
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s" EXECD_PREFIX "/command", id);
-	ec->c = new_handle(path);
-	if (!ec->c)
-		return -1;
-	root = json_pack("{s:O}", "argv", argv);
-	ec->req = root ? json_dumps(root, JSON_COMPACT) : NULL;
-	json_decref(root);
-	if (!ec->req)
-		return -1;
-	ec->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-	ec->hdrs = curl_slist_append(ec->hdrs, "Accept: text/event-stream");
-	ec->hdrs = curl_slist_append(ec->hdrs, "Expect:");
-	curl_easy_setopt(ec->c, CURLOPT_HTTPHEADER, ec->hdrs);
-	curl_easy_setopt(ec->c, CURLOPT_POSTFIELDS, ec->req);
-	curl_easy_setopt(ec->c, CURLOPT_WRITEFUNCTION, stream_write);
-	curl_easy_setopt(ec->c, CURLOPT_WRITEDATA, &ec->s);
-	curl_easy_setopt(ec->c, CURLOPT_BUFFERSIZE, 512L * 1024);
-	/* a stream that never ends must not hang the whole bench */
-	curl_easy_setopt(ec->c, CURLOPT_TIMEOUT, timeout_s);
 	return 0;
 }
 
-static void exec_client_free(struct exec_client *ec)
+/* ---- latency: cell_client_exec ---- */
+
+struct latency_run {
+	uint64_t t_term; /* when the terminal event was parsed */
+};
+
+static int latency_output(void *ctx, int fd, const void *data, size_t len, struct cell_error *err)
 {
-	curl_slist_free_all(ec->hdrs);
-	if (ec->c)
-		curl_easy_cleanup(ec->c);
-	free(ec->req);
-	free(ec->s.buf);
+	(void)ctx, (void)fd, (void)data, (void)len, (void)err;
+	return 0;
+}
+
+static void latency_event(void *ctx, json_t *ev)
+{
+	struct latency_run *run = ctx;
+	const char *type = json_string_value(json_object_get(ev, "type"));
+
+	if (type && (!strcmp(type, "execution_complete") || !strcmp(type, "error")))
+		run->t_term = now_ns();
 }
 
 /* One command; on success *elapsed_ns is request start → terminal event. */
-static int exec_once(struct exec_client *ec, bool need_success, uint64_t *t0_out,
-		     uint64_t *elapsed_ns)
+static int exec_once(const char *id, const char *body, uint64_t *elapsed_ns)
 {
-	long status = 0;
-	uint64_t t0;
-	CURLcode rc;
+	static const struct cell_client_exec_ops ops = {.output = latency_output,
+							.event = latency_event};
+	struct cell_client_exec_result res;
+	struct latency_run run = {0};
+	struct cell_error err = {0};
+	uint64_t t0 = now_ns();
+	int r = cell_client_exec(&client, id, body, &ops, &run, &res, &err);
 
-	stream_reset(&ec->s);
-	t0 = now_ns();
-	rc = curl_easy_perform(ec->c);
-	curl_easy_getinfo(ec->c, CURLINFO_RESPONSE_CODE, &status);
-	if (t0_out)
-		*t0_out = t0;
-	if (rc != CURLE_OK) {
-		fprintf(stderr, "bench-exec: POST command: %s%s%s\n", curl_easy_strerror(rc),
-			ec->s.detail[0] ? ": " : "", ec->s.detail);
-		return -1;
+	if (r < 0) {
+		fprintf(stderr, "bench-exec: POST command: %s\n", err.msg);
+	} else if (!res.complete) {
+		_cleanup_free_ char *e = json_dumps(res.error, JSON_COMPACT);
+
+		fprintf(stderr, "bench-exec: command failed: %.300s\n", e ? e : "?");
+		r = -1;
+	} else {
+		*elapsed_ns = run.t_term - t0;
 	}
-	if (status != 200) {
-		fprintf(stderr, "bench-exec: POST command: HTTP %ld: %.*s\n", status,
-			(int)(ec->s.len - ec->s.start > 300 ? 300 : ec->s.len - ec->s.start),
-			ec->s.buf ? ec->s.buf + ec->s.start : "");
-		return -1;
-	}
-	if (ec->s.bad) {
-		fprintf(stderr, "bench-exec: stream: %s\n", ec->s.detail);
-		return -1;
-	}
-	if (ec->s.term == TERM_NONE) {
-		fprintf(stderr, "bench-exec: stream ended without a terminal event\n");
-		return -1;
-	}
-	if (need_success && ec->s.term != TERM_COMPLETE) {
-		fprintf(stderr, "bench-exec: command failed: %s\n", ec->s.detail);
-		return -1;
-	}
-	*elapsed_ns = ec->s.t_term - t0;
-	return 0;
+	cell_client_exec_result_free(&res);
+	return r < 0 ? -1 : 0;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -794,21 +552,25 @@ static json_t *argv_json(int argc, char **argv)
 
 static int cmd_latency(const char *id, long count, long warmup, int argc, char **argv)
 {
-	struct exec_client ec = {0};
 	_cleanup_free_ uint64_t *v = calloc((size_t)count, sizeof(*v));
+	_cleanup_free_ char *body = NULL;
 	json_t *a = argv_json(argc, argv);
+	json_t *root = a ? json_pack("{s:O}", "argv", a) : NULL;
 	double sum = 0;
-	int ret = 1;
 
-	if (!v || !a || exec_client_init(&ec, id, a, 60) < 0)
-		goto out;
+	body = root ? json_dumps(root, JSON_COMPACT) : NULL;
+	json_decref(root);
+	json_decref(a);
+	if (!v || !body || !valid_id(id))
+		return 1;
+	client.timeout_s = 60; /* a stream that never ends must not hang the whole bench */
 	for (long i = 0; i < warmup + count; i++) {
 		uint64_t ns;
 
-		if (exec_once(&ec, true, NULL, &ns) < 0) {
+		if (exec_once(id, body, &ns) < 0) {
 			fprintf(stderr, "bench-exec: latency run %ld of %ld failed\n", i + 1,
 				warmup + count);
-			goto out;
+			return 1;
 		}
 		if (i >= warmup)
 			v[i - warmup] = ns;
@@ -821,11 +583,7 @@ static int cmd_latency(const char *id, long count, long warmup, int argc, char *
 	       count, warmup, sum / (double)count / 1e6, pct_ms(v, (size_t)count, 50),
 	       pct_ms(v, (size_t)count, 90), pct_ms(v, (size_t)count, 99), (double)v[0] / 1e6,
 	       (double)v[count - 1] / 1e6);
-	ret = 0;
-out:
-	json_decref(a);
-	exec_client_free(&ec);
-	return ret;
+	return 0;
 }
 
 #define DD_BLOCK 65536
@@ -858,14 +616,50 @@ static json_t *producer_argv(const char *kind, unsigned long long *want)
 	return NULL;
 }
 
+/* One throughput run through the library's framer; on success *elapsed_ns is request
+ * start → terminal event. */
+static int stream_once(const char *id, const char *body, struct stream *s, uint64_t *elapsed_ns)
+{
+	char path[512];
+	struct cell_client_req req = {.method = "POST",
+				      .path = path,
+				      .body = body,
+				      .recv_buffer = RECV_BUFFER,
+				      .max_event = MAX_EVENT};
+	struct cell_error err = {0};
+	long status = 0;
+	uint64_t t0;
+	int r;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s" CELL_CLIENT_EXECD_PREFIX "/command", id);
+	t0 = now_ns();
+	r = cell_client_stream(&client, &req, stream_event, s, "POST command", &status, &err);
+	if (r < 0) {
+		fprintf(stderr, "bench-exec: %s%s%s\n", s->bad ? "stream" : err.msg,
+			s->detail[0] ? ": " : "", s->detail);
+		return -1;
+	}
+	if (s->term == TERM_NONE) {
+		fprintf(stderr, "bench-exec: stream ended without a terminal event\n");
+		return -1;
+	}
+	if (s->term != TERM_COMPLETE) {
+		fprintf(stderr, "bench-exec: command failed: %s\n", s->detail);
+		return -1;
+	}
+	*elapsed_ns = s->t_term - t0;
+	return 0;
+}
+
 static int cmd_throughput(const char *id, const char *bytes_arg, const char *kind)
 {
 	char *end;
 	unsigned long long want = strtoull(bytes_arg, &end, 10);
 	bool text = !strcmp(kind, "text");
-	struct exec_client ec = {0};
-	json_t *a;
-	uint64_t ns = 0;
+	struct stream s = {0};
+	_cleanup_free_ char *body = NULL;
+	json_t *a, *root;
+	uint64_t ns = 0, wire;
 	double secs;
 	int ret = 1;
 
@@ -881,27 +675,29 @@ static int cmd_throughput(const char *id, const char *bytes_arg, const char *kin
 			DD_BLOCK, kind);
 		return 2;
 	}
-	if (exec_client_init(&ec, id, a, 1800) < 0)
-		goto out;
-	if (exec_once(&ec, true, NULL, &ns) < 0)
-		goto out;
+	root = json_pack("{s:o}", "argv", a);
+	body = root ? json_dumps(root, JSON_COMPACT) : NULL;
+	json_decref(root);
+	if (!body || !valid_id(id))
+		return 1;
+	client.timeout_s = 1800;
+	if (stream_once(id, body, &s, &ns) < 0)
+		return 1;
+	wire = cell_client_received(&client);
 	secs = (double)ns / 1e9;
-	if (ec.s.out_bytes != want || ec.s.out_nonzero != (text ? want : 0))
+	if (s.out_bytes != want || s.out_nonzero != (text ? want : 0))
 		fprintf(stderr,
 			"bench-exec: throughput: received %" PRIu64 " stdout bytes (%" PRIu64
 			" not NUL), expected %llu %s bytes\n",
-			ec.s.out_bytes, ec.s.out_nonzero, want, text ? "non-NUL" : "NUL");
+			s.out_bytes, s.out_nonzero, want, text ? "non-NUL" : "NUL");
 	else
 		ret = 0;
 	printf("{\"kind\":\"%s\",\"bytes\":%" PRIu64
 	       ",\"expected_bytes\":%llu,\"nonzero_bytes\":%" PRIu64 ",\"wire_bytes\":%" PRIu64
 	       ",\"seconds\":%.4f,\"mb_per_s\":%.1f,"
 	       "\"wire_mb_per_s\":%.1f}\n",
-	       kind, ec.s.out_bytes, want, ec.s.out_nonzero, ec.s.wire_bytes, secs,
-	       (double)ec.s.out_bytes / 1e6 / secs, (double)ec.s.wire_bytes / 1e6 / secs);
-out:
-	json_decref(a);
-	exec_client_free(&ec);
+	       kind, s.out_bytes, want, s.out_nonzero, wire, secs, (double)s.out_bytes / 1e6 / secs,
+	       (double)wire / 1e6 / secs);
 	return ret;
 }
 
@@ -942,6 +738,8 @@ int main(int argc, char **argv)
 	const char *cmd;
 	int c, ret;
 
+	const char *sock_path = DEFAULT_SOCKET;
+
 	if (getenv("CELL_SOCKET") && *getenv("CELL_SOCKET"))
 		sock_path = getenv("CELL_SOCKET");
 	/* '+': stop at the first non-option so ARGV after the id is passed through */
@@ -970,8 +768,7 @@ int main(int argc, char **argv)
 	}
 	cmd = argv[optind];
 	b64_init();
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		return 1;
+	cell_client_init(&client, sock_path);
 	if (!strcmp(cmd, "get"))
 		ret = cmd_get(argv[optind + 1]);
 	else if (!strcmp(cmd, "create"))
@@ -988,6 +785,6 @@ int main(int argc, char **argv)
 		usage(stderr);
 		ret = 2;
 	}
-	curl_global_cleanup();
+	cell_client_close(&client);
 	return ret;
 }

@@ -1,12 +1,12 @@
 # `make bench` glue, included from the Makefile (-include tools/bench.mk).
-# The harness is tools/bench; tools/bench-exec.c is its HTTP latency/throughput client.
+# The harness is tools/bench; tools/bench-exec.c is its HTTP latency/throughput client, built
+# on the client library (src/client, the objects cell links too).
 # Knobs (environment): BENCH_N, BENCH_EXEC_N, BENCH_BYTES, BENCH_WARMUP, BENCH_OUT, BENCH_KEEP.
 
 BENCH_EXEC := $(BUILD)/bench-exec
 
-$(BENCH_EXEC): tools/bench-exec.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(SAN) -o $@ $< -lcurl -ljansson
+$(BENCH_EXEC): $(call obj,tools/bench-exec.c $(CLIENT_SRC) $(COMMON_SRC))
+	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.o,$^) -Wl,--gc-sections -lcurl -ljansson -lcrypto
 
 .PHONY: bench
 bench: all $(BENCH_EXEC)

@@ -11,7 +11,11 @@
 
 #include "cell/cleanup.h"
 #include "cell/id.h"
-#include "cli.h"
+#include "client.h"
+#include "commands.h"
+#include "error.h"
+#include "global.h"
+#include "signals.h"
 
 static void usage(FILE *f)
 {
@@ -63,7 +67,7 @@ static unsigned mode_from_digits(json_int_t v)
 /* GET /files/info for one path; *info is the FileInfo object (owned by *resp). */
 static int remote_info(const struct remote *r, json_t **resp, json_t **info, struct cell_error *err)
 {
-	_cleanup_free_ char *enc = cli_urlencode(r->path);
+	_cleanup_free_ char *enc = cell_client_urlencode(r->path);
 	_cleanup_free_ char *path = NULL;
 	_cleanup_free_ char *what = NULL;
 	if (!enc ||
@@ -71,7 +75,7 @@ static int remote_info(const struct remote *r, json_t **resp, json_t **info, str
 		0 ||
 	    asprintf(&what, "%s:%s", r->id, r->path) < 0)
 		return cell_err(err, ENOMEM, "stat %s:%s", r->id, r->path);
-	int ret = cli_api("GET", path, NULL, what, resp, NULL, err);
+	int ret = cli_client_api("GET", path, NULL, what, resp, NULL, err);
 	if (ret < 0)
 		return ret;
 	/* {"<path>": {FileInfo}}: take the entry of our path, else the only one. */
@@ -79,7 +83,7 @@ static int remote_info(const struct remote *r, json_t **resp, json_t **info, str
 	if (!json_is_object(*info) && json_object_size(*resp) == 1)
 		*info = json_object_iter_value(json_object_iter(*resp));
 	if (!json_is_object(*info))
-		return cli_fail(err, EPROTO, "%s: celld's file info has no entry", what);
+		return cli_error_set(err, EPROTO, "%s: celld's file info has no entry", what);
 	return 0;
 }
 
@@ -129,7 +133,7 @@ static int upload(const char *src, const struct remote *r)
 		struct cell_error ierr = {0};
 		if (remote_info(r, &resp, &info, &ierr) == 0)
 			into_dir = info_is_dir(info);
-		else if (cli_unreachable) {
+		else if (cli_client()->unreachable) {
 			cli_error("%s", ierr.msg);
 			return CLI_EXIT_FAIL;
 		}
@@ -149,7 +153,11 @@ static int upload(const char *src, const struct remote *r)
 		dest = joined;
 	}
 	struct cell_error err = {0};
-	if (cli_upload(r->id, fd, name, dest, mode, &err) < 0) {
+	if (cell_client_upload(
+		cli_client(),
+		&(struct cell_client_upload){
+		    .id = r->id, .dest = dest, .mode = (int)mode, .fd = fd, .filename = name},
+		&err) < 0) {
 		cli_error("cp: %s -> %s:%s: %s", src, r->id, dest, err.msg);
 		return CLI_EXIT_FAIL;
 	}
@@ -175,7 +183,7 @@ static int download(const struct remote *r, const char *dst)
 		return CLI_EXIT_FAIL;
 	}
 	if (!strcmp(dst, "-")) {
-		if (cli_download(r->id, r->path, STDOUT_FILENO, &err) < 0) {
+		if (cell_client_download(cli_client(), r->id, r->path, STDOUT_FILENO, &err) < 0) {
 			cli_error("cp: %s:%s: %s", r->id, r->path, err.msg);
 			return CLI_EXIT_FAIL;
 		}
@@ -206,7 +214,7 @@ static int download(const struct remote *r, const char *dst)
 	mode_t um = umask(0);
 	umask(um);
 	int rc = CLI_EXIT_OK;
-	if (cli_download(r->id, r->path, fd, &err) < 0) {
+	if (cell_client_download(cli_client(), r->id, r->path, fd, &err) < 0) {
 		cli_error("cp: %s:%s: %s", r->id, r->path, err.msg);
 		rc = CLI_EXIT_FAIL;
 	} else if (fchmod(fd, (mode ? mode : 0644) & ~um) < 0 || fsync(fd) < 0 ||
@@ -225,14 +233,14 @@ int cmd_cp(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	if (argc - optind != 2)
-		return cli_usage_error("cp", CLI_EXIT_USAGE, "expected SRC and DST");
+		return cli_error_usage("cp", CLI_EXIT_USAGE, "expected SRC and DST");
 	const char *src = argv[optind], *dst = argv[optind + 1];
 	struct remote rs, rd;
 	int s = parse_remote(src, &rs), d = parse_remote(dst, &rd);
 	if (s < 0 || d < 0)
 		return CLI_EXIT_USAGE;
 	if (s == d)
-		return cli_usage_error("cp", CLI_EXIT_USAGE,
+		return cli_error_usage("cp", CLI_EXIT_USAGE,
 				       "exactly one of SRC and DST must be ID:/path");
 	cli_signals_install();
 	return s ? download(&rs, dst) : upload(src, &rd);

@@ -2,8 +2,13 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-
-#include "cli.h"
+#include "client.h"
+#include "commands.h"
+#include "error.h"
+#include "exec.h"
+#include "global.h"
+#include "parse.h"
+#include "signals.h"
 
 static void usage(FILE *f)
 {
@@ -22,24 +27,6 @@ static void usage(FILE *f)
 		"  -h, --help             this help\n"
 		"\n"
 		"Example: cell exec 3f2a9c0d1b2e4f5a -- sh -c 'echo $HOME'\n");
-}
-
-int cli_exec_opt(int c, const char *arg, struct cli_exec_req *req, json_t *envs)
-{
-	int r;
-	switch (c) {
-	case 'w':
-		req->cwd = arg;
-		return 1;
-	case 'e':
-		r = cli_parse_env(envs, arg);
-		return r < 0 ? r : 1;
-	case 't':
-		r = cli_parse_seconds_ms(arg, &req->timeout_ms);
-		return r < 0 ? r : 1;
-	default:
-		return 0;
-	}
 }
 
 int cmd_exec(int argc, char **argv)
@@ -61,22 +48,22 @@ int cmd_exec(int argc, char **argv)
 			usage(stdout);
 			code = CLI_EXIT_OK;
 		} else {
-			cli_bad_option("exec", CLI_EXIT_RUN_FAIL);
+			cli_error_option("exec", CLI_EXIT_RUN_FAIL);
 		}
 		goto out;
 	}
 	if (optind >= argc) {
-		cli_usage_error("exec", CLI_EXIT_RUN_FAIL, "expected a sandbox id");
+		cli_error_usage("exec", CLI_EXIT_RUN_FAIL, "expected a sandbox id");
 		goto out;
 	}
 	xr.id = argv[optind++];
-	if (!cli_check_id(xr.id))
+	if (!cli_parse_id(xr.id))
 		goto out;
 	/* The id may be followed by "--" when getopt stopped at the id itself. */
 	if (optind < argc && !strcmp(argv[optind], "--"))
 		optind++;
 	if (optind >= argc) {
-		cli_usage_error("exec", CLI_EXIT_RUN_FAIL, "expected a command after the id");
+		cli_error_usage("exec", CLI_EXIT_RUN_FAIL, "expected a command after the id");
 		goto out;
 	}
 	xr.argv = argv + optind;

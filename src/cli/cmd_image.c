@@ -12,7 +12,11 @@
 
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
-#include "cli.h"
+#include "commands.h"
+#include "error.h"
+#include "global.h"
+#include "output.h"
+#include "table.h"
 
 #ifndef CELL_DATA_DIR
 #define CELL_DATA_DIR "/usr/local/share/cell"
@@ -124,11 +128,11 @@ static int image_build(int argc, char **argv)
 			pass[c - OPT_SUITE][1] = optarg;
 			break;
 		default:
-			return cli_bad_option("image", CLI_EXIT_USAGE);
+			return cli_error_option("image", CLI_EXIT_USAGE);
 		}
 	}
 	if (argc - optind != 1)
-		return cli_usage_error("image", CLI_EXIT_USAGE, "image build takes one NAME");
+		return cli_error_usage("image", CLI_EXIT_USAGE, "image build takes one NAME");
 	_cleanup_free_ char *script = find_build_script();
 	if (!script)
 		return CLI_EXIT_FAIL;
@@ -198,10 +202,10 @@ static int image_ls(int argc, char **argv)
 			images = optarg;
 			continue;
 		}
-		return cli_bad_option("image", CLI_EXIT_USAGE);
+		return cli_error_option("image", CLI_EXIT_USAGE);
 	}
 	if (optind != argc)
-		return cli_usage_error("image", CLI_EXIT_USAGE, "image ls takes no arguments");
+		return cli_error_usage("image", CLI_EXIT_USAGE, "image ls takes no arguments");
 	const char *dir = images_dir(images);
 	_cleanup_closedir_ DIR *d = opendir(dir);
 	if (!d) {
@@ -231,7 +235,7 @@ static int image_ls(int argc, char **argv)
 		json_array_append_new(all, v[i]);
 	free(v);
 	if (cli.json) {
-		cli_print_json(all);
+		cli_output_json(all);
 		json_decref(all);
 		return CLI_EXIT_OK;
 	}
@@ -245,8 +249,8 @@ static int image_ls(int argc, char **argv)
 		char size[32] = "-", pkgs[32] = "-";
 		json_t *sz = json_object_get(m, "sizeBytes");
 		if (json_is_integer(sz))
-			cli_human_size((unsigned long long)json_integer_value(sz), size,
-				       sizeof(size));
+			cli_output_size((unsigned long long)json_integer_value(sz), size,
+					sizeof(size));
 		json_t *p = json_object_get(m, "packages");
 		if (json_is_array(p))
 			snprintf(pkgs, sizeof(pkgs), "%zu", json_array_size(p));
@@ -280,5 +284,5 @@ int cmd_image(int argc, char **argv)
 			return image_build(argc - 1, argv + 1);
 		return image_ls(argc - 1, argv + 1);
 	}
-	return cli_usage_error("image", CLI_EXIT_USAGE, "unknown subcommand '%s' (build, ls)", sub);
+	return cli_error_usage("image", CLI_EXIT_USAGE, "unknown subcommand '%s' (build, ls)", sub);
 }

@@ -4,14 +4,19 @@
 #include <stdlib.h>
 
 #include "cell/cleanup.h"
-#include "cli.h"
+#include "client.h"
+#include "commands.h"
+#include "error.h"
+#include "global.h"
+#include "output.h"
+#include "parse.h"
 
 /* Shared by inspect and info: GET path and print the JSON. */
 static int get_and_print(const char *path, const char *what, json_t **keep)
 {
 	json_t *resp = NULL;
 	struct cell_error err = {0};
-	if (cli_api("GET", path, NULL, what, &resp, NULL, &err) < 0) {
+	if (cli_client_api("GET", path, NULL, what, &resp, NULL, &err) < 0) {
 		cli_error("%s", err.msg);
 		return CLI_EXIT_FAIL;
 	}
@@ -23,7 +28,7 @@ static int get_and_print(const char *path, const char *what, json_t **keep)
 		*keep = resp;
 		return CLI_EXIT_OK;
 	}
-	cli_print_json(resp);
+	cli_output_json(resp);
 	json_decref(resp);
 	return CLI_EXIT_OK;
 }
@@ -47,10 +52,10 @@ int cmd_inspect(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	if (argc - optind != 1)
-		return cli_usage_error("inspect", CLI_EXIT_USAGE,
+		return cli_error_usage("inspect", CLI_EXIT_USAGE,
 				       "expected exactly one sandbox id");
 	const char *id = argv[optind];
-	if (!cli_check_id(id))
+	if (!cli_parse_id(id))
 		return CLI_EXIT_FAIL;
 	_cleanup_free_ char *path = NULL;
 	_cleanup_free_ char *what = NULL;
@@ -78,7 +83,7 @@ int cmd_info(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	if (optind != argc)
-		return cli_usage_error("info", CLI_EXIT_USAGE, "takes no arguments");
+		return cli_error_usage("info", CLI_EXIT_USAGE, "takes no arguments");
 	if (cli.json)
 		return get_and_print("/v1/info", "info", NULL);
 	json_t *resp = NULL;
@@ -86,7 +91,7 @@ int cmd_info(int argc, char **argv)
 	if (rc)
 		return rc;
 	printf("socket:     ");
-	cli_fputs_safe(cli.socket, stdout);
+	cli_output_safe(cli.socket, stdout);
 	putchar('\n');
 	const char *key;
 	json_t *val;
@@ -96,10 +101,10 @@ int cmd_info(int argc, char **argv)
 		snprintf(label, sizeof(label), "%s:", key);
 		printf("%-11s ", label);
 		if (json_is_string(val)) {
-			cli_fputs_safe(json_string_value(val), stdout);
+			cli_output_safe(json_string_value(val), stdout);
 		} else {
 			_cleanup_free_ char *s = json_dumps(val, JSON_COMPACT | JSON_ENCODE_ANY);
-			cli_fputs_safe(s ? s : "?", stdout);
+			cli_output_safe(s ? s : "?", stdout);
 		}
 		putchar('\n');
 	}

@@ -6,7 +6,12 @@
 #include <string.h>
 
 #include "cell/cleanup.h"
-#include "cli.h"
+#include "client.h"
+#include "commands.h"
+#include "error.h"
+#include "global.h"
+#include "output.h"
+#include "table.h"
 
 #define LS_PAGE_SIZE 200
 #define LS_MAX_PAGES 10000 /* a server that always says hasNextPage cannot loop us forever */
@@ -34,13 +39,14 @@ static int ls_fetch(const char *state_query, json_t *all, struct cell_error *err
 			     state_query) < 0)
 			return cell_err(err, ENOMEM, "list sandboxes");
 		json_t *resp = NULL;
-		int r = cli_api("GET", path, NULL, "list sandboxes", &resp, NULL, err);
+		int r = cli_client_api("GET", path, NULL, "list sandboxes", &resp, NULL, err);
 		if (r < 0)
 			return r;
 		json_t *items = json_object_get(resp, "items");
 		if (!json_is_array(items)) {
 			json_decref(resp);
-			return cli_fail(err, EPROTO, "list sandboxes: celld's answer has no items");
+			return cli_error_set(err, EPROTO,
+					     "list sandboxes: celld's answer has no items");
 		}
 		json_array_extend(all, items);
 		json_t *pg = json_object_get(resp, "pagination");
@@ -75,18 +81,18 @@ int cmd_ls(int argc, char **argv)
 			return CLI_EXIT_OK;
 		}
 		if (c == OPT_STATE) {
-			_cleanup_free_ char *enc = cli_urlencode(optarg);
+			_cleanup_free_ char *enc = cell_client_urlencode(optarg);
 			int n = enc ? snprintf(query + qlen, sizeof(query) - qlen, "&state=%s", enc)
 				    : -1;
 			if (n < 0 || (size_t)n >= sizeof(query) - qlen)
-				return cli_usage_error("ls", CLI_EXIT_USAGE, "too many --state");
+				return cli_error_usage("ls", CLI_EXIT_USAGE, "too many --state");
 			qlen += (size_t)n;
 			continue;
 		}
-		return cli_bad_option("ls", CLI_EXIT_USAGE);
+		return cli_error_option("ls", CLI_EXIT_USAGE);
 	}
 	if (optind != argc)
-		return cli_usage_error("ls", CLI_EXIT_USAGE, "unexpected argument '%s'",
+		return cli_error_usage("ls", CLI_EXIT_USAGE, "unexpected argument '%s'",
 				       argv[optind]);
 	json_t *all = json_array();
 	struct cell_error err = {0};
@@ -96,7 +102,7 @@ int cmd_ls(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	if (cli.json) {
-		cli_print_json(all);
+		cli_output_json(all);
 		json_decref(all);
 		return CLI_EXIT_OK;
 	}

@@ -5,7 +5,11 @@
 #include <stdlib.h>
 
 #include "cell/cleanup.h"
-#include "cli.h"
+#include "client.h"
+#include "commands.h"
+#include "error.h"
+#include "global.h"
+#include "parse.h"
 
 static void pause_usage(FILE *f)
 {
@@ -35,10 +39,10 @@ static void resume_usage(FILE *f)
 static int each(int argc, char **argv, const char *verb)
 {
 	if (optind >= argc)
-		return cli_usage_error(verb, CLI_EXIT_USAGE, "expected at least one sandbox id");
+		return cli_error_usage(verb, CLI_EXIT_USAGE, "expected at least one sandbox id");
 	int rc = CLI_EXIT_OK;
 	for (int i = optind; i < argc; i++) {
-		if (!cli_check_id(argv[i])) {
+		if (!cli_parse_id(argv[i])) {
 			rc = CLI_EXIT_FAIL;
 			continue;
 		}
@@ -49,10 +53,10 @@ static int each(int argc, char **argv, const char *verb)
 			cli_error("out of memory");
 			return CLI_EXIT_FAIL;
 		}
-		if (cli_api("POST", path, NULL, what, NULL, NULL, &err) < 0) {
+		if (cli_client_api("POST", path, NULL, what, NULL, NULL, &err) < 0) {
 			cli_error("%s", err.msg);
 			rc = CLI_EXIT_FAIL;
-			if (cli_unreachable)
+			if (cli_client()->unreachable)
 				break;
 			continue;
 		}

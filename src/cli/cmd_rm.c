@@ -5,7 +5,12 @@
 #include <stdlib.h>
 
 #include "cell/cleanup.h"
-#include "cli.h"
+#include "client.h"
+#include "commands.h"
+#include "delete.h"
+#include "error.h"
+#include "global.h"
+#include "parse.h"
 
 static void usage(FILE *f)
 {
@@ -20,27 +25,16 @@ static void usage(FILE *f)
 		   "  -h, --help         this help\n");
 }
 
-int cli_delete_sandbox(const char *id, struct cell_error *err)
-{
-	_cleanup_free_ char *path = NULL;
-	if (asprintf(&path, "/v1/sandboxes/%s", id) < 0)
-		return cell_err(err, ENOMEM, "rm %s", id);
-	_cleanup_free_ char *what = NULL;
-	if (asprintf(&what, "rm %s", id) < 0)
-		return cell_err(err, ENOMEM, "rm %s", id);
-	return cli_api("DELETE", path, NULL, what, NULL, NULL, err);
-}
-
 int cmd_rm(int argc, char **argv)
 {
 	int rc = cli_global_opts_only(argc, argv, "h", "rm", usage);
 	if (rc >= 0)
 		return rc;
 	if (optind >= argc)
-		return cli_usage_error("rm", CLI_EXIT_USAGE, "expected at least one sandbox id");
+		return cli_error_usage("rm", CLI_EXIT_USAGE, "expected at least one sandbox id");
 	rc = CLI_EXIT_OK;
 	for (int i = optind; i < argc; i++) {
-		if (!cli_check_id(argv[i])) {
+		if (!cli_parse_id(argv[i])) {
 			rc = CLI_EXIT_FAIL;
 			continue;
 		}
@@ -48,7 +42,7 @@ int cmd_rm(int argc, char **argv)
 		if (cli_delete_sandbox(argv[i], &err) < 0) {
 			cli_error("%s", err.msg);
 			rc = CLI_EXIT_FAIL;
-			if (cli_unreachable) /* nothing later can succeed without celld */
+			if (cli_client()->unreachable) /* nothing later can succeed without celld */
 				break;
 			continue;
 		}

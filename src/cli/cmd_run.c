@@ -6,7 +6,15 @@
 #include <string.h>
 
 #include "cell/id.h"
-#include "cli.h"
+#include "client.h"
+#include "commands.h"
+#include "create.h"
+#include "delete.h"
+#include "error.h"
+#include "exec.h"
+#include "global.h"
+#include "parse.h"
+#include "signals.h"
 
 static void usage(FILE *f)
 {
@@ -56,7 +64,7 @@ int cmd_run(int argc, char **argv)
 	int code = CLI_EXIT_RUN_FAIL;
 	int c;
 	while ((c = getopt_long(argc, argv, "+hi:v:w:e:t:s:", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg) || cli_seccomp_opt(c, optarg, &co))
+		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &co))
 			continue;
 		int r = cli_exec_opt(c, optarg, &xr, envs);
 		if (r < 0)
@@ -82,12 +90,12 @@ int cmd_run(int argc, char **argv)
 			co.session = optarg;
 			break;
 		default:
-			cli_bad_option("run", CLI_EXIT_RUN_FAIL);
+			cli_error_option("run", CLI_EXIT_RUN_FAIL);
 			goto out;
 		}
 	}
 	if (optind >= argc) {
-		cli_usage_error("run", CLI_EXIT_RUN_FAIL, "expected a command after '--'");
+		cli_error_usage("run", CLI_EXIT_RUN_FAIL, "expected a command after '--'");
 		goto out;
 	}
 	co.volumes = vols;
@@ -103,8 +111,8 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	xr.id = id;
-	if (cli_interrupted) {
-		code = 128 + cli_interrupted;
+	if (cli_signals_caught) {
+		code = 128 + cli_signals_caught;
 	} else if (cli_exec_stream(&xr, &code, &err) < 0) {
 		cli_error("%s", err.msg);
 		code = CLI_EXIT_RUN_FAIL;

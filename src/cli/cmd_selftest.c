@@ -33,7 +33,15 @@
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
 #include "cell/id.h"
-#include "cli.h"
+#include "client.h"
+#include "commands.h"
+#include "create.h"
+#include "delete.h"
+#include "error.h"
+#include "exec.h"
+#include "global.h"
+#include "output.h"
+#include "signals.h"
 
 #define HELPER_NAME   "cell-escape"
 #define HELPER_IN_BOX "/tmp/cell-escape"
@@ -261,7 +269,7 @@ static int download_mem(const char *id, const char *path, char **data, size_t *l
 	_cleanup_close_ int fd = memfd_create("cell-selftest-dl", MFD_CLOEXEC);
 	if (fd < 0)
 		return cell_err(err, errno, "memfd_create");
-	int r = cli_download(id, path, fd, err);
+	int r = cell_client_download(cli_client(), id, path, fd, err);
 	*data = memfd_text(fd, len);
 	if (!*data)
 		return r < 0 ? r : cell_err(err, ENOMEM, "download");
@@ -275,19 +283,24 @@ static int upload_mem(const char *id, const char *path, const char *data, struct
 		return cell_err(err, errno, "memfd_create");
 	if (cell_write_all(fd, data, strlen(data)) < 0 || lseek(fd, 0, SEEK_SET) < 0)
 		return cell_err(err, errno, "memfd");
-	return cli_upload(id, fd, "cell-selftest", path, 0644, err);
+	return cell_client_upload(
+	    cli_client(),
+	    &(struct cell_client_upload){
+		.id = id, .dest = path, .mode = 0644, .fd = fd, .filename = "cell-selftest"},
+	    err);
 }
 
 static int file_info(const char *id, const char *path, char *code, size_t code_size,
 		     struct cell_error *err)
 {
-	_cleanup_free_ char *enc = cli_urlencode(path);
+	_cleanup_free_ char *enc = cell_client_urlencode(path);
 	_cleanup_free_ char *url = NULL;
 	if (!enc ||
 	    asprintf(&url, "/v1/sandboxes/%s" CLI_EXECD_PREFIX "/files/info?path=%s", id, enc) < 0)
 		return cell_err(err, ENOMEM, "files/info");
 	json_t *out = NULL;
-	int r = cli_api_code("GET", url, NULL, "files/info", &out, NULL, code, code_size, err);
+	int r =
+	    cli_client_api_code("GET", url, NULL, "files/info", &out, NULL, code, code_size, err);
 	json_decref(out);
 	return r;
 }
@@ -650,7 +663,7 @@ static char *jdup(json_t *obj, const char *key)
 static int get_info(struct selftest *t, struct cell_error *err)
 {
 	json_t *info = NULL;
-	int r = cli_api("GET", "/v1/info", NULL, "info", &info, NULL, err);
+	int r = cli_client_api("GET", "/v1/info", NULL, "info", &info, NULL, err);
 	if (r < 0)
 		return r;
 	t->version = jdup(info, "version");
@@ -667,7 +680,7 @@ static int inspect(const char *id, json_t **j, struct cell_error *err)
 	char path[128];
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/inspect", id);
 	*j = NULL;
-	return cli_api("GET", path, NULL, "inspect", j, NULL, err);
+	return cli_client_api("GET", path, NULL, "inspect", j, NULL, err);
 }
 
 static int inspect_victim(struct selftest *t, struct cell_error *err)
@@ -687,7 +700,11 @@ static int upload_helper(const char *id, const char *helper, struct cell_error *
 	_cleanup_close_ int fd = open(helper, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return cell_err(err, errno, "opening %s", helper);
-	return cli_upload(id, fd, HELPER_NAME, HELPER_IN_BOX, 0755, err);
+	return cell_client_upload(
+	    cli_client(),
+	    &(struct cell_client_upload){
+		.id = id, .dest = HELPER_IN_BOX, .mode = 0755, .fd = fd, .filename = HELPER_NAME},
+	    err);
 }
 
 static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -882,48 +899,48 @@ static int selftest_run(struct selftest *t, const char *helper)
 	struct cli_create_opts co = {.image = t->image};
 	char rnd[CELL_ID_RANDOM_LEN + 1];
 	if (cell_id_random(rnd) < 0)
-		return cli_fail(&err, EIO, "random"), -EIO;
+		return cli_error_set(&err, EIO, "random"), -EIO;
 	snprintf(t->secret, sizeof(t->secret), "%s", rnd);
 
 	progress("creating two sandboxes of image '%s'", t->image);
 	if (cli_create_sandbox(&co, t->victim, sizeof(t->victim), NULL, &err) < 0 ||
-	    cli_interrupted)
+	    cli_signals_caught)
 		goto fail;
 	/* The battery's sandbox has the host directory as a volume. */
 	struct cli_create_opts bo = co;
 	bo.volumes = json_pack("[{s:s, s:s}]", "host", t->m.volume, "dest", VOLUME_IN_BOX);
 	int br = cli_create_sandbox(&bo, t->battery, sizeof(t->battery), NULL, &err);
 	json_decref(bo.volumes);
-	if (br < 0 || cli_interrupted)
+	if (br < 0 || cli_signals_caught)
 		goto fail;
 	if (inspect_victim(t, &err) < 0 || upload_helper(t->victim, helper, &err) < 0 ||
-	    upload_helper(t->battery, helper, &err) < 0 || cli_interrupted)
+	    upload_helper(t->battery, helper, &err) < 0 || cli_signals_caught)
 		goto fail;
 
 	progress("planting secrets in sandbox %s", t->victim);
 	char *plant[] = {HELPER_IN_BOX, "--plant", t->secret, NULL};
 	if (run_helper(t, t->victim, plant, SMALL_MS, "other-sandbox: planting the secrets") < 0 ||
-	    cli_interrupted)
+	    cli_signals_caught)
 		goto fail;
 
 	progress("files API attempts on the host marker in %s", t->m.dir);
 	files_api_controls(t);
 	if (make_links(t) == 0)
 		files_api_attempts(t);
-	if (cli_interrupted)
+	if (cli_signals_caught)
 		goto fail;
 
 	progress("running the battery in sandbox %s (a few minutes with the default image)",
 		 t->battery);
-	if (run_battery(t) < 0 || cli_interrupted)
+	if (run_battery(t) < 0 || cli_signals_caught)
 		goto fail;
 	progress("volume attempts on the host directory %s", t->m.volume);
 	run_volume(t);
-	if (cli_interrupted)
+	if (cli_signals_caught)
 		goto fail;
 	return 0;
 fail:
-	if (cli_interrupted)
+	if (cli_signals_caught)
 		return -EINTR;
 	cli_error("selftest: %s", err.msg[0] ? err.msg : "failed");
 	return -EIO;
@@ -957,10 +974,10 @@ static void print_tap(const struct selftest *t, const struct utsname *u)
 			printf("ok %zu - ", i + 1);
 		else
 			printf("%s %zu - ", r->v == V_FAIL ? "not ok" : "ok", i + 1);
-		cli_fputs_safe(r->desc, stdout);
+		cli_output_safe(r->desc, stdout);
 		if (r->v != V_PASS) {
 			fputs(r->v == V_SKIP ? " # SKIP " : " # ", stdout);
-			cli_fputs_safe(r->detail ? r->detail : "", stdout);
+			cli_output_safe(r->detail ? r->detail : "", stdout);
 		}
 		putchar('\n');
 	}
@@ -970,7 +987,7 @@ static void print_tap(const struct selftest *t, const struct utsname *u)
 	for (size_t i = 0; i < t->rep.n; i++)
 		if (t->rep.r[i].v == V_FAIL) {
 			printf("# FAILED %zu - ", i + 1);
-			cli_fputs_safe(t->rep.r[i].desc, stdout);
+			cli_output_safe(t->rep.r[i].desc, stdout);
 			putchar('\n');
 		}
 	printf("# %s\n", fail ? "cell's isolation is NOT as documented on this host: see the "
@@ -998,7 +1015,7 @@ static void print_json(const struct selftest *t, const struct utsname *u)
 		      t->cgroup, "celld", t->version, "image", t->image, "total",
 		      (json_int_t)t->rep.n, "passed", (json_int_t)pass, "failed", (json_int_t)fail,
 		      "skipped", (json_int_t)skip, "results", results);
-	cli_print_json(j);
+	cli_output_json(j);
 	json_decref(j);
 }
 
@@ -1044,11 +1061,11 @@ int cmd_selftest(int argc, char **argv)
 			keep = true;
 			break;
 		default:
-			return cli_bad_option("selftest", CLI_EXIT_USAGE);
+			return cli_error_option("selftest", CLI_EXIT_USAGE);
 		}
 	}
 	if (optind != argc)
-		return cli_usage_error("selftest", CLI_EXIT_USAGE, "unexpected argument '%s'",
+		return cli_error_usage("selftest", CLI_EXIT_USAGE, "unexpected argument '%s'",
 				       argv[optind]);
 	char helper[PATH_MAX];
 	if (find_helper(helper, sizeof(helper)) < 0) {
@@ -1076,7 +1093,7 @@ int cmd_selftest(int argc, char **argv)
 	int code;
 	if (r == -EINTR) {
 		cli_error("selftest: interrupted%s", keep ? "" : "; its sandboxes were deleted");
-		code = 128 + cli_interrupted;
+		code = 128 + cli_signals_caught;
 	} else {
 		if (cli.json)
 			print_json(&t, &u);

@@ -1,12 +1,12 @@
-/* Output helpers of the cell CLI: pretty JSON, aligned tables, human sizes. */
+/* Output helpers of the cell CLI: pretty JSON, terminal-safe text, human sizes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "output.h"
 
-int cli_print_json(json_t *j)
+int cli_output_json(json_t *j)
 {
 	char *s = json_dumps(j, JSON_INDENT(2) | JSON_ENCODE_ANY);
 	if (!s)
@@ -17,58 +17,18 @@ int cli_print_json(json_t *j)
 	return 0;
 }
 
-void cli_table_init(struct cli_table *t, size_t cols)
+void cli_output_safe(const char *s, FILE *f)
 {
-	t->cols = cols;
-	t->rows = 0;
-	t->cells = NULL;
-}
-
-int cli_table_add(struct cli_table *t, const char *const *row)
-{
-	char **cells = realloc(t->cells, (t->rows + 1) * t->cols * sizeof(*cells));
-	if (!cells)
-		return -ENOMEM;
-	t->cells = cells;
-	for (size_t c = 0; c < t->cols; c++)
-		cells[t->rows * t->cols + c] = strdup(row[c] ? row[c] : "");
-	t->rows++;
-	return 0;
-}
-
-void cli_table_print(const struct cli_table *t, FILE *f)
-{
-	size_t width[16] = {0};
-	size_t cols = t->cols < 16 ? t->cols : 16;
-	for (size_t r = 0; r < t->rows; r++)
-		for (size_t c = 0; c < cols; c++) {
-			const char *s = t->cells[r * t->cols + c];
-			size_t n = s ? strlen(s) : 0;
-			if (n > width[c])
-				width[c] = n;
-		}
-	for (size_t r = 0; r < t->rows; r++) {
-		for (size_t c = 0; c < cols; c++) {
-			const char *s = t->cells[r * t->cols + c];
-			s = s ? s : "";
-			cli_fputs_safe(s, f);
-			if (c + 1 < cols)
-				fprintf(f, "%*s", (int)(width[c] - strlen(s) + 2), "");
-		}
-		fputc('\n', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		unsigned char ch = *p;
+		/* Control bytes from a server message could be terminal escape sequences. */
+		if ((ch < 0x20 && ch != '\n' && ch != '\t') || ch == 0x7f)
+			ch = '?';
+		fputc(ch, f);
 	}
 }
 
-void cli_table_free(struct cli_table *t)
-{
-	for (size_t i = 0; i < t->rows * t->cols; i++)
-		free(t->cells[i]);
-	free(t->cells);
-	t->cells = NULL;
-	t->rows = 0;
-}
-
-void cli_human_size(unsigned long long n, char *buf, size_t size)
+void cli_output_size(unsigned long long n, char *buf, size_t size)
 {
 	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
 	double v = (double)n;

@@ -18,7 +18,10 @@
 
 #include "cell/log.h"
 #include "cell/proto.h"
-#include "init.h"
+#include "conn.h"
+#include "defer.h"
+#include "json.h"
+#include "watch.h"
 
 #define CONN_IOV_MAX	       64
 #define CONN_FRAMES_PER_WAKEUP 64 /* fairness between connections */
@@ -54,6 +57,12 @@ struct conn {
 
 static struct conn *dirty_head;
 static int n_conns;
+static conn_request_fn *request; /* set by the top of the program: picks the operation */
+
+void conn_set_request(conn_request_fn *fn)
+{
+	request = fn;
+}
 
 int conn_count(void)
 {
@@ -356,7 +365,7 @@ static void conn_deliver(struct conn *c, uint16_t type, uint8_t *payload, uint32
 	if (c->h)
 		c->h->frame(c->op, c, type, payload, len);
 	else
-		init_request(c, type, payload, len);
+		request(c, type, payload, len);
 }
 
 /* Read and dispatch frames. Returns false when the connection is gone. */
@@ -471,4 +480,23 @@ void conn_new(int fd)
 		return;
 	}
 	n_conns++;
+}
+
+json_t *conn_parse_json(struct conn *c, const uint8_t *payload, uint32_t len, const char *what)
+{
+	json_error_t jerr;
+	/* jansson refuses \u0000 in strings (no JSON_ALLOW_NUL), so every string below is a
+	 * C string without an embedded NUL, and bounds nesting depth itself. */
+	json_t *o = json_loadb((const char *)payload, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!o) {
+		conn_fail(c, EINVAL, "%s: malformed JSON at offset %d: %s", what, jerr.position,
+			  jerr.text);
+		return NULL;
+	}
+	if (!json_is_object(o)) {
+		json_decref(o);
+		conn_fail(c, EINVAL, "%s: payload is not a JSON object", what);
+		return NULL;
+	}
+	return o;
 }

@@ -42,7 +42,11 @@
 #include "cell/error.h"
 #include "cell/log.h"
 #include "cell/proto.h"
-#include "init.h"
+#include "base.h"
+#include "conn.h"
+#include "defer.h"
+#include "exec.h"
+#include "watch.h"
 
 #define DEFAULT_CWD   "/workspace"
 #define DEFAULT_PATH  "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -359,7 +363,7 @@ child_run(const struct exec_req *r, int out_w, int err_w, int errfd)
 	struct sigaction sa = {.sa_handler = SIG_DFL};
 	for (int sig = 1; sig < NSIG; sig++)
 		sigaction(sig, &sa, NULL);
-	if (dup2(init_devnull_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+	if (dup2(init_base.devnull_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
 		child_fail(errfd, errno, "setting up stdio");
 	if (errfd != 3) {
 		if (dup3(errfd, 3, O_CLOEXEC) < 0)
@@ -380,8 +384,8 @@ child_run(const struct exec_req *r, int out_w, int err_w, int errfd)
 		(void)w;
 		close(oom);
 	}
-	if (init_nofile_orig.rlim_cur)
-		setrlimit(RLIMIT_NOFILE, &init_nofile_orig);
+	if (init_base.nofile_orig.rlim_cur)
+		setrlimit(RLIMIT_NOFILE, &init_base.nofile_orig);
 	if (r->set_ids) {
 		/* Raw system calls: glibc's set*id in a threaded process has every thread
 		 * change its ids too (SIGSETXID), which a child running on the spawner's
@@ -989,7 +993,7 @@ static void cmd_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload,
 			  cell_frame_type_name(type));
 		return;
 	}
-	json_t *req = init_parse_json(c, payload, len, "SIGNAL");
+	json_t *req = conn_parse_json(c, payload, len, "SIGNAL");
 	if (!req)
 		return;
 	json_t *j = json_object_get(req, "signal");

@@ -23,7 +23,9 @@
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "cell/proto.h"
-#include "init.h"
+#include "base.h"
+#include "conn.h"
+#include "files.h"
 
 #define NAME_DB_MAX	  (1u << 20) /* bytes of /etc/passwd or /etc/group we look at */
 #define READ_PER_TURN	  (1u << 20) /* FILE_READ bytes per loop turn, for fairness */
@@ -140,7 +142,7 @@ static int refuse_process_state(int fd, const char *what, const char *path, stru
  * again through its fd. Returns an fd or -errno with err set. */
 static int open_checked(const char *path, int flags, const char *what, struct cell_error *err)
 {
-	int pfd = cell_open_in_root(init_rootfd, path, O_PATH, 0, 0);
+	int pfd = cell_open_in_root(init_base.rootfd, path, O_PATH, 0, 0);
 	if (pfd < 0)
 		return cell_err(err, -pfd, "%s %s", what, path);
 	int r = refuse_process_state(pfd, what, path, err);
@@ -165,16 +167,17 @@ static int lstat_in_root(const char *path, struct stat *st, struct cell_error *e
 	if (r < 0)
 		return r;
 	if (!sp.name[0]) {
-		if (fstat(init_rootfd, st) < 0)
+		if (fstat(init_base.rootfd, st) < 0)
 			return cell_err(err, errno, "stat %s", path);
 		return 0;
 	}
 	int fd;
 	/* A trailing slash or a final . / .. names a directory to resolve, not an entry. */
 	if (sp.trailing_slash || is_dot_name(sp.name)) {
-		fd = cell_open_in_root(init_rootfd, path, O_PATH, 0, 0);
+		fd = cell_open_in_root(init_base.rootfd, path, O_PATH, 0, 0);
 	} else {
-		int dfd = cell_open_in_root(init_rootfd, sp.parent, O_PATH | O_DIRECTORY, 0, 0);
+		int dfd =
+		    cell_open_in_root(init_base.rootfd, sp.parent, O_PATH | O_DIRECTORY, 0, 0);
 		if (dfd < 0)
 			return cell_err(err, -dfd, "stat %s", path);
 		/* O_NOFOLLOW with O_PATH: the entry itself, a symlink included. */
@@ -473,7 +476,7 @@ struct fwrite_op {
  * which never follows a symlink at the name it creates. */
 static int open_dir_p(const char *dir, struct cell_error *err)
 {
-	int fd = cell_open_in_root(init_rootfd, dir, O_PATH | O_DIRECTORY, 0, 0);
+	int fd = cell_open_in_root(init_base.rootfd, dir, O_PATH | O_DIRECTORY, 0, 0);
 	if (fd >= 0) {
 		int r = refuse_process_state(fd, "writing into", dir, err);
 		if (r < 0) {
@@ -489,7 +492,7 @@ static int open_dir_p(const char *dir, struct cell_error *err)
 	if (len >= sizeof(buf))
 		return cell_err(err, ENAMETOOLONG, "%s", dir);
 	memcpy(buf, dir, len + 1);
-	int parent = cell_open_in_root(init_rootfd, "/", O_PATH | O_DIRECTORY, 0, 0);
+	int parent = cell_open_in_root(init_base.rootfd, "/", O_PATH | O_DIRECTORY, 0, 0);
 	if (parent < 0)
 		return cell_err(err, -parent, "opening /");
 	size_t i = 0;
@@ -503,14 +506,14 @@ static int open_dir_p(const char *dir, struct cell_error *err)
 			i++;
 		char saved = buf[i];
 		buf[i] = '\0';
-		int next = cell_open_in_root(init_rootfd, buf, O_PATH | O_DIRECTORY, 0, 0);
+		int next = cell_open_in_root(init_base.rootfd, buf, O_PATH | O_DIRECTORY, 0, 0);
 		if (next == -ENOENT) {
 			if (mkdirat(parent, buf + start, DIR_MODE) < 0 && errno != EEXIST) {
 				int e = errno;
 				close(parent);
 				return cell_err(err, e, "creating directory %s", buf);
 			}
-			next = cell_open_in_root(init_rootfd, buf, O_PATH | O_DIRECTORY, 0, 0);
+			next = cell_open_in_root(init_base.rootfd, buf, O_PATH | O_DIRECTORY, 0, 0);
 		}
 		if (next < 0) {
 			close(parent);

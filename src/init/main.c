@@ -33,151 +33,22 @@
 #include "cell/cleanup.h"
 #include "cell/log.h"
 #include "cell/proto.h"
-#include "cell/runtime.h"
 #include "cell/version.h"
-#include "init.h"
+#include "base.h"
+#include "conn.h"
+#include "defer.h"
+#include "exec.h"
+#include "files.h"
+#include "watch.h"
 
 #define MAX_CONNS	   4096
 #define ACCEPTS_PER_WAKEUP 64
-#define NOFILE_WANTED	   65536
 
-int init_rootfd = -1;
-int init_devnull_fd = -1;
-struct rlimit init_nofile_orig;
-
-static int epfd = -1;
 static int listen_fd = -1;
 static int spare_fd = -1;     /* given up to accept-and-close when out of fds */
 static const char *test_path; /* --listen PATH, made absolute */
 static char test_path_buf[PATH_MAX];
 static bool quit;
-static struct init_deferred *graveyard;
-
-/* ---- event loop ---- */
-
-int init_watch_add(struct init_watch *w, uint32_t events)
-{
-	struct epoll_event ev = {.events = events, .data.ptr = w};
-	if (epoll_ctl(epfd, EPOLL_CTL_ADD, w->fd, &ev) < 0) {
-		int e = errno;
-		log_error("epoll add fd %d: %s", w->fd, strerror(e));
-		return -e;
-	}
-	w->active = true;
-	return 0;
-}
-
-int init_watch_mod(struct init_watch *w, uint32_t events)
-{
-	struct epoll_event ev = {.events = events, .data.ptr = w};
-	if (epoll_ctl(epfd, EPOLL_CTL_MOD, w->fd, &ev) < 0) {
-		int e = errno;
-		log_error("epoll mod fd %d: %s", w->fd, strerror(e));
-		return -e;
-	}
-	return 0;
-}
-
-void init_watch_del(struct init_watch *w)
-{
-	if (!w->active)
-		return;
-	epoll_ctl(epfd, EPOLL_CTL_DEL, w->fd, NULL);
-	w->active = false;
-}
-
-void init_defer_free(struct init_deferred *d, void *obj)
-{
-	d->obj = obj;
-	d->next = graveyard;
-	graveyard = d;
-}
-
-static void reap_graveyard(void)
-{
-	while (graveyard) {
-		struct init_deferred *d = graveyard;
-		graveyard = d->next;
-		free(d->obj); /* d lives inside obj */
-	}
-}
-
-/* ---- JSON helpers shared by exec.c and files.c ---- */
-
-static size_t utf8_seq_len(const unsigned char *s, size_t left)
-{
-	unsigned char c = s[0];
-	size_t n;
-	unsigned char lo = 0x80, hi = 0xbf;
-	if (c >= 0xc2 && c <= 0xdf)
-		n = 2;
-	else if (c >= 0xe0 && c <= 0xef)
-		n = 3;
-	else if (c >= 0xf0 && c <= 0xf4)
-		n = 4;
-	else
-		return 0;
-	if (n > left)
-		return 0;
-	/* Refuse overlong forms, UTF-16 surrogates and code points above U+10FFFF. */
-	if (c == 0xe0)
-		lo = 0xa0;
-	else if (c == 0xed)
-		hi = 0x9f;
-	else if (c == 0xf0)
-		lo = 0x90;
-	else if (c == 0xf4)
-		hi = 0x8f;
-	if (s[1] < lo || s[1] > hi)
-		return 0;
-	for (size_t i = 2; i < n; i++)
-		if (s[i] < 0x80 || s[i] > 0xbf)
-			return 0;
-	return n;
-}
-
-json_t *init_json_string_lossy(const char *msg, size_t len)
-{
-	char *buf = malloc(len + 1);
-	if (!buf)
-		return NULL;
-	const unsigned char *s = (const unsigned char *)msg;
-	size_t i = 0;
-	while (i < len) {
-		if (s[i] >= 0x80) {
-			size_t n = utf8_seq_len(s + i, len - i);
-			if (n) {
-				memcpy(buf + i, s + i, n);
-				i += n;
-				continue;
-			}
-		}
-		buf[i] = (s[i] == 0 || s[i] >= 0x80) ? '?' : (char)s[i];
-		i++;
-	}
-	json_t *j = json_stringn(buf, len);
-	free(buf);
-	return j;
-}
-
-json_t *init_parse_json(struct conn *c, const uint8_t *payload, uint32_t len, const char *what)
-{
-	json_error_t jerr;
-	/* jansson refuses \u0000 in strings (no JSON_ALLOW_NUL), so every string below is a
-	 * C string without an embedded NUL, and bounds nesting depth itself. */
-	json_t *o = json_loadb((const char *)payload, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!o) {
-		conn_fail(c, EINVAL, "%s: malformed JSON at offset %d: %s", what, jerr.position,
-			  jerr.text);
-		return NULL;
-	}
-	if (!json_is_object(o)) {
-		json_decref(o);
-		conn_fail(c, EINVAL, "%s: payload is not a JSON object", what);
-		return NULL;
-	}
-	return o;
-}
 
 /* ---- requests ---- */
 
@@ -188,7 +59,7 @@ static void handle_ping(struct conn *c)
 	conn_finish(c);
 }
 
-void init_request(struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
+static void handle_request(struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
 {
 	void (*op)(struct conn *, json_t *) = NULL;
 	switch (type) {
@@ -212,7 +83,7 @@ void init_request(struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
 			  cell_frame_type_name(type));
 		return;
 	}
-	json_t *req = init_parse_json(c, payload, len, cell_frame_type_name(type));
+	json_t *req = conn_parse_json(c, payload, len, cell_frame_type_name(type));
 	if (!req)
 		return;
 	op(c, req);
@@ -311,39 +182,6 @@ static void accept_event(struct init_watch *w, uint32_t events)
 
 /* ---- setup ---- */
 
-/* fds 0-2 must be open so no pipe or socket made later lands there and gets confused with
- * a command's stdio. */
-static void ensure_std_fds(void)
-{
-	for (int fd = 0; fd < 3; fd++) {
-		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
-			continue;
-		int n = open("/dev/null", O_RDWR);
-		if (n < 0)
-			n = open("/", O_RDONLY | O_DIRECTORY);
-		if (n >= 0 && n != fd) {
-			dup2(n, fd);
-			close(n);
-		}
-	}
-}
-
-static int open_devnull(void)
-{
-	int fd = open("/dev/null", O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	struct stat st;
-	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISCHR(st.st_mode))
-		return fd;
-	if (fd >= 0)
-		close(fd);
-	/* No /dev/null in this image: an empty pipe whose writer is gone reads as EOF. */
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -1;
-	close(p[1]);
-	return p[0];
-}
-
 static int listen_on_path(const char *path)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -398,17 +236,6 @@ static int setup_signals(void)
 	if (sigprocmask(SIG_BLOCK, &all, NULL) < 0)
 		return -1;
 	return signalfd(-1, &all, SFD_NONBLOCK | SFD_CLOEXEC);
-}
-
-static void raise_nofile(void)
-{
-	if (getrlimit(RLIMIT_NOFILE, &init_nofile_orig) < 0)
-		return;
-	struct rlimit r = init_nofile_orig;
-	if (r.rlim_cur >= NOFILE_WANTED)
-		return;
-	r.rlim_cur = r.rlim_max < NOFILE_WANTED ? r.rlim_max : NOFILE_WANTED;
-	setrlimit(RLIMIT_NOFILE, &r);
 }
 
 static void usage(FILE *f)
@@ -474,23 +301,23 @@ int main(int argc, char **argv)
 	if (test_path && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
 		log_warn("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
 	umask(022);
-	ensure_std_fds();
-	raise_nofile();
+	int base = init_base_setup();
 
 	int sfd = setup_signals();
 	if (sfd < 0) {
 		log_error("signalfd: %s", strerror(errno));
 		return 1;
 	}
-	init_rootfd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	init_devnull_fd = open_devnull();
 	spare_fd = open("/", O_PATH | O_CLOEXEC);
-	epfd = epoll_create1(EPOLL_CLOEXEC);
+	int watch = init_watch_setup();
 	listen_fd = setup_listener();
-	if (init_rootfd < 0 || init_devnull_fd < 0 || epfd < 0 || listen_fd < 0) {
-		log_error("cell-init setup failed: %s", strerror(errno));
+	if (base < 0 || watch < 0 || listen_fd < 0) {
+		log_error("cell-init setup failed: %s", strerror(base < 0    ? -base
+								 : watch < 0 ? -watch
+									     : errno));
 		return 1;
 	}
+	conn_set_request(handle_request);
 
 	/* Commands with a relative cwd, and nothing else, depend on where we stand: "/",
 	 * whatever directory started us (and no directory stays pinned). */
@@ -507,22 +334,13 @@ int main(int argc, char **argv)
 	log_debug("cell-init %s listening (%s)", CELL_VERSION, test_path ? test_path : "fd 3");
 
 	while (!quit) {
-		struct epoll_event evs[64];
-		int n = epoll_wait(epfd, evs, (int)CELL_ARRAY_SIZE(evs), -1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			log_error("epoll_wait: %s", strerror(errno));
+		int r = init_watch_dispatch();
+		if (r < 0) {
+			log_error("epoll_wait: %s", strerror(-r));
 			return 1;
 		}
-		for (int i = 0; i < n; i++) {
-			struct init_watch *w = evs[i].data.ptr;
-			if (w->active)
-				w->fn(w, evs[i].events);
-		}
 		conn_flush_dirty();
-		bool freed = graveyard != NULL;
-		reap_graveyard();
+		bool freed = init_defer_reap();
 		/* An idle sandbox should cost next to nothing: hand the heap that a burst of
 		 * output queues grew back to the kernel once nobody is connected. */
 		if (freed && conn_count() == 0)

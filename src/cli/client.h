@@ -1,0 +1,30 @@
+/* The cell CLI's connection to celld: one `struct cell_client` (cell/client.h) for the
+ * process, on the socket of --socket / $CELL_SOCKET, aborted by SIGINT/SIGTERM/SIGHUP
+ * during streams and transfers. */
+#pragma once
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "cell/client.h"
+#include "cell/error.h"
+
+/* The CLI's handle, made on first use from cli.socket (set the options first). */
+struct cell_client *cli_client(void);
+
+/* Release it (the handle keeps the connection to celld open between calls). */
+void cli_client_cleanup(void);
+
+/* One JSON request (cell_client_api). path is the URL path + query ("/v1/sandboxes?page=1").
+ * body may be NULL. On a 2xx answer returns 0 and sets *out to the parsed JSON (NULL for an
+ * empty body) and *status. On a transport failure or a non-2xx answer returns -errno with
+ * err naming what failed; *status is the HTTP status (0 when none). `what` prefixes the
+ * message ("create sandbox"). */
+int cli_client_api(const char *method, const char *path, json_t *body, const char *what,
+		   json_t **out, long *status, struct cell_error *err);
+
+/* Like cli_client_api, but the caller gets the server's error code ("FILE_NOT_FOUND") too. */
+int cli_client_api_code(const char *method, const char *path, json_t *body, const char *what,
+			json_t **out, long *status, char *code, size_t code_size,
+			struct cell_error *err);

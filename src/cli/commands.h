@@ -1,0 +1,16 @@
+/* The cell CLI's subcommands, one entry point each (cmd_NAME.c), called by main.c only. */
+#pragma once
+
+int cmd_run(int argc, char **argv);
+int cmd_create(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_pause(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
+int cmd_cp(int argc, char **argv);
+int cmd_image(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_selftest(int argc, char **argv);
+int cmd_version(int argc, char **argv);

@@ -1,0 +1,83 @@
+/* Creating a sandbox: the POST /v1/sandboxes body from the CLI's options, and what the
+ * answer says (warnings on stderr, a sandbox that failed to start). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cell/cleanup.h"
+#include "cell/id.h"
+#include "client.h"
+#include "create.h"
+#include "error.h"
+
+bool cli_create_seccomp_opt(int c, const char *arg, struct cli_create_opts *o)
+{
+	if (c == CLI_OPT_SECCOMP)
+		o->seccomp = arg;
+	else if (c == CLI_OPT_SECCOMP_LOG)
+		o->seccomp_log = true;
+	return c == CLI_OPT_SECCOMP || c == CLI_OPT_SECCOMP_LOG;
+}
+
+int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size, json_t **out,
+		       struct cell_error *err)
+{
+	if (out)
+		*out = NULL;
+	json_t *body = json_pack("{s:{s:s}}", "image", "uri", o->image ? o->image : "default");
+	if (!body)
+		return cli_error_set(err, EINVAL, "image name is not valid UTF-8");
+	json_t *ext = json_object();
+	if (o->session)
+		json_object_set_new(ext, "cell.sessionKey", json_string(o->session));
+	if (o->seccomp)
+		json_object_set_new(ext, "cell.seccomp", json_string(o->seccomp));
+	if (o->seccomp_log)
+		json_object_set_new(ext, "cell.seccompLog", json_string("true"));
+	if (o->volumes && json_array_size(o->volumes)) {
+		/* The extensions map holds strings only: the volume list is JSON in a string. */
+		_cleanup_free_ char *v = json_dumps(o->volumes, JSON_COMPACT);
+		if (v)
+			json_object_set_new(ext, "cell.volumes", json_string(v));
+	}
+	if (json_object_size(ext))
+		json_object_set_new(body, "extensions", ext);
+	else
+		json_decref(ext);
+	if (o->env && json_object_size(o->env))
+		json_object_set(body, "env", o->env);
+	if (o->timeout_s > 0)
+		json_object_set_new(body, "timeout", json_integer(o->timeout_s));
+
+	json_t *resp = NULL;
+	int r = cli_client_api("POST", "/v1/sandboxes", body, "create sandbox", &resp, NULL, err);
+	json_decref(body);
+	if (r < 0)
+		return r;
+	const char *sid = json_string_value(json_object_get(resp, "id"));
+	if (!sid || !cell_id_valid(sid) || strlen(sid) >= id_size) {
+		json_decref(resp);
+		return cli_error_set(err, EPROTO, "create sandbox: celld's answer has no valid id");
+	}
+	snprintf(id, id_size, "%s", sid);
+	/* What celld says about the request (how a volume's ids were mapped, say): never
+	 * silent, never on stdout, where scripts read the id. */
+	size_t i;
+	json_t *w;
+	json_array_foreach(json_object_get(resp, "warnings"), i, w) if (json_is_string(w))
+	    fprintf(stderr, "cell: warning: %s\n", json_string_value(w));
+	json_t *status = json_object_get(resp, "status");
+	const char *state = json_string_value(json_object_get(status, "state"));
+	if (state && !strcmp(state, "Failed")) {
+		const char *msg = json_string_value(json_object_get(status, "message"));
+		cell_err(err, 0, "create sandbox: sandbox %s failed to start: %s", id,
+			 msg ? msg : "no reason given");
+		json_decref(resp);
+		return -EIO;
+	}
+	if (out)
+		*out = resp;
+	else
+		json_decref(resp);
+	return 0;
+}

@@ -1,0 +1,134 @@
+/* Running a command in a sandbox from the CLI: the options exec and run share, and the
+ * command's output and exit code passed through. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cell/cleanup.h"
+#include "cell/fsutil.h"
+#include "client.h"
+#include "error.h"
+#include "exec.h"
+#include "global.h"
+#include "parse.h"
+#include "signals.h"
+
+int cli_exec_opt(int c, const char *arg, struct cli_exec_req *req, json_t *envs)
+{
+	int r;
+	switch (c) {
+	case 'w':
+		req->cwd = arg;
+		return 1;
+	case 'e':
+		r = cli_parse_env(envs, arg);
+		return r < 0 ? r : 1;
+	case 't':
+		r = cli_parse_seconds_ms(arg, &req->timeout_ms);
+		return r < 0 ? r : 1;
+	default:
+		return 0;
+	}
+}
+
+static json_t *exec_body(const struct cli_exec_req *req)
+{
+	json_t *argv = json_array();
+	json_t *body = json_object();
+	if (!argv || !body)
+		goto fail;
+	for (char *const *a = req->argv; *a; a++) {
+		json_t *s = json_string(*a);
+		if (!s) {
+			cli_error("argument '%s' is not valid UTF-8", *a);
+			goto fail;
+		}
+		json_array_append_new(argv, s);
+	}
+	json_object_set_new(body, "argv", argv);
+	argv = NULL;
+	if (req->cwd && json_object_set_new(body, "cwd", json_string(req->cwd)) < 0) {
+		cli_error("-w '%s': not valid UTF-8", req->cwd);
+		goto fail;
+	}
+	if (req->envs && json_object_size(req->envs))
+		json_object_set(body, "envs", req->envs);
+	if (req->timeout_ms > 0)
+		json_object_set_new(body, "timeout", json_integer(req->timeout_ms));
+	return body;
+fail:
+	json_decref(argv);
+	json_decref(body);
+	return NULL;
+}
+
+/* The command's output, byte-exact to our own stdout and stderr. */
+static int exec_output(void *ctx, int fd, const void *data, size_t len, struct cell_error *err)
+{
+	(void)ctx;
+	int r = cell_write_all(fd, data, len);
+	if (r < 0 && r != -EPIPE)
+		return cell_err(err, -r, "writing the command's %s", fd == 1 ? "stdout" : "stderr");
+	return r;
+}
+
+/* The command's exit code from its error event. A plain non-zero exit is the command's own
+ * business; a timeout, a signal or a failure to start deserves one line on stderr naming
+ * what happened. */
+static int exec_error_code(json_t *e, int code)
+{
+	const char *ename = json_string_value(json_object_get(e, "ename"));
+	const char *evalue = json_string_value(json_object_get(e, "evalue"));
+	json_t *tb = json_object_get(e, "traceback");
+	bool exec_error = ename && !strcmp(ename, "CommandExecError");
+	if (!exec_error || code < 0 || code == CLI_EXIT_TIMEOUT || code > 128) {
+		size_t i;
+		json_t *line;
+		json_array_foreach(tb, i, line)
+		{
+			if (json_is_string(line))
+				cli_error("%s", json_string_value(line));
+		}
+		if (!json_array_size(tb))
+			cli_error("command failed: %s: %s", ename ? ename : "error",
+				  evalue ? evalue : "?");
+	}
+	return code >= 0 ? code : CLI_EXIT_RUN_FAIL;
+}
+
+/* Ask celld to stop the command (SIGTERM to its process group, then SIGKILL). */
+static void exec_interrupt(const char *id, const char *cmd_id)
+{
+	struct cell_error err = {0};
+	if (cell_client_exec_interrupt(cli_client(), id, cmd_id, &err) < 0 && err.code != ENOENT)
+		cli_error("%s", err.msg);
+}
+
+int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_error *err)
+{
+	*exit_code = CLI_EXIT_RUN_FAIL;
+	json_t *body = exec_body(req);
+	if (!body)
+		return cli_error_set(err, EINVAL, "building the command request");
+	_cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!text)
+		return cell_err(err, ENOMEM, "building the command request");
+	static const struct cell_client_exec_ops ops = {.output = exec_output};
+	struct cell_client_exec_result res;
+	int r = cell_client_exec(cli_client(), req->id, text, &ops, NULL, &res, err);
+	if (res.stream_failed && (r == -EPIPE || (r == -EINTR && cli_signals_caught))) {
+		/* The caller went away (^C, kill, closed pipe): stop the command too. */
+		exec_interrupt(req->id, res.cmd_id);
+		*exit_code = 128 + (r == -EPIPE ? SIGPIPE : cli_signals_caught);
+		r = 0;
+	} else if (r < 0 && res.stream_failed) {
+		exec_interrupt(req->id, res.cmd_id);
+	} else if (r == 0) {
+		*exit_code = res.complete ? 0 : exec_error_code(res.error, res.exit_code);
+	}
+	cell_client_exec_result_free(&res);
+	return r;
+}

@@ -1,0 +1,34 @@
+/* Running a command in a sandbox from the CLI (exec and run): the options they share
+ * (-w, -e, -t) and the stream that passes the command's output and exit code through. */
+#pragma once
+
+#include <jansson.h>
+
+#include "cell/error.h"
+
+struct cli_exec_req {
+	const char *id;
+	char *const *argv;
+	const char *cwd;      /* NULL: the server's default (/workspace) */
+	json_t *envs;	      /* object or NULL */
+	long long timeout_ms; /* 0: none */
+};
+
+/* -w DIR, -e K=V, -t SECONDS (optstring "w:e:t:"). */
+/* clang-format off */
+#define CLI_EXEC_LONGOPTS                                      \
+	{"workdir", required_argument, NULL, 'w'},             \
+	{"env", required_argument, NULL, 'e'},                 \
+	{"timeout", required_argument, NULL, 't'}
+/* clang-format on */
+
+/* Handle one of CLI_EXEC_LONGOPTS into req (and envs, req->envs' object): 1 when c was one,
+ * 0 when not, -errno (already reported) for a bad value. */
+int cli_exec_opt(int c, const char *arg, struct cli_exec_req *req, json_t *envs);
+
+/* Run a command in a sandbox and stream its output to fds 1 and 2 byte-exact.
+ * Returns 0 with *exit_code set (the command's code, 128+N for a signal, 124 on timeout),
+ * or -errno with err filled when cell itself failed. When interrupted by a signal
+ * (cli_signals_caught) or when fd 1 or 2 is a closed pipe, the command is interrupted
+ * through DELETE /command and *exit_code = 128 + the signal. */
+int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_error *err);

@@ -1,0 +1,127 @@
+/* Parsers of the cell CLI's option values and operands: ids, -e, -v, --timeout. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cell/cleanup.h"
+#include "cell/id.h"
+#include "error.h"
+#include "parse.h"
+
+bool cli_parse_id(const char *id)
+{
+	if (cell_id_valid(id))
+		return true;
+	cli_error("invalid sandbox id '%s': expected 1-%d characters of [a-z0-9-]", id,
+		  CELL_ID_MAX);
+	return false;
+}
+
+int cli_parse_env(json_t *obj, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	_cleanup_free_ char *key = strndup(arg, eq ? (size_t)(eq - arg) : strlen(arg));
+	if (!key)
+		return -ENOMEM;
+	if (!key[0]) {
+		cli_error("-e '%s': empty variable name", arg);
+		return -EINVAL;
+	}
+	const char *val = eq ? eq + 1 : getenv(key);
+	if (!val) {
+		cli_error("-e %s: not set in this environment (use -e %s=VALUE)", key, key);
+		return -EINVAL;
+	}
+	if (json_object_set_new(obj, key, json_string(val)) < 0) {
+		cli_error("-e %s: value is not valid UTF-8", key);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The options after DEST: "ro", "rw", "map=owner|range|identity", comma-separated. 1 when
+ * text is such a list (ro and map filled), 0 when it is not one (it is part of DEST). */
+static int volume_options(const char *text, bool *ro, const char **map)
+{
+	static const char *const maps[] = {"owner", "range", "identity"};
+	bool ro_seen = false;
+	const char *map_seen = NULL;
+	for (const char *p = text; *p;) {
+		size_t len = strcspn(p, ",");
+		if (len == 2 && (!strncmp(p, "ro", 2) || !strncmp(p, "rw", 2))) {
+			ro_seen = p[1] == 'o';
+		} else if (len > 4 && !strncmp(p, "map=", 4)) {
+			map_seen = NULL;
+			for (size_t i = 0; i < CELL_ARRAY_SIZE(maps); i++)
+				if (len - 4 == strlen(maps[i]) && !strncmp(p + 4, maps[i], len - 4))
+					map_seen = maps[i];
+			if (!map_seen)
+				return 0;
+		} else {
+			return 0;
+		}
+		p += len;
+		p += *p == ',';
+	}
+	*ro = ro_seen;
+	*map = map_seen;
+	return 1;
+}
+
+int cli_parse_volume(json_t *arr, const char *arg)
+{
+	_cleanup_free_ char *spec = strdup(arg);
+	if (!spec)
+		return -ENOMEM;
+	bool ro = false;
+	const char *map = NULL;
+	char *colon = strchr(spec, ':');
+	if (!colon || colon == spec || !colon[1]) {
+		cli_error("-v '%s': expected HOST:DEST[:OPTIONS]", arg);
+		return -EINVAL;
+	}
+	*colon = '\0';
+	char *dest = colon + 1;
+	char *opts = strrchr(dest, ':');
+	if (opts && volume_options(opts + 1, &ro, &map) == 1)
+		*opts = '\0';
+	else if (opts && opts[1] && !strchr(opts + 1, '/')) {
+		cli_error("-v '%s': options '%s' are not ro, rw or map=owner|range|identity", arg,
+			  opts + 1);
+		return -EINVAL;
+	}
+	if (dest[0] != '/') {
+		cli_error("-v '%s': destination '%s' must be an absolute path", arg, dest);
+		return -EINVAL;
+	}
+	_cleanup_free_ char *host = realpath(spec, NULL);
+	if (!host) {
+		cli_error("-v '%s': host path %s: %s", arg, spec, strerror(errno));
+		return -errno;
+	}
+	json_t *v = json_pack("{s:s, s:s, s:b}", "host", host, "dest", dest, "readOnly", ro);
+	if (!v) {
+		cli_error("-v '%s': paths must be valid UTF-8", arg);
+		return -EINVAL;
+	}
+	if (map)
+		json_object_set_new(v, "map", json_string(map));
+	return json_array_append_new(arr, v) < 0 ? -ENOMEM : 0;
+}
+
+int cli_parse_seconds_ms(const char *arg, long long *ms)
+{
+	char *end = NULL;
+	errno = 0;
+	double s = strtod(arg, &end);
+	if (errno || end == arg || *end || !isfinite(s) || s <= 0 || s > 1e9) {
+		cli_error("--timeout '%s': expected a positive number of seconds", arg);
+		return -EINVAL;
+	}
+	double x = s * 1000.0;
+	*ms = (long long)x;
+	if ((double)*ms < x) /* round up: 0.0005 s is 1 ms, never "no timeout" */
+		(*ms)++;
+	return 0;
+}

@@ -1,0 +1,66 @@
+/* File downloads through the client library: GET .../files/download into an fd. */
+#include <errno.h>
+#include <stdio.h>
+
+#include "cell/cleanup.h"
+#include "cell/fsutil.h"
+#include "internal.h"
+
+struct download_state {
+	struct cell_client *c;
+	int fd;
+	long status;
+	int write_errno;
+	struct cell_client_buf errbody;
+};
+
+static size_t download_cb(char *ptr, size_t size, size_t nmemb, void *data)
+{
+	struct download_state *ds = data;
+	size_t n = size * nmemb;
+	if (!ds->status)
+		ds->status = cell_client_status(ds->c);
+	if (ds->status < 200 || ds->status > 299) {
+		size_t room = CELL_CLIENT_ERRBODY_MAX - ds->errbody.len;
+		cell_client_buf_append(&ds->errbody, ptr, n < room ? n : room,
+				       CELL_CLIENT_ERRBODY_MAX);
+		return n;
+	}
+	int r = cell_write_all(ds->fd, ptr, n);
+	if (r < 0) {
+		ds->write_errno = -r;
+		return 0;
+	}
+	return n;
+}
+
+int cell_client_download(struct cell_client *c, const char *id, const char *path, int fd,
+			 struct cell_error *err)
+{
+	_cleanup_free_ char *enc = cell_client_urlencode(path);
+	_cleanup_free_ char *url = NULL;
+	if (!enc ||
+	    asprintf(&url, "/v1/sandboxes/%s" CELL_CLIENT_EXECD_PREFIX "/files/download?path=%s",
+		     id, enc) < 0)
+		return cell_err(err, ENOMEM, "building the download request");
+	CURL *h = cell_client_begin(c, url, err);
+	if (!h)
+		return -err->code;
+	struct download_state ds = {.c = c, .fd = fd};
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, download_cb);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &ds);
+	CURLcode rc = cell_client_perform(c, true);
+	if (!ds.status)
+		ds.status = cell_client_status(c);
+	int r = 0;
+	if (ds.write_errno)
+		r = cell_err(err, ds.write_errno, "writing the downloaded data");
+	else if (rc == CURLE_ABORTED_BY_CALLBACK)
+		r = cell_client_fail(err, EINTR, "download of %s:%s interrupted", id, path);
+	else if (rc != CURLE_OK)
+		r = cell_client_transport_error(c, rc, "download", err);
+	else if (ds.status < 200 || ds.status > 299)
+		r = cell_client_status_error(ds.status, &ds.errbody, "download", NULL, 0, err);
+	cell_client_buf_free(&ds.errbody);
+	return r;
+}

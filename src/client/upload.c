@@ -1,0 +1,107 @@
+/* File uploads through the client library: multipart POST .../files/upload, the "metadata"
+ * JSON part then the "file" part, streamed from an fd or a buffer. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cell/cleanup.h"
+#include "internal.h"
+
+static size_t fd_read_cb(char *buf, size_t size, size_t nitems, void *arg)
+{
+	int fd = *(int *)arg;
+	for (;;) {
+		ssize_t n = read(fd, buf, size * nitems);
+		if (n >= 0)
+			return (size_t)n;
+		if (errno != EINTR)
+			return CURL_READFUNC_ABORT;
+	}
+}
+
+/* {"path","mode"}: FileInfo.mode is an integer whose decimal digits are the octal
+ * permission (0755 is sent as 755), as in the execd API. */
+static char *upload_metadata(const struct cell_client_upload *up)
+{
+	json_t *meta = json_pack("{s:s}", "path", up->dest);
+	if (!meta)
+		return NULL;
+	if (up->mode >= 0) {
+		unsigned m = (unsigned)up->mode & 07777;
+		unsigned digits =
+		    (m >> 9 & 7) * 1000 + (m >> 6 & 7) * 100 + (m >> 3 & 7) * 10 + (m & 7);
+		json_object_set_new(meta, "mode", json_integer(digits));
+	}
+	char *text = json_dumps(meta, JSON_COMPACT);
+	json_decref(meta);
+	return text;
+}
+
+static curl_mime *upload_mime(CURL *h, const struct cell_client_upload *up, const char *meta,
+			      int *fdv)
+{
+	curl_mime *mime = curl_mime_init(h);
+	curl_mimepart *part = curl_mime_addpart(mime);
+	curl_mime_name(part, "metadata");
+	curl_mime_filename(part, "metadata");
+	curl_mime_type(part, "application/json");
+	curl_mime_data(part, meta, CURL_ZERO_TERMINATED);
+	part = curl_mime_addpart(mime);
+	curl_mime_name(part, "file");
+	curl_mime_filename(part, up->filename ? up->filename : "file");
+	curl_mime_type(part, "application/octet-stream");
+	if (up->fd < 0) {
+		curl_mime_data(part, up->data, up->len);
+		return mime;
+	}
+	struct stat stbuf;
+	curl_off_t size = -1; /* unknown (a pipe): the body goes out chunked */
+	if (fstat(up->fd, &stbuf) == 0 && S_ISREG(stbuf.st_mode))
+		size = stbuf.st_size;
+	*fdv = up->fd;
+	curl_mime_data_cb(part, size, fd_read_cb, NULL, NULL, fdv);
+	return mime;
+}
+
+int cell_client_upload(struct cell_client *c, const struct cell_client_upload *up,
+		       struct cell_error *err)
+{
+	_cleanup_free_ char *path = NULL;
+	if (asprintf(&path, "/v1/sandboxes/%s" CELL_CLIENT_EXECD_PREFIX "/files/upload", up->id) <
+	    0)
+		return cell_err(err, ENOMEM, "building the upload request");
+	_cleanup_free_ char *meta = upload_metadata(up);
+	if (!meta)
+		return cell_client_fail(err, EINVAL, "destination path '%s' is not valid UTF-8",
+					up->dest);
+	CURL *h = cell_client_begin(c, path, err);
+	if (!h)
+		return -err->code;
+	int fdv = -1;
+	curl_mime *mime = upload_mime(h, up, meta, &fdv);
+	curl_easy_setopt(h, CURLOPT_MIMEPOST, mime);
+	/* The multipart body sets its own Content-Type. */
+	struct curl_slist *hdrs = cell_client_headers(c, NULL, NULL);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	struct cell_client_buf resp = {0};
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cell_client_collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp);
+
+	CURLcode rc = cell_client_perform(c, true);
+	long st = cell_client_status(c);
+	int r = 0;
+	if (rc == CURLE_ABORTED_BY_CALLBACK)
+		r = cell_client_fail(err, EINTR, "upload to %s:%s interrupted", up->id, up->dest);
+	else if (rc != CURLE_OK)
+		r = cell_client_transport_error(c, rc, "upload", err);
+	else if (st < 200 || st > 299)
+		r = cell_client_status_error(st, &resp, "upload", NULL, 0, err);
+	cell_client_buf_free(&resp);
+	curl_easy_setopt(h, CURLOPT_MIMEPOST, NULL);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	curl_mime_free(mime);
+	curl_slist_free_all(hdrs);
+	return r;
+}

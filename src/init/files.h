@@ -1,0 +1,10 @@
+/* File operations of cell-init, confined beneath its root (init_base.rootfd). */
+#pragma once
+
+#include <jansson.h>
+
+struct conn;
+
+void files_stat(struct conn *c, json_t *req);
+void files_read(struct conn *c, json_t *req);
+void files_write(struct conn *c, json_t *req);
