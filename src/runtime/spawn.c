@@ -219,7 +219,7 @@ static int child_run(struct child_plan *cp, struct cell_child_err *ce)
 	r = cell_child_mount_populate(&cp->mounts, rootfd, ce);
 	if (r < 0)
 		return r;
-	r = cell_child_mount_cgroup(cp->cgroup, rootfd, ce);
+	r = cp->cgroup->mount_inside(rootfd, ce);
 	if (r < 0)
 		return r;
 	r = cell_child_pivot_root(rootfd, ce);
