@@ -52,10 +52,13 @@ enum cell_child_step {
 	CELL_STEP_SECCOMP,
 };
 
-/* Fill ce with "<what> <path>" (path may be NULL) and return -errno. errnum may be given
- * positive or negative. Async-signal-safe. */
+/* child.c: fill ce with "<what> <path>" (path may be NULL) and return -errno. errnum may
+ * be given positive or negative. Async-signal-safe. */
 int cell_child_fail(struct cell_child_err *ce, int step, int errnum, const char *what,
 		    const char *path);
+/* child.c: write ce as-is to the sync socket (the parent reads it instead of the EOF of a
+ * successful exec) and _exit(1). */
+_Noreturn void cell_child_exit(int sync_fd, const struct cell_child_err *ce);
 
 /* fdpass.c: one fd over a Unix socket (SCM_RIGHTS, one byte of data). 0 or -errno;
  * cell_recv_fd gives -EPIPE at EOF, -EPROTO for a message without exactly one fd. */

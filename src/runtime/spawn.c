@@ -60,29 +60,6 @@ struct child_plan {
 
 /* ---- child ---------------------------------------------------------------------------- */
 
-static void append(char *dst, size_t size, size_t *len, const char *s)
-{
-	while (*s && *len + 1 < size)
-		dst[(*len)++] = *s++;
-	dst[*len] = '\0';
-}
-
-int cell_child_fail(struct cell_child_err *ce, int step, int errnum, const char *what,
-		    const char *path)
-{
-	size_t len = 0;
-	if (errnum < 0)
-		errnum = -errnum;
-	ce->step = step;
-	ce->errno_value = errnum ? errnum : EIO;
-	append(ce->what, sizeof(ce->what), &len, what);
-	if (path) {
-		append(ce->what, sizeof(ce->what), &len, " ");
-		append(ce->what, sizeof(ce->what), &len, path);
-	}
-	return -ce->errno_value;
-}
-
 /* celld's handlers and ignored signals (SIGPIPE) must not survive into the sandbox: an
  * ignored disposition would be inherited across exec by init and every command. */
 static void child_reset_signals(void)
@@ -255,17 +232,7 @@ static _Noreturn void child_main(struct child_plan *cp)
 	struct cell_child_err ce;
 	memset(&ce, 0, sizeof(ce));
 	child_run(cp, &ce);
-	const char *p = (const char *)&ce;
-	for (size_t left = sizeof(ce); left;) {
-		ssize_t n = write(cp->sync_fd, p, left);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		p += n;
-		left -= n;
-	}
-	_exit(1);
+	cell_child_exit(cp->sync_fd, &ce);
 }
 
 /* ---- parent --------------------------------------------------------------------------- */
