@@ -33,7 +33,6 @@
 #include "cell/cleanup.h"
 #include "cell/log.h"
 #include "cell/proto.h"
-#include "cell/runtime.h"
 #include "cell/version.h"
 #include "init.h"
 

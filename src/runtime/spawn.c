@@ -53,6 +53,7 @@
 
 #include "cell/cleanup.h"
 #include "cell/id.h"
+#include "cell/proto.h"
 #include "cell/runtime.h"
 #include "internal.h"
 
