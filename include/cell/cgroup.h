@@ -41,6 +41,10 @@ struct cell_cgroup_usage {
 	uint64_t oom_kills; /* processes the OOM killer ended in this cgroup */
 };
 
+/* Runtime-internal (src/runtime/internal.h): only spawn uses the members that take them. */
+struct cell_cgroup_join;
+struct cell_child_err;
+
 struct cell_cgroup_ops {
 	const char *name; /* "v2" or "v1-hybrid" (also "v1" without a unified mount) */
 	/* v1 charges socket buffers to a counter of their own (memory.kmem.tcp.*), not to
@@ -69,6 +73,24 @@ struct cell_cgroup_ops {
 	/* Only usage's oom_kills (one file: read at the start and end of every command);
 	 * 0 when unreadable. */
 	uint64_t (*oom_kills)(const char *rel);
+
+	/* What the runtime asks of the backend it was given; callers outside src/runtime/
+	 * leave these alone. */
+	/* Once, at detection: read what the backend needs later without reading files (v1:
+	 * the hierarchies a sandbox sees, for mount_inside). Read-only. NULL: nothing. */
+	void (*probe)(void);
+	/* Make own (celld's cgroup, relative to the root, never "") able to hold the
+	 * sandboxes' cgroups; false: they go to the root instead. It may change the host's
+	 * cgroups (v2 moves celld into a leaf), so it runs once on first use, not at
+	 * detection. NULL: nothing to do (v1 allows processes beside child cgroups). */
+	bool (*settle)(const char *own);
+	/* Open the fds through which the child joins rel before it runs anything (struct
+	 * cell_cgroup_join), in the parent before clone. NULL: the parent attaches the child
+	 * by pid after clone (attach). */
+	int (*join_open)(const char *rel, struct cell_cgroup_join *j, struct cell_error *err);
+	/* In the cloned child (internal.h rules), after it joined its cgroup and unshared its
+	 * cgroup namespace: mount that cgroup read-only at /sys/fs/cgroup below rootfd. */
+	int (*mount_inside)(int rootfd, struct cell_child_err *ce);
 };
 
 /* Detect the host's layout once (statfs of /sys/fs/cgroup, /sys/fs/cgroup/unified) and

@@ -33,6 +33,10 @@
 
 #include "cell/error.h"
 
+/* The relay's listening socket is this fd in cell-init: the runtime puts it there before
+ * the exec, init accepts celld's connections on it. */
+#define CELL_INIT_LISTEN_FD 3
+
 #define CELL_FRAME_HEADER 8
 #define CELL_FRAME_MAX	  (1u << 20)  /* largest payload either side accepts */
 #define CELL_FRAME_CHUNK  (64u << 10) /* payload size used for streamed bytes */

@@ -22,8 +22,7 @@
 
 struct sock_filter;
 
-#define CELL_UID_RANGE	    65536u
-#define CELL_INIT_LISTEN_FD 3 /* fd number of the relay listening socket in cell-init */
+#define CELL_UID_RANGE 65536u
 
 /* How a volume's host ids appear inside (man/cell-security.7, "Volumes"). Whatever the
  * mapping, a volume is mounted nosuid and nodev in the sandbox. */

@@ -17,6 +17,7 @@
 #include "cell/cgroup.h"
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
+#include "cgroup_fs.h"
 #include "internal.h"
 
 #define FREEZE_POLLS 200 /* × 1 ms */
@@ -30,7 +31,7 @@ static bool probe_mounted(const char *hier)
 {
 	char path[PATH_MAX];
 	struct statfs sfs;
-	snprintf(path, sizeof(path), "%s/%s", cell_cgroup_root(), hier);
+	snprintf(path, sizeof(path), "%s/%s", cell_cgroup_fs_root(), hier);
 	if (statfs(path, &sfs) < 0)
 		return false;
 	return strcmp(hier, "unified") ? sfs.f_type == CGROUP_SUPER_MAGIC
@@ -64,7 +65,7 @@ static const char *tracking_hierarchy(void)
 
 static int check_rel(const char *rel, struct cell_error *err)
 {
-	if (!cell_cgroup_rel_valid(rel))
+	if (!cell_cgroup_fs_rel_valid(rel))
 		return cell_err(err, EINVAL, "invalid cgroup name '%s'", rel ? rel : "");
 	return 0;
 }
@@ -74,7 +75,7 @@ static int v1_create(const char *rel, struct cell_error *err)
 	int r = check_rel(rel, err);
 	for (size_t i = 0; r == 0 && i < CELL_ARRAY_SIZE(hierarchies); i++)
 		if (mounted(hierarchies[i]))
-			r = cell_cgroup_mkdir(hierarchies[i], rel, err);
+			r = cell_cgroup_fs_mkdir(hierarchies[i], rel, err);
 	return r;
 }
 
@@ -86,14 +87,15 @@ static int v1_attach(const char *rel, pid_t pid, struct cell_error *err)
 	for (size_t i = 0; r == 0 && i < CELL_ARRAY_SIZE(hierarchies); i++) {
 		if (!mounted(hierarchies[i]))
 			continue;
-		if (cell_cgroup_path(path, sizeof(path), hierarchies[i], rel, "cgroup.procs") < 0)
+		if (cell_cgroup_fs_path(path, sizeof(path), hierarchies[i], rel, "cgroup.procs") <
+		    0)
 			return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
 		r = cell_write_string(path, val, err);
 	}
 	return r;
 }
 
-int cell_cgroup_v1_join_open(const char *rel, struct cell_cgroup_join *j, struct cell_error *err)
+static int v1_join_open(const char *rel, struct cell_cgroup_join *j, struct cell_error *err)
 {
 	char path[PATH_MAX];
 	int r = check_rel(rel, err);
@@ -101,8 +103,8 @@ int cell_cgroup_v1_join_open(const char *rel, struct cell_cgroup_join *j, struct
 		if (!mounted(hierarchies[i]))
 			continue;
 		bool unified = !strcmp(hierarchies[i], "unified");
-		if (cell_cgroup_path(path, sizeof(path), hierarchies[i], rel,
-				     unified ? NULL : "tasks") < 0)
+		if (cell_cgroup_fs_path(path, sizeof(path), hierarchies[i], rel,
+					unified ? NULL : "tasks") < 0)
 			return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
 		int fd = open(path, (unified ? O_RDONLY | O_DIRECTORY : O_WRONLY) | O_CLOEXEC |
 					O_NOFOLLOW);
@@ -126,7 +128,7 @@ static int procs_path(const char *rel, char *buf, size_t size, struct cell_error
 	int r = check_rel(rel, err);
 	if (r < 0)
 		return r;
-	if (cell_cgroup_path(buf, size, tracking_hierarchy(), rel, "cgroup.procs") < 0)
+	if (cell_cgroup_fs_path(buf, size, tracking_hierarchy(), rel, "cgroup.procs") < 0)
 		return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
 	return 0;
 }
@@ -137,14 +139,14 @@ static int v1_list_pids(const char *rel, pid_t **pids, size_t *n, struct cell_er
 	*pids = NULL;
 	*n = 0;
 	int r = procs_path(rel, path, sizeof(path), err);
-	return r < 0 ? r : cell_cgroup_read_pids(path, pids, n, err);
+	return r < 0 ? r : cell_cgroup_fs_read_pids(path, pids, n, err);
 }
 
 static bool set_freezer(const char *rel, const char *state)
 {
 	char path[PATH_MAX];
 	if (!mounted("freezer") ||
-	    cell_cgroup_path(path, sizeof(path), "freezer", rel, "freezer.state") < 0 ||
+	    cell_cgroup_fs_path(path, sizeof(path), "freezer", rel, "freezer.state") < 0 ||
 	    cell_write_string(path, state, NULL) < 0)
 		return false;
 	if (strcmp(state, "FROZEN"))
@@ -172,7 +174,7 @@ static int kill_round(const char *rel, struct cell_error *err)
 {
 	char path[PATH_MAX];
 	if (mounted("unified") &&
-	    cell_cgroup_path(path, sizeof(path), "unified", rel, "cgroup.kill") == 0)
+	    cell_cgroup_fs_path(path, sizeof(path), "unified", rel, "cgroup.kill") == 0)
 		cell_write_string(path, "1", NULL);
 	bool frozen = set_freezer(rel, "FROZEN");
 	_cleanup_free_ pid_t *pids = NULL;
@@ -189,7 +191,7 @@ static int v1_kill_all(const char *rel, struct cell_error *err)
 {
 	char procs[PATH_MAX];
 	int r = procs_path(rel, procs, sizeof(procs), err);
-	return r < 0 ? r : cell_cgroup_drain(procs, kill_round, rel, err);
+	return r < 0 ? r : cell_cgroup_fs_drain(procs, kill_round, rel, err);
 }
 
 static int v1_destroy(const char *rel, struct cell_error *err)
@@ -201,7 +203,7 @@ static int v1_destroy(const char *rel, struct cell_error *err)
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(hierarchies); i++) {
 		if (!mounted(hierarchies[i]))
 			continue;
-		int ri = cell_cgroup_rmdir(hierarchies[i], rel, r < 0 ? NULL : err);
+		int ri = cell_cgroup_fs_rmdir(hierarchies[i], rel, r < 0 ? NULL : err);
 		if (r == 0)
 			r = ri;
 	}
@@ -222,7 +224,7 @@ static int write_file(const char *hier, const char *rel, const char *file, const
 	if (!mounted(hier))
 		return optional ? 0
 				: cell_err(err, ENOTSUP, "no v1 %s hierarchy for %s", hier, file);
-	if (cell_cgroup_path(path, sizeof(path), hier, rel, file) < 0)
+	if (cell_cgroup_fs_path(path, sizeof(path), hier, rel, file) < 0)
 		return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
 	int r = cell_write_string(path, val, NULL);
 	if (r == -ENOENT && optional)
@@ -270,7 +272,7 @@ static int v1_set_total(const char *rel, const struct cell_limits *lim, struct c
 	char inst[PATH_MAX];
 	if (!lim->total_pids && !lim->total_socket_bytes)
 		return 0;
-	if (cell_cgroup_instance(rel, inst, sizeof(inst)) < 0)
+	if (cell_cgroup_fs_instance(rel, inst, sizeof(inst)) < 0)
 		return cell_err(err, EINVAL, "cgroup %s has no instance cgroup", rel);
 	int r = lim->total_pids ? write_u64("pids", inst, "pids.max", lim->total_pids, err) : 0;
 	if (r < 0 || !lim->total_socket_bytes)
@@ -339,7 +341,7 @@ static int v1_freeze(const char *rel, bool frozen, struct cell_error *err)
 		return r;
 	if (!frozen)
 		return 0;
-	cell_cgroup_path(path, sizeof(path), "freezer", rel, "freezer.state");
+	cell_cgroup_fs_path(path, sizeof(path), "freezer", rel, "freezer.state");
 	struct timespec start;
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (int i = 0;; i++) {
@@ -362,7 +364,7 @@ static uint64_t read_u64(const char *hier, const char *rel, const char *file, co
 {
 	char path[PATH_MAX];
 	_cleanup_free_ char *text = NULL;
-	if (!mounted(hier) || cell_cgroup_path(path, sizeof(path), hier, rel, file) < 0 ||
+	if (!mounted(hier) || cell_cgroup_fs_path(path, sizeof(path), hier, rel, file) < 0 ||
 	    cell_read_file_at(AT_FDCWD, path, 65536, &text, NULL, NULL) < 0)
 		return 0;
 	if (!key)
@@ -400,8 +402,23 @@ static int v1_usage(const char *rel, struct cell_cgroup_usage *out, struct cell_
 
 static void v1_describe(const char *rel, char *buf, size_t size)
 {
-	if (size && cell_cgroup_path(buf, size, tracking_hierarchy(), rel ? rel : "", NULL) < 0)
+	if (size && cell_cgroup_fs_path(buf, size, tracking_hierarchy(), rel ? rel : "", NULL) < 0)
 		buf[0] = '\0';
+}
+
+/* ---- the hierarchies a sandbox sees ---- */
+
+/* Read at detection, before any child exists; the child reads it without locks. */
+static struct cell_cg_layout layout;
+
+static void v1_probe(void)
+{
+	cell_cgroup_fs_layout(&layout);
+}
+
+static int v1_mount_inside(int rootfd, struct cell_child_err *ce)
+{
+	return cell_child_mount_cgroup_hybrid(&layout, rootfd, ce);
 }
 
 /* Both v1 tables differ only in the name they show. */
@@ -409,7 +426,8 @@ static void v1_describe(const char *rel, char *buf, size_t size)
 	.socket_memory_apart = true, .create = v1_create, .attach = v1_attach,                     \
 	.list_pids = v1_list_pids, .kill_all = v1_kill_all, .destroy = v1_destroy,                 \
 	.describe = v1_describe, .set_limits = v1_set_limits, .freeze = v1_freeze,                 \
-	.usage = v1_usage, .oom_kills = v1_oom_kills
+	.usage = v1_usage, .oom_kills = v1_oom_kills, .probe = v1_probe,                           \
+	.join_open = v1_join_open, .mount_inside = v1_mount_inside
 
 const struct cell_cgroup_ops cell_cgroup_v1_ops = {.name = "v1-hybrid", V1_OPS};
 

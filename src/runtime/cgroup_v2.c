@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,7 +16,8 @@
 #include "cell/cgroup.h"
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
-#include "cgroup_layout.h"
+#include "cell/log.h"
+#include "cgroup_fs.h"
 #include "internal.h"
 
 static const char *const wanted_controllers[] = {"cpu", "memory", "pids", "io"};
@@ -48,33 +50,82 @@ static void enable_controllers(const char *dir)
 	}
 }
 
+/* The v2 prefix can take controller-enabled children: the wanted controllers are available
+ * to it and can be enabled in its subtree_control. */
+static bool v2_prefix_usable(const char *dir)
+{
+	static const char *const need[] = {"cpu", "memory", "pids"};
+	char path[PATH_MAX];
+	_cleanup_free_ char *avail = NULL;
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", dir);
+	if (cell_read_file_at(AT_FDCWD, path, 4096, &avail, NULL, NULL) < 0)
+		return false;
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", dir);
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(need); i++) {
+		char op[16];
+		snprintf(op, sizeof(op), "+%s", need[i]);
+		if (!strstr(avail, need[i]) || cell_write_string(path, op, NULL) < 0)
+			return false;
+	}
+	return true;
+}
+
+/* cgroup_fs.c calls this once, before the first path below own is built. */
+static bool v2_settle(const char *own)
+{
+	char dir[PATH_MAX], leaf[PATH_MAX + 16];
+	snprintf(dir, sizeof(dir), "%s/%s", cell_cgroup_fs_root(), own);
+	if (v2_prefix_usable(dir))
+		return true;
+	/* Processes in celld's cgroup block its subtree_control: move celld (the whole
+	 * process) into a leaf of its own and try again. */
+	snprintf(leaf, sizeof(leaf), "%s/celld", dir);
+	char procs[PATH_MAX + 32];
+	snprintf(procs, sizeof(procs), "%s/cgroup.procs", leaf);
+	if ((mkdir(leaf, 0755) == 0 || errno == EEXIST) &&
+	    cell_write_string(procs, "0", NULL) == 0) {
+		if (v2_prefix_usable(dir)) {
+			log_info("cgroup: celld moved into %s so that sandboxes nest in %s", leaf,
+				 dir);
+			return true;
+		}
+		snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+		cell_write_string(procs, "0", NULL);
+		rmdir(leaf);
+	}
+	log_warn("cgroup: cannot nest sandboxes in %s (controllers not delegated, or other "
+		 "processes there); using the cgroup root",
+		 dir);
+	return false;
+}
+
 /* rel's directory (file NULL) or a file in it; a bad rel is refused before it becomes a
  * path. */
 static int v2_path(const char *rel, const char *file, char *buf, size_t size,
 		   struct cell_error *err)
 {
-	if (!cell_cgroup_rel_valid(rel) || cell_cgroup_path(buf, size, "", rel, file) < 0)
+	if (!cell_cgroup_fs_rel_valid(rel) || cell_cgroup_fs_path(buf, size, "", rel, file) < 0)
 		return cell_err(err, EINVAL, "invalid cgroup name '%s'", rel ? rel : "");
 	return 0;
 }
 
 static int v2_create(const char *rel, struct cell_error *err)
 {
-	if (!cell_cgroup_rel_valid(rel))
+	if (!cell_cgroup_fs_rel_valid(rel))
 		return cell_err(err, EINVAL, "invalid cgroup name '%s'", rel ? rel : "");
-	int r = cell_cgroup_mkdir("", rel, err);
+	int r = cell_cgroup_fs_mkdir("", rel, err);
 	if (r < 0)
 		return r;
-	/* celld's own cgroup (the root when not nested; see cell_cgroup_v2_settle), then each
+	/* celld's own cgroup (the root when not nested; see v2_settle), then each
 	 * dir of rel above the sandbox's. */
-	const char *prefix = cell_cgroup_prefix("");
+	const char *prefix = cell_cgroup_fs_prefix("");
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s%s%s", cell_cgroup_root(), prefix[0] ? "/" : "", prefix);
+	snprintf(dir, sizeof(dir), "%s%s%s", cell_cgroup_fs_root(), prefix[0] ? "/" : "", prefix);
 	enable_controllers(dir);
 	for (const char *c = rel; (c = strchr(c, '/')); c++) {
 		char part[PATH_MAX];
 		snprintf(part, sizeof(part), "%.*s", (int)(c - rel), rel);
-		if (cell_cgroup_path(dir, sizeof(dir), "", part, NULL) == 0)
+		if (cell_cgroup_fs_path(dir, sizeof(dir), "", part, NULL) == 0)
 			enable_controllers(dir);
 	}
 	return 0;
@@ -90,7 +141,7 @@ static int v2_attach(const char *rel, pid_t pid, struct cell_error *err)
 	return cell_write_string(path, val, err);
 }
 
-int cell_cgroup_v2_join_open(const char *rel, struct cell_cgroup_join *j, struct cell_error *err)
+static int v2_join_open(const char *rel, struct cell_cgroup_join *j, struct cell_error *err)
 {
 	char path[PATH_MAX];
 	int r = v2_path(rel, NULL, path, sizeof(path), err);
@@ -108,7 +159,7 @@ static int v2_list_pids(const char *rel, pid_t **pids, size_t *n, struct cell_er
 	*pids = NULL;
 	*n = 0;
 	int r = v2_path(rel, "cgroup.procs", path, sizeof(path), err);
-	return r < 0 ? r : cell_cgroup_read_pids(path, pids, n, err);
+	return r < 0 ? r : cell_cgroup_fs_read_pids(path, pids, n, err);
 }
 
 /* Without cgroup.kill (kernels before 5.14): freeze first so nothing forks or exits on its
@@ -117,17 +168,17 @@ static int v2_list_pids(const char *rel, pid_t **pids, size_t *n, struct cell_er
 static int kill_round(const char *rel, struct cell_error *err)
 {
 	char path[PATH_MAX];
-	cell_cgroup_path(path, sizeof(path), "", rel, "cgroup.kill");
+	cell_cgroup_fs_path(path, sizeof(path), "", rel, "cgroup.kill");
 	/* cgroup.kill signals every task atomically, forks in flight included. */
 	if (cell_write_string(path, "1", NULL) == 0)
 		return 0;
 	char freeze[PATH_MAX];
-	cell_cgroup_path(freeze, sizeof(freeze), "", rel, "cgroup.freeze");
+	cell_cgroup_fs_path(freeze, sizeof(freeze), "", rel, "cgroup.freeze");
 	bool frozen = cell_write_string(freeze, "1", NULL) == 0;
 	_cleanup_free_ pid_t *pids = NULL;
 	size_t n = 0;
-	cell_cgroup_path(path, sizeof(path), "", rel, "cgroup.procs");
-	int r = cell_cgroup_read_pids(path, &pids, &n, err);
+	cell_cgroup_fs_path(path, sizeof(path), "", rel, "cgroup.procs");
+	int r = cell_cgroup_fs_read_pids(path, &pids, &n, err);
 	for (size_t i = 0; i < n; i++)
 		kill(pids[i], SIGKILL);
 	if (frozen)
@@ -139,19 +190,19 @@ static int v2_kill_all(const char *rel, struct cell_error *err)
 {
 	char procs[PATH_MAX];
 	int r = v2_path(rel, "cgroup.procs", procs, sizeof(procs), err);
-	return r < 0 ? r : cell_cgroup_drain(procs, kill_round, rel, err);
+	return r < 0 ? r : cell_cgroup_fs_drain(procs, kill_round, rel, err);
 }
 
 static int v2_destroy(const char *rel, struct cell_error *err)
 {
-	if (!cell_cgroup_rel_valid(rel))
+	if (!cell_cgroup_fs_rel_valid(rel))
 		return cell_err(err, EINVAL, "invalid cgroup name '%s'", rel ? rel : "");
-	return cell_cgroup_rmdir("", rel, err);
+	return cell_cgroup_fs_rmdir("", rel, err);
 }
 
 static void v2_describe(const char *rel, char *buf, size_t size)
 {
-	if (size && cell_cgroup_path(buf, size, "", rel ? rel : "", NULL) < 0)
+	if (size && cell_cgroup_fs_path(buf, size, "", rel ? rel : "", NULL) < 0)
 		buf[0] = '\0';
 }
 
@@ -207,7 +258,7 @@ static int v2_set_total(const char *rel, const struct cell_limits *lim, struct c
 	char inst[PATH_MAX], val[32];
 	if (!lim->total_pids)
 		return 0;
-	if (cell_cgroup_instance(rel, inst, sizeof(inst)) < 0)
+	if (cell_cgroup_fs_instance(rel, inst, sizeof(inst)) < 0)
 		return cell_err(err, EINVAL, "cgroup %s has no instance cgroup", rel);
 	snprintf(val, sizeof(val), "%" PRIu64, lim->total_pids);
 	return write_file(inst, "pids.max", val, false, err);
@@ -337,4 +388,7 @@ const struct cell_cgroup_ops cell_cgroup_v2_ops = {
     .freeze = v2_freeze,
     .usage = v2_usage,
     .oom_kills = v2_oom_kills,
+    .settle = v2_settle,
+    .join_open = v2_join_open,
+    .mount_inside = cell_child_mount_cgroup2,
 };

@@ -52,10 +52,13 @@ enum cell_child_step {
 	CELL_STEP_SECCOMP,
 };
 
-/* Fill ce with "<what> <path>" (path may be NULL) and return -errno. errnum may be given
- * positive or negative. Async-signal-safe. */
+/* child.c: fill ce with "<what> <path>" (path may be NULL) and return -errno. errnum may
+ * be given positive or negative. Async-signal-safe. */
 int cell_child_fail(struct cell_child_err *ce, int step, int errnum, const char *what,
 		    const char *path);
+/* child.c: write ce as-is to the sync socket (the parent reads it instead of the EOF of a
+ * successful exec) and _exit(1). */
+_Noreturn void cell_child_exit(int sync_fd, const struct cell_child_err *ce);
 
 /* fdpass.c: one fd over a Unix socket (SCM_RIGHTS, one byte of data). 0 or -errno;
  * cell_recv_fd gives -EPIPE at EOF, -EPROTO for a message without exactly one fd. */
@@ -107,9 +110,13 @@ int cell_child_pivot_root(int rootfd, struct cell_child_err *ce);
 
 /* mount_cgroup.c: the sandbox's own cgroup, read-only at /sys/fs/cgroup (through its
  * cgroup namespace), so runtimes that size themselves from cgroup limits see the sandbox's.
- * After populate, before pivot_root; rootfd as for populate. */
-int cell_child_mount_cgroup(const struct cell_cgroup_ops *cg, int rootfd,
-			    struct cell_child_err *ce);
+ * The backends' mount_inside: after populate, before pivot_root; rootfd as for populate.
+ * cgroup2: one mount (v2 host). hybrid: the v1 hierarchies of layout (read before clone)
+ * under a tmpfs. */
+struct cell_cg_layout;
+int cell_child_mount_cgroup2(int rootfd, struct cell_child_err *ce);
+int cell_child_mount_cgroup_hybrid(const struct cell_cg_layout *layout, int rootfd,
+				   struct cell_child_err *ce);
 
 /* masks.c: after pivot_root, /proc and /sys paths masked or made read-only. */
 int cell_child_mask_paths(struct cell_child_err *ce);
@@ -139,25 +146,7 @@ void cell_mount_release(pid_t pid);
 int cell_loop_mount_image(int dirfd, const char *dir, const char *templates_dir, uint64_t bytes,
 			  struct cell_error *err);
 
-/* cgroup.c: paths shared by both backends. */
-const char *cell_cgroup_root(void);
-bool cell_cgroup_rel_valid(const char *rel);
-/* <root>/<hier>/<rel>[/<file>] (hier may be ""); -ENAMETOOLONG when it does not fit. */
-int cell_cgroup_path(char *buf, size_t size, const char *hier, const char *rel, const char *file);
-/* mkdir -p of <root>/<hier>/<rel> (existing is success). */
-int cell_cgroup_mkdir(const char *hier, const char *rel, struct cell_error *err);
-/* rmdir <root>/<hier>/<rel> (missing is success), then its parent when empty. */
-int cell_cgroup_rmdir(const char *hier, const char *rel, struct cell_error *err);
-/* rel's parent ("cell-xxxxxxxx" of "cell-xxxxxxxx/<id>"): the instance cgroup that holds
- * every sandbox of one celld, where their totals are bounded. -EINVAL without one. */
-int cell_cgroup_instance(const char *rel, char *buf, size_t size);
-/* Parse a cgroup.procs file into a malloc'd array. A missing file gives 0 pids. */
-int cell_cgroup_read_pids(const char *procs_path, pid_t **pids, size_t *n, struct cell_error *err);
-/* kill_all's loop: call kill_round(rel), then poll procs_path until it lists no pid; repeat,
- * for at most ~10 s. A cgroup that does not exist (no procs file) is already empty. */
-int cell_cgroup_drain(const char *procs_path, int (*kill_round)(const char *, struct cell_error *),
-		      const char *rel, struct cell_error *err);
-
+/* cgroup_v1.c: the v1 backend on a host without the cgroup2 "unified" mount. */
 extern const struct cell_cgroup_ops cell_cgroup_v1_plain_ops;
 
 /* Joining the sandbox's cgroup without migrating a running process. A migration by pid
@@ -173,13 +162,11 @@ struct cell_cgroup_join {
 	int clone_fd;			    /* cgroup2 dir for CLONE_INTO_CGROUP, or -1 */
 	int task_fds[CELL_CGROUP_JOIN_MAX]; /* v1 <hier>/<rel>/tasks, "0" written by the child */
 	size_t n_task_fds;
-	bool by_pid; /* unknown backend: the parent attaches by pid after clone (ops->attach) */
+	bool by_pid; /* no ops->join_open: the parent attaches by pid after clone (attach) */
 };
 
-/* Fill j for rel under ops (the cgroup exists). On failure j holds no fd. */
+/* cgroup.c: fill j for rel under ops (the cgroup exists), through ops->join_open. On
+ * failure j holds no fd. */
 int cell_cgroup_join_open(const struct cell_cgroup_ops *ops, const char *rel,
 			  struct cell_cgroup_join *j, struct cell_error *err);
 void cell_cgroup_join_close(struct cell_cgroup_join *j);
-/* Backends' halves of cell_cgroup_join_open. */
-int cell_cgroup_v1_join_open(const char *rel, struct cell_cgroup_join *j, struct cell_error *err);
-int cell_cgroup_v2_join_open(const char *rel, struct cell_cgroup_join *j, struct cell_error *err);

@@ -11,9 +11,10 @@
  * /sys.
  *
  * v2 host: one cgroup2 mount. Hybrid host: a tmpfs with one mount per v1 hierarchy in the
- * layout cgroup.c read at start (cpu, cpuacct, memory, pids, blkio, freezer) plus the
- * unified cgroup2, and the host's compatibility symlinks; then the tmpfs itself goes
- * read-only. Runs in the child (internal.h rules: system calls only). */
+ * layout the v1 backend read at start (cpu, cpuacct, memory, pids, blkio, freezer) plus
+ * the unified cgroup2, and the host's compatibility symlinks; then the tmpfs itself goes
+ * read-only. Each backend's mount_inside calls one of the two. Runs in the child
+ * (internal.h rules: system calls only). */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -23,7 +24,7 @@
 
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
-#include "cgroup_layout.h"
+#include "cgroup_fs.h"
 #include "internal.h"
 
 #define CG_ATTRS (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)
@@ -57,9 +58,8 @@ static int mount_one(int dfd, const char *name, const char *type, const char (*f
 }
 
 /* v1 hierarchies under a tmpfs, the tmpfs read-only at the end. */
-static int mount_hybrid(int dfd, struct cell_child_err *ce)
+static int mount_hybrid(const struct cell_cg_layout *l, int dfd, struct cell_child_err *ce)
 {
-	const struct cell_cg_layout *l = cell_cgroup_layout();
 	_cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
 	if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 ||
 	    fsconfig(fs, FSCONFIG_SET_STRING, "size", "64k", 0) < 0 ||
@@ -91,14 +91,22 @@ static int mount_hybrid(int dfd, struct cell_child_err *ce)
 	return 0;
 }
 
-int cell_child_mount_cgroup(const struct cell_cgroup_ops *cg, int rootfd, struct cell_child_err *ce)
+/* /sys is the sandbox's fresh sysfs (read-only): fs/cgroup is its empty mountpoint. */
+static int open_target(int rootfd, struct cell_child_err *ce)
 {
-	/* /sys is the sandbox's fresh sysfs (read-only): fs/cgroup is its empty mountpoint. */
-	_cleanup_close_ int dfd =
-	    cell_open_in_root(rootfd, target, O_PATH | O_DIRECTORY | O_CLOEXEC, 0, 1);
-	if (dfd < 0)
-		return fail(ce, dfd, "opening");
-	if (cg == &cell_cgroup_v2_ops)
-		return mount_one(dfd, NULL, "cgroup2", NULL, 0, CG_ATTRS, ce);
-	return mount_hybrid(dfd, ce);
+	int dfd = cell_open_in_root(rootfd, target, O_PATH | O_DIRECTORY | O_CLOEXEC, 0, 1);
+	return dfd < 0 ? fail(ce, dfd, "opening") : dfd;
+}
+
+int cell_child_mount_cgroup2(int rootfd, struct cell_child_err *ce)
+{
+	_cleanup_close_ int dfd = open_target(rootfd, ce);
+	return dfd < 0 ? dfd : mount_one(dfd, NULL, "cgroup2", NULL, 0, CG_ATTRS, ce);
+}
+
+int cell_child_mount_cgroup_hybrid(const struct cell_cg_layout *layout, int rootfd,
+				   struct cell_child_err *ce)
+{
+	_cleanup_close_ int dfd = open_target(rootfd, ce);
+	return dfd < 0 ? dfd : mount_hybrid(layout, dfd, ce);
 }

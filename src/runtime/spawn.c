@@ -1,17 +1,34 @@
 /* cell_spawn: every step of creating a sandbox, in its one fixed order.
  *
- *   parent (celld, host root)              child (clone3, fork-like)
+ * Two lists, read side by side: parent_steps (celld, host root) and child_steps (the
+ * clone3'd child, fork-like). The parent's steps before clone_sandbox prepare what the
+ * child reads; after it, the child waits on the sync socket for its mounts while the
+ * parent maps its ids and builds them:
+ *
+ *   parent (parent_steps)                  child (child_steps)
  *   state dirs, relay socket, cgroup
- *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS)
+ *   cgroup join fds, sync sockets
+ *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS) into the cgroup
+ *                                          join the v1 cgroups, reset signals
  *   uid/gid maps 0 -> uid_base             waits for its mounts on the sync socket
- *   attach to the cgroup
+ *   attach to the cgroup (fallback)
  *   idmapped image + overlay, volumes  --> receive the mount fds (SCM_RIGHTS)
  *                                          private propagation, host device nodes,
  *                                          overlay on <dir>/rootfs (still host uid 0)
  *                                          become the mapped root, cgroup namespace
- *                                          /proc /sys /dev /tmp /workspace volumes
- *                                          pivot_root, hostname, lo up, fds, exec
+ *                                          /proc /sys /dev /tmp /workspace volumes,
+ *                                          /sys/fs/cgroup
+ *                                          pivot_root, masks, hostname, lo up, fds,
+ *                                          rlimits, capabilities, seccomp, exec
  *   EOF on the sync socket = exec'd   <--  (or a struct cell_child_err, then _exit)
+ *   take the seccomp listener
+ *
+ * The undo rule: a parent step records what it made in struct spawn_parent as soon as it
+ * exists, and never undoes anything itself; parent_undo, the one undo path, undoes what
+ * the struct holds, newest first, whichever step failed. On success hand_over moves what
+ * the sandbox keeps out of the struct first, so the same call then only closes the
+ * parent's temporaries. The child undoes nothing: on failure it reports and exits, and
+ * the parent's undo kills it.
  *
  * The child runs in a copy of a multi-threaded process: it only makes system calls and
  * reads what the parent prepared (see internal.h). */
@@ -36,12 +53,14 @@
 
 #include "cell/cleanup.h"
 #include "cell/id.h"
+#include "cell/proto.h"
 #include "cell/runtime.h"
 #include "internal.h"
 
 #define SETUP_TIMEOUT_MS 30000
 #define HOSTNAME_MAX	 64
 
+/* Everything the child reads, computed by the parent before clone. */
 struct child_plan {
 	struct cell_mount_plan mounts;
 	int sync_fd;   /* the child's end of the socketpair */
@@ -56,32 +75,10 @@ struct child_plan {
 	const struct cell_seccomp_prog *seccomp; /* NULL: none */
 	int notify_fd;				 /* child's end for the seccomp listener, or -1 */
 	int notify_parent_fd;			 /* parent's end, closed in the child */
+	int rootfd; /* the child's own: O_PATH of the new root, from child_prepare_root on */
 };
 
 /* ---- child ---------------------------------------------------------------------------- */
-
-static void append(char *dst, size_t size, size_t *len, const char *s)
-{
-	while (*s && *len + 1 < size)
-		dst[(*len)++] = *s++;
-	dst[*len] = '\0';
-}
-
-int cell_child_fail(struct cell_child_err *ce, int step, int errnum, const char *what,
-		    const char *path)
-{
-	size_t len = 0;
-	if (errnum < 0)
-		errnum = -errnum;
-	ce->step = step;
-	ce->errno_value = errnum ? errnum : EIO;
-	append(ce->what, sizeof(ce->what), &len, what);
-	if (path) {
-		append(ce->what, sizeof(ce->what), &len, " ");
-		append(ce->what, sizeof(ce->what), &len, path);
-	}
-	return -ce->errno_value;
-}
 
 /* celld's handlers and ignored signals (SIGPIPE) must not survive into the sandbox: an
  * ignored disposition would be inherited across exec by init and every command. */
@@ -93,6 +90,14 @@ static void child_reset_signals(void)
 			sigaction(sig, &dfl, NULL); /* glibc-internal signals refuse: fine */
 }
 
+static int child_reset_process(struct child_plan *cp, struct cell_child_err *ce)
+{
+	(void)cp, (void)ce;
+	child_reset_signals();
+	umask(022);
+	return 0;
+}
+
 static int child_recv_mounts(struct child_plan *cp, struct cell_child_err *ce)
 {
 	int r = cell_recv_fd(cp->sync_fd, &cp->mounts.overlay_fd);
@@ -102,11 +107,18 @@ static int child_recv_mounts(struct child_plan *cp, struct cell_child_err *ce)
 		     : 0;
 }
 
+static int child_prepare_root(struct child_plan *cp, struct cell_child_err *ce)
+{
+	cp->rootfd = cell_child_mount_prepare(&cp->mounts, ce);
+	return cp->rootfd < 0 ? cp->rootfd : 0;
+}
+
 /* kuid 0 until now (enough to reach the 0700 sandbox dir); from here on the mapped root,
  * host uid_base. Raw system calls: glibc's wrappers would try to signal celld's other
  * threads, which do not exist in this process. */
-static int child_become_root(struct cell_child_err *ce)
+static int child_become_root(struct child_plan *cp, struct cell_child_err *ce)
 {
+	(void)cp;
 	if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, 0, 0, 0) < 0 ||
 	    syscall(SYS_setresuid, 0, 0, 0) < 0)
 		return cell_child_fail(ce, CELL_STEP_IDS, errno, "switching to the sandbox's root",
@@ -114,8 +126,46 @@ static int child_become_root(struct cell_child_err *ce)
 	return 0;
 }
 
-static int child_loopback_up(struct cell_child_err *ce)
+/* The cgroup joined first thing becomes the root of what the sandbox sees. */
+static int child_unshare_cgroupns(struct child_plan *cp, struct cell_child_err *ce)
 {
+	(void)cp;
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		return cell_child_fail(ce, CELL_STEP_CGROUPNS, errno, "cgroup namespace", NULL);
+	return 0;
+}
+
+static int child_populate(struct child_plan *cp, struct cell_child_err *ce)
+{
+	return cell_child_mount_populate(&cp->mounts, cp->rootfd, ce);
+}
+
+static int child_mount_cgroupfs(struct child_plan *cp, struct cell_child_err *ce)
+{
+	return cp->cgroup->mount_inside(cp->rootfd, ce);
+}
+
+static int child_pivot_root(struct child_plan *cp, struct cell_child_err *ce)
+{
+	return cell_child_pivot_root(cp->rootfd, ce);
+}
+
+static int child_mask_paths(struct child_plan *cp, struct cell_child_err *ce)
+{
+	(void)cp;
+	return cell_child_mask_paths(ce);
+}
+
+static int child_set_hostname(struct child_plan *cp, struct cell_child_err *ce)
+{
+	if (sethostname(cp->hostname, strlen(cp->hostname)) < 0)
+		return cell_child_fail(ce, CELL_STEP_HOSTNAME, errno, "sethostname", cp->hostname);
+	return 0;
+}
+
+static int child_loopback_up(struct child_plan *cp, struct cell_child_err *ce)
+{
+	(void)cp;
 	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return cell_child_fail(ce, CELL_STEP_LOOPBACK, errno, "socket for", "lo");
@@ -157,7 +207,23 @@ static int child_setup_fds(struct child_plan *cp, struct cell_child_err *ce)
 	return 0;
 }
 
-static int child_exec(const struct child_plan *cp, struct cell_child_err *ce)
+static int child_set_rlimits(struct child_plan *cp, struct cell_child_err *ce)
+{
+	return cell_child_set_rlimits(cp->rlimits, cp->n_rlimits, ce);
+}
+
+static int child_drop_privileges(struct child_plan *cp, struct cell_child_err *ce)
+{
+	(void)cp;
+	return cell_child_drop_privileges(ce);
+}
+
+static int child_apply_seccomp(struct child_plan *cp, struct cell_child_err *ce)
+{
+	return cp->seccomp ? cell_child_apply_seccomp(cp->seccomp, cp->notify_fd, ce) : 0;
+}
+
+static int child_exec(struct child_plan *cp, struct cell_child_err *ce)
 {
 	/* A clean environment: nothing of celld's enters the sandbox. */
 	static char *const argv[] = {"cell-init", NULL};
@@ -177,8 +243,9 @@ static int child_exec(const struct child_plan *cp, struct cell_child_err *ce)
 
 /* Move into the sandbox's v1 cgroups (see struct cell_cgroup_join): first thing, so nothing
  * the child does is accounted outside them. */
-static int child_join_cgroups(const struct cell_cgroup_join *j, struct cell_child_err *ce)
+static int child_join_cgroups(struct child_plan *cp, struct cell_child_err *ce)
 {
+	const struct cell_cgroup_join *j = cp->join;
 	for (size_t i = 0; i < j->n_task_fds; i++) {
 		ssize_t n;
 		do
@@ -192,83 +259,66 @@ static int child_join_cgroups(const struct cell_cgroup_join *j, struct cell_chil
 	return 0;
 }
 
-/* The child's steps, in order; returns only on failure. */
-static int child_run(struct child_plan *cp, struct cell_child_err *ce)
-{
-	close(cp->parent_fd); /* so the parent's death reads as EOF */
-	if (cp->notify_parent_fd >= 0)
-		close(cp->notify_parent_fd);
-	int r = child_join_cgroups(cp->join, ce);
-	if (r < 0)
-		return r;
-	child_reset_signals();
-	umask(022);
-	r = child_recv_mounts(cp, ce);
-	if (r < 0)
-		return r;
-	_cleanup_close_ int rootfd = cell_child_mount_prepare(&cp->mounts, ce);
-	if (rootfd < 0)
-		return rootfd;
-	r = child_become_root(ce);
-	if (r < 0)
-		return r;
-	/* The parent attached us to the sandbox's cgroup before sending the mounts: that
-	 * cgroup becomes the root of what the sandbox sees. */
-	if (unshare(CLONE_NEWCGROUP) < 0)
-		return cell_child_fail(ce, CELL_STEP_CGROUPNS, errno, "cgroup namespace", NULL);
-	r = cell_child_mount_populate(&cp->mounts, rootfd, ce);
-	if (r < 0)
-		return r;
-	r = cell_child_mount_cgroup(cp->cgroup, rootfd, ce);
-	if (r < 0)
-		return r;
-	r = cell_child_pivot_root(rootfd, ce);
-	if (r < 0)
-		return r;
-	r = cell_child_mask_paths(ce);
-	if (r < 0)
-		return r;
-	if (sethostname(cp->hostname, strlen(cp->hostname)) < 0)
-		return cell_child_fail(ce, CELL_STEP_HOSTNAME, errno, "sethostname", cp->hostname);
-	r = child_loopback_up(ce);
-	if (r < 0)
-		return r;
-	r = child_setup_fds(cp, ce);
-	if (r < 0)
-		return r;
-	r = cell_child_set_rlimits(cp->rlimits, cp->n_rlimits, ce);
-	if (r < 0)
-		return r;
-	r = cell_child_drop_privileges(ce);
-	if (r < 0)
-		return r;
-	if (cp->seccomp) {
-		r = cell_child_apply_seccomp(cp->seccomp, cp->notify_fd, ce);
-		if (r < 0)
-			return r;
-	}
-	return child_exec(cp, ce);
-}
+typedef int child_step_fn(struct child_plan *cp, struct cell_child_err *ce);
 
+/* The child's steps, in order: each returns 0, or fills ce and stops the list. The
+ * cgroup is joined before anything runs in it; seccomp comes last, right before exec. */
+static child_step_fn *const child_steps[] = {
+    child_join_cgroups,
+    child_reset_process,
+    child_recv_mounts,
+    child_prepare_root,
+    child_become_root,
+    child_unshare_cgroupns,
+    child_populate,
+    child_mount_cgroupfs,
+    /* Network, the child's half, goes here: configure the interface the parent moved into
+     * this net namespace (before the mounts were sent), before pivot_root. */
+    child_pivot_root,
+    child_mask_paths,
+    child_set_hostname,
+    child_loopback_up,
+    child_setup_fds,
+    child_set_rlimits,
+    child_drop_privileges,
+    child_apply_seccomp,
+    child_exec,
+};
+
+/* Runs the steps; the last one execs, so this only returns through a failure report. */
 static _Noreturn void child_main(struct child_plan *cp)
 {
 	struct cell_child_err ce;
 	memset(&ce, 0, sizeof(ce));
-	child_run(cp, &ce);
-	const char *p = (const char *)&ce;
-	for (size_t left = sizeof(ce); left;) {
-		ssize_t n = write(cp->sync_fd, p, left);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
+	close(cp->parent_fd); /* so the parent's death reads as EOF */
+	if (cp->notify_parent_fd >= 0)
+		close(cp->notify_parent_fd);
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(child_steps); i++)
+		if (child_steps[i](cp, &ce) < 0)
 			break;
-		p += n;
-		left -= n;
-	}
-	_exit(1);
+	cell_child_exit(cp->sync_fd, &ce);
 }
 
 /* ---- parent --------------------------------------------------------------------------- */
+
+/* Everything the parent makes for one sandbox, each recorded as soon as it exists: -1 /
+ * false / 0 until then. parent_undo is the only place any of it is undone. */
+struct spawn_parent {
+	const struct cell_spawn_req *req;
+	char rootfs[PATH_MAX], sock_path[PATH_MAX];
+	int listen_fd;	  /* relay socket at sock_path (the path is removed by undo) */
+	bool cgroup_made; /* create was tried: undo removes the cgroup, half-made or not */
+	struct cell_cgroup_join join;
+	int sync[2], notify[2]; /* [0] the parent's end, [1] the child's until clone */
+	struct child_plan child;
+	pid_t pid; /* the child, once cloned */
+	int pidfd;
+	bool clone_by_pid; /* born outside its cgroup2 cgroup: attach_by_pid moves it */
+	int userns;	   /* the child's user namespace, for idmapping its mounts */
+	int overlay;	   /* the root overlay; the runtime holds it once handed over */
+	int listener;	   /* seccomp user-notification fd */
+	bool handed_over;  /* the sandbox is the caller's: undo only closes temporaries */
+};
 
 static bool hostname_valid(const char *h)
 {
@@ -343,8 +393,9 @@ static const char *layer_dir(const struct cell_spawn_req *req)
 	return req->layer_dir ? req->layer_dir : req->dir;
 }
 
-static int make_state_dirs(const struct cell_spawn_req *req, struct cell_error *err)
+static int make_state_dirs(struct spawn_parent *p, struct cell_error *err)
 {
+	const struct cell_spawn_req *req = p->req;
 	_cleanup_close_ int dirfd = open(req->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return cell_err(err, errno, "opening sandbox dir %s", req->dir);
@@ -379,6 +430,76 @@ static int make_relay_socket(const char *path, struct cell_error *err)
 	if (chmod(path, 0600) < 0 || listen(fd, 128) < 0)
 		return cell_err(err, errno, "listening on %s", path);
 	return move_fd(fd);
+}
+
+static int make_relay(struct spawn_parent *p, struct cell_error *err)
+{
+	int fd = make_relay_socket(p->sock_path, err);
+	if (fd < 0)
+		return fd;
+	p->listen_fd = fd;
+	return 0;
+}
+
+/* Limits go in before the child is born, so it never runs unbounded. */
+static int make_cgroup(struct spawn_parent *p, struct cell_error *err)
+{
+	const struct cell_spawn_req *req = p->req;
+	p->cgroup_made = true;
+	int r = req->cgroup->create(req->cgroup_rel, err);
+	if (r == 0 && req->limits && req->cgroup->set_limits)
+		r = req->cgroup->set_limits(req->cgroup_rel, req->limits, err);
+	return r;
+}
+
+static int open_cgroup_join(struct spawn_parent *p, struct cell_error *err)
+{
+	return cell_cgroup_join_open(p->req->cgroup, p->req->cgroup_rel, &p->join, err);
+}
+
+static int make_socket_pair(struct spawn_parent *p, int pair[2], struct cell_error *err)
+{
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return cell_err(err, errno, "socketpair for sandbox %s", p->req->id);
+	pair[0] = sp[0];
+	pair[1] = sp[1];
+	return 0;
+}
+
+/* The sync socket: mounts go to the child, its failure (or the EOF of its exec) comes
+ * back. The notify socket carries the seccomp listener back, when there is one. */
+static int make_sync_sockets(struct spawn_parent *p, struct cell_error *err)
+{
+	const struct cell_seccomp_prog *sc = p->req->seccomp;
+	int r = make_socket_pair(p, p->sync, err);
+	if (r == 0 && sc && sc->notify)
+		r = make_socket_pair(p, p->notify, err);
+	return r;
+}
+
+static void plan_child(struct spawn_parent *p)
+{
+	const struct cell_spawn_req *req = p->req;
+	p->child = (struct child_plan){
+	    .mounts = {.rootfs = p->rootfs, .volumes = req->volumes, .n_volumes = req->n_volumes},
+	    .sync_fd = p->sync[1],
+	    .parent_fd = p->sync[0],
+	    .listen_fd = p->listen_fd,
+	    .exe_fd = req->init_exe_fd,
+	    .hostname = req->hostname ? req->hostname : req->id,
+	    .join = &p->join,
+	    .cgroup = req->cgroup,
+	    .rlimits = req->rlimits,
+	    .n_rlimits = req->n_rlimits,
+	    .seccomp = req->seccomp,
+	    .notify_fd = p->notify[1],
+	    .notify_parent_fd = p->notify[0],
+	    .rootfd = -1,
+	};
+	if (req->limits && req->limits->memory_bytes)
+		snprintf(p->child.mounts.tmpfs_size, sizeof(p->child.mounts.tmpfs_size), "%llu",
+			 (unsigned long long)(req->limits->memory_bytes / 2));
 }
 
 /* into_fd: the cgroup2 cgroup the child is born in (CLONE_INTO_CGROUP), or -1. */
@@ -420,21 +541,81 @@ static pid_t clone_into(struct child_plan *cp, const struct cell_cgroup_join *j,
 	return clone_child(cp, -1, pidfd);
 }
 
-/* The parent's part of joining the cgroup, when the child could not be born into it. */
-static int attach_by_pid(const struct cell_spawn_req *req, const struct cell_cgroup_join *j,
-			 bool clone_by_pid, pid_t pid, struct cell_error *err)
+static int clone_sandbox(struct spawn_parent *p, struct cell_error *err)
 {
+	plan_child(p);
+	int pidfd = -1;
+	pid_t pid = clone_into(&p->child, &p->join, &pidfd, &p->clone_by_pid);
+	int clone_errno = errno;
+	/* The child's ends are the child's now. */
+	cell_closep(&p->sync[1]);
+	cell_closep(&p->notify[1]);
+	if (pid < 0)
+		return cell_err(err, clone_errno, "clone3 for sandbox %s", p->req->id);
+	p->pid = pid;
+	p->pidfd = pidfd;
+	return 0;
+}
+
+static int write_id_maps(struct spawn_parent *p, struct cell_error *err)
+{
+	return cell_userns_write_maps(p->pid, p->req->uid_base, err);
+}
+
+/* The parent's part of joining the cgroup, when the child could not be born into it. */
+static int attach_by_pid(struct spawn_parent *p, struct cell_error *err)
+{
+	const struct cell_spawn_req *req = p->req;
+	const struct cell_cgroup_join *j = &p->join;
 	if (j->by_pid) {
-		int r = req->cgroup->attach(req->cgroup_rel, pid, err);
+		int r = req->cgroup->attach(req->cgroup_rel, p->pid, err);
 		return r < 0 ? cell_err_wrap(err, "attaching to cgroup %s: ", req->cgroup_rel) : 0;
 	}
-	if (!clone_by_pid)
+	if (!p->clone_by_pid)
 		return 0;
 	_cleanup_close_ int fd = openat(j->clone_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
 	char val[24];
-	int len = snprintf(val, sizeof(val), "%d", (int)pid);
+	int len = snprintf(val, sizeof(val), "%d", (int)p->pid);
 	if (fd < 0 || write(fd, val, len) != len)
 		return cell_err(err, errno, "attaching to cgroup %s", req->cgroup_rel);
+	return 0;
+}
+
+static int open_child_userns(struct spawn_parent *p, struct cell_error *err)
+{
+	int fd = cell_userns_open(p->pid, err);
+	if (fd < 0)
+		return fd;
+	p->userns = fd;
+	return 0;
+}
+
+/* The image idmapped to the child's user namespace, under the sandbox's upper layer. */
+static int send_rootfs(struct spawn_parent *p, struct cell_error *err)
+{
+	const struct cell_spawn_req *req = p->req;
+	int fd =
+	    cell_mount_overlay_fd(req->image_rootfs, layer_dir(req), p->rootfs, p->userns, err);
+	if (fd < 0)
+		return fd;
+	p->overlay = fd;
+	int r = cell_send_fd(p->sync[0], p->overlay);
+	return r < 0 ? cell_err(err, r, "handing the rootfs to the sandbox") : 0;
+}
+
+static int send_volumes(struct spawn_parent *p, struct cell_error *err)
+{
+	const struct cell_spawn_req *req = p->req;
+	for (size_t i = 0; i < req->n_volumes; i++) {
+		_cleanup_close_ int vol =
+		    cell_mount_volume_fd(&req->volumes[i], req->uid_base, p->userns, err);
+		if (vol < 0)
+			return vol;
+		int r = cell_send_fd(p->sync[0], vol);
+		if (r < 0)
+			return cell_err(err, r, "handing volume %s to the sandbox",
+					req->volumes[i].host);
+	}
 	return 0;
 }
 
@@ -488,50 +669,110 @@ static int wait_child(int sync_fd, int pidfd, struct cell_error *err)
 	return 0;
 }
 
-/* The parent's half, once the child exists. */
-static int parent_setup(const struct cell_spawn_req *req, const struct cell_cgroup_join *j,
-			bool clone_by_pid, pid_t pid, int pidfd, int sync_fd, int notify_fd,
-			int *overlay_out, int *listener_out, struct cell_error *err)
+static int wait_for_exec(struct spawn_parent *p, struct cell_error *err)
 {
-	char scratch[PATH_MAX];
-	snprintf(scratch, sizeof(scratch), "%s/rootfs", req->dir);
+	return wait_child(p->sync[0], p->pidfd, err);
+}
 
-	int r = cell_userns_write_maps(pid, req->uid_base, err);
+/* The child sent the listener before its exec, which closed the sync socket: it is already
+ * queued, so this does not wait. */
+static int take_seccomp_listener(struct spawn_parent *p, struct cell_error *err)
+{
+	if (p->notify[0] < 0)
+		return 0;
+	int fd = -1;
+	int r = cell_recv_fd(p->notify[0], &fd);
 	if (r < 0)
-		return r;
-	r = attach_by_pid(req, j, clone_by_pid, pid, err);
-	if (r < 0)
-		return r;
-	_cleanup_close_ int userns = cell_userns_open(pid, err);
-	if (userns < 0)
-		return userns;
-	_cleanup_close_ int overlay =
-	    cell_mount_overlay_fd(req->image_rootfs, layer_dir(req), scratch, userns, err);
-	if (overlay < 0)
-		return overlay;
-	if ((r = cell_send_fd(sync_fd, overlay)) < 0)
-		return cell_err(err, r, "handing the rootfs to the sandbox");
-	for (size_t i = 0; i < req->n_volumes; i++) {
-		_cleanup_close_ int vol =
-		    cell_mount_volume_fd(&req->volumes[i], req->uid_base, userns, err);
-		if (vol < 0)
-			return vol;
-		if ((r = cell_send_fd(sync_fd, vol)) < 0)
-			return cell_err(err, r, "handing volume %s to the sandbox",
-					req->volumes[i].host);
-	}
-	r = wait_child(sync_fd, pidfd, err);
-	if (r < 0)
-		return r;
-	/* The child sent the listener before its exec, which closed the sync socket: it is
-	 * already queued, so this does not wait. */
-	if (notify_fd >= 0) {
-		r = cell_recv_fd(notify_fd, listener_out);
-		if (r < 0)
-			return cell_err(err, -r, "taking the seccomp listener of the sandbox");
-	}
-	*overlay_out = move_fd(overlay);
+		return cell_err(err, -r, "taking the seccomp listener of the sandbox");
+	p->listener = fd;
 	return 0;
+}
+
+typedef int parent_step_fn(struct spawn_parent *p, struct cell_error *err);
+
+/* The parent's steps, in order; each undone by parent_undo. */
+static parent_step_fn *const parent_steps[] = {
+    make_state_dirs,
+    make_relay,
+    make_cgroup,
+    open_cgroup_join,
+    make_sync_sockets,
+    clone_sandbox,
+    write_id_maps,
+    attach_by_pid,
+    /* Network, the parent's half, goes here: move the sandbox's veth into the child's net
+     * namespace (through p->pidfd). The child is still waiting for its mounts
+     * (child_recv_mounts), so the interface is there before it goes on; its undo (the
+     * host end) belongs in parent_undo. */
+    open_child_userns,
+    send_rootfs,
+    send_volumes,
+    wait_for_exec,
+    take_seccomp_listener,
+};
+
+static void parent_init(struct spawn_parent *p, const struct cell_spawn_req *req)
+{
+	*p = (struct spawn_parent){
+	    .req = req,
+	    .listen_fd = -1,
+	    .join = {.clone_fd = -1},
+	    .sync = {-1, -1},
+	    .notify = {-1, -1},
+	    .pidfd = -1,
+	    .userns = -1,
+	    .overlay = -1,
+	    .listener = -1,
+	};
+	snprintf(p->rootfs, sizeof(p->rootfs), "%s/rootfs", req->dir);
+	snprintf(p->sock_path, sizeof(p->sock_path), "%s/init.sock", req->dir);
+}
+
+/* Once the child exists, an error names the sandbox. */
+static int parent_run(struct spawn_parent *p, struct cell_error *err)
+{
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(parent_steps); i++) {
+		int r = parent_steps[i](p, err);
+		if (r < 0)
+			return p->pid > 0 ? cell_err_wrap(err, "sandbox %s: ", p->req->id) : r;
+	}
+	return 0;
+}
+
+/* What the sandbox keeps leaves the struct: the caller owns the pidfd and the listener,
+ * the runtime holds the overlay, and the cgroup and relay socket stay. */
+static void hand_over(struct spawn_parent *p, struct cell_spawn_result *out)
+{
+	cell_mount_hold(p->pid, move_fd(p->overlay));
+	out->pid = p->pid;
+	out->pidfd = move_fd(p->pidfd);
+	out->starttime = cell_proc_starttime(p->pid);
+	out->seccomp_listener = move_fd(p->listener);
+	p->handed_over = true;
+}
+
+/* The one undo path (see the top of this file), newest first. The state dirs stay: <dir>
+ * is the caller's. */
+static void parent_undo(struct spawn_parent *p)
+{
+	const struct cell_spawn_req *req = p->req;
+	cell_closep(&p->listener);
+	cell_closep(&p->overlay);
+	cell_closep(&p->userns);
+	cell_cgroup_join_close(&p->join);
+	if (!p->handed_over && p->pidfd >= 0)
+		/* Its PID 1 takes the whole pid namespace along; then the cgroup goes. */
+		cell_teardown(p->pid, p->pidfd, 0, req->cgroup, req->cgroup_rel, NULL);
+	else if (!p->handed_over && p->cgroup_made)
+		req->cgroup->destroy(req->cgroup_rel, NULL);
+	cell_closep(&p->pidfd);
+	for (int i = 0; i < 2; i++) {
+		cell_closep(&p->notify[i]);
+		cell_closep(&p->sync[i]);
+	}
+	if (!p->handed_over && p->listen_fd >= 0)
+		unlink(p->sock_path);
+	cell_closep(&p->listen_fd);
 }
 
 int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
@@ -542,87 +783,11 @@ int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
 	int r = check_req(req, err);
 	if (r < 0)
 		return r;
-	r = make_state_dirs(req, err);
-	if (r < 0)
-		return r;
-	char rootfs[PATH_MAX], sock_path[PATH_MAX];
-	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", req->dir);
-	snprintf(sock_path, sizeof(sock_path), "%s/init.sock", req->dir);
-	_cleanup_close_ int listen_fd = make_relay_socket(sock_path, err);
-	if (listen_fd < 0)
-		return listen_fd;
-
-	r = req->cgroup->create(req->cgroup_rel, err);
-	if (r == 0 && req->limits && req->cgroup->set_limits)
-		r = req->cgroup->set_limits(req->cgroup_rel, req->limits, err);
-	struct cell_cgroup_join join = {.clone_fd = -1};
+	struct spawn_parent p;
+	parent_init(&p, req);
+	r = parent_run(&p, err);
 	if (r == 0)
-		r = cell_cgroup_join_open(req->cgroup, req->cgroup_rel, &join, err);
-	int sp[2] = {-1, -1}, np[2] = {-1, -1};
-	if (r == 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
-		r = cell_err(err, errno, "socketpair for sandbox %s", req->id);
-	if (r == 0 && req->seccomp && req->seccomp->notify &&
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, np) < 0) {
-		r = cell_err(err, errno, "socketpair for sandbox %s", req->id);
-		close(sp[0]);
-		close(sp[1]);
-	}
-	if (r < 0) {
-		cell_cgroup_join_close(&join);
-		req->cgroup->destroy(req->cgroup_rel, NULL);
-		unlink(sock_path);
-		return r;
-	}
-	_cleanup_close_ int sync_fd = sp[0];
-	_cleanup_close_ int notify_fd = np[0];
-
-	/* Everything the child reads is computed here, before clone. */
-	struct child_plan cp = {
-	    .mounts = {.rootfs = rootfs, .volumes = req->volumes, .n_volumes = req->n_volumes},
-	    .sync_fd = sp[1],
-	    .parent_fd = sp[0],
-	    .listen_fd = listen_fd,
-	    .exe_fd = req->init_exe_fd,
-	    .hostname = req->hostname ? req->hostname : req->id,
-	    .join = &join,
-	    .cgroup = req->cgroup,
-	    .rlimits = req->rlimits,
-	    .n_rlimits = req->n_rlimits,
-	    .seccomp = req->seccomp,
-	    .notify_fd = np[1],
-	    .notify_parent_fd = np[0],
-	};
-	if (req->limits && req->limits->memory_bytes)
-		snprintf(cp.mounts.tmpfs_size, sizeof(cp.mounts.tmpfs_size), "%llu",
-			 (unsigned long long)(req->limits->memory_bytes / 2));
-	int pidfd = -1;
-	bool clone_by_pid;
-	pid_t pid = clone_into(&cp, &join, &pidfd, &clone_by_pid);
-	int clone_errno = errno;
-	close(sp[1]);
-	if (np[1] >= 0)
-		close(np[1]);
-	if (pid < 0) {
-		cell_cgroup_join_close(&join);
-		req->cgroup->destroy(req->cgroup_rel, NULL);
-		unlink(sock_path);
-		return cell_err(err, clone_errno, "clone3 for sandbox %s", req->id);
-	}
-
-	int overlay = -1, listener = -1;
-	r = parent_setup(req, &join, clone_by_pid, pid, pidfd, sync_fd, notify_fd, &overlay,
-			 &listener, err);
-	cell_cgroup_join_close(&join);
-	if (r < 0) {
-		cell_teardown(pid, pidfd, 0, req->cgroup, req->cgroup_rel, NULL);
-		close(pidfd);
-		unlink(sock_path);
-		return cell_err_wrap(err, "sandbox %s: ", req->id);
-	}
-	cell_mount_hold(pid, overlay);
-	out->pid = pid;
-	out->pidfd = pidfd;
-	out->starttime = cell_proc_starttime(pid);
-	out->seccomp_listener = listener;
-	return 0;
+		hand_over(&p, out);
+	parent_undo(&p);
+	return r;
 }
