@@ -41,10 +41,6 @@
 #define CELL_FRAME_MAX	  (1u << 20)  /* largest payload either side accepts */
 #define CELL_FRAME_CHUNK  (64u << 10) /* payload size used for streamed bytes */
 
-/* The fd number at which cell-init finds its listening relay socket (the runtime puts it
- * there; runtime.h has the same definition for the runtime's side). */
-#define CELL_INIT_LISTEN_FD 3
-
 enum cell_frame_type {
 	CELL_FRAME_PING = 1,
 	CELL_FRAME_PONG = 2,
