@@ -1,5 +1,5 @@
 /* cell's HTTP client library: libcurl to celld's OpenSandbox API, over its Unix socket or
- * TCP, shared by the CLI, the bench client and (to come) the integration test harness.
+ * TCP, shared by the CLI, the bench client and the integration test harness.
  *
  * A `struct cell_client` is one endpoint and one kept-alive connection: fill it with
  * cell_client_init(), then set what differs (url, api_key, timeouts, interrupt) before the
