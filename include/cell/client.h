@@ -1,5 +1,5 @@
 /* cell's HTTP client library: libcurl to celld's OpenSandbox API, over its Unix socket or
- * TCP, shared by the CLI, the bench client and (to come) the integration test harness.
+ * TCP, shared by the CLI, the bench client and the integration test harness.
  *
  * A `struct cell_client` is one endpoint and one kept-alive connection: fill it with
  * cell_client_init(), then set what differs (url, api_key, timeouts, interrupt) before the
@@ -62,6 +62,9 @@ struct cell_client {
 	 * downloads; never a create or delete, which must not stop half-way): non-zero aborts
 	 * it with -EINTR. Typically the flag a signal handler sets. NULL: never. */
 	const volatile sig_atomic_t *interrupt;
+	/* Never go through a proxy, whatever the environment names (a test harness keeps
+	 * every request on the loopback). false: libcurl's environment rules. */
+	bool no_proxy;
 
 	/* ---- set by the library ---- */
 	bool unreachable; /* the last failure was: could not connect to celld */
@@ -103,6 +106,9 @@ struct cell_client_req {
 	/* Streams only (cell_client_stream): */
 	size_t recv_buffer; /* libcurl's receive buffer; 0: 64 KiB (output handed on early) */
 	size_t max_event;   /* largest event; 0: CELL_CLIENT_EVENT_MAX */
+	/* When set, receives the start (CELL_CLIENT_ERRBODY_MAX bytes) of a non-200 answer's
+	 * body, for a caller that reads the answer itself; the caller frees it. */
+	struct cell_client_buf *error_body;
 };
 
 struct cell_client_resp {
@@ -222,6 +228,9 @@ struct cell_client_upload {
 	const void *data;     /* ... from this buffer when fd < 0 */
 	size_t len;	      /* bytes of data */
 	const char *filename; /* the file part's filename; NULL: "file" */
+	/* When set, receives the answer whatever its status: status, header lines and body
+	 * (at most CELL_CLIENT_BODY_MAX bytes); the caller frees it (cell_client_resp_free). */
+	struct cell_client_resp *answer;
 };
 
 /* Multipart POST .../files/upload ("metadata" JSON part, then the "file" part). Abortable;

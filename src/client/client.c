@@ -161,6 +161,10 @@ CURL *cell_client_begin(struct cell_client *c, const char *path, struct cell_err
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf_);
 	if (c->user_agent)
 		curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
+	if (c->no_proxy) {
+		curl_easy_setopt(h, CURLOPT_PROXY, "");
+		curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+	}
 	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, progress_cb);
 	curl_easy_setopt(h, CURLOPT_XFERINFODATA, c);

@@ -70,9 +70,10 @@ static void request_body(CURL *h, const struct cell_client_req *req, const char 
 		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
 		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
 	}
+	/* A body makes libcurl send a POST: any other method with a body (a GET too) is named. */
 	if (!strcmp(method, "HEAD"))
 		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-	else if (strcmp(method, "GET") && strcmp(method, "POST"))
+	else if (strcmp(method, "POST") && (strcmp(method, "GET") || req->body))
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 }
 
@@ -88,6 +89,8 @@ int cell_client_request(struct cell_client *c, const struct cell_client_req *req
 	if (!hdrs)
 		return cell_err(err, ENOMEM, "%s %s: building the request", method, req->path);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	/* The path as given: a test of the server sends "/../" and "%2e" on purpose. */
+	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
 	struct source src;
 	request_body(h, req, method, &src);
 	struct sink body = {&resp->body, req->max_body ? req->max_body : CELL_CLIENT_BODY_MAX};

@@ -4,6 +4,7 @@
  * unfinished rest is moved to the front once per feed (a chunk holding thousands of small
  * events costs one memmove, not thousands). */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -74,16 +75,27 @@ static int sse_block(struct cell_client_sse *s, char *block, size_t len)
 	return r;
 }
 
-/* The first "\n\n" at or after from, or NULL. Events are JSON, which never holds a raw
- * newline, so memchr for '\n' skips a whole event at a time. */
-static char *block_end(char *p, char *end)
+/* The first blank line at or after p: "\n\n" or "\n\r\n", its length in *seplen; NULL when
+ * there is none (yet). Events are JSON, which never holds a raw newline, so memchr for '\n'
+ * skips a whole event at a time. */
+static char *block_end(char *p, char *end, size_t *seplen)
 {
 	while (end - p >= 2) {
 		char *nl = memchr(p, '\n', (size_t)(end - p - 1));
 		if (!nl)
 			return NULL;
-		if (nl[1] == '\n')
+		if (nl[1] == '\n') {
+			*seplen = 2;
 			return nl;
+		}
+		if (nl[1] == '\r') {
+			if (end - nl < 3)
+				return NULL; /* the '\n' that would end it has not arrived */
+			if (nl[2] == '\n') {
+				*seplen = 3;
+				return nl;
+			}
+		}
 		p = nl + 1;
 	}
 	return NULL;
@@ -95,20 +107,26 @@ static int drain(struct cell_client_sse *s, bool final)
 	size_t pos = 0;
 	int r = 0;
 	while (r == 0 && !s->done_) {
-		/* buf[0..scanned) holds no "\n\n": start one byte before it (a "\n" may end
-		 * the old part and another begin the new one). */
-		size_t from = pos + (s->scanned_ > pos + 1 ? s->scanned_ - pos - 1 : 0);
-		char *sep = block_end(start + from, start + s->buf_.len);
+		/* buf[pos..scanned) holds no blank line: start two bytes before its end (a
+		 * "\n" or "\n\r" may end the old part and the rest begin the new one). */
+		size_t from = s->scanned_ > pos + 2 ? s->scanned_ - 2 : pos;
+		size_t seplen = 0;
+		char *sep = block_end(start + from, start + s->buf_.len, &seplen);
+		size_t len = sep ? (size_t)(sep - (start + pos)) : s->buf_.len - pos;
+		if (len > max_event(s)) {
+			r = too_large(s, -EMSGSIZE);
+			break;
+		}
 		if (!sep) {
 			s->scanned_ = s->buf_.len;
-			if (final && s->buf_.len > pos) {
-				r = sse_block(s, start + pos, s->buf_.len - pos);
+			if (final && len) {
+				r = sse_block(s, start + pos, len);
 				pos = s->buf_.len;
 			}
 			break;
 		}
-		r = sse_block(s, start + pos, (size_t)(sep - (start + pos)));
-		pos = (size_t)(sep - start) + 2;
+		r = sse_block(s, start + pos, len);
+		pos += len + seplen;
 	}
 	if (s->done_) {
 		s->buf_.len = s->scanned_ = 0;
@@ -124,7 +142,11 @@ int cell_client_sse_feed(struct cell_client_sse *s, const void *data, size_t len
 {
 	if (s->done_)
 		return 0;
-	int r = cell_client_buf_append(&s->buf_, data, len, max_event(s));
+	/* What is kept between feeds is at most one unfinished event (drain checks), so a
+	 * chunk holding many small events never counts as one large one. */
+	if (len > SIZE_MAX - max_event(s))
+		return too_large(s, -EMSGSIZE);
+	int r = cell_client_buf_append(&s->buf_, data, len, max_event(s) + len);
 	if (r < 0)
 		return too_large(s, r);
 	return drain(s, false);

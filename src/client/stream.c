@@ -90,6 +90,10 @@ int cell_client_stream(struct cell_client *c, const struct cell_client_req *req,
 	if (status)
 		*status = st.status;
 	int r = stream_result(&st, rc, what, err);
+	if (req->error_body && st.status != 200) {
+		*req->error_body = st.errbody;
+		st.errbody = (struct cell_client_buf){0};
+	}
 	if (hdrs) {
 		curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 		curl_slist_free_all(hdrs);

@@ -68,6 +68,8 @@ static curl_mime *upload_mime(CURL *h, const struct cell_client_upload *up, cons
 int cell_client_upload(struct cell_client *c, const struct cell_client_upload *up,
 		       struct cell_error *err)
 {
+	if (up->answer)
+		*up->answer = (struct cell_client_resp){0};
 	_cleanup_free_ char *path = NULL;
 	if (asprintf(&path, "/v1/sandboxes/%s" CELL_CLIENT_EXECD_PREFIX "/files/upload", up->id) <
 	    0)
@@ -85,20 +87,27 @@ int cell_client_upload(struct cell_client *c, const struct cell_client_upload *u
 	/* The multipart body sets its own Content-Type. */
 	struct curl_slist *hdrs = cell_client_headers(c, NULL, NULL);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	struct cell_client_buf resp = {0};
+	struct cell_client_buf own = {0};
+	struct cell_client_buf *resp = up->answer ? &up->answer->body : &own;
+	if (up->answer) {
+		curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, cell_client_collect);
+		curl_easy_setopt(h, CURLOPT_HEADERDATA, &up->answer->headers);
+	}
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cell_client_collect);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
 
 	CURLcode rc = cell_client_perform(c, true);
 	long st = cell_client_status(c);
+	if (up->answer)
+		up->answer->status = st;
 	int r = 0;
 	if (rc == CURLE_ABORTED_BY_CALLBACK)
 		r = cell_client_fail(err, EINTR, "upload to %s:%s interrupted", up->id, up->dest);
 	else if (rc != CURLE_OK)
 		r = cell_client_transport_error(c, rc, "upload", err);
 	else if (st < 200 || st > 299)
-		r = cell_client_status_error(st, &resp, "upload", NULL, 0, err);
-	cell_client_buf_free(&resp);
+		r = cell_client_status_error(st, resp, "upload", NULL, 0, err);
+	cell_client_buf_free(&own);
 	curl_easy_setopt(h, CURLOPT_MIMEPOST, NULL);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	curl_mime_free(mime);

@@ -1,5 +1,6 @@
 /* Integration test harness: see harness.h. Talks to celld only over its Unix socket and
- * 127.0.0.1; curl never uses a proxy, so no test packet leaves the loopback. */
+ * 127.0.0.1, through the client library (include/cell/client.h) except where a test sends
+ * raw bytes on purpose; never through a proxy, so no test packet leaves the loopback. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -48,7 +49,7 @@ struct h_world *h_default_world;
 static int added_world_leaks;
 
 #define PROTO_IMAGE  "/tmp/proto/img/rootfs"
-#define EXECD_PREFIX "/v1/sandboxes/%s/proxy/44772"
+#define EXECD_PREFIX "/v1/sandboxes/%s" CELL_CLIENT_EXECD_PREFIX
 
 /* ------------------------------------------------------------------------------------ */
 /* small utilities                                                                        */
@@ -124,17 +125,9 @@ char *h_trim(char *s)
 
 char *h_urlencode(const char *s)
 {
-	static const char ok[] = "-_.~/";
-	char *out = malloc(strlen(s) * 3 + 1), *p = out;
+	char *out = cell_client_urlencode(s);
 	if (!out)
 		abort();
-	for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-		if (isalnum(*c) || strchr(ok, *c))
-			*p++ = (char)*c;
-		else
-			p += sprintf(p, "%%%02X", *c);
-	}
-	*p = '\0';
 	return out;
 }
 
@@ -393,108 +386,48 @@ static void buf_append(struct body_buf *b, const void *data, size_t n)
 	b->data[b->len] = '\0';
 }
 
-static size_t write_body(char *ptr, size_t size, size_t nmemb, void *ud)
+/* The world's endpoints (see struct h_world), once its socket, port and key are set. */
+static void world_clients(struct h_world *w)
 {
-	buf_append(ud, ptr, size * nmemb);
-	return size * nmemb;
-}
-
-static size_t header_cb(char *line, size_t size, size_t nmemb, void *ud)
-{
-	struct h_resp *resp = ud;
-	size_t n = size * nmemb;
-	static const char rid[] = "x-request-id:";
-	if (n > sizeof(rid) - 1 && !strncasecmp(line, rid, sizeof(rid) - 1)) {
-		const char *v = line + sizeof(rid) - 1;
-		size_t vl = n - (sizeof(rid) - 1);
-		while (vl && (*v == ' ' || *v == '\t'))
-			v++, vl--;
-		while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
-			vl--;
-		free(resp->request_id);
-		resp->request_id = strndup(v, vl);
-	}
-	return n;
-}
-
-struct chunked_src {
-	const char *data;
-	size_t len, off;
-};
-
-static size_t read_chunked(char *buf, size_t size, size_t nmemb, void *ud)
-{
-	struct chunked_src *src = ud;
-	size_t n = size * nmemb;
-	/* small pieces, so the body really arrives in many chunks */
-	if (n > 16384)
-		n = 16384;
-	if (n > src->len - src->off)
-		n = src->len - src->off;
-	memcpy(buf, src->data + src->off, n);
-	src->off += n;
-	return n;
-}
-
-/* An easy handle aimed at celld over the chosen transport, with auth and headers. */
-static CURL *easy_new(const struct h_world *w, enum h_via via, const char *method, const char *path,
-		      struct curl_slist **hdrs, const char *const *extra, long timeout_s)
-{
-	CURL *c = curl_easy_init();
-	if (!c)
-		abort();
-	char *url;
-	if (via == H_UNIX) {
-		curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, w->socket);
-		url = h_fmt("http://localhost%s", path);
-	} else {
-		url = h_fmt("http://%s%s", w->listen, path);
-	}
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	free(url);
+	cell_client_init(&w->unix_client, w->socket);
 	/* Never a proxy (the environment may name one): everything stays on loopback. */
-	curl_easy_setopt(c, CURLOPT_PROXY, "");
-	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-	curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_s);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
-	if (!strcmp(method, "GET"))
-		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-	*hdrs = NULL;
-	if (via == H_TCP) {
-		char *h = h_fmt("OPEN-SANDBOX-API-KEY: %s", w->key);
-		*hdrs = curl_slist_append(*hdrs, h);
-		free(h);
-	} else if (via == H_TCP_BADKEY) {
-		*hdrs = curl_slist_append(*hdrs, "OPEN-SANDBOX-API-KEY: not-the-key");
+	w->unix_client.no_proxy = true;
+	cell_client_init(&w->tcp_client, NULL);
+	w->tcp_client.no_proxy = true;
+	w->url[0] = '\0';
+	if (w->listen[0]) {
+		snprintf(w->url, sizeof(w->url), "http://%s", w->listen);
+		w->tcp_client.url = w->url;
 	}
-	for (size_t i = 0; extra && extra[i]; i++)
-		*hdrs = curl_slist_append(*hdrs, extra[i]);
+	w->tcp_client.api_key = w->key;
+}
+
+/* A client of its own for one request to w over via (release with cell_client_close). */
+static struct cell_client world_client(const struct h_world *w, enum h_via via, long timeout_s)
+{
+	struct cell_client c = via == H_UNIX ? w->unix_client : w->tcp_client;
+	if (via == H_TCP_NOKEY)
+		c.api_key = NULL;
+	else if (via == H_TCP_BADKEY)
+		c.api_key = "not-the-key";
+	c.timeout_s = timeout_s;
 	return c;
 }
 
-static long perform(CURL *c, struct curl_slist *hdrs, struct h_resp *resp)
+/* Move the library's answer (rc: its result) into resp; returns the status. */
+static long resp_take(struct h_resp *resp, int rc, struct cell_client_resp *cr)
 {
-	struct body_buf b = {0};
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, write_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_cb);
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, resp);
-	resp->curl_code = curl_easy_perform(c);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
-	char *ct = NULL;
-	curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
-	resp->content_type = ct ? strdup(ct) : NULL;
-	if (!b.data)
-		buf_append(&b, "", 0);
-	resp->body = b.data;
-	resp->len = b.len;
-	resp->json = b.len ? json_loadb(b.data, b.len, JSON_ALLOW_NUL, NULL) : NULL;
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(c);
+	resp->status = cr->status;
+	resp->curl_code = rc < 0 && !cr->status ? -rc : 0;
+	resp->request_id = cell_client_resp_header(cr, "X-Request-ID");
+	resp->content_type = cell_client_resp_header(cr, "Content-Type");
+	resp->len = cr->body.len;
+	resp->body = cr->body.data ? cr->body.data : strdup("");
+	if (!resp->body)
+		abort();
+	cr->body = (struct cell_client_buf){0};
+	resp->json = resp->len ? json_loadb(resp->body, resp->len, JSON_ALLOW_NUL, NULL) : NULL;
+	cell_client_resp_free(cr);
 	return resp->status;
 }
 
@@ -503,29 +436,22 @@ long h_world_request(struct h_world *w, const struct h_req *req, struct h_resp *
 	struct h_resp local;
 	struct h_resp *r = resp ? resp : &local;
 	memset(r, 0, sizeof(*r));
-	struct curl_slist *hdrs;
-	CURL *c = easy_new(w, req->via, req->method, req->path, &hdrs, req->headers, 120);
-	struct chunked_src src = {0};
-	if (req->body) {
-		size_t len = req->body_len ? req->body_len : strlen(req->body);
-		char *ct = h_fmt("Content-Type: %s",
-				 req->content_type ? req->content_type : "application/json");
-		hdrs = curl_slist_append(hdrs, ct);
-		free(ct);
-		curl_easy_setopt(c, CURLOPT_POST, 1L);
-		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
-		if (req->chunked) {
-			src.data = req->body;
-			src.len = len;
-			hdrs = curl_slist_append(hdrs, "Transfer-Encoding: chunked");
-			curl_easy_setopt(c, CURLOPT_READFUNCTION, read_chunked);
-			curl_easy_setopt(c, CURLOPT_READDATA, &src);
-		} else {
-			curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
-			curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-		}
-	}
-	long status = perform(c, hdrs, r);
+	struct cell_client c = world_client(w, req->via, 120);
+	struct cell_client_req creq = {
+	    .method = req->method,
+	    .path = req->path,
+	    .body = req->body,
+	    .body_len = req->body_len,
+	    .content_type = req->content_type,
+	    .headers = req->headers,
+	    .chunked = req->chunked,
+	    .max_body = SIZE_MAX, /* a test reads whatever celld sends */
+	};
+	struct cell_client_resp cr;
+	struct cell_error err = {0};
+	int rc = cell_client_request(&c, &creq, &cr, &err);
+	cell_client_close(&c);
+	long status = resp_take(r, rc, &cr);
 	if (!resp)
 		h_resp_free(r);
 	return status;
@@ -711,153 +637,97 @@ const char *h_wait_state(const char *id, const char *state, int timeout_s)
 /* ------------------------------------------------------------------------------------ */
 /* exec: the SSE stream                                                                   */
 
-struct sse {
+struct exec_read {
 	struct h_exec *res;
 	const struct h_exec_opts *opts;
-	CURL *curl;
-	int mode; /* 0 unknown, 1 event stream, 2 other body */
-	struct body_buf buf;
-	size_t scan; /* where to look for the next "\n\n" */
-	struct body_buf out, err, other;
+	struct body_buf out, err;
 	EVP_MD_CTX *md;
 };
 
-static void sse_event(struct sse *s, const char *text, size_t len)
+/* Output event text into out/err (or the hash of stdout); false when it is malformed. */
+static bool exec_output(struct exec_read *x, json_t *ev, bool is_out)
 {
-	struct h_exec *res = s->res;
-	/* Accept both bare JSON and "data: <json>" lines. */
-	struct body_buf j = {0};
-	const char *p = text, *end = text + len;
-	bool saw_data = false;
-	while (p < end) {
-		const char *nl = memchr(p, '\n', end - p);
-		const char *le = nl ? nl : end;
-		if (le - p >= 5 && !memcmp(p, "data:", 5)) {
-			const char *v = p + 5;
-			if (v < le && *v == ' ')
-				v++;
-			buf_append(&j, v, le - v);
-			saw_data = true;
-		} else if (!saw_data && !(le > p && *p == ':')) {
-			buf_append(&j, p, le - p);
+	json_t *t = json_object_get(ev, "text");
+	const char *enc = h_jstr(ev, "encoding");
+	const char *data = json_string_value(t);
+	size_t dlen = json_string_length(t);
+	uint8_t *dec = NULL;
+	bool ok = true;
+	if (!json_is_string(t)) {
+		ok = false;
+		data = "";
+		dlen = 0;
+	} else if (!strcmp(enc, "base64")) {
+		if (cell_base64_decode(data, dlen, &dec, &dlen) < 0) {
+			ok = false;
+			dlen = 0;
 		}
-		p = nl ? nl + 1 : end;
+		data = (const char *)dec;
+	} else if (*enc) {
+		ok = false;
 	}
-	if (!j.data) {
+	if (is_out && x->opts->hash_stdout) {
+		EVP_DigestUpdate(x->md, data, dlen);
+		x->res->out_hashed += dlen;
+	} else {
+		buf_append(is_out ? &x->out : &x->err, data ? data : "", data ? dlen : 0);
+	}
+	free(dec);
+	return ok;
+}
+
+static void exec_end_error(struct h_exec *res, json_t *ev)
+{
+	res->errored = true;
+	json_decref(res->error);
+	res->error = json_incref(json_object_get(ev, "error"));
+	json_t *ev_val = h_jget(ev, "error.evalue");
+	if (json_is_string(ev_val)) {
+		char *e;
+		long v = strtol(json_string_value(ev_val), &e, 10);
+		res->exit_code = *e ? -2 : (int)v;
+	} else {
+		res->exit_code = -2;
 		res->bad_events++;
-		return;
 	}
-	json_t *ev = json_loadb(j.data, j.len, 0, NULL);
-	free(j.data);
+}
+
+/* One event from the library's framer. Malformed ones are counted, never fatal: a test
+ * asserts how many there were. */
+static int exec_event(void *ctx, const char *text, size_t len)
+{
+	struct exec_read *x = ctx;
+	struct h_exec *res = x->res;
+	json_t *ev = json_loadb(text, len, 0, NULL);
 	const char *type = json_is_object(ev) ? h_jstr(ev, "type") : "";
 	if (!*type) {
 		res->bad_events++;
 		json_decref(ev);
-		return;
+		return 0;
 	}
 	bool keep = true;
 	if (!strcmp(type, "init")) {
 		free(res->cmd_id);
 		res->cmd_id = strdup(h_jstr(ev, "text"));
 	} else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
-		json_t *t = json_object_get(ev, "text");
-		const char *enc = h_jstr(ev, "encoding");
-		const char *data = json_string_value(t);
-		size_t dlen = json_string_length(t);
-		uint8_t *dec = NULL;
-		if (!json_is_string(t)) {
-			res->bad_events++;
-			data = "";
-			dlen = 0;
-		} else if (!strcmp(enc, "base64")) {
-			if (cell_base64_decode(data, dlen, &dec, &dlen) < 0) {
-				res->bad_events++;
-				dlen = 0;
-			}
-			data = (const char *)dec;
-		} else if (*enc) {
-			res->bad_events++;
-		}
 		bool is_out = type[3] == 'o';
-		if (is_out && s->opts->hash_stdout) {
-			EVP_DigestUpdate(s->md, data, dlen);
-			res->out_hashed += dlen;
-			keep = false;
-		} else {
-			buf_append(is_out ? &s->out : &s->err, data ? data : "", data ? dlen : 0);
-		}
-		free(dec);
+		if (!exec_output(x, ev, is_out))
+			res->bad_events++;
+		keep = !(is_out && x->opts->hash_stdout);
 	} else if (!strcmp(type, "execution_complete")) {
 		res->complete = true;
 		res->exit_code = 0;
 	} else if (!strcmp(type, "error")) {
-		res->errored = true;
-		json_decref(res->error);
-		res->error = json_incref(json_object_get(ev, "error"));
-		json_t *ev_val = h_jget(ev, "error.evalue");
-		if (json_is_string(ev_val)) {
-			char *e;
-			long v = strtol(json_string_value(ev_val), &e, 10);
-			res->exit_code = *e ? -2 : (int)v;
-		} else {
-			res->exit_code = -2;
-			res->bad_events++;
-		}
+		exec_end_error(res, ev);
 	}
 	if (keep)
 		json_array_append(res->events, ev);
 	json_decref(ev);
+	return 0;
 }
 
-static size_t sse_write(char *ptr, size_t size, size_t nmemb, void *ud)
+static char *exec_body(const char *cmd, const struct h_exec_opts *opts)
 {
-	struct sse *s = ud;
-	size_t n = size * nmemb;
-	if (!s->mode) {
-		char *ct = NULL;
-		long code = 0;
-		curl_easy_getinfo(s->curl, CURLINFO_CONTENT_TYPE, &ct);
-		curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code);
-		s->mode = (code == 200 && ct && strstr(ct, "text/event-stream")) ? 1 : 2;
-	}
-	if (s->mode == 2) {
-		buf_append(&s->other, ptr, n);
-		return n;
-	}
-	buf_append(&s->buf, ptr, n);
-	for (;;) {
-		char *hit = NULL;
-		if (s->buf.len >= 2 && s->scan < s->buf.len)
-			hit = memmem(s->buf.data + s->scan, s->buf.len - s->scan, "\n\n", 2);
-		if (!hit) {
-			s->scan = s->buf.len ? s->buf.len - 1 : 0;
-			break;
-		}
-		size_t evlen = hit - s->buf.data;
-		/* Leading blank lines between events are not events. */
-		size_t start = 0;
-		while (start < evlen && (s->buf.data[start] == '\n' || s->buf.data[start] == '\r'))
-			start++;
-		if (evlen > start)
-			sse_event(s, s->buf.data + start, evlen - start);
-		memmove(s->buf.data, hit + 2, s->buf.len - evlen - 2);
-		s->buf.len -= evlen + 2;
-		s->buf.data[s->buf.len] = '\0';
-		s->scan = 0;
-	}
-	return n;
-}
-
-int h_world_exec(struct h_world *w, const char *id, const char *cmd, const struct h_exec_opts *opts,
-		 struct h_exec *res)
-{
-	static const struct h_exec_opts none;
-	if (!opts)
-		opts = &none;
-	memset(res, 0, sizeof(*res));
-	res->exit_code = -1;
-	res->events = json_array();
-
 	json_t *body = json_object();
 	if (cmd)
 		json_object_set_new(body, "command", json_string(cmd));
@@ -885,59 +755,72 @@ int h_world_exec(struct h_world *w, const char *id, const char *cmd, const struc
 	}
 	char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
+	return text;
+}
 
-	char *path = h_fmt(EXECD_PREFIX "/command", id);
-	struct curl_slist *hdrs;
-	CURL *c = easy_new(w, opts->via, "POST", path, &hdrs, NULL,
-			   opts->max_seconds ? opts->max_seconds : 300);
-	free(path);
-	hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-	hdrs = curl_slist_append(hdrs, "Accept: text/event-stream");
-	struct sse s = {.res = res, .opts = opts, .curl = c};
-	if (opts->hash_stdout) {
-		s.md = EVP_MD_CTX_new();
-		EVP_DigestInit_ex(s.md, EVP_sha256(), NULL);
-	}
-	curl_easy_setopt(c, CURLOPT_POST, 1L);
-	curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sse_write);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-	int cc = curl_easy_perform(c);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &res->status);
-	curl_slist_free_all(hdrs);
-	curl_easy_cleanup(c);
-	free(text);
-	if (cc != CURLE_OK && res->status == 200)
-		res->bad_events++; /* the stream broke off */
-
-	/* Whatever is left without a terminating blank line is not a complete event. */
-	for (size_t i = 0; i < s.buf.len; i++)
-		if (!isspace((unsigned char)s.buf.data[i])) {
-			res->bad_events++;
-			break;
-		}
-	free(s.buf.data);
-	if (s.other.data)
-		res->body = json_loadb(s.other.data, s.other.len, 0, NULL);
-	free(s.other.data);
-	if (!s.out.data)
-		buf_append(&s.out, "", 0);
-	if (!s.err.data)
-		buf_append(&s.err, "", 0);
-	res->out = s.out.data;
-	res->out_len = s.out.len;
-	res->err = s.err.data;
-	res->err_len = s.err.len;
-	if (s.md) {
+/* The decoded output into res; the hash of stdout when it was hashed. */
+static void exec_finish(struct exec_read *x)
+{
+	struct h_exec *res = x->res;
+	if (!x->out.data)
+		buf_append(&x->out, "", 0);
+	if (!x->err.data)
+		buf_append(&x->err, "", 0);
+	res->out = x->out.data;
+	res->out_len = x->out.len;
+	res->err = x->err.data;
+	res->err_len = x->err.len;
+	if (x->md) {
 		unsigned char md[32];
 		unsigned int mdlen = 0;
-		EVP_DigestFinal_ex(s.md, md, &mdlen);
-		EVP_MD_CTX_free(s.md);
+		EVP_DigestFinal_ex(x->md, md, &mdlen);
+		EVP_MD_CTX_free(x->md);
 		for (unsigned int i = 0; i < mdlen; i++)
 			sprintf(res->out_sha256 + 2 * i, "%02x", md[i]);
 	}
-	return cc == CURLE_OK ? 0 : -EIO;
+}
+
+int h_world_exec(struct h_world *w, const char *id, const char *cmd, const struct h_exec_opts *opts,
+		 struct h_exec *res)
+{
+	static const struct h_exec_opts none;
+	static const char *const accept[] = {"Accept: text/event-stream", NULL};
+	if (!opts)
+		opts = &none;
+	memset(res, 0, sizeof(*res));
+	res->exit_code = -1;
+	res->events = json_array();
+	struct exec_read x = {.res = res, .opts = opts};
+	if (opts->hash_stdout) {
+		x.md = EVP_MD_CTX_new();
+		EVP_DigestInit_ex(x.md, EVP_sha256(), NULL);
+	}
+	char *text = exec_body(cmd, opts);
+	char *path = h_fmt(EXECD_PREFIX "/command", id);
+	struct cell_client_buf other = {0};
+	struct cell_client_req req = {.method = "POST",
+				      .path = path,
+				      .body = text,
+				      .content_type = "application/json",
+				      .headers = accept,
+				      .error_body = &other};
+	struct cell_client c =
+	    world_client(w, opts->via, opts->max_seconds ? opts->max_seconds : 300);
+	struct cell_error err = {0};
+	int r = cell_client_stream(&c, &req, exec_event, &x, "exec", &res->status, &err);
+	cell_client_close(&c);
+	free(path);
+	free(text);
+	/* A 200 stream that broke off (or held an event too large) is a bad event; any other
+	 * answer is the body's to explain. */
+	bool answered = res->status && (r == 0 || res->status != 200);
+	if (r < 0 && res->status == 200)
+		res->bad_events++;
+	if (other.data)
+		res->body = json_loadb(other.data, other.len, 0, NULL);
+	cell_client_buf_free(&other);
+	exec_finish(&x);
+	return answered ? 0 : -EIO;
 }
 
 void h_exec_free(struct h_exec *res)
@@ -996,35 +879,21 @@ long h_upload(const char *id, const char *path, const void *data, size_t len, in
 	      struct h_resp *resp)
 {
 	memset(resp, 0, sizeof(*resp));
-	char *url = h_fmt(EXECD_PREFIX "/files/upload", id);
-	struct curl_slist *hdrs;
-	CURL *c = easy_new(&H, H_UNIX, "POST", url, &hdrs, NULL, 300);
-	free(url);
-	json_t *meta = json_pack("{s:s}", "path", path);
-	if (mode >= 0) {
-		/* FileInfo convention: the decimal digits are the octal mode (0644 → 644). */
-		char oct[16];
-		snprintf(oct, sizeof(oct), "%o", (unsigned)mode);
-		json_object_set_new(meta, "mode", json_integer(atoi(oct)));
-	}
-	char *mtext = json_dumps(meta, JSON_COMPACT);
-	json_decref(meta);
-	curl_mime *mime = curl_mime_init(c);
-	curl_mimepart *part = curl_mime_addpart(mime);
-	curl_mime_name(part, "metadata");
-	curl_mime_data(part, mtext, CURL_ZERO_TERMINATED);
-	curl_mime_type(part, "application/json");
-	part = curl_mime_addpart(mime);
-	curl_mime_name(part, "file");
-	curl_mime_data(part, data, len);
 	const char *slash = strrchr(path, '/');
-	curl_mime_filename(part, slash ? slash + 1 : path);
-	curl_mime_type(part, "application/octet-stream");
-	curl_easy_setopt(c, CURLOPT_MIMEPOST, mime);
-	long status = perform(c, hdrs, resp);
-	curl_mime_free(mime);
-	free(mtext);
-	return status;
+	struct cell_client_resp cr;
+	struct cell_client_upload up = {.id = id,
+					.dest = path,
+					.mode = mode,
+					.fd = -1,
+					.data = data,
+					.len = len,
+					.filename = slash ? slash + 1 : path,
+					.answer = &cr};
+	struct cell_client c = world_client(&H, H_UNIX, 300);
+	struct cell_error err = {0};
+	int rc = cell_client_upload(&c, &up, &err);
+	cell_client_close(&c);
+	return resp_take(resp, rc, &cr);
 }
 
 json_t *h_command_wait(const char *id, const char *cmd_id, int timeout_s)
@@ -1787,6 +1656,7 @@ static void world_init(void)
 	if (world_key(&H) < 0)
 		die("writing %s", H.key_file);
 	pick_port(&H);
+	world_clients(&H);
 	H.in_use = true;
 }
 
@@ -1810,6 +1680,7 @@ struct h_world *h_world_add(const struct h_world_opts *opts)
 	ck_assert_msg(world_key(w) == 0, "writing %s", w->key_file);
 	if (opts->tcp)
 		pick_port(w);
+	world_clients(w);
 	world_set_flags(w, opts->flags);
 	h_world_start(w);
 	return w;
@@ -2228,6 +2099,8 @@ static int world_run(Suite *s, const char *image)
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
+	/* Held for the run: each request's client takes and releases libcurl's global state,
+	 * which is then set up once, not once per request. */
 	if (curl_global_init(CURL_GLOBAL_ALL) != CURLE_OK)
 		die("curl_global_init failed");
 	shared =

@@ -31,6 +31,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "cell/client.h"
+
 #define H_PATH		  512
 #define H_EXTRA_FLAGS_MAX 8
 
@@ -47,6 +49,7 @@ struct h_world {
 	char key_file[H_PATH]; /* <dir>/key */
 	char key[65];	       /* the TCP API key */
 	char listen[64];       /* 127.0.0.1:<port>; "" for a world without TCP (--no-tcp) */
+	char url[80];	       /* http://<listen>; "" without TCP */
 	char log[H_PATH];      /* <dir>/celld.log */
 	char bin[H_PATH];      /* dir of celld, cell, cell-init */
 	char src[H_PATH];      /* source tree (rootfs/build-image) */
@@ -58,6 +61,12 @@ struct h_world {
 	/* Flags on top of the world's own (h_celld_restart_with, h_world_add's flags). */
 	char extra[H_EXTRA_FLAGS_MAX][H_PATH];
 	int n_extra;
+	/* Its endpoints for the client library (include/cell/client.h): the Unix socket, and
+	 * TCP with the API key. Templates, never used in place: every request goes out on a
+	 * copy, its own connection, because a world lives in memory shared with forked test
+	 * children and tests send from several threads, while a libcurl handle belongs to one
+	 * process and thread. */
+	struct cell_client unix_client, tcp_client;
 };
 extern struct h_world *h_default_world;
 #define H (*h_default_world)
@@ -92,9 +101,9 @@ struct h_req {
 };
 
 struct h_resp {
-	long status; /* 0 when no HTTP response arrived */
-	int curl_code;
-	char *body; /* NUL-terminated */
+	long status;   /* 0 when no HTTP response arrived */
+	int curl_code; /* 0 when one did, else the errno of why not (kept name) */
+	char *body;    /* NUL-terminated */
 	size_t len;
 	json_t *json; /* parsed body when it is JSON */
 	char *request_id;
@@ -155,8 +164,10 @@ struct h_exec {
 	json_t *error;	/* the error event's "error" object */
 	char *cmd_id;	/* text of the init event */
 	json_t *events; /* every event (stdout/stderr text omitted with hash_stdout) */
-	int bad_events; /* chunks that were not a JSON object */
-	json_t *body;	/* the JSON body when the answer was not an event stream */
+	int bad_events; /* events that were not a JSON object with a "type", output events
+			 * with bad text or encoding, and a 200 stream that broke off (events
+			 * are framed by the client library: cell_client_sse) */
+	json_t *body;	/* the JSON body of an answer that was not 200 */
 };
 
 int h_exec(const char *id, const char *cmd, const struct h_exec_opts *opts, struct h_exec *res);
@@ -190,7 +201,9 @@ int h_sh_code(const char *id, const char *cmd);
 
 /* ---- files ---- */
 
-/* mode < 0: none sent. */
+/* Multipart upload (cell_client_upload; the file part named after path's last component).
+ * mode < 0: none sent. h_download and h_file_info are plain GETs (h_http): a test reads the
+ * answer's status and body whatever they are. */
 long h_upload(const char *id, const char *path, const void *data, size_t len, int mode,
 	      struct h_resp *resp);
 long h_download(const char *id, const char *path, struct h_resp *resp);
