@@ -10,13 +10,20 @@
 
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
-#include "celld.h"
+#include "admission.h"
+#include "config.h"
+#include "registry.h"
+#include "sandbox.h"
+#include "store.h"
+#include "timefmt.h"
+#include "uidrange.h"
+#include "celld.h" /* limits.c, fields.c: their headers come with the http part */
 
 #define STATE_FILE "state.json"
 #define STATE_MAX  (1u << 20)
 
 /* A reference, not a copy: the json members of an entry are immutable once published
- * (celld.h), so the snapshot taken under the registry lock costs O(1) per member and is
+ * (sandbox.h), so the snapshot taken under the registry lock costs O(1) per member and is
  * serialised after the lock is released. */
 static json_t *ref_or_null(json_t *v)
 {
@@ -38,12 +45,12 @@ static void load_limits(json_t *o, struct sandbox *sb)
 	    (uint64_t)json_integer_value(json_object_get(l, "socketMemoryBytes"));
 }
 
-static json_t *snapshot_locked(const struct sandbox *sb)
+static json_t *snapshot_locked(const struct sandbox *sb, enum sbx_state state)
 {
 	json_t *o = json_pack(
 	    "{s:s, s:s, s:s?, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s?, s:I, "
 	    "s:i, s:I, s:I, s:s, s:s, s:s?}",
-	    "id", sb->id, "state", sandbox_state_name(sb->state), "image", sb->image, "createdAt",
+	    "id", sb->id, "state", sandbox_state_name(state), "image", sb->image, "createdAt",
 	    celld_time_json(sb->created_at), "expiresAt", celld_time_json(sb->expires_at),
 	    "lastTransitionAt", celld_time_json(sb->transition_at), "metadata",
 	    ref_or_null(sb->metadata), "env", ref_or_null(sb->env), "entrypoint",
@@ -58,6 +65,8 @@ static json_t *snapshot_locked(const struct sandbox *sb)
 		json_object_set_new(o, "limits", limits_json(&sb->limits));
 	if (o)
 		json_object_set_new(o, "owner", json_string(admission_principal_id(sb->owner)));
+	if (o)
+		json_object_set_new(o, "rootfs", json_string(sb->rootfs));
 	if (o)
 		json_object_set_new(o, "seccomp",
 				    json_pack("{s:s, s:b}", "profile", sb->seccomp_profile, "log",
@@ -122,9 +131,16 @@ int store_save(struct sandbox *sb, struct cell_error *err)
 
 int store_save_sync(struct sandbox *sb, enum store_sync how, struct cell_error *err)
 {
+	return store_save_as(sb, (enum sbx_state) - 1, how, err);
+}
+
+/* state -1: sb's state as it is. */
+int store_save_as(struct sandbox *sb, enum sbx_state state, enum store_sync how,
+		  struct cell_error *err)
+{
 	pthread_mutex_lock(&sb->store_lock);
 	registry_lock();
-	json_t *o = snapshot_locked(sb);
+	json_t *o = snapshot_locked(sb, (int)state < 0 ? sb->state : state);
 	registry_unlock();
 	char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
 	json_decref(o);
@@ -213,8 +229,8 @@ static int fill(struct sandbox *sb, json_t *o)
 			"starttime", &starttime) < 0)
 		return -EINVAL;
 	/* Never trust a recorded uid base: it must be the one its slot implies. */
-	if (slot < 0 || slot >= CELLD_SLOTS || uid_base != registry_uid_base((int)slot) ||
-	    pid < 0 || pid > (1 << 22) || starttime < 0)
+	if (slot < 0 || slot >= CELLD_SLOTS || uid_base != uidrange_base((int)slot) || pid < 0 ||
+	    pid > (1 << 22) || starttime < 0)
 		return -EINVAL;
 	sb->slot = (int)slot;
 	sb->uid_base = (uint32_t)uid_base;
@@ -235,6 +251,8 @@ static int fill(struct sandbox *sb, json_t *o)
 	if (!sb->metadata && !(sb->metadata = json_object()))
 		return -ENOMEM;
 	sb->image = load_string(o, "image");
+	sb->rootfs =
+	    load_string(o, "rootfs"); /* NULL in a record older than it: resolved at start */
 	sb->session_key = load_string(o, "sessionKey");
 	sb->reason = load_string(o, "reason");
 	sb->owner = admission_principal_by_id(json_string_value(json_object_get(o, "owner")));
