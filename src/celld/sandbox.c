@@ -54,11 +54,6 @@ static const struct op_rule op_rules[SBX_OPS] = {
     [SBX_RECOVERING] = {"recovering", BIT(SBX_RUNNING), "Running", -1, false},
 };
 
-static const char *const state_names[] = {
-    [SBX_PENDING] = "Pending", [SBX_RUNNING] = "Running", [SBX_PAUSED] = "Paused",
-    [SBX_STOPPED] = "Stopped", [SBX_FAILED] = "Failed",
-};
-
 struct sandbox *sandbox_new(const char *id)
 {
 	struct sandbox *sb = calloc(1, sizeof(*sb));
@@ -124,22 +119,6 @@ void sandbox_unref_all(struct sandbox **v, size_t n)
 	free(v);
 }
 
-const char *sandbox_state_name(enum sbx_state state)
-{
-	return state_names[state];
-}
-
-int sandbox_state_parse(const char *name, enum sbx_state *out)
-{
-	for (size_t i = 0; i < CELL_ARRAY_SIZE(state_names); i++) {
-		if (name && !strcasecmp(name, state_names[i])) {
-			*out = (enum sbx_state)i;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
 const char *sandbox_op_name(enum sbx_op op)
 {
 	return op < SBX_OPS ? op_rules[op].name : "?";
@@ -178,10 +157,10 @@ static int begin_locked(struct sandbox *sb, enum sbx_op op, struct cell_error *e
 	if (!(rule->from & BIT(sb->state))) {
 		if (rule->already >= 0 && sb->state == (enum sbx_state)rule->already)
 			return cell_err(err, 0, "sandbox %s is already %s", sb->id,
-					state_names[sb->state]),
+					sandbox_state_names[sb->state]),
 			       -EALREADY;
-		return cell_err(err, 0, "sandbox %s is %s, not %s", sb->id, state_names[sb->state],
-				rule->from_text),
+		return cell_err(err, 0, "sandbox %s is %s, not %s", sb->id,
+				sandbox_state_names[sb->state], rule->from_text),
 		       -EBUSY;
 	}
 	sb->busy = op;
@@ -210,7 +189,8 @@ void sandbox_end(struct sandbox *sb, enum sbx_op op, enum sbx_state state, const
 			  sandbox_op_name(sb->busy));
 	if (!sandbox_may_follow(from, state))
 		log_error("sandbox %s: %s → %s is not in the transition table (%s)", sb->id,
-			  state_names[from], state_names[state], sandbox_op_name(op));
+			  sandbox_state_names[from], sandbox_state_names[state],
+			  sandbox_op_name(op));
 	/* The audit log hooks in here: every state change of every sandbox passes this
 	 * point once, with the operation, the old and the new state and the reason. */
 	if (state != from || why) {

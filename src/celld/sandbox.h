@@ -6,9 +6,12 @@
  * themselves. */
 #pragma once
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <strings.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -94,8 +97,28 @@ void sandbox_unref(struct sandbox *sb);
 /* Drop the references of a registry_snapshot and free the array. */
 void sandbox_unref_all(struct sandbox **v, size_t n);
 
-const char *sandbox_state_name(enum sbx_state state);
-int sandbox_state_parse(const char *name, enum sbx_state *out);
+/* A state's name as clients and records know it ("Running"), and back (any case; -EINVAL
+ * for no state). Inline, with the names, so that the record's codec needs no object. */
+static const char *const sandbox_state_names[] = {
+    [SBX_PENDING] = "Pending", [SBX_RUNNING] = "Running", [SBX_PAUSED] = "Paused",
+    [SBX_STOPPED] = "Stopped", [SBX_FAILED] = "Failed",
+};
+
+static inline const char *sandbox_state_name(enum sbx_state state)
+{
+	return sandbox_state_names[state];
+}
+
+static inline int sandbox_state_parse(const char *name, enum sbx_state *out)
+{
+	for (size_t i = 0; i < sizeof(sandbox_state_names) / sizeof(sandbox_state_names[0]); i++) {
+		if (name && !strcasecmp(name, sandbox_state_names[i])) {
+			*out = (enum sbx_state)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
 const char *sandbox_op_name(enum sbx_op op);
 /* The transition table: may `to` follow `from`? (A state always may follow itself.) */
 bool sandbox_may_follow(enum sbx_state from, enum sbx_state to);

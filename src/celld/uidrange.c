@@ -56,11 +56,6 @@ static struct {
 	struct held *held;    /* CELLD_SLOTS entries */
 } ur = {.dirfd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
-uint32_t uidrange_base(int slot)
-{
-	return CELLD_UID_FIRST + (uint32_t)slot * CELL_UID_RANGE;
-}
-
 /* ---- host users ---- */
 
 /* "never overlapping host users": an id of /etc/passwd or /etc/group inside the range space

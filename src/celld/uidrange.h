@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "cell/error.h"
+#include "cell/runtime.h"
 
 #define CELLD_UID_RANGES_DIR "/run/cell/uid-ranges"
 
@@ -11,8 +12,11 @@
 #define CELLD_SLOTS	16384u
 #define CELLD_UID_FIRST 0x40000000u
 
-/* Slot n → first host uid of its range. */
-uint32_t uidrange_base(int slot);
+/* Slot n → first host uid of its range (inline: the record's codec checks it). */
+static inline uint32_t uidrange_base(int slot)
+{
+	return CELLD_UID_FIRST + (uint32_t)slot * CELL_UID_RANGE;
+}
 
 /* Refuse (EEXIST, naming the account) when /etc/passwd or /etc/group has an id inside the
  * range space, then create/open the reservations dir (NULL: the default), 0700 root. */
