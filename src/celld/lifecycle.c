@@ -618,6 +618,14 @@ static int start_again(struct sandbox *sb, struct cell_error *err)
 	int r = sandbox_begin(sb, SBX_STARTING, err);
 	if (r < 0)
 		return r;
+	/* Never in a uid range someone else may hold: one adopted Failed because another
+	 * owner held its range starts only once the range is ours again (0 at once when it
+	 * is already). Refused, it stays Failed as it was. */
+	r = uidrange_adopt(sb->id, sb->slot, err);
+	if (r < 0) {
+		sandbox_end(sb, SBX_STARTING, SBX_FAILED, NULL);
+		return r == -EALREADY ? -EBUSY : r;
+	}
 	r = lifecycle_start(sb, err);
 	if (r == 0)
 		r = end_running(sb, SBX_STARTING, STORE_SYNCED, err);
