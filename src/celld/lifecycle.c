@@ -368,6 +368,29 @@ static int quota_prepare(struct sandbox *sb, struct cell_quota *q, struct cell_e
 	return cell_quota_prepare(&qr, q, err);
 }
 
+/* What a record written before these members lacks, filled in before a start (under the
+ * registry lock: the record's snapshot reads them): its image resolved as the create did,
+ * and the default seccomp profile for one older than profiles ("": no filter). */
+static int complete_old_record(struct sandbox *sb, struct cell_error *err)
+{
+	char rootfs[4096];
+	char *copy = NULL;
+	if (!sb->rootfs) {
+		int r = image_resolve(sb->image, rootfs, sizeof(rootfs), err);
+		if (r < 0)
+			return r;
+		if (!(copy = strdup(rootfs)))
+			return cell_err(err, ENOMEM, "rootfs of %s", sb->id);
+	}
+	registry_lock();
+	if (copy)
+		sb->rootfs = copy;
+	if (!sb->seccomp_profile[0])
+		snprintf(sb->seccomp_profile, sizeof(sb->seccomp_profile), "default");
+	registry_unlock();
+	return 0;
+}
+
 /* The runtime's request, from sb's record alone (volumes point into sb->volumes). */
 static int spawn_req(struct sandbox *sb, struct cell_spawn_req *req, struct cell_volume **volumes,
 		     const struct cell_quota *quota, struct cell_error *err)
@@ -379,15 +402,6 @@ static int spawn_req(struct sandbox *sb, struct cell_spawn_req *req, struct cell
 	if (!prog)
 		return celld_fail(err, ENOENT, "seccomp profile '%s' is not loaded",
 				  sb->seccomp_profile);
-	if (!sb->rootfs) {
-		/* A record older than "rootfs": its image, resolved as the create did. */
-		char rootfs[4096];
-		int r = image_resolve(sb->image, rootfs, sizeof(rootfs), err);
-		if (r < 0)
-			return r;
-		if (!(sb->rootfs = strdup(rootfs)))
-			return cell_err(err, ENOMEM, "rootfs of %s", sb->id);
-	}
 	size_t n_volumes = 0;
 	*volumes = NULL;
 	if (sb->volumes) {
@@ -417,7 +431,9 @@ static int spawn_req(struct sandbox *sb, struct cell_spawn_req *req, struct cell
 static int spawn(struct sandbox *sb, struct cell_error *err)
 {
 	struct cell_quota quota;
-	int r = quota_prepare(sb, &quota, err);
+	int r = complete_old_record(sb, err);
+	if (r == 0)
+		r = quota_prepare(sb, &quota, err);
 	if (r < 0)
 		return r;
 	struct cell_spawn_req req;
