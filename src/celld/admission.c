@@ -19,7 +19,9 @@
 #include "cell/codec.h"
 #include "cell/fsutil.h"
 #include "cell/log.h"
-#include "celld.h"
+#include "admission.h"
+#include "config.h"
+#include "celld.h" /* fields.c: celld_fail (its header comes with the http part) */
 
 #define QUOTA_FILE "quotas/default.json"
 #define QUOTA_MAX  (64u << 10)

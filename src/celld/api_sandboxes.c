@@ -337,7 +337,7 @@ struct list_stream {
 static void list_stream_free(void *cls)
 {
 	struct list_stream *ls = cls;
-	registry_put_all(ls->page, ls->n);
+	sandbox_unref_all(ls->page, ls->n);
 	free(ls->tail);
 	free(ls->text);
 	free(ls);
@@ -649,16 +649,12 @@ int api_sandbox_renew(struct http_req *r)
 		http_error(r, 400, "INVALID_ARGUMENT", "expiresAt must be in the future");
 		goto out;
 	}
-	registry_lock();
-	bool ok = sb->in_table && sb->busy == SBX_IDLE;
-	if (ok)
-		sb->expires_at = t;
-	registry_unlock();
-	if (!ok) {
-		http_error(r, 409, "CONFLICT", "sandbox %s is being changed", sb->id);
+	int rc = lifecycle_renew(sb, t, &err);
+	if (rc == -EBUSY) {
+		http_error(r, 409, "CONFLICT", "%s", err.msg);
 		goto out;
 	}
-	if (store_save(sb, &err) < 0) {
+	if (rc < 0) {
 		http_internal(r, &err);
 		goto out;
 	}
@@ -669,37 +665,6 @@ out:
 	return 0;
 }
 
-/* metadata with body (a JSON merge patch: null deletes a key) applied, as a new object:
- * the published one is never changed in place (readers share it unlocked). */
-static json_t *merge_metadata(json_t *old, json_t *body, struct cell_error *err)
-{
-	const char *k;
-	json_t *v;
-	json_object_foreach(body, k, v)
-	{
-		if (!json_is_null(v) && !json_is_clean_string(v))
-			return field_fail(err, "metadata.%.64s must be a string or null", k), NULL;
-	}
-	json_t *md = json_copy(old);
-	if (!md)
-		return cell_err(err, ENOMEM, "metadata"), NULL;
-	json_object_foreach(body, k, v)
-	{
-		if (json_is_null(v))
-			json_object_del(md, k);
-		else
-			json_object_set(md, k, v);
-	}
-	if (field_check_map_caps(md, "metadata", &metadata_caps, err) < 0) {
-		json_decref(md);
-		return NULL;
-	}
-	return md;
-}
-
-/* Patches of one sandbox one at a time (each reads, merges and saves); the copy and the
- * save run outside the registry lock, which only swaps the pointer. A patch that cannot be
- * saved changes nothing. */
 int api_sandbox_patch_metadata(struct http_req *r)
 {
 	struct sandbox *sb = api_find_sandbox(r);
@@ -709,25 +674,7 @@ int api_sandbox_patch_metadata(struct http_req *r)
 	struct cell_error err = {0};
 	if (http_json_body(r, &body) < 0)
 		goto out;
-	pthread_mutex_lock(&sb->meta_lock);
-	registry_lock();
-	json_t *old = json_incref(sb->metadata); /* ours, besides the sandbox's own */
-	registry_unlock();
-	json_t *md = merge_metadata(old, body, &err);
-	bool saved = false;
-	if (md) {
-		registry_lock();
-		sb->metadata = md; /* the sandbox's reference moves from old to md */
-		registry_unlock();
-		saved = store_save(sb, &err) == 0;
-		registry_lock();
-		if (!saved)
-			sb->metadata = old; /* undone: back to old, md is dropped below */
-		registry_unlock();
-		json_decref(saved ? old : md);
-	}
-	pthread_mutex_unlock(&sb->meta_lock);
-	json_decref(old);
+	bool saved = lifecycle_patch_metadata(sb, body, &metadata_caps, &err) == 0;
 	if (saved)
 		http_json(r, 200, sandbox_json(sb));
 	else

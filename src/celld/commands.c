@@ -29,7 +29,12 @@
 
 #include "cell/codec.h"
 #include "cell/log.h"
-#include "celld.h"
+#include "admission.h"
+#include "commands.h"
+#include "config.h"
+#include "relay.h"
+#include "sandbox.h"
+#include "timefmt.h"
 
 struct command {
 	char id[CELL_ID_RANDOM_LEN + 1];
@@ -771,12 +776,23 @@ static json_t *argv_b64(json_t *argv, char **content)
 	return out;
 }
 
+/* The environment every command starts with (request envs are added on top). */
+static json_t *base_env(const struct sandbox *sb)
+{
+	json_t *env = json_pack("{s:s, s:s, s:s, s:s}", "PATH",
+				"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+				"HOME", "/root", "LANG", "C.UTF-8", "TERM", "xterm");
+	if (env && sb->env)
+		json_object_update(env, sb->env);
+	return env;
+}
+
 json_t *command_exec_request(const struct sandbox *sb, const char *command, json_t *argv,
 			     json_t *envs, const char *cwd, int64_t timeout_ms, int64_t uid,
 			     int64_t gid, char **content)
 {
 	*content = NULL;
-	json_t *env = lifecycle_base_env(sb);
+	json_t *env = base_env(sb);
 	if (env && envs)
 		json_object_update(env, envs);
 	json_t *req =

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include "cell/cleanup.h"
-#include "celld.h"
+#include "config.h"
+#include "images.h"
+#include "celld.h" /* fields.c: celld_fail (its header comes with the http part) */
 
 int image_resolve(const char *uri, char *buf, size_t size, struct cell_error *err)
 {

@@ -1,6 +1,8 @@
-/* Create, delete and re-adopt sandboxes: the order of the steps over the runtime, the
- * registry and state.json. Long work (spawn, teardown) runs with the entry marked busy and
- * the registry lock released. */
+/* Every transition of a sandbox: create, start (again), delete, pause and resume, recovery
+ * after its init died, adoption at start; and every change of its record (renew, metadata).
+ * The order of the steps over the runtime, the registry, uid ranges, admission and
+ * state.json lives here. Each operation runs between sandbox_begin and sandbox_end
+ * (sandbox.c), long work (spawn, teardown, freezing) with the registry lock released. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,20 +21,25 @@
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "cell/quota.h"
-#include "celld.h"
+#include "admission.h"
+#include "commands.h"
+#include "config.h"
+#include "images.h"
+#include "lifecycle.h"
+#include "registry.h"
+#include "relay.h"
+#include "sandbox.h"
+#include "seccomp_log.h"
+#include "seccomp_policy.h"
+#include "store.h"
+#include "timefmt.h"
+#include "uidrange.h"
+#include "volumes.h"
+#include "watch.h"
+#include "celld.h" /* fields.c, limits.c: their headers come with the http part */
 
 #define START_TIMEOUT_MS 10000 /* spawn → init answers PING */
 #define ADOPT_PING_MS	 3000
-
-json_t *lifecycle_base_env(const struct sandbox *sb)
-{
-	json_t *env = json_pack("{s:s, s:s, s:s, s:s}", "PATH",
-				"/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-				"HOME", "/root", "LANG", "C.UTF-8", "TERM", "xterm");
-	if (env && sb->env)
-		json_object_update(env, sb->env);
-	return env;
-}
 
 /* Reap init if it is our child and already dead (never waitpid(-1): other children, such
  * as those of the runtime, belong to whoever made them). */
@@ -115,12 +122,69 @@ static int start_entrypoint(struct sandbox *sb, struct cell_error *err)
 	return r;
 }
 
+/* Take over sb's init (registry lock held): unwatched, its pidfd ours to close. */
+static void take_init_locked(struct sandbox *sb, pid_t *pid, int *pidfd, uint64_t *starttime)
+{
+	watch_remove_locked(sb);
+	*pid = sb->pid;
+	*pidfd = sb->pidfd;
+	*starttime = sb->starttime;
+	sb->pidfd = -1;
+}
+
+static void take_init(struct sandbox *sb, pid_t *pid, int *pidfd, uint64_t *starttime)
+{
+	registry_lock();
+	take_init_locked(sb, pid, pidfd, starttime);
+	registry_unlock();
+}
+
+/* Its init is gone (or never was): nothing recorded any more. */
+static void forget_init(struct sandbox *sb)
+{
+	registry_lock();
+	sb->pid = 0;
+	sb->starttime = 0;
+	registry_unlock();
+}
+
+/* End whatever runs of sb (init and everything in its cgroup) and forget its init. */
+static int stop_processes(struct sandbox *sb, struct cell_error *err)
+{
+	pid_t pid;
+	int pidfd;
+	uint64_t st;
+	take_init(sb, &pid, &pidfd, &st);
+	int r = teardown(pid, pidfd, st, sb->cgroup_rel, err);
+	if (pidfd >= 0)
+		close(pidfd);
+	forget_init(sb);
+	return r;
+}
+
+/* Out of the table: its uid range is free for any celld again (its state dir is gone) and
+ * it no longer counts as one of its owner's sandboxes. */
+static void unpublish(struct sandbox *sb)
+{
+	registry_lock();
+	bool removed = registry_remove_locked(sb);
+	registry_unlock();
+	if (!removed)
+		return;
+	uidrange_release(sb->id, sb->slot);
+	admission_put(sb->owner, ADM_SANDBOXES);
+	sandbox_unref(sb); /* the table's reference */
+}
+
+/* ---- the record: a new sandbox from a create's spec ---- */
+
 static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 {
 	sb->image = strdup(spec->image);
+	sb->rootfs = strdup(spec->rootfs);
 	sb->session_key = spec->session_key ? strdup(spec->session_key) : NULL;
 	sb->owner = spec->owner;
-	if (!sb->image || (spec->session_key && !sb->session_key))
+	if (!sb->image || !sb->rootfs || (spec->session_key && !sb->session_key))
 		return -ENOMEM;
 	if (spec->metadata) {
 		json_decref(sb->metadata);
@@ -140,7 +204,103 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 	return 0;
 }
 
-/* Publish a new entry under a fresh id (or the session key's). */
+/* An entry with the same id is there: -EEXIST, or with a session key 1 and *existing once it
+ * is no longer being created or deleted — only when it was created with that same key: the
+ * id is 64 bits of the key's hash, and two keys that share them (or a random id that equals
+ * one) must never hand one session another's sandbox (-EADDRINUSE). -EAGAIN when there is
+ * none (registry lock held). */
+static int find_existing_locked(const char *id, const char *session_key, struct sandbox **existing)
+{
+	struct sandbox *cur;
+	while ((cur = registry_find_locked(id))) {
+		if (!session_key)
+			return -EEXIST;
+		if (!cur->session_key || strcmp(cur->session_key, session_key))
+			return -EADDRINUSE;
+		/* A racing create with the same session key: wait for it to finish, then
+		 * answer with its sandbox (or create afresh if it failed and vanished). */
+		if (sandbox_settling_locked(cur)) {
+			registry_wait();
+			continue;
+		}
+		sandbox_ref(cur);
+		*existing = cur;
+		return 1;
+	}
+	return -EAGAIN;
+}
+
+/* Drop what publish() took for a sandbox that is not published after all. */
+static void publish_undo(struct sandbox *sb, int slot)
+{
+	admission_put(sb->owner, ADM_SANDBOXES);
+	uidrange_release(sb->id, slot);
+	sb->slot = -1;
+}
+
+/* Publish sb (busy creating) under its id, with the lowest uid slot free host-wide,
+ * counted as one of its owner's sandboxes (-EUSERS with err when that is over a quota).
+ * When the id exists and sb has a session key: wait while that entry is being created or
+ * deleted and return it referenced in *existing (returns 1) when it was created with the
+ * same key, else -EADDRINUSE. -EEXIST (id taken, no session key), -ENOSPC (no free slot)
+ * or another -errno (the reservation failed; logged). */
+static int publish(struct sandbox *sb, struct sandbox **existing, struct cell_error *err)
+{
+	*existing = NULL;
+	int slot = -1;
+	for (;;) {
+		registry_lock();
+		int r = find_existing_locked(sb->id, sb->session_key, existing);
+		if (r == -EAGAIN && slot >= 0) {
+			sb->slot = slot;
+			sb->uid_base = uidrange_base(slot);
+			r = registry_publish_locked(sb);
+			registry_unlock();
+			if (r < 0)
+				publish_undo(sb, slot);
+			return r;
+		}
+		registry_unlock();
+		if (r != -EAGAIN) {
+			/* Someone else published the id while we reserved (a create-or-resume
+			 * that finds its sandbox is not a new one: not counted). */
+			if (slot >= 0)
+				publish_undo(sb, slot);
+			return r;
+		}
+		/* A new sandbox: counted against its owner's quota before a uid range is
+		 * reserved for it, so a create over the quota costs nothing. */
+		if ((r = admission_take(sb->owner, ADM_SANDBOXES, false, err)) < 0)
+			return r;
+		/* Reserved with the registry lock released: it may wait on another celld. */
+		struct cell_error rerr = {0};
+		r = uidrange_reserve(sb->id, &slot, &rerr);
+		if (r < 0) {
+			admission_put(sb->owner, ADM_SANDBOXES);
+			if (r != -ENOSPC)
+				log_error("sandbox %s: reserving a uid range: %s", sb->id,
+					  rerr.msg);
+			return r;
+		}
+	}
+}
+
+static int claim_error(int r, const char *id, struct cell_error *err)
+{
+	if (r == -ENOSPC)
+		return celld_fail(err, ENOSPC, "no free uid range: %u sandboxes exist",
+				  CELLD_SLOTS);
+	if (r == -EUSERS)
+		return r;
+	if (r == -EADDRINUSE)
+		return celld_fail(err, EEXIST,
+				  "extensions.cell.sessionKey: sandbox %s, whose id this key's "
+				  "hash gives, belongs to another session key",
+				  id);
+	return cell_err(err, -r, "registering sandbox");
+}
+
+/* Publish a new entry, busy creating, under a fresh id (or the session key's). */
 static int claim(const struct create_spec *spec, struct sandbox **sbp, struct sandbox **existing,
 		 struct cell_error *err)
 {
@@ -155,7 +315,10 @@ static int claim(const struct create_spec *spec, struct sandbox **sbp, struct sa
 			sandbox_unref(sb);
 			return cell_err(err, ENOMEM, "new sandbox");
 		}
-		int r = registry_claim(sb, existing, err);
+		/* Busy before anyone can see it: a create-or-resume racing this one waits. */
+		int r = sandbox_begin(sb, SBX_CREATING, err);
+		if (r == 0)
+			r = publish(sb, existing, err);
 		if (r == 0) {
 			*sbp = sb;
 			return 0;
@@ -163,18 +326,8 @@ static int claim(const struct create_spec *spec, struct sandbox **sbp, struct sa
 		sandbox_unref(sb);
 		if (r == 1)
 			return 1;
-		if (r == -ENOSPC)
-			return celld_fail(err, ENOSPC, "no free uid range: %u sandboxes exist",
-					  CELLD_SLOTS);
-		if (r == -EUSERS)
-			return r;
-		if (r == -EADDRINUSE)
-			return celld_fail(err, EEXIST,
-					  "extensions.cell.sessionKey: sandbox %s, whose id this "
-					  "key's hash gives, belongs to another session key",
-					  id);
 		if (r != -EEXIST)
-			return cell_err(err, -r, "registering sandbox");
+			return claim_error(r, id, err);
 	}
 	return cell_err(err, EEXIST, "could not find an unused sandbox id");
 }
@@ -190,20 +343,6 @@ static int make_dir(struct sandbox *sb, struct cell_error *err)
 	return 0;
 }
 
-/* The dir for upper/ and work/ under the sandbox's disk quota (see include/cell/quota.h);
- * the formatted images it copies are kept in <state>/disk-templates. */
-static int quota_prepare(struct sandbox *sb, const struct create_spec *spec, struct cell_quota *q,
-			 struct cell_error *err)
-{
-	char templates[4096];
-	snprintf(templates, sizeof(templates), "%s/disk-templates", celld.state_dir);
-	struct cell_quota_req qr = {.dir = sb->dir,
-				    .templates_dir = templates,
-				    .project_id = sb->uid_base,
-				    .bytes = spec->limits.disk_bytes};
-	return cell_quota_prepare(&qr, q, err);
-}
-
 /* rm -rf of a sandbox's dir, after its layer's quota let go of it. */
 static int remove_dir(const char *id, struct cell_error *err)
 {
@@ -213,36 +352,97 @@ static int remove_dir(const char *id, struct cell_error *err)
 	return r < 0 ? r : cell_remove_tree_at(celld.sandboxes_fd, id, err);
 }
 
-static int spawn(struct sandbox *sb, const struct create_spec *spec, struct cell_error *err)
+/* ---- starting a sandbox from its record ---- */
+
+/* The dir for upper/ and work/ under the sandbox's disk quota (see include/cell/quota.h);
+ * the formatted images it copies are kept in <state>/disk-templates. A sandbox started
+ * before keeps its layer (and its files). */
+static int quota_prepare(struct sandbox *sb, struct cell_quota *q, struct cell_error *err)
+{
+	char templates[4096];
+	snprintf(templates, sizeof(templates), "%s/disk-templates", celld.state_dir);
+	struct cell_quota_req qr = {.dir = sb->dir,
+				    .templates_dir = templates,
+				    .project_id = sb->uid_base,
+				    .bytes = sb->limits.disk_bytes};
+	return cell_quota_prepare(&qr, q, err);
+}
+
+/* What a record written before these members lacks, filled in before a start (under the
+ * registry lock: the record's snapshot reads them): its image resolved as the create did,
+ * and the default seccomp profile for one older than profiles ("": no filter). */
+static int complete_old_record(struct sandbox *sb, struct cell_error *err)
+{
+	char rootfs[4096];
+	char *copy = NULL;
+	if (!sb->rootfs) {
+		int r = image_resolve(sb->image, rootfs, sizeof(rootfs), err);
+		if (r < 0)
+			return r;
+		if (!(copy = strdup(rootfs)))
+			return cell_err(err, ENOMEM, "rootfs of %s", sb->id);
+	}
+	registry_lock();
+	if (copy)
+		sb->rootfs = copy;
+	if (!sb->seccomp_profile[0])
+		snprintf(sb->seccomp_profile, sizeof(sb->seccomp_profile), "default");
+	registry_unlock();
+	return 0;
+}
+
+/* The runtime's request, from sb's record alone (volumes point into sb->volumes). */
+static int spawn_req(struct sandbox *sb, struct cell_spawn_req *req, struct cell_volume **volumes,
+		     const struct cell_quota *quota, struct cell_error *err)
 {
 	/* Installed last before exec in the child; there is no "no filter" (fill_new named
 	 * the default profile when the create named none). */
-	const char *profile = sb->seccomp_profile;
-	const struct cell_seccomp_prog *prog = seccomp_policy_prog(profile, sb->seccomp_log);
+	const struct cell_seccomp_prog *prog =
+	    seccomp_policy_prog(sb->seccomp_profile, sb->seccomp_log);
 	if (!prog)
-		return celld_fail(err, ENOENT, "seccomp profile '%s' is not loaded", profile);
-	struct cell_quota quota;
-	int qr = quota_prepare(sb, spec, &quota, err);
-	if (qr < 0)
-		return qr;
-	struct cell_spawn_req req = {
+		return celld_fail(err, ENOENT, "seccomp profile '%s' is not loaded",
+				  sb->seccomp_profile);
+	size_t n_volumes = 0;
+	*volumes = NULL;
+	if (sb->volumes) {
+		int r = volumes_from_json(sb->volumes, volumes, &n_volumes, err);
+		if (r < 0)
+			return r;
+	}
+	*req = (struct cell_spawn_req){
 	    .id = sb->id,
 	    .dir = sb->dir,
-	    .image_rootfs = spec->rootfs,
+	    .image_rootfs = sb->rootfs,
 	    .uid_base = sb->uid_base,
 	    .hostname = sb->id,
 	    .init_exe_fd = celld.init_fd,
 	    .cgroup = celld.cgroup,
 	    .cgroup_rel = sb->cgroup_rel,
-	    .volumes = spec->volumes,
-	    .n_volumes = spec->n_volumes,
-	    .layer_dir = quota.layer_dir[0] ? quota.layer_dir : NULL,
-	    .limits = &spec->limits,
+	    .volumes = *volumes,
+	    .n_volumes = n_volumes,
+	    .layer_dir = quota->layer_dir[0] ? quota->layer_dir : NULL,
+	    .limits = &sb->limits,
+	    .seccomp = prog,
 	};
-	req.rlimits = limits_rlimits(&req.n_rlimits);
-	req.seccomp = prog;
+	req->rlimits = limits_rlimits(&req->n_rlimits);
+	return 0;
+}
+
+static int spawn(struct sandbox *sb, struct cell_error *err)
+{
+	struct cell_quota quota;
+	int r = complete_old_record(sb, err);
+	if (r == 0)
+		r = quota_prepare(sb, &quota, err);
+	if (r < 0)
+		return r;
+	struct cell_spawn_req req;
+	struct cell_volume *volumes = NULL;
 	struct cell_spawn_result res = {.pidfd = -1};
-	int r = cell_spawn(&req, &res, err);
+	r = spawn_req(sb, &req, &volumes, &quota, err);
+	if (r == 0)
+		r = cell_spawn(&req, &res, err);
+	free(volumes);
 	cell_quota_close(&quota); /* the sandbox's overlay holds its layer now */
 	if (r < 0)
 		return r;
@@ -259,7 +459,7 @@ static int spawn(struct sandbox *sb, const struct create_spec *spec, struct cell
 	/* Denied calls wait for an answer from here on: the listener is watched before
 	 * anything waits for init. */
 	if (res.seccomp_listener >= 0 &&
-	    (r = seccomp_log_attach(sb->id, profile, res.seccomp_listener, err)) < 0)
+	    (r = seccomp_log_attach(sb->id, sb->seccomp_profile, res.seccomp_listener, err)) < 0)
 		return r;
 	/* The pid reaches state.json with Running, one write later (writes are a large part
 	 * of the cost of a create). A celld crash before that leaves a Pending
@@ -269,39 +469,55 @@ static int spawn(struct sandbox *sb, const struct create_spec *spec, struct cell
 	return 0;
 }
 
+/* Start sb from its record (image, rootfs, volumes, limits, seccomp profile, uid base),
+ * on the disk it has: a create's first start, or a Failed sandbox's start again. Returns
+ * once init answers and the entrypoint runs; on failure whatever started is left for the
+ * caller's undo. */
+static int lifecycle_start(struct sandbox *sb, struct cell_error *err)
+{
+	int r = spawn(sb, err);
+	if (r == 0)
+		r = wait_ready(sb, err);
+	if (r == 0)
+		r = start_entrypoint(sb, err);
+	return r;
+}
+
+/* The operation op, begun on sb, made it Running: recorded (synced), published, watched. */
+static int end_running(struct sandbox *sb, enum sbx_op op, enum store_sync how,
+		       struct cell_error *err)
+{
+	int r = store_save_as(sb, SBX_RUNNING, how, err);
+	if (r < 0)
+		return r;
+	sandbox_end(sb, op, SBX_RUNNING, NULL);
+	registry_lock();
+	watch_add_locked(sb);
+	registry_unlock();
+	return 0;
+}
+
+/* ---- create ---- */
+
 /* Undo a failed create. The entry is dropped only when nothing is left on disk; otherwise
  * it stays Failed, keeping its uid slot reserved. */
 static void undo_create(struct sandbox *sb, bool made_dir, const char *why)
 {
 	struct cell_error err = {0};
-	registry_lock();
-	pid_t pid = sb->pid;
-	int pidfd = sb->pidfd;
-	uint64_t st = sb->starttime;
-	sb->pidfd = -1;
-	registry_unlock();
-	int r = teardown(pid, pidfd, st, sb->cgroup_rel, &err);
-	if (pidfd >= 0)
-		close(pidfd);
+	int r = stop_processes(sb, &err);
 	seccomp_log_detach(sb->id);
 	if (r == 0 && made_dir)
 		r = remove_dir(sb->id, &err);
-	registry_lock();
-	sb->busy = SBX_IDLE;
-	sb->pid = 0;
-	sb->starttime = 0;
 	if (r == 0) {
-		registry_remove_locked(sb);
-	} else {
-		char reason[CELL_ERROR_MSG_MAX * 2];
-		snprintf(reason, sizeof(reason), "create failed: %s; cleanup failed: %s", why,
-			 err.msg);
-		sandbox_set_state_locked(sb, SBX_FAILED, reason);
-		log_error("sandbox %s: %s", sb->id, reason);
+		unpublish(sb);
+		sandbox_end(sb, SBX_CREATING, SBX_PENDING, NULL);
+		return;
 	}
-	registry_broadcast();
-	registry_unlock();
-	if (r < 0 && made_dir)
+	char reason[CELL_ERROR_MSG_MAX * 2];
+	snprintf(reason, sizeof(reason), "create failed: %s; cleanup failed: %s", why, err.msg);
+	log_error("sandbox %s: %s", sb->id, reason);
+	sandbox_end(sb, SBX_CREATING, SBX_FAILED, reason);
+	if (made_dir)
 		store_save(sb, &err);
 }
 
@@ -331,7 +547,8 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 	 * it up. The last one, Running, is synced together with its rename before the create
 	 * is answered. Only a power loss during the create itself, before that sync, can
 	 * leave the first write empty on disk; such a sandbox, never reported to a client, is
-	 * then left to an operator (as any unreadable state.json is) instead of removed. */
+	 * then left to an operator (as any unreadable state.json is) instead of removed.
+	 * Everything the start needs is in that first record: the start reads nothing else. */
 	bool made_dir = false;
 	r = make_dir(sb, err);
 	if (r == 0) {
@@ -339,28 +556,15 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 		r = store_save_sync(sb, STORE_UNSYNCED, err);
 	}
 	if (r == 0)
-		r = spawn(sb, spec, err);
+		r = lifecycle_start(sb, err);
 	if (r == 0)
-		r = wait_ready(sb, err);
-	if (r == 0)
-		r = start_entrypoint(sb, err);
-	if (r == 0) {
-		registry_lock();
-		sandbox_set_state_locked(sb, SBX_RUNNING, NULL);
-		registry_unlock();
-		r = store_save_sync(sb, STORE_SYNC_RENAMED, err);
-	}
+		r = end_running(sb, SBX_CREATING, STORE_SYNC_RENAMED, err);
 	if (r < 0) {
 		cell_err_wrap(err, "creating sandbox %s: ", sb->id);
 		undo_create(sb, made_dir, err->msg);
 		sandbox_unref(sb);
 		return r;
 	}
-	registry_lock();
-	sb->busy = SBX_IDLE;
-	watch_add_locked(sb);
-	registry_broadcast();
-	registry_unlock();
 	log_info("sandbox %s created (image %s, pid %d, uid base %u)", sb->id, sb->image,
 		 (int)sb->pid, sb->uid_base);
 	*out = sb;
@@ -368,43 +572,21 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 	return 0;
 }
 
-/* Mark sb busy with `what` once nothing else is working on it, taking over its init pidfd.
- * false when it left the table meanwhile. */
-static bool take_busy(struct sandbox *sb, enum sbx_busy what, pid_t *pid, int *pidfd,
-		      uint64_t *starttime)
-{
-	registry_lock();
-	while (sb->in_table && sb->busy != SBX_IDLE)
-		registry_wait();
-	if (!sb->in_table) {
-		registry_unlock();
-		return false;
-	}
-	sb->busy = what;
-	watch_remove_locked(sb);
-	*pid = sb->pid;
-	*pidfd = sb->pidfd;
-	*starttime = sb->starttime;
-	sb->pidfd = -1;
-	registry_unlock();
-	return true;
-}
+/* ---- delete ---- */
 
 int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
 {
+	int r = sandbox_begin(sb, SBX_DELETING, err);
+	if (r < 0)
+		return r;
 	pid_t pid;
 	int pidfd;
 	uint64_t st;
-	if (!take_busy(sb, SBX_DELETING, &pid, &pidfd, &st))
-		return celld_fail(err, ENOENT, "sandbox %s not found", sb->id);
-	registry_lock();
-	bool paused = sb->state == SBX_PAUSED;
-	registry_unlock();
-	int r = 0;
+	take_init(sb, &pid, &pidfd, &st);
 	/* A frozen init cannot act on SIGKILL on v1 until thawed: the cgroup's kill (which
 	 * signals, then thaws, on v1; cgroup.kill ends frozen tasks on v2) goes first, so no
-	 * process of the sandbox runs again before it dies. */
-	if (paused)
+	 * process of the sandbox runs again before it dies. (sb->state is stable while busy.) */
+	if (sb->state == SBX_PAUSED)
 		r = celld.cgroup->kill_all(sb->cgroup_rel, err);
 	if (r == 0)
 		r = teardown(pid, pidfd, st, sb->cgroup_rel, err);
@@ -413,53 +595,219 @@ int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
 	seccomp_log_detach(sb->id);
 	if (r == 0)
 		r = remove_dir(sb->id, err);
-	registry_lock();
-	sb->busy = SBX_IDLE;
 	if (r == 0) {
-		registry_remove_locked(sb);
-	} else {
-		cell_err_wrap(err, "deleting sandbox %s: ", sb->id);
-		sb->pid = 0;
-		sb->starttime = 0;
-		sandbox_set_state_locked(sb, SBX_FAILED, err->msg);
+		unpublish(sb);
+		sandbox_end(sb, SBX_DELETING, sb->state, NULL);
+		log_info("sandbox %s deleted", sb->id);
+		return 0;
 	}
-	registry_broadcast();
-	registry_unlock();
-	if (r < 0) {
-		struct cell_error e2;
-		store_save(sb, &e2);
-		return r;
-	}
-	log_info("sandbox %s deleted", sb->id);
-	return 0;
+	cell_err_wrap(err, "deleting sandbox %s: ", sb->id);
+	forget_init(sb);
+	sandbox_end(sb, SBX_DELETING, SBX_FAILED, err->msg);
+	struct cell_error e2;
+	store_save(sb, &e2);
+	return r;
 }
+
+/* ---- init died; a Failed sandbox started again ---- */
 
 void lifecycle_init_died(struct sandbox *sb, const char *why)
 {
-	pid_t pid;
-	int pidfd;
-	uint64_t st;
-	registry_lock();
-	bool running = sb->state == SBX_RUNNING;
-	registry_unlock();
-	if (!running || !take_busy(sb, SBX_RECOVERING, &pid, &pidfd, &st))
+	/* Not Running (any more), being deleted or gone: nothing to recover. */
+	if (sandbox_begin(sb, SBX_RECOVERING, NULL) < 0)
 		return;
 	struct cell_error err = {0};
-	/* PID 1 took its pid namespace with it; whatever else sits in the cgroup goes too. */
-	if (teardown(pid, pidfd, st, sb->cgroup_rel, &err) < 0)
+	/* PID 1 took its pid namespace with it; whatever else sits in the cgroup goes too.
+	 * The disk stays: lifecycle_resume starts the sandbox again on it. */
+	if (stop_processes(sb, &err) < 0)
 		log_warn("sandbox %s: cleaning up after init: %s", sb->id, err.msg);
-	if (pidfd >= 0)
-		close(pidfd);
-	registry_lock();
-	sb->busy = SBX_IDLE;
-	sb->pid = 0;
-	sb->starttime = 0;
-	sandbox_set_state_locked(sb, SBX_FAILED, why);
-	registry_broadcast();
-	registry_unlock();
+	sandbox_end(sb, SBX_RECOVERING, SBX_FAILED, why);
 	log_warn("sandbox %s failed: %s", sb->id, why);
 	if (store_save(sb, &err) < 0)
 		log_error("%s", err.msg);
+}
+
+/* resume of a Failed sandbox: a cold start on its kept disk, from its record. A failed
+ * start ends its processes again and leaves it Failed with the reason. */
+static int start_again(struct sandbox *sb, struct cell_error *err)
+{
+	int r = sandbox_begin(sb, SBX_STARTING, err);
+	if (r < 0)
+		return r;
+	/* Never in a uid range someone else may hold: one adopted Failed because another
+	 * owner held its range starts only once the range is ours again (0 at once when it
+	 * is already). Refused, it stays Failed as it was. */
+	r = uidrange_adopt(sb->id, sb->slot, err);
+	if (r < 0) {
+		sandbox_end(sb, SBX_STARTING, SBX_FAILED, NULL);
+		return r == -EALREADY ? -EBUSY : r;
+	}
+	r = lifecycle_start(sb, err);
+	if (r == 0)
+		r = end_running(sb, SBX_STARTING, STORE_SYNCED, err);
+	if (r == 0) {
+		log_info("sandbox %s started again (pid %d)", sb->id, (int)sb->pid);
+		return 0;
+	}
+	cell_err_wrap(err, "starting sandbox %s again: ", sb->id);
+	struct cell_error serr = {0};
+	if (stop_processes(sb, &serr) < 0)
+		log_warn("sandbox %s: cleaning up a failed start: %s", sb->id, serr.msg);
+	sandbox_end(sb, SBX_STARTING, SBX_FAILED, err->msg);
+	log_warn("%s", err->msg);
+	if (store_save(sb, &serr) < 0)
+		log_error("%s", serr.msg);
+	return r;
+}
+
+/* ---- pause and resume ----
+ *
+ * Every process of a sandbox frozen through its cgroup (cgroup.freeze on v2, the v1
+ * freezer), its memory kept; the state Paused is persisted, so a restarted celld adopts the
+ * sandbox as Paused (a frozen init cannot answer a ping, and need not). */
+
+static int freeze(struct sandbox *sb, bool frozen, struct cell_error *err)
+{
+	enum sbx_op op = frozen ? SBX_PAUSING : SBX_RESUMING;
+	enum sbx_state from = frozen ? SBX_RUNNING : SBX_PAUSED;
+	enum sbx_state to = frozen ? SBX_PAUSED : SBX_RUNNING;
+	int r = sandbox_begin(sb, op, err);
+	if (r < 0)
+		return r;
+	if (!celld.cgroup->freeze)
+		r = celld_fail(err, ENOTSUP, "the %s cgroup backend cannot freeze",
+			       celld.cgroup->name);
+	else
+		r = celld.cgroup->freeze(sb->cgroup_rel, frozen, err);
+	sandbox_end(sb, op, r == 0 ? to : from, NULL);
+	if (r < 0)
+		return cell_err_wrap(err, "%s sandbox %s: ", frozen ? "pausing" : "resuming",
+				     sb->id);
+	struct cell_error serr = {0};
+	/* Not synced to disk (a sync would be most of a pause's cost): a killed celld's
+	 * successor still reads it from the page cache, and a power loss ends the sandbox's
+	 * processes anyway, frozen or not. A failed write only means a restart would see the
+	 * previous state (then resume or pause finds out). */
+	if (store_save_sync(sb, STORE_UNSYNCED, &serr) < 0)
+		log_error("%s", serr.msg);
+	log_info("sandbox %s %s", sb->id, frozen ? "paused" : "resumed");
+	return 0;
+}
+
+int lifecycle_pause(struct sandbox *sb, struct cell_error *err)
+{
+	return freeze(sb, true, err);
+}
+
+int lifecycle_resume(struct sandbox *sb, struct cell_error *err)
+{
+	registry_lock();
+	bool failed = sb->state == SBX_FAILED;
+	registry_unlock();
+	/* Read without the sandbox busy: if it changes before the begin, the begin's check
+	 * answers (a Failed one started meanwhile is "already Running"). */
+	return failed ? start_again(sb, err) : freeze(sb, false, err);
+}
+
+int lifecycle_resume_if_paused(struct sandbox *sb, struct cell_error *err)
+{
+	registry_lock();
+	bool paused =
+	    sb->state == SBX_PAUSED || sb->busy == SBX_PAUSING || sb->busy == SBX_RESUMING;
+	registry_unlock();
+	if (!paused)
+		return 0;
+	int r = freeze(sb, false, err);
+	/* Someone else resumed it meanwhile, or it was being paused and is now Paused (then
+	 * the begin waited and the resume went through). */
+	return r == -EALREADY ? 0 : r;
+}
+
+/* ---- the record's changes: expiry, metadata ---- */
+
+int lifecycle_renew(struct sandbox *sb, time_t expires_at, struct cell_error *err)
+{
+	registry_lock();
+	bool ok = sandbox_idle_locked(sb);
+	time_t old = sb->expires_at;
+	if (ok)
+		sb->expires_at = expires_at;
+	registry_unlock();
+	if (!ok)
+		return celld_fail(err, EBUSY, "sandbox %s is being changed", sb->id);
+	int r = store_save(sb, err);
+	if (r < 0) {
+		registry_lock();
+		if (sb->expires_at == expires_at)
+			sb->expires_at = old;
+		registry_unlock();
+	}
+	return r;
+}
+
+bool lifecycle_expired(struct sandbox *sb, time_t now)
+{
+	registry_lock();
+	bool expired = sb->expires_at && now >= sb->expires_at && sandbox_idle_locked(sb);
+	registry_unlock();
+	return expired;
+}
+
+/* metadata with patch (a JSON merge patch: null deletes a key) applied, as a new object:
+ * the published one is never changed in place (readers share it unlocked). */
+static json_t *merge_metadata(json_t *old, json_t *patch, const struct field_caps *caps,
+			      struct cell_error *err)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(patch, k, v)
+	{
+		if (!json_is_null(v) && !json_is_clean_string(v))
+			return field_fail(err, "metadata.%.64s must be a string or null", k), NULL;
+	}
+	json_t *md = json_copy(old);
+	if (!md)
+		return cell_err(err, ENOMEM, "metadata"), NULL;
+	json_object_foreach(patch, k, v)
+	{
+		if (json_is_null(v))
+			json_object_del(md, k);
+		else
+			json_object_set(md, k, v);
+	}
+	if (field_check_map_caps(md, "metadata", caps, err) < 0) {
+		json_decref(md);
+		return NULL;
+	}
+	return md;
+}
+
+/* Patches of one sandbox one at a time (each reads, merges and saves); the copy and the
+ * save run outside the registry lock, which only swaps the pointer. A patch that cannot be
+ * saved changes nothing. */
+int lifecycle_patch_metadata(struct sandbox *sb, json_t *patch, const struct field_caps *caps,
+			     struct cell_error *err)
+{
+	pthread_mutex_lock(&sb->meta_lock);
+	registry_lock();
+	json_t *old = json_incref(sb->metadata); /* ours, besides the sandbox's own */
+	registry_unlock();
+	json_t *md = merge_metadata(old, patch, caps, err);
+	int r = md ? 0 : -(err->code ? err->code : EINVAL);
+	if (md) {
+		registry_lock();
+		sb->metadata = md; /* the sandbox's reference moves from old to md */
+		registry_unlock();
+		r = store_save(sb, err);
+		registry_lock();
+		if (r < 0)
+			sb->metadata = old; /* undone: back to old, md is dropped below */
+		registry_unlock();
+		json_decref(r == 0 ? old : md);
+	}
+	pthread_mutex_unlock(&sb->meta_lock);
+	json_decref(old);
+	return r;
 }
 
 /* ---- adoption at start ---- */
@@ -506,31 +854,73 @@ static int find_init(const struct sandbox *sb)
 	return fd;
 }
 
-static void adopt_running(struct sandbox *sb)
+/* A sandbox recorded Running or Paused: is its init still there (and, unless frozen,
+ * answering)? If not, its processes go and why says so (it is adopted Failed, its disk
+ * kept for a resume). */
+static void adopt_running(struct sandbox *sb, char *why, size_t size)
 {
 	struct cell_error err = {0};
 	int pidfd = find_init(sb);
-	const char *why = NULL;
+	const char *gone = NULL;
 	if (pidfd < 0) {
-		why = "cell-init exited while celld was down";
+		gone = "cell-init exited while celld was down";
 	} else {
 		sb->pidfd = pidfd;
 		/* A paused (frozen) init cannot answer; it is adopted as Paused as it is. */
 		if (sb->state != SBX_PAUSED && relay_ping(sb, ADOPT_PING_MS, &err) < 0)
-			why = "cell-init did not answer after a celld restart";
+			gone = "cell-init did not answer after a celld restart";
 	}
-	if (why) {
-		int fd = sb->pidfd;
-		sb->pidfd = -1;
-		if (teardown(sb->pid, fd, sb->starttime, sb->cgroup_rel, &err) < 0)
-			log_warn("sandbox %s: cleanup: %s", sb->id, err.msg);
-		if (fd >= 0)
-			close(fd);
-		sb->pid = 0;
-		sb->starttime = 0;
-		sandbox_set_state_locked(sb, SBX_FAILED, why);
-		log_warn("sandbox %s: %s", sb->id, why);
+	if (!gone)
+		return;
+	if (stop_processes(sb, &err) < 0)
+		log_warn("sandbox %s: cleanup: %s", sb->id, err.msg);
+	snprintf(why, size, "%s", gone);
+	log_warn("sandbox %s: %s", sb->id, gone);
+}
+
+/* Re-reserve the slot recorded in sb's state.json. When another live owner holds it, the
+ * sandbox's processes are stopped and why says so (it is published Failed rather than
+ * sharing the range; its files remain until it is deleted). -EALREADY (not to be
+ * published, untouched) when another celld on this state dir holds it; -EINVAL/-EEXIST
+ * for a slot out of range or an id already known. */
+static int adopt_slot(struct sandbox *sb, char *why, size_t size, struct cell_error *err)
+{
+	if (sb->slot < 0 || (unsigned)sb->slot >= CELLD_SLOTS)
+		return cell_err(err, EINVAL, "uid slot %d of sandbox %s is invalid", sb->slot,
+				sb->id);
+	registry_lock();
+	bool known = registry_find_locked(sb->id) != NULL;
+	registry_unlock();
+	if (known)
+		return cell_err(err, EEXIST, "sandbox %s is already known", sb->id);
+	struct cell_error rerr = {0};
+	int ar = uidrange_adopt(sb->id, sb->slot, &rerr);
+	if (ar == -EALREADY)
+		return celld_fail(err, EALREADY, "%s", rerr.msg);
+	if (ar < 0) {
+		log_error("sandbox %s: %s; marking it Failed rather than sharing the range", sb->id,
+			  rerr.msg);
+		struct cell_error serr = {0};
+		if (stop_processes(sb, &serr) < 0)
+			log_error("sandbox %s: stopping it: %s", sb->id, serr.msg);
+		snprintf(why, size, "uid range not reserved: %s", rerr.msg);
 	}
+	return 0;
+}
+
+/* Publish an adopted entry, counted whatever the quota (it exists already). */
+static int adopt_publish(struct sandbox *sb, struct cell_error *err)
+{
+	registry_lock();
+	int r = registry_find_locked(sb->id) ? -EEXIST : registry_publish_locked(sb);
+	if (r == 0)
+		admission_take(sb->owner, ADM_SANDBOXES, true, NULL);
+	registry_unlock();
+	if (r < 0) {
+		uidrange_release(sb->id, sb->slot);
+		return cell_err(err, -r, "adopting %s", sb->id);
+	}
+	return 0;
 }
 
 /* A sandbox celld cannot adopt must not run on unmanaged (past its expiry, invisible to
@@ -548,6 +938,8 @@ static void stop_unadoptable(const char *id, const char *why)
 			  id, why, celld.state_dir, id);
 }
 
+/* Adopt the sandbox of <sandboxes>/<id>: as recorded, or Failed (with why) when its init
+ * is gone or its uid range cannot be reserved again; a half-created one is removed. */
 static void adopt_one(const char *id)
 {
 	struct cell_error err = {0};
@@ -572,11 +964,16 @@ static void adopt_one(const char *id)
 		sandbox_unref(sb);
 		return;
 	}
-	/* Not yet published: nothing else can see sb, so no lock is needed while it is set
-	 * up; the helpers that take the lock are not called on it before registry_adopt. */
+	/* Not yet published: nothing else can see sb while it is set up. */
+	sandbox_begin(sb, SBX_ADOPTING, NULL);
+	char why[CELL_ERROR_MSG_MAX + 64] = "";
 	if (sb->state == SBX_RUNNING || sb->state == SBX_PAUSED)
-		adopt_running(sb);
-	if ((r = registry_adopt(sb, &err)) < 0) {
+		adopt_running(sb, why, sizeof(why));
+	r = adopt_slot(sb, why, sizeof(why), &err);
+	sandbox_end(sb, SBX_ADOPTING, why[0] ? SBX_FAILED : sb->state, why[0] ? why : NULL);
+	if (r == 0)
+		r = adopt_publish(sb, &err);
+	if (r < 0) {
 		if (sb->pidfd >= 0) {
 			close(sb->pidfd);
 			sb->pidfd = -1;

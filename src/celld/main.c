@@ -23,22 +23,20 @@
 #include "cell/log.h"
 #include "cell/quantity.h"
 #include "cell/version.h"
-#include "celld.h"
+#include "admission.h"
+#include "commands.h"
+#include "config.h"
+#include "lifecycle.h"
+#include "seccomp_log.h"
+#include "seccomp_policy.h"
+#include "timers.h"
+#include "uidrange.h"
+#include "watch.h"
+#include "celld.h" /* http.c, limits.c: their headers come with the http part */
 
 #define DEFAULT_SOCKET	 "/run/cell/cell.sock"
 #define DEFAULT_LISTEN	 "127.0.0.1:8080"
 #define SHUTDOWN_GRACE_S 5
-/* Unauthenticated TCP connections (gate.c): each costs celld one fd and a table slot. */
-#define DEFAULT_PENDING_MAX    1024
-#define DEFAULT_PENDING_PER_IP 64
-#define DEFAULT_HEAD_TIMEOUT_S 10
-
-struct celld_config celld = {.init_fd = -1,
-			     .sandboxes_fd = -1,
-			     .policies_fd = -1,
-			     .tcp_pending_max = DEFAULT_PENDING_MAX,
-			     .tcp_pending_per_ip = DEFAULT_PENDING_PER_IP,
-			     .tcp_head_timeout_s = DEFAULT_HEAD_TIMEOUT_S};
 
 struct flags {
 	const char *state_dir, *images, *socket, *listen, *key_file, *init, *uid_ranges, *policies,
@@ -85,8 +83,8 @@ static void usage(FILE *out)
 	    "  --debug             log debug messages\n"
 	    "  --version           print the version and the cgroup backend\n"
 	    "  --help              this text\n",
-	    DEFAULT_PENDING_MAX, DEFAULT_PENDING_PER_IP, DEFAULT_HEAD_TIMEOUT_S, CELL_LIBEXEC_DIR,
-	    CELL_DATA_DIR);
+	    CELLD_DEFAULT_PENDING_MAX, CELLD_DEFAULT_PENDING_PER_IP, CELLD_DEFAULT_HEAD_TIMEOUT_S,
+	    CELL_LIBEXEC_DIR, CELL_DATA_DIR);
 }
 
 /* optarg as a whole number from 1 to max. */
@@ -514,7 +512,7 @@ static int run(const struct flags *f)
 	log_info("celld %s: state %s, images %s, cgroup %s (%s/...), uid ranges %s", CELL_VERSION,
 		 celld.state_dir, celld.images_dir, celld.cgroup->name, celld.cgroup_prefix,
 		 uidrange_dir());
-	if (watch_start(&err) < 0)
+	if (watch_start(lifecycle_init_died, &err) < 0 || timers_start(&err) < 0)
 		goto fail;
 	lifecycle_adopt_all();
 	if (server_start(&err) < 0)

@@ -20,7 +20,9 @@
 #include <unistd.h>
 
 #include "cell/cleanup.h"
-#include "celld.h"
+#include "relay.h"
+#include "sandbox.h"
+#include "timefmt.h"
 
 /* Idle timeout of the streamed frames (output, download and upload data). */
 #define RELAY_IO_TIMEOUT_MS 30000

@@ -24,7 +24,9 @@
 #include "cell/cleanup.h"
 #include "cell/log.h"
 #include "cell/seccomp.h"
-#include "celld.h"
+#include "seccomp_log.h"
+#include "seccomp_policy.h"
+#include "celld.h" /* fields.c: celld_fail (its header comes with the http part) */
 
 #define RING_SIZE	256
 #define LOG_WINDOW_S	10 /* at most LOG_PER_WINDOW log lines per sandbox per window */

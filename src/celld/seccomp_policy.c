@@ -14,7 +14,9 @@
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "cell/seccomp.h"
-#include "celld.h"
+#include "config.h"
+#include "seccomp_policy.h"
+#include "celld.h" /* fields.c: celld_fail (its header comes with the http part) */
 
 #define PROFILES_MAX 64
 

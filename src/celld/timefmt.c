@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "celld.h"
+#include "timefmt.h"
 
 int64_t celld_now_ms(void)
 {

@@ -32,7 +32,11 @@
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
 #include "cell/log.h"
-#include "celld.h"
+#include "cell/id.h"
+#include "cell/runtime.h"
+#include "config.h"
+#include "uidrange.h"
+#include "celld.h" /* fields.c: celld_fail (its header comes with the http part) */
 
 #define LOCK_WAIT_MS   10000 /* a stuck celld holding the dir lock fails creates, bounded */
 #define CONTENT_MAX    (PATH_MAX + CELL_ID_MAX + 4)
@@ -310,8 +314,8 @@ static bool owner_live(const struct owner *o, int slot)
 		return true;
 	}
 	json_t *base = json_object_get(j, "uidBase");
-	bool live = json_is_integer(base) &&
-		    json_integer_value(base) == (json_int_t)registry_uid_base(slot);
+	bool live =
+	    json_is_integer(base) && json_integer_value(base) == (json_int_t)uidrange_base(slot);
 	json_decref(j);
 	return live;
 }
@@ -434,8 +438,8 @@ int uidrange_adopt(const char *id, int slot, struct cell_error *err)
 		return celld_fail(err, EBUSY,
 				  "uid range slot %d (host uids %u..%u) is already held by sandbox "
 				  "%s of this celld (%s)",
-				  slot, registry_uid_base(slot),
-				  registry_uid_base(slot) + CELL_UID_RANGE - 1, holder,
+				  slot, uidrange_base(slot),
+				  uidrange_base(slot) + CELL_UID_RANGE - 1, holder,
 				  celld.state_dir);
 	}
 	/* Our own file, still flocked: the celld before us may be a killed process whose
@@ -468,7 +472,7 @@ int uidrange_adopt(const char *id, int slot, struct cell_error *err)
 	    err, EBUSY,
 	    "uid range slot %d (host uids %u..%u) of sandbox %s (%s) is held by %s%s%s "
 	    "(%s/%d)",
-	    slot, registry_uid_base(slot), registry_uid_base(slot) + CELL_UID_RANGE - 1, id,
+	    slot, uidrange_base(slot), uidrange_base(slot) + CELL_UID_RANGE - 1, id,
 	    celld.state_dir, other.valid ? "sandbox " : "another celld",
 	    other.valid ? other.id : "", other.valid ? other.dir : "", ur.dir, slot);
 }

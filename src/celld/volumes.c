@@ -30,7 +30,8 @@
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
 #include "cell/log.h"
-#include "celld.h"
+#include "volumes.h"
+#include "celld.h" /* fields.c: field_fail (its header comes with the http part) */
 
 #define VOLUMES_MAX    32
 #define LOGIN_DEFS     "/etc/login.defs"

@@ -1,5 +1,6 @@
-/* Two small threads: the init watcher (every running sandbox's init pidfd in one epoll set;
- * readable means init died) and the expiry reaper. */
+/* The init watcher: every running sandbox's init pidfd in one epoll set, watched by one
+ * small thread; readable means init died, and the callback given at start (lifecycle's)
+ * is told. The watcher knows nothing above the registry. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -7,16 +8,16 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cell/cleanup.h"
 #include "cell/log.h"
-#include "celld.h"
-
-#define REAP_INTERVAL_S 2
+#include "registry.h"
+#include "sandbox.h"
+#include "watch.h"
 
 static int epfd = -1;
+static watch_died_fn on_died;
 
 void watch_add_locked(struct sandbox *sb)
 {
@@ -68,7 +69,7 @@ static void *watcher(void *arg)
 			registry_lock();
 			struct sandbox *sb = registry_find_serial_locked(evs[i].data.u64);
 			int pidfd = -1;
-			if (sb && sb->watched && sb->busy == SBX_IDLE) {
+			if (sb && sb->watched && sandbox_idle_locked(sb)) {
 				sandbox_ref(sb);
 				watch_remove_locked(sb);
 				pidfd = sb->pidfd;
@@ -81,35 +82,9 @@ static void *watcher(void *arg)
 			registry_unlock();
 			if (!sb)
 				continue;
-			lifecycle_init_died(sb, why);
+			on_died(sb, why);
 			sandbox_unref(sb);
 		}
-	}
-	return NULL;
-}
-
-static void *reaper(void *arg)
-{
-	(void)arg;
-	for (;;) {
-		struct timespec ts = {REAP_INTERVAL_S, 0};
-		nanosleep(&ts, NULL);
-		struct sandbox **v;
-		size_t n = registry_snapshot(&v);
-		time_t now = time(NULL);
-		for (size_t i = 0; i < n; i++) {
-			registry_lock();
-			bool expired = v[i]->expires_at && now >= v[i]->expires_at &&
-				       v[i]->busy == SBX_IDLE && v[i]->in_table;
-			registry_unlock();
-			if (!expired)
-				continue;
-			struct cell_error err = {0};
-			log_info("sandbox %s expired", v[i]->id);
-			if (lifecycle_delete(v[i], &err) < 0 && err.code != ENOENT)
-				log_error("%s", err.msg);
-		}
-		registry_put_all(v, n);
 	}
 	return NULL;
 }
@@ -125,11 +100,11 @@ static int start_thread(void *(*fn)(void *), struct cell_error *err)
 	return r ? cell_err(err, r, "starting a thread") : 0;
 }
 
-int watch_start(struct cell_error *err)
+int watch_start(watch_died_fn died, struct cell_error *err)
 {
+	on_died = died;
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0)
 		return cell_err(err, errno, "epoll_create1");
-	int r = start_thread(watcher, err);
-	return r < 0 ? r : start_thread(reaper, err);
+	return start_thread(watcher, err);
 }

@@ -1,0 +1,70 @@
+/* commands.c: per-sandbox command table */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "admission.h"
+#include "relay.h"
+
+struct sandbox;
+
+#define CMD_LOG_MAX   (8u << 20) /* combined output kept: 4 MiB per stream */
+#define CMD_TABLE_MAX 256	 /* commands remembered per sandbox */
+/* Kept output of all a sandbox's commands together (their log buffers), so that a sandbox
+ * never grows celld's memory by more than this however many commands it runs. */
+#define CMD_TABLE_LOG_MAX      (64u << 20)
+#define CMD_TABLE_LOG_MAX_TEXT "64 MiB"
+
+struct command;
+
+struct cmd_table *cmd_table_new(void);
+void cmd_table_free(struct cmd_table *t);
+struct command *cmd_table_get(struct cmd_table *t, const char *id);
+
+void command_ref(struct command *c);
+void command_unref(struct command *c);
+const char *command_id(const struct command *c);
+int64_t command_started_ms(const struct command *c);
+/* Finished: exit code (or -1 with error text when the relay failed). */
+void command_finish(struct command *c, int exit_code, const char *error);
+/* The relay connection a SIGNAL goes to (-1 when none). */
+void command_set_relay(struct command *c, int fd);
+int command_signal(struct command *c, int sig, struct cell_error *err);
+/* Status JSON; "log_dropped":true and "log_note" when its log went to the table's cap. */
+json_t *command_status_json(struct command *c);
+/* The end offset of everything c ever wrote (monotonic). */
+uint64_t command_logs_end(struct command *c);
+/* Copy up to max bytes of c's kept output from *pos (moved up to the oldest kept byte when
+ * older ones are gone) up to end into buf, advancing *pos; 0 once *pos reaches end. */
+size_t command_logs_read(struct command *c, uint64_t *pos, uint64_t end, char *buf, size_t max);
+/* celld's output budget (every sandbox's kept output together) and what is kept now. */
+#define CMD_OUTPUT_BUDGET_DEFAULT (1ull << 30)
+void cmd_output_budget_set(uint64_t bytes);
+void cmd_output_usage(uint64_t *kept, uint64_t *budget);
+/* Apply one relay event (output → log; exit → finish). Returns true on EXIT. */
+bool command_apply(struct command *c, const struct relay_event *ev);
+/* Keep reading the relay in a detached thread until EXIT; takes ownership of fd. */
+int command_drain(struct command *c, int fd, struct cell_error *err);
+/* The EXEC payload for a shell command (command) or a direct exec (argv, an array of
+ * strings): the sandbox's environment plus envs (may be NULL), base64-encoded text. *content
+ * gets the text shown as the command's content. NULL on allocation failure. */
+json_t *command_exec_request(const struct sandbox *sb, const char *command, json_t *argv,
+			     json_t *envs, const char *cwd, int64_t timeout_ms, int64_t uid,
+			     int64_t gid, char **content);
+/* Start a command for who on a new relay connection: 0 running (*out, *fdp: the caller
+ * reads it or hands it to command_drain), 1 init refused it (*out finished with 127/126,
+ * rerr says why), -errno (nothing was recorded; -EUSERS: who's running commands are at
+ * their quota). It counts as one of who's running commands until it finishes. */
+int command_start(struct sandbox *sb, json_t *req, const char *content, struct adm_principal *who,
+		  struct command **out, int *fdp, struct relay_error *rerr, struct cell_error *err);
+/* The reported exit code: 124 on timeout, else exit_code (128+N for signal N). */
+int relay_exit_code(const struct relay_exit *ex);
+/* Human text for a non-zero exit. */
+void relay_exit_text(const struct relay_exit *ex, char *buf, size_t size);
+/* The same, noting an OOM kill when the command died by SIGKILL while its sandbox's
+ * cgroup counted one more. */
+void command_exit_text(const struct command *c, const struct relay_exit *ex, char *buf,
+		       size_t size);

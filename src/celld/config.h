@@ -1,0 +1,29 @@
+/* config.c: celld's configuration, fixed once the daemons start (set by main.c) */
+#pragma once
+
+#include "cell/cgroup.h"
+
+/* Unauthenticated TCP connections (gate.c): each costs celld one fd and a table slot. */
+#define CELLD_DEFAULT_PENDING_MAX    1024
+#define CELLD_DEFAULT_PENDING_PER_IP 64
+#define CELLD_DEFAULT_HEAD_TIMEOUT_S 10
+
+struct celld_config {
+	char *state_dir;  /* canonical absolute path */
+	char *images_dir; /* canonical absolute path */
+	char *socket_path;
+	char *listen;	  /* HOST:PORT, NULL with --no-tcp */
+	char *api_key;	  /* required on TCP; NULL with --no-tcp */
+	int init_fd;	  /* sealed memfd holding cell-init */
+	int sandboxes_fd; /* <state>/sandboxes */
+	const struct cell_cgroup_ops *cgroup;
+	char cgroup_prefix[32]; /* cgroup instance dir, for the log: "cell" or "cell-<8 hex>" */
+	char *policies_dir;	/* canonical absolute path: seccomp/, resources/ */
+	int policies_fd;	/* O_PATH of policies_dir */
+	/* The TCP gate (gate.c): connections not yet authenticated. */
+	unsigned tcp_pending_max;    /* held at once, in all */
+	unsigned tcp_pending_per_ip; /* held at once from one client (IPv6: one /64) */
+	unsigned tcp_head_timeout_s; /* for the whole head of the first request */
+};
+
+extern struct celld_config celld;

@@ -1,0 +1,70 @@
+/* lifecycle.c: every transition of a sandbox (create, start, delete, pause, resume, adopt,
+ * init died) and every change of its record (renew, metadata), over the runtime, the
+ * registry, uid ranges, admission and state.json. Each runs between sandbox_begin and
+ * sandbox_end (sandbox.h). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "cell/error.h"
+#include "cell/runtime.h"
+#include "sandbox.h"
+
+struct adm_principal;
+struct field_caps;
+
+struct create_spec {
+	const char *image;
+	char rootfs[4096];
+	json_t *entrypoint;					 /* array of strings or NULL */
+	json_t *env, *metadata, *resource_limits, *volumes_json; /* owned references */
+	const char *session_key;
+	struct adm_principal *owner; /* who asks (NULL: the Unix socket) */
+	int64_t timeout;	     /* seconds, 0 = none */
+	const char *seccomp_profile; /* extensions["cell.seccomp"]; NULL: "default" */
+	bool seccomp_log;	     /* extensions["cell.seccompLog"] */
+	struct cell_limits limits;   /* resourceLimits, validated, defaults filled in */
+	struct cell_volume *volumes; /* pointing into volumes_json */
+	size_t n_volumes;
+	json_t *warnings; /* strings for the create's answer, or NULL */
+};
+
+/* Create (or, with a session key, find) a sandbox. *created tells which. The new sandbox
+ * is recorded first and then started from its record (as lifecycle_resume starts a Failed
+ * one). */
+int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool *created,
+		     struct cell_error *err);
+/* Tear down and remove everything; -ENOENT when it was already gone. */
+int lifecycle_delete(struct sandbox *sb, struct cell_error *err);
+/* Re-adopt every sandbox dir left by an earlier run (a Failed one stays Failed). */
+void lifecycle_adopt_all(void);
+/* Init of a running sandbox died: mark it Failed, clean its processes and cgroup (its
+ * disk is kept: lifecycle_resume starts it again). The watcher's callback. */
+void lifecycle_init_died(struct sandbox *sb, const char *why);
+
+/* Pause (freeze every process, memory kept): 0; -EALREADY (already Paused), -EBUSY (not
+ * Running, or being deleted), -ENOENT (gone), or another -errno (the freezer failed; err
+ * says why). */
+int lifecycle_pause(struct sandbox *sb, struct cell_error *err);
+/* Resume: a Paused sandbox is thawed; a Failed one (its init died) is started again on its
+ * kept disk from its record. -EALREADY (Running), -EBUSY (neither, or being deleted),
+ * -ENOENT, or another -errno (thawing or starting failed: a failed start leaves it Failed
+ * with the reason). */
+int lifecycle_resume(struct sandbox *sb, struct cell_error *err);
+/* Resume sb when it is Paused (exec, files, ping and create-or-resume use it first). */
+int lifecycle_resume_if_paused(struct sandbox *sb, struct cell_error *err);
+
+/* A new expiry (in the future; checked by the caller) recorded: 0, or -EBUSY when sb is
+ * being changed or gone, or the store's -errno (then nothing changed). */
+int lifecycle_renew(struct sandbox *sb, time_t expires_at, struct cell_error *err);
+/* A JSON merge patch (null deletes a key) applied to sb's metadata, kept within caps, and
+ * recorded: 0, -EINVAL with err naming the field, or the store's -errno (then nothing
+ * changed). Patches of one sandbox run one at a time. */
+int lifecycle_patch_metadata(struct sandbox *sb, json_t *patch, const struct field_caps *caps,
+			     struct cell_error *err);
+/* Has sb's expiry passed (and is it idle, so that deleting it is the next step)? */
+bool lifecycle_expired(struct sandbox *sb, time_t now);

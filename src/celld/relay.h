@@ -1,0 +1,102 @@
+/* relay.c: client side of the frame protocol (init is hostile) */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "cell/error.h"
+#include "cell/proto.h"
+
+struct sandbox;
+
+#define RELAY_CONTROL_MAX (64u << 10) /* JSON frames from init */
+
+struct relay_error {
+	int errnum; /* validated, 1..4095 */
+	char message[256];
+};
+
+struct relay_exit {
+	int exit_code; /* 0..255 */
+	int signal;    /* 0..64 */
+	bool timed_out;
+	int64_t duration_ms;
+};
+
+enum relay_ev { RELAY_EV_STDOUT, RELAY_EV_STDERR, RELAY_EV_EXIT };
+
+struct relay_event {
+	enum relay_ev kind;
+	struct cell_frame frame; /* STDOUT/STDERR bytes; cell_frame_free afterwards */
+	struct relay_exit exit;
+};
+
+struct relay_stat {
+	char type[16]; /* file, directory, symlink, other */
+	int64_t size;
+	uint32_t mode; /* permission bits */
+	int64_t uid, gid;
+	char owner[64], group[64];
+	double mtime, ctime;
+};
+
+/* What one API request may spend waiting on cell-init in its control steps (connect, send a
+ * request, wait for its answer), all steps together: a file info over many paths, a ranged
+ * download (a stat, then a read), the files of one upload, a command's start. A stalled or
+ * hostile init pins a celld thread for this long at most, not for a fresh timeout per step.
+ * Streamed bytes (command output, download and upload data) are paced by the client and
+ * have only the socket's idle timeout per frame (RELAY_IO_TIMEOUT_MS, relay.c). */
+#define RELAY_BUDGET_MS 30000
+struct relay_budget {
+	int64_t left_ms;
+};
+#define RELAY_BUDGET_INIT                                                                          \
+	{                                                                                          \
+		RELAY_BUDGET_MS                                                                    \
+	}
+
+/* Connect to <dir>/init.sock; the socket has send/receive timeouts so a stalled init can
+ * never hold a thread inside a frame. */
+int relay_connect(const struct sandbox *sb, struct relay_budget *b, struct cell_error *err);
+/* Wait for data, up to timeout_ms (-1: forever). 1 readable, 0 timeout, -errno. */
+int relay_wait(int fd, int timeout_ms);
+/* PING → PONG within timeout_ms, all steps together. */
+int relay_ping(const struct sandbox *sb, int timeout_ms, struct cell_error *err);
+/* EXEC: send req, read STARTED (returns 0, *pid set) or ERROR (returns 1, rerr set). */
+int relay_exec_start(int fd, json_t *req, pid_t *pid, struct relay_error *rerr,
+		     struct relay_budget *b, struct cell_error *err);
+/* Next event of a running EXEC conversation. */
+int relay_exec_next(int fd, struct relay_event *ev, struct cell_error *err);
+/* The same with the payload read into rd's buffer (reused from frame to frame, no
+ * allocation per chunk): ev->frame.payload points into it, valid until the next call, and
+ * is not to be freed. */
+struct relay_reader {
+	uint8_t *buf;
+	size_t cap;
+};
+int relay_exec_read(int fd, struct relay_reader *rd, struct relay_event *ev,
+		    struct cell_error *err);
+void relay_reader_free(struct relay_reader *rd);
+/* SIGNAL, sent within RELAY_BUDGET_MS. */
+int relay_signal(int fd, int sig, struct cell_error *err);
+/* FILE_STAT: 0 with st, 1 with rerr (init refused), -errno. */
+int relay_file_stat(const struct sandbox *sb, const char *path, struct relay_stat *st,
+		    struct relay_error *rerr, struct relay_budget *b, struct cell_error *err);
+/* FILE_READ: on 0, *fd is the open conversation positioned after STAT. */
+int relay_file_read(const struct sandbox *sb, const char *path, int64_t offset, int64_t limit,
+		    int *fd, struct relay_stat *st, struct relay_error *rerr,
+		    struct relay_budget *b, struct cell_error *err);
+/* Next DATA chunk (returns 1 with frame) or END (returns 0); ERROR → -EIO with message. */
+int relay_file_read_next(int fd, struct cell_frame *frame, struct cell_error *err);
+/* FILE_WRITE: opens the conversation; then DATA frames; relay_file_write_end sends END and
+ * reads OK (0, *size) or ERROR (1, rerr). */
+int relay_file_write(const struct sandbox *sb, json_t *req, int *fd, struct relay_budget *b,
+		     struct cell_error *err);
+int relay_file_write_end(int fd, int64_t *size, struct relay_error *rerr, struct relay_budget *b,
+			 struct cell_error *err);
+/* Read an ERROR init sent (after a failed send, or early during a write) into rerr: 1 when
+ * found, 0 when nothing came within timeout_ms, -EPROTO for any other frame. */
+int relay_take_error(int fd, struct relay_error *rerr, int timeout_ms);

@@ -1,0 +1,207 @@
+/* The sandbox object: its lifetime (references), its states and the transition table, and
+ * the one choke point every state change passes. An operation (create, delete, pause,
+ * resume, start, recovery after init died, adoption) begins with sandbox_begin, which
+ * waits for the operation before it, checks that it may start from the sandbox's state
+ * and marks the sandbox busy; it ends with sandbox_end, the only writer of a sandbox's
+ * state, which checks the transition against the table, stamps it and wakes the waiters.
+ * Lifecycle (lifecycle.c) drives the operations; nothing else changes a state. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "cell/cleanup.h"
+#include "cell/log.h"
+#include "commands.h"
+#include "config.h"
+#include "registry.h"
+#include "sandbox.h"
+
+#define BIT(s) (1u << (s))
+#define ANY_STATE                                                                                  \
+	(BIT(SBX_PENDING) | BIT(SBX_RUNNING) | BIT(SBX_PAUSED) | BIT(SBX_STOPPED) | BIT(SBX_FAILED))
+
+/* Which state may follow which (besides itself). Stopped has no edge in or out: it is
+ * reserved for the Stopped feature (idle stop, cold restart of a stopped sandbox). */
+static const unsigned next_states[] = {
+    [SBX_PENDING] = BIT(SBX_RUNNING) | BIT(SBX_FAILED), /* create done / undo failed */
+    [SBX_RUNNING] = BIT(SBX_PAUSED) | BIT(SBX_FAILED),	/* pause / init died, delete failed */
+    [SBX_PAUSED] = BIT(SBX_RUNNING) | BIT(SBX_FAILED),	/* resume / delete failed, adoption */
+    [SBX_STOPPED] = 0,
+    [SBX_FAILED] = BIT(SBX_RUNNING), /* resume: a cold start on its kept disk */
+};
+
+/* Which operation may begin from which state. `already`: the state the operation leads
+ * to, answered -EALREADY rather than -EBUSY (a pause of a Paused sandbox). */
+struct op_rule {
+	const char *name;
+	unsigned from;
+	const char *from_text;
+	int already;	  /* an enum sbx_state, or -1 */
+	bool unpublished; /* begins on an entry not yet in the registry */
+};
+
+static const struct op_rule op_rules[SBX_OPS] = {
+    [SBX_IDLE] = {"idle", 0, "", -1, false},
+    [SBX_CREATING] = {"creating", BIT(SBX_PENDING), "Pending", -1, true},
+    [SBX_ADOPTING] = {"adopting", ANY_STATE, "", -1, true},
+    [SBX_DELETING] = {"deleting", ANY_STATE, "", -1, false},
+    [SBX_PAUSING] = {"pausing", BIT(SBX_RUNNING), "Running", SBX_PAUSED, false},
+    [SBX_RESUMING] = {"resuming", BIT(SBX_PAUSED), "Paused", SBX_RUNNING, false},
+    [SBX_STARTING] = {"starting", BIT(SBX_FAILED), "Failed", SBX_RUNNING, false},
+    [SBX_RECOVERING] = {"recovering", BIT(SBX_RUNNING), "Running", -1, false},
+};
+
+struct sandbox *sandbox_new(const char *id)
+{
+	struct sandbox *sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return NULL;
+	snprintf(sb->id, sizeof(sb->id), "%s", id);
+	if (cell_cgroup_name(celld.state_dir, id, sb->cgroup_rel, sizeof(sb->cgroup_rel)) < 0) {
+		free(sb);
+		return NULL;
+	}
+	if (asprintf(&sb->dir, "%s/sandboxes/%s", celld.state_dir, id) < 0) {
+		free(sb);
+		return NULL;
+	}
+	sb->cmds = cmd_table_new();
+	sb->metadata = json_object();
+	if (!sb->cmds || !sb->metadata) {
+		cmd_table_free(sb->cmds);
+		json_decref(sb->metadata);
+		free(sb->dir);
+		free(sb);
+		return NULL;
+	}
+	pthread_mutex_init(&sb->store_lock, NULL);
+	pthread_mutex_init(&sb->meta_lock, NULL);
+	sb->refs = 1;
+	sb->dirfd = -1;
+	sb->pidfd = -1;
+	sb->slot = -1;
+	sb->state = SBX_PENDING;
+	sb->created_at = sb->transition_at = time(NULL);
+	return sb;
+}
+
+void sandbox_unref(struct sandbox *sb)
+{
+	if (!sb || __atomic_sub_fetch(&sb->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (sb->dirfd >= 0)
+		close(sb->dirfd);
+	if (sb->pidfd >= 0)
+		close(sb->pidfd);
+	json_decref(sb->metadata);
+	json_decref(sb->env);
+	json_decref(sb->entrypoint);
+	json_decref(sb->resource_limits);
+	json_decref(sb->volumes);
+	cmd_table_free(sb->cmds);
+	pthread_mutex_destroy(&sb->store_lock);
+	pthread_mutex_destroy(&sb->meta_lock);
+	free(sb->image);
+	free(sb->rootfs);
+	free(sb->session_key);
+	free(sb->reason);
+	free(sb->dir);
+	free(sb);
+}
+
+void sandbox_unref_all(struct sandbox **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sandbox_unref(v[i]);
+	free(v);
+}
+
+const char *sandbox_op_name(enum sbx_op op)
+{
+	return op < SBX_OPS ? op_rules[op].name : "?";
+}
+
+bool sandbox_may_follow(enum sbx_state from, enum sbx_state to)
+{
+	return from == to || (next_states[from] & BIT(to));
+}
+
+bool sandbox_idle_locked(const struct sandbox *sb)
+{
+	return sb->in_table && sb->busy == SBX_IDLE;
+}
+
+bool sandbox_settling_locked(const struct sandbox *sb)
+{
+	return sb->busy == SBX_CREATING || sb->busy == SBX_DELETING;
+}
+
+/* Registry lock held. */
+static int begin_locked(struct sandbox *sb, enum sbx_op op, struct cell_error *err)
+{
+	const struct op_rule *rule = &op_rules[op];
+	for (;;) {
+		if (!sb->in_table && !rule->unpublished)
+			return cell_err(err, 0, "sandbox %s not found", sb->id), -ENOENT;
+		if (sb->busy == SBX_IDLE)
+			break;
+		/* Nothing is left to act on once a delete runs; answering at once (409) beats
+		 * waiting for it and answering 404. A second delete waits (and finds it gone). */
+		if (sb->busy == SBX_DELETING && op != SBX_DELETING)
+			return cell_err(err, 0, "sandbox %s is being deleted", sb->id), -EBUSY;
+		registry_wait();
+	}
+	if (!(rule->from & BIT(sb->state))) {
+		if (rule->already >= 0 && sb->state == (enum sbx_state)rule->already)
+			return cell_err(err, 0, "sandbox %s is already %s", sb->id,
+					sandbox_state_names[sb->state]),
+			       -EALREADY;
+		return cell_err(err, 0, "sandbox %s is %s, not %s", sb->id,
+				sandbox_state_names[sb->state], rule->from_text),
+		       -EBUSY;
+	}
+	sb->busy = op;
+	return 0;
+}
+
+int sandbox_begin(struct sandbox *sb, enum sbx_op op, struct cell_error *err)
+{
+	if (op <= SBX_IDLE || op >= SBX_OPS)
+		return cell_err(err, EINVAL, "sandbox %s: no such operation %d", sb->id, (int)op);
+	registry_lock();
+	int r = begin_locked(sb, op, err);
+	registry_unlock();
+	if (r < 0 && err) /* messages of a refused begin carry no errno text */
+		err->code = -r;
+	return r;
+}
+
+void sandbox_end(struct sandbox *sb, enum sbx_op op, enum sbx_state state, const char *reason)
+{
+	char *why = reason ? strdup(reason) : NULL;
+	registry_lock();
+	enum sbx_state from = sb->state;
+	if (sb->busy != op)
+		log_error("sandbox %s: ending %s while %s", sb->id, sandbox_op_name(op),
+			  sandbox_op_name(sb->busy));
+	if (!sandbox_may_follow(from, state))
+		log_error("sandbox %s: %s → %s is not in the transition table (%s)", sb->id,
+			  sandbox_state_names[from], sandbox_state_names[state],
+			  sandbox_op_name(op));
+	/* The audit log hooks in here: every state change of every sandbox passes this
+	 * point once, with the operation, the old and the new state and the reason. */
+	if (state != from || why) {
+		sb->state = state;
+		sb->transition_at = time(NULL);
+		free(sb->reason);
+		sb->reason = why;
+		why = NULL;
+	}
+	sb->busy = SBX_IDLE;
+	registry_broadcast();
+	registry_unlock();
+	free(why);
+}

@@ -1,0 +1,141 @@
+/* sandbox.c: the sandbox object, its states, which state may follow which, and the one
+ * choke point every state change passes (sandbox_begin / sandbox_end).
+ *
+ * Locking: a sandbox's mutable members (below "Under the registry lock") are read and
+ * written under the registry lock (registry.h); sandbox_begin and sandbox_end take it
+ * themselves. */
+#pragma once
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <strings.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "cell/error.h"
+#include "cell/id.h"
+#include "cell/runtime.h"
+#include "cell/seccomp.h"
+
+/* What a client sees. SBX_STOPPED (processes gone, disk kept, as API.md describes) is
+ * reserved for the coming Stopped feature: no transition reaches it yet, so the table
+ * below has no edge into it; a record that names it is still loaded. */
+enum sbx_state { SBX_PENDING, SBX_RUNNING, SBX_PAUSED, SBX_STOPPED, SBX_FAILED };
+
+/* The operation a sandbox is busy with: one at a time, SBX_IDLE for none. Long work
+ * (spawn, teardown, freezing) runs with it set and the registry lock released. */
+enum sbx_op {
+	SBX_IDLE,
+	SBX_CREATING,	/* lifecycle_create: Pending → Running (Failed when undo fails) */
+	SBX_ADOPTING,	/* lifecycle_adopt_all, before publishing: recorded → Failed */
+	SBX_DELETING,	/* lifecycle_delete: any → removed (Failed when teardown fails) */
+	SBX_PAUSING,	/* lifecycle_pause: Running → Paused */
+	SBX_RESUMING,	/* lifecycle_resume: Paused → Running (thaw) */
+	SBX_STARTING,	/* lifecycle_resume of a Failed one: Failed → Running (cold start) */
+	SBX_RECOVERING, /* lifecycle_init_died: Running → Failed */
+	SBX_OPS
+};
+
+struct adm_principal;
+struct cmd_table;
+
+struct sandbox {
+	/* Fixed once the entry is published. */
+	char id[CELL_ID_MAX + 1];
+	char *dir;	      /* <state>/sandboxes/<id> */
+	int dirfd;	      /* O_PATH of dir, for state.json and init.sock */
+	char cgroup_rel[100]; /* <prefix>/<id> */
+	uint64_t serial;      /* unique per entry in this process, for the watcher */
+	char *image;
+	char *rootfs;		     /* the image resolved: <images>/<image>/rootfs */
+	char *session_key;	     /* NULL unless created with cell.sessionKey */
+	struct adm_principal *owner; /* who created it (NULL: the Unix socket) */
+	json_t *env, *entrypoint, *resource_limits, *volumes;
+	time_t created_at;
+	/* Name of the profile in policies/seccomp/ ("" for a sandbox recorded before
+	 * profiles existed); an array, so the entry owns no extra allocation. */
+	char seccomp_profile[CELL_SECCOMP_NAME_MAX + 1];
+	bool seccomp_log;	   /* denied calls are logged (user-notification listener) */
+	struct cell_limits limits; /* resourceLimits as enforced (policy defaults filled in) */
+	int slot;
+	uint32_t uid_base;
+	pthread_mutex_t store_lock; /* serialises state.json writes */
+	pthread_mutex_t meta_lock;  /* serialises metadata patches (read, merge, swap, save) */
+	struct cmd_table *cmds;
+
+	int refs; /* atomic */
+
+	/* Under the registry lock. Only O(1) work happens under it: the json members of an
+	 * entry are immutable once published (metadata is replaced whole), so readers take a
+	 * reference and copy or serialise it after the lock is released. */
+	bool in_table;
+	enum sbx_state state; /* written by sandbox_end only */
+	enum sbx_op busy;     /* written by sandbox_begin and sandbox_end only */
+	json_t *metadata;
+	time_t expires_at; /* 0: never */
+	time_t transition_at;
+	char *reason; /* why Failed */
+	pid_t pid;    /* host pid of cell-init, 0 when none */
+	int pidfd;    /* -1 when none */
+	uint64_t starttime;
+	bool watched; /* pidfd registered with the watcher */
+};
+
+/* A new, unpublished entry (one reference, Pending, no slot yet). */
+struct sandbox *sandbox_new(const char *id);
+/* Inline so that the registry, below this module, can take references too. */
+static inline void sandbox_ref(struct sandbox *sb)
+{
+	__atomic_add_fetch(&sb->refs, 1, __ATOMIC_RELAXED);
+}
+void sandbox_unref(struct sandbox *sb);
+/* Drop the references of a registry_snapshot and free the array. */
+void sandbox_unref_all(struct sandbox **v, size_t n);
+
+/* A state's name as clients and records know it ("Running"), and back (any case; -EINVAL
+ * for no state). Inline, with the names, so that the record's codec needs no object. */
+static const char *const sandbox_state_names[] = {
+    [SBX_PENDING] = "Pending", [SBX_RUNNING] = "Running", [SBX_PAUSED] = "Paused",
+    [SBX_STOPPED] = "Stopped", [SBX_FAILED] = "Failed",
+};
+
+static inline const char *sandbox_state_name(enum sbx_state state)
+{
+	return sandbox_state_names[state];
+}
+
+static inline int sandbox_state_parse(const char *name, enum sbx_state *out)
+{
+	for (size_t i = 0; i < sizeof(sandbox_state_names) / sizeof(sandbox_state_names[0]); i++) {
+		if (name && !strcasecmp(name, sandbox_state_names[i])) {
+			*out = (enum sbx_state)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+const char *sandbox_op_name(enum sbx_op op);
+/* The transition table: may `to` follow `from`? (A state always may follow itself.) */
+bool sandbox_may_follow(enum sbx_state from, enum sbx_state to);
+
+/* Begin op on sb: waits while another operation runs on it (except a delete, which
+ * refuses at once: -EBUSY "being deleted"), then checks that op may start from sb's state
+ * and marks sb busy with it. -ENOENT (left the table; CREATING and ADOPTING begin on an
+ * unpublished entry), -EALREADY (already in the state op leads to: pause of a Paused one,
+ * resume of a Running one), -EBUSY (a state op cannot start from), each with err. */
+int sandbox_begin(struct sandbox *sb, enum sbx_op op, struct cell_error *err);
+/* End op: sb becomes state (reason for Failed; NULL keeps the reason when the state
+ * stays), transition_at is stamped when anything changed, busy is cleared and waiters
+ * are woken. Passing sb's current state ends op without a transition. */
+void sandbox_end(struct sandbox *sb, enum sbx_op op, enum sbx_state state, const char *reason);
+/* The registry lock held: is sb in the table with no operation running (a renewal, the
+ * expiry reaper and the watcher act only then)? */
+bool sandbox_idle_locked(const struct sandbox *sb);
+/* The registry lock held: is sb busy with an operation that ends in its removal or its
+ * first Running (a create-or-resume waits for those)? */
+bool sandbox_settling_locked(const struct sandbox *sb);

@@ -1,0 +1,259 @@
+/* The sandbox object's state machine (src/celld/sandbox.c): the transition table, and the
+ * one choke point (sandbox_begin / sandbox_end) with its answers: gone, already there, not
+ * from this state, refused while a delete runs, waiting for the operation before it.
+ * Linked with the registry and celld's configuration; the command table and the cgroup
+ * name are stubbed (the object only holds them). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "config.h"
+#include "registry.h"
+#include "sandbox.h"
+#include "unit.h"
+
+/* ---- seams: what sandbox_new needs besides the object ---- */
+
+struct cmd_table *cmd_table_new(void)
+{
+	return malloc(1);
+}
+
+void cmd_table_free(struct cmd_table *t)
+{
+	free(t);
+}
+
+int cell_cgroup_name(const char *state_dir, const char *id, char *buf, size_t size)
+{
+	(void)state_dir;
+	snprintf(buf, size, "cell/%s", id);
+	return 0;
+}
+
+/* ---- helpers ---- */
+
+static struct sandbox *published(enum sbx_state state)
+{
+	celld.state_dir = "/nonexistent";
+	struct sandbox *sb = sandbox_new("0123456789abcdef");
+	ck_assert_ptr_nonnull(sb);
+	struct cell_error err = {0};
+	ck_assert_int_eq(sandbox_begin(sb, SBX_CREATING, &err), 0);
+	registry_lock();
+	ck_assert_int_eq(registry_publish_locked(sb), 0);
+	registry_unlock();
+	sandbox_end(sb, SBX_CREATING, state == SBX_PENDING ? SBX_PENDING : SBX_RUNNING, NULL);
+	if (state == SBX_PAUSED || state == SBX_FAILED) {
+		enum sbx_op op = state == SBX_PAUSED ? SBX_PAUSING : SBX_RECOVERING;
+		ck_assert_int_eq(sandbox_begin(sb, op, &err), 0);
+		sandbox_end(sb, op, state, state == SBX_FAILED ? "init died" : NULL);
+	}
+	ck_assert_int_eq(sb->state, state);
+	return sb;
+}
+
+static void unpublish(struct sandbox *sb)
+{
+	registry_lock();
+	bool removed = registry_remove_locked(sb);
+	registry_unlock();
+	if (removed)
+		sandbox_unref(sb);
+	sandbox_unref(sb);
+}
+
+static int begin(struct sandbox *sb, enum sbx_op op, char *msg, size_t size)
+{
+	struct cell_error err = {0};
+	int r = sandbox_begin(sb, op, &err);
+	if (msg)
+		snprintf(msg, size, "%s", err.msg);
+	if (r < 0)
+		ck_assert_int_eq(err.code, -r);
+	return r;
+}
+
+/* ---- the table ---- */
+
+START_TEST(transition_table)
+{
+	ck_assert(sandbox_may_follow(SBX_PENDING, SBX_RUNNING));
+	ck_assert(sandbox_may_follow(SBX_PENDING, SBX_FAILED));
+	ck_assert(sandbox_may_follow(SBX_RUNNING, SBX_PAUSED));
+	ck_assert(sandbox_may_follow(SBX_RUNNING, SBX_FAILED));
+	ck_assert(sandbox_may_follow(SBX_PAUSED, SBX_RUNNING));
+	ck_assert(sandbox_may_follow(SBX_PAUSED, SBX_FAILED));
+	ck_assert(sandbox_may_follow(SBX_FAILED, SBX_RUNNING));
+	ck_assert(!sandbox_may_follow(SBX_PENDING, SBX_PAUSED));
+	ck_assert(!sandbox_may_follow(SBX_FAILED, SBX_PAUSED));
+	ck_assert(!sandbox_may_follow(SBX_RUNNING, SBX_PENDING));
+	/* Stopped is reserved: nothing leads to it or away from it yet. */
+	for (int s = SBX_PENDING; s <= SBX_FAILED; s++) {
+		ck_assert(sandbox_may_follow((enum sbx_state)s, (enum sbx_state)s));
+		if (s != SBX_STOPPED) {
+			ck_assert(!sandbox_may_follow((enum sbx_state)s, SBX_STOPPED));
+			ck_assert(!sandbox_may_follow(SBX_STOPPED, (enum sbx_state)s));
+		}
+	}
+}
+END_TEST
+
+START_TEST(state_names)
+{
+	enum sbx_state s;
+	ck_assert_str_eq(sandbox_state_name(SBX_FAILED), "Failed");
+	ck_assert_int_eq(sandbox_state_parse("paused", &s), 0);
+	ck_assert_int_eq(s, SBX_PAUSED);
+	ck_assert_int_eq(sandbox_state_parse("Sleeping", &s), -EINVAL);
+	ck_assert_int_eq(sandbox_state_parse(NULL, &s), -EINVAL);
+}
+END_TEST
+
+/* ---- begin and end ---- */
+
+START_TEST(operations_begin_only_from_their_states)
+{
+	char msg[CELL_ERROR_MSG_MAX];
+	struct sandbox *sb = published(SBX_RUNNING);
+	ck_assert_int_eq(begin(sb, SBX_RESUMING, msg, sizeof(msg)), -EALREADY);
+	ck_assert_str_eq(msg, "sandbox 0123456789abcdef is already Running");
+	ck_assert_int_eq(begin(sb, SBX_STARTING, msg, sizeof(msg)), -EALREADY);
+	ck_assert_int_eq(begin(sb, SBX_CREATING, msg, sizeof(msg)), -EBUSY);
+	ck_assert_int_eq(begin(sb, SBX_PAUSING, NULL, 0), 0);
+	ck_assert_int_eq(sb->busy, SBX_PAUSING);
+	sandbox_end(sb, SBX_PAUSING, SBX_PAUSED, NULL);
+	ck_assert_int_eq(sb->busy, SBX_IDLE);
+	ck_assert_int_eq(begin(sb, SBX_PAUSING, msg, sizeof(msg)), -EALREADY);
+	ck_assert_str_eq(msg, "sandbox 0123456789abcdef is already Paused");
+	ck_assert_int_eq(begin(sb, SBX_RECOVERING, msg, sizeof(msg)), -EBUSY);
+	ck_assert_str_eq(msg, "sandbox 0123456789abcdef is Paused, not Running");
+	ck_assert_int_eq(begin(sb, SBX_STARTING, msg, sizeof(msg)), -EBUSY);
+	ck_assert_str_eq(msg, "sandbox 0123456789abcdef is Paused, not Failed");
+	unpublish(sb);
+}
+END_TEST
+
+START_TEST(failed_starts_again_and_keeps_its_reason_until_then)
+{
+	struct sandbox *sb = published(SBX_FAILED);
+	ck_assert_str_eq(sb->reason, "init died");
+	ck_assert_int_eq(begin(sb, SBX_PAUSING, NULL, 0), -EBUSY);
+	ck_assert_int_eq(begin(sb, SBX_RESUMING, NULL, 0), -EBUSY);
+	/* A start that fails ends without a transition: Failed, the reason kept. */
+	sb->transition_at = 1;
+	ck_assert_int_eq(begin(sb, SBX_STARTING, NULL, 0), 0);
+	sandbox_end(sb, SBX_STARTING, SBX_FAILED, NULL);
+	ck_assert_str_eq(sb->reason, "init died");
+	ck_assert_int_eq(sb->transition_at, 1);
+	ck_assert_int_eq(begin(sb, SBX_STARTING, NULL, 0), 0);
+	sandbox_end(sb, SBX_STARTING, SBX_RUNNING, NULL);
+	ck_assert_int_eq(sb->state, SBX_RUNNING);
+	ck_assert_ptr_null(sb->reason);
+	ck_assert_int_gt(sb->transition_at, 1);
+	unpublish(sb);
+}
+END_TEST
+
+START_TEST(gone_and_unpublished)
+{
+	celld.state_dir = "/nonexistent";
+	struct sandbox *sb = sandbox_new("fedcba9876543210");
+	char msg[CELL_ERROR_MSG_MAX];
+	/* Only a create or an adoption begins on an entry no one can see. */
+	ck_assert_int_eq(begin(sb, SBX_DELETING, msg, sizeof(msg)), -ENOENT);
+	ck_assert_str_eq(msg, "sandbox fedcba9876543210 not found");
+	ck_assert_int_eq(begin(sb, SBX_ADOPTING, NULL, 0), 0);
+	sandbox_end(sb, SBX_ADOPTING, SBX_FAILED, "uid range not reserved");
+	ck_assert_int_eq(sb->state, SBX_FAILED);
+	sandbox_unref(sb);
+	sb = published(SBX_RUNNING);
+	registry_lock();
+	ck_assert(registry_remove_locked(sb));
+	registry_unlock();
+	sandbox_unref(sb); /* the table's */
+	ck_assert_int_eq(begin(sb, SBX_PAUSING, NULL, 0), -ENOENT);
+	sandbox_unref(sb);
+}
+END_TEST
+
+struct waiter {
+	struct sandbox *sb;
+	enum sbx_op op;
+	int result;
+	int done; /* atomic */
+};
+
+static void *wait_begin(void *arg)
+{
+	struct waiter *w = arg;
+	w->result = begin(w->sb, w->op, NULL, 0);
+	__atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static bool finished(struct waiter *w)
+{
+	return __atomic_load_n(&w->done, __ATOMIC_ACQUIRE);
+}
+
+START_TEST(an_operation_waits_for_the_one_before)
+{
+	struct sandbox *sb = published(SBX_RUNNING);
+	ck_assert_int_eq(begin(sb, SBX_PAUSING, NULL, 0), 0);
+	struct waiter w = {.sb = sb, .op = SBX_RESUMING};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, wait_begin, &w), 0);
+	usleep(50 * 1000);
+	ck_assert(!finished(&w)); /* still pausing: the resume waits */
+	sandbox_end(sb, SBX_PAUSING, SBX_PAUSED, NULL);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(w.result, 0); /* then resumes the Paused sandbox */
+	ck_assert_int_eq(sb->busy, SBX_RESUMING);
+	sandbox_end(sb, SBX_RESUMING, SBX_RUNNING, NULL);
+	unpublish(sb);
+}
+END_TEST
+
+START_TEST(a_delete_in_flight_refuses_the_rest)
+{
+	struct sandbox *sb = published(SBX_FAILED);
+	ck_assert_int_eq(begin(sb, SBX_DELETING, NULL, 0), 0);
+	char msg[CELL_ERROR_MSG_MAX];
+	ck_assert_int_eq(begin(sb, SBX_STARTING, msg, sizeof(msg)), -EBUSY);
+	ck_assert_str_eq(msg, "sandbox 0123456789abcdef is being deleted");
+	/* A second delete waits for the first, then finds the sandbox gone. */
+	struct waiter w = {.sb = sb, .op = SBX_DELETING};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, wait_begin, &w), 0);
+	usleep(50 * 1000);
+	ck_assert(!finished(&w));
+	registry_lock();
+	ck_assert(registry_remove_locked(sb));
+	registry_unlock();
+	sandbox_unref(sb); /* the table's */
+	sandbox_end(sb, SBX_DELETING, SBX_FAILED, NULL);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(w.result, -ENOENT);
+	sandbox_unref(sb);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("sandbox");
+	TCase *tc = tcase_create("states");
+	tcase_add_test(tc, transition_table);
+	tcase_add_test(tc, state_names);
+	tcase_add_test(tc, operations_begin_only_from_their_states);
+	tcase_add_test(tc, failed_starts_again_and_keeps_its_reason_until_then);
+	tcase_add_test(tc, gone_and_unpublished);
+	tcase_add_test(tc, an_operation_waits_for_the_one_before);
+	tcase_add_test(tc, a_delete_in_flight_refuses_the_rest);
+	suite_add_tcase(s, tc);
+	return unit_run(s);
+}
