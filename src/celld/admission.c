@@ -21,7 +21,7 @@
 #include "cell/log.h"
 #include "admission.h"
 #include "config.h"
-#include "celld.h" /* fields.c: celld_fail (its header comes with the http part) */
+#include "fields.h"
 
 #define QUOTA_FILE "quotas/default.json"
 #define QUOTA_MAX  (64u << 10)

@@ -1,6 +1,6 @@
 /* Helpers every OpenSandbox route group shares. */
 #include "api.h"
-#include "celld.h" /* the registry */
+#include "registry.h"
 
 struct sandbox *api_find_sandbox(struct http_req *r)
 {

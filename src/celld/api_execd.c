@@ -14,7 +14,10 @@
 #include "cell/cleanup.h"
 #include "cell/codec.h"
 #include "api.h"
-#include "celld.h" /* the registry, lifecycle, commands, relay */
+#include "commands.h"
+#include "lifecycle.h"
+#include "registry.h"
+#include "timefmt.h"
 #include "fields.h"
 #include "sse.h"
 

@@ -14,7 +14,9 @@
 
 #include "cell/cleanup.h"
 #include "api.h"
-#include "celld.h" /* the registry, relay */
+#include "commands.h"
+#include "lifecycle.h"
+#include "timefmt.h"
 #include "errors.h"
 #include "fields.h"
 #include "multipart.h"

@@ -20,7 +20,10 @@
 
 #include "cell/quota.h"
 #include "api.h"
-#include "celld.h" /* the registry, config */
+#include "config.h"
+#include "lifecycle.h"
+#include "registry.h"
+#include "timefmt.h"
 #include "sse.h"
 
 #define SAMPLE_MS      100

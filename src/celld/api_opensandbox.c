@@ -7,7 +7,7 @@
 #include "head.h"
 #include "cell/cleanup.h"
 #include "cell/id.h"
-#include "celld.h" /* the configured key */
+#include "config.h"
 
 #define KEY_HEADER "OPEN-SANDBOX-API-KEY"
 

@@ -38,7 +38,8 @@
 
 #include "cell/cleanup.h"
 #include "cell/log.h"
-#include "celld.h" /* the clock */
+#include "cell/id.h"
+#include "timefmt.h"
 #include "gate.h"
 #include "head.h"
 #include "http.h"

@@ -9,7 +9,8 @@
 #include "cell/cleanup.h"
 #include "config.h"
 #include "images.h"
-#include "celld.h" /* fields.c: celld_fail (its header comes with the http part) */
+#include "cell/id.h"
+#include "fields.h"
 
 int image_resolve(const char *uri, char *buf, size_t size, struct cell_error *err)
 {

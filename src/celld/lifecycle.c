@@ -36,7 +36,8 @@
 #include "uidrange.h"
 #include "volumes.h"
 #include "watch.h"
-#include "celld.h" /* fields.c, limits.c: their headers come with the http part */
+#include "fields.h"
+#include "limits.h"
 
 #define START_TIMEOUT_MS 10000 /* spawn → init answers PING */
 #define ADOPT_PING_MS	 3000

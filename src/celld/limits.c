@@ -24,7 +24,7 @@
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "cell/quantity.h"
-#include "celld.h" /* the configuration */
+#include "config.h"
 #include "fields.h"
 #include "limits.h"
 

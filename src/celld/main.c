@@ -32,7 +32,10 @@
 #include "timers.h"
 #include "uidrange.h"
 #include "watch.h"
-#include "celld.h" /* http.c, limits.c: their headers come with the http part */
+#include "fields.h"
+#include "gate.h"
+#include "limits.h"
+#include "server.h"
 
 #define DEFAULT_SOCKET	 "/run/cell/cell.sock"
 #define DEFAULT_LISTEN	 "127.0.0.1:8080"

@@ -26,7 +26,9 @@
 #include "cell/seccomp.h"
 #include "seccomp_log.h"
 #include "seccomp_policy.h"
-#include "celld.h" /* fields.c: celld_fail (its header comes with the http part) */
+#include "cell/id.h"
+#include "fields.h"
+#include "timefmt.h"
 
 #define RING_SIZE	256
 #define LOG_WINDOW_S	10 /* at most LOG_PER_WINDOW log lines per sandbox per window */

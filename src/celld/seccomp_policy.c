@@ -16,7 +16,7 @@
 #include "cell/seccomp.h"
 #include "config.h"
 #include "seccomp_policy.h"
-#include "celld.h" /* fields.c: celld_fail (its header comes with the http part) */
+#include "fields.h"
 
 #define PROFILES_MAX 64
 

@@ -1,6 +1,7 @@
 /* celld's listeners (server.h). */
 #include "api.h"
-#include "celld.h" /* the configuration, admission */
+#include "admission.h"
+#include "config.h"
 #include "server.h"
 #include "transport.h"
 

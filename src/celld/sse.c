@@ -17,7 +17,7 @@
 
 #include "cell/cleanup.h"
 #include "cell/codec.h"
-#include "celld.h" /* the clock */
+#include "timefmt.h"
 #include "sse.h"
 
 /* Takes the reference to ev. */

@@ -16,7 +16,8 @@
 #include "registry.h"
 #include "sandbox.h"
 #include "store.h"
-#include "celld.h" /* limits.c, fields.c: their headers come with the http part */
+#include "fields.h"
+#include "limits.h"
 
 #define STATE_FILE "state.json"
 #define STATE_MAX  (1u << 20)

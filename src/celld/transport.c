@@ -19,7 +19,8 @@
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
 #include "cell/log.h"
-#include "celld.h" /* admission, the clock */
+#include "admission.h"
+#include "timefmt.h"
 #include "fields.h"
 #include "http_req.h"
 #include "transport.h"

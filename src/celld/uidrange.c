@@ -36,7 +36,7 @@
 #include "cell/runtime.h"
 #include "config.h"
 #include "uidrange.h"
-#include "celld.h" /* fields.c: celld_fail (its header comes with the http part) */
+#include "fields.h"
 
 #define LOCK_WAIT_MS   10000 /* a stuck celld holding the dir lock fails creates, bounded */
 #define CONTENT_MAX    (PATH_MAX + CELL_ID_MAX + 4)

@@ -31,7 +31,8 @@
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "volumes.h"
-#include "celld.h" /* fields.c: field_fail (its header comes with the http part) */
+#include "fields.h"
+#include "uidrange.h"
 
 #define VOLUMES_MAX    32
 #define LOGIN_DEFS     "/etc/login.defs"

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "../../src/celld/celld.h"
+#include "../../src/celld/fields.h"
 #include "unit.h"
 
 static json_t *parse(const char *text)

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/celld/celld.h"
+#include "../../src/celld/multipart.h"
 #include "unit.h"
 
 /* What the callbacks saw: "name=data;" per part. */

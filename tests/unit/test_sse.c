@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/celld/celld.h"
+#include <jansson.h>
+#include "../../src/celld/sse.h"
 #include "cell/codec.h"
 #include "unit.h"
 
