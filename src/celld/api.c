@@ -1,6 +1,7 @@
 /* Helpers every OpenSandbox route group shares. */
 #include "api.h"
 #include "registry.h"
+#include "http.h"
 
 struct sandbox *api_find_sandbox(struct http_req *r)
 {

@@ -20,6 +20,9 @@
 #include "timefmt.h"
 #include "fields.h"
 #include "sse.h"
+#include "http.h"
+#include "relay.h"
+#include "sandbox.h"
 
 #define PING_EVERY_MS	    3000
 #define EXEC_TIMEOUT_MAX_MS 2147483647LL

@@ -20,6 +20,9 @@
 #include "errors.h"
 #include "fields.h"
 #include "multipart.h"
+#include "http.h"
+#include "relay.h"
+#include "sandbox.h"
 
 #define INFO_PATHS_MAX 256
 #define META_MAX       (64u << 10)

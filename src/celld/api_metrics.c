@@ -25,6 +25,8 @@
 #include "registry.h"
 #include "timefmt.h"
 #include "sse.h"
+#include "http.h"
+#include "sandbox.h"
 
 #define SAMPLE_MS      100
 #define WATCH_EVERY_MS 1000

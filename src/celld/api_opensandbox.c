@@ -8,6 +8,8 @@
 #include "cell/cleanup.h"
 #include "cell/id.h"
 #include "config.h"
+#include "http.h"
+#include "router.h"
 
 #define KEY_HEADER "OPEN-SANDBOX-API-KEY"
 

@@ -25,6 +25,10 @@
 #include "fields.h"
 #include "limits.h"
 #include "url.h"
+#include "admission.h"
+#include "http.h"
+#include "lifecycle.h"
+#include "sandbox.h"
 
 #define TIMEOUT_MAX	(10LL * 365 * 24 * 3600)
 #define SESSION_KEY_MAX 512

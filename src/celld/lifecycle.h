@@ -12,26 +12,11 @@
 
 #include "cell/error.h"
 #include "cell/runtime.h"
+#include "create_spec.h"
 #include "sandbox.h"
 
 struct adm_principal;
 struct field_caps;
-
-struct create_spec {
-	const char *image;
-	char rootfs[4096];
-	json_t *entrypoint;					 /* array of strings or NULL */
-	json_t *env, *metadata, *resource_limits, *volumes_json; /* owned references */
-	const char *session_key;
-	struct adm_principal *owner; /* who asks (NULL: the Unix socket) */
-	int64_t timeout;	     /* seconds, 0 = none */
-	const char *seccomp_profile; /* extensions["cell.seccomp"]; NULL: "default" */
-	bool seccomp_log;	     /* extensions["cell.seccompLog"] */
-	struct cell_limits limits;   /* resourceLimits, validated, defaults filled in */
-	struct cell_volume *volumes; /* pointing into volumes_json */
-	size_t n_volumes;
-	json_t *warnings; /* strings for the create's answer, or NULL */
-};
 
 /* Create (or, with a session key, find) a sandbox. *created tells which. The new sandbox
  * is recorded first and then started from its record (as lifecycle_resume starts a Failed

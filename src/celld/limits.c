@@ -522,3 +522,29 @@ int limits_resolve(json_t *request, struct cell_limits *out, bool check, struct 
 	out->io_device = io ? policy.io_device : 0;
 	return check_host(v, json_object_get(request, field_names[F_DISK]) != NULL, err);
 }
+
+void limits_complete(const char *id, json_t *request, struct cell_limits *l)
+{
+	l->total_pids = policy.total_pids;
+	l->total_socket_bytes = policy.total_socket_bytes;
+	json_t *io = json_object_get(request, "io");
+	if (!io)
+		return;
+	struct cell_limits parsed = {0};
+	struct cell_error err = {0};
+	if (parse_io(json_string_value(io), &parsed, &err) < 0) {
+		log_warn("sandbox %s: its recorded resourceLimits.io is not applied: %s", id,
+			 err.msg);
+		return;
+	}
+	if (!policy.io_device) {
+		log_warn("sandbox %s: its resourceLimits.io cannot be enforced on this host: %s",
+			 id, policy.io_note);
+		return;
+	}
+	l->io_read_bps = parsed.io_read_bps;
+	l->io_write_bps = parsed.io_write_bps;
+	l->io_read_iops = parsed.io_read_iops;
+	l->io_write_iops = parsed.io_write_iops;
+	l->io_device = policy.io_device;
+}

@@ -21,3 +21,8 @@ const struct cell_rlimit *limits_rlimits(size_t *n);
 /* The limits as enforced, as shown by inspect and kept in state.json (0 = unlimited;
  * socketMemoryBytes null where socket buffers count in memoryBytes). */
 json_t *limits_json(const struct cell_limits *l);
+/* What a sandbox's record does not keep, filled into l from this celld's policy and host:
+ * the io limits of its resourceLimits (request; on the state dir's disk, as at create) and
+ * the instance totals. A sandbox started again from its record is held to them as it was
+ * at create; when this host can no longer throttle io, a warning says so. */
+void limits_complete(const char *id, json_t *request, struct cell_limits *l);

@@ -10,6 +10,7 @@
 #include "record.h"
 #include "timefmt.h"
 #include "uidrange.h"
+#include "sandbox.h"
 
 #define PID_MAX_RECORDED (1 << 22) /* the kernel's PID_MAX_LIMIT */
 

@@ -10,6 +10,7 @@
 
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
+#include "cell/log.h"
 #include "admission.h"
 #include "config.h"
 #include "record.h"
@@ -160,11 +161,16 @@ static void take_record(struct sandbox *sb, struct record *rec)
 	sb->session_key = steal_ptr(rec->session_key);
 	sb->reason = steal_ptr(rec->reason);
 	sb->owner = admission_principal_by_id(rec->owner);
-	/* A record older than "limits": the policy's defaults for its resourceLimits. */
+	/* A record older than "limits": the policy's defaults for its resourceLimits. What
+	 * the record does not keep (io, the instance totals) comes from the policy either
+	 * way, so a sandbox started again from its record is held to all of it. */
 	if (rec->has_limits)
 		sb->limits = rec->limits;
-	else
-		limits_resolve(sb->resource_limits, &sb->limits, false, NULL);
+	else if (limits_resolve(sb->resource_limits, &sb->limits, false, NULL) < 0)
+		log_warn("sandbox %s: its resourceLimits no longer fit the policy; "
+			 "the policy's defaults apply where they do not",
+			 sb->id);
+	limits_complete(sb->id, sb->resource_limits, &sb->limits);
 	snprintf(sb->seccomp_profile, sizeof(sb->seccomp_profile), "%s", rec->seccomp_profile);
 	sb->seccomp_log = rec->seccomp_log;
 }

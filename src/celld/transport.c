@@ -24,6 +24,9 @@
 #include "fields.h"
 #include "http_req.h"
 #include "transport.h"
+#include "gate.h"
+#include "http.h"
+#include "router.h"
 
 /* Bytes of an oversized body read and dropped before the connection is cut instead. */
 #define DISCARD_MAX   (16u << 20)

@@ -7,7 +7,7 @@
 
 #include "cell/error.h"
 #include "cell/runtime.h"
-#include "lifecycle.h"
+#include "create_spec.h"
 
 /* Parse extensions["cell.volumes"] into spec->volumes_json (the record: host resolved, map,
  * owner ids, why) and spec->volumes; warnings for the create's answer are appended to

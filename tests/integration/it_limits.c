@@ -8,6 +8,7 @@
  * together (the instance cgroup's pids.max). */
 #include <check.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,10 +122,9 @@ static void io_probe_or_skip(void)
 			    H.state);
 }
 
-/* io limits land on the disk of the state dir, visible (read-only) inside. */
-START_TEST(io_limits_applied)
+/* A sandbox created with io limits (the host can throttle io: io_probe_or_skip first). */
+static char *create_with_io_limits(void)
 {
-	io_probe_or_skip();
 	struct h_resp r;
 	long st = create_status("{\"io\":\"rbps=1Mi,wbps=2Mi,riops=300,wiops=400\"}", &r);
 	ck_assert_msg(st == 202 || st == 200,
@@ -132,6 +132,12 @@ START_TEST(io_limits_applied)
 		      r.body);
 	char *id = strdup(h_jstr(r.json, "id"));
 	h_resp_free(&r);
+	return id;
+}
+
+/* The io limits of create_with_io_limits, as the sandbox sees them (read-only). */
+static void expect_io_limits(const char *id)
+{
 	char *out;
 	if (inside_v2(id)) {
 		out = h_sh(id, "cat /sys/fs/cgroup/io.max");
@@ -144,6 +150,41 @@ START_TEST(io_limits_applied)
 		ck_assert_str_eq(out, "1048576\n2097152\n300\n400\n");
 	}
 	free(out);
+}
+
+/* io limits land on the disk of the state dir, visible (read-only) inside. */
+START_TEST(io_limits_applied)
+{
+	io_probe_or_skip();
+	char *id = create_with_io_limits();
+	expect_io_limits(id);
+	free(id);
+}
+END_TEST
+
+/* A Failed sandbox started again from its record by a restarted celld is held to every
+ * limit of its create, the io limits included (the record keeps the request, celld fills
+ * in the device). */
+START_TEST(io_limits_kept_when_started_again)
+{
+	io_probe_or_skip();
+	char *id = create_with_io_limits();
+	json_t *ins = h_inspect(id);
+	pid_t init = (pid_t)h_jint(ins, "pid");
+	json_decref(ins);
+	ck_assert_int_gt(init, 0);
+	h_celld_kill();
+	ck_assert_int_eq(kill(init, SIGKILL), 0);
+	h_celld_start();
+	ck_assert_str_eq(h_wait_state(id, "Failed", 30), "Failed");
+	char *path = h_fmt("/v1/sandboxes/%s/resume", id);
+	struct h_resp r;
+	long st = h_http("POST", path, NULL, &r);
+	ck_assert_msg(st == 202 || st == 200, "resume answered %ld: %s", st, r.body);
+	h_resp_free(&r);
+	free(path);
+	ck_assert_str_eq(h_wait_state(id, "Running", 10), "Running");
+	expect_io_limits(id);
 	free(id);
 }
 END_TEST
@@ -753,6 +794,8 @@ static Suite *limits_suite(void)
 	tcase_add_test(h_tcase(s, "fork_bomb_hits_pids_limit", 120), fork_bomb_hits_pids_limit);
 	tcase_add_test(h_tcase(s, "tmpfs_sized_by_memory", 120), tmpfs_sized_by_memory);
 	tcase_add_test(h_tcase(s, "io_limits_applied", 120), io_limits_applied);
+	tcase_add_test(h_tcase(s, "io_limits_kept_when_started_again", 120),
+		       io_limits_kept_when_started_again);
 	tcase_add_test(h_tcase(s, "busy_loop_gets_half_a_core", 120), busy_loop_gets_half_a_core);
 	tcase_add_test(h_tcase(s, "bad_policy_refuses_start", 120), bad_policy_refuses_start);
 	tcase_add_test(h_tcase(s, "tcp_buffers_within_memory", 300), tcp_buffers_within_memory);

@@ -1,0 +1,30 @@
+/* A create request as validated by an API (every field checked, policy defaults filled in):
+ * what lifecycle_create records and starts. Data only, so that the parsers of its parts
+ * (volumes.c) sit below lifecycle. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "cell/runtime.h"
+
+struct adm_principal;
+
+struct create_spec {
+	const char *image;
+	char rootfs[4096];
+	json_t *entrypoint;					 /* array of strings or NULL */
+	json_t *env, *metadata, *resource_limits, *volumes_json; /* owned references */
+	const char *session_key;
+	struct adm_principal *owner; /* who asks (NULL: the Unix socket) */
+	int64_t timeout;	     /* seconds, 0 = none */
+	const char *seccomp_profile; /* extensions["cell.seccomp"]; NULL: "default" */
+	bool seccomp_log;	     /* extensions["cell.seccompLog"] */
+	struct cell_limits limits;   /* resourceLimits, validated, defaults filled in */
+	struct cell_volume *volumes; /* pointing into volumes_json */
+	size_t n_volumes;
+	json_t *warnings; /* strings for the create's answer, or NULL */
+};
