@@ -54,23 +54,37 @@ int cell_cgroup_fs_path(char *buf, size_t size, const char *hier, const char *re
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
+/* mkdir every component of path from start on; 0 or -errno. path is left as it was. */
+static int mkdir_components(char *path, char *start)
+{
+	for (char *p = start;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char saved = *p;
+		*p = '\0';
+		int r = mkdir(path, 0755) < 0 && errno != EEXIST ? -errno : 0;
+		*p = saved;
+		if (r < 0)
+			return r;
+		if (!saved)
+			return 0;
+	}
+}
+
 int cell_cgroup_fs_mkdir(const char *hier, const char *rel, struct cell_error *err)
 {
 	char path[PATH_MAX];
 	if (cell_cgroup_fs_path(path, sizeof(path), hier, rel, NULL) < 0)
 		return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
-	/* Only the components of rel are created: the hierarchy root must already exist. */
-	char *p = path + strlen(path) - strlen(rel);
-	for (;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char saved = *p;
-		*p = '\0';
-		if (mkdir(path, 0755) < 0 && errno != EEXIST)
-			return cell_err(err, errno, "creating cgroup %s", path);
-		*p = saved;
-		if (!saved)
-			return 0;
+	/* Only the components of rel are created: the hierarchy root must already exist. A
+	 * component may vanish between its mkdir and its child's: the delete of the instance's
+	 * last other sandbox removes the empty instance dir (cell_cgroup_fs_rmdir). Then the
+	 * whole path is made again; once the child exists, the instance is not empty. */
+	char *start = path + strlen(path) - strlen(rel);
+	for (int attempt = 0;; attempt++) {
+		int r = mkdir_components(path, start);
+		if (r != -ENOENT || attempt == 16)
+			return r < 0 ? cell_err(err, -r, "creating cgroup %s", path) : 0;
 	}
 }
 
