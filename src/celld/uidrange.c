@@ -53,8 +53,12 @@ static struct {
 	char *dir;
 	int dirfd;
 	pthread_mutex_t lock; /* guards held[] (never held while waiting on another process) */
-	struct held *held;    /* CELLD_SLOTS entries */
-} ur = {.dirfd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+	/* Queues this celld's own reservations: one thread at a time polls the dir's flock,
+	 * the rest block here (woken in turn, not polling against each other, so a burst of
+	 * creates never starves one of them past LOCK_WAIT_MS). Taken before the flock. */
+	pthread_mutex_t reserving;
+	struct held *held; /* CELLD_SLOTS entries */
+} ur = {.dirfd = -1, .lock = PTHREAD_MUTEX_INITIALIZER, .reserving = PTHREAD_MUTEX_INITIALIZER};
 
 /* ---- host users ---- */
 
@@ -402,9 +406,8 @@ static int take_slot(int slot, const char *id, enum take how, struct owner *othe
 	return celld_fail(err, EAGAIN, "%s/%s keeps changing", ur.dir, name);
 }
 
-int uidrange_reserve(const char *id, int *slot, struct cell_error *err)
+static int reserve_queued(const char *id, int *slot, struct cell_error *err)
 {
-	*slot = -1;
 	_cleanup_close_ int lock = dir_lock(err);
 	if (lock < 0)
 		return lock;
@@ -421,6 +424,24 @@ int uidrange_reserve(const char *id, int *slot, struct cell_error *err)
 	}
 	return celld_fail(err, ENOSPC, "no free uid range: all %u slots of %s are reserved",
 			  CELLD_SLOTS, ur.dir);
+}
+
+int uidrange_reserve(const char *id, int *slot, struct cell_error *err)
+{
+	*slot = -1;
+	/* The queue counts against the same bound as the flock: a stuck holder fails a burst
+	 * of creates within LOCK_WAIT_MS, not one after another. */
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += LOCK_WAIT_MS / 1000;
+	int e = pthread_mutex_timedlock(&ur.reserving, &deadline);
+	if (e)
+		return celld_fail(err, e == ETIMEDOUT ? ETIMEDOUT : e,
+				  "%s: other reservations of this celld kept it busy for %d ms",
+				  ur.dir, LOCK_WAIT_MS);
+	int r = reserve_queued(id, slot, err);
+	pthread_mutex_unlock(&ur.reserving);
+	return r;
 }
 
 int uidrange_adopt(const char *id, int slot, struct cell_error *err)
