@@ -20,6 +20,9 @@ extern const struct http_api api_opensandbox;
 
 /* Resolve {id} (param 0) to a referenced sandbox; answers 404 SANDBOX_NOT_FOUND itself. */
 struct sandbox *api_find_sandbox(struct http_req *r);
+/* {id} resolved to a referenced sandbox that can run things (Running, not busy; a Paused
+ * one is resumed first), or NULL with 404/409 answered. */
+struct sandbox *api_running_sandbox(struct http_req *r);
 
 /* ---- api_sandboxes.c: the lifecycle under /v1 ---- */
 
@@ -38,9 +41,6 @@ int api_info(struct http_req *r);
 
 /* ---- api_execd.c: execd's ping and commands ---- */
 
-/* {id} resolved to a referenced sandbox that can run things (Running, not busy), or NULL
- * with 404/409 answered. */
-struct sandbox *api_running_sandbox(struct http_req *r);
 int api_execd_ping(struct http_req *r);
 int api_execd_command(struct http_req *r);
 int api_execd_status(struct http_req *r);
@@ -56,13 +56,7 @@ int api_files_upload(struct http_req *r);
 int api_files_download(struct http_req *r);
 int api_files_info(struct http_req *r);
 
-/* ---- api_metrics.c: execd GET /metrics and /metrics/watch, usage ---- */
+/* ---- api_metrics.c: execd GET /metrics and /metrics/watch ---- */
 
 int api_execd_metrics(struct http_req *r);
 int api_execd_metrics_watch(struct http_req *r);
-/* The writable layer's quota and use (include/cell/quota.h), measured through the running
- * sandbox when its init is still the recorded one; false when unknown. */
-bool metrics_disk_usage(struct sandbox *sb, struct cell_quota_usage *du);
-/* The "usage" object of GET /v1/sandboxes/{id} and inspect; NULL when there is no cgroup.
- * disk: from metrics_disk_usage, or NULL when it gave nothing. */
-json_t *metrics_usage_json(struct sandbox *sb, const struct cell_quota_usage *disk);

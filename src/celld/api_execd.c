@@ -28,38 +28,6 @@
 #define EXEC_TIMEOUT_MAX_MS 2147483647LL
 #define ARGV_MAX	    4096
 
-struct sandbox *api_running_sandbox(struct http_req *r)
-{
-	struct sandbox *sb = api_find_sandbox(r);
-	if (!sb)
-		return NULL;
-	/* Using a paused sandbox resumes it first (as a request to a stopped VM would wake
-	 * it), so clients never see exec or files fail on a sandbox an idle timer paused. */
-	struct cell_error perr = {0};
-	if (lifecycle_resume_if_paused(sb, &perr) < 0 && perr.code != EBUSY &&
-	    perr.code != ENOENT) {
-		sandbox_unref(sb);
-		http_internal(r, &perr);
-		return NULL;
-	}
-	registry_lock();
-	enum sbx_state st = sb->state;
-	bool busy = sb->busy != SBX_IDLE;
-	char reason[256];
-	snprintf(reason, sizeof(reason), "%s", sb->reason ? sb->reason : "");
-	registry_unlock();
-	if (st == SBX_RUNNING && !busy)
-		return sb;
-	if (busy)
-		http_error(r, 409, "SANDBOX_NOT_RUNNING", "sandbox %s is busy (%s)", sb->id,
-			   sandbox_state_name(st));
-	else
-		http_error(r, 409, "SANDBOX_NOT_RUNNING", "sandbox %s is %s%s%s", sb->id,
-			   sandbox_state_name(st), reason[0] ? ": " : "", reason);
-	sandbox_unref(sb);
-	return NULL;
-}
-
 int api_execd_ping(struct http_req *r)
 {
 	struct sandbox *sb = api_running_sandbox(r);

@@ -32,30 +32,6 @@
 #define WATCH_EVERY_MS 1000
 #define MIB	       (1024.0 * 1024.0)
 
-bool metrics_disk_usage(struct sandbox *sb, struct cell_quota_usage *du)
-{
-	registry_lock();
-	pid_t pid = sb->pid;
-	uint64_t st = sb->starttime;
-	registry_unlock();
-	return cell_quota_usage(sb->dir, pid, st, du, NULL) == 0;
-}
-
-json_t *metrics_usage_json(struct sandbox *sb, const struct cell_quota_usage *disk)
-{
-	struct cell_cgroup_usage u;
-	if (!celld.cgroup->usage || celld.cgroup->usage(sb->cgroup_rel, &u, NULL) < 0)
-		return NULL;
-	json_t *o =
-	    json_pack("{s:f, s:I, s:I, s:I, s:I, s:I}", "cpuSeconds", (double)u.cpu_usec / 1e6,
-		      "memoryBytes", (json_int_t)u.memory_current, "memoryPeakBytes",
-		      (json_int_t)u.memory_peak, "socketMemoryBytes", (json_int_t)u.socket_current,
-		      "pids", (json_int_t)u.pids_current, "oomKills", (json_int_t)u.oom_kills);
-	if (o && disk)
-		json_object_set_new(o, "diskUsedBytes", json_integer((json_int_t)disk->used_bytes));
-	return o;
-}
-
 static int sample(const struct sandbox *sb, struct cell_cgroup_usage *u, int64_t *at_us)
 {
 	struct timespec ts;

@@ -14,6 +14,7 @@
 #include "cell/quota.h"
 #include "cell/version.h"
 #include "api.h"
+#include "usage.h"
 #include "commands.h"
 #include "config.h"
 #include "images.h"
@@ -511,7 +512,7 @@ int api_sandbox_get(struct http_req *r)
 	json_t *o = sandbox_json(sb);
 	/* What the cgroup's own counters say (absent when the sandbox has no cgroup). */
 	struct cell_quota_usage du;
-	json_t *usage = metrics_usage_json(sb, metrics_disk_usage(sb, &du) ? &du : NULL);
+	json_t *usage = usage_json(sb, usage_disk(sb, &du) ? &du : NULL);
 	if (o && usage)
 		json_object_set_new(o, "usage", usage);
 	else
@@ -618,8 +619,8 @@ int api_sandbox_inspect(struct http_req *r)
 	json_object_set_new(o, "limits", limits_json(&sb->limits));
 	/* One reading of the writable layer serves both "usage" and "disk". */
 	struct cell_quota_usage du;
-	bool have_du = metrics_disk_usage(sb, &du);
-	json_t *usage = metrics_usage_json(sb, have_du ? &du : NULL);
+	bool have_du = usage_disk(sb, &du);
+	json_t *usage = usage_json(sb, have_du ? &du : NULL);
 	if (usage)
 		json_object_set_new(o, "usage", usage);
 	if (have_du) {
