@@ -5,6 +5,7 @@
  * what failed (the path, the field, the step). Only the top level logs it, once. */
 #pragma once
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #define CELL_ERROR_MSG_MAX 512
@@ -18,6 +19,13 @@ struct cell_error {
  * ": strerror(errnum)" is appended. Safe with err == NULL. */
 int cell_err(struct cell_error *err, int errnum, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Record an error whose message says it all (no ": strerror" appended) and return -code
+ * (-EIO when code is 0). Safe with err == NULL. */
+int cell_err_msg(struct cell_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int cell_err_vmsg(struct cell_error *err, int code, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 /* Prefix an existing message with more context ("creating sandbox ab12: " + old). */
 int cell_err_wrap(struct cell_error *err, const char *fmt, ...)

@@ -66,7 +66,8 @@ static struct {
 
 static int quota_fail(struct cell_error *err, const char *field, const char *why)
 {
-	return celld_fail(err, EINVAL, "%s/%s: %s %s", celld.policies_dir, QUOTA_FILE, field, why);
+	return cell_err_msg(err, EINVAL, "%s/%s: %s %s", celld.policies_dir, QUOTA_FILE, field,
+			    why);
 }
 
 static int load_section(json_t *root, const char *section, unsigned *out, struct cell_error *err)
@@ -145,8 +146,8 @@ int admission_load(struct cell_error *err)
 		json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
 		if (!json_is_object(root)) {
 			json_decref(root);
-			return celld_fail(err, EINVAL, "%s/%s: not a JSON object (line %d: %s)",
-					  celld.policies_dir, QUOTA_FILE, jerr.line, jerr.text);
+			return cell_err_msg(err, EINVAL, "%s/%s: not a JSON object (line %d: %s)",
+					    celld.policies_dir, QUOTA_FILE, jerr.line, jerr.text);
 		}
 		r = load_section(root, "perKey", adm.per_key, err);
 		if (r == 0)
@@ -219,13 +220,13 @@ int admission_take(struct adm_principal *p, enum adm_kind kind, bool force, stru
 	pthread_mutex_lock(&adm.lock);
 	int r = 0;
 	if (!force && p->used[kind] >= adm.per_key[kind])
-		r = celld_fail(err, EUSERS,
-			       "this API key already holds %u %s, its quota (%s perKey.%s)",
-			       p->used[kind], kind_names[kind], QUOTA_FILE, kind_names[kind]);
+		r = cell_err_msg(err, EUSERS,
+				 "this API key already holds %u %s, its quota (%s perKey.%s)",
+				 p->used[kind], kind_names[kind], QUOTA_FILE, kind_names[kind]);
 	else if (!force && adm.used_all[kind] >= adm.all_keys[kind])
-		r = celld_fail(err, EUSERS,
-			       "the API keys together hold %u %s, their quota (%s allKeys.%s)",
-			       adm.used_all[kind], kind_names[kind], QUOTA_FILE, kind_names[kind]);
+		r = cell_err_msg(
+		    err, EUSERS, "the API keys together hold %u %s, their quota (%s allKeys.%s)",
+		    adm.used_all[kind], kind_names[kind], QUOTA_FILE, kind_names[kind]);
 	if (r == 0) {
 		p->used[kind]++;
 		adm.used_all[kind]++;

@@ -184,9 +184,9 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	if (!rc &&
 	    field_string(ext, "cell.volumes", "extensions.cell.volumes", false, &vols, err) > 0) {
 		if (over_tcp)
-			rc = celld_fail(err, EPERM,
-					"extensions.cell.volumes is only accepted on the Unix "
-					"socket");
+			rc = cell_err_msg(err, EPERM,
+					  "extensions.cell.volumes is only accepted on the Unix "
+					  "socket");
 		else
 			rc = invalid(volumes_parse(vols, spec, err), err);
 	}

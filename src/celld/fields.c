@@ -9,29 +9,11 @@
 
 #include "fields.h"
 
-static int vfail(struct cell_error *err, int code, const char *fmt, va_list ap)
-{
-	if (err) {
-		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		err->code = code;
-	}
-	return -code;
-}
-
-int celld_fail(struct cell_error *err, int code, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int r = vfail(err, code, fmt, ap);
-	va_end(ap);
-	return r;
-}
-
 int field_fail(struct cell_error *err, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int r = vfail(err, EINVAL, fmt, ap);
+	int r = cell_err_vmsg(err, EINVAL, fmt, ap);
 	va_end(ap);
 	return r;
 }

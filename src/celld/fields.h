@@ -39,10 +39,7 @@ int field_check_map_caps(json_t *map, const char *name, const struct field_caps 
 			 struct cell_error *err);
 int field_check_array_caps(json_t *arr, const char *name, const struct field_caps *caps,
 			   struct cell_error *err);
-/* Fill err with a message (no errno text appended) and return -code. */
-int celld_fail(struct cell_error *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* The same with EINVAL. */
+/* Fill err with a message naming the field (cell_err_msg with EINVAL). */
 int field_fail(struct cell_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A decimal integer in [min, max], nothing else around it. 0 or -EINVAL. */
 int parse_int64(const char *text, int64_t min, int64_t max, int64_t *out);

@@ -15,7 +15,8 @@
 int image_resolve(const char *uri, char *buf, size_t size, struct cell_error *err)
 {
 	if (!cell_id_valid(uri))
-		return celld_fail(err, EINVAL, "image.uri '%.80s' is not a local image name", uri);
+		return cell_err_msg(err, EINVAL, "image.uri '%.80s' is not a local image name",
+				    uri);
 	if ((size_t)snprintf(buf, size, "%s/%s/rootfs", celld.images_dir, uri) >= size)
 		return cell_err(err, ENAMETOOLONG, "image.uri '%s'", uri);
 	/* O_NOFOLLOW on the name: the image dir must not redirect elsewhere on the host. */
@@ -30,11 +31,11 @@ int image_resolve(const char *uri, char *buf, size_t size, struct cell_error *er
 	if (rfd < 0 && errno != ENOENT && errno != ENOTDIR && errno != ELOOP)
 		return cell_err(err, errno, "image '%s' under %s", uri, celld.images_dir);
 	if (rfd < 0)
-		return celld_fail(err, ENOENT, "image '%s' not found under %s", uri,
-				  celld.images_dir);
+		return cell_err_msg(err, ENOENT, "image '%s' not found under %s", uri,
+				    celld.images_dir);
 	struct stat st;
 	/* The lower layer is shared by every sandbox of that image: only root may own it. */
 	if (fstat(rfd, &st) < 0 || st.st_uid != 0)
-		return celld_fail(err, EPERM, "image '%s': %s is not owned by root", uri, buf);
+		return cell_err_msg(err, EPERM, "image '%s': %s is not owned by root", uri, buf);
 	return 0;
 }

@@ -289,15 +289,15 @@ static int publish(struct sandbox *sb, struct sandbox **existing, struct cell_er
 static int claim_error(int r, const char *id, struct cell_error *err)
 {
 	if (r == -ENOSPC)
-		return celld_fail(err, ENOSPC, "no free uid range: %u sandboxes exist",
-				  CELLD_SLOTS);
+		return cell_err_msg(err, ENOSPC, "no free uid range: %u sandboxes exist",
+				    CELLD_SLOTS);
 	if (r == -EUSERS)
 		return r;
 	if (r == -EADDRINUSE)
-		return celld_fail(err, EEXIST,
-				  "extensions.cell.sessionKey: sandbox %s, whose id this key's "
-				  "hash gives, belongs to another session key",
-				  id);
+		return cell_err_msg(err, EEXIST,
+				    "extensions.cell.sessionKey: sandbox %s, whose id this key's "
+				    "hash gives, belongs to another session key",
+				    id);
 	return cell_err(err, -r, "registering sandbox");
 }
 
@@ -401,8 +401,8 @@ static int spawn_req(struct sandbox *sb, struct cell_spawn_req *req, struct cell
 	const struct cell_seccomp_prog *prog =
 	    seccomp_policy_prog(sb->seccomp_profile, sb->seccomp_log);
 	if (!prog)
-		return celld_fail(err, ENOENT, "seccomp profile '%s' is not loaded",
-				  sb->seccomp_profile);
+		return cell_err_msg(err, ENOENT, "seccomp profile '%s' is not loaded",
+				    sb->seccomp_profile);
 	size_t n_volumes = 0;
 	*volumes = NULL;
 	if (sb->volumes) {
@@ -676,8 +676,8 @@ static int freeze(struct sandbox *sb, bool frozen, struct cell_error *err)
 	if (r < 0)
 		return r;
 	if (!celld.cgroup->freeze)
-		r = celld_fail(err, ENOTSUP, "the %s cgroup backend cannot freeze",
-			       celld.cgroup->name);
+		r = cell_err_msg(err, ENOTSUP, "the %s cgroup backend cannot freeze",
+				 celld.cgroup->name);
 	else
 		r = celld.cgroup->freeze(sb->cgroup_rel, frozen, err);
 	sandbox_end(sb, op, r == 0 ? to : from, NULL);
@@ -735,7 +735,7 @@ int lifecycle_renew(struct sandbox *sb, time_t expires_at, struct cell_error *er
 		sb->expires_at = expires_at;
 	registry_unlock();
 	if (!ok)
-		return celld_fail(err, EBUSY, "sandbox %s is being changed", sb->id);
+		return cell_err_msg(err, EBUSY, "sandbox %s is being changed", sb->id);
 	int r = store_save(sb, err);
 	if (r < 0) {
 		registry_lock();
@@ -897,7 +897,7 @@ static int adopt_slot(struct sandbox *sb, char *why, size_t size, struct cell_er
 	struct cell_error rerr = {0};
 	int ar = uidrange_adopt(sb->id, sb->slot, &rerr);
 	if (ar == -EALREADY)
-		return celld_fail(err, EALREADY, "%s", rerr.msg);
+		return cell_err_msg(err, EALREADY, "%s", rerr.msg);
 	if (ar < 0) {
 		log_error("sandbox %s: %s; marking it Failed rather than sharing the range", sb->id,
 			  rerr.msg);

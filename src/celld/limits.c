@@ -102,7 +102,8 @@ static const char *field_hint(enum field f)
 
 static int policy_fail(struct cell_error *err, const char *field, const char *why)
 {
-	return celld_fail(err, EINVAL, "%s/%s: %s %s", celld.policies_dir, POLICY_FILE, field, why);
+	return cell_err_msg(err, EINVAL, "%s/%s: %s %s", celld.policies_dir, POLICY_FILE, field,
+			    why);
 }
 
 /* A policy value: a string in the field's syntax (integers also for pids). */
@@ -338,8 +339,8 @@ int limits_load(struct cell_error *err)
 	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root || !json_is_object(root)) {
 		json_decref(root);
-		return celld_fail(err, EINVAL, "%s/%s: not a JSON object (line %d: %s)",
-				  celld.policies_dir, POLICY_FILE, jerr.line, jerr.text);
+		return cell_err_msg(err, EINVAL, "%s/%s: not a JSON object (line %d: %s)",
+				    celld.policies_dir, POLICY_FILE, jerr.line, jerr.text);
 	}
 	json_t *def = json_object_get(root, "defaults"), *max = json_object_get(root, "maximum");
 	r = 0;
@@ -445,25 +446,26 @@ static int check_host(const uint64_t v[F_COUNT], bool disk_given, struct cell_er
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (cpus > 0 && v[F_CPU] > (uint64_t)cpus * 1000)
-		return celld_fail(err, EAGAIN,
-				  "resourceLimits.cpu %" PRIu64 "m is more than the host's %ld "
-				  "online CPUs",
-				  v[F_CPU], cpus);
+		return cell_err_msg(err, EAGAIN,
+				    "resourceLimits.cpu %" PRIu64 "m is more than the host's %ld "
+				    "online CPUs",
+				    v[F_CPU], cpus);
 	struct sysinfo si;
 	if (sysinfo(&si) == 0 && v[F_MEMORY] / si.mem_unit > si.totalram)
-		return celld_fail(err, EAGAIN,
-				  "resourceLimits.memory %" PRIu64 " bytes is more than the host's "
-				  "memory (%llu bytes)",
-				  v[F_MEMORY], (unsigned long long)si.totalram * si.mem_unit);
+		return cell_err_msg(err, EAGAIN,
+				    "resourceLimits.memory %" PRIu64
+				    " bytes is more than the host's "
+				    "memory (%llu bytes)",
+				    v[F_MEMORY], (unsigned long long)si.totalram * si.mem_unit);
 	struct statvfs sv;
 	/* Only an explicit disk request is held against free space: the default is a cap on
 	 * growth, not a reservation. */
 	if (disk_given && statvfs(celld.state_dir, &sv) == 0 &&
 	    v[F_DISK] / sv.f_frsize > sv.f_bavail)
-		return celld_fail(err, EAGAIN,
-				  "resourceLimits.disk %" PRIu64 " bytes is more than the free "
-				  "space of the state dir's filesystem (%llu bytes)",
-				  v[F_DISK], (unsigned long long)sv.f_bavail * sv.f_frsize);
+		return cell_err_msg(err, EAGAIN,
+				    "resourceLimits.disk %" PRIu64 " bytes is more than the free "
+				    "space of the state dir's filesystem (%llu bytes)",
+				    v[F_DISK], (unsigned long long)sv.f_bavail * sv.f_frsize);
 	return 0;
 }
 
@@ -517,8 +519,8 @@ int limits_resolve(json_t *request, struct cell_limits *out, bool check, struct 
 	if (!check)
 		return 0;
 	if (io && !policy.io_device)
-		return celld_fail(err, EAGAIN, "resourceLimits.io cannot be enforced: %s",
-				  policy.io_note);
+		return cell_err_msg(err, EAGAIN, "resourceLimits.io cannot be enforced: %s",
+				    policy.io_note);
 	out->io_device = io ? policy.io_device : 0;
 	return check_host(v, json_object_get(request, field_names[F_DISK]) != NULL, err);
 }

@@ -61,14 +61,11 @@ json_t *record_encode(const struct record *rec)
 static int bad(struct cell_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int bad(struct cell_error *err, const char *fmt, ...)
 {
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		va_end(ap);
-		err->code = EINVAL;
-	}
-	return -EINVAL;
+	va_list ap;
+	va_start(ap, fmt);
+	int r = cell_err_vmsg(err, EINVAL, fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 static int get_int(json_t *o, const char *key, json_int_t min, json_int_t max, json_int_t *out,

@@ -87,9 +87,9 @@ int seccomp_log_attach(const char *id, const char *profile, int listener, struct
 	_cleanup_close_ int fd = listener;
 	const struct cell_seccomp_profile *p = seccomp_policy_profile(profile);
 	if (!p)
-		return celld_fail(err, ENOENT, "seccomp profile '%s' is not loaded", profile);
+		return cell_err_msg(err, ENOENT, "seccomp profile '%s' is not loaded", profile);
 	if (epfd < 0)
-		return celld_fail(err, EBADF, "the seccomp log is not running");
+		return cell_err_msg(err, EBADF, "the seccomp log is not running");
 	pthread_mutex_lock(&lock);
 	struct watch *w = find_locked(id, NULL);
 	if (!w && (w = calloc(1, sizeof(*w)))) {

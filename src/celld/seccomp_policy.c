@@ -73,12 +73,12 @@ static int load_one(int dirfd, const char *file, struct cell_error *err)
 	memcpy(name, file, stem);
 	name[stem] = '\0';
 	if (!cell_seccomp_name_valid(name))
-		return celld_fail(err, EINVAL,
-				  "%s: '%s' is not a valid profile name ([a-z0-9][a-z0-9_-]*)",
-				  path, name);
+		return cell_err_msg(err, EINVAL,
+				    "%s: '%s' is not a valid profile name ([a-z0-9][a-z0-9_-]*)",
+				    path, name);
 	if (n_policies == PROFILES_MAX)
-		return celld_fail(err, E2BIG, "%s: more than %d seccomp profiles", path,
-				  PROFILES_MAX);
+		return cell_err_msg(err, E2BIG, "%s: more than %d seccomp profiles", path,
+				    PROFILES_MAX);
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
 	int r = cell_read_file_at(dirfd, file, CELL_SECCOMP_FILE_MAX, &text, &len, err);
@@ -124,7 +124,7 @@ int seccomp_policies_load(struct cell_error *err)
 			return -EINVAL;
 	/* Every create without cell.seccomp gets this one: there is no "no filter". */
 	if (!find("default"))
-		return celld_fail(err, ENOENT, "%s/seccomp/default.json: missing",
-				  celld.policies_dir);
+		return cell_err_msg(err, ENOENT, "%s/seccomp/default.json: missing",
+				    celld.policies_dir);
 	return 0;
 }

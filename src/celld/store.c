@@ -122,10 +122,10 @@ int store_save_as(struct sandbox *sb, enum sbx_state state, enum store_sync how,
 	else if (len > STATE_MAX)
 		/* A record store_load would refuse would leave the sandbox unadoptable after a
 		 * restart: refused here, before anything depends on it. */
-		r = celld_fail(err, EFBIG,
-			       "the record of sandbox %s would be %zu bytes, more than the %u "
-			       "celld loads back",
-			       sb->id, len, STATE_MAX);
+		r = cell_err_msg(err, EFBIG,
+				 "the record of sandbox %s would be %zu bytes, more than the %u "
+				 "celld loads back",
+				 sb->id, len, STATE_MAX);
 	else if (how == STORE_SYNCED)
 		r = cell_write_file_atomic(sb->dirfd, STATE_FILE, text, len, 0600, err);
 	else
@@ -198,8 +198,8 @@ int store_load(const char *id, struct sandbox **out, struct cell_error *err)
 	record_free(&rec);
 	if (r == -EINVAL)
 		/* Named by the record's codec; no errno text (the file is readable). */
-		return celld_fail(err, EINVAL, "sandbox %s: invalid %s: %s", id, STATE_FILE,
-				  rerr.msg);
+		return cell_err_msg(err, EINVAL, "sandbox %s: invalid %s: %s", id, STATE_FILE,
+				    rerr.msg);
 	if (r < 0)
 		return cell_err(err, -r, "sandbox %s: %s", id, rerr.msg);
 	if (!sb)

@@ -88,15 +88,15 @@ static int check_id_file(const char *path, const int *id_fields, size_t n_id_fie
 			if (!v || errno || end == v || *end || *v == '-')
 				continue;
 			if (id >= CELLD_UID_FIRST && id < UID_SPACE_END)
-				return celld_fail(err, EEXIST,
-						  "%s line %u: %s has id %llu, inside the sandbox "
-						  "uid range space "
-						  "%u..%llu, so some sandbox would share it; give "
-						  "that account an "
-						  "id below %u",
-						  path, lineno, fields[0], id, CELLD_UID_FIRST,
-						  (unsigned long long)UID_SPACE_END - 1,
-						  CELLD_UID_FIRST);
+				return cell_err_msg(
+				    err, EEXIST,
+				    "%s line %u: %s has id %llu, inside the sandbox "
+				    "uid range space "
+				    "%u..%llu, so some sandbox would share it; give "
+				    "that account an "
+				    "id below %u",
+				    path, lineno, fields[0], id, CELLD_UID_FIRST,
+				    (unsigned long long)UID_SPACE_END - 1, CELLD_UID_FIRST);
 		}
 	}
 	if (ferror(f))
@@ -134,8 +134,8 @@ static int open_dir(const char *dir, struct cell_error *err)
 	 * sandboxes (exhausting the space) or remove ours (making two sandboxes share). */
 	if (st.st_uid != 0) {
 		close(fd);
-		return celld_fail(err, EPERM, "%s is owned by uid %u, not root", dir,
-				  (unsigned)st.st_uid);
+		return cell_err_msg(err, EPERM, "%s is owned by uid %u, not root", dir,
+				    (unsigned)st.st_uid);
 	}
 	if ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0) {
 		close(fd);
@@ -196,9 +196,9 @@ static int dir_lock(struct cell_error *err)
 		}
 		if (waited >= LOCK_WAIT_MS) {
 			close(fd);
-			return celld_fail(err, ETIMEDOUT,
-					  "%s stayed locked by another process for %d ms", ur.dir,
-					  LOCK_WAIT_MS);
+			return cell_err_msg(err, ETIMEDOUT,
+					    "%s stayed locked by another process for %d ms", ur.dir,
+					    LOCK_WAIT_MS);
 		}
 		sleep_ms(pause);
 		waited += pause;
@@ -332,8 +332,8 @@ static int reclaim(const char *name, int old_fd, const char *id, struct cell_err
 	struct stat a, b;
 	if (fstat(old_fd, &a) < 0 || fstatat(ur.dirfd, name, &b, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    a.st_ino != b.st_ino || a.st_dev != b.st_dev)
-		return celld_fail(err, EAGAIN, "%s/%s changed while it was being reclaimed", ur.dir,
-				  name);
+		return cell_err_msg(err, EAGAIN, "%s/%s changed while it was being reclaimed",
+				    ur.dir, name);
 	unlinkat(ur.dirfd, RECLAIM_TMP, 0); /* left by a celld that died here */
 	int fd = create_file(RECLAIM_TMP, id, err);
 	if (fd < 0)
@@ -403,7 +403,7 @@ static int take_slot(int slot, const char *id, enum take how, struct owner *othe
 		set_held(slot, id, nfd);
 		return 0;
 	}
-	return celld_fail(err, EAGAIN, "%s/%s keeps changing", ur.dir, name);
+	return cell_err_msg(err, EAGAIN, "%s/%s keeps changing", ur.dir, name);
 }
 
 static int reserve_queued(const char *id, int *slot, struct cell_error *err)
@@ -422,8 +422,8 @@ static int reserve_queued(const char *id, int *slot, struct cell_error *err)
 			return 0;
 		}
 	}
-	return celld_fail(err, ENOSPC, "no free uid range: all %u slots of %s are reserved",
-			  CELLD_SLOTS, ur.dir);
+	return cell_err_msg(err, ENOSPC, "no free uid range: all %u slots of %s are reserved",
+			    CELLD_SLOTS, ur.dir);
 }
 
 int uidrange_reserve(const char *id, int *slot, struct cell_error *err)
@@ -436,9 +436,9 @@ int uidrange_reserve(const char *id, int *slot, struct cell_error *err)
 	deadline.tv_sec += LOCK_WAIT_MS / 1000;
 	int e = pthread_mutex_timedlock(&ur.reserving, &deadline);
 	if (e)
-		return celld_fail(err, e == ETIMEDOUT ? ETIMEDOUT : e,
-				  "%s: other reservations of this celld kept it busy for %d ms",
-				  ur.dir, LOCK_WAIT_MS);
+		return cell_err_msg(err, e == ETIMEDOUT ? ETIMEDOUT : e,
+				    "%s: other reservations of this celld kept it busy for %d ms",
+				    ur.dir, LOCK_WAIT_MS);
 	int r = reserve_queued(id, slot, err);
 	pthread_mutex_unlock(&ur.reserving);
 	return r;
@@ -447,7 +447,7 @@ int uidrange_reserve(const char *id, int *slot, struct cell_error *err)
 int uidrange_adopt(const char *id, int slot, struct cell_error *err)
 {
 	if (slot < 0 || (unsigned)slot >= CELLD_SLOTS)
-		return celld_fail(err, EINVAL, "uid slot %d is out of range", slot);
+		return cell_err_msg(err, EINVAL, "uid slot %d is out of range", slot);
 	bool same = false;
 	if (held_by_us(slot, id, &same)) {
 		if (same)
@@ -456,12 +456,12 @@ int uidrange_adopt(const char *id, int slot, struct cell_error *err)
 		char holder[CELL_ID_MAX + 1];
 		snprintf(holder, sizeof(holder), "%s", ur.held[slot].id);
 		pthread_mutex_unlock(&ur.lock);
-		return celld_fail(err, EBUSY,
-				  "uid range slot %d (host uids %u..%u) is already held by sandbox "
-				  "%s of this celld (%s)",
-				  slot, uidrange_base(slot),
-				  uidrange_base(slot) + CELL_UID_RANGE - 1, holder,
-				  celld.state_dir);
+		return cell_err_msg(
+		    err, EBUSY,
+		    "uid range slot %d (host uids %u..%u) is already held by sandbox "
+		    "%s of this celld (%s)",
+		    slot, uidrange_base(slot), uidrange_base(slot) + CELL_UID_RANGE - 1, holder,
+		    celld.state_dir);
 	}
 	/* Our own file, still flocked: the celld before us may be a killed process whose
 	 * threads are still exiting (the flock goes with its last thread). Only one celld runs
@@ -484,12 +484,12 @@ int uidrange_adopt(const char *id, int slot, struct cell_error *err)
 	if (owner_is(&other, id))
 		/* Held, and naming this very sandbox: a second celld runs on our state dir and
 		 * owns it. Not ours to fail or stop. */
-		return celld_fail(
+		return cell_err_msg(
 		    err, EALREADY,
 		    "uid range slot %d of sandbox %s is held by another celld running "
 		    "on %s",
 		    slot, id, celld.state_dir);
-	return celld_fail(
+	return cell_err_msg(
 	    err, EBUSY,
 	    "uid range slot %d (host uids %u..%u) of sandbox %s (%s) is held by %s%s%s "
 	    "(%s/%d)",

@@ -301,7 +301,8 @@ int volumes_from_json(json_t *arr, struct cell_volume **out, size_t *n_out, stru
 		     (!json_is_integer(uid) || !ordinary_uid(vol->owner_uid) ||
 		      (vol->map_gid && !ordinary_gid(vol->owner_gid))))) {
 			free(vols);
-			return celld_fail(err, EINVAL, "volumes[%zu] of the record is invalid", i);
+			return cell_err_msg(err, EINVAL, "volumes[%zu] of the record is invalid",
+					    i);
 		}
 	}
 	*out = vols;

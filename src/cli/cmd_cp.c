@@ -83,7 +83,7 @@ static int remote_info(const struct remote *r, json_t **resp, json_t **info, str
 	if (!json_is_object(*info) && json_object_size(*resp) == 1)
 		*info = json_object_iter_value(json_object_iter(*resp));
 	if (!json_is_object(*info))
-		return cli_error_set(err, EPROTO, "%s: celld's file info has no entry", what);
+		return cell_err_msg(err, EPROTO, "%s: celld's file info has no entry", what);
 	return 0;
 }
 

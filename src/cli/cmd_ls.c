@@ -45,8 +45,8 @@ static int ls_fetch(const char *state_query, json_t *all, struct cell_error *err
 		json_t *items = json_object_get(resp, "items");
 		if (!json_is_array(items)) {
 			json_decref(resp);
-			return cli_error_set(err, EPROTO,
-					     "list sandboxes: celld's answer has no items");
+			return cell_err_msg(err, EPROTO,
+					    "list sandboxes: celld's answer has no items");
 		}
 		json_array_extend(all, items);
 		json_t *pg = json_object_get(resp, "pagination");

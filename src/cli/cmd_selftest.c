@@ -899,7 +899,7 @@ static int selftest_run(struct selftest *t, const char *helper)
 	struct cli_create_opts co = {.image = t->image};
 	char rnd[CELL_ID_RANDOM_LEN + 1];
 	if (cell_id_random(rnd) < 0)
-		return cli_error_set(&err, EIO, "random"), -EIO;
+		return cell_err_msg(&err, EIO, "random"), -EIO;
 	snprintf(t->secret, sizeof(t->secret), "%s", rnd);
 
 	progress("creating two sandboxes of image '%s'", t->image);

@@ -26,7 +26,7 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 		*out = NULL;
 	json_t *body = json_pack("{s:{s:s}}", "image", "uri", o->image ? o->image : "default");
 	if (!body)
-		return cli_error_set(err, EINVAL, "image name is not valid UTF-8");
+		return cell_err_msg(err, EINVAL, "image name is not valid UTF-8");
 	json_t *ext = json_object();
 	if (o->session)
 		json_object_set_new(ext, "cell.sessionKey", json_string(o->session));
@@ -57,7 +57,7 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 	const char *sid = json_string_value(json_object_get(resp, "id"));
 	if (!sid || !cell_id_valid(sid) || strlen(sid) >= id_size) {
 		json_decref(resp);
-		return cli_error_set(err, EPROTO, "create sandbox: celld's answer has no valid id");
+		return cell_err_msg(err, EPROTO, "create sandbox: celld's answer has no valid id");
 	}
 	snprintf(id, id_size, "%s", sid);
 	/* What celld says about the request (how a volume's ids were mapped, say): never

@@ -35,15 +35,3 @@ int cli_error_option(const char *cmd, int code)
 	fprintf(stderr, "Try 'cell %s --help'.\n", cmd);
 	return code;
 }
-
-int cli_error_set(struct cell_error *err, int code, const char *fmt, ...)
-{
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		va_end(ap);
-		err->code = code;
-	}
-	return -code;
-}

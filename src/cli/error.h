@@ -13,8 +13,3 @@ int cli_error_usage(const char *cmd, int code, const char *fmt, ...)
 
 /* After getopt_long has printed what was wrong with an option: point at the help. */
 int cli_error_option(const char *cmd, int code);
-
-/* Fill err for a failure that is not a failed system call: the message as given, without
- * cell_err's ": strerror" suffix; returns -code. */
-int cli_error_set(struct cell_error *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));

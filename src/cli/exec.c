@@ -111,7 +111,7 @@ int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_
 	*exit_code = CLI_EXIT_RUN_FAIL;
 	json_t *body = exec_body(req);
 	if (!body)
-		return cli_error_set(err, EINVAL, "building the command request");
+		return cell_err_msg(err, EINVAL, "building the command request");
 	_cleanup_free_ char *text = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (!text)

@@ -12,8 +12,8 @@ static int api_answer(struct cell_client *c, CURLcode rc, const struct cell_clie
 	if (ans)
 		ans->status = st;
 	if (rc == CURLE_WRITE_ERROR)
-		return cell_client_fail(err, EMSGSIZE, "%s: answer larger than %u bytes", what,
-					CELL_CLIENT_BODY_MAX);
+		return cell_err_msg(err, EMSGSIZE, "%s: answer larger than %u bytes", what,
+				    CELL_CLIENT_BODY_MAX);
 	if (rc != CURLE_OK)
 		return cell_client_transport_error(c, rc, what, err);
 	if (st < 200 || st > 299)
@@ -23,8 +23,8 @@ static int api_answer(struct cell_client *c, CURLcode rc, const struct cell_clie
 		json_error_t jerr;
 		ans->json = json_loadb(resp->data, resp->len, 0, &jerr);
 		if (!ans->json)
-			return cell_client_fail(err, EPROTO, "%s: celld sent invalid JSON: %s",
-						what, jerr.text);
+			return cell_err_msg(err, EPROTO, "%s: celld sent invalid JSON: %s", what,
+					    jerr.text);
 	}
 	return 0;
 }

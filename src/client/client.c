@@ -42,18 +42,6 @@ unsigned long long cell_client_received(struct cell_client *c)
 	return n > 0 ? (unsigned long long)n : 0;
 }
 
-int cell_client_fail(struct cell_error *err, int code, const char *fmt, ...)
-{
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		va_end(ap);
-		err->code = code;
-	}
-	return -code;
-}
-
 char *cell_client_urlencode(const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
@@ -138,7 +126,7 @@ CURL *cell_client_begin(struct cell_client *c, const char *path, struct cell_err
 	if (c->socket && strlen(c->socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return cell_err(err, ENAMETOOLONG, "celld socket path %s", c->socket), NULL;
 	if (!c->socket && !c->url)
-		return cell_client_fail(err, EINVAL, "no celld endpoint (socket or URL)"), NULL;
+		return cell_err_msg(err, EINVAL, "no celld endpoint (socket or URL)"), NULL;
 	if (!c->curl_) {
 		if (handle_open(c, err) < 0)
 			return NULL;
@@ -205,10 +193,10 @@ int cell_client_transport_error(struct cell_client *c, CURLcode rc, const char *
 		return -e;
 	}
 	if (rc == CURLE_ABORTED_BY_CALLBACK)
-		return cell_client_fail(err, EINTR, "%s: interrupted", what);
+		return cell_err_msg(err, EINTR, "%s: interrupted", what);
 	if (rc == CURLE_GOT_NOTHING)
-		return cell_client_fail(err, ECONNRESET,
-					"%s: celld closed the connection without answering", what);
+		return cell_err_msg(err, ECONNRESET,
+				    "%s: celld closed the connection without answering", what);
 	return cell_err(err, 0, "%s: request to celld at %s failed: %s", what,
 			cell_client_endpoint(c),
 			c->errbuf_[0] ? c->errbuf_ : curl_easy_strerror(rc));

@@ -56,7 +56,7 @@ int cell_client_download(struct cell_client *c, const char *id, const char *path
 	if (ds.write_errno)
 		r = cell_err(err, ds.write_errno, "writing the downloaded data");
 	else if (rc == CURLE_ABORTED_BY_CALLBACK)
-		r = cell_client_fail(err, EINTR, "download of %s:%s interrupted", id, path);
+		r = cell_err_msg(err, EINTR, "download of %s:%s interrupted", id, path);
 	else if (rc != CURLE_OK)
 		r = cell_client_transport_error(c, rc, "download", err);
 	else if (ds.status < 200 || ds.status > 299)

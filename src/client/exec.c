@@ -29,12 +29,12 @@ static int exec_output(struct exec_state *st, json_t *ev, int fd)
 	if (enc && !strcmp(enc, "base64")) {
 		size_t rlen = 0;
 		if (cell_base64_decode(text, len, &raw, &rlen) < 0)
-			return cell_client_fail(st->err, EPROTO,
-						"celld sent an output event with bad base64");
+			return cell_err_msg(st->err, EPROTO,
+					    "celld sent an output event with bad base64");
 		text = (const char *)raw;
 		len = rlen;
 	} else if (enc) {
-		return cell_client_fail(st->err, EPROTO, "celld sent unknown encoding '%s'", enc);
+		return cell_err_msg(st->err, EPROTO, "celld sent unknown encoding '%s'", enc);
 	}
 	return st->ops->output(st->ctx, fd, text, len, st->err);
 }
@@ -72,8 +72,7 @@ static int exec_event(void *ctx, const char *text, size_t len)
 	if (!ev || !json_is_object(ev)) {
 		json_decref(ev);
 		st->stream_failed = true;
-		return cell_client_fail(st->err, EPROTO, "celld sent a malformed event: %s",
-					jerr.text);
+		return cell_err_msg(st->err, EPROTO, "celld sent a malformed event: %s", jerr.text);
 	}
 	if (st->ops->event)
 		st->ops->event(st->ctx, ev);
@@ -119,8 +118,8 @@ int cell_client_exec(struct cell_client *c, const char *id, const char *body,
 	if (r < 0)
 		return r;
 	if (!res->done)
-		return cell_client_fail(
-		    err, ECONNRESET, "celld ended the output stream before the command finished");
+		return cell_err_msg(err, ECONNRESET,
+				    "celld ended the output stream before the command finished");
 	return 0;
 }
 

@@ -19,9 +19,6 @@ int cell_client_transport_error(struct cell_client *c, CURLcode rc, const char *
  * (may be NULL) gets the server's code. */
 int cell_client_status_error(long status, const struct cell_client_buf *body, const char *what,
 			     char *code, size_t code_size, struct cell_error *err);
-/* Fill err with the message as given (no ": strerror" suffix); returns -code. */
-int cell_client_fail(struct cell_error *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 /* A curl header list: "Expect:" (a 1 s wait for "100 Continue" is pure latency), the API
  * key when set, then `first` and the NULL-terminated extra lines; NULL on ENOMEM. */
 struct curl_slist *cell_client_headers(const struct cell_client *c, const char *first,

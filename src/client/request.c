@@ -104,8 +104,8 @@ int cell_client_request(struct cell_client *c, const struct cell_client_req *req
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(hdrs);
 	if (rc == CURLE_WRITE_ERROR)
-		return cell_client_fail(err, EMSGSIZE, "%s %s: answer larger than %zu bytes",
-					method, req->path, body.max);
+		return cell_err_msg(err, EMSGSIZE, "%s %s: answer larger than %zu bytes", method,
+				    req->path, body.max);
 	if (rc != CURLE_OK) {
 		_cleanup_free_ char *what = NULL;
 		if (asprintf(&what, "%s %s", method, req->path) < 0)

@@ -76,8 +76,8 @@ int cell_client_upload(struct cell_client *c, const struct cell_client_upload *u
 		return cell_err(err, ENOMEM, "building the upload request");
 	_cleanup_free_ char *meta = upload_metadata(up);
 	if (!meta)
-		return cell_client_fail(err, EINVAL, "destination path '%s' is not valid UTF-8",
-					up->dest);
+		return cell_err_msg(err, EINVAL, "destination path '%s' is not valid UTF-8",
+				    up->dest);
 	CURL *h = cell_client_begin(c, path, err);
 	if (!h)
 		return -err->code;
@@ -102,7 +102,7 @@ int cell_client_upload(struct cell_client *c, const struct cell_client_upload *u
 		up->answer->status = st;
 	int r = 0;
 	if (rc == CURLE_ABORTED_BY_CALLBACK)
-		r = cell_client_fail(err, EINTR, "upload to %s:%s interrupted", up->id, up->dest);
+		r = cell_err_msg(err, EINTR, "upload to %s:%s interrupted", up->id, up->dest);
 	else if (rc != CURLE_OK)
 		r = cell_client_transport_error(c, rc, "upload", err);
 	else if (st < 200 || st > 299)

@@ -22,6 +22,28 @@ int cell_err(struct cell_error *err, int errnum, const char *fmt, ...)
 	return -(errnum ? errnum : EIO);
 }
 
+int cell_err_vmsg(struct cell_error *err, int code, const char *fmt, va_list ap)
+{
+	if (code < 0)
+		code = -code;
+	if (!code)
+		code = EIO;
+	if (err) {
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		err->code = code;
+	}
+	return -code;
+}
+
+int cell_err_msg(struct cell_error *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = cell_err_vmsg(err, code, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
 int cell_err_wrap(struct cell_error *err, const char *fmt, ...)
 {
 	if (!err)

@@ -324,6 +324,15 @@ void h_proc_free(struct h_proc *res)
 
 #define CLI_MAX_ARGS 32
 
+int h_cell(struct h_proc *res, ...)
+{
+	va_list ap;
+	va_start(ap, res);
+	int status = h_cell_v(res, 120, ap);
+	va_end(ap);
+	return status;
+}
+
 int h_cell_v(struct h_proc *res, int timeout_s, va_list ap)
 {
 	char *argv[CLI_MAX_ARGS];

@@ -309,6 +309,8 @@ void h_proc_free(struct h_proc *res);
 /* Run `cell --socket H.socket ARGS...` (ap: NULL-terminated strings, at most 28 are used)
  * like h_run; returns res->status. */
 int h_cell_v(struct h_proc *res, int timeout_s, va_list ap);
+/* The same with a 120 s timeout: h_cell(&p, "ls", NULL). */
+int h_cell(struct h_proc *res, ...);
 /* A process's start time (field 22 of /proc/PID/stat; 0 when it is gone) and, when state
  * is not NULL, its state letter. */
 uint64_t h_proc_starttime(pid_t pid, char *state);

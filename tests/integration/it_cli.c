@@ -15,34 +15,25 @@
 #include "harness.h"
 
 /* Run `cell --socket T/cell.sock ARGS...` (NULL-terminated), with a hang guard. */
-static int cell(struct h_proc *p, ...)
-{
-	va_list ap;
-	va_start(ap, p);
-	int status = h_cell_v(p, 120, ap);
-	va_end(ap);
-	return status;
-}
-
 START_TEST(run_rm_passes_exit_code)
 {
 	int before = h_sandbox_count();
 	struct h_proc p;
-	cell(&p, "run", "--rm", "--image", "busybox", "--", "sh", "-c",
-	     "echo out; echo err >&2; "
-	     "exit 7",
-	     NULL);
+	h_cell(&p, "run", "--rm", "--image", "busybox", "--", "sh", "-c",
+	       "echo out; echo err >&2; "
+	       "exit 7",
+	       NULL);
 	ck_assert_msg(p.status == 7, "exit %d, stderr: %s", p.status, p.err);
 	ck_assert_str_eq(p.out, "out\n");
 	ck_assert_msg(strstr(p.err, "err\n"), "stderr: %s", p.err);
 	h_proc_free(&p);
 	ck_assert_int_eq(h_sandbox_count(), before);
 
-	cell(&p, "run", "--rm", "--image", "busybox", "--", "sh", "-c", "kill -9 $$", NULL);
+	h_cell(&p, "run", "--rm", "--image", "busybox", "--", "sh", "-c", "kill -9 $$", NULL);
 	ck_assert_msg(p.status == 137, "exit %d, stderr: %s", p.status, p.err);
 	h_proc_free(&p);
-	cell(&p, "run", "--rm", "--image", "busybox", "--timeout", "0.5", "--", "sleep", "30",
-	     NULL);
+	h_cell(&p, "run", "--rm", "--image", "busybox", "--timeout", "0.5", "--", "sleep", "30",
+	       NULL);
 	ck_assert_msg(p.status == 124, "exit %d, stderr: %s", p.status, p.err);
 	h_proc_free(&p);
 	ck_assert_int_eq(h_sandbox_count(), before);
@@ -66,7 +57,7 @@ START_TEST(run_failures_are_125)
 	free(argv[0]);
 
 	int before = h_sandbox_count();
-	cell(&p, "run", "--rm", "--image", "no-such-image", "--", "true", NULL);
+	h_cell(&p, "run", "--rm", "--image", "no-such-image", "--", "true", NULL);
 	ck_assert_msg(p.status == 125, "unknown image: exit %d", p.status);
 	ck_assert_msg(strstr(p.err, "no-such-image") || strstr(p.err, "IMAGE_NOT_FOUND"),
 		      "message does not name the image: %s", p.err);
@@ -92,15 +83,15 @@ START_TEST(run_with_volume)
 	ck_assert_int_eq(chown(file, CI_USER, CI_USER), 0);
 	char *vol = h_fmt("%s:/mnt", hostdir);
 	struct h_proc p;
-	cell(&p, "run", "--rm", "--image", "busybox", "-v", vol, "--", "cat", "/mnt/file", NULL);
+	h_cell(&p, "run", "--rm", "--image", "busybox", "-v", vol, "--", "cat", "/mnt/file", NULL);
 	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
 	ck_assert_str_eq(p.out, content);
 	ck_assert_str_eq(p.err, ""); /* the owner map needs no warning */
 	h_proc_free(&p);
 
 	/* the owner's files are root's inside; what root writes there comes back the owner's */
-	cell(&p, "run", "--rm", "--image", "busybox", "-v", vol, "--", "sh", "-c",
-	     "echo from-sandbox > /mnt/new; stat -c %u /mnt/file", NULL);
+	h_cell(&p, "run", "--rm", "--image", "busybox", "-v", vol, "--", "sh", "-c",
+	       "echo from-sandbox > /mnt/new; stat -c %u /mnt/file", NULL);
 	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
 	ck_assert_str_eq(p.out, "0\n");
 	h_proc_free(&p);
@@ -117,7 +108,8 @@ START_TEST(run_with_volume)
 	char *rootdir = h_fmt("%s/rootdir-%s", H.dir, rnd);
 	ck_assert_int_eq(mkdir(rootdir, 0755), 0);
 	char *rootvol = h_fmt("%s:/mnt", rootdir);
-	cell(&p, "run", "--rm", "--image", "busybox", "-v", rootvol, "--", "touch", "/mnt/x", NULL);
+	h_cell(&p, "run", "--rm", "--image", "busybox", "-v", rootvol, "--", "touch", "/mnt/x",
+	       NULL);
 	ck_assert_int_ne(p.status, 0);
 	ck_assert_msg(strstr(p.err, "cell: warning: volume") && strstr(p.err, "system account"),
 		      "no warning on stderr: %s", p.err);
@@ -127,8 +119,8 @@ START_TEST(run_with_volume)
 
 	/* map=identity only when named: root's writes are host root's */
 	char *idvol = h_fmt("%s:/mnt:map=identity", hostdir);
-	cell(&p, "run", "--rm", "--image", "busybox", "-v", idvol, "--", "touch", "/mnt/as-root",
-	     NULL);
+	h_cell(&p, "run", "--rm", "--image", "busybox", "-v", idvol, "--", "touch", "/mnt/as-root",
+	       NULL);
 	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
 	ck_assert_msg(strstr(p.err, "host root"), "no warning for the identity map: %s", p.err);
 	h_proc_free(&p);
@@ -140,8 +132,8 @@ START_TEST(run_with_volume)
 
 	/* read-only volumes are read-only */
 	char *rovol = h_fmt("%s:/mnt:ro", hostdir);
-	cell(&p, "run", "--rm", "--image", "busybox", "-v", rovol, "--", "sh", "-c",
-	     "echo x > /mnt/ro-write", NULL);
+	h_cell(&p, "run", "--rm", "--image", "busybox", "-v", rovol, "--", "sh", "-c",
+	       "echo x > /mnt/ro-write", NULL);
 	ck_assert_int_ne(p.status, 0);
 	h_proc_free(&p);
 	char *rofile = h_fmt("%s/ro-write", hostdir);
@@ -163,28 +155,28 @@ START_TEST(create_session_same_id)
 	char *key = h_fmt("cli-session-%s", rnd);
 	cell_id_from_session_key(key, strlen(key), want);
 	struct h_proc p;
-	cell(&p, "create", "--image", "busybox", "--session", key, NULL);
+	h_cell(&p, "create", "--image", "busybox", "--session", key, NULL);
 	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
 	h_track_sandbox(want);
 	ck_assert_str_eq(h_trim(p.out), want);
 	h_proc_free(&p);
-	cell(&p, "create", "--image", "busybox", "--session", key, NULL);
+	h_cell(&p, "create", "--image", "busybox", "--session", key, NULL);
 	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
 	ck_assert_str_eq(h_trim(p.out), want);
 	h_proc_free(&p);
 
-	cell(&p, "ls", NULL);
+	h_cell(&p, "ls", NULL);
 	ck_assert_int_eq(p.status, 0);
 	ck_assert_msg(strstr(p.out, want), "ls does not list %s:\n%s", want, p.out);
 	h_proc_free(&p);
-	cell(&p, "inspect", want, NULL);
+	h_cell(&p, "inspect", want, NULL);
 	ck_assert_int_eq(p.status, 0);
 	json_t *j = json_loads(p.out, 0, NULL);
 	ck_assert_msg(j, "inspect output is not JSON: %s", p.out);
 	ck_assert_str_eq(h_jstr(j, "id"), want);
 	json_decref(j);
 	h_proc_free(&p);
-	cell(&p, "rm", want, NULL);
+	h_cell(&p, "rm", want, NULL);
 	ck_assert_int_eq(p.status, 0);
 	h_proc_free(&p);
 	char *path = h_fmt("/v1/sandboxes/%s", want);
@@ -197,7 +189,7 @@ END_TEST
 START_TEST(exec_and_cp_round_trip)
 {
 	struct h_proc p;
-	cell(&p, "create", "--image", "busybox", NULL);
+	h_cell(&p, "create", "--image", "busybox", NULL);
 	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
 	char *id = strdup(h_trim(p.out));
 	h_track_sandbox(id);
@@ -217,27 +209,27 @@ START_TEST(exec_and_cp_round_trip)
 	cell_sha256_hex(data, n, sha);
 
 	char *dst = h_fmt("%s:/workspace/in.bin", id);
-	cell(&p, "cp", src, dst, NULL);
+	h_cell(&p, "cp", src, dst, NULL);
 	ck_assert_msg(p.status == 0, "cp in: exit %d, stderr: %s", p.status, p.err);
 	h_proc_free(&p);
 
-	cell(&p, "exec", id, "--", "sha256sum", "/workspace/in.bin", NULL);
+	h_cell(&p, "exec", id, "--", "sha256sum", "/workspace/in.bin", NULL);
 	ck_assert_msg(p.status == 0, "exec: exit %d, stderr: %s", p.status, p.err);
 	ck_assert_msg(!strncmp(p.out, sha, CELL_SHA256_HEX_LEN), "inside: %s want %s", p.out, sha);
 	h_proc_free(&p);
 
-	cell(&p, "exec", id, "--", "sh", "-c", "exit 4", NULL);
+	h_cell(&p, "exec", id, "--", "sh", "-c", "exit 4", NULL);
 	ck_assert_int_eq(p.status, 4);
 	h_proc_free(&p);
-	cell(&p, "exec", "-w", "/tmp", "-e", "X=y z", id, "--", "sh", "-c", "echo \"$X\"; pwd",
-	     NULL);
+	h_cell(&p, "exec", "-w", "/tmp", "-e", "X=y z", id, "--", "sh", "-c", "echo \"$X\"; pwd",
+	       NULL);
 	ck_assert_msg(p.status == 0, "exec -w -e: exit %d, stderr: %s", p.status, p.err);
 	ck_assert_str_eq(p.out, "y z\n/tmp\n");
 	h_proc_free(&p);
 
 	char *back = h_fmt("%s/cp-back", H.dir);
 	char *from = h_fmt("%s:/workspace/in.bin", id);
-	cell(&p, "cp", from, back, NULL);
+	h_cell(&p, "cp", from, back, NULL);
 	ck_assert_msg(p.status == 0, "cp out: exit %d, stderr: %s", p.status, p.err);
 	h_proc_free(&p);
 	char *got = NULL;
@@ -248,7 +240,7 @@ START_TEST(exec_and_cp_round_trip)
 	free(got);
 
 	/* to stdout */
-	cell(&p, "cp", from, "-", NULL);
+	h_cell(&p, "cp", from, "-", NULL);
 	ck_assert_int_eq(p.status, 0);
 	ck_assert_uint_eq(p.out_len, n);
 	ck_assert_msg(!memcmp(p.out, data, n), "cp to stdout differs");
@@ -256,7 +248,7 @@ START_TEST(exec_and_cp_round_trip)
 
 	/* a missing file is an error naming it */
 	char *missing = h_fmt("%s:/workspace/missing", id);
-	cell(&p, "cp", missing, back, NULL);
+	h_cell(&p, "cp", missing, back, NULL);
 	ck_assert_int_ne(p.status, 0);
 	ck_assert_msg(strstr(p.err, "/workspace/missing"), "stderr: %s", p.err);
 	h_proc_free(&p);

@@ -212,30 +212,21 @@ START_TEST(delete_paused_leaves_nothing)
 }
 END_TEST
 
-static int cell(struct h_proc *p, ...)
-{
-	va_list ap;
-	va_start(ap, p);
-	int status = h_cell_v(p, 120, ap);
-	va_end(ap);
-	return status;
-}
-
 START_TEST(cli_pause_resume)
 {
 	char *id = h_create("busybox", NULL);
 	struct h_proc p;
-	ck_assert_int_eq(cell(&p, "pause", id, NULL), 0);
+	ck_assert_int_eq(h_cell(&p, "pause", id, NULL), 0);
 	ck_assert_str_eq(h_trim(p.out), id);
 	h_proc_free(&p);
 	ck_assert_str_eq(state_of(id), "Paused");
-	ck_assert_int_eq(cell(&p, "pause", id, NULL), 1);
+	ck_assert_int_eq(h_cell(&p, "pause", id, NULL), 1);
 	ck_assert_msg(strstr(p.err, "already Paused"), "%s", p.err);
 	h_proc_free(&p);
-	ck_assert_int_eq(cell(&p, "resume", id, NULL), 0);
+	ck_assert_int_eq(h_cell(&p, "resume", id, NULL), 0);
 	h_proc_free(&p);
 	ck_assert_str_eq(state_of(id), "Running");
-	ck_assert_int_eq(cell(&p, "resume", id, NULL), 1);
+	ck_assert_int_eq(h_cell(&p, "resume", id, NULL), 1);
 	h_proc_free(&p);
 	free(id);
 }

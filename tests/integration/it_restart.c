@@ -136,22 +136,13 @@ START_TEST(init_died_while_celld_was_down)
 }
 END_TEST
 
-static int cell(struct h_proc *p, ...)
-{
-	va_list ap;
-	va_start(ap, p);
-	int status = h_cell_v(p, 120, ap);
-	va_end(ap);
-	return status;
-}
-
 START_TEST(cli_resume_starts_a_failed_sandbox)
 {
 	char *id = create_with_file();
 	kill_init(id);
 	expect_failed(id);
 	struct h_proc p;
-	ck_assert_int_eq(cell(&p, "resume", id, NULL), 0);
+	ck_assert_int_eq(h_cell(&p, "resume", id, NULL), 0);
 	ck_assert_str_eq(h_trim(p.out), id);
 	h_proc_free(&p);
 	ck_assert_str_eq(h_wait_state(id, "Running", 5), "Running");

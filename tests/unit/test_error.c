@@ -112,6 +112,19 @@ START_TEST(err_wrap_truncates)
 }
 END_TEST
 
+START_TEST(err_msg_has_no_errno_suffix)
+{
+	struct cell_error err = {0};
+	ck_assert_int_eq(cell_err_msg(&err, EUSERS, "quota %s is %d", "sandboxes", 3), -EUSERS);
+	ck_assert_int_eq(err.code, EUSERS);
+	ck_assert_str_eq(err.msg, "quota sandboxes is 3");
+	ck_assert_int_eq(cell_err_msg(&err, -EINVAL, "negative accepted"), -EINVAL);
+	ck_assert_int_eq(cell_err_msg(&err, 0, "no code"), -EIO);
+	ck_assert_int_eq(err.code, EIO);
+	ck_assert_int_eq(cell_err_msg(NULL, ENOENT, "no error object"), -ENOENT);
+}
+END_TEST
+
 START_TEST(err_drop_clears_and_is_null_safe)
 {
 	struct cell_error err = {0};
@@ -137,6 +150,7 @@ static Suite *error_suite(void)
 	tcase_add_test(tc, err_wrap_prefixes_and_keeps_code);
 	tcase_add_test(tc, err_wrap_cleared_gets_eio);
 	tcase_add_test(tc, err_wrap_truncates);
+	tcase_add_test(tc, err_msg_has_no_errno_suffix);
 	tcase_add_test(tc, err_drop_clears_and_is_null_safe);
 	suite_add_tcase(s, tc);
 	return s;

@@ -181,7 +181,7 @@ START_TEST(fail_helpers)
 	struct cell_error err = {0};
 	ck_assert_int_eq(field_fail(&err, "x %d", 1), -EINVAL);
 	ck_assert_str_eq(err.msg, "x 1");
-	ck_assert_int_eq(celld_fail(&err, ENOSPC, "full"), -ENOSPC);
+	ck_assert_int_eq(cell_err_msg(&err, ENOSPC, "full"), -ENOSPC);
 	ck_assert_str_eq(err.msg, "full");
 }
 END_TEST
