@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cell/log.h"
+#include "cell/thread.h"
 #include "lifecycle.h"
 #include "registry.h"
 #include "sandbox.h"
@@ -41,11 +42,6 @@ static void *reaper(void *arg)
 
 int timers_start(struct cell_error *err)
 {
-	pthread_t th;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int r = pthread_create(&th, &attr, reaper, NULL);
-	pthread_attr_destroy(&attr);
-	return r ? cell_err(err, r, "starting the expiry reaper") : 0;
+	int r = cell_thread_detached(reaper, NULL);
+	return r < 0 ? cell_err(err, r, "starting the expiry reaper") : 0;
 }

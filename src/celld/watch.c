@@ -12,6 +12,7 @@
 
 #include "cell/cleanup.h"
 #include "cell/log.h"
+#include "cell/thread.h"
 #include "registry.h"
 #include "sandbox.h"
 #include "watch.h"
@@ -89,22 +90,12 @@ static void *watcher(void *arg)
 	return NULL;
 }
 
-static int start_thread(void *(*fn)(void *), struct cell_error *err)
-{
-	pthread_t th;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	int r = pthread_create(&th, &attr, fn, NULL);
-	pthread_attr_destroy(&attr);
-	return r ? cell_err(err, r, "starting a thread") : 0;
-}
-
 int watch_start(watch_died_fn died, struct cell_error *err)
 {
 	on_died = died;
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0)
 		return cell_err(err, errno, "epoll_create1");
-	return start_thread(watcher, err);
+	int r = cell_thread_detached(watcher, NULL);
+	return r < 0 ? cell_err(err, r, "starting the init watcher") : 0;
 }
