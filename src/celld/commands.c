@@ -8,7 +8,8 @@
  * status says so), then running commands' logs are halved, largest first: within the table
  * for its own cap, across every table for the budget. Cursors stay byte offsets into
  * everything a command ever wrote: dropping only moves the start of what is kept, never the
- * end. A log is read out in pieces (command_logs_read), never copied whole.
+ * end. A log is read out in pieces (command_logs_read), never copied whole. The log itself
+ * (its window, halving, dropping, reading) is cmdlog.c; the two outer bounds are here.
  *
  * Locks: the list of tables (budget.lock), then a table's lock, then at most one command's
  * lock. Every change to a log (append, drop, trim) happens under the table's and the
@@ -30,6 +31,7 @@
 #include "cell/codec.h"
 #include "cell/log.h"
 #include "admission.h"
+#include "cmdlog.h"
 #include "commands.h"
 #include "config.h"
 #include "relay.h"
@@ -48,11 +50,8 @@ struct command {
 	int exit_code;
 	char *error;
 	int64_t started_ms, finished_ms;
-	char *log; /* the newest output, at most CMD_LOG_MAX bytes */
-	size_t log_len, log_cap;
-	uint64_t log_start; /* offset of log[0] in everything ever written */
-	bool log_dropped;   /* its whole log went to keep the table within its cap */
-	int relay_fd;	    /* where SIGNAL goes while it runs; owned by the reader */
+	struct cmdlog log; /* its newest output; dropped: went to the table's cap or budget */
+	int relay_fd;	   /* where SIGNAL goes while it runs; owned by the reader */
 	/* The sandbox's cgroup and its OOM-kill count when the command started: a SIGKILL
 	 * while the count grew is reported as an OOM kill. */
 	char cgroup_rel[sizeof(((struct sandbox *)0)->cgroup_rel)];
@@ -68,7 +67,7 @@ struct cmd_table {
 	/* Under lock. */
 	struct command *v[CMD_TABLE_MAX];
 	size_t n;
-	size_t kept; /* sum of log_cap of the commands in v (others have no log) */
+	size_t kept; /* sum of log.cap of the commands in v (others have no log) */
 	/* Under budget.lock: every live table, for reclaiming across sandboxes. */
 	struct cmd_table *next, **pprev;
 };
@@ -131,14 +130,7 @@ static void table_unref(struct cmd_table *t)
 static void drop_log_locked(struct cmd_table *t, struct command *c, bool noted)
 {
 	pthread_mutex_lock(&c->lock);
-	kept_add_locked(t, -(int64_t)c->log_cap);
-	if (c->log_cap && noted)
-		c->log_dropped = true;
-	c->log_start += c->log_len;
-	c->log_len = 0;
-	c->log_cap = 0;
-	free(c->log);
-	c->log = NULL;
+	kept_add_locked(t, -(int64_t)cmdlog_drop(&c->log, noted));
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -188,7 +180,7 @@ void command_unref(struct command *c)
 	pthread_mutex_destroy(&c->lock);
 	free(c->content);
 	free(c->error);
-	free(c->log);
+	cmdlog_free(&c->log);
 	table_unref(c->table);
 	free(c);
 }
@@ -302,22 +294,7 @@ static bool command_running(struct command *c)
 static void trim_log_locked(struct cmd_table *t, struct command *c)
 {
 	pthread_mutex_lock(&c->lock);
-	size_t keep = c->log_len / 2, drop = c->log_len - keep;
-	char *nl = NULL;
-	if (keep) {
-		memmove(c->log, c->log + drop, keep);
-		nl = realloc(c->log, keep);
-	}
-	if (!nl) {
-		pthread_mutex_unlock(&c->lock);
-		drop_log_locked(t, c, false);
-		return;
-	}
-	c->log = nl;
-	c->log_start += drop;
-	c->log_len = keep;
-	kept_add_locked(t, -(int64_t)(c->log_cap - keep));
-	c->log_cap = keep;
+	kept_add_locked(t, -(int64_t)cmdlog_trim(&c->log));
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -339,7 +316,7 @@ static void make_room_locked(struct cmd_table *t, struct command *self, size_t n
 			if (c == self)
 				continue;
 			pthread_mutex_lock(&c->lock);
-			size_t cap = c->log_cap;
+			size_t cap = c->log.cap;
 			pthread_mutex_unlock(&c->lock);
 			if (cap > big_cap) {
 				big = c;
@@ -350,35 +327,6 @@ static void make_room_locked(struct cmd_table *t, struct command *self, size_t n
 			break;
 		trim_log_locked(t, big);
 	}
-}
-
-/* Within c's own window: where the bytes go and how much buffer that takes (c locked). */
-static size_t fit_window(struct command *c, const char **p, size_t *len)
-{
-	if (*len >= CMD_LOG_MAX) {
-		size_t skip = *len - CMD_LOG_MAX;
-		c->log_start += c->log_len + skip;
-		c->log_len = 0;
-		*p += skip;
-		*len -= skip;
-	}
-	/* Keep the newest CMD_LOG_MAX bytes; dropping at least a quarter at a time keeps the
-	 * memmove cost amortised. */
-	if (c->log_len + *len > CMD_LOG_MAX) {
-		size_t drop = c->log_len + *len - CMD_LOG_MAX;
-		size_t quarter = CMD_LOG_MAX / 4 < c->log_len ? CMD_LOG_MAX / 4 : c->log_len;
-		if (drop < quarter)
-			drop = quarter;
-		memmove(c->log, c->log + drop, c->log_len - drop);
-		c->log_len -= drop;
-		c->log_start += drop;
-	}
-	if (c->log_len + *len <= c->log_cap)
-		return c->log_cap;
-	size_t cap = c->log_cap ? c->log_cap : 4096;
-	while (cap < c->log_len + *len)
-		cap *= 2;
-	return cap > CMD_LOG_MAX ? CMD_LOG_MAX : cap;
 }
 
 /* ---- the budget across tables ---- */
@@ -405,7 +353,7 @@ static size_t finished_logs(struct reclaim_candidate **out)
 		for (size_t i = 0; i < t->n; i++) {
 			struct command *c = t->v[i];
 			pthread_mutex_lock(&c->lock);
-			bool take = !c->running && c->log_cap;
+			bool take = !c->running && c->log.cap;
 			int64_t when = c->finished_ms;
 			pthread_mutex_unlock(&c->lock);
 			if (!take)
@@ -438,9 +386,9 @@ static struct command *largest_running(void)
 		for (size_t i = 0; i < t->n; i++) {
 			struct command *c = t->v[i];
 			pthread_mutex_lock(&c->lock);
-			bool bigger = c->running && c->log_cap > big_cap;
+			bool bigger = c->running && c->log.cap > big_cap;
 			if (bigger)
-				big_cap = c->log_cap;
+				big_cap = c->log.cap;
 			pthread_mutex_unlock(&c->lock);
 			if (bigger) {
 				command_ref(c);
@@ -500,13 +448,12 @@ static void command_append(struct command *c, const void *data, size_t len)
 	pthread_mutex_lock(&c->lock);
 	if (!c->in_table) {
 		/* Forgotten (evicted, or its sandbox is gone): the output is not kept. */
-		c->log_start += len;
+		cmdlog_lose(&c->log, len);
 		pthread_mutex_unlock(&c->lock);
 		pthread_mutex_unlock(&t->lock);
 		return;
 	}
-	size_t cap = fit_window(c, &p, &len);
-	size_t grow = cap - c->log_cap;
+	size_t grow = cmdlog_fit(&c->log, &p, &len);
 	if (grow && t->kept + grow > CMD_TABLE_LOG_MAX) {
 		/* Other commands' locks are taken one at a time, never inside ours. The table
 		 * lock keeps c's layout as it is meanwhile. */
@@ -514,19 +461,9 @@ static void command_append(struct command *c, const void *data, size_t len)
 		make_room_locked(t, c, grow);
 		pthread_mutex_lock(&c->lock);
 	}
-	char *nl = grow ? realloc(c->log, cap) : c->log;
-	if (!nl) {
-		/* Out of memory: what was kept and this output are lost, the offsets stay
-		 * right (the log restarts empty at the end of everything written). */
-		c->log_start += c->log_len + len;
-		c->log_len = 0;
-	} else {
-		kept_add_locked(t, (int64_t)grow);
-		c->log = nl;
-		c->log_cap = cap;
-		memcpy(c->log + c->log_len, p, len);
-		c->log_len += len;
-	}
+	/* Out of memory, what was kept and this output are lost (nothing added); the offsets
+	 * stay right. */
+	kept_add_locked(t, (int64_t)cmdlog_append(&c->log, p, len, grow));
 	pthread_mutex_unlock(&c->lock);
 	pthread_mutex_unlock(&t->lock);
 	if (over(budget.budget))
@@ -587,7 +524,7 @@ json_t *command_status_json(struct command *c)
 	if (!c->running)
 		json_object_set_new(o, "finished_at",
 				    celld_time_json((time_t)(c->finished_ms / 1000)));
-	if (c->log_dropped) {
+	if (c->log.dropped) {
 		json_object_set_new(o, "log_dropped", json_true());
 		json_object_set_new(o, "log_note",
 				    json_string("output log dropped: kept command output reached "
@@ -601,7 +538,7 @@ json_t *command_status_json(struct command *c)
 uint64_t command_logs_end(struct command *c)
 {
 	pthread_mutex_lock(&c->lock);
-	uint64_t end = c->log_start + c->log_len;
+	uint64_t end = cmdlog_end(&c->log);
 	pthread_mutex_unlock(&c->lock);
 	return end;
 }
@@ -609,16 +546,7 @@ uint64_t command_logs_end(struct command *c)
 size_t command_logs_read(struct command *c, uint64_t *pos, uint64_t end, char *buf, size_t max)
 {
 	pthread_mutex_lock(&c->lock);
-	uint64_t start = c->log_start, have = c->log_start + c->log_len;
-	if (*pos < start)
-		*pos = start; /* dropped meanwhile: what is left follows */
-	if (end > have)
-		end = have;
-	size_t n = *pos < end ? (size_t)(end - *pos) : 0;
-	if (n > max)
-		n = max;
-	memcpy(buf, c->log + (*pos - start), n);
-	*pos += n;
+	size_t n = cmdlog_read(&c->log, pos, end, buf, max);
 	pthread_mutex_unlock(&c->lock);
 	return n;
 }

@@ -7,12 +7,12 @@
 #include <jansson.h>
 
 #include "admission.h"
+#include "cmdlog.h"
 #include "relay.h"
 
 struct sandbox;
 
-#define CMD_LOG_MAX   (8u << 20) /* combined output kept: 4 MiB per stream */
-#define CMD_TABLE_MAX 256	 /* commands remembered per sandbox */
+#define CMD_TABLE_MAX 256 /* commands remembered per sandbox */
 /* Kept output of all a sandbox's commands together (their log buffers), so that a sandbox
  * never grows celld's memory by more than this however many commands it runs. */
 #define CMD_TABLE_LOG_MAX      (64u << 20)
