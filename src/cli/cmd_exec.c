@@ -23,6 +23,9 @@ static void usage(FILE *f)
 		"  -w, --workdir DIR      working directory (default: /workspace)\n"
 		"  -e, --env K=V          environment variable (repeatable)\n"
 		"  -t, --timeout SECONDS  kill CMD after this long (exit code 124)\n"
+		"  -u, --user UID[:GID]   run CMD as this user and group (numbers, 0-65535; GID\n"
+		"                         defaults to UID; default: root). The default image's\n"
+		"                         ordinary account `user` is 1000; names are not resolved\n"
 		"      --socket PATH      celld's socket\n"
 		"  -h, --help             this help\n"
 		"\n"
@@ -36,7 +39,7 @@ int cmd_exec(int argc, char **argv)
 	json_t *envs = json_object();
 	int code = CLI_EXIT_RUN_FAIL;
 	int c;
-	while ((c = getopt_long(argc, argv, "+hw:e:t:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hw:e:t:u:", longopts, NULL)) != -1) {
 		if (cli_global_opt(c, optarg))
 			continue;
 		int r = cli_exec_opt(c, optarg, &xr, envs);

@@ -19,29 +19,33 @@
 static void usage(FILE *f)
 {
 	fprintf(
-	    f, "Usage: cell run [OPTIONS] -- CMD [ARG...]\n"
-	       "\n"
-	       "Create a sandbox, run CMD in it (without a shell), stream its stdout and stderr\n"
-	       "here, and exit with its exit code: 128+N when it was killed by signal N, 124 when\n"
-	       "--timeout fired, 125 when cell itself failed.\n"
-	       "\n"
-	       "Options:\n"
-	       "      --rm                 delete the sandbox afterwards (also on failure, ^C,\n"
-	       "                           SIGTERM)\n"
-	       "  -i, --image NAME         local image (default: default)\n"
-	       "  -v, --volume HOST:DEST[:OPTS]  bind-mount a host path (repeatable); OPTS: ro,\n"
-	       "                           map=owner|range|identity (see cell(1))\n"
-	       "  -w, --workdir DIR        working directory of CMD (default: /workspace)\n"
-	       "  -e, --env K=V            environment variable of CMD (repeatable; K alone takes\n"
-	       "                           the value from this environment)\n"
-	       "  -t, --timeout SECONDS    kill CMD after this long (exit code 124)\n"
-	       "  -s, --session KEY        create-or-resume the sandbox of this key\n"
-	       "      --seccomp NAME       seccomp profile (policies/seccomp/NAME.json)\n"
-	       "      --seccomp-log        record the sandbox's denied calls (cell inspect)\n"
-	       "      --socket PATH        celld's socket\n"
-	       "  -h, --help               this help\n"
-	       "\n"
-	       "Example: cell run --rm -v \"$PWD\":/src:ro -w /src -- make -n\n");
+	    f,
+	    "Usage: cell run [OPTIONS] -- CMD [ARG...]\n"
+	    "\n"
+	    "Create a sandbox, run CMD in it (without a shell), stream its stdout and stderr\n"
+	    "here, and exit with its exit code: 128+N when it was killed by signal N, 124 when\n"
+	    "--timeout fired, 125 when cell itself failed.\n"
+	    "\n"
+	    "Options:\n"
+	    "      --rm                 delete the sandbox afterwards (also on failure, ^C,\n"
+	    "                           SIGTERM)\n"
+	    "  -i, --image NAME         local image (default: default)\n"
+	    "  -v, --volume HOST:DEST[:OPTS]  bind-mount a host path (repeatable); OPTS: ro,\n"
+	    "                           map=owner|range|identity (see cell(1))\n"
+	    "  -w, --workdir DIR        working directory of CMD (default: /workspace)\n"
+	    "  -e, --env K=V            environment variable of CMD (repeatable; K alone takes\n"
+	    "                           the value from this environment)\n"
+	    "  -t, --timeout SECONDS    kill CMD after this long (exit code 124)\n"
+	    "  -u, --user UID[:GID]     run CMD as this user and group (numbers, 0-65535; GID\n"
+	    "                           defaults to UID; default: root). The default image's\n"
+	    "                           ordinary account `user` is 1000; names are not resolved\n"
+	    "  -s, --session KEY        create-or-resume the sandbox of this key\n"
+	    "      --seccomp NAME       seccomp profile (policies/seccomp/NAME.json)\n"
+	    "      --seccomp-log        record the sandbox's denied calls (cell inspect)\n"
+	    "      --socket PATH        celld's socket\n"
+	    "  -h, --help               this help\n"
+	    "\n"
+	    "Example: cell run --rm -v \"$PWD\":/src:ro -w /src -- make -n\n");
 }
 
 enum { OPT_RM = 0x2000 };
@@ -63,7 +67,7 @@ int cmd_run(int argc, char **argv)
 	json_t *vols = json_array();
 	int code = CLI_EXIT_RUN_FAIL;
 	int c;
-	while ((c = getopt_long(argc, argv, "+hi:v:w:e:t:s:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hi:v:w:e:t:u:s:", longopts, NULL)) != -1) {
 		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &co))
 			continue;
 		int r = cli_exec_opt(c, optarg, &xr, envs);

@@ -28,6 +28,10 @@ int cli_exec_opt(int c, const char *arg, struct cli_exec_req *req, json_t *envs)
 	case 't':
 		r = cli_parse_seconds_ms(arg, &req->timeout_ms);
 		return r < 0 ? r : 1;
+	case 'u':
+		r = cli_parse_user(arg, &req->uid, &req->gid);
+		req->set_user = r == 0;
+		return r < 0 ? r : 1;
 	default:
 		return 0;
 	}
@@ -57,6 +61,10 @@ static json_t *exec_body(const struct cli_exec_req *req)
 		json_object_set(body, "envs", req->envs);
 	if (req->timeout_ms > 0)
 		json_object_set_new(body, "timeout", json_integer(req->timeout_ms));
+	if (req->set_user) {
+		json_object_set_new(body, "uid", json_integer(req->uid));
+		json_object_set_new(body, "gid", json_integer(req->gid));
+	}
 	return body;
 fail:
 	json_decref(argv);

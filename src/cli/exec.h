@@ -1,6 +1,8 @@
 /* Running a command in a sandbox from the CLI (exec and run): the options they share
- * (-w, -e, -t) and the stream that passes the command's output and exit code through. */
+ * (-w, -e, -t, -u) and the stream that passes the command's output and exit code through. */
 #pragma once
+
+#include <stdbool.h>
 
 #include <jansson.h>
 
@@ -12,14 +14,17 @@ struct cli_exec_req {
 	const char *cwd;      /* NULL: the server's default (/workspace) */
 	json_t *envs;	      /* object or NULL */
 	long long timeout_ms; /* 0: none */
+	bool set_user;	      /* --user given: run as uid:gid */
+	long long uid, gid;
 };
 
-/* -w DIR, -e K=V, -t SECONDS (optstring "w:e:t:"). */
+/* -w DIR, -e K=V, -t SECONDS, -u UID[:GID] (optstring "w:e:t:u:"). */
 /* clang-format off */
 #define CLI_EXEC_LONGOPTS                                      \
 	{"workdir", required_argument, NULL, 'w'},             \
 	{"env", required_argument, NULL, 'e'},                 \
-	{"timeout", required_argument, NULL, 't'}
+	{"timeout", required_argument, NULL, 't'},             \
+	{"user", required_argument, NULL, 'u'}
 /* clang-format on */
 
 /* Handle one of CLI_EXEC_LONGOPTS into req (and envs, req->envs' object): 1 when c was one,

@@ -110,6 +110,46 @@ int cli_parse_volume(json_t *arr, const char *arg)
 	return json_array_append_new(arr, v) < 0 ? -ENOMEM : 0;
 }
 
+/* A sandbox's user namespace maps 65536 ids (CELL_UID_RANGE): 0-65535. */
+#define CLI_ID_MAX 65535
+
+/* One decimal id of --user: digits only (no sign, no space, no hex), at most CLI_ID_MAX. */
+static bool parse_id_number(const char *s, size_t len, long long *out)
+{
+	if (len == 0 || len > 5)
+		return false;
+	long long v = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (s[i] - '0');
+	}
+	if (v > CLI_ID_MAX)
+		return false;
+	*out = v;
+	return true;
+}
+
+int cli_parse_user(const char *arg, long long *uid, long long *gid)
+{
+	const char *colon = strchr(arg, ':');
+	size_t ulen = colon ? (size_t)(colon - arg) : strlen(arg);
+	if (!parse_id_number(arg, ulen, uid) ||
+	    (colon && !parse_id_number(colon + 1, strlen(colon + 1), gid))) {
+		/* Account names start with a letter or '_'. */
+		bool name = (arg[0] >= 'a' && arg[0] <= 'z') || (arg[0] >= 'A' && arg[0] <= 'Z') ||
+			    arg[0] == '_';
+		cli_error("--user '%s': expected UID[:GID], numbers 0-%d%s", arg, CLI_ID_MAX,
+			  name ? " (names are not resolved: the default image's `user` is 1000, "
+				 "root is 0)"
+			       : "");
+		return -EINVAL;
+	}
+	if (!colon)
+		*gid = *uid;
+	return 0;
+}
+
 int cli_parse_seconds_ms(const char *arg, long long *ms)
 {
 	char *end = NULL;

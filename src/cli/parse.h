@@ -18,3 +18,7 @@ int cli_parse_volume(json_t *arr, const char *arg);
 
 /* Parse a positive number of seconds (fractions allowed) into milliseconds. */
 int cli_parse_seconds_ms(const char *arg, long long *ms);
+
+/* Parse --user's "UID[:GID]" (decimal, each 0-65535, the ids a sandbox has; GID defaults
+ * to UID). Names are refused: resolving one would need the sandbox's /etc/passwd. */
+int cli_parse_user(const char *arg, long long *uid, long long *gid);
