@@ -244,6 +244,8 @@ static void drain2(int fds[2], char **bufs, size_t *lens, int64_t deadline)
 				bufs[i] = realloc(bufs[i], caps[i]);
 				if (!bufs[i])
 					abort();
+				/* terminated even when the first read is the end */
+				bufs[i][lens[i]] = '\0';
 			}
 			ssize_t n = read(fds[i], bufs[i] + lens[i], 65536);
 			if (n > 0) {
