@@ -263,6 +263,74 @@ START_TEST(exec_and_cp_round_trip)
 }
 END_TEST
 
+/* --user UID[:GID]: the command runs with those ids (GID defaults to UID), root without. */
+START_TEST(exec_user)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_proc p;
+	h_cell(&p, "exec", "--user", "1000", id, "--", "id", "-u", NULL);
+	ck_assert_msg(p.status == 0, "exec --user 1000: exit %d: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, "1000\n");
+	h_proc_free(&p);
+	h_cell(&p, "exec", "-u", "1000:2000", id, "--", "sh", "-c",
+	       "id -u; id -g; id -G; grep NoNewPrivs /proc/self/status", NULL);
+	ck_assert_msg(p.status == 0, "exec -u 1000:2000: exit %d: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, "1000\n2000\n2000\nNoNewPrivs:\t1\n");
+	h_proc_free(&p);
+	h_cell(&p, "exec", "--user", "1000", id, "--", "touch", "/root/by-user", NULL);
+	ck_assert_msg(p.status == 1 && strstr(p.err, "Permission denied"),
+		      "touch /root as 1000: exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "exec", "--user", "0", id, "--", "id", "-u", NULL);
+	ck_assert_str_eq(p.out, "0\n");
+	h_proc_free(&p);
+	h_cell(&p, "exec", id, "--", "id", "-u", NULL);
+	ck_assert_str_eq(p.out, "0\n");
+	h_proc_free(&p);
+	h_cell(&p, "run", "--rm", "--image", "busybox", "--user", "4242:4243", "--", "sh", "-c",
+	       "id -u; id -g", NULL);
+	ck_assert_msg(p.status == 0, "run --user 4242:4243: exit %d: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, "4242\n4243\n");
+	h_proc_free(&p);
+	free(id);
+}
+END_TEST
+
+/* A bad --user is refused before anything is sent: exit 125, a message naming the option
+ * and the value, no command run, no sandbox created. */
+START_TEST(exec_user_refused)
+{
+	static const char *const bad[] = {
+	    "",	     "user", "root",  "-1",    "65536", "1000:", ":1000",
+	    "1:2:3", "0x10", " 1000", "1000 ", "1e3",	"+5",	 "99999999999999999999",
+	    "1000:x"};
+	char *id = h_create("busybox", NULL);
+	int before = h_sandbox_count();
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *want = h_fmt("--user '%s'", bad[i]);
+		struct h_proc p;
+		h_cell(&p, "exec", "--user", bad[i], id, "--", "touch", "/tmp/ran", NULL);
+		ck_assert_msg(p.status == 125 && strstr(p.err, want) && !p.out[0],
+			      "exec --user '%s': exit %d, stdout [%s], stderr %s", bad[i], p.status,
+			      p.out, p.err);
+		h_proc_free(&p);
+		h_cell(&p, "run", "--rm", "--image", "busybox", "--user", bad[i], "--", "true",
+		       NULL);
+		ck_assert_msg(p.status == 125 && strstr(p.err, want),
+			      "run --user '%s': exit %d, stderr %s", bad[i], p.status, p.err);
+		h_proc_free(&p);
+		free(want);
+	}
+	struct h_proc p;
+	h_cell(&p, "exec", "--user", "user", id, "--", "true", NULL);
+	ck_assert_msg(strstr(p.err, "names are not resolved"), "stderr: %s", p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_sh_code(id, "test -e /tmp/ran"), 1);
+	ck_assert_int_eq(h_sandbox_count(), before);
+	free(id);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -271,6 +339,8 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "run_with_volume", 180), run_with_volume);
 	tcase_add_test(h_tcase(s, "create_session_same_id", 120), create_session_same_id);
 	tcase_add_test(h_tcase(s, "exec_and_cp_round_trip", 120), exec_and_cp_round_trip);
+	tcase_add_test(h_tcase(s, "exec_user", 120), exec_user);
+	tcase_add_test(h_tcase(s, "exec_user_refused", 120), exec_user_refused);
 	return s;
 }
 

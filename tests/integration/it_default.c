@@ -1,7 +1,8 @@
 /* The `default` image (Debian + the tools of rootfs/default.packages), as agents and CI use
  * it: a server started with nohup keeps serving across execs, every listed tool runs, root
- * inside changes image files without touching the image, apt and dpkg work offline, and
- * `cell run --rm --image default -v DIR:/src -w /src -- make test` is a CI job.
+ * inside changes image files without touching the image, apt and dpkg work offline,
+ * `cell run --rm --image default -v DIR:/src -w /src -- make test` is a CI job, and its
+ * ordinary account `user` runs commands without root's powers (cell-policy(5)).
  *
  * The image takes minutes to build; the harness reuses it across runs (see
  * CELL_TEST_DEFAULT_IMAGES in harness.h). It is the only image of this suite's world. */
@@ -269,6 +270,164 @@ START_TEST(dpkg_and_apt_offline)
 }
 END_TEST
 
+/* ---- the ordinary account `user` (rootfs/build-image default_accounts) ---- */
+
+#define USER_UID 1000
+
+/* Run cmd through /bin/sh as user (uid and gid 1000, the API's uid/gid); its exit code, its
+ * output in *out (malloc'd, stdout then stderr). */
+static int sh_as_user(const char *id, const char *cmd, char **out)
+{
+	struct h_exec_opts o = {
+	    .as_user = true, .uid = USER_UID, .gid = USER_UID, .max_seconds = 60};
+	struct h_exec r;
+	h_exec(id, cmd, &o, &r);
+	ck_assert_msg(r.status == 200 && (r.complete || r.errored),
+		      "`%s` as user: HTTP %ld, no end event", cmd, r.status);
+	int code = r.exit_code;
+	*out = h_fmt("%s%s", r.out, r.err);
+	h_exec_free(&r);
+	return code;
+}
+
+/* The account, its group and its home exist as the image's README says; /workspace is its. */
+START_TEST(user_account_exists)
+{
+	char *id = h_create("default", NULL);
+	char *out = h_sh(id, "getent passwd user; getent group user; id user");
+	ck_assert_str_eq(out, "user:x:1000:1000:user:/home/user:/bin/bash\n"
+			      "user:x:1000:\n"
+			      "uid=1000(user) gid=1000(user) groups=1000(user)\n");
+	free(out);
+	out = h_sh(id, "stat -c '%n %U:%G %a %F' /home/user /workspace /root; "
+		       "ls -A /home/user | sort | tr '\n' ' '; "
+		       "stat -c '%U:%G' /home/user/.bashrc; passwd -S user | cut -d' ' -f1,2");
+	ck_assert_str_eq(out, "/home/user user:user 750 directory\n"
+			      "/workspace user:user 755 directory\n"
+			      "/root root:root 700 directory\n"
+			      ".bash_logout .bashrc .profile user:user\n"
+			      "user L\n");
+	free(out);
+	/* The image on the host: the same ids, under the host's root (an idmapped mount). */
+	char *home = h_fmt("%s/default/rootfs/home/user", H.images);
+	struct stat st;
+	ck_assert_int_eq(stat(home, &st), 0);
+	ck_assert_msg(
+	    st.st_uid == USER_UID && st.st_gid == USER_UID && (st.st_mode & 07777) == 0750,
+	    "%s: %u:%u %o", home, (unsigned)st.st_uid, (unsigned)st.st_gid, st.st_mode & 07777);
+	free(home);
+	free(id);
+}
+END_TEST
+
+/* A command run with uid 1000 is `user`: no capabilities, no_new_privs, its own home and
+ * /workspace writable, root's files and root's powers out of reach. */
+START_TEST(command_runs_as_user)
+{
+	char *id = h_create("default", NULL);
+	char *out = NULL;
+	int code = sh_as_user(id,
+			      "id -un; id -gn; id -G; pwd; "
+			      "grep -E '^(CapPrm|CapEff|CapAmb|NoNewPrivs):' /proc/self/status",
+			      &out);
+	ck_assert_msg(code == 0, "exit %d: %s", code, out);
+	ck_assert_str_eq(out, "user\nuser\n1000\n/workspace\n"
+			      "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+			      "CapAmb:\t0000000000000000\nNoNewPrivs:\t1\n");
+	free(out);
+
+	/* Writes where it owns; both files are the user's, seen from root too. */
+	code =
+	    sh_as_user(id,
+		       "echo ws > /workspace/by-user && echo home > /home/user/by-user && "
+		       "mkdir /workspace/dir && echo tmp > /tmp/by-user && cat /workspace/by-user "
+		       "/home/user/by-user",
+		       &out);
+	ck_assert_msg(code == 0, "writing as user: exit %d: %s", code, out);
+	ck_assert_str_eq(out, "ws\nhome\n");
+	free(out);
+	out = h_sh(id, "stat -c '%U:%G %n' /workspace/by-user /workspace/dir /home/user/by-user "
+		       "/tmp/by-user");
+	ck_assert_str_eq(out, "user:user /workspace/by-user\nuser:user /workspace/dir\n"
+			      "user:user /home/user/by-user\nuser:user /tmp/by-user\n");
+	free(out);
+
+	/* Root's files and directories: each refused, nothing created. */
+	static const char *const denied[] = {
+	    "touch /root/by-user",
+	    "ls /root",
+	    "echo x > /etc/by-user",
+	    "touch /usr/local/bin/by-user",
+	    "chown root /workspace/by-user",
+	    "kill -0 1",
+	    "python3 -c 'import socket; socket.socket().bind((\"127.0.0.1\", 80))'",
+	    "apt-get install -y jq",
+	};
+	for (size_t i = 0; i < sizeof(denied) / sizeof(denied[0]); i++) {
+		code = sh_as_user(id, denied[i], &out);
+		ck_assert_msg(code != 0, "`%s` as user succeeded: %s", denied[i], out);
+		free(out);
+	}
+	out = h_sh(id, "ls -A /root | grep -c by-user; test ! -e /etc/by-user && "
+		       "test ! -e /usr/local/bin/by-user && stat -c %U /workspace/by-user");
+	ck_assert_str_eq(out, "0\nuser\n");
+	free(out);
+
+	/* no_new_privs: a set-user-ID root program runs with the caller's ids... */
+	free(h_sh(id, "install -m 4755 /usr/bin/id /usr/local/bin/suid-id && "
+		      "stat -c '%U %A' /usr/local/bin/suid-id"));
+	code = sh_as_user(id, "/usr/local/bin/suid-id -u; /usr/local/bin/suid-id -un", &out);
+	ck_assert_msg(code == 0, "suid-id: exit %d: %s", code, out);
+	ck_assert_str_eq(out, "1000\nuser\n");
+	free(out);
+	/* ...so su cannot switch to root (its PAM check fails: no password to give), and the
+	 * image has no sudo (cell-policy(5)). */
+	code = sh_as_user(id, "su -c 'id -u' root </dev/null", &out);
+	ck_assert_msg(code == 1 && strstr(out, "su: Authentication failure") &&
+			  !strstr(out, "\n0\n"),
+		      "su as user: exit %d: %s", code, out);
+	free(out);
+	code = sh_as_user(id, "sudo id -u", &out);
+	ck_assert_msg(code == 127 && strstr(out, "sudo: not found"), "sudo as user: exit %d: %s",
+		      code, out);
+	free(out);
+
+	/* Root (no uid) is still root; it switches to user, never the other way round. */
+	out = h_sh(id, "id -u; su user -c 'id -un; echo $HOME'");
+	ck_assert_str_eq(out, "0\nuser\n/home/user\n");
+	free(out);
+	free(id);
+}
+END_TEST
+
+/* The CLI's --user: `id -un` is user; names are refused before any request. */
+START_TEST(cli_exec_user)
+{
+	char *id = h_create("default", NULL);
+	struct h_proc p;
+	cell(&p, "exec", "--user", "1000", id, "--", "sh", "-c",
+	     "id -un; id -gn; touch /workspace/f", NULL);
+	ck_assert_msg(p.status == 0, "cell exec --user 1000: exit %d: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, "user\nuser\n");
+	h_proc_free(&p);
+	cell(&p, "exec", "-u", "1000:1000", id, "--", "touch", "/root/f", NULL);
+	ck_assert_msg(p.status == 1 && strstr(p.err, "Permission denied"),
+		      "cell exec -u 1000:1000 touch /root/f: exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	cell(&p, "exec", "--user", "user", id, "--", "id", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "--user 'user'") &&
+			  strstr(p.err, "names are not resolved") && !p.out[0],
+		      "cell exec --user user: exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	/* run: a throwaway sandbox, its command as user */
+	cell(&p, "run", "--rm", "--image", "default", "--user", "1000", "--", "id", "-un", NULL);
+	ck_assert_msg(p.status == 0, "cell run --user 1000: exit %d: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, "user\n");
+	h_proc_free(&p);
+	free(id);
+}
+END_TEST
+
 /* `make test` in a throwaway sandbox with the checkout bind-mounted: output and exit code
  * are the job's, and what it writes lands in the checkout. */
 /* A CI checkout: it belongs to the (ordinary) user the job runs as, so the sandbox's root
@@ -344,6 +503,9 @@ static Suite *default_suite(void)
 	tcase_add_test(h_tcase(s, "root_modifies_image_files", 180), root_modifies_image_files);
 	tcase_add_test(h_tcase(s, "dpkg_and_apt_offline", 300), dpkg_and_apt_offline);
 	tcase_add_test(h_tcase(s, "cli_run_make_test", 300), cli_run_make_test);
+	tcase_add_test(h_tcase(s, "user_account_exists", 120), user_account_exists);
+	tcase_add_test(h_tcase(s, "command_runs_as_user", 180), command_runs_as_user);
+	tcase_add_test(h_tcase(s, "cli_exec_user", 180), cli_exec_user);
 	return s;
 }
 

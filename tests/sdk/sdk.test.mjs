@@ -426,6 +426,26 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		assert.equal(r.exitCode, 0);
 	});
 
+	// The default image's ordinary account is uid/gid 1000 (`user`); busybox has no name
+	// for it, the ids and their limits are the same (cell-policy(5)).
+	it("runs a command as uid/gid 1000: no capabilities, root's files closed", { timeout: STEP_MS }, async () => {
+		const r = await sbx.commands.run(
+			"id -u; id -g; id -G; grep -E '^(CapEff|NoNewPrivs):' /proc/self/status; " +
+				"touch /root/by-user 2>/dev/null && echo wrote-root; " +
+				"echo mine > /tmp/by-user && stat -c %u:%g /tmp/by-user",
+			{ uid: 1000, gid: 1000 },
+		);
+		assert.equal(errOut(r), "");
+		assert.equal(r.exitCode, 0);
+		assert.equal(out(r).split("\n").filter(Boolean).join("|"),
+			"1000|1000|1000|CapEff:\t0000000000000000|NoNewPrivs:\t1|1000:1000");
+		// The next command without uid is root again.
+		const root = await sbx.commands.run("id -u; ls /root >/dev/null && echo root-reads");
+		assert.equal(out(root).split("\n").filter(Boolean).join("|"), "0|root-reads");
+		// gid without uid: the SDK refuses it itself, as execd's contract says.
+		await assert.rejects(sbx.commands.run("id", { gid: 1000 }), /uid is required/);
+	});
+
 	it("kills a command at its timeout (exit 124)", { timeout: STEP_MS }, async () => {
 		const t0 = Date.now();
 		const r = await sbx.commands.run("echo start; sleep 30; echo never", { timeoutSeconds: 1 });
