@@ -1772,7 +1772,7 @@ static void image_prepare(void)
 #define DEFAULT_BUILD_TIMEOUT_S 1800 /* debootstrap + apt from a slow mirror */
 
 /* `build-image default DIR --check`: 0 when DIR/default is current (same recipe, suite and
- * package list as rootfs/default.packages). */
+ * package list as rootfs/default.packages, same accounts as the recipe makes). */
 static bool default_image_current(const char *script)
 {
 	char *const argv[] = {(char *)script, "default", H.images, "--check", NULL};
