@@ -461,6 +461,70 @@ START_TEST(unknown_routes)
 }
 END_TEST
 
+/* X-Request-ID: a valid client value is echoed (on success and on errors), anything else
+ * (too long, bad characters, empty) is replaced by one celld makes, and a request without
+ * one gets a fresh id. */
+static char *rid_of(const char *header, long *status)
+{
+	const char *hdrs[] = {header, NULL};
+	struct h_req req = {
+	    .method = "GET", .path = "/v1/sandboxes", .headers = header ? hdrs : NULL};
+	struct h_resp r;
+	*status = h_request(&req, &r);
+	char *rid = r.request_id ? strdup(r.request_id) : NULL;
+	h_resp_free(&r);
+	ck_assert_msg(rid && *rid, "no X-Request-ID on the answer");
+	return rid;
+}
+
+START_TEST(request_id_echoed)
+{
+	long st;
+	char *rid = rid_of("X-Request-ID: 0f8e3c1a-7b2d-4c5e-9a10-1234567890ab", &st);
+	ck_assert_int_eq(st, 200);
+	ck_assert_str_eq(rid, "0f8e3c1a-7b2d-4c5e-9a10-1234567890ab");
+	free(rid);
+	const char *hdrs[] = {"X-Request-ID: trace.42:abc+/=~_", NULL};
+	struct h_req req = {
+	    .method = "GET", .path = "/v1/sandboxes/0000000000000000", .headers = hdrs};
+	struct h_resp r;
+	ck_assert_int_eq(h_request(&req, &r), 404);
+	ck_assert_str_eq(r.request_id, "trace.42:abc+/=~_");
+	h_resp_free(&r);
+
+	char longid[160];
+	memset(longid, 'a', sizeof(longid) - 1);
+	longid[sizeof(longid) - 1] = '\0';
+	char *too_long = h_fmt("X-Request-ID: %.*s", 129, longid);
+	char *max = h_fmt("X-Request-ID: %.*s", 128, longid);
+	rid = rid_of(max, &st);
+	ck_assert_uint_eq(strlen(rid), 128);
+	free(rid);
+	const char *bad[] = {too_long,
+			     "X-Request-ID: has space",
+			     "X-Request-ID: semi;colon",
+			     "X-Request-ID: quote\"d",
+			     "X-Request-ID: \xc3\xa9t\xc3\xa9",
+			     NULL};
+	for (size_t i = 0; bad[i]; i++) {
+		rid = rid_of(bad[i], &st);
+		ck_assert_int_eq(st, 200);
+		ck_assert_msg(!strstr(bad[i], rid) && strlen(rid) <= 128 &&
+				  strspn(rid, "abcdefghijklmnopqrstuvwxyz0123456789") ==
+				      strlen(rid),
+			      "'%s' came back as '%s'", bad[i], rid);
+		free(rid);
+	}
+	free(too_long);
+	free(max);
+	/* Without one: made fresh per request. */
+	char *a = rid_of(NULL, &st), *b = rid_of(NULL, &st);
+	ck_assert_str_ne(a, b);
+	free(a);
+	free(b);
+}
+END_TEST
+
 static Suite *badinput_suite(void)
 {
 	Suite *s = suite_create("badinput");
@@ -473,6 +537,7 @@ static Suite *badinput_suite(void)
 	tcase_add_test(h_tcase(s, "unauthenticated_tcp", 120), unauthenticated_tcp);
 	tcase_add_test(h_tcase(s, "volumes_forbidden_over_tcp", 120), volumes_forbidden_over_tcp);
 	tcase_add_test(h_tcase(s, "unknown_routes", 120), unknown_routes);
+	tcase_add_test(h_tcase(s, "request_id_echoed", 60), request_id_echoed);
 	return s;
 }
 
