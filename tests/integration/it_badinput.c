@@ -525,6 +525,74 @@ START_TEST(request_id_echoed)
 }
 END_TEST
 
+/* A create field cell cannot honour is a 400 naming it (over TCP as on the socket), never
+ * silently dropped; what the SDK sends on every create, and the forms cell can honour,
+ * still create. */
+START_TEST(unhonoured_create_fields)
+{
+	static const struct {
+		const char *extra, *name;
+	} bad[] = {
+	    {"{\"snapshotId\":\"snap-1\"}", "snapshotId"},
+	    {"{\"image\":{\"uri\":\"busybox\",\"auth\":{\"username\":\"u\",\"password\":\"p\"}}}",
+	     "image.auth"},
+	    {"{\"secureAccess\":true}", "secureAccess"},
+	    {"{\"secureAccess\":\"no\"}", "secureAccess"},
+	    {"{\"resourceRequests\":{\"cpu\":\"1\"}}", "resourceRequests"},
+	    {"{\"credentialProxy\":{\"enabled\":true}}", "credentialProxy"},
+	    {"{\"volumes\":[{\"name\":\"ws\",\"mountPath\":\"/workspace\",\"pvc\":{\"claimName\":"
+	     "\"ws\",\"createIfNotExists\":true}}]}",
+	     "volumes"},
+	    {"{\"networkPolicy\":{\"defaultAction\":\"allow\"}}", "networkPolicy"},
+	    {"{\"networkPolicy\":{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\","
+	     "\"target\":\"example.com\"}]}}",
+	     "networkPolicy"},
+	    {"{\"networkPolicy\":{}}", "networkPolicy"},
+	    {"{\"networkPolicy\":\"deny\"}", "networkPolicy"},
+	    {"{\"platform\":{\"os\":\"windows\",\"arch\":\"amd64\"}}", "platform.os"},
+	    {"{\"platform\":{\"os\":\"linux\",\"arch\":\"riscv64\"}}", "platform.arch"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		for (int tcp = 0; tcp < 2; tcp++) {
+			json_error_t je;
+			json_t *extra = json_loads(bad[i].extra, 0, &je);
+			ck_assert_msg(extra, "%s: %s", bad[i].extra, je.text);
+			struct h_resp r;
+			long st = h_create_ex("busybox", extra, tcp ? H_TCP : H_UNIX, &r);
+			json_decref(extra);
+			if (st >= 200 && st < 300)
+				h_delete(h_jstr(r.json, "id"));
+			expect_status(bad[i].extra, 400, st, &r);
+			ck_assert_str_eq(h_err_code(&r), "INVALID_ARGUMENT");
+			ck_assert_msg(strstr(h_jstr(r.json, "message"), bad[i].name),
+				      "%s: the answer does not name %s: %s", bad[i].extra,
+				      bad[i].name, r.body);
+			h_resp_free(&r);
+		}
+	}
+	/* The SDK's create body (its defaults), and what cell honours as asked. */
+#if defined(__x86_64__)
+	const char *arch = "amd64";
+#else
+	const char *arch = "arm64";
+#endif
+	json_t *ok = json_pack(
+	    "{s:b, s:{}, s:{}, s:{}, s:[], s:{s:s, s:[{s:s, s:s}]}, s:{s:s, s:s}, s:n, s:n, s:{}}",
+	    "secureAccess", 0, "env", "metadata", "extensions", "volumes", "networkPolicy",
+	    "defaultAction", "deny", "egress", "action", "deny", "target", "example.com",
+	    "platform", "os", "linux", "arch", arch, "snapshotId", "credentialProxy",
+	    "resourceRequests");
+	ck_assert_ptr_nonnull(ok);
+	struct h_resp r;
+	long st = h_create_ex("busybox", ok, H_TCP, &r);
+	ck_assert_msg(st == 202, "the SDK's defaults: HTTP %ld: %s", st, r.body);
+	ck_assert_int_eq(h_delete(h_jstr(r.json, "id")), 204);
+	h_resp_free(&r);
+	json_decref(ok);
+	still_creates();
+}
+END_TEST
+
 static Suite *badinput_suite(void)
 {
 	Suite *s = suite_create("badinput");
@@ -538,6 +606,7 @@ static Suite *badinput_suite(void)
 	tcase_add_test(h_tcase(s, "volumes_forbidden_over_tcp", 120), volumes_forbidden_over_tcp);
 	tcase_add_test(h_tcase(s, "unknown_routes", 120), unknown_routes);
 	tcase_add_test(h_tcase(s, "request_id_echoed", 60), request_id_echoed);
+	tcase_add_test(h_tcase(s, "unhonoured_create_fields", 180), unhonoured_create_fields);
 	return s;
 }
 

@@ -384,6 +384,25 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		await rejectsWith(manager("wrong-key").listSandboxInfos({}), 401, "UNAUTHORIZED");
 	});
 
+	it("refuses create fields cell cannot honour with a 400 naming them", { timeout: STEP_MS }, async () => {
+		const volumes = [{ name: "ws", mountPath: "/workspace", pvc: { claimName: "ws", createIfNotExists: true } }];
+		let err = await rejectsWith(createSandbox({ image: "busybox", volumes }), 400, "INVALID_ARGUMENT");
+		assert.match(err.message, /volumes/);
+		err = await rejectsWith(
+			createSandbox({ image: "busybox", networkPolicy: { defaultAction: "allow" } }),
+			400,
+			"INVALID_ARGUMENT",
+		);
+		assert.match(err.message, /networkPolicy/);
+		// A policy that allows nothing is what a sandbox has: honoured.
+		const denied = await createSandbox({
+			image: "busybox",
+			networkPolicy: { egress: [{ action: "deny", target: "example.com" }] },
+		});
+		assert.equal(out(await denied.commands.run("echo ok")), "ok\n");
+		await denied.kill();
+	});
+
 	it("rejects an unknown image with 400 IMAGE_NOT_FOUND", { timeout: STEP_MS }, async () => {
 		await rejectsWith(createSandbox({ image: "no-such-image" }), 400, "IMAGE_NOT_FOUND");
 	});
