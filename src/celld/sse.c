@@ -401,25 +401,55 @@ static char *base64_into(char *w, const uint8_t *s, size_t n)
 	return i < n ? b64_tail(w, s + i, n - i) : w;
 }
 
+/* Appends s (n bytes) at w; returns the end. */
+static char *put(char *w, const char *s, size_t n)
+{
+	memcpy(w, s, n);
+	return w + n;
+}
+
+/* The decimal digits of v at w; returns the end. Line events come by the million, so the
+ * event's framing is built without the printf family. */
+static char *put_u64(char *w, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*w++ = tmp[--n];
+	return w;
+}
+
 /* One output event for s[0..n) into b: escaped text (esc bytes), or base64. */
 static int output_event(struct sse_buf *b, const char *type, const uint8_t *s, size_t n,
 			bool base64, size_t esc)
 {
-	char tail[96];
-	int tl = snprintf(tail, sizeof(tail), "\"%s,\"timestamp\":%lld}\n\n",
-			  base64 ? ",\"encoding\":\"base64\"" : "", (long long)celld_now_ms());
-	char head[64];
-	int hl = snprintf(head, sizeof(head), "{\"type\":\"%s\",\"text\":\"", type);
+	static const char head0[] = "{\"type\":\"", head1[] = "\",\"text\":\"",
+			  enc[] = ",\"encoding\":\"base64\"",
+			  ts[] = ",\"timestamp\":", end[] = "}\n\n";
+	size_t tlen = strlen(type);
 	size_t body = base64 ? (n + 2) / 3 * 4 : esc;
-	int r = buf_reserve(b, (size_t)hl + body + (size_t)tl);
+	/* head, type, text, closing quote, encoding, timestamp (<= 20 digits), end */
+	size_t need = sizeof(head0) + tlen + sizeof(head1) + body + 1 + sizeof(enc) + sizeof(ts) +
+		      20 + sizeof(end);
+	int r = buf_reserve(b, need);
 	if (r < 0)
 		return r;
+	int64_t now = celld_now_ms();
 	char *w = b->data + b->len;
-	memcpy(w, head, (size_t)hl);
-	w += hl;
+	w = put(w, head0, sizeof(head0) - 1);
+	w = put(w, type, tlen);
+	w = put(w, head1, sizeof(head1) - 1);
 	w = base64 ? base64_into(w, s, n) : escape_into(w, s, n);
-	memcpy(w, tail, (size_t)tl);
-	w += tl;
+	*w++ = '"';
+	if (base64)
+		w = put(w, enc, sizeof(enc) - 1);
+	w = put(w, ts, sizeof(ts) - 1);
+	w = put_u64(w, now > 0 ? (uint64_t)now : 0);
+	w = put(w, end, sizeof(end) - 1);
 	b->len = (size_t)(w - b->data);
 	return 0;
 }
