@@ -174,8 +174,24 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 		return 0;
 	int rc = 0;
 	const char *key = NULL, *vols = NULL;
-	if (field_string(ext, "cell.sessionKey", "extensions.cell.sessionKey", false, &key, err) >
-	    0) {
+	/* Keys of other providers are theirs; a "cell." key cell does not know (a typo) would
+	 * otherwise be dropped without a word. */
+	static const char *const known[] = {"cell.sessionKey", "cell.volumes", "cell.seccomp",
+					    "cell.seccompLog"};
+	const char *k;
+	json_t *v;
+	json_object_foreach(ext, k, v)
+	{
+		if (rc || strncmp(k, "cell.", 5))
+			continue;
+		bool found = false;
+		for (size_t i = 0; i < CELL_ARRAY_SIZE(known); i++)
+			found = found || !strcmp(k, known[i]);
+		if (!found)
+			rc = field_fail(err, "extensions.%.64s is not one of cell's extensions", k);
+	}
+	if (!rc && field_string(ext, "cell.sessionKey", "extensions.cell.sessionKey", false, &key,
+				err) > 0) {
 		if (!key[0] || strlen(key) > SESSION_KEY_MAX)
 			rc = field_fail(err, "extensions.cell.sessionKey must be 1-%d bytes",
 					SESSION_KEY_MAX);

@@ -551,6 +551,7 @@ START_TEST(unhonoured_create_fields)
 	    {"{\"networkPolicy\":\"deny\"}", "networkPolicy"},
 	    {"{\"platform\":{\"os\":\"windows\",\"arch\":\"amd64\"}}", "platform.os"},
 	    {"{\"platform\":{\"os\":\"linux\",\"arch\":\"riscv64\"}}", "platform.arch"},
+	    {"{\"extensions\":{\"cell.sesionKey\":\"typo\"}}", "extensions.cell.sesionKey"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		for (int tcp = 0; tcp < 2; tcp++) {
@@ -577,11 +578,12 @@ START_TEST(unhonoured_create_fields)
 	const char *arch = "arm64";
 #endif
 	json_t *ok = json_pack(
-	    "{s:b, s:{}, s:{}, s:{}, s:[], s:{s:s, s:[{s:s, s:s}]}, s:{s:s, s:s}, s:n, s:n, s:{}}",
-	    "secureAccess", 0, "env", "metadata", "extensions", "volumes", "networkPolicy",
-	    "defaultAction", "deny", "egress", "action", "deny", "target", "example.com",
-	    "platform", "os", "linux", "arch", arch, "snapshotId", "credentialProxy",
-	    "resourceRequests");
+	    "{s:b, s:{}, s:{}, s:{s:s}, s:[], s:{s:s, s:[{s:s, s:s}]}, s:{s:s, s:s}, s:n, s:n, "
+	    "s:{}}",
+	    "secureAccess", 0, "env", "metadata", "extensions", "poolRef", "another provider's",
+	    "volumes", "networkPolicy", "defaultAction", "deny", "egress", "action", "deny",
+	    "target", "example.com", "platform", "os", "linux", "arch", arch, "snapshotId",
+	    "credentialProxy", "resourceRequests");
 	ck_assert_ptr_nonnull(ok);
 	struct h_resp r;
 	long st = h_create_ex("busybox", ok, H_TCP, &r);
