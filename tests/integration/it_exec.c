@@ -84,7 +84,7 @@ START_TEST(api_background_command)
 	char *id = h_create("busybox", NULL);
 	struct h_exec_opts o = {.background = true, .max_seconds = 30};
 	struct h_exec r;
-	h_exec(id, "echo bg-out; sleep 1; echo bg-done; exit 5", &o, &r);
+	h_exec(id, "echo bg-out; sleep 3; echo bg-done; exit 5", &o, &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_msg(r.cmd_id && *r.cmd_id, "no init event");
 	/* As execd: init, then execution_complete at once, while the command runs on. */

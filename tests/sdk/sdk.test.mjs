@@ -492,7 +492,7 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 	});
 
 	it("runs a background command: status and logs", { timeout: STEP_MS }, async () => {
-		const r = await sbx.commands.run("echo bg-start; sleep 1; echo bg-done; exit 5", {
+		const r = await sbx.commands.run("echo bg-start; sleep 3; echo bg-done; exit 5", {
 			background: true,
 		});
 		assert.ok(r.id, "background run returns the command id");
