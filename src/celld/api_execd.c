@@ -46,7 +46,7 @@ int api_execd_ping(struct http_req *r)
 struct exec_opts {
 	const char *command, *cwd;
 	json_t *argv, *envs;
-	bool background;
+	bool background, raw;
 	int64_t timeout, uid, gid;
 };
 
@@ -57,6 +57,7 @@ static int parse_opts(json_t *body, struct exec_opts *o, struct cell_error *err)
 	if (has_cmd < 0 || field_string_array(body, "argv", "argv", &o->argv, err) < 0 ||
 	    field_string(body, "cwd", "cwd", false, &o->cwd, err) < 0 ||
 	    field_bool(body, "background", "background", &o->background, err) < 0 ||
+	    field_bool(body, "rawOutput", "rawOutput", &o->raw, err) < 0 ||
 	    field_int(body, "timeout", "timeout", 0, EXEC_TIMEOUT_MAX_MS, &o->timeout, err) < 0 ||
 	    field_string_map(body, "envs", "envs", &o->envs, err) < 0 ||
 	    field_int(body, "uid", "uid", 0, CELL_UID_RANGE - 1, &o->uid, err) < 0 ||
@@ -107,16 +108,24 @@ static int out_add(struct sse_buf *b, char *ev, const size_t *lenp)
 
 /* init refused to start it: the stream still tells the story (init, stderr, error), with
  * the exit code a shell would give (127 not found, 126 otherwise). */
-static int respond_refused(struct http_req *r, struct command *c, const struct relay_error *e)
+static int respond_refused(struct http_req *r, struct command *c, const struct relay_error *e,
+			   bool raw)
 {
 	struct sse_buf b = {0};
 	size_t len = 0;
-	char line[300];
-	snprintf(line, sizeof(line), "%s\n", e->message);
-	struct sse_utf8 u = {0};
+	struct sse_lines l = {0};
 	int code = e->errnum == ENOENT ? 127 : 126;
 	out_add(&b, sse_init(command_id(c), &len), &len);
-	sse_output_add(&b, "stderr", &u, (const uint8_t *)line, strlen(line), true);
+	if (raw) { /* the bytes a shell would have written: the line ending kept */
+		char line[300];
+		snprintf(line, sizeof(line), "%s\n", e->message);
+		struct sse_utf8 u = {0};
+		sse_output_add(&b, "stderr", &u, (const uint8_t *)line, strlen(line), true);
+	} else {
+		sse_lines_add(&b, "stderr", &l, (const uint8_t *)e->message, strlen(e->message),
+			      true);
+		sse_lines_free(&l);
+	}
 	out_add(&b, sse_error(code, e->message, &len), &len);
 	if (!b.data)
 		return http_error(r, 500, "INTERNAL", "out of memory");
@@ -142,9 +151,11 @@ struct exec_stream {
 	struct sse_buf out;
 	bool done;
 	int64_t next_ping, t0;
+	bool raw; /* rawOutput: chunks as they came (u_out, u_err) */
 	struct sse_utf8 u_out, u_err;
-	int client_fd;	 /* the HTTP connection's socket, -1 if unknown */
-	uint64_t output; /* bytes of output carried so far */
+	struct sse_lines l_out, l_err; /* else output split into lines, as execd does */
+	int client_fd;		       /* the HTTP connection's socket, -1 if unknown */
+	uint64_t output;	       /* bytes of output carried so far */
 };
 
 static void stream_close_relay(struct exec_stream *s)
@@ -170,8 +181,13 @@ static void stream_fail(struct exec_stream *s, const char *msg)
 static void stream_exit(struct exec_stream *s, const struct relay_exit *ex)
 {
 	size_t len;
-	sse_output_add(&s->out, "stdout", &s->u_out, NULL, 0, true);
-	sse_output_add(&s->out, "stderr", &s->u_err, NULL, 0, true);
+	if (s->raw) {
+		sse_output_add(&s->out, "stdout", &s->u_out, NULL, 0, true);
+		sse_output_add(&s->out, "stderr", &s->u_err, NULL, 0, true);
+	} else {
+		sse_lines_add(&s->out, "stdout", &s->l_out, NULL, 0, true);
+		sse_lines_add(&s->out, "stderr", &s->l_err, NULL, 0, true);
+	}
 	int code = relay_exit_code(ex);
 	if (code == 0) {
 		int64_t ms = ex->duration_ms ? ex->duration_ms : celld_now_ms() - s->t0;
@@ -200,8 +216,12 @@ static void stream_frame(struct exec_stream *s)
 		return;
 	}
 	bool out = ev.kind == RELAY_EV_STDOUT;
-	if (sse_output_add(&s->out, out ? "stdout" : "stderr", out ? &s->u_out : &s->u_err,
-			   ev.frame.payload, ev.frame.len, false) < 0) {
+	const char *type = out ? "stdout" : "stderr";
+	int rc = s->raw ? sse_output_add(&s->out, type, out ? &s->u_out : &s->u_err,
+					 ev.frame.payload, ev.frame.len, false)
+			: sse_lines_add(&s->out, type, out ? &s->l_out : &s->l_err,
+					ev.frame.payload, ev.frame.len, false);
+	if (rc < 0) {
 		stream_fail(s, "out of memory");
 		return;
 	}
@@ -267,6 +287,8 @@ static void stream_free(void *cls)
 	}
 	stream_close_relay(s);
 	relay_reader_free(&s->rd);
+	sse_lines_free(&s->l_out);
+	sse_lines_free(&s->l_err);
 	sse_buf_free(&s->out);
 	command_unref(s->cmd);
 	sandbox_unref(s->sb);
@@ -276,7 +298,8 @@ static void stream_free(void *cls)
 /* MHD asks for up to this much per call; large pieces mean fewer chunks and sends. */
 #define STREAM_BLOCK (256u << 10)
 
-static int respond_stream(struct http_req *r, struct sandbox *sb, struct command *c, int fd)
+static int respond_stream(struct http_req *r, struct sandbox *sb, struct command *c, int fd,
+			  bool raw)
 {
 	struct exec_stream *s = calloc(1, sizeof(*s));
 	size_t len;
@@ -289,6 +312,7 @@ static int respond_stream(struct http_req *r, struct sandbox *sb, struct command
 	s->sb = sb;
 	s->cmd = c;
 	s->fd = fd;
+	s->raw = raw;
 	s->t0 = command_started_ms(c);
 	s->next_ping = celld_now_ms() + PING_EVERY_MS;
 	s->client_fd = http_socket(r);
@@ -340,17 +364,25 @@ int api_execd_command(struct http_req *r)
 	if (rc < 0)
 		http_internal(r, &err);
 	else if (rc == 1)
-		respond_refused(r, c, &rerr);
+		respond_refused(r, c, &rerr, o.raw);
 	else if (o.background) {
-		size_t len;
-		char *ev = sse_init(command_id(c), &len);
+		/* As execd: init, then at once execution_complete (the SDK waits for a terminal
+		 * event); the command runs on, its status and logs under its id. */
+		struct sse_buf b = {0};
+		size_t ilen = 0, clen = 0;
+		_cleanup_free_ char *init = sse_init(command_id(c), &ilen);
+		_cleanup_free_ char *done =
+		    sse_complete(celld_now_ms() - command_started_ms(c), &clen);
 		command_drain(c, fd, &err);
-		if (ev)
-			respond_events(r, ev, len);
-		else
+		if (init && done && sse_buf_add(&b, init, ilen) == 0 &&
+		    sse_buf_add(&b, done, clen) == 0)
+			respond_events(r, b.data, b.len);
+		else {
+			sse_buf_free(&b);
 			http_error(r, 500, "INTERNAL", "out of memory");
+		}
 	} else {
-		respond_stream(r, sb, c, fd);
+		respond_stream(r, sb, c, fd, o.raw);
 	}
 	if (rc >= 0)
 		command_unref(c);

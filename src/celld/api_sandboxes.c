@@ -174,8 +174,24 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 		return 0;
 	int rc = 0;
 	const char *key = NULL, *vols = NULL;
-	if (field_string(ext, "cell.sessionKey", "extensions.cell.sessionKey", false, &key, err) >
-	    0) {
+	/* Keys of other providers are theirs; a "cell." key cell does not know (a typo) would
+	 * otherwise be dropped without a word. */
+	static const char *const known[] = {"cell.sessionKey", "cell.volumes", "cell.seccomp",
+					    "cell.seccompLog"};
+	const char *k;
+	json_t *v;
+	json_object_foreach(ext, k, v)
+	{
+		if (rc || strncmp(k, "cell.", 5))
+			continue;
+		bool found = false;
+		for (size_t i = 0; i < CELL_ARRAY_SIZE(known); i++)
+			found = found || !strcmp(k, known[i]);
+		if (!found)
+			rc = field_fail(err, "extensions.%.64s is not one of cell's extensions", k);
+	}
+	if (!rc && field_string(ext, "cell.sessionKey", "extensions.cell.sessionKey", false, &key,
+				err) > 0) {
 		if (!key[0] || strlen(key) > SESSION_KEY_MAX)
 			rc = field_fail(err, "extensions.cell.sessionKey must be 1-%d bytes",
 					SESSION_KEY_MAX);
@@ -197,12 +213,114 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	return rc;
 }
 
+/* ---- fields of the API that cell cannot honour ---- */
+
+static bool present(json_t *body, const char *key)
+{
+	json_t *v = json_object_get(body, key);
+	return v && !json_is_null(v);
+}
+
+/* networkPolicy is honoured as it is only when it allows nothing: a sandbox has no network
+ * but its own loopback. */
+static int check_network_policy(json_t *np, struct cell_error *err)
+{
+	if (!json_is_object(np))
+		return field_fail(err, "networkPolicy must be an object");
+	const char *def = NULL;
+	json_t *egress = json_object_get(np, "egress");
+	if (field_string(np, "defaultAction", "networkPolicy.defaultAction", false, &def, err) < 0)
+		return -EINVAL;
+	if (egress && !json_is_null(egress) && !json_is_array(egress))
+		return field_fail(err, "networkPolicy.egress must be an array");
+	bool allows = !def || strcmp(def, "deny");
+	size_t i;
+	json_t *rule;
+	json_array_foreach(egress, i, rule)
+	{
+		const char *action = json_string_value(json_object_get(rule, "action"));
+		if (!action || strcmp(action, "deny"))
+			allows = true;
+	}
+	if (allows)
+		return field_fail(err, "networkPolicy: a sandbox has no network access (loopback "
+				       "only) and cell cannot allow egress yet; only "
+				       "defaultAction \"deny\" without allow rules is accepted");
+	return 0;
+}
+
+/* platform: the host's, or nothing can satisfy it. */
+static int check_platform(json_t *pf, struct cell_error *err)
+{
+	if (!json_is_object(pf))
+		return field_fail(err, "platform must be an object");
+	const char *os = NULL, *arch = NULL;
+	if (field_string(pf, "os", "platform.os", false, &os, err) < 0 ||
+	    field_string(pf, "arch", "platform.arch", false, &arch, err) < 0)
+		return -EINVAL;
+#if defined(__x86_64__)
+	static const char host_arch[] = "amd64";
+#elif defined(__aarch64__)
+	static const char host_arch[] = "arm64";
+#else
+	static const char host_arch[] = "";
+#endif
+	if (os && strcmp(os, "linux"))
+		return field_fail(
+		    err, "platform.os '%.32s' cannot be honoured: sandboxes run on linux", os);
+	if (arch && strcmp(arch, host_arch))
+		return field_fail(err,
+				  "platform.arch '%.32s' cannot be honoured: this host runs %s",
+				  arch, host_arch[0] ? host_arch : "another architecture");
+	return 0;
+}
+
+/* A field of the create request cell does not honour is refused by name, never dropped
+ * (the SDK sends env, metadata, extensions, resourceLimits and secureAccess:false on every
+ * create: those are honoured). Fields the API does not define are ignored. */
+static int check_unsupported(json_t *body, struct cell_error *err)
+{
+	json_t *image = json_object_get(body, "image");
+	json_t *v;
+	if (present(body, "snapshotId"))
+		return field_fail(err, "snapshotId: cell has no snapshots; create from an image");
+	if (json_is_object(image) && present(image, "auth"))
+		return field_fail(err, "image.auth: cell runs local images only and pulls from no "
+				       "registry, so it uses no registry credentials");
+	if ((v = json_object_get(body, "secureAccess")) && !json_is_null(v)) {
+		if (!json_is_boolean(v))
+			return field_fail(err, "secureAccess must be a boolean");
+		if (json_is_true(v))
+			return field_fail(err, "secureAccess: true is not supported (endpoints are "
+					       "reached through celld, with its API key)");
+	}
+	if ((v = json_object_get(body, "resourceRequests")) && !json_is_null(v) &&
+	    !(json_is_object(v) && !json_object_size(v)))
+		return field_fail(err, "resourceRequests: cell reserves nothing ahead; give "
+				       "resourceLimits");
+	if (present(body, "credentialProxy"))
+		return field_fail(err, "credentialProxy: cell has no credential proxy");
+	if ((v = json_object_get(body, "volumes")) && !json_is_null(v) &&
+	    !(json_is_array(v) && !json_array_size(v)))
+		return field_fail(err, "volumes: named volumes are not supported yet (on the "
+				       "Unix socket, extensions.cell.volumes mounts host "
+				       "directories)");
+	if (present(body, "networkPolicy") &&
+	    check_network_policy(json_object_get(body, "networkPolicy"), err) < 0)
+		return -EINVAL;
+	if (present(body, "platform") && check_platform(json_object_get(body, "platform"), err) < 0)
+		return -EINVAL;
+	return 0;
+}
+
 /* The create request into spec: 0, -EINVAL (err names the field), -EPERM (see
  * parse_extensions), -ENOENT (image.uri names no local image), or what limits_resolve
  * and image_resolve say of the host. */
 static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 			struct cell_error *err)
 {
+	if (check_unsupported(body, err) < 0)
+		return -EINVAL;
 	json_t *image = json_object_get(body, "image");
 	if (!image || json_is_null(image))
 		return field_fail(err, "image is required");

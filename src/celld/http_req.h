@@ -9,6 +9,10 @@
 #include "http.h"
 #include "router.h"
 
+/* A client's X-Request-ID is echoed when it is 1 to this many characters of
+ * [A-Za-z0-9._:+/=~-] (UUIDs, trace ids, base64 tokens); anything else is replaced. */
+#define HTTP_REQUEST_ID_MAX 128
+
 struct MHD_Connection;
 struct transport_listener;
 
@@ -17,7 +21,9 @@ struct http_req {
 	const struct transport_listener *listener;
 	const struct http_api *api; /* the listener's */
 	bool tcp;
-	char request_id[CELL_ID_RANDOM_LEN + 1];
+	/* The client's X-Request-ID when it sent a valid one (request_id_take), else one
+	 * made for the request. */
+	char request_id[HTTP_REQUEST_ID_MAX + 1];
 	char *raw_path; /* as sent, before any unescaping: segments are decoded one by one */
 	const char *method;
 	struct router_match match;

@@ -113,8 +113,12 @@ static int start_entrypoint(struct sandbox *sb, struct cell_error *err)
 	int r = command_start(sb, req, content, sb->owner, &c, &fd, &rerr, err);
 	json_decref(req);
 	if (r == 1) {
+		/* Init refused to start it (not found, not executable): the request named a
+		 * program the image does not have, the client's error. */
 		command_unref(c);
-		return cell_err(err, 0, "entrypoint could not start: %s", rerr.message);
+		return cell_err_msg(
+		    err, EINVAL, "entrypoint '%.200s' cannot start in the image: %s",
+		    json_string_value(json_array_get(sb->entrypoint, 0)), rerr.message);
 	}
 	if (r < 0)
 		return cell_err_wrap(err, "starting the entrypoint: ");

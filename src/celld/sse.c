@@ -401,25 +401,55 @@ static char *base64_into(char *w, const uint8_t *s, size_t n)
 	return i < n ? b64_tail(w, s + i, n - i) : w;
 }
 
+/* Appends s (n bytes) at w; returns the end. */
+static char *put(char *w, const char *s, size_t n)
+{
+	memcpy(w, s, n);
+	return w + n;
+}
+
+/* The decimal digits of v at w; returns the end. Line events come by the million, so the
+ * event's framing is built without the printf family. */
+static char *put_u64(char *w, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*w++ = tmp[--n];
+	return w;
+}
+
 /* One output event for s[0..n) into b: escaped text (esc bytes), or base64. */
 static int output_event(struct sse_buf *b, const char *type, const uint8_t *s, size_t n,
 			bool base64, size_t esc)
 {
-	char tail[96];
-	int tl = snprintf(tail, sizeof(tail), "\"%s,\"timestamp\":%lld}\n\n",
-			  base64 ? ",\"encoding\":\"base64\"" : "", (long long)celld_now_ms());
-	char head[64];
-	int hl = snprintf(head, sizeof(head), "{\"type\":\"%s\",\"text\":\"", type);
+	static const char head0[] = "{\"type\":\"", head1[] = "\",\"text\":\"",
+			  enc[] = ",\"encoding\":\"base64\"",
+			  ts[] = ",\"timestamp\":", end[] = "}\n\n";
+	size_t tlen = strlen(type);
 	size_t body = base64 ? (n + 2) / 3 * 4 : esc;
-	int r = buf_reserve(b, (size_t)hl + body + (size_t)tl);
+	/* head, type, text, closing quote, encoding, timestamp (<= 20 digits), end */
+	size_t need = sizeof(head0) + tlen + sizeof(head1) + body + 1 + sizeof(enc) + sizeof(ts) +
+		      20 + sizeof(end);
+	int r = buf_reserve(b, need);
 	if (r < 0)
 		return r;
+	int64_t now = celld_now_ms();
 	char *w = b->data + b->len;
-	memcpy(w, head, (size_t)hl);
-	w += hl;
+	w = put(w, head0, sizeof(head0) - 1);
+	w = put(w, type, tlen);
+	w = put(w, head1, sizeof(head1) - 1);
 	w = base64 ? base64_into(w, s, n) : escape_into(w, s, n);
-	memcpy(w, tail, (size_t)tl);
-	w += tl;
+	*w++ = '"';
+	if (base64)
+		w = put(w, enc, sizeof(enc) - 1);
+	w = put(w, ts, sizeof(ts) - 1);
+	w = put_u64(w, now > 0 ? (uint64_t)now : 0);
+	w = put(w, end, sizeof(end) - 1);
 	b->len = (size_t)(w - b->data);
 	return 0;
 }
@@ -485,4 +515,118 @@ int sse_output(const char *type, struct sse_utf8 *u, const uint8_t *data, size_t
 	*out = b.data;
 	*len = b.len;
 	return 0;
+}
+
+/* ---- lines ---- */
+
+void sse_lines_free(struct sse_lines *l)
+{
+	free(l->buf);
+	*l = (struct sse_lines){0};
+}
+
+/* One event for a whole line or a piece of one: text when it is UTF-8, base64 otherwise. */
+static int line_event(struct sse_buf *b, const char *type, const uint8_t *s, size_t n)
+{
+	struct sse_utf8 u = {0};
+	return output_from(b, type, &u, s, n, true);
+}
+
+/* Where to cut s[0..cap) (at least cap bytes are there) so that a UTF-8 character running
+ * past cap goes whole into the next piece. */
+static size_t piece_cut(const uint8_t *s, size_t cap)
+{
+	for (size_t k = 1; k <= 3; k++) {
+		uint8_t c = s[cap - k];
+		if ((c & 0xc0) == 0x80)
+			continue;
+		size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+		return need > k ? cap - k : cap;
+	}
+	return cap;
+}
+
+/* s[0..m) belongs to the current line; ends: the line ends after it. */
+static int add_seg(struct sse_buf *b, const char *type, struct sse_lines *l, const uint8_t *s,
+		   size_t m, bool ends)
+{
+	int r = 0;
+	/* Bytes held from before: fill the buffer, send it in pieces while it is full. */
+	while (l->len && l->len + m >= SSE_LINE_MAX) {
+		size_t take = SSE_LINE_MAX - l->len;
+		memcpy(l->buf + l->len, s, take);
+		s += take;
+		m -= take;
+		size_t cut = piece_cut(l->buf, SSE_LINE_MAX);
+		if ((r = line_event(b, type, l->buf, cut)) < 0)
+			return r;
+		memmove(l->buf, l->buf + cut, SSE_LINE_MAX - cut);
+		l->len = SSE_LINE_MAX - cut;
+		l->mid = true;
+	}
+	if (l->len) {
+		memcpy(l->buf + l->len, s, m);
+		l->len += m;
+		if (ends) {
+			r = line_event(b, type, l->buf, l->len);
+			l->len = 0;
+		}
+		return r;
+	}
+	/* Nothing held: send straight from s, keeping only a partial last piece. */
+	while (m >= SSE_LINE_MAX) {
+		size_t cut = piece_cut(s, SSE_LINE_MAX);
+		if ((r = line_event(b, type, s, cut)) < 0)
+			return r;
+		s += cut;
+		m -= cut;
+		l->mid = true;
+	}
+	if (!m)
+		return 0;
+	if (ends)
+		return line_event(b, type, s, m);
+	if (!l->buf && !(l->buf = malloc(SSE_LINE_MAX)))
+		return -ENOMEM;
+	memcpy(l->buf, s, m);
+	l->len = m;
+	return 0;
+}
+
+int sse_lines_add(struct sse_buf *b, const char *type, struct sse_lines *l, const uint8_t *data,
+		  size_t n, bool final)
+{
+	const uint8_t *p = data, *end = data + n;
+	const uint8_t *nl = n ? memchr(p, '\n', n) : NULL, *cr = n ? memchr(p, '\r', n) : NULL;
+	int r = 0;
+	while (p < end) {
+		if (nl && nl < p)
+			nl = memchr(p, '\n', (size_t)(end - p));
+		if (cr && cr < p)
+			cr = memchr(p, '\r', (size_t)(end - p));
+		const uint8_t *t = !nl ? cr : !cr ? nl : nl < cr ? nl : cr;
+		if (!t)
+			break;
+		size_t m = (size_t)(t - p);
+		if (m || l->len || l->mid)
+			r = add_seg(b, type, l, p, m, true);
+		else if (!(*t == '\n' && l->cr))
+			r = line_event(b, type, (const uint8_t *)"\n", 1); /* an empty line */
+		if (r < 0)
+			return r;
+		l->cr = *t == '\r';
+		l->mid = false;
+		p = t + 1;
+	}
+	if (p < end) {
+		l->cr = false;
+		if ((r = add_seg(b, type, l, p, (size_t)(end - p), final)) < 0)
+			return r;
+	} else if (final && l->len) {
+		r = line_event(b, type, l->buf, l->len);
+		l->len = 0;
+	}
+	if (final)
+		l->mid = l->cr = false;
+	return r;
 }

@@ -23,6 +23,23 @@ void sse_buf_free(struct sse_buf *b);
 int sse_output_add(struct sse_buf *b, const char *type, struct sse_utf8 *u, const uint8_t *data,
 		   size_t n, bool final);
 
+/* Output as execd sends it: one event per line, without its ending. A line ends at '\n'
+ * or '\r' ("\r\n" is one ending); an empty line is an event whose text is "\n"; a line
+ * longer than SSE_LINE_MAX goes out in pieces of at most that (never splitting a UTF-8
+ * character); the last line without an ending is held until more comes or final. Each
+ * event is text when its bytes are UTF-8, else base64 with "encoding":"base64". */
+#define SSE_LINE_MAX (64u << 10)
+struct sse_lines {
+	uint8_t *buf; /* the current line so far (< SSE_LINE_MAX bytes), allocated when needed */
+	size_t len;
+	bool cr;  /* the last ending was '\r': a '\n' right after it ends nothing */
+	bool mid; /* a piece of the current line was sent already */
+};
+/* Appends the events for data to b; final flushes a last partial line. 0 or -ENOMEM. */
+int sse_lines_add(struct sse_buf *b, const char *type, struct sse_lines *l, const uint8_t *data,
+		  size_t n, bool final);
+void sse_lines_free(struct sse_lines *l);
+
 char *sse_init(const char *cmd_id, size_t *len);
 char *sse_ping(size_t *len);
 /* stdout/stderr event into *out (NULL when there is nothing to send yet); bytes that are

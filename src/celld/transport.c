@@ -171,6 +171,21 @@ static void finish_request(struct http_req *r)
 		http_error(r, 500, "INTERNAL", "no response was produced");
 }
 
+/* The client's X-Request-ID, when it is one (HTTP_REQUEST_ID_MAX): echoed on the answer
+ * and logged, so the client's id finds celld's log lines. Anything else keeps the id made
+ * in on_uri, so a hostile header never reaches the log or a response. */
+static void request_id_take(struct http_req *r, const char *id)
+{
+	static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				 "0123456789._:+/=~-";
+	if (!id)
+		return;
+	size_t n = strspn(id, ok);
+	if (n == 0 || n > HTTP_REQUEST_ID_MAX || id[n])
+		return;
+	memcpy(r->request_id, id, n + 1);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_data_size, void **con_cls)
@@ -185,6 +200,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		r->started = true;
 		r->conn = conn;
 		r->method = method;
+		request_id_take(r,
+				MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-ID"));
 		begin_request(r);
 		return MHD_YES;
 	}

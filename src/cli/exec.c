@@ -53,6 +53,8 @@ static json_t *exec_body(const struct cli_exec_req *req)
 	}
 	json_object_set_new(body, "argv", argv);
 	argv = NULL;
+	/* The bytes exactly as the command wrote them, not execd's lines. */
+	json_object_set_new(body, "rawOutput", json_true());
 	if (req->cwd && json_object_set_new(body, "cwd", json_string(req->cwd)) < 0) {
 		cli_error("-w '%s': not valid UTF-8", req->cwd);
 		goto fail;

@@ -758,6 +758,8 @@ static char *exec_body(const char *cmd, const struct h_exec_opts *opts)
 	}
 	if (opts->background)
 		json_object_set_new(body, "background", json_true());
+	if (!opts->lines)
+		json_object_set_new(body, "rawOutput", json_true());
 	if (opts->envs) {
 		json_t *e = json_object();
 		for (size_t i = 0; opts->envs[i] && opts->envs[i + 1]; i += 2)

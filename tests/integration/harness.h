@@ -149,6 +149,7 @@ struct h_exec_opts {
 	enum h_via via;
 	long max_seconds; /* hang guard for the whole request; default 300 */
 	bool as_user;	  /* run as uid:gid (execd's uid and gid) instead of root */
+	bool lines;	  /* execd's output events, one per line (default: rawOutput, exact) */
 	int uid, gid;
 };
 

@@ -461,6 +461,140 @@ START_TEST(unknown_routes)
 }
 END_TEST
 
+/* X-Request-ID: a valid client value is echoed (on success and on errors), anything else
+ * (too long, bad characters, empty) is replaced by one celld makes, and a request without
+ * one gets a fresh id. */
+static char *rid_of(const char *header, long *status)
+{
+	const char *hdrs[] = {header, NULL};
+	struct h_req req = {
+	    .method = "GET", .path = "/v1/sandboxes", .headers = header ? hdrs : NULL};
+	struct h_resp r;
+	*status = h_request(&req, &r);
+	char *rid = r.request_id ? strdup(r.request_id) : NULL;
+	h_resp_free(&r);
+	ck_assert_msg(rid && *rid, "no X-Request-ID on the answer");
+	return rid;
+}
+
+START_TEST(request_id_echoed)
+{
+	long st;
+	char *rid = rid_of("X-Request-ID: 0f8e3c1a-7b2d-4c5e-9a10-1234567890ab", &st);
+	ck_assert_int_eq(st, 200);
+	ck_assert_str_eq(rid, "0f8e3c1a-7b2d-4c5e-9a10-1234567890ab");
+	free(rid);
+	const char *hdrs[] = {"X-Request-ID: trace.42:abc+/=~_", NULL};
+	struct h_req req = {
+	    .method = "GET", .path = "/v1/sandboxes/0000000000000000", .headers = hdrs};
+	struct h_resp r;
+	ck_assert_int_eq(h_request(&req, &r), 404);
+	ck_assert_str_eq(r.request_id, "trace.42:abc+/=~_");
+	h_resp_free(&r);
+
+	char longid[160];
+	memset(longid, 'a', sizeof(longid) - 1);
+	longid[sizeof(longid) - 1] = '\0';
+	char *too_long = h_fmt("X-Request-ID: %.*s", 129, longid);
+	char *max = h_fmt("X-Request-ID: %.*s", 128, longid);
+	rid = rid_of(max, &st);
+	ck_assert_uint_eq(strlen(rid), 128);
+	free(rid);
+	const char *bad[] = {too_long,
+			     "X-Request-ID: has space",
+			     "X-Request-ID: semi;colon",
+			     "X-Request-ID: quote\"d",
+			     "X-Request-ID: \xc3\xa9t\xc3\xa9",
+			     NULL};
+	for (size_t i = 0; bad[i]; i++) {
+		rid = rid_of(bad[i], &st);
+		ck_assert_int_eq(st, 200);
+		ck_assert_msg(!strstr(bad[i], rid) && strlen(rid) <= 128 &&
+				  strspn(rid, "abcdefghijklmnopqrstuvwxyz0123456789") ==
+				      strlen(rid),
+			      "'%s' came back as '%s'", bad[i], rid);
+		free(rid);
+	}
+	free(too_long);
+	free(max);
+	/* Without one: made fresh per request. */
+	char *a = rid_of(NULL, &st), *b = rid_of(NULL, &st);
+	ck_assert_str_ne(a, b);
+	free(a);
+	free(b);
+}
+END_TEST
+
+/* A create field cell cannot honour is a 400 naming it (over TCP as on the socket), never
+ * silently dropped; what the SDK sends on every create, and the forms cell can honour,
+ * still create. */
+START_TEST(unhonoured_create_fields)
+{
+	static const struct {
+		const char *extra, *name;
+	} bad[] = {
+	    {"{\"snapshotId\":\"snap-1\"}", "snapshotId"},
+	    {"{\"image\":{\"uri\":\"busybox\",\"auth\":{\"username\":\"u\",\"password\":\"p\"}}}",
+	     "image.auth"},
+	    {"{\"secureAccess\":true}", "secureAccess"},
+	    {"{\"secureAccess\":\"no\"}", "secureAccess"},
+	    {"{\"resourceRequests\":{\"cpu\":\"1\"}}", "resourceRequests"},
+	    {"{\"credentialProxy\":{\"enabled\":true}}", "credentialProxy"},
+	    {"{\"volumes\":[{\"name\":\"ws\",\"mountPath\":\"/workspace\",\"pvc\":{\"claimName\":"
+	     "\"ws\",\"createIfNotExists\":true}}]}",
+	     "volumes"},
+	    {"{\"networkPolicy\":{\"defaultAction\":\"allow\"}}", "networkPolicy"},
+	    {"{\"networkPolicy\":{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\","
+	     "\"target\":\"example.com\"}]}}",
+	     "networkPolicy"},
+	    {"{\"networkPolicy\":{}}", "networkPolicy"},
+	    {"{\"networkPolicy\":\"deny\"}", "networkPolicy"},
+	    {"{\"platform\":{\"os\":\"windows\",\"arch\":\"amd64\"}}", "platform.os"},
+	    {"{\"platform\":{\"os\":\"linux\",\"arch\":\"riscv64\"}}", "platform.arch"},
+	    {"{\"extensions\":{\"cell.sesionKey\":\"typo\"}}", "extensions.cell.sesionKey"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		for (int tcp = 0; tcp < 2; tcp++) {
+			json_error_t je;
+			json_t *extra = json_loads(bad[i].extra, 0, &je);
+			ck_assert_msg(extra, "%s: %s", bad[i].extra, je.text);
+			struct h_resp r;
+			long st = h_create_ex("busybox", extra, tcp ? H_TCP : H_UNIX, &r);
+			json_decref(extra);
+			if (st >= 200 && st < 300)
+				h_delete(h_jstr(r.json, "id"));
+			expect_status(bad[i].extra, 400, st, &r);
+			ck_assert_str_eq(h_err_code(&r), "INVALID_ARGUMENT");
+			ck_assert_msg(strstr(h_jstr(r.json, "message"), bad[i].name),
+				      "%s: the answer does not name %s: %s", bad[i].extra,
+				      bad[i].name, r.body);
+			h_resp_free(&r);
+		}
+	}
+	/* The SDK's create body (its defaults), and what cell honours as asked. */
+#if defined(__x86_64__)
+	const char *arch = "amd64";
+#else
+	const char *arch = "arm64";
+#endif
+	json_t *ok = json_pack(
+	    "{s:b, s:{}, s:{}, s:{s:s}, s:[], s:{s:s, s:[{s:s, s:s}]}, s:{s:s, s:s}, s:n, s:n, "
+	    "s:{}}",
+	    "secureAccess", 0, "env", "metadata", "extensions", "poolRef", "another provider's",
+	    "volumes", "networkPolicy", "defaultAction", "deny", "egress", "action", "deny",
+	    "target", "example.com", "platform", "os", "linux", "arch", arch, "snapshotId",
+	    "credentialProxy", "resourceRequests");
+	ck_assert_ptr_nonnull(ok);
+	struct h_resp r;
+	long st = h_create_ex("busybox", ok, H_TCP, &r);
+	ck_assert_msg(st == 202, "the SDK's defaults: HTTP %ld: %s", st, r.body);
+	ck_assert_int_eq(h_delete(h_jstr(r.json, "id")), 204);
+	h_resp_free(&r);
+	json_decref(ok);
+	still_creates();
+}
+END_TEST
+
 static Suite *badinput_suite(void)
 {
 	Suite *s = suite_create("badinput");
@@ -473,6 +607,8 @@ static Suite *badinput_suite(void)
 	tcase_add_test(h_tcase(s, "unauthenticated_tcp", 120), unauthenticated_tcp);
 	tcase_add_test(h_tcase(s, "volumes_forbidden_over_tcp", 120), volumes_forbidden_over_tcp);
 	tcase_add_test(h_tcase(s, "unknown_routes", 120), unknown_routes);
+	tcase_add_test(h_tcase(s, "request_id_echoed", 60), request_id_echoed);
+	tcase_add_test(h_tcase(s, "unhonoured_create_fields", 180), unhonoured_create_fields);
 	return s;
 }
 

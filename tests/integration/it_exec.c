@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include "cell/codec.h"
 
 #include "harness.h"
 
@@ -83,11 +84,22 @@ START_TEST(api_background_command)
 	char *id = h_create("busybox", NULL);
 	struct h_exec_opts o = {.background = true, .max_seconds = 30};
 	struct h_exec r;
-	h_exec(id, "echo bg-out; sleep 1; echo bg-done; exit 5", &o, &r);
+	h_exec(id, "echo bg-out; sleep 3; echo bg-done; exit 5", &o, &r);
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_msg(r.cmd_id && *r.cmd_id, "no init event");
-	ck_assert(!r.complete && !r.errored);
+	/* As execd: init, then execution_complete at once, while the command runs on. */
+	ck_assert_msg(r.complete && !r.errored, "background: no execution_complete");
+	ck_assert_uint_eq(json_array_size(r.events), 2);
+	ck_assert_str_eq(h_jstr(json_array_get(r.events, 0), "type"), "init");
+	ck_assert_str_eq(h_jstr(json_array_get(r.events, 1), "type"), "execution_complete");
 	char *cmd_id = strdup(r.cmd_id);
+	struct h_resp st;
+	char *spath = h_fmt("/v1/sandboxes/%s/proxy/44772/command/status/%s", id, cmd_id);
+	ck_assert_int_eq(h_http("GET", spath, NULL, &st), 200);
+	ck_assert_msg(json_is_true(json_object_get(st.json, "running")), "not running on: %s",
+		      st.body);
+	h_resp_free(&st);
+	free(spath);
 	h_exec_free(&r);
 
 	json_t *status = h_command_wait(id, cmd_id, 30);
@@ -310,6 +322,72 @@ START_TEST(binary_output_exact)
 }
 END_TEST
 
+/* Output events as execd sends them: one per line without its ending ("\r\n" is one
+ * ending, an empty line is "\n"), a last partial line at exit, bytes that are not UTF-8
+ * base64; stdout and stderr each split on their own. */
+START_TEST(output_events_per_line)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_exec_opts o = {.lines = true};
+	struct h_exec r;
+	h_exec(id,
+	       "printf 'one\\ntwo\\r\\n\\nthr'; printf 'e1\\ne2' >&2; sleep 0.3; "
+	       "printf 'ee\\n\\377\\376\\nlast'",
+	       &o, &r);
+	ck_assert_msg(r.complete, "exit %d: %s", r.exit_code, r.err);
+	const char *want_out[] = {"one", "two", "\n", "three", "\377\376", "last"};
+	const char *want_err[] = {"e1", "e2"};
+	size_t no = 0, ne = 0;
+	for (size_t i = 0; i < json_array_size(r.events); i++) {
+		json_t *ev = json_array_get(r.events, i);
+		const char *type = h_jstr(ev, "type");
+		bool out = !strcmp(type, "stdout");
+		if (!out && strcmp(type, "stderr"))
+			continue;
+		const char *text = h_jstr(ev, "text");
+		const char *enc = json_string_value(json_object_get(ev, "encoding"));
+		char *bytes = NULL;
+		if (enc) {
+			ck_assert_str_eq(enc, "base64");
+			uint8_t *raw = NULL;
+			size_t n = 0;
+			ck_assert_int_eq(cell_base64_decode(text, strlen(text), &raw, &n), 0);
+			bytes = strndup((char *)raw, n);
+			free(raw);
+		} else {
+			bytes = strdup(text);
+		}
+		if (out) {
+			ck_assert_uint_lt(no, 6);
+			ck_assert_str_eq(bytes, want_out[no++]);
+		} else {
+			ck_assert_uint_lt(ne, 2);
+			ck_assert_str_eq(bytes, want_err[ne++]);
+		}
+		free(bytes);
+	}
+	ck_assert_uint_eq(no, 6);
+	ck_assert_uint_eq(ne, 2);
+	h_exec_free(&r);
+
+	/* A line of 200000 bytes comes in pieces of at most 64 KiB, nothing lost. */
+	h_exec(id, "head -c 200000 /dev/zero | tr '\\0' x; echo", &o, &r);
+	ck_assert(r.complete);
+	ck_assert_uint_eq(r.out_len, 200000);
+	size_t pieces = 0;
+	for (size_t i = 0; i < json_array_size(r.events); i++) {
+		json_t *ev = json_array_get(r.events, i);
+		if (strcmp(h_jstr(ev, "type"), "stdout"))
+			continue;
+		ck_assert_uint_le(strlen(h_jstr(ev, "text")), 65536);
+		pieces++;
+	}
+	ck_assert_uint_eq(pieces, 4);
+	h_exec_free(&r);
+	free(id);
+}
+END_TEST
+
 #define BIG_BYTES 100000000ul
 
 /* 100 MB of output arrives intact: the sha256 of what came over the stream equals that of
@@ -409,6 +487,7 @@ static Suite *exec_suite(void)
 	tcase_add_test(h_tcase(s, "background_process_survives", 120), background_process_survives);
 	tcase_add_test(h_tcase(s, "httpd_serves_across_execs", 120), httpd_serves_across_execs);
 	tcase_add_test(h_tcase(s, "api_background_command", 120), api_background_command);
+	tcase_add_test(h_tcase(s, "output_events_per_line", 120), output_events_per_line);
 	tcase_add_test(h_tcase(s, "interrupt_command", 120), interrupt_command);
 	tcase_add_loop_test(h_tcase(s, "exit_codes_reported", 120), exit_codes_reported, 0,
 			    (int)(sizeof(exit_codes) / sizeof(exit_codes[0])));

@@ -28,7 +28,8 @@ static const char *const caps_as_root = "CapInh:" NO_CAPS " CapPrm:" KEPT_CAPS "
  * from the event stream. */
 static char *exec_as(const char *id, const char *cmd, int uid, const char *cwd, int *code)
 {
-	json_t *body = json_pack("{s:s, s:i, s:i}", "command", cmd, "uid", uid, "gid", uid);
+	json_t *body = json_pack("{s:s, s:i, s:i, s:b}", "command", cmd, "uid", uid, "gid", uid,
+				 "rawOutput", 1); /* the bytes exactly, not execd's lines */
 	if (cwd)
 		json_object_set_new(body, "cwd", json_string(cwd));
 	char *text = json_dumps(body, JSON_COMPACT);

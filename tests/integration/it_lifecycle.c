@@ -1,6 +1,7 @@
 /* Lifecycle: create/get/list/delete, endpoints, create-or-resume by session key, celld
  * restart re-adopting a sandbox, delete leaving nothing behind, a sandbox whose init dies. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -364,6 +365,53 @@ START_TEST(init_killed_from_host)
 }
 END_TEST
 
+static size_t dir_entries(const char *path)
+{
+	DIR *d = opendir(path);
+	size_t n = 0;
+	if (!d)
+		return 0;
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* An entrypoint the image does not have is the client's error: 400 naming it, and the
+ * create leaves nothing behind (no sandbox, state dir, mount, cgroup or process). */
+START_TEST(missing_entrypoint_refused)
+{
+	char *sdir = h_fmt("%s/sandboxes", H.state);
+	size_t before = dir_entries(sdir);
+	static const char *const eps[] = {"/no/such/entrypoint", "no-such-program-xyz",
+					  "/etc/passwd"};
+	for (size_t i = 0; i < sizeof(eps) / sizeof(eps[0]); i++) {
+		json_t *extra = json_pack("{s:[s,s]}", "entrypoint", eps[i], "arg");
+		struct h_resp r;
+		long st = h_create_ex("busybox", extra, H_UNIX, &r);
+		json_decref(extra);
+		ck_assert_msg(st == 400, "entrypoint %s: HTTP %ld: %s", eps[i], st, r.body);
+		ck_assert_str_eq(h_err_code(&r), "INVALID_ARGUMENT");
+		ck_assert_msg(strstr(r.body, eps[i]) && strstr(r.body, "entrypoint"),
+			      "the answer does not name the entrypoint: %s", r.body);
+		h_resp_free(&r);
+	}
+	ck_assert_uint_eq(dir_entries(sdir), before);
+	struct h_resp lr;
+	ck_assert_int_eq(h_http("GET", "/v1/sandboxes", NULL, &lr), 200);
+	ck_assert_uint_eq(json_array_size(json_object_get(lr.json, "items")), before);
+	h_resp_free(&lr);
+	ck_assert_msg(!h_mountinfo_mentions(H.dir), "a mount under %s is left", H.dir);
+	free(sdir);
+	/* A good one still starts. */
+	json_t *extra = json_pack("{s:[s,s]}", "entrypoint", "sleep", "1000");
+	char *id = h_create("busybox", extra);
+	json_decref(extra);
+	ck_assert_int_eq(h_delete(id), 204);
+	free(id);
+}
+END_TEST
+
 static Suite *lifecycle_suite(void)
 {
 	Suite *s = suite_create("lifecycle");
@@ -376,6 +424,7 @@ static Suite *lifecycle_suite(void)
 		       second_celld_same_state_dir_refused);
 	tcase_add_test(h_tcase(s, "delete_leaves_nothing", 120), delete_leaves_nothing);
 	tcase_add_test(h_tcase(s, "init_killed_from_host", 120), init_killed_from_host);
+	tcase_add_test(h_tcase(s, "missing_entrypoint_refused", 120), missing_entrypoint_refused);
 	return s;
 }
 

@@ -331,8 +331,12 @@ async function rejectsWith(promise, status, code) {
 	return err;
 }
 
-const out = (r) => r.logs.stdout.map((m) => m.text).join("");
-const errOut = (r) => r.logs.stderr.map((m) => m.text).join("");
+// Output events come one per line without the line ending (an empty line is "\n"), as
+// execd sends them: these put the endings back for comparing whole outputs.
+const asLines = (msgs) => msgs.map((m) => (m.text === "\n" ? "\n" : `${m.text}\n`)).join("");
+const out = (r) => asLines(r.logs.stdout);
+const errOut = (r) => asLines(r.logs.stderr);
+const rawOut = (r) => r.logs.stdout.map((m) => m.text).join("");
 
 // ---------------------------------------------------------------------------
 // cases
@@ -378,6 +382,25 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 			"UNAUTHORIZED",
 		);
 		await rejectsWith(manager("wrong-key").listSandboxInfos({}), 401, "UNAUTHORIZED");
+	});
+
+	it("refuses create fields cell cannot honour with a 400 naming them", { timeout: STEP_MS }, async () => {
+		const volumes = [{ name: "ws", mountPath: "/workspace", pvc: { claimName: "ws", createIfNotExists: true } }];
+		let err = await rejectsWith(createSandbox({ image: "busybox", volumes }), 400, "INVALID_ARGUMENT");
+		assert.match(err.message, /volumes/);
+		err = await rejectsWith(
+			createSandbox({ image: "busybox", networkPolicy: { defaultAction: "allow" } }),
+			400,
+			"INVALID_ARGUMENT",
+		);
+		assert.match(err.message, /networkPolicy/);
+		// A policy that allows nothing is what a sandbox has: honoured.
+		const denied = await createSandbox({
+			image: "busybox",
+			networkPolicy: { egress: [{ action: "deny", target: "example.com" }] },
+		});
+		assert.equal(out(await denied.commands.run("echo ok")), "ok\n");
+		await denied.kill();
 	});
 
 	it("rejects an unknown image with 400 IMAGE_NOT_FOUND", { timeout: STEP_MS }, async () => {
@@ -460,13 +483,20 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		const r = await sbx.commands.run(
 			"i=0; while [ $i -lt 3 ]; do head -c 65535 /dev/zero | tr '\\0' a; printf '\\303\\251'; i=$((i+1)); done",
 		);
-		const s = out(r);
+		const s = rawOut(r); // no line ending: 64 KiB pieces of one line
 		assert.equal(r.exitCode, 0);
 		assert.equal(s.length, 3 * 65536);
 		assert.equal((s.match(/\u00e9/g) || []).length, 3);
 		assert.ok(!s.includes("\ufffd"), "no replacement characters");
 		const big = await sbx.commands.run("head -c 3000000 /dev/zero | tr '\\0' x");
-		assert.equal(out(big).length, 3_000_000);
+		assert.equal(rawOut(big).length, 3_000_000);
+		assert.ok(big.logs.stdout.every((m) => m.text.length <= 65536), "pieces of <= 64 KiB");
+	});
+
+	it("sends one output event per line, without the line ending", { timeout: STEP_MS }, async () => {
+		const r = await sbx.commands.run("printf 'one\\ntwo\\r\\n\\nthr'; sleep 0.3; printf 'ee\\nlast'");
+		assert.deepEqual(r.logs.stdout.map((m) => m.text), ["one", "two", "\n", "three", "last"]);
+		assert.equal(r.exitCode, 0);
 	});
 
 	it("ignores keep-alive pings on a longer command", { timeout: STEP_MS }, async () => {
@@ -482,11 +512,13 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 	});
 
 	it("runs a background command: status and logs", { timeout: STEP_MS }, async () => {
-		const r = await sbx.commands.run("echo bg-start; sleep 1; echo bg-done; exit 5", {
+		const r = await sbx.commands.run("echo bg-start; sleep 3; echo bg-done; exit 5", {
 			background: true,
 		});
 		assert.ok(r.id, "background run returns the command id");
+		assert.ok(r.complete, "execution_complete right after init, as execd sends it");
 		assert.equal(r.exitCode, undefined);
+		assert.equal((await sbx.commands.getCommandStatus(r.id)).running, true, "runs on");
 
 		let st;
 		const deadline = Date.now() + 20_000;

@@ -1,7 +1,7 @@
 /* celld's command events (src/celld/sse.c): one JSON object and a blank line each; output
  * as text when it is UTF-8 and escaping is not longer, else base64 (exact bytes); a UTF-8
  * character split across two chunks held back and sent whole; the held bytes flushed by
- * the final call. */
+ * the final call; output split into lines as execd does (sse_lines). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,6 +219,141 @@ START_TEST(buffer_appends_and_compacts)
 }
 END_TEST
 
+/* ---- lines ---- */
+
+/* The events sse_lines_add appended to b, decoded: "text" or "b64:<bytes>", joined by '|'
+ * (a test line never holds '|'); b is emptied. */
+static char *lines_got(struct sse_buf *b, int *count)
+{
+	size_t cap = 1 << 20, used = 0;
+	char *all = calloc(1, cap);
+	*count = 0;
+	size_t i = b->off;
+	while (i < b->len) {
+		const char *endp = memmem(b->data + i, b->len - i, "\n\n", 2);
+		ck_assert_ptr_nonnull(endp);
+		size_t evlen = (size_t)(endp - (b->data + i)) + 2;
+		json_t *ev = event(b->data + i, evlen);
+		ck_assert_str_eq(json_string_value(json_object_get(ev, "type")), "stdout");
+		size_t n;
+		bool b64;
+		char *bytes = output_bytes(ev, &n, &b64);
+		ck_assert_uint_lt(used + n + 8, cap);
+		if (*count)
+			all[used++] = '|';
+		if (b64) {
+			memcpy(all + used, "b64:", 4);
+			used += 4;
+		}
+		memcpy(all + used, bytes, n);
+		used += n;
+		free(bytes);
+		json_decref(ev);
+		(*count)++;
+		i += evlen;
+	}
+	b->off = b->len = 0;
+	return all;
+}
+
+static void lines_feed(struct sse_buf *b, struct sse_lines *l, const char *s, size_t n, bool final)
+{
+	ck_assert_int_eq(sse_lines_add(b, "stdout", l, (const uint8_t *)s, n, final), 0);
+}
+
+#define CHECK_LINES(b, want, want_count)                                                           \
+	do {                                                                                       \
+		int cnt_;                                                                          \
+		char *got_ = lines_got(b, &cnt_);                                                  \
+		ck_assert_str_eq(got_, want);                                                      \
+		ck_assert_int_eq(cnt_, want_count);                                                \
+		free(got_);                                                                        \
+	} while (0)
+
+/* One event per line without its ending; \r\n is one ending, also split across chunks;
+ * an empty line is "\n"; a last partial line waits for final. */
+START_TEST(lines_split_as_execd)
+{
+	struct sse_buf b = {0};
+	struct sse_lines l = {0};
+	const char in[] = "a\nb\r\nc\rd\n\n\ne";
+	lines_feed(&b, &l, in, strlen(in), false);
+	CHECK_LINES(&b, "a|b|c|d|\n|\n", 6);
+	lines_feed(&b, &l, "x\r", 2, false);
+	CHECK_LINES(&b, "ex", 1); /* the held "e" joined "x" */
+	lines_feed(&b, &l, "\ny\n", 3, false);
+	CHECK_LINES(&b, "y", 1); /* the '\n' of a split "\r\n" is no empty line */
+	lines_feed(&b, &l, "tail", 4, false);
+	CHECK_LINES(&b, "", 0);
+	lines_feed(&b, &l, NULL, 0, true);
+	CHECK_LINES(&b, "tail", 1);
+	lines_feed(&b, &l, NULL, 0, true);
+	CHECK_LINES(&b, "", 0);
+	sse_lines_free(&l);
+	sse_buf_free(&b);
+}
+END_TEST
+
+/* A line longer than SSE_LINE_MAX goes in pieces of that size, whether it comes in one
+ * chunk or many; a line of exactly that size is one event (no empty line after it). */
+START_TEST(lines_long_in_pieces)
+{
+	size_t n = 3 * SSE_LINE_MAX + 5;
+	char *in = malloc(n + 1);
+	memset(in, 'x', n);
+	in[n] = '\n';
+	for (int step = 0; step < 2; step++) {
+		struct sse_buf b = {0};
+		struct sse_lines l = {0};
+		if (step == 0) {
+			lines_feed(&b, &l, in, n + 1, false);
+		} else {
+			for (size_t off = 0; off < n + 1; off += 1000)
+				lines_feed(&b, &l, in + off,
+					   n + 1 - off < 1000 ? n + 1 - off : 1000, false);
+		}
+		int cnt;
+		char *got = lines_got(&b, &cnt);
+		ck_assert_int_eq(cnt, 4);
+		ck_assert_uint_eq(strlen(got), n + 3);
+		ck_assert_int_eq(got[SSE_LINE_MAX], '|');
+		ck_assert_str_eq(got + 3 * (SSE_LINE_MAX + 1), "xxxxx");
+		free(got);
+		lines_feed(&b, &l, in, SSE_LINE_MAX, false);
+		lines_feed(&b, &l, "\n", 1, true);
+		got = lines_got(&b, &cnt);
+		ck_assert_int_eq(cnt, 1);
+		ck_assert_uint_eq(strlen(got), SSE_LINE_MAX);
+		free(got);
+		sse_lines_free(&l);
+		sse_buf_free(&b);
+	}
+	free(in);
+}
+END_TEST
+
+/* A piece never splits a UTF-8 character; a line that is not UTF-8 goes base64, alone. */
+START_TEST(lines_utf8_and_binary)
+{
+	struct sse_buf b = {0};
+	struct sse_lines l = {0};
+	char *in = malloc(SSE_LINE_MAX + 8);
+	memset(in, 'a', SSE_LINE_MAX - 1);
+	memcpy(in + SSE_LINE_MAX - 1, "\xc3\xa9\n", 3); /* é across the cut */
+	lines_feed(&b, &l, in, SSE_LINE_MAX + 2, false);
+	int cnt;
+	char *got = lines_got(&b, &cnt);
+	ck_assert_int_eq(cnt, 2);
+	ck_assert_str_eq(got + SSE_LINE_MAX - 1, "|\xc3\xa9");
+	free(got);
+	free(in);
+	lines_feed(&b, &l, "ok\n\xff\xfe\nfin", 9, true);
+	CHECK_LINES(&b, "ok|b64:\xff\xfe|fin", 3);
+	sse_lines_free(&l);
+	sse_buf_free(&b);
+}
+END_TEST
+
 static Suite *sse_suite(void)
 {
 	Suite *s = suite_create("sse");
@@ -229,6 +364,9 @@ static Suite *sse_suite(void)
 	tcase_add_test(tc, binary_goes_base64_exactly);
 	tcase_add_test(tc, other_events);
 	tcase_add_test(tc, buffer_appends_and_compacts);
+	tcase_add_test(tc, lines_split_as_execd);
+	tcase_add_test(tc, lines_long_in_pieces);
+	tcase_add_test(tc, lines_utf8_and_binary);
 	suite_add_tcase(s, tc);
 	return s;
 }
