@@ -22,6 +22,10 @@
  *   FILE_READ {"path","offset","limit"} → STAT → DATA* → END, or ERROR
  *   FILE_WRITE {"path","mode","uid"?,"gid"?} then DATA* then END from celld
  *        → OK {"size":N} or ERROR
+ *   FILE_MKDIR {"path","mode"?,"uid"?|"owner"?,"gid"?|"group"?} (mkdir -p; owner/group
+ *        are names looked up in the sandbox's /etc/passwd, /etc/group, or digits)
+ *        → OK {"created":bool} or ERROR
+ *   FILE_REMOVE {"path","recursive"?} → OK {"removed":true} or ERROR
  *
  * Everything init sends is hostile input to celld: the parser bounds sizes, refuses
  * unknown types and non-zero reserved bits, and the caller drops the connection on any
@@ -58,7 +62,9 @@ enum cell_frame_type {
 	CELL_FRAME_END = 14,
 	CELL_FRAME_FILE_WRITE = 15,
 	CELL_FRAME_OK = 16,
-	CELL_FRAME_TYPE_MAX = 16,
+	CELL_FRAME_FILE_MKDIR = 17,
+	CELL_FRAME_FILE_REMOVE = 18,
+	CELL_FRAME_TYPE_MAX = 18,
 };
 
 struct cell_frame {

@@ -706,3 +706,158 @@ int api_files_upload(struct http_req *r)
 		return http_error(r, u->status, u->code, "%s", u->msg);
 	return http_empty(r, 200);
 }
+
+/* ---- directories and file management ---- */
+
+#define MANAGE_PATHS_MAX 256 /* paths one request names */
+#define OWNER_NAME_MAX	 32
+
+/* owner/group on a directory or a permission change: a numeric id inside the sandbox's
+ * range (number or digits), or a user/group name cell-init looks up in the sandbox's own
+ * /etc/passwd or /etc/group. Sets req[num_key] or req[name_key]. 0 or -EINVAL. */
+static int owner_field(json_t *v, json_t *req, const char *num_key, const char *name_key)
+{
+	int64_t id;
+	if (parse_id(v, &id) == 0)
+		return json_object_set_new(req, num_key, json_integer(id)) < 0 ? -ENOMEM : 0;
+	if (!json_is_clean_string(v))
+		return -EINVAL;
+	const char *s = json_string_value(v);
+	size_t n = strlen(s);
+	if (n == 0 || n > OWNER_NAME_MAX || s[0] == '-')
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			  (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.' ||
+			  (ch == '$' && i == n - 1);
+		if (!ok)
+			return -EINVAL;
+	}
+	/* All digits but out of range: parse_id refused it, a name must not be a number. */
+	if (strspn(s, "0123456789") == n)
+		return -EINVAL;
+	return json_object_set_new(req, name_key, json_string(s)) < 0 ? -ENOMEM : 0;
+}
+
+/* {mode?, owner?, group?} of one path into req; 400 naming the field on bad input. */
+static int permission_fields(struct http_req *r, const char *path, json_t *perm, json_t *req,
+			     bool need_mode)
+{
+	if (!json_is_object(perm))
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "%.1024s: must be an object {mode, owner?, group?}", path),
+		       -EINVAL;
+	json_t *jm = json_object_get(perm, "mode"), *jo = json_object_get(perm, "owner"),
+	       *jg = json_object_get(perm, "group");
+	uint32_t mode;
+	if (jm && !json_is_null(jm)) {
+		if (parse_mode(jm, &mode) < 0)
+			return http_error(r, 400, "INVALID_ARGUMENT",
+					  "%.1024s: mode must be octal permission digits from 0 "
+					  "to 777 such as 755 (set-id and sticky bits are refused)",
+					  path),
+			       -EINVAL;
+		json_object_set_new(req, "mode", json_integer(mode));
+	} else if (need_mode) {
+		json_object_set_new(req, "mode", json_integer(0755));
+	}
+	if (jo && !json_is_null(jo) && owner_field(jo, req, "uid", "owner") < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "%.1024s: owner must be a user name or a numeric id (0-%d)", path,
+				  CELL_UID_RANGE - 1),
+		       -EINVAL;
+	if (jg && !json_is_null(jg) && owner_field(jg, req, "gid", "group") < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "%.1024s: group must be a group name or a numeric id (0-%d)",
+				  path, CELL_UID_RANGE - 1),
+		       -EINVAL;
+	return 0;
+}
+
+/* Send each prepared request in turn; the first failure answers. */
+static int run_ops(struct http_req *r, uint16_t type, json_t *reqs)
+{
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb)
+		return 0;
+	struct relay_budget b = RELAY_BUDGET_INIT;
+	size_t i;
+	json_t *req;
+	json_array_foreach(reqs, i, req)
+	{
+		json_t *ok = NULL;
+		struct relay_error rerr;
+		struct cell_error err = {0};
+		const char *path = json_string_value(json_object_get(req, "path"));
+		int rc = relay_file_op(sb, type, req, &ok, &rerr, &b, &err);
+		json_decref(ok);
+		if (rc != 0) {
+			sandbox_unref(sb);
+			return rc == 1 ? respond_relay_error(r, path, &rerr)
+				       : http_internal(r, &err);
+		}
+	}
+	sandbox_unref(sb);
+	return http_empty(r, 200);
+}
+
+/* POST /directories {"<path>": {mode, owner?, group?}, ...}: mkdir -p each. */
+int api_dirs_create(struct http_req *r)
+{
+	json_t *body;
+	if (http_json_body(r, &body) < 0)
+		return 0;
+	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	if (json_object_size(body) == 0 || json_object_size(body) > MANAGE_PATHS_MAX) {
+		json_decref(body);
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "body must map 1 to %d directory paths to {mode, owner?, group?}",
+				  MANAGE_PATHS_MAX);
+	}
+	const char *path;
+	json_t *perm;
+	json_object_foreach(body, path, perm)
+	{
+		json_t *req = json_pack("{s:s}", "path", path);
+		if (!req || json_array_append_new(reqs, req) < 0 ||
+		    check_path(r, path, "path") < 0 ||
+		    permission_fields(r, path, perm, req, true) < 0) {
+			json_decref(body);
+			return 0;
+		}
+	}
+	json_decref(body);
+	return run_ops(r, CELL_FRAME_FILE_MKDIR, reqs);
+}
+
+/* DELETE /files?path=P... (not directories) and DELETE /directories?path=P... (rm -r). */
+static int remove_paths(struct http_req *r, bool recursive)
+{
+	const char *paths[MANAGE_PATHS_MAX + 1];
+	size_t n = http_query_all(r, "path", paths, MANAGE_PATHS_MAX + 1);
+	if (!n)
+		return http_error(r, 400, "INVALID_ARGUMENT", "path is required");
+	if (n > MANAGE_PATHS_MAX)
+		return http_error(r, 400, "INVALID_ARGUMENT", "path: at most %d per request",
+				  MANAGE_PATHS_MAX);
+	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	for (size_t i = 0; i < n; i++) {
+		if (check_path(r, paths[i], "path") < 0)
+			return 0;
+		json_t *req = json_pack("{s:s, s:b}", "path", paths[i], "recursive", recursive);
+		if (!req || json_array_append_new(reqs, req) < 0)
+			return http_error(r, 400, "INVALID_ARGUMENT", "path is not valid UTF-8");
+	}
+	return run_ops(r, CELL_FRAME_FILE_REMOVE, reqs);
+}
+
+int api_files_delete(struct http_req *r)
+{
+	return remove_paths(r, false);
+}
+
+int api_dirs_delete(struct http_req *r)
+{
+	return remove_paths(r, true);
+}

@@ -44,6 +44,9 @@ static const struct route routes[] = {
      api_files_upload_data},
     {"GET", EXECD "files/download", NONE, STREAMED, api_files_download, NULL, NULL},
     {"GET", EXECD "files/info", NONE, SHORT, api_files_info, NULL, NULL},
+    {"DELETE", EXECD "files", NONE, SHORT, api_files_delete, NULL, NULL},
+    {"POST", EXECD "directories", JSON, SHORT, api_dirs_create, NULL, NULL},
+    {"DELETE", EXECD "directories", NONE, SHORT, api_dirs_delete, NULL, NULL},
     {"GET", EXECD "metrics", NONE, SHORT, api_execd_metrics, NULL, NULL},
     {"GET", EXECD "metrics/watch", NONE, STREAMED, api_execd_metrics_watch, NULL, NULL},
 };

@@ -700,3 +700,33 @@ int relay_take_error(int fd, struct relay_error *rerr, int timeout_ms)
 	cell_frame_free(&f);
 	return r;
 }
+
+int relay_file_op(const struct sandbox *sb, uint16_t type, json_t *req, json_t **ok,
+		  struct relay_error *rerr, struct relay_budget *b, struct cell_error *err)
+{
+	*ok = NULL;
+	if (!req)
+		return cell_err(err, ENOMEM, "%s request", cell_frame_type_name(type));
+	int64_t deadline = budget_deadline(b, err);
+	if (deadline < 0)
+		return (int)deadline;
+	_cleanup_close_ int fd = request_by(sb, type, req, deadline, err);
+	if (fd < 0) {
+		budget_spend(b, deadline);
+		return fd;
+	}
+	struct cell_frame f;
+	int r = recv_frame(fd, &f, deadline, err);
+	budget_spend(b, deadline);
+	if (r < 0)
+		return cell_err_wrap(err, "waiting for cell-init: ");
+	if (f.type == CELL_FRAME_ERROR)
+		r = parse_error(&f, rerr, err) < 0 ? -EPROTO : 1;
+	else if (f.type != CELL_FRAME_OK)
+		r = cell_err(err, EPROTO, "cell-init answered %s with %s",
+			     cell_frame_type_name(type), cell_frame_type_name(f.type));
+	else
+		r = frame_json(&f, ok, err);
+	cell_frame_free(&f);
+	return r;
+}

@@ -23,6 +23,8 @@ static const char *const frame_names[CELL_FRAME_TYPE_MAX + 1] = {
     [CELL_FRAME_END] = "END",
     [CELL_FRAME_FILE_WRITE] = "FILE_WRITE",
     [CELL_FRAME_OK] = "OK",
+    [CELL_FRAME_FILE_MKDIR] = "FILE_MKDIR",
+    [CELL_FRAME_FILE_REMOVE] = "FILE_REMOVE",
 };
 
 const char *cell_frame_type_name(uint16_t type)

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "cell/error.h"
@@ -697,4 +698,316 @@ void files_write(struct conn *c, json_t *req)
 	conn_attach(c, &fwrite_handler, op);
 	if (fwrite_prepare(op, req, &err) < 0)
 		fwrite_fail(op, c, &err);
+}
+
+/* ---- owner and group by name ---- */
+
+/* name → id in the sandbox's /etc/passwd or /etc/group ("name:password:id:..."): the first
+ * line whose first field is name. The file is read as read_name_db() reads it (confined,
+ * regular, at most NAME_DB_MAX bytes). 0, or -ENOENT when no line names it. */
+static int name_id(const char *db, const char *name, uint32_t *out)
+{
+	size_t len = 0, nlen = strlen(name);
+	char *buf = read_name_db(db, &len);
+	int r = -ENOENT;
+	for (char *line = buf; line && line < buf + len && r < 0;) {
+		char *eol = memchr(line, '\n', buf + len - line);
+		if (!eol)
+			eol = buf + len;
+		char *f[4] = {line, NULL, NULL, NULL};
+		int nf = 1;
+		for (char *p = line; p < eol && nf < 4; p++)
+			if (*p == ':')
+				f[nf++] = p + 1;
+		if (nf >= 3 && (size_t)(f[1] - 1 - f[0]) == nlen && !memcmp(f[0], name, nlen)) {
+			char *id_end = nf == 4 ? f[3] - 1 : eol;
+			uint32_t v;
+			if (parse_id(f[2], (size_t)(id_end - f[2]), &v) && v <= ID_MAX) {
+				*out = v;
+				r = 0;
+			}
+		}
+		line = eol + 1;
+	}
+	free(buf);
+	return r;
+}
+
+/* The request's "uid"/"owner" (or "gid"/"group"): a number, or a name looked up in the
+ * sandbox's own database. *set false when neither is there. */
+static int get_owner(json_t *req, const char *what, const char *num_key, const char *name_key,
+		     const char *db, bool *set, uint32_t *out, struct cell_error *err)
+{
+	json_int_t v;
+	*set = false;
+	if (get_int(req, what, num_key, 0, ID_MAX, 0, &v, err) < 0)
+		return -err->code;
+	if (json_object_get(req, num_key)) {
+		*set = true;
+		*out = (uint32_t)v;
+		return 0;
+	}
+	json_t *j = json_object_get(req, name_key);
+	if (!j)
+		return 0;
+	const char *name = json_string_value(j);
+	size_t n = json_string_length(j);
+	if (!name || n == 0 || n > 256 || strlen(name) != n || strchr(name, ':') ||
+	    strchr(name, '\n'))
+		return cell_err(err, EINVAL, "%s: %s must be a user or group name", what, name_key);
+	if (parse_id(name, n, out)) {
+		if (*out > ID_MAX)
+			return cell_err(err, EINVAL, "%s: %s %s is out of range", what, name_key,
+					name);
+		*set = true;
+		return 0;
+	}
+	if (name_id(db, name, out) < 0)
+		return cell_err(err, EINVAL, "%s: %s: no '%s' in the sandbox's %s", what, name_key,
+				name, db);
+	*set = true;
+	return 0;
+}
+
+struct owner_req {
+	bool set_uid, set_gid, set_mode;
+	uint32_t uid, gid;
+	mode_t mode;
+};
+
+static int get_owner_req(json_t *req, const char *what, struct owner_req *o, struct cell_error *err)
+{
+	json_int_t mode;
+	if (get_int(req, what, "mode", 0, 07777, 0, &mode, err) < 0 ||
+	    get_owner(req, what, "uid", "owner", "/etc/passwd", &o->set_uid, &o->uid, err) < 0 ||
+	    get_owner(req, what, "gid", "group", "/etc/group", &o->set_gid, &o->gid, err) < 0)
+		return -err->code;
+	o->set_mode = json_object_get(req, "mode") != NULL;
+	o->mode = (mode_t)mode;
+	return 0;
+}
+
+/* chown before chmod (chown clears set-id bits), on an fd, never by name. */
+static int apply_owner(int fd, const struct owner_req *o, const char *path, struct cell_error *err)
+{
+	if ((o->set_uid || o->set_gid) &&
+	    fchown(fd, o->set_uid ? o->uid : (uid_t)-1, o->set_gid ? o->gid : (gid_t)-1) < 0)
+		return cell_err(err, errno, "chown %s", path);
+	if (o->set_mode && fchmod(fd, o->mode) < 0)
+		return cell_err(err, errno, "chmod %s", path);
+	return 0;
+}
+
+/* ---- FILE_MKDIR ---- */
+
+/* mkdir -p path: missing components are created 0755 (open_dir_p: each resolved confined,
+ * created with mkdirat() in its resolved parent). mode/owner apply to path itself when this
+ * request created it; an existing directory is left as it is (mkdir -p -m). */
+void files_mkdir(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	struct owner_req o;
+	if (get_path(req, "FILE_MKDIR", &path, &err) < 0 ||
+	    get_owner_req(req, "FILE_MKDIR", &o, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int pre = cell_open_in_root(init_base.rootfd, path, O_PATH, 0, 0);
+	bool existed = pre >= 0;
+	if (pre >= 0)
+		close(pre);
+	int pfd = open_dir_p(path, &err);
+	if (pfd < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int r = 0;
+	if (!existed) {
+		int fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		r = fd < 0 ? cell_err(&err, errno, "opening %s", path)
+			   : apply_owner(fd, &o, path, &err);
+		if (fd >= 0)
+			close(fd);
+	}
+	close(pfd);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "created", !existed));
+	conn_finish(c);
+}
+
+/* ---- FILE_REMOVE ---- */
+
+#define RM_DEPTH_MAX   256    /* directory levels below the one removed */
+#define RM_ENTRIES_MAX 100000 /* entries one request removes */
+
+struct rm_walk {
+	const char *path; /* for messages: the directory the request names */
+	dev_t dev;	  /* its filesystem: removal never crosses into another mount */
+	unsigned long removed;
+};
+
+static int rm_contents(int fd, int depth, struct rm_walk *w, struct cell_error *err);
+
+/* Remove name in dirfd, whatever it is now: unlink, and when it is a directory (EISDIR),
+ * open it O_NOFOLLOW (a symlink swapped in fails with ELOOP/ENOTDIR and is unlinked as a
+ * link on the next turn), empty it through that fd and rmdir it. Every step is relative to
+ * an fd of a directory checked on this filesystem, so a racing process can move things
+ * around inside the sandbox but never point the walk outside it. */
+static int rm_entry(int dirfd, const char *name, int depth, struct rm_walk *w,
+		    struct cell_error *err)
+{
+	for (int turn = 0; turn < 8; turn++) {
+		if (w->removed >= RM_ENTRIES_MAX)
+			return cell_err(err, EFBIG,
+					"removing %s: more than %d entries (removed %lu; the rest "
+					"stays, remove it again)",
+					w->path, RM_ENTRIES_MAX, w->removed);
+		if (unlinkat(dirfd, name, 0) == 0) {
+			w->removed++;
+			return 0;
+		}
+		if (errno == ENOENT)
+			return 0;
+		if (errno != EISDIR)
+			return cell_err(err, errno, "removing %s/.../%s", w->path, name);
+		int fd = openat(dirfd, name,
+				O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
+				continue; /* gone or swapped: look again */
+			return cell_err(err, errno, "opening %s/.../%s", w->path, name);
+		}
+		struct stat st;
+		int r = 0;
+		if (fstat(fd, &st) < 0)
+			r = cell_err(err, errno, "stat %s/.../%s", w->path, name);
+		else if (st.st_dev != w->dev)
+			r = cell_err(err, EBUSY,
+				     "removing %s: %s below it is another mount; not crossed",
+				     w->path, name);
+		else if (depth >= RM_DEPTH_MAX)
+			r = cell_err(err, ENAMETOOLONG, "removing %s: deeper than %d levels",
+				     w->path, RM_DEPTH_MAX);
+		else
+			r = rm_contents(fd, depth + 1, w, err);
+		close(fd);
+		if (r < 0)
+			return r;
+		if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0) {
+			w->removed++;
+			return 0;
+		}
+		if (errno == ENOENT)
+			return 0;
+		if (errno != ENOTEMPTY && errno != ENOTDIR)
+			return cell_err(err, errno, "removing %s/.../%s", w->path, name);
+		/* refilled or swapped meanwhile: another turn */
+	}
+	return cell_err(err, EBUSY, "removing %s: %s keeps changing", w->path, name);
+}
+
+/* Empty the directory open on fd: passes over its entries until one finds none. */
+static int rm_contents(int fd, int depth, struct rm_walk *w, struct cell_error *err)
+{
+	for (;;) {
+		int dfd = dup(fd);
+		if (dfd < 0)
+			return cell_err(err, errno, "removing %s", w->path);
+		DIR *d = fdopendir(dfd);
+		if (!d) {
+			close(dfd);
+			return cell_err(err, errno, "removing %s", w->path);
+		}
+		rewinddir(d);
+		unsigned long seen = 0;
+		int r = 0;
+		struct dirent *de;
+		while (r == 0 && (errno = 0, de = readdir(d))) {
+			if (is_dot_name(de->d_name))
+				continue;
+			seen++;
+			r = rm_entry(fd, de->d_name, depth, w, err);
+		}
+		if (r == 0 && errno)
+			r = cell_err(err, errno, "reading a directory below %s", w->path);
+		closedir(d);
+		if (r < 0 || seen == 0)
+			return r;
+	}
+}
+
+/* {"path","recursive"}: recursive false removes one entry that is not a directory (a
+ * symlink itself, never its target); true removes a directory and everything below it. */
+void files_remove(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	struct split_path sp;
+	json_t *jr = json_object_get(req, "recursive");
+	if (get_path(req, "FILE_REMOVE", &path, &err) < 0 || split(path, &sp, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	if (jr && !json_is_boolean(jr)) {
+		conn_fail(c, EINVAL, "FILE_REMOVE: recursive must be a boolean");
+		return;
+	}
+	if (!sp.name[0] || is_dot_name(sp.name)) {
+		conn_fail(c, EINVAL, "FILE_REMOVE: %s: refusing to remove it", path);
+		return;
+	}
+	bool recursive = json_is_true(jr);
+	int dirfd = cell_open_in_root(init_base.rootfd, sp.parent, O_PATH | O_DIRECTORY, 0, 0);
+	if (dirfd < 0) {
+		conn_fail(c, -dirfd, "removing %s: %s", path, strerror(-dirfd));
+		return;
+	}
+	int r = refuse_process_state(dirfd, "removing in", path, &err);
+	struct stat st;
+	int fd = -1;
+	if (r == 0) {
+		fd = openat(dirfd, sp.name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0)
+			r = cell_err(&err, errno, "removing %s", path);
+		else
+			r = refuse_process_state(fd, "removing", path, &err);
+	}
+	if (r == 0 && !recursive) {
+		if (S_ISDIR(st.st_mode))
+			r = cell_err(&err, EISDIR, "removing %s: is a directory", path);
+		else if (unlinkat(dirfd, sp.name, 0) < 0)
+			r = cell_err(&err, errno, "removing %s", path);
+	} else if (r == 0) {
+		struct rm_walk w = {.path = path, .dev = st.st_dev};
+		int dfd = -1;
+		if (!S_ISDIR(st.st_mode))
+			r = cell_err(&err, ENOTDIR, "removing %s: is a %s, not a directory", path,
+				     type_name(st.st_mode));
+		else if ((dfd = openat(dirfd, sp.name,
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK |
+					   O_CLOEXEC)) < 0)
+			r = cell_err(&err, errno == ELOOP ? ENOTDIR : errno, "removing %s", path);
+		else if (fstat(dfd, &st) < 0 || st.st_dev != w.dev)
+			r = cell_err(&err, EBUSY, "removing %s: it changed while opened", path);
+		else if ((r = refuse_process_state(dfd, "removing", path, &err)) < 0)
+			;
+		else if ((r = rm_contents(dfd, 0, &w, &err)) == 0 &&
+			 unlinkat(dirfd, sp.name, AT_REMOVEDIR) < 0)
+			r = cell_err(&err, errno, "removing %s", path);
+		if (dfd >= 0)
+			close(dfd);
+	}
+	if (fd >= 0)
+		close(fd);
+	close(dirfd);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "removed", true));
+	conn_finish(c);
 }

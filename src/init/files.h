@@ -8,3 +8,5 @@ struct conn;
 void files_stat(struct conn *c, json_t *req);
 void files_read(struct conn *c, json_t *req);
 void files_write(struct conn *c, json_t *req);
+void files_mkdir(struct conn *c, json_t *req);
+void files_remove(struct conn *c, json_t *req);

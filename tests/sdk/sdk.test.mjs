@@ -577,6 +577,28 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		assert.match(String(err.rawBody), /FILE_NOT_FOUND/);
 	});
 
+	it("creates directories (mkdir -p, mode, owner by name) and deletes files and trees", { timeout: STEP_MS }, async () => {
+		await sbx.files.createDirectories([
+			{ path: "/workspace/tree/a/b", mode: 750, owner: "root", group: "root" },
+			{ path: "/workspace/tree/c" },
+		]);
+		const infos = await sbx.files.getFileInfo(["/workspace/tree/a/b", "/workspace/tree/c", "/workspace/tree/a"]);
+		assert.equal(infos["/workspace/tree/a/b"]?.type, "directory");
+		assert.equal(infos["/workspace/tree/a/b"]?.mode, 750);
+		assert.equal(infos["/workspace/tree/a/b"]?.owner, "root");
+		assert.equal(infos["/workspace/tree/c"]?.mode, 755, "the SDK's default mode");
+		assert.equal(infos["/workspace/tree/a"]?.mode, 755, "parents are created 0755");
+		await rejectsWith(sbx.files.createDirectories([{ path: "/workspace/tree/x", owner: "no-such-user" }]), 400, "INVALID_ARGUMENT");
+		await sbx.files.writeFiles([{ path: "/workspace/tree/a/b/f.txt", data: "f" }]);
+		await sbx.files.deleteFiles(["/workspace/tree/a/b/f.txt"]);
+		await rejectsWith(sbx.files.getFileInfo(["/workspace/tree/a/b/f.txt"]), 404, "FILE_NOT_FOUND");
+		await rejectsWith(sbx.files.deleteFiles(["/workspace/tree/a"]), 400, "INVALID_ARGUMENT");
+		await rejectsWith(sbx.files.deleteFiles(["/workspace/tree/nope"]), 404, "FILE_NOT_FOUND");
+		await sbx.files.deleteDirectories(["/workspace/tree"]);
+		await rejectsWith(sbx.files.getFileInfo(["/workspace/tree"]), 404, "FILE_NOT_FOUND");
+		await rejectsWith(sbx.files.deleteDirectories(["/workspace/tree"]), 404, "FILE_NOT_FOUND");
+	});
+
 	it("lists the sandbox by a metadata filter", { timeout: STEP_MS }, async () => {
 		const m = manager();
 		const mine = await m.listSandboxInfos({ metadata: { suite: h.tag } });

@@ -1,0 +1,278 @@
+/* The execd files and directories routes beyond upload/download/info: POST and DELETE
+ * /directories, DELETE /files. Paths resolve inside the sandbox; symlinks are never
+ * followed out; a process racing a recursive delete never makes it reach past the tree it
+ * names. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char *route(const char *id, const char *what)
+{
+	return h_fmt("/v1/sandboxes/%s/proxy/44772/%s", id, what);
+}
+
+static long call(const char *id, const char *method, const char *what, const char *body,
+		 struct h_resp *r)
+{
+	char *url = route(id, what);
+	long st = h_http(method, url, body, r);
+	free(url);
+	return st;
+}
+
+/* A 4xx with the given code whose message names field. */
+static void expect_fail(const char *what, long st, struct h_resp *r, long want, const char *code,
+			const char *field)
+{
+	ck_assert_msg(st == want, "%s: HTTP %ld (want %ld): %.300s", what, st, want, r->body);
+	ck_assert_msg(!strcmp(h_err_code(r), code), "%s: code %s (want %s): %.300s", what,
+		      h_err_code(r), code, r->body);
+	if (field)
+		ck_assert_msg(strstr(h_jstr(r->json, "message"), field),
+			      "%s: message does not name %s: %.300s", what, field, r->body);
+	h_resp_free(r);
+}
+
+static void expect_ok(const char *what, long st, struct h_resp *r)
+{
+	ck_assert_msg(st == 200, "%s: HTTP %ld: %.300s", what, st, r->body);
+	h_resp_free(r);
+}
+
+static void expect_empty_dir(const char *dir, const char *what)
+{
+	DIR *d = opendir(dir);
+	ck_assert_msg(d, "%s: %s", dir, strerror(errno));
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	ck_assert_msg(n == 0, "%s: %s holds %d entries", what, dir, n);
+}
+
+static void expect_sh(const char *id, const char *cmd, const char *want)
+{
+	char *out = h_sh(id, cmd);
+	ck_assert_msg(!strcmp(out, want), "%s: got '%s', want '%s'", cmd, out, want);
+	free(out);
+}
+
+/* mkdir -p with mode and owner/group by name (the sandbox's own /etc/passwd, /etc/group)
+ * or number; an existing directory is left as it is; DELETE /files removes files and
+ * links, DELETE /directories whole trees. */
+START_TEST(directories_create_and_delete)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "echo 'crew:x:4242:4343::/:/bin/false' >>/etc/passwd; "
+		      "echo 'crewg:x:4343:' >>/etc/group"));
+	struct h_resp r;
+	expect_ok(
+	    "create",
+	    call(id, "POST", "directories",
+		 "{\"/workspace/a/b/c\":{\"mode\":750,\"owner\":\"crew\",\"group\":\"crewg\"},"
+		 "\"/workspace/n\":{\"mode\":700,\"owner\":4000,\"group\":\"4001\"},"
+		 "\"/workspace/plain\":{}}",
+		 &r),
+	    &r);
+	expect_sh(id,
+		  "stat -c '%a %u %g' /workspace/a/b/c /workspace/a/b /workspace/n "
+		  "/workspace/plain",
+		  "750 4242 4343\n755 0 0\n700 4000 4001\n755 0 0\n");
+	/* The info route reports the names back. */
+	long st = h_file_info(id, "/workspace/a/b/c", &r);
+	ck_assert_msg(st == 200, "info: %ld %s", st, r.body);
+	ck_assert_msg(strstr(r.body, "\"owner\":\"crew\"") && strstr(r.body, "\"group\":\"crewg\""),
+		      "info does not name crew/crewg: %s", r.body);
+	h_resp_free(&r);
+	/* Again on an existing directory: 200, left as it is. */
+	expect_ok("create again",
+		  call(id, "POST", "directories", "{\"/workspace/a/b/c\":{\"mode\":700}}", &r), &r);
+	expect_sh(id, "stat -c '%a' /workspace/a/b/c", "750\n");
+	free(h_sh(id, "echo x >/workspace/a/b/c/f; echo y >/workspace/a/g; "
+		      "ln -s /workspace/a/g /workspace/a/link"));
+	expect_ok(
+	    "delete files",
+	    call(id, "DELETE", "files?path=/workspace/a/b/c/f&path=/workspace/a/link", NULL, &r),
+	    &r);
+	expect_sh(id, "ls /workspace/a/b/c; ls /workspace/a", "b\ng\n");
+	expect_fail("delete a directory as a file",
+		    call(id, "DELETE", "files?path=/workspace/a/b", NULL, &r), &r, 400,
+		    "INVALID_ARGUMENT", "directory");
+	expect_fail("delete a file as a directory",
+		    call(id, "DELETE", "directories?path=/workspace/a/g", NULL, &r), &r, 400,
+		    "INVALID_ARGUMENT", "not a directory");
+	expect_ok("delete directories",
+		  call(id, "DELETE", "directories?path=/workspace/a&path=/workspace/n", NULL, &r),
+		  &r);
+	expect_sh(id, "ls /workspace", "plain\n");
+	free(id);
+}
+END_TEST
+
+/* Bad input is a 400 naming the field and changes nothing; a missing path is 404
+ * FILE_NOT_FOUND. */
+START_TEST(bad_input_and_missing_paths)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_resp r;
+	static const struct {
+		const char *body, *field;
+	} bad[] = {
+	    {"{\"relative/x\":{\"mode\":755}}", "path"},
+	    {"{\"/workspace/x\":{\"mode\":999}}", "mode"},
+	    {"{\"/workspace/x\":{\"mode\":4755}}", "mode"},
+	    {"{\"/workspace/x\":{\"mode\":\"rwx\"}}", "mode"},
+	    {"{\"/workspace/x\":{\"owner\":\"a b\"}}", "owner"},
+	    {"{\"/workspace/x\":{\"owner\":99999999}}", "owner"},
+	    {"{\"/workspace/x\":{\"group\":[1]}}", "group"},
+	    {"{\"/workspace/x\":7}", "/workspace/x"},
+	    {"{}", "body"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_fail(bad[i].body, call(id, "POST", "directories", bad[i].body, &r), &r, 400,
+			    "INVALID_ARGUMENT", bad[i].field);
+	/* A name the sandbox does not know: 400 naming owner, nothing created. */
+	expect_fail("unknown owner",
+		    call(id, "POST", "directories",
+			 "{\"/workspace/x/y\":{\"mode\":755,\"owner\":\"ghost\"}}", &r),
+		    &r, 400, "INVALID_ARGUMENT", "owner");
+	expect_fail("unknown group",
+		    call(id, "POST", "directories",
+			 "{\"/workspace/x/y\":{\"mode\":755,\"group\":\"ghosts\"}}", &r),
+		    &r, 400, "INVALID_ARGUMENT", "group");
+	expect_sh(id, "ls /workspace | wc -l", "0\n");
+	expect_fail("delete files without path", call(id, "DELETE", "files", NULL, &r), &r, 400,
+		    "INVALID_ARGUMENT", "path");
+	expect_fail("delete directories without path", call(id, "DELETE", "directories", NULL, &r),
+		    &r, 400, "INVALID_ARGUMENT", "path");
+	expect_fail("delete relative", call(id, "DELETE", "files?path=etc/passwd", NULL, &r), &r,
+		    400, "INVALID_ARGUMENT", "path");
+	expect_fail("delete /", call(id, "DELETE", "directories?path=/", NULL, &r), &r, 400,
+		    "INVALID_ARGUMENT", NULL);
+	expect_fail("delete /..", call(id, "DELETE", "directories?path=/workspace/..", NULL, &r),
+		    &r, 400, "INVALID_ARGUMENT", NULL);
+	expect_fail("missing file", call(id, "DELETE", "files?path=/workspace/nope", NULL, &r), &r,
+		    404, "FILE_NOT_FOUND", "/workspace/nope");
+	expect_fail("missing directory",
+		    call(id, "DELETE", "directories?path=/nope/deeper", NULL, &r), &r, 404,
+		    "FILE_NOT_FOUND", "/nope/deeper");
+	/* A process's state in /proc is never touched. */
+	expect_fail("delete /proc/1", call(id, "DELETE", "directories?path=/proc/1", NULL, &r), &r,
+		    403, "FORBIDDEN", NULL);
+	expect_sh(id, "test -x /bin/sh && test -s /etc/passwd && echo intact", "intact\n");
+	free(id);
+}
+END_TEST
+
+/* Symlinks are removed as links, never followed: not a link given as the path, not one
+ * met inside a tree, not one pointing at the host's paths or the sandbox's own /. */
+START_TEST(symlinks_are_never_followed)
+{
+	char *host = h_fmt("%s/files-host", H.dir);
+	ck_assert_int_eq(mkdir(host, 0777), 0);
+	char *hostfile = h_fmt("%s/keep", host);
+	h_write_file(hostfile, "host\n", 0644);
+	char *id = h_create("busybox", NULL);
+	char *setup = h_fmt("mkdir -p /workspace/keep /workspace/t/sub && echo k "
+			    ">/workspace/keep/k && ln -s / /workspace/rootlink && "
+			    "ln -s /workspace/keep /workspace/t/sub/in && "
+			    "ln -s / /workspace/t/root && ln -s %s /workspace/t/host && "
+			    "ln -s %s /workspace/hostlink",
+			    host, host);
+	free(h_sh(id, setup));
+	free(setup);
+	struct h_resp r;
+	expect_fail("a link to / as a directory",
+		    call(id, "DELETE", "directories?path=/workspace/rootlink", NULL, &r), &r, 400,
+		    "INVALID_ARGUMENT", "symlink");
+	expect_ok("a tree holding links",
+		  call(id, "DELETE", "directories?path=/workspace/t", NULL, &r), &r);
+	expect_ok("a link as a file",
+		  call(id, "DELETE", "files?path=/workspace/rootlink", NULL, &r), &r);
+	/* Through a link to the host's path: resolved inside the sandbox, where it names
+	 * nothing. */
+	char *q = h_fmt("directories?path=/workspace/hostlink/keep");
+	expect_fail("through a host link", call(id, "DELETE", q, NULL, &r), &r, 404,
+		    "FILE_NOT_FOUND", NULL);
+	free(q);
+	char *body = h_fmt("{\"%s/made\":{\"mode\":755}}", host);
+	expect_ok("create at the host's path", call(id, "POST", "directories", body, &r), &r);
+	free(body);
+	expect_sh(id, "cat /workspace/keep/k; ls /workspace; test -x /bin/sh && echo sh",
+		  "k\nhostlink\nkeep\nsh\n");
+	char *back = h_read_file(hostfile);
+	ck_assert_str_eq(back, "host\n");
+	free(back);
+	char *made = h_fmt("%s/made", host);
+	struct stat st;
+	ck_assert_msg(stat(made, &st) < 0, "a directory was created on the host: %s", made);
+	free(made);
+	unlink(hostfile);
+	expect_empty_dir(host, "host dir");
+	rmdir(host);
+	free(hostfile);
+	free(host);
+	free(id);
+}
+END_TEST
+
+/* A process inside swaps a directory of the tree being deleted with a symlink to another
+ * directory, as fast as it can: each recursive delete either removes the tree or fails
+ * cleanly, and the link's target is never emptied. */
+START_TEST(recursive_delete_races_a_swapped_symlink)
+{
+	char *id = h_create("busybox", NULL);
+	h_upload_helper(id, "exchange_probe");
+	free(h_sh(id, "mkdir -p /workspace/keep/deep && echo k >/workspace/keep/k && "
+		      "echo d >/workspace/keep/deep/d"));
+	int removed = 0;
+	for (int i = 0; i < 30; i++) {
+		char *setup = h_fmt(
+		    "mkdir -p /workspace/race/%d/d/s1/s2 && "
+		    "for f in a b c e f g; do echo $f >/workspace/race/%d/d/$f; "
+		    "echo $f >/workspace/race/%d/d/s1/$f; done && "
+		    "ln -s /workspace/keep /workspace/race/%d/l && "
+		    "nohup /root/exchange_probe /workspace/race/%d/d "
+		    "/workspace/race/%d/l >/dev/null 2>&1 & " H_WAIT_PIDOF("exchange_probe", 1),
+		    i, i, i, i, i, i);
+		free(h_sh(id, setup));
+		free(setup);
+		char *q = h_fmt("directories?path=/workspace/race/%d", i);
+		struct h_resp r;
+		long st = call(id, "DELETE", q, NULL, &r);
+		ck_assert_msg(st == 200 || st == 409, "race %d: HTTP %ld %s", i, st, r.body);
+		removed += st == 200;
+		h_resp_free(&r);
+		free(q);
+		free(h_sh(id, "kill -9 $(pidof exchange_probe) 2>/dev/null; sleep 0.05; true"));
+	}
+	expect_sh(id, "cat /workspace/keep/k /workspace/keep/deep/d", "k\nd\n");
+	ck_assert_msg(removed > 0, "no delete succeeded in 30 races");
+	free(h_sh(id, "rm -rf /workspace/race"));
+	free(id);
+}
+END_TEST
+
+static Suite *files_suite(void)
+{
+	Suite *s = suite_create("files");
+	tcase_add_test(h_tcase(s, "directories_create_and_delete", 120),
+		       directories_create_and_delete);
+	tcase_add_test(h_tcase(s, "bad_input_and_missing_paths", 120), bad_input_and_missing_paths);
+	tcase_add_test(h_tcase(s, "symlinks_are_never_followed", 120), symlinks_are_never_followed);
+	tcase_add_test(h_tcase(s, "recursive_delete_races_a_swapped_symlink", 240),
+		       recursive_delete_races_a_swapped_symlink);
+	return s;
+}
+
+int main(void)
+{
+	return h_main(files_suite());
+}
