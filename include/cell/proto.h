@@ -26,6 +26,8 @@
  *        are names looked up in the sandbox's /etc/passwd, /etc/group, or digits)
  *        → OK {"created":bool} or ERROR
  *   FILE_REMOVE {"path","recursive"?} → OK {"removed":true} or ERROR
+ *   FILE_LIST {"path","depth"?,"max_entries"?,"pattern"?} → ENTRIES* → END, or ERROR
+ *        (ENTRIES {"entries":[<STAT objects>]}, each at most 64 KiB)
  *
  * Everything init sends is hostile input to celld: the parser bounds sizes, refuses
  * unknown types and non-zero reserved bits, and the caller drops the connection on any
@@ -64,7 +66,9 @@ enum cell_frame_type {
 	CELL_FRAME_OK = 16,
 	CELL_FRAME_FILE_MKDIR = 17,
 	CELL_FRAME_FILE_REMOVE = 18,
-	CELL_FRAME_TYPE_MAX = 18,
+	CELL_FRAME_FILE_LIST = 19,
+	CELL_FRAME_ENTRIES = 20,
+	CELL_FRAME_TYPE_MAX = 20,
 };
 
 struct cell_frame {

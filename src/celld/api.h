@@ -58,6 +58,8 @@ int api_files_info(struct http_req *r);
 int api_files_delete(struct http_req *r);
 int api_dirs_create(struct http_req *r);
 int api_dirs_delete(struct http_req *r);
+int api_dirs_list(struct http_req *r);
+int api_files_search(struct http_req *r);
 
 /* ---- api_metrics.c: execd GET /metrics and /metrics/watch ---- */
 

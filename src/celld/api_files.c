@@ -861,3 +861,69 @@ int api_dirs_delete(struct http_req *r)
 {
 	return remove_paths(r, true);
 }
+
+/* ---- listing and search ---- */
+
+#define LIST_DEPTH_MAX	 32    /* cell-init's bound too */
+#define LIST_ENTRIES_MAX 10000 /* entries (matches) one answer holds; cell-init's bound */
+
+static int add_entry(void *cls, const char *path, const struct relay_stat *st)
+{
+	json_t *fi = file_info(path, st);
+	return fi && json_array_append_new(cls, fi) == 0 ? 0 : -ENOMEM;
+}
+
+static int list_request(struct http_req *r, const char *path, json_t *req)
+{
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb) {
+		json_decref(req);
+		return 0;
+	}
+	struct relay_budget b = RELAY_BUDGET_INIT;
+	struct relay_error rerr;
+	struct cell_error err = {0};
+	json_t *out = json_array();
+	int rc = out ? relay_file_list(sb, req, LIST_ENTRIES_MAX, add_entry, out, &rerr, &b, &err)
+		     : cell_err(&err, ENOMEM, "listing");
+	json_decref(req);
+	sandbox_unref(sb);
+	if (rc != 0) {
+		json_decref(out);
+		return rc == 1 ? respond_relay_error(r, path, &rerr) : http_internal(r, &err);
+	}
+	return http_json(r, 200, out);
+}
+
+/* GET /directories/list?path=DIR&depth=N */
+int api_dirs_list(struct http_req *r)
+{
+	const char *path = http_query(r, "path"), *ds = http_query(r, "depth");
+	int64_t depth = 1;
+	if (check_path(r, path, "path") < 0)
+		return 0;
+	if (ds && parse_int64(ds, 1, LIST_DEPTH_MAX, &depth) < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "depth must be an integer from 1 to %d", LIST_DEPTH_MAX);
+	json_t *req = json_pack("{s:s, s:I}", "path", path, "depth", (json_int_t)depth);
+	if (!req)
+		return http_error(r, 400, "INVALID_ARGUMENT", "path is not valid UTF-8");
+	return list_request(r, path, req);
+}
+
+/* GET /files/search?path=DIR&pattern=GLOB */
+int api_files_search(struct http_req *r)
+{
+	const char *path = http_query(r, "path"), *pattern = http_query(r, "pattern");
+	if (check_path(r, path, "path") < 0)
+		return 0;
+	if (!pattern || !pattern[0])
+		pattern = "**";
+	if (strlen(pattern) > 1024)
+		return http_error(r, 400, "INVALID_ARGUMENT", "pattern: at most 1024 bytes");
+	json_t *req = json_pack("{s:s, s:s}", "path", path, "pattern", pattern);
+	if (!req)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "path and pattern must be UTF-8 text");
+	return list_request(r, path, req);
+}

@@ -47,6 +47,8 @@ static const struct route routes[] = {
     {"DELETE", EXECD "files", NONE, SHORT, api_files_delete, NULL, NULL},
     {"POST", EXECD "directories", JSON, SHORT, api_dirs_create, NULL, NULL},
     {"DELETE", EXECD "directories", NONE, SHORT, api_dirs_delete, NULL, NULL},
+    {"GET", EXECD "directories/list", NONE, SHORT, api_dirs_list, NULL, NULL},
+    {"GET", EXECD "files/search", NONE, SHORT, api_files_search, NULL, NULL},
     {"GET", EXECD "metrics", NONE, SHORT, api_execd_metrics, NULL, NULL},
     {"GET", EXECD "metrics/watch", NONE, STREAMED, api_execd_metrics_watch, NULL, NULL},
 };

@@ -18,6 +18,7 @@
 #include <sys/statfs.h>
 #include <time.h>
 #include <dirent.h>
+#include <fnmatch.h>
 #include <unistd.h>
 
 #include "cell/error.h"
@@ -1009,5 +1010,366 @@ void files_remove(struct conn *c, json_t *req)
 		return;
 	}
 	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "removed", true));
+	conn_finish(c);
+}
+
+/* ---- FILE_LIST: listing and search ---- */
+
+#define LIST_DEPTH_MAX	  32	 /* levels below the directory */
+#define LIST_ENTRIES_MAX  10000	 /* entries (or search matches) one answer holds */
+#define SEARCH_VISIT_MAX  200000 /* entries one search looks at */
+#define LIST_FRAME_BUDGET (48u << 10)
+
+/* The sandbox's /etc/passwd or /etc/group read once per request and indexed by id, so a
+ * listing of many entries with many owners costs one read and a binary search each. */
+struct name_entry {
+	uint32_t id, line;
+	const char *name;
+	size_t len;
+};
+struct name_index {
+	char *buf;
+	struct name_entry *v;
+	size_t n;
+};
+
+static int name_entry_cmp(const void *a, const void *b)
+{
+	const struct name_entry *x = a, *y = b;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->line < y->line ? -1 : x->line > y->line;
+}
+
+static void name_index_load(struct name_index *ix, const char *db)
+{
+	size_t len = 0, cap = 0;
+	ix->buf = read_name_db(db, &len);
+	ix->v = NULL;
+	ix->n = 0;
+	for (char *line = ix->buf; line && line < ix->buf + len;) {
+		char *eol = memchr(line, '\n', ix->buf + len - line);
+		if (!eol)
+			eol = ix->buf + len;
+		char *f[4] = {line, NULL, NULL, NULL};
+		int nf = 1;
+		for (char *p = line; p < eol && nf < 4; p++)
+			if (*p == ':')
+				f[nf++] = p + 1;
+		uint32_t v;
+		size_t name_len = nf >= 3 ? (size_t)(f[1] - 1 - f[0]) : 0;
+		if (nf >= 3 && name_len > 0 && name_len <= 256 &&
+		    parse_id(f[2], (size_t)((nf == 4 ? f[3] - 1 : eol) - f[2]), &v)) {
+			if (ix->n == cap) {
+				size_t ncap = cap ? cap * 2 : 64;
+				struct name_entry *nv = realloc(ix->v, ncap * sizeof(*nv));
+				if (!nv)
+					break;
+				ix->v = nv;
+				cap = ncap;
+			}
+			ix->v[ix->n] = (struct name_entry){v, (uint32_t)ix->n, f[0], name_len};
+			ix->n++;
+		}
+		line = eol + 1;
+	}
+	if (ix->n)
+		qsort(ix->v, ix->n, sizeof(*ix->v), name_entry_cmp);
+}
+
+static void name_index_free(struct name_index *ix)
+{
+	free(ix->buf);
+	free(ix->v);
+}
+
+/* The first line naming id (the same answer id_name gives), else the number. */
+static json_t *name_index_get(const struct name_index *ix, uint32_t id)
+{
+	size_t lo = 0, hi = ix->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ix->v[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	json_t *name = NULL;
+	if (lo < ix->n && ix->v[lo].id == id)
+		name = json_stringn(ix->v[lo].name, ix->v[lo].len);
+	if (!name) {
+		char num[16];
+		snprintf(num, sizeof(num), "%u", id);
+		name = json_string(num);
+	}
+	return name;
+}
+
+/* Glob match of a search: '*' and '?' and [...] within one component (fnmatch with
+ * FNM_PATHNAME), and a whole component "**" for any number of components. */
+static bool glob_match(const char *pat, const char *path)
+{
+	if (!strncmp(pat, "**", 2) && (pat[2] == '/' || !pat[2])) {
+		const char *rest = pat[2] ? pat + 3 : pat + 2;
+		if (!*rest)
+			return true;
+		for (const char *p = path;; p++) {
+			if ((p == path || p[-1] == '/') && glob_match(rest, p))
+				return true;
+			if (!*p)
+				return false;
+		}
+	}
+	const char *ps = strchr(pat, '/'), *xs = strchr(path, '/');
+	size_t pl = ps ? (size_t)(ps - pat) : strlen(pat);
+	size_t xl = xs ? (size_t)(xs - path) : strlen(path);
+	char pc[NAME_MAX * 2 + 1], xc[NAME_MAX + 1];
+	if (pl >= sizeof(pc) || xl >= sizeof(xc))
+		return false;
+	memcpy(pc, pat, pl);
+	pc[pl] = '\0';
+	memcpy(xc, path, xl);
+	xc[xl] = '\0';
+	if (fnmatch(pc, xc, FNM_PERIOD) != 0)
+		return false;
+	if (!ps || !xs)
+		return !ps && !xs;
+	return glob_match(ps + 1, xs + 1);
+}
+
+struct list_walk {
+	struct conn *c;
+	const char *pattern; /* NULL: a listing */
+	size_t root_len;     /* length of the root's path, for relative paths */
+	int max_depth;
+	unsigned long emitted, visited, max_entries;
+	struct name_index pw, gr;
+	json_t *batch;
+	size_t batch_bytes;
+};
+
+static void list_flush(struct list_walk *w)
+{
+	if (!json_array_size(w->batch))
+		return;
+	conn_send_json(w->c, CELL_FRAME_ENTRIES, json_pack("{s:O}", "entries", w->batch));
+	json_array_clear(w->batch);
+	w->batch_bytes = 0;
+}
+
+static int list_emit(struct list_walk *w, const char *path, const struct stat *st,
+		     struct cell_error *err)
+{
+	if (w->emitted >= w->max_entries)
+		return cell_err(err, EFBIG,
+				"%s: more than %lu entries (ask for a smaller depth or a narrower "
+				"pattern)",
+				w->pattern ? "search" : "listing", w->max_entries);
+	json_t *o = json_object();
+	json_t *p = json_string(path);
+	if (!o || !p) { /* a name that is not UTF-8 cannot be reported in JSON: left out */
+		json_decref(o);
+		json_decref(p);
+		return 0;
+	}
+	json_object_set_new(o, "path", p);
+	json_object_set_new(o, "type", json_string(type_name(st->st_mode)));
+	json_object_set_new(o, "size", json_integer((json_int_t)st->st_size));
+	json_object_set_new(o, "mode", json_integer(st->st_mode & 07777));
+	json_object_set_new(o, "uid", json_integer(st->st_uid));
+	json_object_set_new(o, "gid", json_integer(st->st_gid));
+	json_object_set_new(o, "owner", name_index_get(&w->pw, st->st_uid));
+	json_object_set_new(o, "group", name_index_get(&w->gr, st->st_gid));
+	json_object_set_new(o, "mtime",
+			    json_real((double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec / 1e9));
+	json_object_set_new(o, "ctime",
+			    json_real((double)st->st_ctim.tv_sec + st->st_ctim.tv_nsec / 1e9));
+	/* Worst case of its encoding: every byte of the path escaped as \u00XX. */
+	size_t cost = strlen(path) * 6 + 4096;
+	if (w->batch_bytes + cost > LIST_FRAME_BUDGET)
+		list_flush(w);
+	json_array_append_new(w->batch, o);
+	w->batch_bytes += cost;
+	w->emitted++;
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* One directory open on fd, named path: its entries in lexical order, each followed by
+ * what lies below it when it is a directory (opened O_NOFOLLOW relative to fd: a symlink
+ * is reported, never entered, even one swapped in meanwhile). */
+static int list_dir(struct list_walk *w, int fd, const char *path, int depth,
+		    struct cell_error *err)
+{
+	int dfd = dup(fd);
+	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return cell_err(err, errno, "reading %s", path);
+	}
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int r = 0;
+	unsigned long limit = w->pattern ? SEARCH_VISIT_MAX : w->max_entries;
+	struct dirent *de;
+	while (r == 0 && (errno = 0, de = readdir(d))) {
+		if (is_dot_name(de->d_name))
+			continue;
+		if (w->visited + n >= limit) {
+			r = cell_err(err, EFBIG,
+				     "%s: more than %lu entries below %s (ask for a smaller depth "
+				     "or a narrower path)",
+				     w->pattern ? "search" : "listing", limit, path);
+			break;
+		}
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 32;
+			char **nn = realloc(names, ncap * sizeof(*nn));
+			if (!nn) {
+				r = cell_err(err, ENOMEM, "reading %s", path);
+				break;
+			}
+			names = nn;
+			cap = ncap;
+		}
+		if (!(names[n] = strdup(de->d_name)))
+			r = cell_err(err, ENOMEM, "reading %s", path);
+		else
+			n++;
+	}
+	if (r == 0 && errno)
+		r = cell_err(err, errno, "reading %s", path);
+	closedir(d);
+	w->visited += n;
+	if (n)
+		qsort(names, n, sizeof(*names), name_cmp);
+	char child[PATH_MAX];
+	for (size_t i = 0; i < n && r == 0; i++) {
+		int len = snprintf(child, sizeof(child), "%s%s%s", path,
+				   path[strlen(path) - 1] == '/' ? "" : "/", names[i]);
+		if (len < 0 || (size_t)len >= sizeof(child))
+			continue; /* deeper than a path can name */
+		struct stat st;
+		if (fstatat(fd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* gone meanwhile */
+		bool is_dir = S_ISDIR(st.st_mode);
+		if (!w->pattern)
+			r = list_emit(w, child, &st, err);
+		else if (!is_dir && glob_match(w->pattern, strchr(w->pattern, '/')
+							       ? child + w->root_len +
+								     (child[w->root_len] == '/')
+							       : names[i]))
+			r = list_emit(w, child, &st, err);
+		if (r < 0 || !is_dir || depth + 1 >= w->max_depth)
+			continue;
+		int sub = openat(fd, names[i],
+				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (sub < 0)
+			continue; /* swapped for a link, or gone: not entered */
+		struct cell_error ignored;
+		if (refuse_process_state(sub, "listing", child, &ignored) == 0)
+			r = list_dir(w, sub, child, depth + 1, err);
+		close(sub);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return r;
+}
+
+/* {"path","depth"?,"max_entries"?,"pattern"?}: without pattern, the entries below path up
+ * to depth levels; with it, the non-directories at any depth (to LIST_DEPTH_MAX) whose
+ * name (or, for a pattern with '/', path relative to path) matches. */
+void files_list(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	json_int_t depth, max;
+	json_t *jp = json_object_get(req, "pattern");
+	if (get_path(req, "FILE_LIST", &path, &err) < 0 ||
+	    get_int(req, "FILE_LIST", "depth", 1, LIST_DEPTH_MAX, 1, &depth, &err) < 0 ||
+	    get_int(req, "FILE_LIST", "max_entries", 1, LIST_ENTRIES_MAX, LIST_ENTRIES_MAX, &max,
+		    &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	if (jp &&
+	    (!json_is_string(jp) || !json_string_length(jp) || json_string_length(jp) > 1024 ||
+	     strlen(json_string_value(jp)) != json_string_length(jp))) {
+		conn_fail(c, EINVAL, "FILE_LIST: pattern must be a string of 1 to 1024 bytes");
+		return;
+	}
+	struct split_path sp;
+	if (split(path, &sp, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int fd;
+	if (!sp.name[0] || is_dot_name(sp.name) || sp.trailing_slash) {
+		fd = cell_open_in_root(init_base.rootfd, path,
+				       O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC, 0, 0);
+	} else {
+		int pfd =
+		    cell_open_in_root(init_base.rootfd, sp.parent, O_PATH | O_DIRECTORY, 0, 0);
+		fd = pfd < 0 ? pfd
+			     : openat(pfd, sp.name,
+				      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (pfd >= 0 && fd < 0)
+			fd = -errno;
+		if (fd == -ELOOP || fd == -ENOTDIR) {
+			struct stat st;
+			int e = -fd;
+			if (fstatat(pfd, sp.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(st.st_mode)) {
+				close(pfd);
+				conn_fail(c, EINVAL,
+					  "%s is a symbolic link: pass the directory it names",
+					  path);
+				return;
+			}
+			fd = -e;
+		}
+		if (pfd >= 0)
+			close(pfd);
+	}
+	if (fd < 0) {
+		conn_fail(c, -fd, "listing %s: %s", path,
+			  -fd == ENOTDIR ? "not a directory" : strerror(-fd));
+		return;
+	}
+	if (refuse_process_state(fd, "listing", path, &err) < 0) {
+		close(fd);
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	struct list_walk w = {
+	    .c = c,
+	    .pattern = jp ? json_string_value(jp) : NULL,
+	    .root_len = strlen(path),
+	    .max_depth = jp ? LIST_DEPTH_MAX : (int)depth,
+	    .max_entries = (unsigned long)max,
+	    .batch = json_array(),
+	};
+	while (w.root_len > 1 && path[w.root_len - 1] == '/')
+		w.root_len--;
+	name_index_load(&w.pw, "/etc/passwd");
+	name_index_load(&w.gr, "/etc/group");
+	int r = w.batch ? list_dir(&w, fd, path, 0, &err) : cell_err(&err, ENOMEM, "listing");
+	close(fd);
+	name_index_free(&w.pw);
+	name_index_free(&w.gr);
+	if (r == 0)
+		list_flush(&w);
+	json_decref(w.batch);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send(c, CELL_FRAME_END, NULL, 0);
 	conn_finish(c);
 }

@@ -10,3 +10,4 @@ void files_read(struct conn *c, json_t *req);
 void files_write(struct conn *c, json_t *req);
 void files_mkdir(struct conn *c, json_t *req);
 void files_remove(struct conn *c, json_t *req);
+void files_list(struct conn *c, json_t *req);

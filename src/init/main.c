@@ -84,6 +84,9 @@ static void handle_request(struct conn *c, uint16_t type, uint8_t *payload, uint
 	case CELL_FRAME_FILE_REMOVE:
 		op = files_remove;
 		break;
+	case CELL_FRAME_FILE_LIST:
+		op = files_list;
+		break;
 	default:
 		conn_fail(c, EPROTO, "unexpected %s frame as a request",
 			  cell_frame_type_name(type));

@@ -260,6 +260,169 @@ START_TEST(recursive_delete_races_a_swapped_symlink)
 }
 END_TEST
 
+/* The "path" of each element of a JSON array answer, one per line. */
+static char *paths_of(const struct h_resp *r)
+{
+	ck_assert_msg(json_is_array(r->json), "not an array: %.300s", r->body);
+	size_t len = 0, i;
+	json_t *e;
+	json_array_foreach(r->json, i, e) len += strlen(h_jstr(e, "path")) + 1;
+	char *out = calloc(1, len + 1);
+	json_array_foreach(r->json, i, e)
+	{
+		strcat(out, h_jstr(e, "path"));
+		strcat(out, "\n");
+	}
+	return out;
+}
+
+static void expect_paths(const char *id, const char *what, const char *want)
+{
+	struct h_resp r;
+	long st = call(id, "GET", what, NULL, &r);
+	ck_assert_msg(st == 200, "%s: HTTP %ld %.300s", what, st, r.body);
+	char *got = paths_of(&r);
+	ck_assert_msg(!strcmp(got, want), "%s:\ngot:\n%swant:\n%s", what, got, want);
+	free(got);
+	h_resp_free(&r);
+}
+
+/* Listing: lexical order, descendants after their parent, up to depth; symlinks reported
+ * with type symlink and never entered; a symlink as the path is 400; the entry bound is a
+ * 413. */
+START_TEST(directories_list)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "mkdir -p /workspace/l/sub/deep && cd /workspace/l && echo bb >b.txt && "
+		      "echo a >a.txt && echo c >sub/c.txt && echo d >sub/deep/d.txt && "
+		      "ln -s / link && chown 4242:4343 a.txt && chmod 640 a.txt"));
+	expect_paths(id, "directories/list?path=/workspace/l",
+		     "/workspace/l/a.txt\n/workspace/l/b.txt\n/workspace/l/link\n"
+		     "/workspace/l/sub\n");
+	expect_paths(id, "directories/list?path=/workspace/l/&depth=2",
+		     "/workspace/l/a.txt\n/workspace/l/b.txt\n/workspace/l/link\n"
+		     "/workspace/l/sub\n/workspace/l/sub/c.txt\n/workspace/l/sub/deep\n");
+	expect_paths(id, "directories/list?path=/workspace/l&depth=32",
+		     "/workspace/l/a.txt\n/workspace/l/b.txt\n/workspace/l/link\n"
+		     "/workspace/l/sub\n/workspace/l/sub/c.txt\n/workspace/l/sub/deep\n"
+		     "/workspace/l/sub/deep/d.txt\n");
+	struct h_resp r;
+	ck_assert_int_eq(call(id, "GET", "directories/list?path=/workspace/l", NULL, &r), 200);
+	json_t *a = json_array_get(r.json, 0), *l = json_array_get(r.json, 2);
+	ck_assert_str_eq(h_jstr(a, "type"), "file");
+	ck_assert_int_eq(h_jint(a, "size"), 2);
+	ck_assert_int_eq(h_jint(a, "mode"), 640);
+	ck_assert_str_eq(h_jstr(a, "owner"), "4242");
+	ck_assert_msg(*h_jstr(a, "modified_at") && *h_jstr(a, "created_at"), "%s", r.body);
+	ck_assert_str_eq(h_jstr(l, "type"), "symlink");
+	ck_assert_str_eq(h_jstr(json_array_get(r.json, 3), "type"), "directory");
+	h_resp_free(&r);
+	/* Names come from the sandbox's own database, read once per listing. */
+	free(h_sh(id, "echo 'crew:x:4242:4343::/:/bin/false' >>/etc/passwd"));
+	ck_assert_int_eq(call(id, "GET", "directories/list?path=/workspace/l", NULL, &r), 200);
+	ck_assert_str_eq(h_jstr(json_array_get(r.json, 0), "owner"), "crew");
+	h_resp_free(&r);
+	expect_fail("a symlink as the path",
+		    call(id, "GET", "directories/list?path=/workspace/l/link", NULL, &r), &r, 400,
+		    "INVALID_ARGUMENT", "symbolic link");
+	expect_fail("a file as the path",
+		    call(id, "GET", "directories/list?path=/workspace/l/a.txt", NULL, &r), &r, 400,
+		    "INVALID_ARGUMENT", "not a directory");
+	expect_fail("missing", call(id, "GET", "directories/list?path=/workspace/nope", NULL, &r),
+		    &r, 404, "FILE_NOT_FOUND", "/workspace/nope");
+	expect_fail("no path", call(id, "GET", "directories/list", NULL, &r), &r, 400,
+		    "INVALID_ARGUMENT", "path");
+	static const char *const bad_depth[] = {"0", "33", "-1", "x", "1e3"};
+	for (size_t i = 0; i < 5; i++) {
+		char *q = h_fmt("directories/list?path=/workspace/l&depth=%s", bad_depth[i]);
+		expect_fail(q, call(id, "GET", q, NULL, &r), &r, 400, "INVALID_ARGUMENT", "depth");
+		free(q);
+	}
+	expect_fail("a process's state", call(id, "GET", "directories/list?path=/proc/1", NULL, &r),
+		    &r, 403, "FORBIDDEN", NULL);
+	/* The bound: 10000 entries per answer. */
+	free(h_sh(id, "mkdir /workspace/big && cd /workspace/big && seq 10000 | xargs touch"));
+	ck_assert_int_eq(call(id, "GET", "directories/list?path=/workspace/big", NULL, &r), 200);
+	ck_assert_int_eq(json_array_size(r.json), 10000);
+	h_resp_free(&r);
+	free(h_sh(id, "touch /workspace/big/one-more"));
+	expect_fail("over the bound",
+		    call(id, "GET", "directories/list?path=/workspace/big", NULL, &r), &r, 413,
+		    "REQUEST_TOO_LARGE", "10000");
+	free(id);
+}
+END_TEST
+
+/* Search: glob on names (or on the path below the root with '/' and **), files only,
+ * never through a symlink, the same bounds as a listing. */
+START_TEST(files_search)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "mkdir -p /workspace/s/sub/deep && cd /workspace/s && echo b >b.txt && "
+		      "echo a >a.md && echo c >sub/c.txt && echo d >sub/deep/d.txt && "
+		      "ln -s / link && ln -s /etc sub/etc"));
+	expect_paths(id, "files/search?path=/workspace/s&pattern=*.txt",
+		     "/workspace/s/b.txt\n/workspace/s/sub/c.txt\n/workspace/s/sub/deep/d.txt\n");
+	expect_paths(id, "files/search?path=/workspace/s&pattern=sub/**/*.txt",
+		     "/workspace/s/sub/c.txt\n/workspace/s/sub/deep/d.txt\n");
+	expect_paths(id, "files/search?path=/workspace/s&pattern=sub/*.txt",
+		     "/workspace/s/sub/c.txt\n");
+	expect_paths(id, "files/search?path=/workspace/s",
+		     "/workspace/s/a.md\n/workspace/s/b.txt\n/workspace/s/link\n"
+		     "/workspace/s/sub/c.txt\n/workspace/s/sub/deep/d.txt\n/workspace/s/sub/etc\n");
+	expect_paths(id, "files/search?path=/workspace/s&pattern=passwd", "");
+	struct h_resp r;
+	expect_fail("missing",
+		    call(id, "GET", "files/search?path=/workspace/nope&pattern=*", NULL, &r), &r,
+		    404, "FILE_NOT_FOUND", NULL);
+	expect_fail("relative", call(id, "GET", "files/search?path=workspace&pattern=*", NULL, &r),
+		    &r, 400, "INVALID_ARGUMENT", "path");
+	char *longpat = calloc(1, 1100);
+	memset(longpat, 'a', 1099);
+	char *q = h_fmt("files/search?path=/workspace/s&pattern=%s", longpat);
+	expect_fail("long pattern", call(id, "GET", q, NULL, &r), &r, 400, "INVALID_ARGUMENT",
+		    "pattern");
+	free(q);
+	free(longpat);
+	free(id);
+}
+END_TEST
+
+/* A process inside swaps a directory of the searched tree with a symlink to / as fast as
+ * it can: no search or listing ever reports a file from outside the tree (at most the
+ * tree under both of its names, when a swap falls between two entries). */
+START_TEST(search_races_a_swapped_symlink)
+{
+	char *id = h_create("busybox", NULL);
+	h_upload_helper(id, "exchange_probe");
+	free(h_sh(id, "mkdir -p /workspace/s/d/x && echo f >/workspace/s/d/x/f && "
+		      "ln -s / /workspace/s/l && nohup /root/exchange_probe /workspace/s/d "
+		      "/workspace/s/l >/dev/null 2>&1 & " H_WAIT_PIDOF("exchange_probe", 1)));
+	int found = 0;
+	for (int i = 0; i < 200; i++) {
+		struct h_resp r;
+		long st = call(id, "GET", "files/search?path=/workspace/s&pattern=**", NULL, &r);
+		ck_assert_msg(st == 200, "search %d: HTTP %ld %.300s", i, st, r.body);
+		ck_assert_msg(!strstr(r.body, "passwd") && !strstr(r.body, "/bin/") &&
+				  json_array_size(r.json) <= 4,
+			      "search %d reached outside: %.600s", i, r.body);
+		found += strstr(r.body, "/x/f\"") != NULL;
+		h_resp_free(&r);
+		r = (struct h_resp){0};
+		st = call(id, "GET", "directories/list?path=/workspace/s&depth=8", NULL, &r);
+		/* The tree seen under both names at most (d, d/x, d/x/f, the same under l). */
+		ck_assert_msg(st == 200 && json_array_size(r.json) <= 6 &&
+				  !strstr(r.body, "passwd"),
+			      "list %d: HTTP %ld, %zu entries: %.3000s", i, st,
+			      json_array_size(r.json), r.body);
+		h_resp_free(&r);
+	}
+	free(h_sh(id, "kill -9 $(pidof exchange_probe); true"));
+	ck_assert_msg(found > 0, "the file in the tree was never found");
+	free(id);
+}
+END_TEST
+
 static Suite *files_suite(void)
 {
 	Suite *s = suite_create("files");
@@ -269,6 +432,10 @@ static Suite *files_suite(void)
 	tcase_add_test(h_tcase(s, "symlinks_are_never_followed", 120), symlinks_are_never_followed);
 	tcase_add_test(h_tcase(s, "recursive_delete_races_a_swapped_symlink", 240),
 		       recursive_delete_races_a_swapped_symlink);
+	tcase_add_test(h_tcase(s, "directories_list", 180), directories_list);
+	tcase_add_test(h_tcase(s, "files_search", 120), files_search);
+	tcase_add_test(h_tcase(s, "search_races_a_swapped_symlink", 240),
+		       search_races_a_swapped_symlink);
 	return s;
 }
 

@@ -599,6 +599,44 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		await rejectsWith(sbx.files.deleteDirectories(["/workspace/tree"]), 404, "FILE_NOT_FOUND");
 	});
 
+	it("lists directories with depth and searches with globs", { timeout: STEP_MS }, async () => {
+		await sbx.files.writeFiles([
+			{ path: "/workspace/ls/b.txt", data: "bb" },
+			{ path: "/workspace/ls/a.md", data: "a", mode: 640 },
+			{ path: "/workspace/ls/sub/c.txt", data: "c" },
+		]);
+		await sbx.commands.run("ln -s / /workspace/ls/link");
+		const one = await sbx.files.listDirectory({ path: "/workspace/ls" });
+		assert.deepEqual(
+			one.map((e) => [e.path, e.type]),
+			[
+				["/workspace/ls/a.md", "file"],
+				["/workspace/ls/b.txt", "file"],
+				["/workspace/ls/link", "symlink"],
+				["/workspace/ls/sub", "directory"],
+			],
+		);
+		assert.equal(one[0].mode, 640);
+		assert.equal(one[1].size, 2);
+		assert.ok(one[0].modifiedAt instanceof Date);
+		const two = await sbx.files.listDirectory({ path: "/workspace/ls", depth: 2 });
+		assert.deepEqual(
+			two.map((e) => e.path),
+			["/workspace/ls/a.md", "/workspace/ls/b.txt", "/workspace/ls/link", "/workspace/ls/sub", "/workspace/ls/sub/c.txt"],
+			"descendants follow their parent; the symlink is not entered",
+		);
+		await rejectsWith(sbx.files.listDirectory({ path: "/workspace/ls/link" }), 400, "INVALID_ARGUMENT");
+		await rejectsWith(sbx.files.listDirectory({ path: "/workspace/nope" }), 404, "FILE_NOT_FOUND");
+		const txt = await sbx.files.search({ path: "/workspace/ls", pattern: "*.txt" });
+		assert.deepEqual(
+			txt.map((e) => e.path),
+			["/workspace/ls/b.txt", "/workspace/ls/sub/c.txt"],
+		);
+		assert.equal(txt[0].type, "file");
+		const all = await sbx.files.search({ path: "/workspace/ls" });
+		assert.equal(all.length, 4, "default pattern: every file and link, no directory");
+	});
+
 	it("lists the sandbox by a metadata filter", { timeout: STEP_MS }, async () => {
 		const m = manager();
 		const mine = await m.listSandboxInfos({ metadata: { suite: h.tag } });
