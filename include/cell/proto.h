@@ -28,6 +28,9 @@
  *   FILE_REMOVE {"path","recursive"?} → OK {"removed":true} or ERROR
  *   FILE_LIST {"path","depth"?,"max_entries"?,"pattern"?} → ENTRIES* → END, or ERROR
  *        (ENTRIES {"entries":[<STAT objects>]}, each at most 64 KiB)
+ *   FILE_MOVE {"src","dest"} → OK {"moved":true} or ERROR
+ *   FILE_CHMOD {"path","mode"?,"uid"?|"owner"?,"gid"?|"group"?} → OK {"changed":true} or ERROR
+ *   FILE_REPLACE {"path","old","new"} → OK {"replaced":N} or ERROR
  *
  * Everything init sends is hostile input to celld: the parser bounds sizes, refuses
  * unknown types and non-zero reserved bits, and the caller drops the connection on any
@@ -68,7 +71,10 @@ enum cell_frame_type {
 	CELL_FRAME_FILE_REMOVE = 18,
 	CELL_FRAME_FILE_LIST = 19,
 	CELL_FRAME_ENTRIES = 20,
-	CELL_FRAME_TYPE_MAX = 20,
+	CELL_FRAME_FILE_MOVE = 21,
+	CELL_FRAME_FILE_CHMOD = 22,
+	CELL_FRAME_FILE_REPLACE = 23,
+	CELL_FRAME_TYPE_MAX = 23,
 };
 
 struct cell_frame {

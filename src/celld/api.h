@@ -60,6 +60,9 @@ int api_dirs_create(struct http_req *r);
 int api_dirs_delete(struct http_req *r);
 int api_dirs_list(struct http_req *r);
 int api_files_search(struct http_req *r);
+int api_files_move(struct http_req *r);
+int api_files_permissions(struct http_req *r);
+int api_files_replace(struct http_req *r);
 
 /* ---- api_metrics.c: execd GET /metrics and /metrics/watch ---- */
 

@@ -775,12 +775,15 @@ static int permission_fields(struct http_req *r, const char *path, json_t *perm,
 	return 0;
 }
 
-/* Send each prepared request in turn; the first failure answers. */
-static int run_ops(struct http_req *r, uint16_t type, json_t *reqs)
+/* Send each prepared request in turn; the first failure answers. With collect, each OK's
+ * "replaced" count goes into it as {"<path>": {"replacedCount": N}} and it is the answer. */
+static int run_ops_collect(struct http_req *r, uint16_t type, json_t *reqs, json_t *collect)
 {
 	struct sandbox *sb = api_running_sandbox(r);
-	if (!sb)
+	if (!sb) {
+		json_decref(collect);
 		return 0;
+	}
 	struct relay_budget b = RELAY_BUDGET_INIT;
 	size_t i;
 	json_t *req;
@@ -790,16 +793,33 @@ static int run_ops(struct http_req *r, uint16_t type, json_t *reqs)
 		struct relay_error rerr;
 		struct cell_error err = {0};
 		const char *path = json_string_value(json_object_get(req, "path"));
+		if (!path)
+			path = json_string_value(json_object_get(req, "src"));
 		int rc = relay_file_op(sb, type, req, &ok, &rerr, &b, &err);
+		if (rc == 0 && collect) {
+			json_t *n = json_object_get(ok, "replaced");
+			if (!json_is_integer(n) || json_integer_value(n) < 0)
+				rc = cell_err(&err, EPROTO, "cell-init sent OK without a count");
+			else
+				json_object_set_new(
+				    collect, path,
+				    json_pack("{s:I}", "replacedCount", json_integer_value(n)));
+		}
 		json_decref(ok);
 		if (rc != 0) {
 			sandbox_unref(sb);
+			json_decref(collect);
 			return rc == 1 ? respond_relay_error(r, path, &rerr)
 				       : http_internal(r, &err);
 		}
 	}
 	sandbox_unref(sb);
-	return http_empty(r, 200);
+	return collect ? http_json(r, 200, collect) : http_empty(r, 200);
+}
+
+static int run_ops(struct http_req *r, uint16_t type, json_t *reqs)
+{
+	return run_ops_collect(r, type, reqs, NULL);
 }
 
 /* POST /directories {"<path>": {mode, owner?, group?}, ...}: mkdir -p each. */
@@ -926,4 +946,107 @@ int api_files_search(struct http_req *r)
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "path and pattern must be UTF-8 text");
 	return list_request(r, path, req);
+}
+
+/* ---- move, permissions, replace ---- */
+
+#define REPLACE_TEXT_MAX (64u << 10) /* cell-init's bound too */
+
+/* POST /files/mv [{"src","dest"}, ...] */
+int api_files_move(struct http_req *r)
+{
+	json_t *body;
+	if (http_json_body_any(r, &body) < 0)
+		return 0;
+	__attribute__((cleanup(json_decrefp))) json_t *owned = body;
+	if (!json_is_array(body) || json_array_size(body) == 0 ||
+	    json_array_size(body) > MANAGE_PATHS_MAX)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "body must be an array of 1 to %d {src, dest}", MANAGE_PATHS_MAX);
+	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	size_t i;
+	json_t *e;
+	json_array_foreach(body, i, e)
+	{
+		const char *src = json_string_value(json_object_get(e, "src"));
+		const char *dest = json_string_value(json_object_get(e, "dest"));
+		char name[32];
+		snprintf(name, sizeof(name), "[%zu].src", i);
+		if (!json_is_object(e) || check_path(r, src, name) < 0)
+			return json_is_object(e)
+				   ? 0
+				   : http_error(r, 400, "INVALID_ARGUMENT",
+						"[%zu] must be an object {src, dest}", i);
+		snprintf(name, sizeof(name), "[%zu].dest", i);
+		if (check_path(r, dest, name) < 0)
+			return 0;
+		json_t *req = json_pack("{s:s, s:s}", "src", src, "dest", dest);
+		if (!req || json_array_append_new(reqs, req) < 0)
+			return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	return run_ops(r, CELL_FRAME_FILE_MOVE, reqs);
+}
+
+/* POST /files/permissions {"<path>": {mode, owner?, group?}, ...} */
+int api_files_permissions(struct http_req *r)
+{
+	json_t *body;
+	if (http_json_body(r, &body) < 0)
+		return 0;
+	__attribute__((cleanup(json_decrefp))) json_t *owned = body;
+	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	if (json_object_size(body) == 0 || json_object_size(body) > MANAGE_PATHS_MAX)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "body must map 1 to %d paths to {mode, owner?, group?}",
+				  MANAGE_PATHS_MAX);
+	const char *path;
+	json_t *perm;
+	json_object_foreach(body, path, perm)
+	{
+		json_t *req = json_pack("{s:s}", "path", path);
+		if (!req || json_array_append_new(reqs, req) < 0 ||
+		    check_path(r, path, "path") < 0 ||
+		    permission_fields(r, path, perm, req, false) < 0)
+			return 0;
+	}
+	return run_ops(r, CELL_FRAME_FILE_CHMOD, reqs);
+}
+
+/* POST /files/replace[?verbose=true] {"<path>": {"old","new"}, ...} */
+int api_files_replace(struct http_req *r)
+{
+	const char *verbose = http_query(r, "verbose");
+	if (verbose && strcmp(verbose, "true") && strcmp(verbose, "false"))
+		return http_error(r, 400, "INVALID_ARGUMENT", "verbose must be true or false");
+	json_t *body;
+	if (http_json_body(r, &body) < 0)
+		return 0;
+	__attribute__((cleanup(json_decrefp))) json_t *owned = body;
+	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	if (json_object_size(body) == 0 || json_object_size(body) > MANAGE_PATHS_MAX)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "body must map 1 to %d paths to {old, new}", MANAGE_PATHS_MAX);
+	const char *path;
+	json_t *item;
+	json_object_foreach(body, path, item)
+	{
+		if (check_path(r, path, "path") < 0)
+			return 0;
+		json_t *jo = json_object_get(item, "old"), *jn = json_object_get(item, "new");
+		if (!json_is_clean_string(jo) || !json_string_length(jo) ||
+		    json_string_length(jo) > REPLACE_TEXT_MAX)
+			return http_error(r, 400, "INVALID_ARGUMENT",
+					  "%.1024s: old must be a non-empty string of at most %u "
+					  "bytes",
+					  path, REPLACE_TEXT_MAX);
+		if (!json_is_clean_string(jn) || json_string_length(jn) > REPLACE_TEXT_MAX)
+			return http_error(r, 400, "INVALID_ARGUMENT",
+					  "%.1024s: new must be a string of at most %u bytes", path,
+					  REPLACE_TEXT_MAX);
+		json_t *req = json_pack("{s:s, s:O, s:O}", "path", path, "old", jo, "new", jn);
+		if (!req || json_array_append_new(reqs, req) < 0)
+			return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	bool v = verbose && !strcmp(verbose, "true");
+	return run_ops_collect(r, CELL_FRAME_FILE_REPLACE, reqs, v ? json_object() : NULL);
 }

@@ -49,6 +49,9 @@ static const struct route routes[] = {
     {"DELETE", EXECD "directories", NONE, SHORT, api_dirs_delete, NULL, NULL},
     {"GET", EXECD "directories/list", NONE, SHORT, api_dirs_list, NULL, NULL},
     {"GET", EXECD "files/search", NONE, SHORT, api_files_search, NULL, NULL},
+    {"POST", EXECD "files/mv", JSON, SHORT, api_files_move, NULL, NULL},
+    {"POST", EXECD "files/permissions", JSON, SHORT, api_files_permissions, NULL, NULL},
+    {"POST", EXECD "files/replace", JSON, SHORT, api_files_replace, NULL, NULL},
     {"GET", EXECD "metrics", NONE, SHORT, api_execd_metrics, NULL, NULL},
     {"GET", EXECD "metrics/watch", NONE, STREAMED, api_execd_metrics_watch, NULL, NULL},
 };

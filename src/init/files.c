@@ -1373,3 +1373,269 @@ void files_list(struct conn *c, json_t *req)
 	conn_send(c, CELL_FRAME_END, NULL, 0);
 	conn_finish(c);
 }
+
+/* ---- FILE_MOVE, FILE_CHMOD, FILE_REPLACE ---- */
+
+#define REPLACE_FILE_MAX (8u << 20)  /* bytes of a file FILE_REPLACE rewrites */
+#define REPLACE_TEXT_MAX (64u << 10) /* bytes of "old" and of "new" */
+
+/* The directory holding path's last entry, resolved confined, and that entry's name (never
+ * ".", ".." or the root's empty name). An O_PATH fd or -errno with err set. */
+static int open_parent(const char *what, const char *path, struct split_path *sp,
+		       struct cell_error *err)
+{
+	int r = split(path, sp, err);
+	if (r < 0)
+		return r;
+	if (!sp->name[0] || is_dot_name(sp->name))
+		return cell_err(err, EINVAL, "%s %s: names no entry", what, path);
+	int fd = cell_open_in_root(init_base.rootfd, sp->parent, O_PATH | O_DIRECTORY, 0, 0);
+	if (fd < 0)
+		return cell_err(err, -fd, "%s %s", what, path);
+	r = refuse_process_state(fd, what, path, err);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static const char *get_str(json_t *req, const char *key)
+{
+	json_t *j = json_object_get(req, key);
+	return json_string_value(j);
+}
+
+/* {"src","dest"}: rename(2) of src's entry (a symlink is moved as a link) into dest's
+ * directory, which must exist; an existing dest is replaced as rename(2) replaces it. */
+void files_move(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *src = get_str(req, "src"), *dest = get_str(req, "dest");
+	if (!src || !dest || src[0] != '/' || dest[0] != '/') {
+		conn_fail(c, EINVAL, "FILE_MOVE: src and dest must be absolute paths");
+		return;
+	}
+	struct split_path ss, ds;
+	int sfd = open_parent("moving", src, &ss, &err);
+	int dfd = sfd < 0 ? -1 : open_parent("moving to", dest, &ds, &err);
+	int r = dfd < 0 ? -err.code : 0;
+	if (r == 0 && ds.trailing_slash) {
+		/* "dest/" names a directory: the entry keeps its name inside it. */
+		close(dfd);
+		dfd = cell_open_in_root(init_base.rootfd, dest, O_PATH | O_DIRECTORY, 0, 0);
+		if (dfd < 0)
+			r = cell_err(&err, -dfd, "moving to %s", dest);
+		else if ((r = refuse_process_state(dfd, "moving to", dest, &err)) == 0)
+			strcpy(ds.name, ss.name);
+	}
+	if (r == 0 && renameat(sfd, ss.name, dfd, ds.name) < 0)
+		r = cell_err(&err, errno, "moving %s to %s", src, dest);
+	if (sfd >= 0)
+		close(sfd);
+	if (dfd >= 0)
+		close(dfd);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "moved", true));
+	conn_finish(c);
+}
+
+/* The entry path names, not followed, as an O_PATH fd with *st; a symbolic link is EINVAL
+ * (its target is never changed through it). */
+static int open_entry_nofollow(const char *what, const char *path, struct stat *st,
+			       struct cell_error *err)
+{
+	struct split_path sp;
+	int pfd, fd;
+	if (!strcmp(path, "/")) {
+		fd = dup(init_base.rootfd);
+		if (fd < 0)
+			return cell_err(err, errno, "%s /", what);
+	} else {
+		pfd = open_parent(what, path, &sp, err);
+		if (pfd < 0)
+			return pfd;
+		fd = openat(pfd, sp.name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			fd = cell_err(err, errno, "%s %s", what, path);
+		close(pfd);
+		if (fd < 0)
+			return fd;
+	}
+	int r = refuse_process_state(fd, what, path, err);
+	if (r == 0 && fstat(fd, st) < 0)
+		r = cell_err(err, errno, "%s %s", what, path);
+	if (r == 0 && S_ISLNK(st->st_mode))
+		r = cell_err(err, EINVAL, "%s %s: is a symbolic link (never followed)", what, path);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* {"path","mode"?,"uid"|"owner"?,"gid"|"group"?}: owner first, then mode, on the entry
+ * itself through its fd (a symbolic link is refused, never followed). */
+void files_chmod(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	struct owner_req o;
+	struct stat st;
+	if (get_path(req, "FILE_CHMOD", &path, &err) < 0 ||
+	    get_owner_req(req, "FILE_CHMOD", &o, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int fd = open_entry_nofollow("changing", path, &st, &err);
+	if (fd < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int r = 0;
+	if ((o.set_uid || o.set_gid) && fchownat(fd, "", o.set_uid ? o.uid : (uid_t)-1,
+						 o.set_gid ? o.gid : (gid_t)-1, AT_EMPTY_PATH) < 0)
+		r = cell_err(&err, errno, "chown %s", path);
+	if (r == 0 && o.set_mode) {
+		/* An O_PATH fd takes no fchmod(); its /proc/self/fd link names the same inode
+		 * (not a symlink: refused above). */
+		char link[32];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		if (chmod(link, o.mode) < 0)
+			r = cell_err(&err, errno, "chmod %s", path);
+	}
+	close(fd);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "changed", true));
+	conn_finish(c);
+}
+
+static int read_all_fd(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO; /* shrank meanwhile */
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* {"path","old","new"}: every occurrence of old (non-empty) replaced by new in the regular
+ * file path (a symbolic link is refused). The result goes to a temporary file beside it,
+ * given the file's owner and mode, renamed over it; nothing is written when old does not
+ * occur. OK {"replaced":N}. */
+void files_replace(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	json_t *jo = json_object_get(req, "old"), *jn = json_object_get(req, "new");
+	if (get_path(req, "FILE_REPLACE", &path, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	if (!json_is_string(jo) || !json_string_length(jo) ||
+	    json_string_length(jo) > REPLACE_TEXT_MAX || !json_is_string(jn) ||
+	    json_string_length(jn) > REPLACE_TEXT_MAX) {
+		conn_fail(c, EINVAL,
+			  "FILE_REPLACE: old (1 to %u bytes) and new (at most %u) must be strings",
+			  REPLACE_TEXT_MAX, REPLACE_TEXT_MAX);
+		return;
+	}
+	const char *old = json_string_value(jo), *new = json_string_value(jn);
+	size_t olen = json_string_length(jo), nlen = json_string_length(jn);
+	struct split_path sp;
+	int dirfd = open_parent("replacing in", path, &sp, &err);
+	if (dirfd < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int fd = openat(dirfd, sp.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+	char *buf = NULL, *out = NULL;
+	size_t count = 0, size = 0;
+	int r = 0;
+	if (fd < 0)
+		r = cell_err(&err, errno == ELOOP ? EINVAL : errno, "replacing in %s%s", path,
+			     errno == ELOOP ? ": is a symbolic link (never followed)" : "");
+	else if ((r = refuse_process_state(fd, "replacing in", path, &err)) < 0)
+		;
+	else if (fstat(fd, &st) < 0)
+		r = cell_err(&err, errno, "replacing in %s", path);
+	else if (S_ISDIR(st.st_mode))
+		r = cell_err(&err, EISDIR, "replacing in %s: is a directory", path);
+	else if (!S_ISREG(st.st_mode))
+		r = cell_err(&err, EINVAL, "replacing in %s: not a regular file", path);
+	else if ((uint64_t)st.st_size > REPLACE_FILE_MAX)
+		r = cell_err(&err, EFBIG, "replacing in %s: larger than %u bytes", path,
+			     REPLACE_FILE_MAX);
+	else if (!(buf = malloc((size_t)st.st_size + 1)))
+		r = cell_err(&err, ENOMEM, "replacing in %s", path);
+	else if ((r = read_all_fd(fd, buf, (size_t)st.st_size)) < 0)
+		r = cell_err(&err, -r, "reading %s", path);
+	size = r == 0 ? (size_t)st.st_size : 0;
+	for (const char *p = buf;
+	     r == 0 && p && (p = memmem(p, size - (size_t)(p - buf), old, olen)); p += olen)
+		count++;
+	size_t out_len = size - count * olen + count * nlen;
+	if (r == 0 && count && out_len > REPLACE_FILE_MAX)
+		r = cell_err(&err, EFBIG, "replacing in %s: the result would pass %u bytes", path,
+			     REPLACE_FILE_MAX);
+	if (r == 0 && count && !(out = malloc(out_len + 1)))
+		r = cell_err(&err, ENOMEM, "replacing in %s", path);
+	if (r == 0 && count) {
+		char *w = out;
+		const char *p = buf, *end = buf + size;
+		for (const char *m; (m = memmem(p, (size_t)(end - p), old, olen)); p = m + olen) {
+			memcpy(w, p, (size_t)(m - p));
+			w += m - p;
+			memcpy(w, new, nlen);
+			w += nlen;
+		}
+		memcpy(w, p, (size_t)(end - p));
+		struct fwrite_op *op = calloc(1, sizeof(*op) + strlen(path) + 1);
+		if (!op) {
+			r = cell_err(&err, ENOMEM, "replacing in %s", path);
+		} else {
+			strcpy(op->path, path);
+			snprintf(op->name, sizeof(op->name), "%s", sp.name);
+			op->dirfd = dirfd;
+			op->fd = -1;
+			op->set_uid = op->set_gid = true;
+			op->uid = st.st_uid;
+			op->gid = st.st_gid;
+			op->mode = st.st_mode & 07777;
+			if ((r = make_tmp(op, &err)) == 0) {
+				int wr = cell_write_all(op->fd, out, out_len);
+				if (wr < 0)
+					r = cell_err(&err, -wr, "writing %s", path);
+			}
+			if (r == 0)
+				r = fwrite_commit(op, &err);
+			fwrite_discard_tmp(op); /* nothing left behind on a failure */
+			free(op);
+		}
+	}
+	free(buf);
+	free(out);
+	if (fd >= 0)
+		close(fd);
+	close(dirfd);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:I}", "replaced", (json_int_t)count));
+	conn_finish(c);
+}

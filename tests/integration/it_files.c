@@ -423,6 +423,204 @@ START_TEST(search_races_a_swapped_symlink)
 }
 END_TEST
 
+/* mv: rename within and across directories (the target's directory must exist), a
+ * symlink moved as a link; bad input 400 naming the element's field, missing 404. */
+START_TEST(files_move)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "mkdir -p /workspace/m/to /workspace/keep && echo a >/workspace/m/a && "
+		      "echo k >/workspace/keep/k && ln -s /workspace/keep /workspace/m/link && "
+		      "mkdir /workspace/m/dir && echo in >/workspace/m/dir/in"));
+	struct h_resp r;
+	expect_ok("move",
+		  call(id, "POST", "files/mv",
+		       "[{\"src\":\"/workspace/m/a\",\"dest\":\"/workspace/m/to/b\"},"
+		       "{\"src\":\"/workspace/m/link\",\"dest\":\"/workspace/m/to/link2\"},"
+		       "{\"src\":\"/workspace/m/dir\",\"dest\":\"/workspace/m/to/\"}]",
+		       &r),
+		  &r);
+	expect_sh(
+	    id,
+	    "cat /workspace/m/to/b; readlink /workspace/m/to/link2; cat /workspace/m/to/dir/in; "
+	    "ls /workspace/m; ls /workspace/keep",
+	    "a\n/workspace/keep\nin\nto\nk\n");
+	expect_fail("missing src",
+		    call(id, "POST", "files/mv",
+			 "[{\"src\":\"/workspace/m/nope\",\"dest\":\"/workspace/m/x\"}]", &r),
+		    &r, 404, "FILE_NOT_FOUND", "/workspace/m/nope");
+	expect_fail("missing dest dir",
+		    call(id, "POST", "files/mv",
+			 "[{\"src\":\"/workspace/m/to/b\",\"dest\":\"/workspace/none/x\"}]", &r),
+		    &r, 404, "FILE_NOT_FOUND", NULL);
+	expect_fail(
+	    "relative dest",
+	    call(id, "POST", "files/mv", "[{\"src\":\"/workspace/m/to/b\",\"dest\":\"x\"}]", &r),
+	    &r, 400, "INVALID_ARGUMENT", "[0].dest");
+	expect_fail(
+	    "no src",
+	    call(id, "POST", "files/mv",
+		 "[{\"src\":\"/workspace/m/to/b\",\"dest\":\"/workspace/y\"},{\"dest\":\"/x\"}]",
+		 &r),
+	    &r, 400, "INVALID_ARGUMENT", "[1].src");
+	expect_fail("not an array", call(id, "POST", "files/mv", "{\"src\":\"/a\"}", &r), &r, 400,
+		    "INVALID_ARGUMENT", "array");
+	expect_fail("into itself",
+		    call(id, "POST", "files/mv",
+			 "[{\"src\":\"/workspace/m\",\"dest\":\"/workspace/m/to/m\"}]", &r),
+		    &r, 400, "INVALID_ARGUMENT", NULL);
+	expect_fail("the root",
+		    call(id, "POST", "files/mv", "[{\"src\":\"/\",\"dest\":\"/workspace/r\"}]", &r),
+		    &r, 400, "INVALID_ARGUMENT", NULL);
+	/* nothing of the refused requests happened (the first element of "no src" neither) */
+	expect_sh(id, "cat /workspace/m/to/b; ls /workspace", "a\nkeep\nm\n");
+	free(id);
+}
+END_TEST
+
+/* permissions: mode and owner/group by name or number on the entry itself; a symlink is
+ * refused, its target unchanged. */
+START_TEST(files_permissions)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "echo 'crew:x:4242:4343::/:/bin/false' >>/etc/passwd; "
+		      "echo 'crewg:x:4343:' >>/etc/group; mkdir -p /workspace/p/d && "
+		      "echo f >/workspace/p/f && ln -s /etc/passwd /workspace/p/link"));
+	struct h_resp r;
+	expect_ok("permissions",
+		  call(id, "POST", "files/permissions",
+		       "{\"/workspace/p/f\":{\"mode\":600,\"owner\":\"crew\",\"group\":\"crewg\"},"
+		       "\"/workspace/p/d\":{\"mode\":\"711\",\"owner\":5000}}",
+		       &r),
+		  &r);
+	expect_sh(id, "stat -c '%a %u %g' /workspace/p/f /workspace/p/d",
+		  "600 4242 4343\n711 5000 0\n");
+	expect_fail("a symlink",
+		    call(id, "POST", "files/permissions",
+			 "{\"/workspace/p/link\":{\"mode\":777,\"owner\":\"crew\"}}", &r),
+		    &r, 400, "INVALID_ARGUMENT", "symbolic link");
+	expect_sh(id, "stat -c '%a %u' /etc/passwd", "644 0\n");
+	expect_fail(
+	    "bad mode",
+	    call(id, "POST", "files/permissions", "{\"/workspace/p/f\":{\"mode\":888}}", &r), &r,
+	    400, "INVALID_ARGUMENT", "mode");
+	expect_fail("unknown owner",
+		    call(id, "POST", "files/permissions",
+			 "{\"/workspace/p/f\":{\"mode\":644,\"owner\":\"ghost\"}}", &r),
+		    &r, 400, "INVALID_ARGUMENT", "owner");
+	expect_fail(
+	    "missing",
+	    call(id, "POST", "files/permissions", "{\"/workspace/p/nope\":{\"mode\":644}}", &r), &r,
+	    404, "FILE_NOT_FOUND", "/workspace/p/nope");
+	expect_fail(
+	    "process state",
+	    call(id, "POST", "files/permissions", "{\"/proc/1/environ\":{\"mode\":644}}", &r), &r,
+	    403, "FORBIDDEN", NULL);
+	expect_sh(id, "stat -c '%a %u %g' /workspace/p/f", "600 4242 4343\n");
+	free(id);
+}
+END_TEST
+
+/* replace: every occurrence, owner and mode kept, counts with verbose=true; a symlink is
+ * refused, a missing file 404, bad input 400 naming the field. */
+START_TEST(files_replace)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "mkdir -p /workspace/r && printf 'a=1\\nb=1\\na=1\\n' >/workspace/r/f && "
+		      "chown 7:8 /workspace/r/f && chmod 640 /workspace/r/f && "
+		      "echo none >/workspace/r/g && ln -s /etc/passwd /workspace/r/link"));
+	struct h_resp r;
+	long st = call(id, "POST", "files/replace?verbose=true",
+		       "{\"/workspace/r/f\":{\"old\":\"a=1\",\"new\":\"a=22\"},"
+		       "\"/workspace/r/g\":{\"old\":\"zzz\",\"new\":\"y\"}}",
+		       &r);
+	ck_assert_msg(st == 200, "replace: %ld %s", st, r.body);
+	ck_assert_int_eq(h_jint(h_jget(r.json, "/workspace/r/f"), "replacedCount"), 2);
+	ck_assert_int_eq(h_jint(json_object_get(r.json, "/workspace/r/g"), "replacedCount"), 0);
+	h_resp_free(&r);
+	expect_sh(id, "cat /workspace/r/f; stat -c '%a %u %g' /workspace/r/f; ls -a /workspace/r",
+		  "a=22\nb=1\na=22\n640 7 8\n.\n..\nf\ng\nlink\n");
+	st = call(id, "POST", "files/replace",
+		  "{\"/workspace/r/f\":{\"old\":\"b=1\",\"new\":\"\"}}", &r);
+	ck_assert_msg(st == 200 && r.len == 0, "not verbose: %ld '%s'", st, r.body);
+	h_resp_free(&r);
+	expect_sh(id, "cat /workspace/r/f", "a=22\n\na=22\n");
+	expect_fail("a symlink",
+		    call(id, "POST", "files/replace",
+			 "{\"/workspace/r/link\":{\"old\":\"root\",\"new\":\"toor\"}}", &r),
+		    &r, 400, "INVALID_ARGUMENT", "symbolic link");
+	expect_sh(id, "head -c 4 /etc/passwd", "root");
+	expect_fail("empty old",
+		    call(id, "POST", "files/replace",
+			 "{\"/workspace/r/f\":{\"old\":\"\",\"new\":\"x\"}}", &r),
+		    &r, 400, "INVALID_ARGUMENT", "old");
+	expect_fail("no new",
+		    call(id, "POST", "files/replace", "{\"/workspace/r/f\":{\"old\":\"a\"}}", &r),
+		    &r, 400, "INVALID_ARGUMENT", "new");
+	expect_fail("bad verbose",
+		    call(id, "POST", "files/replace?verbose=yes",
+			 "{\"/workspace/r/f\":{\"old\":\"a\",\"new\":\"b\"}}", &r),
+		    &r, 400, "INVALID_ARGUMENT", "verbose");
+	expect_fail("missing",
+		    call(id, "POST", "files/replace",
+			 "{\"/workspace/r/nope\":{\"old\":\"a\",\"new\":\"b\"}}", &r),
+		    &r, 404, "FILE_NOT_FOUND", "/workspace/r/nope");
+	expect_fail("a directory",
+		    call(id, "POST", "files/replace",
+			 "{\"/workspace/r\":{\"old\":\"a\",\"new\":\"b\"}}", &r),
+		    &r, 400, "INVALID_ARGUMENT", "directory");
+	expect_sh(id, "cat /workspace/r/f", "a=22\n\na=22\n");
+	free(id);
+}
+END_TEST
+
+/* A process inside swaps a directory with a symlink to another directory while files are
+ * moved out of it: every move lands inside the sandbox, the link's target is never
+ * touched, nothing reaches the host. */
+START_TEST(move_races_a_swapped_symlink)
+{
+	char *host = h_fmt("%s/move-host", H.dir);
+	ck_assert_int_eq(mkdir(host, 0777), 0);
+	char *id = h_create("busybox", NULL);
+	h_upload_helper(id, "exchange_probe");
+	char *setup = h_fmt("mkdir -p /workspace/mv/d /workspace/out /workspace/keep && "
+			    "echo k >/workspace/keep/k && ln -s %s /workspace/mv/l && "
+			    "for i in $(seq 0 59); do echo $i >/workspace/mv/d/f$i; done && "
+			    "nohup /root/exchange_probe /workspace/mv/d /workspace/mv/l >/dev/null "
+			    "2>&1 & " H_WAIT_PIDOF("exchange_probe", 1),
+			    host);
+	free(h_sh(id, setup));
+	free(setup);
+	int moved = 0;
+	for (int i = 0; i < 60; i++) {
+		char *body = h_fmt(
+		    "[{\"src\":\"/workspace/mv/d/f%d\",\"dest\":\"/workspace/out/f%d\"}]", i, i);
+		struct h_resp r;
+		long st = call(id, "POST", "files/mv", body, &r);
+		ck_assert_msg(st == 200 || st == 404, "move %d: HTTP %ld %s", i, st, r.body);
+		moved += st == 200;
+		h_resp_free(&r);
+		free(body);
+		/* and into the swapped directory: lands in the sandbox's tree, whichever name */
+		st = call(id, "POST", "files/mv",
+			  "[{\"src\":\"/workspace/keep/k\",\"dest\":\"/workspace/mv/d/k\"}]", &r);
+		ck_assert_msg(st == 200 || st == 404, "move k %d: HTTP %ld %s", i, st, r.body);
+		h_resp_free(&r);
+		free(h_sh(id, "for x in /workspace/mv/*/k /workspace/mv/*/*/k; do "
+			      "[ -f \"$x\" ] && mv \"$x\" /workspace/keep/k; done; true"));
+	}
+	free(h_sh(id, "kill -9 $(pidof exchange_probe); true"));
+	char *n = h_sh(id, "ls /workspace/out | wc -l");
+	ck_assert_int_eq(atoi(n), moved);
+	free(n);
+	ck_assert_msg(moved > 0, "no move succeeded");
+	expect_sh(id, "cat /workspace/keep/k", "k\n");
+	expect_empty_dir(host, "a move reached the host");
+	rmdir(host);
+	free(host);
+	free(id);
+}
+END_TEST
+
 static Suite *files_suite(void)
 {
 	Suite *s = suite_create("files");
@@ -436,6 +634,11 @@ static Suite *files_suite(void)
 	tcase_add_test(h_tcase(s, "files_search", 120), files_search);
 	tcase_add_test(h_tcase(s, "search_races_a_swapped_symlink", 240),
 		       search_races_a_swapped_symlink);
+	tcase_add_test(h_tcase(s, "files_move", 120), files_move);
+	tcase_add_test(h_tcase(s, "files_permissions", 120), files_permissions);
+	tcase_add_test(h_tcase(s, "files_replace", 120), files_replace);
+	tcase_add_test(h_tcase(s, "move_races_a_swapped_symlink", 240),
+		       move_races_a_swapped_symlink);
 	return s;
 }
 

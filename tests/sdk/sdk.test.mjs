@@ -637,6 +637,52 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		assert.equal(all.length, 4, "default pattern: every file and link, no directory");
 	});
 
+	it("moves files, sets permissions and replaces contents", { timeout: STEP_MS }, async () => {
+		await sbx.files.writeFiles([
+			{ path: "/workspace/ops/a.txt", data: "host=localhost\nport=1\nhost=localhost\n" },
+			{ path: "/workspace/ops/b.txt", data: "nothing here\n" },
+		]);
+		await sbx.files.createDirectories([{ path: "/workspace/ops/moved" }]);
+		await sbx.files.moveFiles([{ src: "/workspace/ops/a.txt", dest: "/workspace/ops/moved/c.txt" }]);
+		await rejectsWith(sbx.files.getFileInfo(["/workspace/ops/a.txt"]), 404, "FILE_NOT_FOUND");
+		await rejectsWith(
+			sbx.files.moveFiles([{ src: "/workspace/ops/none", dest: "/workspace/ops/x" }]),
+			404,
+			"FILE_NOT_FOUND",
+		);
+		await sbx.files.setPermissions([{ path: "/workspace/ops/moved/c.txt", mode: 600, owner: "root", group: "root" }]);
+		let info = await sbx.files.getFileInfo(["/workspace/ops/moved/c.txt"]);
+		assert.equal(info["/workspace/ops/moved/c.txt"].mode, 600);
+		assert.equal(info["/workspace/ops/moved/c.txt"].owner, "root");
+		await rejectsWith(
+			sbx.files.setPermissions([{ path: "/workspace/ops/b.txt", mode: 644, owner: "nobody-at-all" }]),
+			400,
+			"INVALID_ARGUMENT",
+		);
+		await sbx.files.replaceContents([
+			{ path: "/workspace/ops/moved/c.txt", oldContent: "localhost", newContent: "0.0.0.0" },
+		]);
+		assert.equal(await sbx.files.readFile("/workspace/ops/moved/c.txt"), "host=0.0.0.0\nport=1\nhost=0.0.0.0\n");
+		info = await sbx.files.getFileInfo(["/workspace/ops/moved/c.txt"]);
+		assert.equal(info["/workspace/ops/moved/c.txt"].mode, 600, "the mode survives a replace");
+		const counts = await sbx.files.replaceContentsDetailed([
+			{ path: "/workspace/ops/moved/c.txt", oldContent: "0.0.0.0", newContent: "::" },
+			{ path: "/workspace/ops/b.txt", oldContent: "absent", newContent: "x" },
+		]);
+		assert.deepEqual(
+			counts.sort((x, y) => x.path.localeCompare(y.path)),
+			[
+				{ path: "/workspace/ops/b.txt", replacedCount: 0 },
+				{ path: "/workspace/ops/moved/c.txt", replacedCount: 2 },
+			],
+		);
+		await rejectsWith(
+			sbx.files.replaceContents([{ path: "/workspace/ops/b.txt", oldContent: "", newContent: "x" }]),
+			400,
+			"INVALID_ARGUMENT",
+		);
+	});
+
 	it("lists the sandbox by a metadata filter", { timeout: STEP_MS }, async () => {
 		const m = manager();
 		const mine = await m.listSandboxInfos({ metadata: { suite: h.tag } });
