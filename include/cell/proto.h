@@ -20,7 +20,7 @@
  *   FILE_STAT {"path"} → STAT {"path","type","size","mode","uid","gid","owner","group",
  *        "mtime","ctime"} or ERROR
  *   FILE_READ {"path","offset","limit"} → STAT → DATA* → END, or ERROR
- *   FILE_WRITE {"path","mode","uid"?,"gid"?} then DATA* then END from celld
+ *   FILE_WRITE {"path","mode","uid"?|"owner"?,"gid"?|"group"?} then DATA* then END from celld
  *        → OK {"size":N} or ERROR
  *   FILE_MKDIR {"path","mode"?,"uid"?|"owner"?,"gid"?|"group"?} (mkdir -p; owner/group
  *        are names looked up in the sandbox's /etc/passwd, /etc/group, or digits)

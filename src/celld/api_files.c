@@ -484,6 +484,8 @@ static int parse_id(json_t *v, int64_t *out)
 	return parse_int64(json_string_value(v), 0, CELL_UID_RANGE - 1, out);
 }
 
+static int owner_field(json_t *v, json_t *req, const char *num_key, const char *name_key);
+
 static int metadata_done(struct upload *u)
 {
 	json_error_t jerr;
@@ -501,7 +503,6 @@ static int metadata_done(struct upload *u)
 	const char *path;
 	struct cell_error err = {0};
 	uint32_t mode = 0644;
-	int64_t uid = -1, gid = -1;
 	json_t *jm = json_object_get(m, "mode"), *jo = json_object_get(m, "owner"),
 	       *jg = json_object_get(m, "group");
 	int rc = -EINVAL;
@@ -514,25 +515,29 @@ static int metadata_done(struct upload *u)
 		    u, 400, "INVALID_ARGUMENT",
 		    "metadata.mode must be octal permission digits from 0 to 777 such as 644 "
 		    "(set-id and sticky bits are refused)");
-	else if (jo && !json_is_null(jo) && parse_id(jo, &uid) < 0)
-		upload_fail(u, 400, "INVALID_ARGUMENT",
-			    "metadata.owner must be a numeric id (0-65535) or root");
-	else if (jg && !json_is_null(jg) && parse_id(jg, &gid) < 0)
-		upload_fail(u, 400, "INVALID_ARGUMENT",
-			    "metadata.group must be a numeric id (0-65535) or root");
 	else
 		rc = 0;
+	json_t *pending = rc == 0 ? json_pack("{s:s, s:i}", "path", path, "mode", (int)mode) : NULL;
+	if (rc == 0 && !pending) {
+		rc = upload_fail(u, 500, "INTERNAL", "out of memory");
+	} else if (rc == 0 && jo && !json_is_null(jo) &&
+		   owner_field(jo, pending, "uid", "owner") < 0) {
+		rc = upload_fail(u, 400, "INVALID_ARGUMENT",
+				 "metadata.owner must be a user name or a numeric id (0-%d)",
+				 CELL_UID_RANGE - 1);
+	} else if (rc == 0 && jg && !json_is_null(jg) &&
+		   owner_field(jg, pending, "gid", "group") < 0) {
+		rc = upload_fail(u, 400, "INVALID_ARGUMENT",
+				 "metadata.group must be a group name or a numeric id (0-%d)",
+				 CELL_UID_RANGE - 1);
+	}
 	if (rc == 0) {
 		snprintf(u->path, sizeof(u->path), "%s", path);
 		json_decref(u->pending);
-		u->pending = json_pack("{s:s, s:i}", "path", path, "mode", (int)mode);
-		if (u->pending && uid >= 0)
-			json_object_set_new(u->pending, "uid", json_integer(uid));
-		if (u->pending && gid >= 0)
-			json_object_set_new(u->pending, "gid", json_integer(gid));
-		if (!u->pending)
-			rc = upload_fail(u, 500, "INTERNAL", "out of memory");
+		u->pending = pending;
+		pending = NULL;
 	}
+	json_decref(pending);
 	json_decref(m);
 	return rc;
 }

@@ -654,18 +654,19 @@ static const struct conn_handler fwrite_handler = {
     .keep_on_eof = false, /* EOF before END: the upload is abandoned */
 };
 
+static int get_owner(json_t *req, const char *what, const char *num_key, const char *name_key,
+		     const char *db, bool *set, uint32_t *out, struct cell_error *err);
+
 static int fwrite_prepare(struct fwrite_op *op, json_t *req, struct cell_error *err)
 {
-	json_int_t mode, uid, gid;
+	json_int_t mode;
 	if (get_int(req, "FILE_WRITE", "mode", 0, 07777, DEFAULT_FILE_MODE, &mode, err) < 0 ||
-	    get_int(req, "FILE_WRITE", "uid", 0, ID_MAX, 0, &uid, err) < 0 ||
-	    get_int(req, "FILE_WRITE", "gid", 0, ID_MAX, 0, &gid, err) < 0)
+	    get_owner(req, "FILE_WRITE", "uid", "owner", "/etc/passwd", &op->set_uid, &op->uid,
+		      err) < 0 ||
+	    get_owner(req, "FILE_WRITE", "gid", "group", "/etc/group", &op->set_gid, &op->gid,
+		      err) < 0)
 		return -err->code;
 	op->mode = (mode_t)mode;
-	op->set_uid = json_object_get(req, "uid") != NULL;
-	op->set_gid = json_object_get(req, "gid") != NULL;
-	op->uid = (uint32_t)uid;
-	op->gid = (uint32_t)gid;
 	struct split_path sp;
 	int r = split(op->path, &sp, err);
 	if (r < 0)

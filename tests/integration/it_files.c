@@ -621,6 +621,64 @@ START_TEST(move_races_a_swapped_symlink)
 }
 END_TEST
 
+/* A multipart upload of one file with the given metadata JSON. */
+static long upload_meta(const char *id, const char *meta, const char *content, struct h_resp *r)
+{
+	char *body =
+	    h_fmt("--XyZ\r\nContent-Disposition: form-data; name=\"metadata\"; "
+		  "filename=\"metadata\"\r\nContent-Type: application/json\r\n\r\n%s\r\n"
+		  "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n"
+		  "Content-Type: application/octet-stream\r\n\r\n%s\r\n--XyZ--\r\n",
+		  meta, content);
+	char *url = route(id, "files/upload");
+	struct h_req req = {.method = "POST",
+			    .path = url,
+			    .body = body,
+			    .content_type = "multipart/form-data; boundary=XyZ"};
+	long st = h_request(&req, r);
+	free(url);
+	free(body);
+	return st;
+}
+
+/* Upload owner and group given as names resolve in the sandbox's own /etc/passwd and
+ * /etc/group (numbers and root as before); an unknown name is a 400 naming the field and
+ * writes nothing. */
+START_TEST(upload_owner_by_name)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "echo 'crew:x:4242:4343::/:/bin/false' >>/etc/passwd; "
+		      "echo 'crewg:x:4343:' >>/etc/group; mkdir -p /workspace"));
+	struct h_resp r;
+	expect_ok("by name",
+		  upload_meta(id,
+			      "{\"path\":\"/workspace/u1\",\"mode\":640,\"owner\":\"crew\","
+			      "\"group\":\"crewg\"}",
+			      "one", &r),
+		  &r);
+	expect_ok("by number and root",
+		  upload_meta(id,
+			      "{\"path\":\"/workspace/u2\",\"owner\":\"4000\",\"group\":\"root\"}",
+			      "two", &r),
+		  &r);
+	expect_sh(id, "stat -c '%a %u %g' /workspace/u1 /workspace/u2; cat /workspace/u1",
+		  "640 4242 4343\n644 4000 0\none");
+	long st = upload_meta(id, "{\"path\":\"/workspace/u3\",\"owner\":\"ghost\"}", "x", &r);
+	ck_assert_msg(st == 400 && strstr(r.body, "owner") && strstr(r.body, "ghost"),
+		      "unknown owner: %ld %s", st, r.body);
+	h_resp_free(&r);
+	st = upload_meta(id, "{\"path\":\"/workspace/u3\",\"group\":\"ghosts\"}", "x", &r);
+	ck_assert_msg(st == 400 && strstr(r.body, "group"), "unknown group: %ld %s", st, r.body);
+	h_resp_free(&r);
+	st = upload_meta(id, "{\"path\":\"/workspace/u3\",\"owner\":\"a:b\"}", "x", &r);
+	ck_assert_msg(st == 400 && strstr(r.body, "metadata.owner"), "bad owner: %ld %s", st,
+		      r.body);
+	h_resp_free(&r);
+	expect_sh(id, "ls -a /workspace", ".\n..\nu1\nu2\n");
+	free(id);
+}
+END_TEST
+
 static Suite *files_suite(void)
 {
 	Suite *s = suite_create("files");
@@ -639,6 +697,7 @@ static Suite *files_suite(void)
 	tcase_add_test(h_tcase(s, "files_replace", 120), files_replace);
 	tcase_add_test(h_tcase(s, "move_races_a_swapped_symlink", 240),
 		       move_races_a_swapped_symlink);
+	tcase_add_test(h_tcase(s, "upload_owner_by_name", 120), upload_owner_by_name);
 	return s;
 }
 

@@ -683,6 +683,24 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		);
 	});
 
+	it("resolves owner and group names inside the sandbox on upload", { timeout: STEP_MS }, async () => {
+		await sbx.commands.run("echo 'crew:x:4242:4343::/:/bin/false' >>/etc/passwd; echo 'crewg:x:4343:' >>/etc/group");
+		await sbx.files.writeFiles([
+			{ path: "/workspace/owned/f.txt", data: "mine", mode: 640, owner: "crew", group: "crewg" },
+		]);
+		const info = (await sbx.files.getFileInfo(["/workspace/owned/f.txt"]))["/workspace/owned/f.txt"];
+		assert.equal(info.owner, "crew");
+		assert.equal(info.group, "crewg");
+		assert.equal(info.mode, 640);
+		// Upload errors keep only the status in the SDK; the body still names the field.
+		const err = await rejectsWith(
+			sbx.files.writeFiles([{ path: "/workspace/owned/g.txt", data: "x", owner: "ghost" }]),
+			400,
+		);
+		assert.match(String(err.rawBody), /owner/);
+		await rejectsWith(sbx.files.getFileInfo(["/workspace/owned/g.txt"]), 404, "FILE_NOT_FOUND");
+	});
+
 	it("lists the sandbox by a metadata filter", { timeout: STEP_MS }, async () => {
 		const m = manager();
 		const mine = await m.listSandboxInfos({ metadata: { suite: h.tag } });
