@@ -1,5 +1,7 @@
 /* execd file routes: upload (multipart, streamed into FILE_WRITE frames), download (DATA
- * frames streamed out, offset/limit and Range) and info. Paths are resolved by cell-init
+ * frames streamed out, offset/limit and Range), info, and the management routes, each one
+ * frame request per path (FILE_MKDIR, FILE_REMOVE, FILE_LIST, FILE_MOVE, FILE_CHMOD,
+ * FILE_REPLACE), validated here first so bad input changes nothing. Paths are resolved by cell-init
  * beneath the sandbox's root (RESOLVE_IN_ROOT): "..", absolute symlinks and magic links
  * cannot reach a host file; here they are only checked to be absolute, NUL-free text. */
 #include <errno.h>

@@ -679,6 +679,23 @@ START_TEST(upload_owner_by_name)
 }
 END_TEST
 
+/* A recursive delete removes at most 100000 entries per request: past that, 413 naming the
+ * bound, what was removed stays removed, and the next request finishes the job. */
+START_TEST(recursive_delete_bound)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "mkdir -p /workspace/big && cd /workspace/big && seq 100001 | xargs touch"));
+	struct h_resp r;
+	expect_fail("over the bound",
+		    call(id, "DELETE", "directories?path=/workspace/big", NULL, &r), &r, 413,
+		    "REQUEST_TOO_LARGE", "100000");
+	expect_sh(id, "ls /workspace/big | wc -l", "1\n");
+	expect_ok("again", call(id, "DELETE", "directories?path=/workspace/big", NULL, &r), &r);
+	expect_sh(id, "ls /workspace", "");
+	free(id);
+}
+END_TEST
+
 static Suite *files_suite(void)
 {
 	Suite *s = suite_create("files");
@@ -688,6 +705,7 @@ static Suite *files_suite(void)
 	tcase_add_test(h_tcase(s, "symlinks_are_never_followed", 120), symlinks_are_never_followed);
 	tcase_add_test(h_tcase(s, "recursive_delete_races_a_swapped_symlink", 240),
 		       recursive_delete_races_a_swapped_symlink);
+	tcase_add_test(h_tcase(s, "recursive_delete_bound", 240), recursive_delete_bound);
 	tcase_add_test(h_tcase(s, "directories_list", 180), directories_list);
 	tcase_add_test(h_tcase(s, "files_search", 120), files_search);
 	tcase_add_test(h_tcase(s, "search_races_a_swapped_symlink", 240),
