@@ -701,6 +701,34 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		await rejectsWith(sbx.files.getFileInfo(["/workspace/owned/g.txt"]), 404, "FILE_NOT_FOUND");
 	});
 
+	it("runs the filesystem round of OpenSandbox's own e2e suite", { timeout: STEP_MS }, async () => {
+		// The steps of its "03 filesystem operations" test: a directory of mode 644 as a move
+		// target, owner/group names the image has (nobody/nogroup), search "*".
+		const d1 = "/tmp/fs_e2e_1";
+		const d2 = "/tmp/fs_e2e_2";
+		await sbx.files.createDirectories([
+			{ path: d1, mode: 755 },
+			{ path: d2, mode: 644 },
+		]);
+		const dirs = await sbx.files.getFileInfo([d1, d2]);
+		assert.equal(dirs[d1].mode, 755);
+		assert.equal(dirs[d2].mode, 644);
+		await sbx.files.writeFiles([
+			{ path: `${d1}/f1`, data: "one", mode: 644 },
+			{ path: `${d1}/f3`, data: "three", mode: 755, owner: "nobody", group: "nogroup" },
+		]);
+		const found = new Set((await sbx.files.search({ path: d1, pattern: "*" })).map((f) => f.path));
+		assert.ok(found.has(`${d1}/f1`) && found.has(`${d1}/f3`), [...found].join(","));
+		await sbx.files.setPermissions([{ path: `${d1}/f1`, mode: 755, owner: "nobody", group: "nogroup" }]);
+		const f1 = (await sbx.files.getFileInfo([`${d1}/f1`]))[`${d1}/f1`];
+		assert.deepEqual([f1.mode, f1.owner, f1.group], [755, "nobody", "nogroup"]);
+		await sbx.files.moveFiles([{ src: `${d1}/f3`, dest: `${d2}/moved` }]);
+		assert.equal(await sbx.files.readFile(`${d2}/moved`), "three");
+		await sbx.files.deleteDirectories([d1, d2]);
+		const r = await sbx.commands.run(`test ! -d ${d1} && test ! -d ${d2} && echo OK`);
+		assert.equal(out(r).trim(), "OK");
+	});
+
 	it("lists the sandbox by a metadata filter", { timeout: STEP_MS }, async () => {
 		const m = manager();
 		const mine = await m.listSandboxInfos({ metadata: { suite: h.tag } });
