@@ -1562,18 +1562,23 @@ void files_replace(struct conn *c, json_t *req)
 		conn_fail(c, err.code, "%s", err.msg);
 		return;
 	}
-	int fd = openat(dirfd, sp.name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	/* O_PATH first (no open code of what is there runs), checked, then opened through its
+	 * fd: a process's state in /proc is never opened, a FIFO never waited on. */
+	int pfd = openat(dirfd, sp.name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int fd = -1;
 	struct stat st;
 	char *buf = NULL, *out = NULL;
 	size_t count = 0, size = 0;
 	int r = 0;
-	if (fd < 0)
-		r = cell_err(&err, errno == ELOOP ? EINVAL : errno, "replacing in %s%s", path,
-			     errno == ELOOP ? ": is a symbolic link (never followed)" : "");
-	else if ((r = refuse_process_state(fd, "replacing in", path, &err)) < 0)
-		;
-	else if (fstat(fd, &st) < 0)
+	if (pfd < 0)
 		r = cell_err(&err, errno, "replacing in %s", path);
+	else if ((r = refuse_process_state(pfd, "replacing in", path, &err)) < 0)
+		;
+	else if (fstat(pfd, &st) < 0)
+		r = cell_err(&err, errno, "replacing in %s", path);
+	else if (S_ISLNK(st.st_mode))
+		r = cell_err(&err, EINVAL, "replacing in %s: is a symbolic link (never followed)",
+			     path);
 	else if (S_ISDIR(st.st_mode))
 		r = cell_err(&err, EISDIR, "replacing in %s: is a directory", path);
 	else if (!S_ISREG(st.st_mode))
@@ -1581,9 +1586,20 @@ void files_replace(struct conn *c, json_t *req)
 	else if ((uint64_t)st.st_size > REPLACE_FILE_MAX)
 		r = cell_err(&err, EFBIG, "replacing in %s: larger than %u bytes", path,
 			     REPLACE_FILE_MAX);
-	else if (!(buf = malloc((size_t)st.st_size + 1)))
+	if (r == 0) {
+		char link[32];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", pfd);
+		fd = open(link, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0)
+			r = cell_err(&err, errno, "replacing in %s", path);
+		else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > REPLACE_FILE_MAX)
+			r = cell_err(&err, EBUSY, "replacing in %s: it changed meanwhile", path);
+	}
+	if (pfd >= 0)
+		close(pfd);
+	if (r == 0 && !(buf = malloc((size_t)st.st_size + 1)))
 		r = cell_err(&err, ENOMEM, "replacing in %s", path);
-	else if ((r = read_all_fd(fd, buf, (size_t)st.st_size)) < 0)
+	if (r == 0 && (r = read_all_fd(fd, buf, (size_t)st.st_size)) < 0)
 		r = cell_err(&err, -r, "reading %s", path);
 	size = r == 0 ? (size_t)st.st_size : 0;
 	for (const char *p = buf;

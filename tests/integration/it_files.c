@@ -568,6 +568,16 @@ START_TEST(files_replace)
 		    call(id, "POST", "files/replace",
 			 "{\"/workspace/r\":{\"old\":\"a\",\"new\":\"b\"}}", &r),
 		    &r, 400, "INVALID_ARGUMENT", "directory");
+	/* Never a process's state, never a FIFO waited on. */
+	expect_fail("process state",
+		    call(id, "POST", "files/replace",
+			 "{\"/proc/1/environ\":{\"old\":\"a\",\"new\":\"b\"}}", &r),
+		    &r, 403, "FORBIDDEN", NULL);
+	free(h_sh(id, "mkfifo /workspace/r/fifo"));
+	expect_fail("a FIFO",
+		    call(id, "POST", "files/replace",
+			 "{\"/workspace/r/fifo\":{\"old\":\"a\",\"new\":\"b\"}}", &r),
+		    &r, 400, "INVALID_ARGUMENT", "regular");
 	expect_sh(id, "cat /workspace/r/f", "a=22\n\na=22\n");
 	free(id);
 }
