@@ -20,8 +20,17 @@
  *   FILE_STAT {"path"} → STAT {"path","type","size","mode","uid","gid","owner","group",
  *        "mtime","ctime"} or ERROR
  *   FILE_READ {"path","offset","limit"} → STAT → DATA* → END, or ERROR
- *   FILE_WRITE {"path","mode","uid"?,"gid"?} then DATA* then END from celld
+ *   FILE_WRITE {"path","mode","uid"?|"owner"?,"gid"?|"group"?} then DATA* then END from celld
  *        → OK {"size":N} or ERROR
+ *   FILE_MKDIR {"path","mode"?,"uid"?|"owner"?,"gid"?|"group"?} (mkdir -p; owner/group
+ *        are names looked up in the sandbox's /etc/passwd, /etc/group, or digits)
+ *        → OK {"created":bool} or ERROR
+ *   FILE_REMOVE {"path","recursive"?} → OK {"removed":true} or ERROR
+ *   FILE_LIST {"path","depth"?,"max_entries"?,"pattern"?} → ENTRIES* → END, or ERROR
+ *        (ENTRIES {"entries":[<STAT objects>]}, each at most 64 KiB)
+ *   FILE_MOVE {"src","dest"} → OK {"moved":true} or ERROR
+ *   FILE_CHMOD {"path","mode"?,"uid"?|"owner"?,"gid"?|"group"?} → OK {"changed":true} or ERROR
+ *   FILE_REPLACE {"path","old","new"} → OK {"replaced":N} or ERROR
  *
  * Everything init sends is hostile input to celld: the parser bounds sizes, refuses
  * unknown types and non-zero reserved bits, and the caller drops the connection on any
@@ -58,7 +67,14 @@ enum cell_frame_type {
 	CELL_FRAME_END = 14,
 	CELL_FRAME_FILE_WRITE = 15,
 	CELL_FRAME_OK = 16,
-	CELL_FRAME_TYPE_MAX = 16,
+	CELL_FRAME_FILE_MKDIR = 17,
+	CELL_FRAME_FILE_REMOVE = 18,
+	CELL_FRAME_FILE_LIST = 19,
+	CELL_FRAME_ENTRIES = 20,
+	CELL_FRAME_FILE_MOVE = 21,
+	CELL_FRAME_FILE_CHMOD = 22,
+	CELL_FRAME_FILE_REPLACE = 23,
+	CELL_FRAME_TYPE_MAX = 23,
 };
 
 struct cell_frame {

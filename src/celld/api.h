@@ -55,6 +55,14 @@ int api_files_upload_data(struct http_req *r, const char *data, size_t len);
 int api_files_upload(struct http_req *r);
 int api_files_download(struct http_req *r);
 int api_files_info(struct http_req *r);
+int api_files_delete(struct http_req *r);
+int api_dirs_create(struct http_req *r);
+int api_dirs_delete(struct http_req *r);
+int api_dirs_list(struct http_req *r);
+int api_files_search(struct http_req *r);
+int api_files_move(struct http_req *r);
+int api_files_permissions(struct http_req *r);
+int api_files_replace(struct http_req *r);
 
 /* ---- api_metrics.c: execd GET /metrics and /metrics/watch ---- */
 

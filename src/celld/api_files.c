@@ -1,5 +1,7 @@
 /* execd file routes: upload (multipart, streamed into FILE_WRITE frames), download (DATA
- * frames streamed out, offset/limit and Range) and info. Paths are resolved by cell-init
+ * frames streamed out, offset/limit and Range), info, and the management routes, each one
+ * frame request per path (FILE_MKDIR, FILE_REMOVE, FILE_LIST, FILE_MOVE, FILE_CHMOD,
+ * FILE_REPLACE), validated here first so bad input changes nothing. Paths are resolved by cell-init
  * beneath the sandbox's root (RESOLVE_IN_ROOT): "..", absolute symlinks and magic links
  * cannot reach a host file; here they are only checked to be absolute, NUL-free text. */
 #include <errno.h>
@@ -484,6 +486,8 @@ static int parse_id(json_t *v, int64_t *out)
 	return parse_int64(json_string_value(v), 0, CELL_UID_RANGE - 1, out);
 }
 
+static int owner_field(json_t *v, json_t *req, const char *num_key, const char *name_key);
+
 static int metadata_done(struct upload *u)
 {
 	json_error_t jerr;
@@ -501,7 +505,6 @@ static int metadata_done(struct upload *u)
 	const char *path;
 	struct cell_error err = {0};
 	uint32_t mode = 0644;
-	int64_t uid = -1, gid = -1;
 	json_t *jm = json_object_get(m, "mode"), *jo = json_object_get(m, "owner"),
 	       *jg = json_object_get(m, "group");
 	int rc = -EINVAL;
@@ -514,25 +517,29 @@ static int metadata_done(struct upload *u)
 		    u, 400, "INVALID_ARGUMENT",
 		    "metadata.mode must be octal permission digits from 0 to 777 such as 644 "
 		    "(set-id and sticky bits are refused)");
-	else if (jo && !json_is_null(jo) && parse_id(jo, &uid) < 0)
-		upload_fail(u, 400, "INVALID_ARGUMENT",
-			    "metadata.owner must be a numeric id (0-65535) or root");
-	else if (jg && !json_is_null(jg) && parse_id(jg, &gid) < 0)
-		upload_fail(u, 400, "INVALID_ARGUMENT",
-			    "metadata.group must be a numeric id (0-65535) or root");
 	else
 		rc = 0;
+	json_t *pending = rc == 0 ? json_pack("{s:s, s:i}", "path", path, "mode", (int)mode) : NULL;
+	if (rc == 0 && !pending) {
+		rc = upload_fail(u, 500, "INTERNAL", "out of memory");
+	} else if (rc == 0 && jo && !json_is_null(jo) &&
+		   owner_field(jo, pending, "uid", "owner") < 0) {
+		rc = upload_fail(u, 400, "INVALID_ARGUMENT",
+				 "metadata.owner must be a user name or a numeric id (0-%d)",
+				 CELL_UID_RANGE - 1);
+	} else if (rc == 0 && jg && !json_is_null(jg) &&
+		   owner_field(jg, pending, "gid", "group") < 0) {
+		rc = upload_fail(u, 400, "INVALID_ARGUMENT",
+				 "metadata.group must be a group name or a numeric id (0-%d)",
+				 CELL_UID_RANGE - 1);
+	}
 	if (rc == 0) {
 		snprintf(u->path, sizeof(u->path), "%s", path);
 		json_decref(u->pending);
-		u->pending = json_pack("{s:s, s:i}", "path", path, "mode", (int)mode);
-		if (u->pending && uid >= 0)
-			json_object_set_new(u->pending, "uid", json_integer(uid));
-		if (u->pending && gid >= 0)
-			json_object_set_new(u->pending, "gid", json_integer(gid));
-		if (!u->pending)
-			rc = upload_fail(u, 500, "INTERNAL", "out of memory");
+		u->pending = pending;
+		pending = NULL;
 	}
+	json_decref(pending);
 	json_decref(m);
 	return rc;
 }
@@ -705,4 +712,348 @@ int api_files_upload(struct http_req *r)
 	if (u->status)
 		return http_error(r, u->status, u->code, "%s", u->msg);
 	return http_empty(r, 200);
+}
+
+/* ---- directories and file management ---- */
+
+#define MANAGE_PATHS_MAX 256 /* paths one request names */
+#define OWNER_NAME_MAX	 32
+
+/* owner/group on a directory or a permission change: a numeric id inside the sandbox's
+ * range (number or digits), or a user/group name cell-init looks up in the sandbox's own
+ * /etc/passwd or /etc/group. Sets req[num_key] or req[name_key]. 0 or -EINVAL. */
+static int owner_field(json_t *v, json_t *req, const char *num_key, const char *name_key)
+{
+	int64_t id;
+	if (parse_id(v, &id) == 0)
+		return json_object_set_new(req, num_key, json_integer(id)) < 0 ? -ENOMEM : 0;
+	if (!json_is_clean_string(v))
+		return -EINVAL;
+	const char *s = json_string_value(v);
+	size_t n = strlen(s);
+	if (n == 0 || n > OWNER_NAME_MAX || s[0] == '-')
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		char ch = s[i];
+		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			  (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.' ||
+			  (ch == '$' && i == n - 1);
+		if (!ok)
+			return -EINVAL;
+	}
+	/* All digits but out of range: parse_id refused it, a name must not be a number. */
+	if (strspn(s, "0123456789") == n)
+		return -EINVAL;
+	return json_object_set_new(req, name_key, json_string(s)) < 0 ? -ENOMEM : 0;
+}
+
+/* {mode?, owner?, group?} of one path into req; 400 naming the field on bad input. */
+static int permission_fields(struct http_req *r, const char *path, json_t *perm, json_t *req,
+			     bool need_mode)
+{
+	if (!json_is_object(perm))
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "%.1024s: must be an object {mode, owner?, group?}", path),
+		       -EINVAL;
+	json_t *jm = json_object_get(perm, "mode"), *jo = json_object_get(perm, "owner"),
+	       *jg = json_object_get(perm, "group");
+	uint32_t mode;
+	if (jm && !json_is_null(jm)) {
+		if (parse_mode(jm, &mode) < 0)
+			return http_error(r, 400, "INVALID_ARGUMENT",
+					  "%.1024s: mode must be octal permission digits from 0 "
+					  "to 777 such as 755 (set-id and sticky bits are refused)",
+					  path),
+			       -EINVAL;
+		json_object_set_new(req, "mode", json_integer(mode));
+	} else if (need_mode) {
+		json_object_set_new(req, "mode", json_integer(0755));
+	}
+	if (jo && !json_is_null(jo) && owner_field(jo, req, "uid", "owner") < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "%.1024s: owner must be a user name or a numeric id (0-%d)", path,
+				  CELL_UID_RANGE - 1),
+		       -EINVAL;
+	if (jg && !json_is_null(jg) && owner_field(jg, req, "gid", "group") < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "%.1024s: group must be a group name or a numeric id (0-%d)",
+				  path, CELL_UID_RANGE - 1),
+		       -EINVAL;
+	return 0;
+}
+
+/* Send each prepared request in turn; the first failure answers. With collect, each OK's
+ * "replaced" count goes into it as {"<path>": {"replacedCount": N}} and it is the answer. */
+static int run_ops_collect(struct http_req *r, uint16_t type, json_t *reqs, json_t *collect)
+{
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb) {
+		json_decref(collect);
+		return 0;
+	}
+	struct relay_budget b = RELAY_BUDGET_INIT;
+	size_t i;
+	json_t *req;
+	json_array_foreach(reqs, i, req)
+	{
+		json_t *ok = NULL;
+		struct relay_error rerr;
+		struct cell_error err = {0};
+		const char *path = json_string_value(json_object_get(req, "path"));
+		if (!path)
+			path = json_string_value(json_object_get(req, "src"));
+		int rc = relay_file_op(sb, type, req, &ok, &rerr, &b, &err);
+		if (rc == 0 && collect) {
+			json_t *n = json_object_get(ok, "replaced");
+			if (!json_is_integer(n) || json_integer_value(n) < 0)
+				rc = cell_err(&err, EPROTO, "cell-init sent OK without a count");
+			else
+				json_object_set_new(
+				    collect, path,
+				    json_pack("{s:I}", "replacedCount", json_integer_value(n)));
+		}
+		json_decref(ok);
+		if (rc != 0) {
+			sandbox_unref(sb);
+			json_decref(collect);
+			return rc == 1 ? respond_relay_error(r, path, &rerr)
+				       : http_internal(r, &err);
+		}
+	}
+	sandbox_unref(sb);
+	return collect ? http_json(r, 200, collect) : http_empty(r, 200);
+}
+
+static int run_ops(struct http_req *r, uint16_t type, json_t *reqs)
+{
+	return run_ops_collect(r, type, reqs, NULL);
+}
+
+/* POST /directories {"<path>": {mode, owner?, group?}, ...}: mkdir -p each. */
+int api_dirs_create(struct http_req *r)
+{
+	json_t *body;
+	if (http_json_body(r, &body) < 0)
+		return 0;
+	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	if (json_object_size(body) == 0 || json_object_size(body) > MANAGE_PATHS_MAX) {
+		json_decref(body);
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "body must map 1 to %d directory paths to {mode, owner?, group?}",
+				  MANAGE_PATHS_MAX);
+	}
+	const char *path;
+	json_t *perm;
+	json_object_foreach(body, path, perm)
+	{
+		json_t *req = json_pack("{s:s}", "path", path);
+		if (!req || json_array_append_new(reqs, req) < 0 ||
+		    check_path(r, path, "path") < 0 ||
+		    permission_fields(r, path, perm, req, true) < 0) {
+			json_decref(body);
+			return 0;
+		}
+	}
+	json_decref(body);
+	return run_ops(r, CELL_FRAME_FILE_MKDIR, reqs);
+}
+
+/* DELETE /files?path=P... (not directories) and DELETE /directories?path=P... (rm -r). */
+static int remove_paths(struct http_req *r, bool recursive)
+{
+	const char *paths[MANAGE_PATHS_MAX + 1];
+	size_t n = http_query_all(r, "path", paths, MANAGE_PATHS_MAX + 1);
+	if (!n)
+		return http_error(r, 400, "INVALID_ARGUMENT", "path is required");
+	if (n > MANAGE_PATHS_MAX)
+		return http_error(r, 400, "INVALID_ARGUMENT", "path: at most %d per request",
+				  MANAGE_PATHS_MAX);
+	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	for (size_t i = 0; i < n; i++) {
+		if (check_path(r, paths[i], "path") < 0)
+			return 0;
+		json_t *req = json_pack("{s:s, s:b}", "path", paths[i], "recursive", recursive);
+		if (!req || json_array_append_new(reqs, req) < 0)
+			return http_error(r, 400, "INVALID_ARGUMENT", "path is not valid UTF-8");
+	}
+	return run_ops(r, CELL_FRAME_FILE_REMOVE, reqs);
+}
+
+int api_files_delete(struct http_req *r)
+{
+	return remove_paths(r, false);
+}
+
+int api_dirs_delete(struct http_req *r)
+{
+	return remove_paths(r, true);
+}
+
+/* ---- listing and search ---- */
+
+#define LIST_DEPTH_MAX	 32    /* cell-init's bound too */
+#define LIST_ENTRIES_MAX 10000 /* entries (matches) one answer holds; cell-init's bound */
+
+static int add_entry(void *cls, const char *path, const struct relay_stat *st)
+{
+	json_t *fi = file_info(path, st);
+	return fi && json_array_append_new(cls, fi) == 0 ? 0 : -ENOMEM;
+}
+
+static int list_request(struct http_req *r, const char *path, json_t *req)
+{
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb) {
+		json_decref(req);
+		return 0;
+	}
+	struct relay_budget b = RELAY_BUDGET_INIT;
+	struct relay_error rerr;
+	struct cell_error err = {0};
+	json_t *out = json_array();
+	int rc = out ? relay_file_list(sb, req, LIST_ENTRIES_MAX, add_entry, out, &rerr, &b, &err)
+		     : cell_err(&err, ENOMEM, "listing");
+	json_decref(req);
+	sandbox_unref(sb);
+	if (rc != 0) {
+		json_decref(out);
+		return rc == 1 ? respond_relay_error(r, path, &rerr) : http_internal(r, &err);
+	}
+	return http_json(r, 200, out);
+}
+
+/* GET /directories/list?path=DIR&depth=N */
+int api_dirs_list(struct http_req *r)
+{
+	const char *path = http_query(r, "path"), *ds = http_query(r, "depth");
+	int64_t depth = 1;
+	if (check_path(r, path, "path") < 0)
+		return 0;
+	if (ds && parse_int64(ds, 1, LIST_DEPTH_MAX, &depth) < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "depth must be an integer from 1 to %d", LIST_DEPTH_MAX);
+	json_t *req = json_pack("{s:s, s:I}", "path", path, "depth", (json_int_t)depth);
+	if (!req)
+		return http_error(r, 400, "INVALID_ARGUMENT", "path is not valid UTF-8");
+	return list_request(r, path, req);
+}
+
+/* GET /files/search?path=DIR&pattern=GLOB */
+int api_files_search(struct http_req *r)
+{
+	const char *path = http_query(r, "path"), *pattern = http_query(r, "pattern");
+	if (check_path(r, path, "path") < 0)
+		return 0;
+	if (!pattern || !pattern[0])
+		pattern = "**";
+	if (strlen(pattern) > 1024)
+		return http_error(r, 400, "INVALID_ARGUMENT", "pattern: at most 1024 bytes");
+	json_t *req = json_pack("{s:s, s:s}", "path", path, "pattern", pattern);
+	if (!req)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "path and pattern must be UTF-8 text");
+	return list_request(r, path, req);
+}
+
+/* ---- move, permissions, replace ---- */
+
+#define REPLACE_TEXT_MAX (64u << 10) /* cell-init's bound too */
+
+/* POST /files/mv [{"src","dest"}, ...] */
+int api_files_move(struct http_req *r)
+{
+	json_t *body;
+	if (http_json_body_any(r, &body) < 0)
+		return 0;
+	__attribute__((cleanup(json_decrefp))) json_t *owned = body;
+	if (!json_is_array(body) || json_array_size(body) == 0 ||
+	    json_array_size(body) > MANAGE_PATHS_MAX)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "body must be an array of 1 to %d {src, dest}", MANAGE_PATHS_MAX);
+	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	size_t i;
+	json_t *e;
+	json_array_foreach(body, i, e)
+	{
+		const char *src = json_string_value(json_object_get(e, "src"));
+		const char *dest = json_string_value(json_object_get(e, "dest"));
+		char name[32];
+		snprintf(name, sizeof(name), "[%zu].src", i);
+		if (!json_is_object(e) || check_path(r, src, name) < 0)
+			return json_is_object(e)
+				   ? 0
+				   : http_error(r, 400, "INVALID_ARGUMENT",
+						"[%zu] must be an object {src, dest}", i);
+		snprintf(name, sizeof(name), "[%zu].dest", i);
+		if (check_path(r, dest, name) < 0)
+			return 0;
+		json_t *req = json_pack("{s:s, s:s}", "src", src, "dest", dest);
+		if (!req || json_array_append_new(reqs, req) < 0)
+			return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	return run_ops(r, CELL_FRAME_FILE_MOVE, reqs);
+}
+
+/* POST /files/permissions {"<path>": {mode, owner?, group?}, ...} */
+int api_files_permissions(struct http_req *r)
+{
+	json_t *body;
+	if (http_json_body(r, &body) < 0)
+		return 0;
+	__attribute__((cleanup(json_decrefp))) json_t *owned = body;
+	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	if (json_object_size(body) == 0 || json_object_size(body) > MANAGE_PATHS_MAX)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "body must map 1 to %d paths to {mode, owner?, group?}",
+				  MANAGE_PATHS_MAX);
+	const char *path;
+	json_t *perm;
+	json_object_foreach(body, path, perm)
+	{
+		json_t *req = json_pack("{s:s}", "path", path);
+		if (!req || json_array_append_new(reqs, req) < 0 ||
+		    check_path(r, path, "path") < 0 ||
+		    permission_fields(r, path, perm, req, false) < 0)
+			return 0;
+	}
+	return run_ops(r, CELL_FRAME_FILE_CHMOD, reqs);
+}
+
+/* POST /files/replace[?verbose=true] {"<path>": {"old","new"}, ...} */
+int api_files_replace(struct http_req *r)
+{
+	const char *verbose = http_query(r, "verbose");
+	if (verbose && strcmp(verbose, "true") && strcmp(verbose, "false"))
+		return http_error(r, 400, "INVALID_ARGUMENT", "verbose must be true or false");
+	json_t *body;
+	if (http_json_body(r, &body) < 0)
+		return 0;
+	__attribute__((cleanup(json_decrefp))) json_t *owned = body;
+	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	if (json_object_size(body) == 0 || json_object_size(body) > MANAGE_PATHS_MAX)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "body must map 1 to %d paths to {old, new}", MANAGE_PATHS_MAX);
+	const char *path;
+	json_t *item;
+	json_object_foreach(body, path, item)
+	{
+		if (check_path(r, path, "path") < 0)
+			return 0;
+		json_t *jo = json_object_get(item, "old"), *jn = json_object_get(item, "new");
+		if (!json_is_clean_string(jo) || !json_string_length(jo) ||
+		    json_string_length(jo) > REPLACE_TEXT_MAX)
+			return http_error(r, 400, "INVALID_ARGUMENT",
+					  "%.1024s: old must be a non-empty string of at most %u "
+					  "bytes",
+					  path, REPLACE_TEXT_MAX);
+		if (!json_is_clean_string(jn) || json_string_length(jn) > REPLACE_TEXT_MAX)
+			return http_error(r, 400, "INVALID_ARGUMENT",
+					  "%.1024s: new must be a string of at most %u bytes", path,
+					  REPLACE_TEXT_MAX);
+		json_t *req = json_pack("{s:s, s:O, s:O}", "path", path, "old", jo, "new", jn);
+		if (!req || json_array_append_new(reqs, req) < 0)
+			return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	bool v = verbose && !strcmp(verbose, "true");
+	return run_ops_collect(r, CELL_FRAME_FILE_REPLACE, reqs, v ? json_object() : NULL);
 }

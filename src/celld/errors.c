@@ -21,6 +21,7 @@ static const struct errors_answer table[] = {
     {ENOENT, 404, "NOT_FOUND"},
     {EBUSY, 409, "CONFLICT"},
     {EEXIST, 409, "CONFLICT"},
+    {ENOTEMPTY, 409, "CONFLICT"},
     {EALREADY, 409, "CONFLICT"},
     {EFBIG, 413, "REQUEST_TOO_LARGE"},
     {EUSERS, 429, "QUOTA_EXCEEDED"},

@@ -92,7 +92,19 @@ void http_set_state(struct http_req *r, void *state, void (*free_fn)(void *))
 	r->state_free = free_fn;
 }
 
+static int json_body(struct http_req *r, json_t **out, bool any);
+
 int http_json_body(struct http_req *r, json_t **out)
+{
+	return json_body(r, out, false);
+}
+
+int http_json_body_any(struct http_req *r, json_t **out)
+{
+	return json_body(r, out, true);
+}
+
+static int json_body(struct http_req *r, json_t **out, bool any)
 {
 	*out = NULL;
 	if (!r->body_len)
@@ -107,7 +119,7 @@ int http_json_body(struct http_req *r, json_t **out)
 				  "request body is not valid JSON: %s (line %d, column %d)",
 				  jerr.text, jerr.line, jerr.column),
 		       -EINVAL;
-	if (!json_is_object(root)) {
+	if (!any && !json_is_object(root)) {
 		json_decref(root);
 		return http_error(r, 400, "INVALID_ARGUMENT", "request body must be a JSON object"),
 		       -EINVAL;

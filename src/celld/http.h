@@ -54,6 +54,8 @@ const char *http_query(const struct http_req *r, const char *key);
 size_t http_query_all(const struct http_req *r, const char *key, const char **vals, size_t max);
 /* Parse the body as a JSON object; on failure answers 400 and returns -EINVAL. */
 int http_json_body(struct http_req *r, json_t **out);
+/* The same for a body of any JSON value (an array). */
+int http_json_body_any(struct http_req *r, json_t **out);
 /* Whom the request acts for (NULL: nobody a quota limits, the Unix socket). */
 struct adm_principal *http_principal(const struct http_req *r);
 

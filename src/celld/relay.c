@@ -192,6 +192,7 @@ static bool is_control(uint16_t type)
 	case CELL_FRAME_ERROR:
 	case CELL_FRAME_STAT:
 	case CELL_FRAME_OK:
+	case CELL_FRAME_ENTRIES:
 		return true;
 	default:
 		return false;
@@ -494,12 +495,9 @@ int relay_signal(int fd, int sig, struct cell_error *err)
 
 static const char *const stat_types[] = {"file", "directory", "symlink", "other"};
 
-static int parse_stat(const struct cell_frame *f, struct relay_stat *st, struct cell_error *err)
+/* One STAT object (a STAT frame's, or an entry of ENTRIES) into st; o is not consumed. */
+static int parse_stat_obj(json_t *o, struct relay_stat *st, struct cell_error *err)
 {
-	json_t *o;
-	int r = frame_json(f, &o, err);
-	if (r < 0)
-		return r;
 	memset(st, 0, sizeof(*st));
 	long long size = 0, mode = 0, uid = 0, gid = 0;
 	json_t *type = json_object_get(o, "type");
@@ -520,10 +518,8 @@ static int parse_stat(const struct cell_frame *f, struct relay_stat *st, struct 
 	double m = ok ? json_number_value(mt) : 0, c = ok ? json_number_value(ct) : 0;
 	if (ok && (!isfinite(m) || !isfinite(c) || fabs(m) > 1e12 || fabs(c) > 1e12))
 		ok = false;
-	if (!ok) {
-		json_decref(o);
+	if (!ok)
 		return cell_err(err, EPROTO, "cell-init sent an invalid STAT");
-	}
 	snprintf(st->type, sizeof(st->type), "%s", json_string_value(type));
 	st->size = size;
 	st->mode = (uint32_t)mode;
@@ -539,8 +535,18 @@ static int parse_stat(const struct cell_frame *f, struct relay_stat *st, struct 
 		copy_text(st->group, sizeof(st->group), json_string_value(group));
 	else
 		snprintf(st->group, sizeof(st->group), "%lld", gid);
-	json_decref(o);
 	return 0;
+}
+
+static int parse_stat(const struct cell_frame *f, struct relay_stat *st, struct cell_error *err)
+{
+	json_t *o;
+	int r = frame_json(f, &o, err);
+	if (r < 0)
+		return r;
+	r = parse_stat_obj(o, st, err);
+	json_decref(o);
+	return r;
 }
 
 /* First answer to FILE_STAT / FILE_READ: STAT (0) or ERROR (1). */
@@ -698,5 +704,102 @@ int relay_take_error(int fd, struct relay_error *rerr, int timeout_ms)
 		return 0;
 	int r = f.type == CELL_FRAME_ERROR && parse_error(&f, rerr, &e) == 0 ? 1 : -EPROTO;
 	cell_frame_free(&f);
+	return r;
+}
+
+int relay_file_op(const struct sandbox *sb, uint16_t type, json_t *req, json_t **ok,
+		  struct relay_error *rerr, struct relay_budget *b, struct cell_error *err)
+{
+	*ok = NULL;
+	if (!req)
+		return cell_err(err, ENOMEM, "%s request", cell_frame_type_name(type));
+	int64_t deadline = budget_deadline(b, err);
+	if (deadline < 0)
+		return (int)deadline;
+	_cleanup_close_ int fd = request_by(sb, type, req, deadline, err);
+	if (fd < 0) {
+		budget_spend(b, deadline);
+		return fd;
+	}
+	struct cell_frame f;
+	int r = recv_frame(fd, &f, deadline, err);
+	budget_spend(b, deadline);
+	if (r < 0)
+		return cell_err_wrap(err, "waiting for cell-init: ");
+	if (f.type == CELL_FRAME_ERROR)
+		r = parse_error(&f, rerr, err) < 0 ? -EPROTO : 1;
+	else if (f.type != CELL_FRAME_OK)
+		r = cell_err(err, EPROTO, "cell-init answered %s with %s",
+			     cell_frame_type_name(type), cell_frame_type_name(f.type));
+	else
+		r = frame_json(&f, ok, err);
+	cell_frame_free(&f);
+	return r;
+}
+
+int relay_file_list(const struct sandbox *sb, json_t *req, unsigned long max,
+		    int (*each)(void *cls, const char *path, const struct relay_stat *st),
+		    void *cls, struct relay_error *rerr, struct relay_budget *b,
+		    struct cell_error *err)
+{
+	if (!req)
+		return cell_err(err, ENOMEM, "FILE_LIST request");
+	int64_t deadline = budget_deadline(b, err);
+	if (deadline < 0)
+		return (int)deadline;
+	_cleanup_close_ int fd = request_by(sb, CELL_FRAME_FILE_LIST, req, deadline, err);
+	if (fd < 0) {
+		budget_spend(b, deadline);
+		return fd;
+	}
+	unsigned long n = 0;
+	int r;
+	for (;;) {
+		struct cell_frame f;
+		r = recv_frame(fd, &f, deadline, err);
+		if (r < 0) {
+			cell_err_wrap(err, "waiting for cell-init: ");
+			break;
+		}
+		if (f.type == CELL_FRAME_END) {
+			cell_frame_free(&f);
+			break;
+		}
+		if (f.type == CELL_FRAME_ERROR) {
+			r = parse_error(&f, rerr, err) < 0 ? -EPROTO : 1;
+			cell_frame_free(&f);
+			break;
+		}
+		json_t *o = NULL;
+		if (f.type != CELL_FRAME_ENTRIES)
+			r = cell_err(err, EPROTO, "cell-init answered FILE_LIST with %s",
+				     cell_frame_type_name(f.type));
+		else
+			r = frame_json(&f, &o, err);
+		cell_frame_free(&f);
+		json_t *entries = json_object_get(o, "entries");
+		if (r == 0 && !json_is_array(entries))
+			r = cell_err(err, EPROTO, "cell-init sent ENTRIES without entries");
+		size_t i;
+		json_t *e;
+		json_array_foreach(entries, i, e)
+		{
+			if (r < 0)
+				break;
+			struct relay_stat st;
+			const char *path = json_string_value(json_object_get(e, "path"));
+			if (++n > max)
+				r = cell_err(err, EPROTO, "cell-init sent more than %lu entries",
+					     max);
+			else if (!path || path[0] != '/' || strlen(path) >= PATH_MAX)
+				r = cell_err(err, EPROTO, "cell-init sent an entry without a path");
+			else if ((r = parse_stat_obj(e, &st, err)) == 0)
+				r = each(cls, path, &st);
+		}
+		json_decref(o);
+		if (r < 0)
+			break;
+	}
+	budget_spend(b, deadline);
 	return r;
 }

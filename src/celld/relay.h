@@ -97,6 +97,16 @@ int relay_file_write(const struct sandbox *sb, json_t *req, int *fd, struct rela
 		     struct cell_error *err);
 int relay_file_write_end(int fd, int64_t *size, struct relay_error *rerr, struct relay_budget *b,
 			 struct cell_error *err);
+/* A one-answer file operation (FILE_MKDIR, FILE_REMOVE, ...): sends req, reads OK (0, *ok
+ * its JSON object, a new reference) or ERROR (1, rerr); -errno otherwise. */
+int relay_file_op(const struct sandbox *sb, uint16_t type, json_t *req, json_t **ok,
+		  struct relay_error *rerr, struct relay_budget *b, struct cell_error *err);
+/* FILE_LIST: each entry (at most max, else -EPROTO) through each(); 0 at END, 1 with rerr
+ * on ERROR, -errno otherwise (each()'s own failure included). */
+int relay_file_list(const struct sandbox *sb, json_t *req, unsigned long max,
+		    int (*each)(void *cls, const char *path, const struct relay_stat *st),
+		    void *cls, struct relay_error *rerr, struct relay_budget *b,
+		    struct cell_error *err);
 /* Read an ERROR init sent (after a failed send, or early during a write) into rerr: 1 when
  * found, 0 when nothing came within timeout_ms, -EPROTO for any other frame. */
 int relay_take_error(int fd, struct relay_error *rerr, int timeout_ms);

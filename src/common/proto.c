@@ -23,6 +23,13 @@ static const char *const frame_names[CELL_FRAME_TYPE_MAX + 1] = {
     [CELL_FRAME_END] = "END",
     [CELL_FRAME_FILE_WRITE] = "FILE_WRITE",
     [CELL_FRAME_OK] = "OK",
+    [CELL_FRAME_FILE_MKDIR] = "FILE_MKDIR",
+    [CELL_FRAME_FILE_REMOVE] = "FILE_REMOVE",
+    [CELL_FRAME_FILE_LIST] = "FILE_LIST",
+    [CELL_FRAME_ENTRIES] = "ENTRIES",
+    [CELL_FRAME_FILE_MOVE] = "FILE_MOVE",
+    [CELL_FRAME_FILE_CHMOD] = "FILE_CHMOD",
+    [CELL_FRAME_FILE_REPLACE] = "FILE_REPLACE",
 };
 
 const char *cell_frame_type_name(uint16_t type)

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
+#include <dirent.h>
+#include <fnmatch.h>
 #include <unistd.h>
 
 #include "cell/error.h"
@@ -652,18 +654,19 @@ static const struct conn_handler fwrite_handler = {
     .keep_on_eof = false, /* EOF before END: the upload is abandoned */
 };
 
+static int get_owner(json_t *req, const char *what, const char *num_key, const char *name_key,
+		     const char *db, bool *set, uint32_t *out, struct cell_error *err);
+
 static int fwrite_prepare(struct fwrite_op *op, json_t *req, struct cell_error *err)
 {
-	json_int_t mode, uid, gid;
+	json_int_t mode;
 	if (get_int(req, "FILE_WRITE", "mode", 0, 07777, DEFAULT_FILE_MODE, &mode, err) < 0 ||
-	    get_int(req, "FILE_WRITE", "uid", 0, ID_MAX, 0, &uid, err) < 0 ||
-	    get_int(req, "FILE_WRITE", "gid", 0, ID_MAX, 0, &gid, err) < 0)
+	    get_owner(req, "FILE_WRITE", "uid", "owner", "/etc/passwd", &op->set_uid, &op->uid,
+		      err) < 0 ||
+	    get_owner(req, "FILE_WRITE", "gid", "group", "/etc/group", &op->set_gid, &op->gid,
+		      err) < 0)
 		return -err->code;
 	op->mode = (mode_t)mode;
-	op->set_uid = json_object_get(req, "uid") != NULL;
-	op->set_gid = json_object_get(req, "gid") != NULL;
-	op->uid = (uint32_t)uid;
-	op->gid = (uint32_t)gid;
 	struct split_path sp;
 	int r = split(op->path, &sp, err);
 	if (r < 0)
@@ -697,4 +700,959 @@ void files_write(struct conn *c, json_t *req)
 	conn_attach(c, &fwrite_handler, op);
 	if (fwrite_prepare(op, req, &err) < 0)
 		fwrite_fail(op, c, &err);
+}
+
+/* ---- owner and group by name ---- */
+
+/* name → id in the sandbox's /etc/passwd or /etc/group ("name:password:id:..."): the first
+ * line whose first field is name. The file is read as read_name_db() reads it (confined,
+ * regular, at most NAME_DB_MAX bytes). 0, or -ENOENT when no line names it. */
+static int name_id(const char *db, const char *name, uint32_t *out)
+{
+	size_t len = 0, nlen = strlen(name);
+	char *buf = read_name_db(db, &len);
+	int r = -ENOENT;
+	for (char *line = buf; line && line < buf + len && r < 0;) {
+		char *eol = memchr(line, '\n', buf + len - line);
+		if (!eol)
+			eol = buf + len;
+		char *f[4] = {line, NULL, NULL, NULL};
+		int nf = 1;
+		for (char *p = line; p < eol && nf < 4; p++)
+			if (*p == ':')
+				f[nf++] = p + 1;
+		if (nf >= 3 && (size_t)(f[1] - 1 - f[0]) == nlen && !memcmp(f[0], name, nlen)) {
+			char *id_end = nf == 4 ? f[3] - 1 : eol;
+			uint32_t v;
+			if (parse_id(f[2], (size_t)(id_end - f[2]), &v) && v <= ID_MAX) {
+				*out = v;
+				r = 0;
+			}
+		}
+		line = eol + 1;
+	}
+	free(buf);
+	return r;
+}
+
+/* The request's "uid"/"owner" (or "gid"/"group"): a number, or a name looked up in the
+ * sandbox's own database. *set false when neither is there. */
+static int get_owner(json_t *req, const char *what, const char *num_key, const char *name_key,
+		     const char *db, bool *set, uint32_t *out, struct cell_error *err)
+{
+	json_int_t v;
+	*set = false;
+	if (get_int(req, what, num_key, 0, ID_MAX, 0, &v, err) < 0)
+		return -err->code;
+	if (json_object_get(req, num_key)) {
+		*set = true;
+		*out = (uint32_t)v;
+		return 0;
+	}
+	json_t *j = json_object_get(req, name_key);
+	if (!j)
+		return 0;
+	const char *name = json_string_value(j);
+	size_t n = json_string_length(j);
+	if (!name || n == 0 || n > 256 || strlen(name) != n || strchr(name, ':') ||
+	    strchr(name, '\n'))
+		return cell_err(err, EINVAL, "%s: %s must be a user or group name", what, name_key);
+	if (parse_id(name, n, out)) {
+		if (*out > ID_MAX)
+			return cell_err(err, EINVAL, "%s: %s %s is out of range", what, name_key,
+					name);
+		*set = true;
+		return 0;
+	}
+	if (name_id(db, name, out) < 0)
+		return cell_err(err, EINVAL, "%s: %s: no '%s' in the sandbox's %s", what, name_key,
+				name, db);
+	*set = true;
+	return 0;
+}
+
+struct owner_req {
+	bool set_uid, set_gid, set_mode;
+	uint32_t uid, gid;
+	mode_t mode;
+};
+
+static int get_owner_req(json_t *req, const char *what, struct owner_req *o, struct cell_error *err)
+{
+	json_int_t mode;
+	if (get_int(req, what, "mode", 0, 07777, 0, &mode, err) < 0 ||
+	    get_owner(req, what, "uid", "owner", "/etc/passwd", &o->set_uid, &o->uid, err) < 0 ||
+	    get_owner(req, what, "gid", "group", "/etc/group", &o->set_gid, &o->gid, err) < 0)
+		return -err->code;
+	o->set_mode = json_object_get(req, "mode") != NULL;
+	o->mode = (mode_t)mode;
+	return 0;
+}
+
+/* chown before chmod (chown clears set-id bits), on an fd, never by name. */
+static int apply_owner(int fd, const struct owner_req *o, const char *path, struct cell_error *err)
+{
+	if ((o->set_uid || o->set_gid) &&
+	    fchown(fd, o->set_uid ? o->uid : (uid_t)-1, o->set_gid ? o->gid : (gid_t)-1) < 0)
+		return cell_err(err, errno, "chown %s", path);
+	if (o->set_mode && fchmod(fd, o->mode) < 0)
+		return cell_err(err, errno, "chmod %s", path);
+	return 0;
+}
+
+/* ---- FILE_MKDIR ---- */
+
+/* mkdir -p path: missing components are created 0755 (open_dir_p: each resolved confined,
+ * created with mkdirat() in its resolved parent). mode/owner apply to path itself when this
+ * request created it; an existing directory is left as it is (mkdir -p -m). */
+void files_mkdir(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	struct owner_req o;
+	if (get_path(req, "FILE_MKDIR", &path, &err) < 0 ||
+	    get_owner_req(req, "FILE_MKDIR", &o, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int pre = cell_open_in_root(init_base.rootfd, path, O_PATH, 0, 0);
+	bool existed = pre >= 0;
+	if (pre >= 0)
+		close(pre);
+	int pfd = open_dir_p(path, &err);
+	if (pfd < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int r = 0;
+	if (!existed) {
+		int fd = openat(pfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		r = fd < 0 ? cell_err(&err, errno, "opening %s", path)
+			   : apply_owner(fd, &o, path, &err);
+		if (fd >= 0)
+			close(fd);
+	}
+	close(pfd);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "created", !existed));
+	conn_finish(c);
+}
+
+/* ---- FILE_REMOVE ---- */
+
+#define RM_DEPTH_MAX   256    /* directory levels below the one removed */
+#define RM_ENTRIES_MAX 100000 /* entries one request removes */
+
+struct rm_walk {
+	const char *path; /* for messages: the directory the request names */
+	dev_t dev;	  /* its filesystem: removal never crosses into another mount */
+	unsigned long removed;
+};
+
+static int rm_contents(int fd, int depth, struct rm_walk *w, struct cell_error *err);
+
+/* Remove name in dirfd, whatever it is now: unlink, and when it is a directory (EISDIR),
+ * open it O_NOFOLLOW (a symlink swapped in fails with ELOOP/ENOTDIR and is unlinked as a
+ * link on the next turn), empty it through that fd and rmdir it. Every step is relative to
+ * an fd of a directory checked on this filesystem, so a racing process can move things
+ * around inside the sandbox but never point the walk outside it. */
+static int rm_entry(int dirfd, const char *name, int depth, struct rm_walk *w,
+		    struct cell_error *err)
+{
+	for (int turn = 0; turn < 8; turn++) {
+		if (w->removed >= RM_ENTRIES_MAX)
+			return cell_err(err, EFBIG,
+					"removing %s: more than %d entries (removed %lu; the rest "
+					"stays, remove it again)",
+					w->path, RM_ENTRIES_MAX, w->removed);
+		if (unlinkat(dirfd, name, 0) == 0) {
+			w->removed++;
+			return 0;
+		}
+		if (errno == ENOENT)
+			return 0;
+		if (errno != EISDIR)
+			return cell_err(err, errno, "removing %s/.../%s", w->path, name);
+		int fd = openat(dirfd, name,
+				O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT || errno == ELOOP || errno == ENOTDIR)
+				continue; /* gone or swapped: look again */
+			return cell_err(err, errno, "opening %s/.../%s", w->path, name);
+		}
+		struct stat st;
+		int r = 0;
+		if (fstat(fd, &st) < 0)
+			r = cell_err(err, errno, "stat %s/.../%s", w->path, name);
+		else if (st.st_dev != w->dev)
+			r = cell_err(err, EBUSY,
+				     "removing %s: %s below it is another mount; not crossed",
+				     w->path, name);
+		else if (depth >= RM_DEPTH_MAX)
+			r = cell_err(err, ENAMETOOLONG, "removing %s: deeper than %d levels",
+				     w->path, RM_DEPTH_MAX);
+		else
+			r = rm_contents(fd, depth + 1, w, err);
+		close(fd);
+		if (r < 0)
+			return r;
+		if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0) {
+			w->removed++;
+			return 0;
+		}
+		if (errno == ENOENT)
+			return 0;
+		if (errno != ENOTEMPTY && errno != ENOTDIR)
+			return cell_err(err, errno, "removing %s/.../%s", w->path, name);
+		/* refilled or swapped meanwhile: another turn */
+	}
+	return cell_err(err, EBUSY, "removing %s: %s keeps changing", w->path, name);
+}
+
+/* Empty the directory open on fd: passes over its entries until one finds none. */
+static int rm_contents(int fd, int depth, struct rm_walk *w, struct cell_error *err)
+{
+	for (;;) {
+		int dfd = dup(fd);
+		if (dfd < 0)
+			return cell_err(err, errno, "removing %s", w->path);
+		DIR *d = fdopendir(dfd);
+		if (!d) {
+			close(dfd);
+			return cell_err(err, errno, "removing %s", w->path);
+		}
+		rewinddir(d);
+		unsigned long seen = 0;
+		int r = 0;
+		struct dirent *de;
+		while (r == 0 && (errno = 0, de = readdir(d))) {
+			if (is_dot_name(de->d_name))
+				continue;
+			seen++;
+			r = rm_entry(fd, de->d_name, depth, w, err);
+		}
+		if (r == 0 && errno)
+			r = cell_err(err, errno, "reading a directory below %s", w->path);
+		closedir(d);
+		if (r < 0 || seen == 0)
+			return r;
+	}
+}
+
+/* {"path","recursive"}: recursive false removes one entry that is not a directory (a
+ * symlink itself, never its target); true removes a directory and everything below it. */
+void files_remove(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	struct split_path sp;
+	json_t *jr = json_object_get(req, "recursive");
+	if (get_path(req, "FILE_REMOVE", &path, &err) < 0 || split(path, &sp, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	if (jr && !json_is_boolean(jr)) {
+		conn_fail(c, EINVAL, "FILE_REMOVE: recursive must be a boolean");
+		return;
+	}
+	if (!sp.name[0] || is_dot_name(sp.name)) {
+		conn_fail(c, EINVAL, "FILE_REMOVE: %s: refusing to remove it", path);
+		return;
+	}
+	bool recursive = json_is_true(jr);
+	int dirfd = cell_open_in_root(init_base.rootfd, sp.parent, O_PATH | O_DIRECTORY, 0, 0);
+	if (dirfd < 0) {
+		conn_fail(c, -dirfd, "removing %s: %s", path, strerror(-dirfd));
+		return;
+	}
+	int r = refuse_process_state(dirfd, "removing in", path, &err);
+	struct stat st;
+	int fd = -1;
+	if (r == 0) {
+		fd = openat(dirfd, sp.name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0)
+			r = cell_err(&err, errno, "removing %s", path);
+		else
+			r = refuse_process_state(fd, "removing", path, &err);
+	}
+	if (r == 0 && !recursive) {
+		if (S_ISDIR(st.st_mode))
+			r = cell_err(&err, EISDIR, "removing %s: is a directory", path);
+		else if (unlinkat(dirfd, sp.name, 0) < 0)
+			r = cell_err(&err, errno, "removing %s", path);
+	} else if (r == 0) {
+		struct rm_walk w = {.path = path, .dev = st.st_dev};
+		int dfd = -1;
+		if (!S_ISDIR(st.st_mode))
+			r = cell_err(&err, ENOTDIR, "removing %s: is a %s, not a directory", path,
+				     type_name(st.st_mode));
+		else if ((dfd = openat(dirfd, sp.name,
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK |
+					   O_CLOEXEC)) < 0)
+			r = cell_err(&err, errno == ELOOP ? ENOTDIR : errno, "removing %s", path);
+		else if (fstat(dfd, &st) < 0 || st.st_dev != w.dev)
+			r = cell_err(&err, EBUSY, "removing %s: it changed while opened", path);
+		else if ((r = refuse_process_state(dfd, "removing", path, &err)) < 0)
+			;
+		else if ((r = rm_contents(dfd, 0, &w, &err)) == 0 &&
+			 unlinkat(dirfd, sp.name, AT_REMOVEDIR) < 0)
+			r = cell_err(&err, errno, "removing %s", path);
+		if (dfd >= 0)
+			close(dfd);
+	}
+	if (fd >= 0)
+		close(fd);
+	close(dirfd);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "removed", true));
+	conn_finish(c);
+}
+
+/* ---- FILE_LIST: listing and search ---- */
+
+#define LIST_DEPTH_MAX	  32	 /* levels below the directory */
+#define LIST_ENTRIES_MAX  10000	 /* entries (or search matches) one answer holds */
+#define SEARCH_VISIT_MAX  200000 /* entries one search looks at */
+#define LIST_FRAME_BUDGET (48u << 10)
+
+/* The sandbox's /etc/passwd or /etc/group read once per request and indexed by id, so a
+ * listing of many entries with many owners costs one read and a binary search each. */
+struct name_entry {
+	uint32_t id, line;
+	const char *name;
+	size_t len;
+};
+struct name_index {
+	char *buf;
+	struct name_entry *v;
+	size_t n;
+};
+
+static int name_entry_cmp(const void *a, const void *b)
+{
+	const struct name_entry *x = a, *y = b;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->line < y->line ? -1 : x->line > y->line;
+}
+
+static void name_index_load(struct name_index *ix, const char *db)
+{
+	size_t len = 0, cap = 0;
+	ix->buf = read_name_db(db, &len);
+	ix->v = NULL;
+	ix->n = 0;
+	for (char *line = ix->buf; line && line < ix->buf + len;) {
+		char *eol = memchr(line, '\n', ix->buf + len - line);
+		if (!eol)
+			eol = ix->buf + len;
+		char *f[4] = {line, NULL, NULL, NULL};
+		int nf = 1;
+		for (char *p = line; p < eol && nf < 4; p++)
+			if (*p == ':')
+				f[nf++] = p + 1;
+		uint32_t v;
+		size_t name_len = nf >= 3 ? (size_t)(f[1] - 1 - f[0]) : 0;
+		if (nf >= 3 && name_len > 0 && name_len <= 256 &&
+		    parse_id(f[2], (size_t)((nf == 4 ? f[3] - 1 : eol) - f[2]), &v)) {
+			if (ix->n == cap) {
+				size_t ncap = cap ? cap * 2 : 64;
+				struct name_entry *nv = realloc(ix->v, ncap * sizeof(*nv));
+				if (!nv)
+					break;
+				ix->v = nv;
+				cap = ncap;
+			}
+			ix->v[ix->n] = (struct name_entry){v, (uint32_t)ix->n, f[0], name_len};
+			ix->n++;
+		}
+		line = eol + 1;
+	}
+	if (ix->n)
+		qsort(ix->v, ix->n, sizeof(*ix->v), name_entry_cmp);
+}
+
+static void name_index_free(struct name_index *ix)
+{
+	free(ix->buf);
+	free(ix->v);
+}
+
+/* The first line naming id (the same answer id_name gives), else the number. */
+static json_t *name_index_get(const struct name_index *ix, uint32_t id)
+{
+	size_t lo = 0, hi = ix->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (ix->v[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	json_t *name = NULL;
+	if (lo < ix->n && ix->v[lo].id == id)
+		name = json_stringn(ix->v[lo].name, ix->v[lo].len);
+	if (!name) {
+		char num[16];
+		snprintf(num, sizeof(num), "%u", id);
+		name = json_string(num);
+	}
+	return name;
+}
+
+/* Glob match of a search: '*' and '?' and [...] within one component (fnmatch with
+ * FNM_PATHNAME), and a whole component "**" for any number of components. */
+static bool glob_match(const char *pat, const char *path)
+{
+	if (!strncmp(pat, "**", 2) && (pat[2] == '/' || !pat[2])) {
+		const char *rest = pat[2] ? pat + 3 : pat + 2;
+		if (!*rest)
+			return true;
+		for (const char *p = path;; p++) {
+			if ((p == path || p[-1] == '/') && glob_match(rest, p))
+				return true;
+			if (!*p)
+				return false;
+		}
+	}
+	const char *ps = strchr(pat, '/'), *xs = strchr(path, '/');
+	size_t pl = ps ? (size_t)(ps - pat) : strlen(pat);
+	size_t xl = xs ? (size_t)(xs - path) : strlen(path);
+	char pc[NAME_MAX * 2 + 1], xc[NAME_MAX + 1];
+	if (pl >= sizeof(pc) || xl >= sizeof(xc))
+		return false;
+	memcpy(pc, pat, pl);
+	pc[pl] = '\0';
+	memcpy(xc, path, xl);
+	xc[xl] = '\0';
+	if (fnmatch(pc, xc, FNM_PERIOD) != 0)
+		return false;
+	if (!ps || !xs)
+		return !ps && !xs;
+	return glob_match(ps + 1, xs + 1);
+}
+
+struct list_walk {
+	struct conn *c;
+	const char *pattern; /* NULL: a listing */
+	size_t root_len;     /* length of the root's path, for relative paths */
+	int max_depth;
+	unsigned long emitted, visited, max_entries;
+	struct name_index pw, gr;
+	json_t *batch;
+	size_t batch_bytes;
+};
+
+static void list_flush(struct list_walk *w)
+{
+	if (!json_array_size(w->batch))
+		return;
+	conn_send_json(w->c, CELL_FRAME_ENTRIES, json_pack("{s:O}", "entries", w->batch));
+	json_array_clear(w->batch);
+	w->batch_bytes = 0;
+}
+
+static int list_emit(struct list_walk *w, const char *path, const struct stat *st,
+		     struct cell_error *err)
+{
+	if (w->emitted >= w->max_entries)
+		return cell_err(err, EFBIG,
+				"%s: more than %lu entries (ask for a smaller depth or a narrower "
+				"pattern)",
+				w->pattern ? "search" : "listing", w->max_entries);
+	json_t *o = json_object();
+	json_t *p = json_string(path);
+	if (!o || !p) { /* a name that is not UTF-8 cannot be reported in JSON: left out */
+		json_decref(o);
+		json_decref(p);
+		return 0;
+	}
+	json_object_set_new(o, "path", p);
+	json_object_set_new(o, "type", json_string(type_name(st->st_mode)));
+	json_object_set_new(o, "size", json_integer((json_int_t)st->st_size));
+	json_object_set_new(o, "mode", json_integer(st->st_mode & 07777));
+	json_object_set_new(o, "uid", json_integer(st->st_uid));
+	json_object_set_new(o, "gid", json_integer(st->st_gid));
+	json_object_set_new(o, "owner", name_index_get(&w->pw, st->st_uid));
+	json_object_set_new(o, "group", name_index_get(&w->gr, st->st_gid));
+	json_object_set_new(o, "mtime",
+			    json_real((double)st->st_mtim.tv_sec + st->st_mtim.tv_nsec / 1e9));
+	json_object_set_new(o, "ctime",
+			    json_real((double)st->st_ctim.tv_sec + st->st_ctim.tv_nsec / 1e9));
+	/* Worst case of its encoding: every byte of the path escaped as \u00XX. */
+	size_t cost = strlen(path) * 6 + 4096;
+	if (w->batch_bytes + cost > LIST_FRAME_BUDGET)
+		list_flush(w);
+	json_array_append_new(w->batch, o);
+	w->batch_bytes += cost;
+	w->emitted++;
+	return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* One directory open on fd, named path: its entries in lexical order, each followed by
+ * what lies below it when it is a directory (opened O_NOFOLLOW relative to fd: a symlink
+ * is reported, never entered, even one swapped in meanwhile). */
+static int list_dir(struct list_walk *w, int fd, const char *path, int depth,
+		    struct cell_error *err)
+{
+	int dfd = dup(fd);
+	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return cell_err(err, errno, "reading %s", path);
+	}
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int r = 0;
+	unsigned long limit = w->pattern ? SEARCH_VISIT_MAX : w->max_entries;
+	struct dirent *de;
+	while (r == 0 && (errno = 0, de = readdir(d))) {
+		if (is_dot_name(de->d_name))
+			continue;
+		if (w->visited + n >= limit) {
+			r = cell_err(err, EFBIG,
+				     "%s: more than %lu entries below %s (ask for a smaller depth "
+				     "or a narrower path)",
+				     w->pattern ? "search" : "listing", limit, path);
+			break;
+		}
+		if (n == cap) {
+			size_t ncap = cap ? cap * 2 : 32;
+			char **nn = realloc(names, ncap * sizeof(*nn));
+			if (!nn) {
+				r = cell_err(err, ENOMEM, "reading %s", path);
+				break;
+			}
+			names = nn;
+			cap = ncap;
+		}
+		if (!(names[n] = strdup(de->d_name)))
+			r = cell_err(err, ENOMEM, "reading %s", path);
+		else
+			n++;
+	}
+	if (r == 0 && errno)
+		r = cell_err(err, errno, "reading %s", path);
+	closedir(d);
+	w->visited += n;
+	if (n)
+		qsort(names, n, sizeof(*names), name_cmp);
+	char child[PATH_MAX];
+	for (size_t i = 0; i < n && r == 0; i++) {
+		int len = snprintf(child, sizeof(child), "%s%s%s", path,
+				   path[strlen(path) - 1] == '/' ? "" : "/", names[i]);
+		if (len < 0 || (size_t)len >= sizeof(child))
+			continue; /* deeper than a path can name */
+		struct stat st;
+		if (fstatat(fd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* gone meanwhile */
+		bool is_dir = S_ISDIR(st.st_mode);
+		if (!w->pattern)
+			r = list_emit(w, child, &st, err);
+		else if (!is_dir && glob_match(w->pattern, strchr(w->pattern, '/')
+							       ? child + w->root_len +
+								     (child[w->root_len] == '/')
+							       : names[i]))
+			r = list_emit(w, child, &st, err);
+		if (r < 0 || !is_dir || depth + 1 >= w->max_depth)
+			continue;
+		int sub = openat(fd, names[i],
+				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (sub < 0)
+			continue; /* swapped for a link, or gone: not entered */
+		struct cell_error ignored;
+		if (refuse_process_state(sub, "listing", child, &ignored) == 0)
+			r = list_dir(w, sub, child, depth + 1, err);
+		close(sub);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return r;
+}
+
+/* {"path","depth"?,"max_entries"?,"pattern"?}: without pattern, the entries below path up
+ * to depth levels; with it, the non-directories at any depth (to LIST_DEPTH_MAX) whose
+ * name (or, for a pattern with '/', path relative to path) matches. */
+void files_list(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	json_int_t depth, max;
+	json_t *jp = json_object_get(req, "pattern");
+	if (get_path(req, "FILE_LIST", &path, &err) < 0 ||
+	    get_int(req, "FILE_LIST", "depth", 1, LIST_DEPTH_MAX, 1, &depth, &err) < 0 ||
+	    get_int(req, "FILE_LIST", "max_entries", 1, LIST_ENTRIES_MAX, LIST_ENTRIES_MAX, &max,
+		    &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	if (jp &&
+	    (!json_is_string(jp) || !json_string_length(jp) || json_string_length(jp) > 1024 ||
+	     strlen(json_string_value(jp)) != json_string_length(jp))) {
+		conn_fail(c, EINVAL, "FILE_LIST: pattern must be a string of 1 to 1024 bytes");
+		return;
+	}
+	struct split_path sp;
+	if (split(path, &sp, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int fd;
+	if (!sp.name[0] || is_dot_name(sp.name) || sp.trailing_slash) {
+		fd = cell_open_in_root(init_base.rootfd, path,
+				       O_RDONLY | O_DIRECTORY | O_NONBLOCK | O_CLOEXEC, 0, 0);
+	} else {
+		int pfd =
+		    cell_open_in_root(init_base.rootfd, sp.parent, O_PATH | O_DIRECTORY, 0, 0);
+		fd = pfd < 0 ? pfd
+			     : openat(pfd, sp.name,
+				      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (pfd >= 0 && fd < 0)
+			fd = -errno;
+		if (fd == -ELOOP || fd == -ENOTDIR) {
+			struct stat st;
+			int e = -fd;
+			if (fstatat(pfd, sp.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISLNK(st.st_mode)) {
+				close(pfd);
+				conn_fail(c, EINVAL,
+					  "%s is a symbolic link: pass the directory it names",
+					  path);
+				return;
+			}
+			fd = -e;
+		}
+		if (pfd >= 0)
+			close(pfd);
+	}
+	if (fd < 0) {
+		conn_fail(c, -fd, "listing %s: %s", path,
+			  -fd == ENOTDIR ? "not a directory" : strerror(-fd));
+		return;
+	}
+	if (refuse_process_state(fd, "listing", path, &err) < 0) {
+		close(fd);
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	struct list_walk w = {
+	    .c = c,
+	    .pattern = jp ? json_string_value(jp) : NULL,
+	    .root_len = strlen(path),
+	    .max_depth = jp ? LIST_DEPTH_MAX : (int)depth,
+	    .max_entries = (unsigned long)max,
+	    .batch = json_array(),
+	};
+	while (w.root_len > 1 && path[w.root_len - 1] == '/')
+		w.root_len--;
+	name_index_load(&w.pw, "/etc/passwd");
+	name_index_load(&w.gr, "/etc/group");
+	int r = w.batch ? list_dir(&w, fd, path, 0, &err) : cell_err(&err, ENOMEM, "listing");
+	close(fd);
+	name_index_free(&w.pw);
+	name_index_free(&w.gr);
+	if (r == 0)
+		list_flush(&w);
+	json_decref(w.batch);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send(c, CELL_FRAME_END, NULL, 0);
+	conn_finish(c);
+}
+
+/* ---- FILE_MOVE, FILE_CHMOD, FILE_REPLACE ---- */
+
+#define REPLACE_FILE_MAX (8u << 20)  /* bytes of a file FILE_REPLACE rewrites */
+#define REPLACE_TEXT_MAX (64u << 10) /* bytes of "old" and of "new" */
+
+/* The directory holding path's last entry, resolved confined, and that entry's name (never
+ * ".", ".." or the root's empty name). An O_PATH fd or -errno with err set. */
+static int open_parent(const char *what, const char *path, struct split_path *sp,
+		       struct cell_error *err)
+{
+	int r = split(path, sp, err);
+	if (r < 0)
+		return r;
+	if (!sp->name[0] || is_dot_name(sp->name))
+		return cell_err(err, EINVAL, "%s %s: names no entry", what, path);
+	int fd = cell_open_in_root(init_base.rootfd, sp->parent, O_PATH | O_DIRECTORY, 0, 0);
+	if (fd < 0)
+		return cell_err(err, -fd, "%s %s", what, path);
+	r = refuse_process_state(fd, what, path, err);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+static const char *get_str(json_t *req, const char *key)
+{
+	json_t *j = json_object_get(req, key);
+	return json_string_value(j);
+}
+
+/* {"src","dest"}: rename(2) of src's entry (a symlink is moved as a link) into dest's
+ * directory, which must exist; an existing dest is replaced as rename(2) replaces it. */
+void files_move(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *src = get_str(req, "src"), *dest = get_str(req, "dest");
+	if (!src || !dest || src[0] != '/' || dest[0] != '/') {
+		conn_fail(c, EINVAL, "FILE_MOVE: src and dest must be absolute paths");
+		return;
+	}
+	struct split_path ss, ds;
+	int sfd = open_parent("moving", src, &ss, &err);
+	int dfd = sfd < 0 ? -1 : open_parent("moving to", dest, &ds, &err);
+	int r = dfd < 0 ? -err.code : 0;
+	if (r == 0 && ds.trailing_slash) {
+		/* "dest/" names a directory: the entry keeps its name inside it. */
+		close(dfd);
+		dfd = cell_open_in_root(init_base.rootfd, dest, O_PATH | O_DIRECTORY, 0, 0);
+		if (dfd < 0)
+			r = cell_err(&err, -dfd, "moving to %s", dest);
+		else if ((r = refuse_process_state(dfd, "moving to", dest, &err)) == 0)
+			strcpy(ds.name, ss.name);
+	}
+	if (r == 0 && renameat(sfd, ss.name, dfd, ds.name) < 0)
+		r = cell_err(&err, errno, "moving %s to %s", src, dest);
+	if (sfd >= 0)
+		close(sfd);
+	if (dfd >= 0)
+		close(dfd);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "moved", true));
+	conn_finish(c);
+}
+
+/* The entry path names, not followed, as an O_PATH fd with *st; a symbolic link is EINVAL
+ * (its target is never changed through it). */
+static int open_entry_nofollow(const char *what, const char *path, struct stat *st,
+			       struct cell_error *err)
+{
+	struct split_path sp;
+	int pfd, fd;
+	if (!strcmp(path, "/")) {
+		fd = dup(init_base.rootfd);
+		if (fd < 0)
+			return cell_err(err, errno, "%s /", what);
+	} else {
+		pfd = open_parent(what, path, &sp, err);
+		if (pfd < 0)
+			return pfd;
+		fd = openat(pfd, sp.name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			fd = cell_err(err, errno, "%s %s", what, path);
+		close(pfd);
+		if (fd < 0)
+			return fd;
+	}
+	int r = refuse_process_state(fd, what, path, err);
+	if (r == 0 && fstat(fd, st) < 0)
+		r = cell_err(err, errno, "%s %s", what, path);
+	if (r == 0 && S_ISLNK(st->st_mode))
+		r = cell_err(err, EINVAL, "%s %s: is a symbolic link (never followed)", what, path);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* {"path","mode"?,"uid"|"owner"?,"gid"|"group"?}: owner first, then mode, on the entry
+ * itself through its fd (a symbolic link is refused, never followed). */
+void files_chmod(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	struct owner_req o;
+	struct stat st;
+	if (get_path(req, "FILE_CHMOD", &path, &err) < 0 ||
+	    get_owner_req(req, "FILE_CHMOD", &o, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int fd = open_entry_nofollow("changing", path, &st, &err);
+	if (fd < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	int r = 0;
+	if ((o.set_uid || o.set_gid) && fchownat(fd, "", o.set_uid ? o.uid : (uid_t)-1,
+						 o.set_gid ? o.gid : (gid_t)-1, AT_EMPTY_PATH) < 0)
+		r = cell_err(&err, errno, "chown %s", path);
+	if (r == 0 && o.set_mode) {
+		/* An O_PATH fd takes no fchmod(); its /proc/self/fd link names the same inode
+		 * (not a symlink: refused above). */
+		char link[32];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		if (chmod(link, o.mode) < 0)
+			r = cell_err(&err, errno, "chmod %s", path);
+	}
+	close(fd);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "changed", true));
+	conn_finish(c);
+}
+
+static int read_all_fd(int fd, char *buf, size_t len)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = pread(fd, buf + got, len - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO; /* shrank meanwhile */
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* {"path","old","new"}: every occurrence of old (non-empty) replaced by new in the regular
+ * file path (a symbolic link is refused). The result goes to a temporary file beside it,
+ * given the file's owner and mode, renamed over it; nothing is written when old does not
+ * occur. OK {"replaced":N}. */
+void files_replace(struct conn *c, json_t *req)
+{
+	struct cell_error err = {0};
+	const char *path;
+	json_t *jo = json_object_get(req, "old"), *jn = json_object_get(req, "new");
+	if (get_path(req, "FILE_REPLACE", &path, &err) < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	if (!json_is_string(jo) || !json_string_length(jo) ||
+	    json_string_length(jo) > REPLACE_TEXT_MAX || !json_is_string(jn) ||
+	    json_string_length(jn) > REPLACE_TEXT_MAX) {
+		conn_fail(c, EINVAL,
+			  "FILE_REPLACE: old (1 to %u bytes) and new (at most %u) must be strings",
+			  REPLACE_TEXT_MAX, REPLACE_TEXT_MAX);
+		return;
+	}
+	const char *old = json_string_value(jo), *new = json_string_value(jn);
+	size_t olen = json_string_length(jo), nlen = json_string_length(jn);
+	struct split_path sp;
+	int dirfd = open_parent("replacing in", path, &sp, &err);
+	if (dirfd < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	/* O_PATH first (no open code of what is there runs), checked, then opened through its
+	 * fd: a process's state in /proc is never opened, a FIFO never waited on. */
+	int pfd = openat(dirfd, sp.name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int fd = -1;
+	struct stat st;
+	char *buf = NULL, *out = NULL;
+	size_t count = 0, size = 0;
+	int r = 0;
+	if (pfd < 0)
+		r = cell_err(&err, errno, "replacing in %s", path);
+	else if ((r = refuse_process_state(pfd, "replacing in", path, &err)) < 0)
+		;
+	else if (fstat(pfd, &st) < 0)
+		r = cell_err(&err, errno, "replacing in %s", path);
+	else if (S_ISLNK(st.st_mode))
+		r = cell_err(&err, EINVAL, "replacing in %s: is a symbolic link (never followed)",
+			     path);
+	else if (S_ISDIR(st.st_mode))
+		r = cell_err(&err, EISDIR, "replacing in %s: is a directory", path);
+	else if (!S_ISREG(st.st_mode))
+		r = cell_err(&err, EINVAL, "replacing in %s: not a regular file", path);
+	else if ((uint64_t)st.st_size > REPLACE_FILE_MAX)
+		r = cell_err(&err, EFBIG, "replacing in %s: larger than %u bytes", path,
+			     REPLACE_FILE_MAX);
+	if (r == 0) {
+		char link[32];
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", pfd);
+		fd = open(link, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st) < 0)
+			r = cell_err(&err, errno, "replacing in %s", path);
+		else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > REPLACE_FILE_MAX)
+			r = cell_err(&err, EBUSY, "replacing in %s: it changed meanwhile", path);
+	}
+	if (pfd >= 0)
+		close(pfd);
+	if (r == 0 && !(buf = malloc((size_t)st.st_size + 1)))
+		r = cell_err(&err, ENOMEM, "replacing in %s", path);
+	if (r == 0 && (r = read_all_fd(fd, buf, (size_t)st.st_size)) < 0)
+		r = cell_err(&err, -r, "reading %s", path);
+	size = r == 0 ? (size_t)st.st_size : 0;
+	for (const char *p = buf;
+	     r == 0 && p && (p = memmem(p, size - (size_t)(p - buf), old, olen)); p += olen)
+		count++;
+	size_t out_len = size - count * olen + count * nlen;
+	if (r == 0 && count && out_len > REPLACE_FILE_MAX)
+		r = cell_err(&err, EFBIG, "replacing in %s: the result would pass %u bytes", path,
+			     REPLACE_FILE_MAX);
+	if (r == 0 && count && !(out = malloc(out_len + 1)))
+		r = cell_err(&err, ENOMEM, "replacing in %s", path);
+	if (r == 0 && count) {
+		char *w = out;
+		const char *p = buf, *end = buf + size;
+		for (const char *m; (m = memmem(p, (size_t)(end - p), old, olen)); p = m + olen) {
+			memcpy(w, p, (size_t)(m - p));
+			w += m - p;
+			memcpy(w, new, nlen);
+			w += nlen;
+		}
+		memcpy(w, p, (size_t)(end - p));
+		struct fwrite_op *op = calloc(1, sizeof(*op) + strlen(path) + 1);
+		if (!op) {
+			r = cell_err(&err, ENOMEM, "replacing in %s", path);
+		} else {
+			strcpy(op->path, path);
+			snprintf(op->name, sizeof(op->name), "%s", sp.name);
+			op->dirfd = dirfd;
+			op->fd = -1;
+			op->set_uid = op->set_gid = true;
+			op->uid = st.st_uid;
+			op->gid = st.st_gid;
+			op->mode = st.st_mode & 07777;
+			if ((r = make_tmp(op, &err)) == 0) {
+				int wr = cell_write_all(op->fd, out, out_len);
+				if (wr < 0)
+					r = cell_err(&err, -wr, "writing %s", path);
+			}
+			if (r == 0)
+				r = fwrite_commit(op, &err);
+			fwrite_discard_tmp(op); /* nothing left behind on a failure */
+			free(op);
+		}
+	}
+	free(buf);
+	free(out);
+	if (fd >= 0)
+		close(fd);
+	close(dirfd);
+	if (r < 0) {
+		conn_fail(c, err.code, "%s", err.msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:I}", "replaced", (json_int_t)count));
+	conn_finish(c);
 }

@@ -78,6 +78,24 @@ static void handle_request(struct conn *c, uint16_t type, uint8_t *payload, uint
 	case CELL_FRAME_FILE_WRITE:
 		op = files_write;
 		break;
+	case CELL_FRAME_FILE_MKDIR:
+		op = files_mkdir;
+		break;
+	case CELL_FRAME_FILE_REMOVE:
+		op = files_remove;
+		break;
+	case CELL_FRAME_FILE_LIST:
+		op = files_list;
+		break;
+	case CELL_FRAME_FILE_MOVE:
+		op = files_move;
+		break;
+	case CELL_FRAME_FILE_CHMOD:
+		op = files_chmod;
+		break;
+	case CELL_FRAME_FILE_REPLACE:
+		op = files_replace;
+		break;
 	default:
 		conn_fail(c, EPROTO, "unexpected %s frame as a request",
 			  cell_frame_type_name(type));

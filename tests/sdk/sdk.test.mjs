@@ -629,6 +629,158 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		assert.match(String(err.rawBody), /FILE_NOT_FOUND/);
 	});
 
+	it("creates directories (mkdir -p, mode, owner by name) and deletes files and trees", { timeout: STEP_MS }, async () => {
+		await sbx.files.createDirectories([
+			{ path: "/workspace/tree/a/b", mode: 750, owner: "root", group: "root" },
+			{ path: "/workspace/tree/c" },
+		]);
+		const infos = await sbx.files.getFileInfo(["/workspace/tree/a/b", "/workspace/tree/c", "/workspace/tree/a"]);
+		assert.equal(infos["/workspace/tree/a/b"]?.type, "directory");
+		assert.equal(infos["/workspace/tree/a/b"]?.mode, 750);
+		assert.equal(infos["/workspace/tree/a/b"]?.owner, "root");
+		assert.equal(infos["/workspace/tree/c"]?.mode, 755, "the SDK's default mode");
+		assert.equal(infos["/workspace/tree/a"]?.mode, 755, "parents are created 0755");
+		await rejectsWith(sbx.files.createDirectories([{ path: "/workspace/tree/x", owner: "no-such-user" }]), 400, "INVALID_ARGUMENT");
+		await sbx.files.writeFiles([{ path: "/workspace/tree/a/b/f.txt", data: "f" }]);
+		await sbx.files.deleteFiles(["/workspace/tree/a/b/f.txt"]);
+		await rejectsWith(sbx.files.getFileInfo(["/workspace/tree/a/b/f.txt"]), 404, "FILE_NOT_FOUND");
+		await rejectsWith(sbx.files.deleteFiles(["/workspace/tree/a"]), 400, "INVALID_ARGUMENT");
+		await rejectsWith(sbx.files.deleteFiles(["/workspace/tree/nope"]), 404, "FILE_NOT_FOUND");
+		await sbx.files.deleteDirectories(["/workspace/tree"]);
+		await rejectsWith(sbx.files.getFileInfo(["/workspace/tree"]), 404, "FILE_NOT_FOUND");
+		await rejectsWith(sbx.files.deleteDirectories(["/workspace/tree"]), 404, "FILE_NOT_FOUND");
+	});
+
+	it("lists directories with depth and searches with globs", { timeout: STEP_MS }, async () => {
+		await sbx.files.writeFiles([
+			{ path: "/workspace/ls/b.txt", data: "bb" },
+			{ path: "/workspace/ls/a.md", data: "a", mode: 640 },
+			{ path: "/workspace/ls/sub/c.txt", data: "c" },
+		]);
+		await sbx.commands.run("ln -s / /workspace/ls/link");
+		const one = await sbx.files.listDirectory({ path: "/workspace/ls" });
+		assert.deepEqual(
+			one.map((e) => [e.path, e.type]),
+			[
+				["/workspace/ls/a.md", "file"],
+				["/workspace/ls/b.txt", "file"],
+				["/workspace/ls/link", "symlink"],
+				["/workspace/ls/sub", "directory"],
+			],
+		);
+		assert.equal(one[0].mode, 640);
+		assert.equal(one[1].size, 2);
+		assert.ok(one[0].modifiedAt instanceof Date);
+		const two = await sbx.files.listDirectory({ path: "/workspace/ls", depth: 2 });
+		assert.deepEqual(
+			two.map((e) => e.path),
+			["/workspace/ls/a.md", "/workspace/ls/b.txt", "/workspace/ls/link", "/workspace/ls/sub", "/workspace/ls/sub/c.txt"],
+			"descendants follow their parent; the symlink is not entered",
+		);
+		await rejectsWith(sbx.files.listDirectory({ path: "/workspace/ls/link" }), 400, "INVALID_ARGUMENT");
+		await rejectsWith(sbx.files.listDirectory({ path: "/workspace/nope" }), 404, "FILE_NOT_FOUND");
+		const txt = await sbx.files.search({ path: "/workspace/ls", pattern: "*.txt" });
+		assert.deepEqual(
+			txt.map((e) => e.path),
+			["/workspace/ls/b.txt", "/workspace/ls/sub/c.txt"],
+		);
+		assert.equal(txt[0].type, "file");
+		const all = await sbx.files.search({ path: "/workspace/ls" });
+		assert.equal(all.length, 4, "default pattern: every file and link, no directory");
+	});
+
+	it("moves files, sets permissions and replaces contents", { timeout: STEP_MS }, async () => {
+		await sbx.files.writeFiles([
+			{ path: "/workspace/ops/a.txt", data: "host=localhost\nport=1\nhost=localhost\n" },
+			{ path: "/workspace/ops/b.txt", data: "nothing here\n" },
+		]);
+		await sbx.files.createDirectories([{ path: "/workspace/ops/moved" }]);
+		await sbx.files.moveFiles([{ src: "/workspace/ops/a.txt", dest: "/workspace/ops/moved/c.txt" }]);
+		await rejectsWith(sbx.files.getFileInfo(["/workspace/ops/a.txt"]), 404, "FILE_NOT_FOUND");
+		await rejectsWith(
+			sbx.files.moveFiles([{ src: "/workspace/ops/none", dest: "/workspace/ops/x" }]),
+			404,
+			"FILE_NOT_FOUND",
+		);
+		await sbx.files.setPermissions([{ path: "/workspace/ops/moved/c.txt", mode: 600, owner: "root", group: "root" }]);
+		let info = await sbx.files.getFileInfo(["/workspace/ops/moved/c.txt"]);
+		assert.equal(info["/workspace/ops/moved/c.txt"].mode, 600);
+		assert.equal(info["/workspace/ops/moved/c.txt"].owner, "root");
+		await rejectsWith(
+			sbx.files.setPermissions([{ path: "/workspace/ops/b.txt", mode: 644, owner: "nobody-at-all" }]),
+			400,
+			"INVALID_ARGUMENT",
+		);
+		await sbx.files.replaceContents([
+			{ path: "/workspace/ops/moved/c.txt", oldContent: "localhost", newContent: "0.0.0.0" },
+		]);
+		assert.equal(await sbx.files.readFile("/workspace/ops/moved/c.txt"), "host=0.0.0.0\nport=1\nhost=0.0.0.0\n");
+		info = await sbx.files.getFileInfo(["/workspace/ops/moved/c.txt"]);
+		assert.equal(info["/workspace/ops/moved/c.txt"].mode, 600, "the mode survives a replace");
+		const counts = await sbx.files.replaceContentsDetailed([
+			{ path: "/workspace/ops/moved/c.txt", oldContent: "0.0.0.0", newContent: "::" },
+			{ path: "/workspace/ops/b.txt", oldContent: "absent", newContent: "x" },
+		]);
+		assert.deepEqual(
+			counts.sort((x, y) => x.path.localeCompare(y.path)),
+			[
+				{ path: "/workspace/ops/b.txt", replacedCount: 0 },
+				{ path: "/workspace/ops/moved/c.txt", replacedCount: 2 },
+			],
+		);
+		await rejectsWith(
+			sbx.files.replaceContents([{ path: "/workspace/ops/b.txt", oldContent: "", newContent: "x" }]),
+			400,
+			"INVALID_ARGUMENT",
+		);
+	});
+
+	it("resolves owner and group names inside the sandbox on upload", { timeout: STEP_MS }, async () => {
+		await sbx.commands.run("echo 'crew:x:4242:4343::/:/bin/false' >>/etc/passwd; echo 'crewg:x:4343:' >>/etc/group");
+		await sbx.files.writeFiles([
+			{ path: "/workspace/owned/f.txt", data: "mine", mode: 640, owner: "crew", group: "crewg" },
+		]);
+		const info = (await sbx.files.getFileInfo(["/workspace/owned/f.txt"]))["/workspace/owned/f.txt"];
+		assert.equal(info.owner, "crew");
+		assert.equal(info.group, "crewg");
+		assert.equal(info.mode, 640);
+		// Upload errors keep only the status in the SDK; the body still names the field.
+		const err = await rejectsWith(
+			sbx.files.writeFiles([{ path: "/workspace/owned/g.txt", data: "x", owner: "ghost" }]),
+			400,
+		);
+		assert.match(String(err.rawBody), /owner/);
+		await rejectsWith(sbx.files.getFileInfo(["/workspace/owned/g.txt"]), 404, "FILE_NOT_FOUND");
+	});
+
+	it("runs the filesystem round of OpenSandbox's own e2e suite", { timeout: STEP_MS }, async () => {
+		// The steps of its "03 filesystem operations" test: a directory of mode 644 as a move
+		// target, owner/group names the image has (nobody/nogroup), search "*".
+		const d1 = "/tmp/fs_e2e_1";
+		const d2 = "/tmp/fs_e2e_2";
+		await sbx.files.createDirectories([
+			{ path: d1, mode: 755 },
+			{ path: d2, mode: 644 },
+		]);
+		const dirs = await sbx.files.getFileInfo([d1, d2]);
+		assert.equal(dirs[d1].mode, 755);
+		assert.equal(dirs[d2].mode, 644);
+		await sbx.files.writeFiles([
+			{ path: `${d1}/f1`, data: "one", mode: 644 },
+			{ path: `${d1}/f3`, data: "three", mode: 755, owner: "nobody", group: "nogroup" },
+		]);
+		const found = new Set((await sbx.files.search({ path: d1, pattern: "*" })).map((f) => f.path));
+		assert.ok(found.has(`${d1}/f1`) && found.has(`${d1}/f3`), [...found].join(","));
+		await sbx.files.setPermissions([{ path: `${d1}/f1`, mode: 755, owner: "nobody", group: "nogroup" }]);
+		const f1 = (await sbx.files.getFileInfo([`${d1}/f1`]))[`${d1}/f1`];
+		assert.deepEqual([f1.mode, f1.owner, f1.group], [755, "nobody", "nogroup"]);
+		await sbx.files.moveFiles([{ src: `${d1}/f3`, dest: `${d2}/moved` }]);
+		assert.equal(await sbx.files.readFile(`${d2}/moved`), "three");
+		await sbx.files.deleteDirectories([d1, d2]);
+		const r = await sbx.commands.run(`test ! -d ${d1} && test ! -d ${d2} && echo OK`);
+		assert.equal(out(r).trim(), "OK");
+	});
+
 	it("lists the sandbox by a metadata filter", { timeout: STEP_MS }, async () => {
 		const m = manager();
 		const mine = await m.listSandboxInfos({ metadata: { suite: h.tag } });
