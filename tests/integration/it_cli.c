@@ -363,7 +363,9 @@ START_TEST(fs_family)
 	ck_assert_str_eq(p.out, "750 1000 1000\n750 1000 1000\n755 0 0\n");
 	h_proc_free(&p);
 	h_cell(&p, "exec", id, "--", "sh", "-c",
-	       "echo hi > /workspace/a/b/f.txt && echo x > /workspace/a/g.c", NULL);
+	       "echo hi > /workspace/a/b/f.txt && echo x > /workspace/a/g.c && "
+	       "ln -s /etc /workspace/a/l",
+	       NULL);
 	ck_assert_int_eq(p.status, 0);
 	h_proc_free(&p);
 
@@ -381,7 +383,7 @@ START_TEST(fs_family)
 	FS(&p, 0, "ls", "--depth", "2", "--json", id, "/workspace/a");
 	json_t *j = json_loads(p.out, 0, NULL);
 	ck_assert_msg(json_is_array(j), "ls --json: %s", p.out);
-	ck_assert_uint_eq(json_array_size(j), 4); /* b, b/c, b/f.txt, g.c */
+	ck_assert_uint_eq(json_array_size(j), 5); /* b, b/c, b/f.txt, g.c, l */
 	json_decref(j);
 	h_proc_free(&p);
 
@@ -408,13 +410,13 @@ START_TEST(fs_family)
 	h_proc_free(&p);
 
 	/* chmod with an owner; mv into a directory */
-	FS(&p, 0, "chmod", "--owner", "1000", "600", id, "/workspace/a/g.c");
+	FS(&p, 0, "chmod", "--owner", "1000", "--group", "root", "600", id, "/workspace/a/g.c");
 	h_proc_free(&p);
 	FS(&p, 0, "mv", id, "/workspace/a/g.c", "/workspace/d/");
 	h_proc_free(&p);
-	h_cell(&p, "exec", id, "--", "stat", "-c", "%a %u", "/workspace/d/g.c", NULL);
+	h_cell(&p, "exec", id, "--", "stat", "-c", "%a %u %g", "/workspace/d/g.c", NULL);
 	ck_assert_msg(p.status == 0, "moved file: %s", p.err);
-	ck_assert_str_eq(p.out, "600 1000\n");
+	ck_assert_str_eq(p.out, "600 1000 0\n");
 	h_proc_free(&p);
 
 	/* rm a file, then rm -r a tree */
