@@ -38,6 +38,12 @@ static void usage(FILE *f)
 	       "                                    set the mode (octal, at most 777) and owner\n"
 	       "\n"
 	       "Options:\n"
+	       "  -R                 (ls) every level (32)\n"
+	       "      --depth N      (ls) N levels (1 to 32, default 1)\n"
+	       "  -m, --mode MODE    (mkdir) mode of new directories, octal (default 755)\n"
+	       "      --owner U      (mkdir, chmod) owner: a name in the sandbox or a number\n"
+	       "      --group G      (mkdir, chmod) group: a name in the sandbox or a number\n"
+	       "  -r, --recursive    (rm) remove directories with everything in them\n"
 	       "      --json         (ls, stat, find) print celld's answer as JSON\n"
 	       "      --socket PATH  celld's socket\n"
 	       "  -h, --help         this help ('cell fs COMMAND --help' is the same)\n");
@@ -82,11 +88,17 @@ static int parse_opts(int argc, char **argv, const char *allowed, struct fs_opts
 			usage(stdout);
 			return CLI_EXIT_OK;
 		case '?':
-			return cli_error_usage(o->name, CLI_EXIT_USAGE, "unknown option '%s'",
-					       argv[optind - 1]);
-		case ':':
-			return cli_error_usage(o->name, CLI_EXIT_USAGE, "option '%s' needs a value",
-					       argv[optind - 1]);
+		case ':': {
+			/* A short option is optopt (it may sit in a cluster such as -rx); a long
+			 * one is the word getopt just passed (optopt is 0 or its value). */
+			const char *word = argv[optind - 1];
+			char shortopt[3] = {'-', (char)optopt, '\0'};
+			bool is_long = optopt <= 0 || optopt > 0x7f || !strncmp(word, "--", 2);
+			const char *what = is_long ? word : shortopt;
+			return cli_error_usage(
+			    o->name, CLI_EXIT_USAGE,
+			    c == '?' ? "unknown option '%s'" : "option '%s' needs a value", what);
+		}
 		case 'r':
 			ok = strchr(allowed, 'r');
 			o->recursive = true;

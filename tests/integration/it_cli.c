@@ -475,6 +475,12 @@ START_TEST(fs_errors)
 	FS(&p, 2, "rm", "-m", "7", id, "/workspace");
 	ck_assert_msg(strstr(p.err, "-m") && strstr(p.err, "fs rm --help"), "%s", p.err);
 	h_proc_free(&p);
+	FS(&p, 2, "rm", "-rx", id, "/workspace");
+	ck_assert_msg(strstr(p.err, "unknown option '-x'"), "%s", p.err);
+	h_proc_free(&p);
+	FS(&p, 2, "mkdir", id, "/workspace/n", "--owner");
+	ck_assert_msg(strstr(p.err, "--owner"), "%s", p.err);
+	h_proc_free(&p);
 	FS(&p, 2, "mkdir", "-m", "rwx", id, "/workspace/n");
 	ck_assert_msg(strstr(p.err, "mode 'rwx'"), "%s", p.err);
 	h_proc_free(&p);
