@@ -10,6 +10,7 @@ int cmd_rm(int argc, char **argv);
 int cmd_pause(int argc, char **argv);
 int cmd_resume(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
+int cmd_fs(int argc, char **argv);
 int cmd_image(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);

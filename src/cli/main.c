@@ -28,6 +28,7 @@ static const struct cli_command commands[] = {
     {"pause", cmd_pause, "freeze every process of sandboxes (memory kept)"},
     {"resume", cmd_resume, "thaw paused sandboxes"},
     {"cp", cmd_cp, "copy a file into or out of a sandbox"},
+    {"fs", cmd_fs, "list, find, stat, make, move, chmod and remove files in a sandbox"},
     {"image", cmd_image, "build and list local images"},
     {"info", cmd_info, "show celld's version, cgroup backend and directories"},
     {"selftest", cmd_selftest, "run the escape battery on this host and kernel (TAP report)"},
@@ -48,7 +49,7 @@ static void usage(FILE *f)
 	    "\n"
 	    "Global options:\n"
 	    "  --socket PATH  celld's Unix socket (env CELL_SOCKET, default %s)\n"
-	    "  --json         machine-readable output (ls, inspect, create, info, image ls)\n"
+	    "  --json         machine-readable output (ls, inspect, create, info, image ls, fs)\n"
 	    "  -h, --help     this help ('cell COMMAND --help' for one command)\n"
 	    "  -V, --version  print the version\n"
 	    "\n"

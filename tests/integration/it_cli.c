@@ -331,6 +331,185 @@ START_TEST(exec_user_refused)
 }
 END_TEST
 
+/* `cell fs ARGS...` must exit `want`; the output stays in p (free with h_proc_free). */
+static void fs_check(struct h_proc *p, int want, const char *sub)
+{
+	ck_assert_msg(p->status == want, "cell fs %s: exit %d (want %d), stdout: %s stderr: %s",
+		      sub, p->status, want, p->out, p->err);
+}
+#define FS(p, want, sub, ...)                                                                      \
+	do {                                                                                       \
+		h_cell((p), "fs", (sub), __VA_ARGS__, NULL);                                       \
+		fs_check((p), (want), (sub));                                                      \
+	} while (0)
+
+/* cell fs: every subcommand against a real sandbox, through what the sandbox itself sees. */
+START_TEST(fs_family)
+{
+	struct h_proc p;
+	h_cell(&p, "create", "--image", "busybox", NULL);
+	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
+	char *id = strdup(h_trim(p.out));
+	h_track_sandbox(id);
+	h_proc_free(&p);
+
+	/* mkdir -p with a mode and an owner */
+	FS(&p, 0, "mkdir", "-m", "750", "--owner", "1000", "--group", "1000", id,
+	   "/workspace/a/b/c", "/workspace/d");
+	h_proc_free(&p);
+	h_cell(&p, "exec", id, "--", "stat", "-c", "%a %u %g", "/workspace/a/b/c", "/workspace/d",
+	       "/workspace/a", NULL);
+	ck_assert_msg(p.status == 0, "stat: %s", p.err);
+	ck_assert_str_eq(p.out, "750 1000 1000\n750 1000 1000\n755 0 0\n");
+	h_proc_free(&p);
+	h_cell(&p, "exec", id, "--", "sh", "-c",
+	       "echo hi > /workspace/a/b/f.txt && echo x > /workspace/a/g.c && "
+	       "ln -s /etc /workspace/a/l",
+	       NULL);
+	ck_assert_int_eq(p.status, 0);
+	h_proc_free(&p);
+
+	/* ls: one level by default, -R all; the table has the header and the paths */
+	FS(&p, 0, "ls", id, "/workspace/a");
+	ck_assert_msg(strstr(p.out, "TYPE") && strstr(p.out, "/workspace/a/b\n") &&
+			  strstr(p.out, "/workspace/a/g.c\n") && !strstr(p.out, "f.txt"),
+		      "ls: %s", p.out);
+	h_proc_free(&p);
+	FS(&p, 0, "ls", "-R", id, "/workspace/a");
+	ck_assert_msg(strstr(p.out, "/workspace/a/b/f.txt\n") &&
+			  strstr(p.out, "/workspace/a/b/c\n"),
+		      "ls -R: %s", p.out);
+	h_proc_free(&p);
+	FS(&p, 0, "ls", "--depth", "2", "--json", id, "/workspace/a");
+	json_t *j = json_loads(p.out, 0, NULL);
+	ck_assert_msg(json_is_array(j), "ls --json: %s", p.out);
+	ck_assert_uint_eq(json_array_size(j), 5); /* b, b/c, b/f.txt, g.c, l */
+	json_decref(j);
+	h_proc_free(&p);
+
+	/* stat: type, mode, size per path */
+	FS(&p, 0, "stat", id, "/workspace/a/b/f.txt", "/workspace/d");
+	ck_assert_msg(strstr(p.out, "file") && strstr(p.out, "directory") && strstr(p.out, "750") &&
+			  strstr(p.out, "/workspace/a/b/f.txt"),
+		      "stat: %s", p.out);
+	h_proc_free(&p);
+	FS(&p, 0, "stat", "--json", id, "/workspace/a/b/f.txt");
+	j = json_loads(p.out, 0, NULL);
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(json_object_get(j, "/workspace/a/b/f.txt"), "size")),
+	    3);
+	json_decref(j);
+	h_proc_free(&p);
+
+	/* find: by name at any depth, and by a path pattern */
+	FS(&p, 0, "find", id, "/workspace", "*.txt");
+	ck_assert_str_eq(p.out, "/workspace/a/b/f.txt\n");
+	h_proc_free(&p);
+	FS(&p, 0, "find", id, "/workspace/a", "**/*.c");
+	ck_assert_str_eq(p.out, "/workspace/a/g.c\n");
+	h_proc_free(&p);
+
+	/* chmod with an owner; mv into a directory */
+	FS(&p, 0, "chmod", "--owner", "1000", "--group", "root", "600", id, "/workspace/a/g.c");
+	h_proc_free(&p);
+	FS(&p, 0, "mv", id, "/workspace/a/g.c", "/workspace/d/");
+	h_proc_free(&p);
+	h_cell(&p, "exec", id, "--", "stat", "-c", "%a %u %g", "/workspace/d/g.c", NULL);
+	ck_assert_msg(p.status == 0, "moved file: %s", p.err);
+	ck_assert_str_eq(p.out, "600 1000 0\n");
+	h_proc_free(&p);
+
+	/* rm a file, then rm -r a tree */
+	FS(&p, 0, "rm", id, "/workspace/d/g.c");
+	h_proc_free(&p);
+	FS(&p, 0, "rm", "-r", id, "/workspace/a");
+	h_proc_free(&p);
+	h_cell(&p, "exec", id, "--", "ls", "-A", "/workspace/d", "/workspace", NULL);
+	ck_assert_int_eq(p.status, 0);
+	ck_assert_msg(!strstr(p.out, "g.c") && !strstr(p.out, "a\n"), "after rm: %s", p.out);
+	h_proc_free(&p);
+	free(id);
+}
+END_TEST
+
+/* cell fs: a missing path is the server's message and exit 1; bad usage is 2, naming it. */
+START_TEST(fs_errors)
+{
+	struct h_proc p;
+	h_cell(&p, "create", "--image", "busybox", NULL);
+	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
+	char *id = strdup(h_trim(p.out));
+	h_track_sandbox(id);
+	h_proc_free(&p);
+
+	const char *miss = "/workspace/missing";
+	FS(&p, 1, "ls", id, miss);
+	ck_assert_msg(strstr(p.err, miss) && strstr(p.err, "FILE_NOT_FOUND"), "ls: %s", p.err);
+	h_proc_free(&p);
+	FS(&p, 1, "stat", id, miss);
+	ck_assert_msg(strstr(p.err, miss), "stat: %s", p.err);
+	h_proc_free(&p);
+	FS(&p, 1, "rm", id, miss);
+	ck_assert_msg(strstr(p.err, miss), "rm: %s", p.err);
+	h_proc_free(&p);
+	FS(&p, 1, "mv", id, miss, "/workspace/x");
+	ck_assert_msg(strstr(p.err, "fs mv"), "mv: %s", p.err);
+	h_proc_free(&p);
+	FS(&p, 1, "chmod", "644", id, miss);
+	ck_assert_msg(strstr(p.err, miss), "chmod: %s", p.err);
+	h_proc_free(&p);
+	FS(&p, 1, "find", id, miss, "*");
+	ck_assert_msg(strstr(p.err, "fs find"), "find: %s", p.err);
+	h_proc_free(&p);
+	/* rm without -r refuses a directory */
+	FS(&p, 1, "rm", id, "/workspace");
+	h_proc_free(&p);
+	/* an unknown sandbox */
+	FS(&p, 1, "ls", "nosuchsandbox", "/");
+	h_proc_free(&p);
+
+	/* usage errors name what was wrong and change nothing */
+	FS(&p, 2, "ls", "--depth", "0", id, "/");
+	ck_assert_msg(strstr(p.err, "--depth"), "%s", p.err);
+	h_proc_free(&p);
+	FS(&p, 2, "rm", "-m", "7", id, "/workspace");
+	ck_assert_msg(strstr(p.err, "-m") && strstr(p.err, "fs rm --help"), "%s", p.err);
+	h_proc_free(&p);
+	FS(&p, 2, "rm", "-rx", id, "/workspace");
+	ck_assert_msg(strstr(p.err, "unknown option '-x'"), "%s", p.err);
+	h_proc_free(&p);
+	FS(&p, 2, "mkdir", id, "/workspace/n", "--owner");
+	ck_assert_msg(strstr(p.err, "--owner"), "%s", p.err);
+	h_proc_free(&p);
+	FS(&p, 2, "mkdir", "-m", "rwx", id, "/workspace/n");
+	ck_assert_msg(strstr(p.err, "mode 'rwx'"), "%s", p.err);
+	h_proc_free(&p);
+	FS(&p, 2, "mkdir", id, "relative");
+	ck_assert_msg(strstr(p.err, "absolute"), "%s", p.err);
+	h_proc_free(&p);
+	FS(&p, 2, "mv", id, "/workspace");
+	h_proc_free(&p);
+	FS(&p, 2, "frob", id);
+	h_proc_free(&p);
+	h_cell(&p, "exec", id, "--", "ls", "/workspace/n", NULL);
+	ck_assert_int_ne(p.status, 0);
+	h_proc_free(&p);
+
+	/* help of the family and of each subcommand */
+	const char *subs[] = {"ls", "stat", "find", "mkdir", "rm", "mv", "chmod"};
+	h_cell(&p, "fs", "--help", NULL);
+	fs_check(&p, 0, "--help");
+	ck_assert_msg(strstr(p.out, "Usage: cell fs"), "%s", p.out);
+	h_proc_free(&p);
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		FS(&p, 0, subs[i], "--help");
+		ck_assert_msg(strstr(p.out, subs[i]), "%s --help: %s", subs[i], p.out);
+		h_proc_free(&p);
+	}
+	free(id);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -341,6 +520,8 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "exec_and_cp_round_trip", 120), exec_and_cp_round_trip);
 	tcase_add_test(h_tcase(s, "exec_user", 120), exec_user);
 	tcase_add_test(h_tcase(s, "exec_user_refused", 120), exec_user_refused);
+	tcase_add_test(h_tcase(s, "fs_family", 120), fs_family);
+	tcase_add_test(h_tcase(s, "fs_errors", 120), fs_errors);
 	return s;
 }
 
