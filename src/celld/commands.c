@@ -721,12 +721,17 @@ json_t *command_exec_request(const struct sandbox *sb, const char *command, json
 {
 	*content = NULL;
 	json_t *env = base_env(sb);
+	/* A command run as another user gets that user's home (cell-init reads it from the
+	 * sandbox's passwd), not root's, unless its client named one. */
+	bool home_from_passwd = uid != 0 && !json_object_get(envs, "HOME");
+	if (env && home_from_passwd)
+		json_object_del(env, "HOME");
 	if (env && envs)
 		json_object_update(env, envs);
-	json_t *req =
-	    env ? json_pack("{s:o, s:I, s:I, s:I}", "env", env_array(env), "timeout_ms",
-			    (json_int_t)timeout_ms, "uid", (json_int_t)uid, "gid", (json_int_t)gid)
-		: NULL;
+	json_t *req = env ? json_pack("{s:o, s:I, s:I, s:I, s:b}", "env", env_array(env),
+				      "timeout_ms", (json_int_t)timeout_ms, "uid", (json_int_t)uid,
+				      "gid", (json_int_t)gid, "home_from_passwd", home_from_passwd)
+			  : NULL;
 	json_decref(env);
 	json_t *cmd = NULL;
 	if (req && argv) {

@@ -46,6 +46,7 @@
 #include "conn.h"
 #include "defer.h"
 #include "exec.h"
+#include "files.h"
 #include "watch.h"
 
 #define DEFAULT_CWD   "/workspace"
@@ -219,10 +220,32 @@ static int parse_env(json_t *req, struct exec_req *r, struct cell_error *err)
 	return 0;
 }
 
+/* celld leaves HOME out of a non-root command's environment when its client did not set
+ * one ("home_from_passwd"): the user's home from the sandbox's passwd goes in, "/" when it
+ * names none (as login does), never root's. */
+static int add_home(json_t *req, uint32_t uid, struct cell_error *err)
+{
+	if (!json_is_true(json_object_get(req, "home_from_passwd")))
+		return 0;
+	json_t *env = json_object_get(req, "env");
+	char home[PATH_MAX];
+	if (!files_user_home(uid, home, sizeof(home)))
+		snprintf(home, sizeof(home), "/");
+	char entry[PATH_MAX + 8];
+	snprintf(entry, sizeof(entry), "HOME=%s", home);
+	if (!json_is_array(env) || json_array_append_new(env, json_string(entry)) < 0)
+		return cell_err(err, EINVAL, "EXEC: home_from_passwd needs an env array");
+	return 0;
+}
+
 static int req_parse(json_t *req, struct exec_req *r, struct cell_error *err)
 {
 	int ret = parse_argv(req, r, err);
 	if (ret < 0)
+		return ret;
+	uint64_t uid = 0;
+	if ((ret = get_uint(req, "uid", ID_MAX, &uid, NULL, err)) < 0 ||
+	    (ret = add_home(req, (uint32_t)uid, err)) < 0)
 		return ret;
 	ret = parse_env(req, r, err);
 	if (ret < 0)

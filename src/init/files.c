@@ -285,6 +285,38 @@ static json_t *id_name(const char *db, uint32_t id)
 	return name;
 }
 
+/* "name:password:uid:gid:gecos:home:shell" — the first line whose uid is uid. */
+bool files_user_home(uint32_t uid, char *buf, size_t size)
+{
+	size_t len = 0;
+	char *db = read_name_db("/etc/passwd", &len);
+	bool found = false;
+	for (char *line = db; line && line < db + len && !found;) {
+		char *eol = memchr(line, '\n', db + len - line);
+		if (!eol)
+			eol = db + len;
+		char *f[7] = {line};
+		int nf = 1;
+		for (char *p = line; p < eol && nf < 7; p++)
+			if (*p == ':')
+				f[nf++] = p + 1;
+		uint32_t v;
+		if (nf == 7 && parse_id(f[2], (size_t)(f[3] - 1 - f[2]), &v) && v == uid) {
+			size_t home_len = (size_t)(f[6] - 1 - f[5]);
+			found = home_len > 0 && home_len < size && f[5][0] == '/' &&
+				!memchr(f[5], '\0', home_len);
+			if (found) {
+				memcpy(buf, f[5], home_len);
+				buf[home_len] = '\0';
+			}
+			break;
+		}
+		line = eol + 1;
+	}
+	free(db);
+	return found;
+}
+
 static const char *type_name(mode_t m)
 {
 	if (S_ISREG(m))

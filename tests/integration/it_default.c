@@ -327,11 +327,11 @@ START_TEST(command_runs_as_user)
 	char *id = h_create("default", NULL);
 	char *out = NULL;
 	int code = sh_as_user(id,
-			      "id -un; id -gn; id -G; pwd; "
+			      "id -un; id -gn; id -G; pwd; echo $HOME; "
 			      "grep -E '^(CapPrm|CapEff|CapAmb|NoNewPrivs):' /proc/self/status",
 			      &out);
 	ck_assert_msg(code == 0, "exit %d: %s", code, out);
-	ck_assert_str_eq(out, "user\nuser\n1000\n/workspace\n"
+	ck_assert_str_eq(out, "user\nuser\n1000\n/workspace\n/home/user\n"
 			      "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
 			      "CapAmb:\t0000000000000000\nNoNewPrivs:\t1\n");
 	free(out);

@@ -21,6 +21,42 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* $HOME of a command run as uid (0: root), with extra "K", "V", ... envs. */
+static char *home_of(const char *id, int uid, const char *const *envs)
+{
+	struct h_exec_opts o = {.as_user = uid != 0, .uid = uid, .gid = uid, .envs = envs};
+	struct h_exec r;
+	ck_assert_int_eq(h_exec(id, "echo \"$HOME\"", &o, &r), 0);
+	ck_assert_msg(r.complete, "echo $HOME as %d: %s", uid, r.err);
+	char *home = strdup(r.out);
+	h_exec_free(&r);
+	return home;
+}
+
+/* A command run as another user gets that user's home from the sandbox's passwd ("/" when
+ * it names none, as login does), never root's; a HOME the client sets wins. */
+START_TEST(home_follows_the_user)
+{
+	char *id = h_create("busybox", NULL);
+	ck_assert_int_eq(h_sh_code(id, "mkdir -p /home/u && "
+				       "echo 'u:x:2000:2000::/home/u:/bin/sh' >> /etc/passwd"),
+			 0);
+	char *home = home_of(id, 0, NULL);
+	ck_assert_str_eq(home, "/root\n");
+	free(home);
+	home = home_of(id, 2000, NULL);
+	ck_assert_str_eq(home, "/home/u\n");
+	free(home);
+	home = home_of(id, 4242, NULL);
+	ck_assert_str_eq(home, "/\n");
+	free(home);
+	home = home_of(id, 2000, (const char *const[]){"HOME", "/tmp/h", NULL});
+	ck_assert_str_eq(home, "/tmp/h\n");
+	free(home);
+	free(id);
+}
+END_TEST
+
 START_TEST(files_persist_between_execs)
 {
 	char *id = h_create("busybox", NULL);
@@ -499,6 +535,7 @@ static Suite *exec_suite(void)
 	tcase_add_test(h_tcase(s, "binary_output_exact", 120), binary_output_exact);
 	tcase_add_test(h_tcase(s, "output_100mb_intact", 900), output_100mb_intact);
 	tcase_add_test(h_tcase(s, "concurrent_execs", 300), concurrent_execs);
+	tcase_add_test(h_tcase(s, "home_follows_the_user", 120), home_follows_the_user);
 	return s;
 }
 
