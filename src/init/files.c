@@ -877,12 +877,29 @@ void files_mkdir(struct conn *c, json_t *req)
 
 #define RM_DEPTH_MAX   256    /* directory levels below the one removed */
 #define RM_ENTRIES_MAX 100000 /* entries one request removes */
+/* ... and for at most this long: PID 1 answers nothing else meanwhile, and celld waits 30 s
+ * for an answer (a slow disk or an emulated machine removes far fewer entries per second). */
+#define RM_TIME_MAX_S 10
 
 struct rm_walk {
 	const char *path; /* for messages: the directory the request names */
 	dev_t dev;	  /* its filesystem: removal never crosses into another mount */
 	unsigned long removed;
+	struct timespec deadline; /* CLOCK_MONOTONIC */
 };
+
+/* Has the walk used its entries or its time? Checked per entry, the clock every 256. */
+static bool rm_spent(const struct rm_walk *w)
+{
+	if (w->removed >= RM_ENTRIES_MAX)
+		return true;
+	if (w->removed % 256)
+		return false;
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > w->deadline.tv_sec ||
+	       (now.tv_sec == w->deadline.tv_sec && now.tv_nsec >= w->deadline.tv_nsec);
+}
 
 static int rm_contents(int fd, int depth, struct rm_walk *w, struct cell_error *err);
 
@@ -895,11 +912,11 @@ static int rm_entry(int dirfd, const char *name, int depth, struct rm_walk *w,
 		    struct cell_error *err)
 {
 	for (int turn = 0; turn < 8; turn++) {
-		if (w->removed >= RM_ENTRIES_MAX)
+		if (rm_spent(w))
 			return cell_err(err, EFBIG,
-					"removing %s: more than %d entries (removed %lu; the rest "
-					"stays, remove it again)",
-					w->path, RM_ENTRIES_MAX, w->removed);
+					"removing %s: more than %d entries or %d s in one request "
+					"(removed %lu; the rest stays, remove it again)",
+					w->path, RM_ENTRIES_MAX, RM_TIME_MAX_S, w->removed);
 		if (unlinkat(dirfd, name, 0) == 0) {
 			w->removed++;
 			return 0;
@@ -1017,6 +1034,8 @@ void files_remove(struct conn *c, json_t *req)
 			r = cell_err(&err, errno, "removing %s", path);
 	} else if (r == 0) {
 		struct rm_walk w = {.path = path, .dev = st.st_dev};
+		clock_gettime(CLOCK_MONOTONIC, &w.deadline);
+		w.deadline.tv_sec += RM_TIME_MAX_S;
 		int dfd = -1;
 		if (!S_ISDIR(st.st_mode))
 			r = cell_err(&err, ENOTDIR, "removing %s: is a %s, not a directory", path,
