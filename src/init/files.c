@@ -249,6 +249,35 @@ static bool parse_id(const char *s, size_t len, uint32_t *out)
 	return true;
 }
 
+/* One line of /etc/passwd or /etc/group: its first fields (":"-separated), each a start and
+ * a length (the last one found runs to the line's end). */
+#define DB_FIELDS_MAX 7
+struct db_line {
+	const char *f[DB_FIELDS_MAX];
+	size_t len[DB_FIELDS_MAX];
+	int n;
+};
+
+/* Split the line at line (ending at '\n' or end) into at most max fields of l; returns
+ * where the next line starts. */
+static char *db_line_split(char *line, char *end, int max, struct db_line *l)
+{
+	char *eol = memchr(line, '\n', (size_t)(end - line));
+	if (!eol)
+		eol = end;
+	l->n = 0;
+	for (char *p = line, *start = line; l->n < max; p++) {
+		if (p != eol && *p != ':')
+			continue;
+		l->f[l->n] = start;
+		l->len[l->n++] = (size_t)(p - start);
+		if (p == eol)
+			break;
+		start = p + 1;
+	}
+	return eol + 1;
+}
+
 /* "name:password:id:..." — the first line whose third field is id names it. */
 static json_t *id_name(const char *db, uint32_t id)
 {
@@ -256,25 +285,13 @@ static json_t *id_name(const char *db, uint32_t id)
 	char *buf = read_name_db(db, &len);
 	json_t *name = NULL;
 	for (char *line = buf; line && line < buf + len && !name;) {
-		char *eol = memchr(line, '\n', buf + len - line);
-		if (!eol)
-			eol = buf + len;
-		char *f[4] = {line, NULL, NULL, NULL};
-		int nf = 1;
-		for (char *p = line; p < eol && nf < 4; p++)
-			if (*p == ':')
-				f[nf++] = p + 1;
-		if (nf >= 3) {
-			char *id_end = nf == 4 ? f[3] - 1 : eol;
-			size_t name_len = (size_t)(f[1] - 1 - f[0]);
-			uint32_t v;
-			/* json_stringn refuses invalid UTF-8: such a name falls back to the
-			 * number. */
-			if (name_len > 0 && name_len <= 256 &&
-			    parse_id(f[2], (size_t)(id_end - f[2]), &v) && v == id)
-				name = json_stringn(f[0], name_len);
-		}
-		line = eol + 1;
+		struct db_line l;
+		line = db_line_split(line, buf + len, 3, &l);
+		uint32_t v;
+		/* json_stringn refuses invalid UTF-8: such a name falls back to the number. */
+		if (l.n == 3 && l.len[0] > 0 && l.len[0] <= 256 && parse_id(l.f[2], l.len[2], &v) &&
+		    v == id)
+			name = json_stringn(l.f[0], l.len[0]);
 	}
 	free(buf);
 	if (!name) {
@@ -291,27 +308,20 @@ bool files_user_home(uint32_t uid, char *buf, size_t size)
 	size_t len = 0;
 	char *db = read_name_db("/etc/passwd", &len);
 	bool found = false;
-	for (char *line = db; line && line < db + len && !found;) {
-		char *eol = memchr(line, '\n', db + len - line);
-		if (!eol)
-			eol = db + len;
-		char *f[7] = {line};
-		int nf = 1;
-		for (char *p = line; p < eol && nf < 7; p++)
-			if (*p == ':')
-				f[nf++] = p + 1;
+	for (char *line = db; line && line < db + len;) {
+		struct db_line l;
+		line = db_line_split(line, db + len, 7, &l);
 		uint32_t v;
-		if (nf == 7 && parse_id(f[2], (size_t)(f[3] - 1 - f[2]), &v) && v == uid) {
-			size_t home_len = (size_t)(f[6] - 1 - f[5]);
-			found = home_len > 0 && home_len < size && f[5][0] == '/' &&
-				!memchr(f[5], '\0', home_len);
+		if (l.n == 7 && parse_id(l.f[2], l.len[2], &v) && v == uid) {
+			size_t home_len = l.len[5];
+			found = home_len > 0 && home_len < size && l.f[5][0] == '/' &&
+				!memchr(l.f[5], '\0', home_len);
 			if (found) {
-				memcpy(buf, f[5], home_len);
+				memcpy(buf, l.f[5], home_len);
 				buf[home_len] = '\0';
 			}
 			break;
 		}
-		line = eol + 1;
 	}
 	free(db);
 	return found;
@@ -745,23 +755,14 @@ static int name_id(const char *db, const char *name, uint32_t *out)
 	char *buf = read_name_db(db, &len);
 	int r = -ENOENT;
 	for (char *line = buf; line && line < buf + len && r < 0;) {
-		char *eol = memchr(line, '\n', buf + len - line);
-		if (!eol)
-			eol = buf + len;
-		char *f[4] = {line, NULL, NULL, NULL};
-		int nf = 1;
-		for (char *p = line; p < eol && nf < 4; p++)
-			if (*p == ':')
-				f[nf++] = p + 1;
-		if (nf >= 3 && (size_t)(f[1] - 1 - f[0]) == nlen && !memcmp(f[0], name, nlen)) {
-			char *id_end = nf == 4 ? f[3] - 1 : eol;
-			uint32_t v;
-			if (parse_id(f[2], (size_t)(id_end - f[2]), &v) && v <= ID_MAX) {
-				*out = v;
-				r = 0;
-			}
+		struct db_line l;
+		line = db_line_split(line, buf + len, 3, &l);
+		uint32_t v;
+		if (l.n == 3 && l.len[0] == nlen && !memcmp(l.f[0], name, nlen) &&
+		    parse_id(l.f[2], l.len[2], &v) && v <= ID_MAX) {
+			*out = v;
+			r = 0;
 		}
-		line = eol + 1;
 	}
 	free(buf);
 	return r;
@@ -1100,18 +1101,11 @@ static void name_index_load(struct name_index *ix, const char *db)
 	ix->v = NULL;
 	ix->n = 0;
 	for (char *line = ix->buf; line && line < ix->buf + len;) {
-		char *eol = memchr(line, '\n', ix->buf + len - line);
-		if (!eol)
-			eol = ix->buf + len;
-		char *f[4] = {line, NULL, NULL, NULL};
-		int nf = 1;
-		for (char *p = line; p < eol && nf < 4; p++)
-			if (*p == ':')
-				f[nf++] = p + 1;
+		struct db_line l;
+		line = db_line_split(line, ix->buf + len, 3, &l);
 		uint32_t v;
-		size_t name_len = nf >= 3 ? (size_t)(f[1] - 1 - f[0]) : 0;
-		if (nf >= 3 && name_len > 0 && name_len <= 256 &&
-		    parse_id(f[2], (size_t)((nf == 4 ? f[3] - 1 : eol) - f[2]), &v)) {
+		size_t name_len = l.n == 3 ? l.len[0] : 0;
+		if (name_len > 0 && name_len <= 256 && parse_id(l.f[2], l.len[2], &v)) {
 			if (ix->n == cap) {
 				size_t ncap = cap ? cap * 2 : 64;
 				struct name_entry *nv = realloc(ix->v, ncap * sizeof(*nv));
@@ -1120,10 +1114,9 @@ static void name_index_load(struct name_index *ix, const char *db)
 				ix->v = nv;
 				cap = ncap;
 			}
-			ix->v[ix->n] = (struct name_entry){v, (uint32_t)ix->n, f[0], name_len};
+			ix->v[ix->n] = (struct name_entry){v, (uint32_t)ix->n, l.f[0], name_len};
 			ix->n++;
 		}
-		line = eol + 1;
 	}
 	if (ix->n)
 		qsort(ix->v, ix->n, sizeof(*ix->v), name_entry_cmp);
