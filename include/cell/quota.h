@@ -22,6 +22,7 @@
  * quota does not cover them. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -44,6 +45,9 @@ struct cell_quota_req {
 	const char *templates_dir;
 	uint32_t project_id; /* the sandbox's uid_base */
 	uint64_t bytes;	     /* the quota; 0: none */
+	/* The filesystem may be in use already (a named volume several sandboxes mount):
+	 * a loop image that is attached is shared, never attached a second time. */
+	bool shared;
 };
 
 struct cell_quota {

@@ -36,16 +36,32 @@ enum cell_volume_map {
 	/* Host ids 0..65535 are the sandbox's 0..65535: its root is host root on the volume
 	 * (set-id files, file capabilities). Only on an operator's explicit request. */
 	CELL_VOLUME_MAP_IDENTITY,
+	/* Ids store_base..store_base+65535 on disk are the sandbox's 0..65535 (celld's named
+	 * volumes): whichever sandbox mounts the volume owns what an earlier one wrote, and
+	 * on disk the files belong to a range no account and no sandbox runs as. */
+	CELL_VOLUME_MAP_STORE,
 };
 
 struct cell_volume {
-	const char *host; /* absolute host path, must exist; no symlink on the way to it */
+	/* A host volume: absolute host path, must exist; no symlink on the way to it. NULL
+	 * for a named volume, whose files are taken from source_fd instead. */
+	const char *host;
+	/* A named volume: an O_PATH fd of its filesystem's root (a detached mount, or a
+	 * directory of the host), and the directory below it to mount (relative, resolved
+	 * beneath source_fd without following a symlink or crossing a mount). */
+	int source_fd;
+	const char *sub_path;
 	const char *dest; /* absolute path inside the sandbox, created if missing */
 	bool read_only;
 	enum cell_volume_map map;
 	uint32_t owner_uid, owner_gid; /* OWNER: the host ids the sandbox's root becomes */
 	bool map_gid;		       /* OWNER: gid 0 is owner_gid (else it stays in the range) */
+	uint32_t store_base;	       /* STORE: the on-disk id of the sandbox's root */
 };
+
+/* A volume's dest as the runtime takes it: absolute, no '.' or '..' component, not / nor
+ * under /proc, /sys or /dev. 0, or -EINVAL/-ENAMETOOLONG with err saying why. */
+int cell_mount_check_dest(const char *dest, struct cell_error *err);
 
 /* A compiled seccomp filter (classic BPF, built by celld from a profile in
  * policies/seccomp/ with libseccomp; see include/cell/seccomp.h). The child installs it

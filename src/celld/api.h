@@ -39,6 +39,12 @@ int api_sandbox_resume(struct http_req *r);
 int api_metrics_event(struct http_req *r);
 int api_info(struct http_req *r);
 
+/* ---- api_volumes.c: named volumes (cell's own) ---- */
+
+int api_volume_list(struct http_req *r);
+int api_volume_get(struct http_req *r);
+int api_volume_delete(struct http_req *r);
+
 /* ---- api_execd.c: execd's ping and commands ---- */
 
 int api_execd_ping(struct http_req *r);

@@ -115,6 +115,7 @@ static void spec_free(struct create_spec *spec)
 	json_decref(spec->metadata);
 	json_decref(spec->resource_limits);
 	json_decref(spec->volumes_json);
+	json_decref(spec->volume_claims);
 	json_decref(spec->warnings);
 	free(spec->volumes);
 }
@@ -300,11 +301,6 @@ static int check_unsupported(json_t *body, struct cell_error *err)
 				       "resourceLimits");
 	if (present(body, "credentialProxy"))
 		return field_fail(err, "credentialProxy: cell has no credential proxy");
-	if ((v = json_object_get(body, "volumes")) && !json_is_null(v) &&
-	    !(json_is_array(v) && !json_array_size(v)))
-		return field_fail(err, "volumes: named volumes are not supported yet (on the "
-				       "Unix socket, extensions.cell.volumes mounts host "
-				       "directories)");
 	if (present(body, "networkPolicy") &&
 	    check_network_policy(json_object_get(body, "networkPolicy"), err) < 0)
 		return -EINVAL;
@@ -350,6 +346,11 @@ static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 		return rc;
 	spec->timeout = timeout;
 	rc = parse_extensions(body, over_tcp, spec, err);
+	if (rc == 0)
+		rc = invalid(
+		    volumes_parse_api(json_object_get(body, "volumes"), over_tcp, spec, err), err);
+	if (rc == 0)
+		rc = invalid(volumes_finish(spec, err), err);
 	if (rc < 0)
 		return rc;
 	/* Last: the only check that looks at the host. A name that is not valid names no

@@ -1,5 +1,11 @@
 /* celld's configuration: one global, set by main.c before the daemons start and read-only
  * afterwards. A leaf, so every module can read it without depending on main.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
 #include "config.h"
 
 struct celld_config celld = {.init_fd = -1,
@@ -8,3 +14,32 @@ struct celld_config celld = {.init_fd = -1,
 			     .tcp_pending_max = CELLD_DEFAULT_PENDING_MAX,
 			     .tcp_pending_per_ip = CELLD_DEFAULT_PENDING_PER_IP,
 			     .tcp_head_timeout_s = CELLD_DEFAULT_HEAD_TIMEOUT_S};
+
+int config_add_volume_root(const char *dir)
+{
+	struct stat st;
+	char *real = dir[0] == '/' ? realpath(dir, NULL) : NULL;
+	if (!real || stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		int e = real ? errno : (dir[0] == '/' ? errno : EINVAL);
+		fprintf(stderr, "celld: --volume-root %s: %s\n", dir,
+			dir[0] != '/' ? "must be an absolute path"
+			: real	      ? "not a directory"
+				      : strerror(e));
+		free(real);
+		return -(e ? e : ENOTDIR);
+	}
+	if (!strcmp(real, "/")) {
+		fprintf(stderr, "celld: --volume-root /: would let TCP clients mount any host "
+				"path; name the directories they may use\n");
+		free(real);
+		return -EINVAL;
+	}
+	char **grown = realloc(celld.volume_roots, (celld.n_volume_roots + 1) * sizeof(*grown));
+	if (!grown) {
+		free(real);
+		return -ENOMEM;
+	}
+	celld.volume_roots = grown;
+	celld.volume_roots[celld.n_volume_roots++] = real;
+	return 0;
+}

@@ -1,6 +1,9 @@
 /* config.c: celld's configuration, fixed once the daemons start (set by main.c) */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "cell/cgroup.h"
 
 /* Unauthenticated TCP connections (gate.c): each costs celld one fd and a table slot. */
@@ -24,6 +27,14 @@ struct celld_config {
 	unsigned tcp_pending_max;    /* held at once, in all */
 	unsigned tcp_pending_per_ip; /* held at once from one client (IPv6: one /64) */
 	unsigned tcp_head_timeout_s; /* for the whole head of the first request */
+	/* Host directories TCP clients may mount below (--volume-root; canonical paths). */
+	char **volume_roots;
+	size_t n_volume_roots;
+	bool volume_shared_writers; /* --volume-shared-writers: ReadWriteMany allowed */
 };
 
 extern struct celld_config celld;
+
+/* --volume-root DIR: DIR made canonical (it must exist and be a directory) and added;
+ * prints why not and returns -errno. */
+int config_add_volume_root(const char *dir);

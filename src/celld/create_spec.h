@@ -26,5 +26,9 @@ struct create_spec {
 	struct cell_limits limits;   /* resourceLimits, validated, defaults filled in */
 	struct cell_volume *volumes; /* pointing into volumes_json */
 	size_t n_volumes;
+	/* The named volumes it mounts, with what to do when one is missing (volumes.h):
+	 * [{volume, create, bytes, access, deleteOnSandboxTermination, dest, subPath?}], or
+	 * NULL. */
+	json_t *volume_claims;
 	json_t *warnings; /* strings for the create's answer, or NULL */
 };

@@ -34,6 +34,7 @@
 #include "store.h"
 #include "timefmt.h"
 #include "uidrange.h"
+#include "volume_use.h"
 #include "volumes.h"
 #include "watch.h"
 #include "fields.h"
@@ -411,8 +412,13 @@ static int spawn_req(struct sandbox *sb, struct cell_spawn_req *req, struct cell
 	*volumes = NULL;
 	if (sb->volumes) {
 		int r = volumes_from_json(sb->volumes, volumes, &n_volumes, err);
-		if (r < 0)
+		if (r == 0)
+			r = volumes_open_named(sb->volumes, *volumes, n_volumes, err);
+		if (r < 0) {
+			free(*volumes);
+			*volumes = NULL;
 			return r;
+		}
 	}
 	*req = (struct cell_spawn_req){
 	    .id = sb->id,
@@ -447,6 +453,8 @@ static int spawn(struct sandbox *sb, struct cell_error *err)
 	r = spawn_req(sb, &req, &volumes, &quota, err);
 	if (r == 0)
 		r = cell_spawn(&req, &res, err);
+	if (volumes) /* the sandbox's mounts hold the named volumes now */
+		volumes_close_named(volumes, req.n_volumes);
 	free(volumes);
 	cell_quota_close(&quota); /* the sandbox's overlay holds its layer now */
 	if (r < 0)
@@ -506,7 +514,7 @@ static int end_running(struct sandbox *sb, enum sbx_op op, enum store_sync how,
 
 /* Undo a failed create. The entry is dropped only when nothing is left on disk; otherwise
  * it stays Failed, keeping its uid slot reserved. */
-static void undo_create(struct sandbox *sb, bool made_dir, const char *why)
+static void undo_create(struct sandbox *sb, bool made_dir, json_t *made_volumes, const char *why)
 {
 	struct cell_error err = {0};
 	int r = stop_processes(sb, &err);
@@ -516,6 +524,7 @@ static void undo_create(struct sandbox *sb, bool made_dir, const char *why)
 	if (r == 0) {
 		unpublish(sb);
 		sandbox_end(sb, SBX_CREATING, SBX_PENDING, NULL);
+		volume_use_undo(made_volumes);
 		return;
 	}
 	char reason[CELL_ERROR_MSG_MAX * 2];
@@ -555,7 +564,10 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 	 * then left to an operator (as any unreadable state.json is) instead of removed.
 	 * Everything the start needs is in that first record: the start reads nothing else. */
 	bool made_dir = false;
-	r = make_dir(sb, err);
+	json_t *made_volumes = NULL;
+	r = spec->volume_claims ? volume_use_claim(sb, spec->volume_claims, &made_volumes, err) : 0;
+	if (r == 0)
+		r = make_dir(sb, err);
 	if (r == 0) {
 		made_dir = true;
 		r = store_save_sync(sb, STORE_UNSYNCED, err);
@@ -565,11 +577,15 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 	if (r == 0)
 		r = end_running(sb, SBX_CREATING, STORE_SYNC_RENAMED, err);
 	if (r < 0) {
-		cell_err_wrap(err, "creating sandbox %s: ", sb->id);
-		undo_create(sb, made_dir, err->msg);
+		/* A refusal of the request's volumes is the client's error, as it is. */
+		if (r != -ENOENT && r != -EINVAL && r != -EBUSY)
+			cell_err_wrap(err, "creating sandbox %s: ", sb->id);
+		undo_create(sb, made_dir, made_volumes, err->msg);
+		json_decref(made_volumes);
 		sandbox_unref(sb);
 		return r;
 	}
+	json_decref(made_volumes);
 	log_info("sandbox %s created (image %s, pid %d, uid base %u)", sb->id, sb->image,
 		 (int)sb->pid, sb->uid_base);
 	*out = sb;
@@ -604,6 +620,7 @@ int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
 		unpublish(sb);
 		sandbox_end(sb, SBX_DELETING, sb->state, NULL);
 		log_info("sandbox %s deleted", sb->id);
+		volume_use_release(sb->id, sb->volumes);
 		return 0;
 	}
 	cell_err_wrap(err, "deleting sandbox %s: ", sb->id);

@@ -24,6 +24,7 @@
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "cell/quantity.h"
+#include "cell/quota.h"
 #include "config.h"
 #include "fields.h"
 #include "limits.h"
@@ -549,4 +550,31 @@ void limits_complete(const char *id, json_t *request, struct cell_limits *l)
 	l->io_read_iops = parsed.io_read_iops;
 	l->io_write_iops = parsed.io_write_iops;
 	l->io_device = policy.io_device;
+}
+
+int limits_volume_bytes(const char *text, const char *field, uint64_t *out, struct cell_error *err)
+{
+	if (!text) {
+		*out = policy.defaults[F_DISK];
+		return 0;
+	}
+	uint64_t v;
+	if (cell_parse_bytes(text, &v) < 0)
+		return field_fail(err, "%s '%.40s' is malformed: use %s", field, text,
+				  field_hint(F_DISK));
+	if (v < CELL_QUOTA_LOOP_MIN)
+		return field_fail(err, "%s '%.40s' is too small (at least %lluMi)", field, text,
+				  CELL_QUOTA_LOOP_MIN >> 20);
+	if (v > policy.maximum[F_DISK])
+		return field_fail(err,
+				  "%s '%.40s' is above the maximum disk of this host's policy (%s)",
+				  field, text, POLICY_FILE);
+	struct statvfs sv;
+	if (statvfs(celld.state_dir, &sv) == 0 && v / sv.f_frsize > sv.f_bavail)
+		return cell_err_msg(err, EAGAIN,
+				    "%s %" PRIu64 " bytes is more than the free space of the state "
+				    "dir's filesystem (%llu bytes)",
+				    field, v, (unsigned long long)sv.f_bavail * sv.f_frsize);
+	*out = v;
+	return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -16,6 +17,9 @@ int limits_load(struct cell_error *err);
  * -ENOMEM, or with check_host -EAGAIN (more than the host can hold, err says which rule). */
 int limits_resolve(json_t *request, struct cell_limits *out, bool check_host,
 		   struct cell_error *err);
+/* The quota of a new named volume: text ("10Gi"; NULL: the policy's default disk) checked
+ * against the policy's maximum disk and the state dir's free space; errors name field. */
+int limits_volume_bytes(const char *text, const char *field, uint64_t *out, struct cell_error *err);
 /* The rlimits every sandbox's processes start with. */
 const struct cell_rlimit *limits_rlimits(size_t *n);
 /* The limits as enforced, as shown by inspect and kept in state.json (0 = unlimited;

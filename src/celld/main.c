@@ -31,6 +31,7 @@
 #include "seccomp_policy.h"
 #include "timers.h"
 #include "uidrange.h"
+#include "volstore.h"
 #include "watch.h"
 #include "fields.h"
 #include "gate.h"
@@ -80,6 +81,12 @@ static void usage(FILE *out)
 	    "                      /command/{id}/logs (default 1Gi; each sandbox keeps at\n"
 	    "                      most 64Mi): past it the oldest finished commands' output\n"
 	    "                      goes first\n"
+	    "  --volume-root DIR   a host directory whose subtree TCP clients may mount as a\n"
+	    "                      volume (volumes[].host.path; repeatable). Without it only\n"
+	    "                      the Unix socket may mount host paths\n"
+	    "  --volume-shared-writers\n"
+	    "                      allow pvc.accessModes ReadWriteMany: several sandboxes\n"
+	    "                      writing one named volume at once (default: one writer)\n"
 	    "  --uid-ranges-dir DIR\n"
 	    "                      host-wide uid range reservations, shared by every celld on\n"
 	    "                      the host (default " CELLD_UID_RANGES_DIR ", 0700 root)\n"
@@ -119,6 +126,8 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"uid-ranges-dir", required_argument, NULL, 'U'},
 	    {"policies", required_argument, NULL, 'P'},
 	    {"output-budget", required_argument, NULL, 'O'},
+	    {"volume-root", required_argument, NULL, 'R'},
+	    {"volume-shared-writers", no_argument, NULL, 'W'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
@@ -165,6 +174,12 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'O':
 			f->output_budget = optarg;
+			break;
+		case 'R':
+			r = config_add_volume_root(optarg);
+			break;
+		case 'W':
+			celld.volume_shared_writers = true;
 			break;
 		case 'd':
 			f->debug = true;
@@ -494,7 +509,8 @@ static void *shutdown_watchdog(void *arg)
 static int run(const struct flags *f)
 {
 	struct cell_error err = {0};
-	if (setup_dirs(f, &err) < 0 || uidrange_init(f->uid_ranges, &err) < 0)
+	if (setup_dirs(f, &err) < 0 || uidrange_init(f->uid_ranges, &err) < 0 ||
+	    volstore_init(celld.state_dir, &err) < 0)
 		goto fail;
 	if (check_kernel(&err) < 0)
 		goto fail;

@@ -42,7 +42,9 @@
 #define CONTENT_MAX    (PATH_MAX + CELL_ID_MAX + 4)
 #define STATE_JSON_MAX (1u << 20) /* store.c's limit */
 #define RECLAIM_TMP    ".reclaim"
-#define UID_SPACE_END  ((uint64_t)CELLD_UID_FIRST + (uint64_t)CELLD_SLOTS * CELL_UID_RANGE)
+/* The sandboxes' ranges, and one more just past them: the on-disk ids of named volumes
+ * (volstore.h), which no account may have either. */
+#define UID_SPACE_END ((uint64_t)CELLD_UID_FIRST + ((uint64_t)CELLD_SLOTS + 1) * CELL_UID_RANGE)
 
 struct held {
 	int fd; /* open, flocked reservation file; -1 when the slot is not ours */

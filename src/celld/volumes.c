@@ -1,6 +1,14 @@
-/* Host volumes (extensions["cell.volumes"], Unix socket only): each checked, its host path
- * resolved, and the id mapping that decides who owns what the sandbox writes there chosen
- * and recorded with the sandbox.
+/* A create's volumes, checked and turned into the sandbox's record of them:
+ *
+ *   volumes[] (the OpenSandbox field): {name, mountPath, readOnly?, subPath?} and one
+ *             backend: pvc {claimName, createIfNotExists, deleteOnSandboxTermination,
+ *             storage, accessModes} is one of celld's named volumes (volstore.c); host
+ *             {path} a host directory, on the Unix socket or under an operator's
+ *             --volume-root only.
+ *   extensions["cell.volumes"] (Unix socket only): host volumes with cell's own options.
+ *
+ * Every host path is resolved, and the id mapping that decides who owns what the sandbox
+ * writes there chosen and recorded with the sandbox.
  *
  * A volume is a host directory the sandbox writes into, and whoever reaches that directory
  * on the host later meets what it wrote: a set-id binary, a file capability, a file owned by
@@ -26,11 +34,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "volumes.h"
+#include "config.h"
+#include "limits.h"
+#include "volstore.h"
 #include "fields.h"
 #include "uidrange.h"
 
@@ -45,6 +57,7 @@ static const char *const map_names[] = {
     [CELL_VOLUME_MAP_RANGE] = "range",
     [CELL_VOLUME_MAP_OWNER] = "owner",
     [CELL_VOLUME_MAP_IDENTITY] = "identity",
+    [CELL_VOLUME_MAP_STORE] = "store",
 };
 
 /* ---- ordinary accounts ---- */
@@ -105,42 +118,34 @@ static bool ordinary_gid(uint32_t gid)
 
 /* ---- one volume ---- */
 
-static bool has_dotdot(const char *path)
-{
-	for (const char *p = path; (p = strstr(p, "..")); p += 2)
-		if ((p == path || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
-			return true;
-	return false;
-}
-
-static int parse_map(json_t *v, size_t i, int *map, struct cell_error *err)
+static int parse_map(json_t *v, const char *label, int *map, struct cell_error *err)
 {
 	char name[64];
 	const char *text = NULL;
-	snprintf(name, sizeof(name), "cell.volumes[%zu].map", i);
+	snprintf(name, sizeof(name), "%s.map", label);
 	int r = field_string(v, "map", name, false, &text, err);
 	*map = -1; /* not given: chosen from the owner */
 	if (r <= 0)
 		return r;
 	for (size_t k = 0; k < CELL_ARRAY_SIZE(map_names); k++)
-		if (!strcmp(text, map_names[k]))
+		if (k != CELL_VOLUME_MAP_STORE && !strcmp(text, map_names[k]))
 			return *map = (int)k, 0;
 	return field_fail(err, "%s must be \"owner\", \"range\" or \"identity\"", name);
 }
 
 /* The map for a host path owned by st, as asked (map >= 0) or chosen; why says what was
  * decided, for inspect and the create's warnings. */
-static int choose_map(int map, const struct stat *st, size_t i, const char *host,
+static int choose_map(int map, const struct stat *st, const char *label, const char *host,
 		      struct cell_volume *vol, char *why, size_t why_size, struct cell_error *err)
 {
 	bool owner_ok = ordinary_uid(st->st_uid);
 	if (map == CELL_VOLUME_MAP_OWNER && !owner_ok)
 		return field_fail(err,
-				  "cell.volumes[%zu].map owner: %s is owned by uid %u, a system "
+				  "%s.map owner: %s is owned by uid %u, a system "
 				  "account; the sandbox's root may only become an ordinary "
 				  "account (uid %u-%u): use map range, or give the directory to "
 				  "an ordinary user",
-				  i, host, (unsigned)st->st_uid, accounts.uid_min,
+				  label, host, (unsigned)st->st_uid, accounts.uid_min,
 				  accounts.uid_max);
 	if (map < 0)
 		map = owner_ok ? CELL_VOLUME_MAP_OWNER : CELL_VOLUME_MAP_RANGE;
@@ -171,6 +176,8 @@ static int choose_map(int map, const struct stat *st, size_t i, const char *host
 			 "files and file capabilities it makes there work on the host)",
 			 host);
 		break;
+	case CELL_VOLUME_MAP_STORE: /* named volumes only: parse_map never gives it */
+		return field_fail(err, "%s.map is not a host volume's map", label);
 	}
 	return 0;
 }
@@ -187,42 +194,32 @@ static json_t *volume_json(const struct cell_volume *v, const char *why)
 	return o;
 }
 
-static int parse_volume(json_t *v, size_t i, json_t *out, json_t *warnings, struct cell_error *err)
+static int check_dest(const char *dest, const char *field, struct cell_error *err)
 {
-	char name[64];
-	const char *host, *dest;
-	bool ro = false;
-	if (!json_is_object(v))
-		return field_fail(err, "cell.volumes[%zu] must be an object", i);
-	snprintf(name, sizeof(name), "cell.volumes[%zu].host", i);
-	int r = field_string(v, "host", name, true, &host, err);
-	if (r < 0)
-		return r;
-	snprintf(name, sizeof(name), "cell.volumes[%zu].dest", i);
-	if ((r = field_string(v, "dest", name, true, &dest, err)) < 0)
-		return r;
-	snprintf(name, sizeof(name), "cell.volumes[%zu].readOnly", i);
-	if ((r = field_bool(v, "readOnly", name, &ro, err)) < 0)
-		return r;
-	int map;
-	if ((r = parse_map(v, i, &map, err)) < 0)
-		return r;
+	struct cell_error why = {0};
+	if (cell_mount_check_dest(dest, &why) < 0)
+		return field_fail(err, "%s: %s", field, why.msg);
+	return 0;
+}
+
+/* One host volume, checked (map: -1 to choose from the owner) and recorded in out. */
+static int add_host(const char *label, const char *host, const char *dest, bool ro, int map,
+		    json_t *out, json_t *warnings, struct cell_error *err)
+{
 	if (host[0] != '/')
-		return field_fail(err, "cell.volumes[%zu].host must be an absolute path", i);
-	if (dest[0] != '/' || has_dotdot(dest) || strlen(dest) >= PATH_MAX || !strcmp(dest, "/"))
-		return field_fail(err,
-				  "cell.volumes[%zu].dest must be an absolute path below / "
-				  "without '..'",
-				  i);
+		return field_fail(err, "%s.host must be an absolute path", label);
 	/* The canonical host path is what gets mounted (the runtime refuses a symlink on the
 	 * way to it): later symlink swaps of the path the client named change nothing. */
 	_cleanup_free_ char *real = realpath(host, NULL);
 	struct stat st;
 	if (!real || stat(real, &st) < 0)
-		return field_fail(err, "cell.volumes[%zu].host %s: %s", i, host, strerror(errno));
+		return field_fail(err, "%s.host %s: %s", label, host, strerror(errno));
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return field_fail(err, "%s.host %s is not a directory or a file", label, host);
 	struct cell_volume vol = {.host = real, .dest = dest, .read_only = ro};
 	char why[PATH_MAX + 256];
-	if ((r = choose_map(map, &st, i, real, &vol, why, sizeof(why), err)) < 0)
+	int r = choose_map(map, &st, label, real, &vol, why, sizeof(why), err);
+	if (r < 0)
 		return r;
 	if (vol.map == CELL_VOLUME_MAP_IDENTITY)
 		log_warn("volume %s: %s", real, why);
@@ -239,6 +236,31 @@ static int parse_volume(json_t *v, size_t i, json_t *out, json_t *warnings, stru
 		   : 0;
 }
 
+static int parse_volume(json_t *v, size_t i, json_t *out, json_t *warnings, struct cell_error *err)
+{
+	char label[48], name[96];
+	const char *host, *dest;
+	bool ro = false;
+	snprintf(label, sizeof(label), "cell.volumes[%zu]", i);
+	if (!json_is_object(v))
+		return field_fail(err, "%s must be an object", label);
+	snprintf(name, sizeof(name), "%s.host", label);
+	int r = field_string(v, "host", name, true, &host, err);
+	if (r < 0)
+		return r;
+	snprintf(name, sizeof(name), "%s.dest", label);
+	if ((r = field_string(v, "dest", name, true, &dest, err)) < 0 ||
+	    (r = check_dest(dest, name, err)) < 0)
+		return r;
+	snprintf(name, sizeof(name), "%s.readOnly", label);
+	if ((r = field_bool(v, "readOnly", name, &ro, err)) < 0)
+		return r;
+	int map;
+	if ((r = parse_map(v, label, &map, err)) < 0)
+		return r;
+	return add_host(label, host, dest, ro, map, out, warnings, err);
+}
+
 /* ---- the list ---- */
 
 int volumes_parse(const char *text, struct create_spec *spec, struct cell_error *err)
@@ -253,19 +275,266 @@ int volumes_parse(const char *text, struct create_spec *spec, struct cell_error 
 		json_decref(arr);
 		return field_fail(err, "cell.volumes: at most %d volumes", VOLUMES_MAX);
 	}
-	json_t *out = json_array();
+	if (!spec->volumes_json)
+		spec->volumes_json = json_array();
 	if (!spec->warnings)
 		spec->warnings = json_array();
 	size_t i;
 	json_t *v;
 	int r = 0;
-	json_array_foreach(arr, i,
-			   v) if ((r = parse_volume(v, i, out, spec->warnings, err)) < 0) break;
+	json_array_foreach(arr, i, v)
+	{
+		if ((r = parse_volume(v, i, spec->volumes_json, spec->warnings, err)) < 0)
+			break;
+	}
 	json_decref(arr);
-	spec->volumes_json = out;
+	return r;
+}
+
+/* ---- volumes[], the OpenSandbox field ---- */
+
+/* Under one of the operator's --volume-root dirs (canonical paths). */
+static bool under_volume_root(const char *real)
+{
+	for (size_t i = 0; i < celld.n_volume_roots; i++) {
+		const char *root = celld.volume_roots[i];
+		size_t n = strlen(root);
+		if (!strncmp(real, root, n) && (real[n] == '\0' || real[n] == '/' || n == 1))
+			return true;
+	}
+	return false;
+}
+
+/* subPath: relative, no '.' or '..' component, not empty. */
+static int check_sub_path(const char *sub, const char *field, struct cell_error *err)
+{
+	if (!sub[0] || sub[0] == '/' || strlen(sub) > 1024)
+		return field_fail(err, "%s must be a relative path of 1-1024 bytes", field);
+	for (const char *c = sub; *c;) {
+		size_t len = strcspn(c, "/");
+		if (!len || (len == 1 && c[0] == '.') || (len == 2 && !strncmp(c, "..", 2)))
+			return field_fail(err, "%s has an empty, '.' or '..' component", field);
+		c += len;
+		c += *c == '/';
+	}
+	return 0;
+}
+
+static int api_host(json_t *host, const char *label, const char *sub, const char *dest, bool ro,
+		    bool over_tcp, struct create_spec *spec, struct cell_error *err)
+{
+	char name[96];
+	const char *path;
+	snprintf(name, sizeof(name), "%s.host.path", label);
+	if (!json_is_object(host))
+		return field_fail(err, "%s.host must be an object", label);
+	if (field_string(host, "path", name, true, &path, err) < 0)
+		return -EINVAL;
+	_cleanup_free_ char *full = NULL;
+	if (asprintf(&full, "%s%s%s", path, sub ? "/" : "", sub ? sub : "") < 0)
+		return cell_err(err, ENOMEM, "volumes");
+	if (over_tcp) {
+		_cleanup_free_ char *real = realpath(full, NULL);
+		if (!real || !under_volume_root(real))
+			return field_fail(err,
+					  "%s: host paths are refused over TCP unless they are "
+					  "under a directory the operator allows (celld "
+					  "--volume-root); use a named volume (pvc) instead",
+					  name);
+	}
+	return add_host(label, full, dest, ro, -1, spec->volumes_json, spec->warnings, err);
+}
+
+static int parse_access(json_t *modes, const char *label, const char **access,
+			struct cell_error *err)
+{
+	*access = "ReadWriteOnce";
+	if (!modes || json_is_null(modes))
+		return 0;
+	enum volstore_access a;
+	if (!json_is_array(modes) || json_array_size(modes) != 1 ||
+	    !json_is_string(json_array_get(modes, 0)) ||
+	    volstore_access_parse(json_string_value(json_array_get(modes, 0)), &a) < 0)
+		return field_fail(err,
+				  "%s.pvc.accessModes must name one of ReadWriteOnce, "
+				  "ReadOnlyMany, ReadWriteMany, ReadWriteOncePod",
+				  label);
+	if (a == VOL_RWX && !celld.volume_shared_writers)
+		return field_fail(err,
+				  "%s.pvc.accessModes ReadWriteMany: this celld allows one writer "
+				  "per volume (the operator may allow more: "
+				  "--volume-shared-writers)",
+				  label);
+	*access = volstore_access_name(a);
+	return 0;
+}
+
+static int api_pvc(json_t *pvc, const char *label, const char *sub, const char *dest, bool ro,
+		   struct create_spec *spec, struct cell_error *err)
+{
+	char name[128];
+	const char *claim, *storage = NULL;
+	bool create = true, drop = false;
+	if (!json_is_object(pvc))
+		return field_fail(err, "%s.pvc must be an object", label);
+	snprintf(name, sizeof(name), "%s.pvc.claimName", label);
+	if (field_string(pvc, "claimName", name, true, &claim, err) < 0)
+		return -EINVAL;
+	if (!volstore_name_valid(claim))
+		return field_fail(err,
+				  "%s '%.64s' must be a DNS label ([a-z0-9] and '-', at most %d)",
+				  name, claim, VOLSTORE_NAME_MAX);
+	snprintf(name, sizeof(name), "%s.pvc.createIfNotExists", label);
+	if (field_bool(pvc, "createIfNotExists", name, &create, err) < 0)
+		return -EINVAL;
+	snprintf(name, sizeof(name), "%s.pvc.deleteOnSandboxTermination", label);
+	if (field_bool(pvc, "deleteOnSandboxTermination", name, &drop, err) < 0)
+		return -EINVAL;
+	json_t *sc = json_object_get(pvc, "storageClass");
+	if (sc && !json_is_null(sc))
+		return field_fail(err,
+				  "%s.pvc.storageClass: cell keeps every volume on its state "
+				  "dir's disk and has no storage classes",
+				  label);
+	snprintf(name, sizeof(name), "%s.pvc.storage", label);
+	json_t *st = json_object_get(pvc, "storage");
+	if (st && !json_is_null(st) && field_string(pvc, "storage", name, false, &storage, err) < 0)
+		return -EINVAL;
+	const char *access;
+	uint64_t bytes;
+	int r = parse_access(json_object_get(pvc, "accessModes"), label, &access, err);
+	if (r == 0)
+		r = limits_volume_bytes(storage, name, &bytes, err);
 	if (r < 0)
 		return r;
-	return volumes_from_json(out, &spec->volumes, &spec->n_volumes, err);
+	json_t *entry = json_pack("{s:s, s:s, s:b, s:s}", "volume", claim, "dest", dest, "readOnly",
+				  ro, "map", map_names[CELL_VOLUME_MAP_STORE]);
+	if (entry && sub)
+		json_object_set_new(entry, "subPath", json_string(sub));
+	json_t *c = json_pack("{s:s, s:b, s:I, s:s, s:b, s:s}", "volume", claim, "create", create,
+			      "bytes", (json_int_t)bytes, "access", access,
+			      "deleteOnSandboxTermination", drop, "dest", dest);
+	if (c && sub)
+		json_object_set_new(c, "subPath", json_string(sub));
+	if (!entry || !c || json_array_append_new(spec->volumes_json, entry) < 0 ||
+	    json_array_append_new(spec->volume_claims, c) < 0)
+		return cell_err(err, ENOMEM, "volumes");
+	return 0;
+}
+
+static int api_volume(json_t *v, size_t i, bool over_tcp, struct create_spec *spec,
+		      struct cell_error *err)
+{
+	char label[48], name[96];
+	snprintf(label, sizeof(label), "volumes[%zu]", i);
+	if (!json_is_object(v))
+		return field_fail(err, "%s must be an object", label);
+	const char *vname, *dest, *sub = NULL;
+	bool ro = false;
+	snprintf(name, sizeof(name), "%s.name", label);
+	if (field_string(v, "name", name, true, &vname, err) < 0)
+		return -EINVAL;
+	if (strlen(vname) > 63 || !volstore_name_valid(vname))
+		return field_fail(err, "%s '%.64s' must be a DNS label of at most 63 bytes", name,
+				  vname);
+	snprintf(name, sizeof(name), "%s.mountPath", label);
+	if (field_string(v, "mountPath", name, true, &dest, err) < 0 ||
+	    check_dest(dest, name, err) < 0)
+		return -EINVAL;
+	snprintf(name, sizeof(name), "%s.readOnly", label);
+	if (field_bool(v, "readOnly", name, &ro, err) < 0)
+		return -EINVAL;
+	snprintf(name, sizeof(name), "%s.subPath", label);
+	if (field_string(v, "subPath", name, false, &sub, err) < 0 ||
+	    (sub && check_sub_path(sub, name, err) < 0))
+		return -EINVAL;
+	json_t *host = json_object_get(v, "host"), *pvc = json_object_get(v, "pvc"),
+	       *oss = json_object_get(v, "ossfs");
+	int backends = (host && !json_is_null(host)) + (pvc && !json_is_null(pvc)) +
+		       (oss && !json_is_null(oss));
+	if (backends != 1)
+		return field_fail(err, "%s must have exactly one of host, pvc and ossfs", label);
+	if (oss && !json_is_null(oss))
+		return field_fail(err,
+				  "%s.ossfs: cell mounts no object storage; use a named "
+				  "volume (pvc)",
+				  label);
+	if (host && !json_is_null(host))
+		return api_host(host, label, sub, dest, ro, over_tcp, spec, err);
+	return api_pvc(pvc, label, sub, dest, ro, spec, err);
+}
+
+/* No two volumes share a name or a mountPath. */
+static int check_unique(json_t *arr, struct cell_error *err)
+{
+	size_t i, j;
+	json_t *a, *b;
+	json_array_foreach(arr, i, a)
+	{
+		for (j = 0; j < i; j++) {
+			b = json_array_get(arr, j);
+			const char *na = json_string_value(json_object_get(a, "name"));
+			const char *nb = json_string_value(json_object_get(b, "name"));
+			if (na && nb && !strcmp(na, nb))
+				return field_fail(
+				    err, "volumes[%zu].name '%s' is also volumes[%zu]'s", i, na, j);
+			const char *ma = json_string_value(json_object_get(a, "mountPath"));
+			const char *mb = json_string_value(json_object_get(b, "mountPath"));
+			if (ma && mb && !strcmp(ma, mb))
+				return field_fail(err,
+						  "volumes[%zu].mountPath '%s' is also "
+						  "volumes[%zu]'s",
+						  i, ma, j);
+		}
+	}
+	return 0;
+}
+
+int volumes_parse_api(json_t *arr, bool over_tcp, struct create_spec *spec, struct cell_error *err)
+{
+	if (!arr || json_is_null(arr))
+		return 0;
+	if (!json_is_array(arr))
+		return field_fail(err, "volumes must be an array");
+	if (json_array_size(arr) > VOLUMES_MAX)
+		return field_fail(err, "volumes: at most %d volumes", VOLUMES_MAX);
+	int r = check_unique(arr, err);
+	if (r < 0)
+		return r;
+	if (!spec->volumes_json)
+		spec->volumes_json = json_array();
+	if (!spec->warnings)
+		spec->warnings = json_array();
+	if (!spec->volume_claims)
+		spec->volume_claims = json_array();
+	if (!spec->volumes_json || !spec->warnings || !spec->volume_claims)
+		return cell_err(err, ENOMEM, "volumes");
+	size_t i;
+	json_t *v;
+	json_array_foreach(arr, i, v)
+	{
+		if ((r = api_volume(v, i, over_tcp, spec, err)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+int volumes_finish(struct create_spec *spec, struct cell_error *err)
+{
+	size_t n = json_array_size(spec->volumes_json);
+	if (n > VOLUMES_MAX)
+		return field_fail(err, "volumes and cell.volumes: at most %d in all", VOLUMES_MAX);
+	/* Two volumes on one dest: the second would hide the first. */
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < i; j++) {
+			const char *a = json_string_value(
+			    json_object_get(json_array_get(spec->volumes_json, i), "dest"));
+			const char *b = json_string_value(
+			    json_object_get(json_array_get(spec->volumes_json, j), "dest"));
+			if (a && b && !strcmp(a, b))
+				return field_fail(err, "two volumes are mounted on %s", a);
+		}
+	return n ? volumes_from_json(spec->volumes_json, &spec->volumes, &spec->n_volumes, err) : 0;
 }
 
 int volumes_from_json(json_t *arr, struct cell_volume **out, size_t *n_out, struct cell_error *err)
@@ -283,6 +552,7 @@ int volumes_from_json(json_t *arr, struct cell_volume **out, size_t *n_out, stru
 	{
 		struct cell_volume *vol = &vols[i];
 		vol->host = json_string_value(json_object_get(v, "host"));
+		vol->source_fd = -1;
 		vol->dest = json_string_value(json_object_get(v, "dest"));
 		vol->read_only = json_is_true(json_object_get(v, "readOnly"));
 		/* A record made before maps existed had the identity map. */
@@ -295,8 +565,12 @@ int volumes_from_json(json_t *arr, struct cell_volume **out, size_t *n_out, stru
 		vol->owner_uid = (uint32_t)json_integer_value(uid);
 		vol->owner_gid = (uint32_t)json_integer_value(gid);
 		vol->map_gid = json_is_integer(gid);
+		const char *named = json_string_value(json_object_get(v, "volume"));
+		bool store = vol->map == CELL_VOLUME_MAP_STORE;
+		vol->store_base = store ? VOLSTORE_UID_BASE : 0;
 		/* Never trust a record to make the sandbox's root a system account. */
-		if (!vol->host || !vol->dest ||
+		if ((store ? !named || !volstore_name_valid(named) || vol->host : !vol->host) ||
+		    !vol->dest ||
 		    (vol->map == CELL_VOLUME_MAP_OWNER &&
 		     (!json_is_integer(uid) || !ordinary_uid(vol->owner_uid) ||
 		      (vol->map_gid && !ordinary_gid(vol->owner_gid))))) {
@@ -308,4 +582,38 @@ int volumes_from_json(json_t *arr, struct cell_volume **out, size_t *n_out, stru
 	*out = vols;
 	*n_out = n;
 	return 0;
+}
+
+int volumes_open_named(json_t *arr, struct cell_volume *vols, size_t n, struct cell_error *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (vols[i].host)
+			continue;
+		json_t *v = json_array_get(arr, i);
+		const char *name = json_string_value(json_object_get(v, "volume"));
+		const char *sub = json_string_value(json_object_get(v, "subPath"));
+		char rel[2048];
+		int r = volstore_open(name, sub, &vols[i].source_fd, rel, sizeof(rel), err);
+		if (r == 0 && !(vols[i].sub_path = strdup(rel)))
+			r = cell_err(err, ENOMEM, "volume %s", name);
+		if (r < 0) {
+			cell_err_wrap(err, "volume %s: ", name);
+			volumes_close_named(vols, n);
+			return r;
+		}
+	}
+	return 0;
+}
+
+void volumes_close_named(struct cell_volume *vols, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (vols[i].host)
+			continue;
+		if (vols[i].source_fd >= 0)
+			close(vols[i].source_fd);
+		vols[i].source_fd = -1;
+		free((char *)vols[i].sub_path);
+		vols[i].sub_path = NULL;
+	}
 }

@@ -12,6 +12,7 @@ int cmd_resume(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_fs(int argc, char **argv);
 int cmd_image(int argc, char **argv);
+int cmd_volume(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 int cmd_version(int argc, char **argv);

@@ -34,12 +34,23 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 		json_object_set_new(ext, "cell.seccomp", json_string(o->seccomp));
 	if (o->seccomp_log)
 		json_object_set_new(ext, "cell.seccompLog", json_string("true"));
-	if (o->volumes && json_array_size(o->volumes)) {
-		/* The extensions map holds strings only: the volume list is JSON in a string. */
-		_cleanup_free_ char *v = json_dumps(o->volumes, JSON_COMPACT);
+	/* Named volumes go in the API's volumes[]; host paths in cell.volumes, as a JSON
+	 * string (the extensions map holds strings only). */
+	json_t *named = json_array(), *host = json_array();
+	size_t k;
+	json_t *vol;
+	json_array_foreach(o->volumes, k, vol)
+	    json_array_append(json_object_get(vol, "pvc") ? named : host, vol);
+	if (json_array_size(host)) {
+		_cleanup_free_ char *v = json_dumps(host, JSON_COMPACT);
 		if (v)
 			json_object_set_new(ext, "cell.volumes", json_string(v));
 	}
+	json_decref(host);
+	if (json_array_size(named))
+		json_object_set_new(body, "volumes", named);
+	else
+		json_decref(named);
 	if (json_object_size(ext))
 		json_object_set_new(body, "extensions", ext);
 	else

@@ -11,8 +11,9 @@
 struct cli_create_opts {
 	const char *image;   /* NULL: "default" */
 	const char *session; /* extensions["cell.sessionKey"] */
-	json_t *volumes;     /* array of {"host","dest","readOnly"}, or NULL */
-	json_t *env;	     /* object, or NULL */
+	json_t
+	    *volumes; /* cli_parse_volume's: host {"host","dest",..} or named {"pvc",..}; or NULL */
+	json_t *env;  /* object, or NULL */
 	long long timeout_s; /* sandbox lifetime; 0: none */
 	const char *seccomp; /* extensions["cell.seccomp"]; NULL: celld's default */
 	bool seccomp_log;    /* extensions["cell.seccompLog"] */

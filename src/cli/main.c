@@ -30,6 +30,7 @@ static const struct cli_command commands[] = {
     {"cp", cmd_cp, "copy a file into or out of a sandbox"},
     {"fs", cmd_fs, "list, find, stat, make, move, chmod and remove files in a sandbox"},
     {"image", cmd_image, "build and list local images"},
+    {"volume", cmd_volume, "list and remove named volumes"},
     {"info", cmd_info, "show celld's version, cgroup backend and directories"},
     {"selftest", cmd_selftest, "run the escape battery on this host and kernel (TAP report)"},
     {"version", cmd_version, "print the version of cell"},

@@ -95,6 +95,25 @@ int cli_parse_volume(json_t *arr, const char *arg)
 		cli_error("-v '%s': destination '%s' must be an absolute path", arg, dest);
 		return -EINVAL;
 	}
+	/* A bare name (no '/', not "." or ".."-led) is one of celld's named volumes. */
+	if (!strchr(spec, '/') && spec[0] != '.') {
+		if (map) {
+			cli_error(
+			    "-v '%s': map= is for host paths; a named volume's ids are always "
+			    "the sandbox's",
+			    arg);
+			return -EINVAL;
+		}
+		char name[16];
+		snprintf(name, sizeof(name), "v%zu", json_array_size(arr));
+		json_t *v = json_pack("{s:s, s:s, s:b, s:{s:s}}", "name", name, "mountPath", dest,
+				      "readOnly", ro, "pvc", "claimName", spec);
+		if (!v) {
+			cli_error("-v '%s': names and paths must be valid UTF-8", arg);
+			return -EINVAL;
+		}
+		return json_array_append_new(arr, v) < 0 ? -ENOMEM : 0;
+	}
 	_cleanup_free_ char *host = realpath(spec, NULL);
 	if (!host) {
 		cli_error("-v '%s': host path %s: %s", arg, spec, strerror(errno));

@@ -72,17 +72,28 @@ int cell_userns_open(pid_t pid, struct cell_error *err);
  * of it or -errno. */
 int cell_userns_make(const char *uid_map, const char *gid_map, struct cell_error *err);
 
+/* private_ns.c: fn(scratch, arg, err) on a short-lived thread in a private copy of the
+ * mount namespace, with an empty tmpfs attached on scratch (an empty dir of the sandbox)
+ * that only the thread sees; fn's result. Whatever fn attaches ends with the thread. */
+typedef int (*cell_private_fn)(int scratch, void *arg, struct cell_error *err);
+int cell_in_private_mount_ns(const char *scratch, cell_private_fn fn, void *arg,
+			     struct cell_error *err);
+/* Attach fd (the root of a detached mount) on <scratch>/<name>, made if missing: 0, or
+ * -errno (-EINVAL when fd is not a detached mount's root but a directory of an attached
+ * mount, which the private namespace already shows). */
+int cell_private_attach(int fd, int scratch, const char *name);
+
 /* mount.c, parent side: detached mounts, never attached in the host's namespace. */
-int cell_mount_check_dest(const char *dest, struct cell_error *err);
 /* overlay.c: the root overlay (image idmapped to userns_fd, upper/ and work/ in layer_dir)
  * as a detached mount fd. scratch: an empty dir of the sandbox (its rootfs/), used only in
  * a private mount namespace on kernels whose overlayfs refuses detached layers. */
 int cell_mount_overlay_fd(const char *image_rootfs, const char *layer_dir, const char *scratch,
 			  int userns_fd, struct cell_error *err);
 /* The volume as a detached mount, its ids mapped as vol->map says; sandbox_userns is the
- * sandbox's own user namespace (the IDENTITY map). */
+ * sandbox's own user namespace (the IDENTITY map). scratch as for the overlay (a named
+ * volume's subtree of a detached mount is copied in a private namespace on old kernels). */
 int cell_mount_volume_fd(const struct cell_volume *vol, uint32_t uid_base, int sandbox_userns,
-			 struct cell_error *err);
+			 const char *scratch, struct cell_error *err);
 
 /* mount.c, child side. The parent fills rootfs, volumes and n_volumes before clone; the
  * child fills the fds. */
@@ -142,9 +153,10 @@ void cell_mount_release(pid_t pid);
 /* loopdev.c, for quota.c: <dir>/disk.img of bytes (the existing one, or a sparse copy of
  * the template of that size in templates_dir, formatted when missing; NULL: formatted in
  * place) on a loop device that clears itself, its ext4 mounted detached. Returns the mount
- * fd (its only holder) or -errno. */
+ * fd (its only holder) or -errno. shared: an image already attached (mounted by a sandbox)
+ * is mounted again from its loop device, sharing its filesystem, instead of waited for. */
 int cell_loop_mount_image(int dirfd, const char *dir, const char *templates_dir, uint64_t bytes,
-			  struct cell_error *err);
+			  bool shared, struct cell_error *err);
 
 /* cgroup_v1.c: the v1 backend on a host without the cgroup2 "unified" mount. */
 extern const struct cell_cgroup_ops cell_cgroup_v1_plain_ops;

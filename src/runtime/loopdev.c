@@ -8,6 +8,7 @@
  * mkfs wrote are copied. Copy, loop device and mount together took ~1.2-1.9 ms per sandbox
  * there. The copies share the template's filesystem UUID; ext4 does not care, it is
  * mounted by device. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -338,8 +339,75 @@ static int ext4_mount(const char *dev, struct cell_error *err)
 	return mnt >= 0 ? mnt : cell_err(err, errno, "fsmount of %s", dev);
 }
 
+/* The loop device that has image attached, in dev: 0, or -ENOENT when none has (any
+ * more). */
+static int loop_find(int image, char *dev, size_t size)
+{
+	struct stat st;
+	if (fstat(image, &st) < 0)
+		return -errno;
+	_cleanup_closedir_ DIR *d = opendir("/sys/class/block");
+	if (!d)
+		return -errno;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		unsigned n;
+		char tail;
+		if (sscanf(de->d_name, "loop%u%c", &n, &tail) != 1)
+			continue;
+		snprintf(dev, size, "/dev/loop%u", n);
+		_cleanup_close_ int fd = open(dev, O_RDONLY | O_CLOEXEC);
+		struct loop_info64 info;
+		if (fd >= 0 && ioctl(fd, LOOP_GET_STATUS64, &info) == 0 &&
+		    info.lo_device == (uint64_t)st.st_dev && info.lo_inode == (uint64_t)st.st_ino)
+			return 0;
+	}
+	return -ENOENT;
+}
+
+/* The filesystem of an image that is attached already: mounted again from its device (the
+ * kernel hands back the same superblock). -EAGAIN when the device let go meanwhile. */
+static int mount_attached(int image, struct cell_error *err)
+{
+	char dev[32];
+	if (loop_find(image, dev, sizeof(dev)) < 0)
+		return -EAGAIN;
+	struct cell_error e = {0};
+	int mnt = ext4_mount(dev, &e);
+	if (mnt >= 0)
+		return mnt;
+	if (mnt == -ENXIO || mnt == -ENODEV || mnt == -EINVAL || mnt == -ENOENT)
+		return -EAGAIN;
+	if (err)
+		*err = e;
+	return mnt;
+}
+
+/* An image that may be mounted already: locked and attached when free, else shared with
+ * whoever has it attached. */
+static int mount_shared(int image, const char *dir, struct cell_error *err)
+{
+	for (int waited = 0;; waited += IMAGE_LOCK_STEP_MS) {
+		if (flock(image, LOCK_EX | LOCK_NB) == 0) {
+			char dev[32];
+			_cleanup_close_ int loop = loop_attach(image, dev, sizeof(dev), err);
+			return loop < 0 ? loop : ext4_mount(dev, err);
+		}
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return cell_err(err, errno, "locking %s/" IMAGE_NAME, dir);
+		int mnt = mount_attached(image, err);
+		if (mnt != -EAGAIN)
+			return mnt;
+		if (waited >= IMAGE_LOCK_WAIT_MS)
+			return cell_err(err, EBUSY, "%s/" IMAGE_NAME " is locked but not attached",
+					dir);
+		struct timespec ts = {0, IMAGE_LOCK_STEP_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
 int cell_loop_mount_image(int dirfd, const char *dir, const char *templates_dir, uint64_t bytes,
-			  struct cell_error *err)
+			  bool shared, struct cell_error *err)
 {
 	bytes -= bytes % LOOP_BLOCK_SIZE; /* a quota is a maximum: round down */
 	if (bytes < CELL_QUOTA_LOOP_MIN)
@@ -348,6 +416,8 @@ int cell_loop_mount_image(int dirfd, const char *dir, const char *templates_dir,
 	_cleanup_close_ int image = image_open(dirfd, dir, templates_dir, bytes, err);
 	if (image < 0)
 		return image;
+	if (shared)
+		return mount_shared(image, dir, err);
 	int r = image_lock(image, dir, err);
 	if (r < 0)
 		return r;

@@ -10,7 +10,9 @@
  * only, no allocation. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -71,6 +73,14 @@ static int owner_userns(const struct cell_volume *vol, uint32_t uid_base, struct
 	return cell_userns_make(uid_map, gid_map, err);
 }
 
+/* The STORE map: the volume's ids on disk from store_base are the sandbox's own. */
+static int store_userns(const struct cell_volume *vol, uint32_t uid_base, struct cell_error *err)
+{
+	char map[64];
+	snprintf(map, sizeof(map), "%u %u %u\n", vol->store_base, uid_base, CELL_UID_RANGE);
+	return cell_userns_make(map, map, err);
+}
+
 /* The host path is opened without following any symlink on the way (celld resolved it when
  * the sandbox was created; a symlink swapped in since must not redirect the mount). */
 static int open_volume_tree(const char *host, struct cell_error *err)
@@ -85,22 +95,94 @@ static int open_volume_tree(const char *host, struct cell_error *err)
 	return tree < 0 ? cell_err(err, errno, "volume %s", host) : tree;
 }
 
-int cell_mount_volume_fd(const struct cell_volume *vol, uint32_t uid_base, int sandbox_userns,
-			 struct cell_error *err)
+/* <root>/<sub>: beneath root, no symlink (a sandbox made the volume's tree), no mount
+ * crossed. */
+static int open_beneath(int root, const char *sub, struct cell_error *err)
 {
+	struct open_how how = {
+	    .flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+	    .resolve =
+		RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+	};
+	int fd = (int)syscall(SYS_openat2, root, sub, &how, sizeof(how));
+	if (fd < 0)
+		return cell_err(err, errno,
+				"volume directory '%s' (a symlink on the way is "
+				"refused)",
+				sub);
+	return fd;
+}
+
+/* A detached copy of <root>/<sub>. *refused: the kernel copies no subtree of a detached
+ * mount (before 6.15). */
+static int clone_beneath(int root, const char *sub, bool *refused, struct cell_error *err)
+{
+	_cleanup_close_ int fd = open_beneath(root, sub, err);
+	if (fd < 0)
+		return fd;
+	int tree = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tree >= 0)
+		return tree;
+	*refused = errno == EINVAL;
+	return cell_err(err, errno, "copying volume directory '%s'", sub);
+}
+
+struct private_clone {
+	int root;
+	const char *sub;
+};
+
+/* In a private namespace: the volume's detached filesystem attached first, so that a
+ * subtree of it can be copied. */
+static int private_clone(int scratch, void *arg, struct cell_error *err)
+{
+	struct private_clone *job = arg;
+	int r = cell_private_attach(job->root, scratch, "volume");
+	if (r < 0 && r != -EINVAL)
+		return cell_err(err, -r, "attaching a named volume");
+	_cleanup_close_ int root = -1;
+	if (r == 0 && (root = openat(scratch, "volume", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return cell_err(err, errno, "opening the attached named volume");
+	bool refused = false;
+	return clone_beneath(root >= 0 ? root : job->root, job->sub, &refused, err);
+}
+
+/* A named volume's directory as a detached copy: directly, or in a private namespace when
+ * the kernel refuses to copy from a detached mount. */
+static int named_volume_tree(const struct cell_volume *vol, const char *scratch,
+			     struct cell_error *err)
+{
+	const char *sub = vol->sub_path && vol->sub_path[0] ? vol->sub_path : ".";
+	bool refused = false;
+	int tree = clone_beneath(vol->source_fd, sub, &refused, err);
+	if (tree >= 0 || !refused)
+		return tree;
+	struct private_clone job = {.root = vol->source_fd, .sub = sub};
+	return cell_in_private_mount_ns(scratch, private_clone, &job, err);
+}
+
+int cell_mount_volume_fd(const struct cell_volume *vol, uint32_t uid_base, int sandbox_userns,
+			 const char *scratch, struct cell_error *err)
+{
+	const char *what = vol->host ? vol->host : vol->dest;
 	if (vol->map == CELL_VOLUME_MAP_OWNER &&
 	    (vol->owner_uid == 0 || (vol->map_gid && vol->owner_gid == 0)))
 		return cell_err(err, EPERM, "volume %s: the sandbox's root may not be host root",
-				vol->host);
-	_cleanup_close_ int tree = open_volume_tree(vol->host, err);
+				what);
+	if (vol->map == CELL_VOLUME_MAP_STORE && vol->store_base == 0)
+		return cell_err(err, EPERM, "volume %s: the sandbox's root may not be host root",
+				what);
+	_cleanup_close_ int tree =
+	    vol->host ? open_volume_tree(vol->host, err) : named_volume_tree(vol, scratch, err);
 	if (tree < 0)
 		return tree;
 	_cleanup_close_ int made = -1;
 	int userns = -1;
 	if (vol->map == CELL_VOLUME_MAP_IDENTITY) {
 		userns = sandbox_userns;
-	} else if (vol->map == CELL_VOLUME_MAP_OWNER) {
-		made = owner_userns(vol, uid_base, err);
+	} else if (vol->map == CELL_VOLUME_MAP_OWNER || vol->map == CELL_VOLUME_MAP_STORE) {
+		made = vol->map == CELL_VOLUME_MAP_OWNER ? owner_userns(vol, uid_base, err)
+							 : store_userns(vol, uid_base, err);
 		if (made < 0)
 			return made;
 		userns = made;
@@ -114,7 +196,7 @@ int cell_mount_volume_fd(const struct cell_volume *vol, uint32_t uid_base, int s
 	    .userns_fd = userns >= 0 ? (uint64_t)userns : 0,
 	};
 	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		return cell_err(err, errno, "mounting volume %s", vol->host);
+		return cell_err(err, errno, "mounting volume %s", what);
 	return move_fd(tree);
 }
 

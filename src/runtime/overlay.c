@@ -6,16 +6,12 @@
  *
  * Overlayfs before 6.15 refuses layers on a mount that is not in the caller's mount
  * namespace ("failed to clone lowerpath"), and the idmapped image and a quota filesystem
- * are detached mounts. On such a kernel the overlay is created by a short-lived thread in
- * a private copy of the mount namespace: it attaches the layers there, on a scratch tmpfs
- * that only it sees, creates the overlay (which takes private clones of its layers), and
- * exits, and its namespace, with every attachment, goes with it. Nothing is attached in
- * the host's mount namespace either way. */
+ * are detached mounts. On such a kernel the overlay is created in a private copy of the
+ * mount namespace (private_ns.c), which takes private clones of its layers there. Nothing
+ * is attached in the host's mount namespace either way. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,44 +88,18 @@ static int open_layer(int dirfd, const char *name, const char *what, struct cell
 
 /* ---- the private-namespace way (kernels before 6.15) ---- */
 
-struct private_job {
+struct private_overlay {
 	int tree;
-	const char *layer_dir, *scratch;
-	int result; /* overlay mount fd or -errno */
-	struct cell_error err;
+	const char *layer_dir;
 };
 
-/* Attach fd (the root of a detached mount) on <scratch>/<name> of the private namespace.
- * -EINVAL when fd is not a detached mount's root (a directory of an attached mount). */
-static int attach(int fd, int scratch, const char *name)
+static int private_overlay(int scratch, void *arg, struct cell_error *err)
 {
-	return move_mount(fd, "", scratch, name, MOVE_MOUNT_F_EMPTY_PATH) < 0 ? -errno : 0;
-}
-
-static int private_build(struct private_job *job)
-{
-	struct cell_error *err = &job->err;
-	/* A copy of the host's mount table that nothing propagates out of. */
-	if (unshare(CLONE_NEWNS) < 0)
-		return cell_err(err, errno, "private mount namespace for the overlay");
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return cell_err(err, errno, "making the overlay's mount namespace private");
-	_cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
-	if (fs < 0 || fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
-	    fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-		return cell_err(err, errno, "scratch tmpfs for the overlay");
-	_cleanup_close_ int tmp = fsmount(fs, FSMOUNT_CLOEXEC, 0);
-	if (tmp < 0 || mkdirat(tmp, "lower", 0700) < 0 || mkdirat(tmp, "layers", 0700) < 0)
-		return cell_err(err, errno, "scratch tmpfs for the overlay");
-	if (move_mount(tmp, "", AT_FDCWD, job->scratch, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-		return cell_err(err, errno, "attaching the scratch tmpfs on %s", job->scratch);
-	_cleanup_close_ int scratch = open(job->scratch, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (scratch < 0)
-		return cell_err(err, errno, "opening %s", job->scratch);
-	int r = attach(job->tree, scratch, "lower");
+	struct private_overlay *job = arg;
+	int r = cell_private_attach(job->tree, scratch, "lower");
 	if (r < 0)
 		return cell_err(err, -r, "attaching the image for the overlay");
-	_cleanup_close_ int lower = open_layer(scratch, "lower", job->scratch, err);
+	_cleanup_close_ int lower = open_layer(scratch, "lower", "scratch", err);
 	if (lower < 0)
 		return lower;
 	/* A quota filesystem's detached mount is attached too; a plain directory of the
@@ -137,12 +107,12 @@ static int private_build(struct private_job *job)
 	_cleanup_close_ int layer = open(job->layer_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (layer < 0)
 		return cell_err(err, errno, "opening layer dir %s", job->layer_dir);
-	r = attach(layer, scratch, "layers");
+	r = cell_private_attach(layer, scratch, "layers");
 	if (r < 0 && r != -EINVAL)
 		return cell_err(err, -r, "attaching layer dir %s", job->layer_dir);
 	if (r == 0) {
 		close(layer);
-		layer = open_layer(scratch, "layers", job->scratch, err);
+		layer = open_layer(scratch, "layers", "scratch", err);
 		if (layer < 0)
 			return layer;
 	}
@@ -156,25 +126,11 @@ static int private_build(struct private_job *job)
 	return overlay_from_fds(lower, upper, work, job->layer_dir, &create_errno, err);
 }
 
-static void *private_thread(void *arg)
-{
-	struct private_job *job = arg;
-	job->result = private_build(job);
-	return NULL; /* the thread's mount namespace, and every attachment, ends here */
-}
-
 static int overlay_in_private_ns(int tree, const char *layer_dir, const char *scratch,
 				 struct cell_error *err)
 {
-	struct private_job job = {.tree = tree, .layer_dir = layer_dir, .scratch = scratch};
-	pthread_t th;
-	int r = pthread_create(&th, NULL, private_thread, &job);
-	if (r != 0)
-		return cell_err(err, r, "thread for the overlay of %s", layer_dir);
-	pthread_join(th, NULL);
-	if (job.result < 0 && err)
-		*err = job.err;
-	return job.result;
+	struct private_overlay job = {.tree = tree, .layer_dir = layer_dir};
+	return cell_in_private_mount_ns(scratch, private_overlay, &job, err);
 }
 
 /* ---- entry ---- */

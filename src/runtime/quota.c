@@ -97,8 +97,8 @@ static int project_prepare(int dirfd, const struct cell_quota_req *req, struct c
 static int loop_prepare(int dirfd, const struct cell_quota_req *req, struct cell_quota *q,
 			struct cell_error *err)
 {
-	_cleanup_close_ int mnt =
-	    cell_loop_mount_image(dirfd, req->dir, req->templates_dir, req->bytes, err);
+	_cleanup_close_ int mnt = cell_loop_mount_image(dirfd, req->dir, req->templates_dir,
+							req->bytes, req->shared, err);
 	if (mnt < 0)
 		return mnt;
 	/* Detached: the runtime's overlay (overlay.c) takes the layer from this fd, on every

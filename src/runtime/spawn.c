@@ -363,8 +363,11 @@ static int check_req(const struct cell_spawn_req *req, struct cell_error *err)
 		return cell_err(err, E2BIG, "spawn: at most %d volumes", CELL_MAX_VOLUMES);
 	for (size_t i = 0; i < req->n_volumes; i++) {
 		const struct cell_volume *v = &req->volumes[i];
-		if (!v->host || v->host[0] != '/')
-			return cell_err(err, EINVAL, "volume %zu: host path must be absolute", i);
+		if (v->host ? v->host[0] != '/' : v->source_fd < 0)
+			return cell_err(err, EINVAL,
+					"volume %zu: host path must be absolute, or a named "
+					"volume's fd given",
+					i);
 		int r = cell_mount_check_dest(v->dest, err);
 		if (r < 0)
 			return r;
@@ -607,14 +610,14 @@ static int send_volumes(struct spawn_parent *p, struct cell_error *err)
 {
 	const struct cell_spawn_req *req = p->req;
 	for (size_t i = 0; i < req->n_volumes; i++) {
-		_cleanup_close_ int vol =
-		    cell_mount_volume_fd(&req->volumes[i], req->uid_base, p->userns, err);
+		_cleanup_close_ int vol = cell_mount_volume_fd(&req->volumes[i], req->uid_base,
+							       p->userns, p->rootfs, err);
 		if (vol < 0)
 			return vol;
 		int r = cell_send_fd(p->sync[0], vol);
 		if (r < 0)
 			return cell_err(err, r, "handing volume %s to the sandbox",
-					req->volumes[i].host);
+					req->volumes[i].dest);
 	}
 	return 0;
 }

@@ -540,9 +540,9 @@ START_TEST(unhonoured_create_fields)
 	    {"{\"secureAccess\":\"no\"}", "secureAccess"},
 	    {"{\"resourceRequests\":{\"cpu\":\"1\"}}", "resourceRequests"},
 	    {"{\"credentialProxy\":{\"enabled\":true}}", "credentialProxy"},
-	    {"{\"volumes\":[{\"name\":\"ws\",\"mountPath\":\"/workspace\",\"pvc\":{\"claimName\":"
-	     "\"ws\",\"createIfNotExists\":true}}]}",
-	     "volumes"},
+	    {"{\"volumes\":[{\"name\":\"ws\",\"mountPath\":\"/workspace\",\"ossfs\":{\"bucket\":"
+	     "\"b\"}}]}",
+	     "volumes[0].ossfs"},
 	    {"{\"networkPolicy\":{\"defaultAction\":\"allow\"}}", "networkPolicy"},
 	    {"{\"networkPolicy\":{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\","
 	     "\"target\":\"example.com\"}]}}",

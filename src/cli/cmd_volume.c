@@ -1,0 +1,164 @@
+/* cell volume: celld's named volumes (made by the first sandbox that mounts one: cell create
+ * -v NAME:DEST, or a create's volumes[].pvc). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cell/cleanup.h"
+#include "client.h"
+#include "commands.h"
+#include "error.h"
+#include "global.h"
+#include "output.h"
+#include "table.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: cell volume ls [--json]\n"
+		"       cell volume rm NAME...\n"
+		"\n"
+		"Named volumes live in celld's state dir, each with its own disk quota, and\n"
+		"outlive the sandboxes that mount them. A sandbox mounts one with\n"
+		"`cell create -v NAME:/path` (made on first use).\n"
+		"\n"
+		"  ls   NAME SIZE USED ACCESS USED-BY: every volume\n"
+		"  rm   remove each volume and its files; refused while a sandbox uses it\n"
+		"\n"
+		"Options:\n"
+		"      --json         (ls) print the volumes as a JSON array\n"
+		"      --socket PATH  celld's socket\n"
+		"  -h, --help         this help\n");
+}
+
+static void human(json_t *bytes, char *buf, size_t size)
+{
+	if (!json_is_integer(bytes)) {
+		snprintf(buf, size, "-");
+		return;
+	}
+	double v = (double)json_integer_value(bytes);
+	const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	size_t u = 0;
+	while (v >= 1024 && u + 1 < CELL_ARRAY_SIZE(units)) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, size, u ? "%.1f%s" : "%.0f%s", v, units[u]);
+}
+
+static int volume_ls(void)
+{
+	json_t *resp = NULL;
+	struct cell_error err = {0};
+	if (cli_client_api("GET", "/v1/volumes", NULL, "list volumes", &resp, NULL, &err) < 0) {
+		cli_error("%s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
+	json_t *items = json_object_get(resp, "items");
+	if (!json_is_array(items)) {
+		json_decref(resp);
+		cli_error("list volumes: celld's answer has no items");
+		return CLI_EXIT_FAIL;
+	}
+	if (cli.json) {
+		cli_output_json(items);
+		json_decref(resp);
+		return CLI_EXIT_OK;
+	}
+	struct cli_table t;
+	cli_table_init(&t, 5);
+	cli_table_add(&t, (const char *const[]){"NAME", "SIZE", "USED", "ACCESS", "USED-BY"});
+	size_t i;
+	json_t *v;
+	json_array_foreach(items, i, v)
+	{
+		char size[32], used[32], users[256] = "-";
+		human(json_object_get(v, "sizeBytes"), size, sizeof(size));
+		human(json_object_get(v, "usedBytes"), used, sizeof(used));
+		json_t *by = json_object_get(v, "usedBy");
+		size_t k, off = 0;
+		json_t *id;
+		json_array_foreach(by, k, id)
+		{
+			int n = snprintf(users + off, sizeof(users) - off, "%s%s", k ? "," : "",
+					 json_string_value(id));
+			if (n < 0 || (size_t)n >= sizeof(users) - off)
+				break;
+			off += (size_t)n;
+		}
+		const char *name = json_string_value(json_object_get(v, "name"));
+		const char *access = json_string_value(json_object_get(v, "accessMode"));
+		cli_table_add(&t, (const char *const[]){name ? name : "?", size, used,
+							access ? access : "-", users});
+	}
+	cli_table_print(&t, stdout);
+	cli_table_free(&t);
+	json_decref(resp);
+	return CLI_EXIT_OK;
+}
+
+static int volume_rm(int argc, char **argv)
+{
+	if (optind >= argc)
+		return cli_error_usage("volume", CLI_EXIT_USAGE, "rm: expected a volume name");
+	int rc = CLI_EXIT_OK;
+	for (int i = optind; i < argc; i++) {
+		_cleanup_free_ char *enc = cell_client_urlencode(argv[i]);
+		_cleanup_free_ char *path = NULL;
+		struct cell_error err = {0};
+		if (!enc || asprintf(&path, "/v1/volumes/%s", enc) < 0) {
+			cli_error("out of memory");
+			return CLI_EXIT_FAIL;
+		}
+		if (cli_client_api("DELETE", path, NULL, "remove volume", NULL, NULL, &err) < 0) {
+			cli_error("%s", err.msg);
+			rc = CLI_EXIT_FAIL;
+			if (cli_client()->unreachable)
+				break;
+			continue;
+		}
+		printf("%s\n", argv[i]);
+	}
+	return rc;
+}
+
+int cmd_volume(int argc, char **argv)
+{
+	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
+	int c;
+	/* "+": options after the subcommand are the subcommand's (getopt would permute). */
+	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg))
+			continue;
+		if (c == 'h') {
+			usage(stdout);
+			return CLI_EXIT_OK;
+		}
+		return cli_error_option("volume", CLI_EXIT_USAGE);
+	}
+	if (optind >= argc)
+		return cli_error_usage("volume", CLI_EXIT_USAGE, "expected ls or rm");
+	const char *sub = argv[optind++];
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg))
+			continue;
+		if (c == 'h') {
+			usage(stdout);
+			return CLI_EXIT_OK;
+		}
+		return cli_error_option("volume", CLI_EXIT_USAGE);
+	}
+	if (!strcmp(sub, "ls")) {
+		if (optind != argc)
+			return cli_error_usage("volume", CLI_EXIT_USAGE,
+					       "ls: unexpected argument '%s'", argv[optind]);
+		return volume_ls();
+	}
+	if (!strcmp(sub, "rm"))
+		return volume_rm(argc, argv);
+	return cli_error_usage("volume", CLI_EXIT_USAGE, "unknown subcommand '%s' (ls, rm)", sub);
+}
