@@ -385,9 +385,9 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 	});
 
 	it("refuses create fields cell cannot honour with a 400 naming them", { timeout: STEP_MS }, async () => {
-		const volumes = [{ name: "ws", mountPath: "/workspace", pvc: { claimName: "ws", createIfNotExists: true } }];
+		const volumes = [{ name: "ws", mountPath: "/workspace", ossfs: { bucket: "b", endpoint: "e", accessKeyId: "i", accessKeySecret: "s" } }];
 		let err = await rejectsWith(createSandbox({ image: "busybox", volumes }), 400, "INVALID_ARGUMENT");
-		assert.match(err.message, /volumes/);
+		assert.match(err.message, /volumes\[0\]\.ossfs/);
 		err = await rejectsWith(
 			createSandbox({ image: "busybox", networkPolicy: { defaultAction: "allow" } }),
 			400,
@@ -405,6 +405,33 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 
 	it("rejects an unknown image with 400 IMAGE_NOT_FOUND", { timeout: STEP_MS }, async () => {
 		await rejectsWith(createSandbox({ image: "no-such-image" }), 400, "IMAGE_NOT_FOUND");
+	});
+
+	// FastGPT keeps a session's /workspace across stop() (a delete) with a named volume.
+	it("keeps a named volume's files across two sandboxes, for root and user", { timeout: 2 * STEP_MS }, async () => {
+		const claimName = `ws-${h.tag}`;
+		const volumes = [{ name: "ws", mountPath: "/tmp", pvc: { claimName, createIfNotExists: true, storage: "64Mi" } }];
+		const first = await createSandbox({ image: "busybox", volumes });
+		await first.files.writeFiles([{ path: "/tmp/notes.txt", data: "kept\n" }]);
+		const asUser = await first.commands.run("echo mine > /tmp/user.txt; id -u", { uid: 1000, gid: 1000 });
+		assert.equal(out(asUser), "1000\n");
+		// A second writer is refused while the first one has it.
+		await rejectsWith(createSandbox({ image: "busybox", volumes }), 409);
+		await first.kill();
+		h.created.delete(first.id);
+
+		const second = await createSandbox({ image: "busybox", volumes });
+		assert.equal(await second.files.readFile("/tmp/notes.txt"), "kept\n");
+		const r = await second.commands.run("cat /tmp/user.txt; stat -c %u /tmp/user.txt /tmp/notes.txt");
+		assert.equal(out(r), "mine\n1000\n0\n");
+		await second.kill();
+		h.created.delete(second.id);
+
+		const res = await fetch(`http://127.0.0.1:${h.port}/v1/volumes/${claimName}`, {
+			method: "DELETE",
+			headers: { "OPEN-SANDBOX-API-KEY": h.apiKey },
+		});
+		assert.equal(res.status, 204, await res.text());
 	});
 
 	it("creates a busybox sandbox that is Running", { timeout: STEP_MS }, async () => {
