@@ -53,9 +53,10 @@ int api_volume_delete(struct http_req *r)
 	json_t *users = volume_use_users(name);
 	size_t n = json_array_size(users);
 	if (n) {
-		http_fail(r, EBUSY, "VOLUME_IN_USE", "volume %s is used by sandbox %s%s; delete %s first",
-			  name, json_string_value(json_array_get(users, 0)),
-			  n > 1 ? " and others" : "", n > 1 ? "them" : "it");
+		http_fail(r, EBUSY, "VOLUME_IN_USE",
+			  "volume %s is used by sandbox %s%s; delete %s first", name,
+			  json_string_value(json_array_get(users, 0)), n > 1 ? " and others" : "",
+			  n > 1 ? "them" : "it");
 		json_decref(users);
 		return 0;
 	}

@@ -37,16 +37,16 @@
 #include "timefmt.h"
 #include "volstore.h"
 
-#define RECORD	       "volume.json"
-#define RECORD_MAX     (16u << 10)
-#define DATA_DIR       "data"
-#define NEW_PREFIX     ".new-"
-#define IMAGE_NAME     "disk.img"
-#define BUSY_WAIT_MS   10000
-#define BUSY_STEP_MS   20
-#define SUB_DEPTH_MAX  32
+#define RECORD	      "volume.json"
+#define RECORD_MAX    (16u << 10)
+#define DATA_DIR      "data"
+#define NEW_PREFIX    ".new-"
+#define IMAGE_NAME    "disk.img"
+#define BUSY_WAIT_MS  10000
+#define BUSY_STEP_MS  20
+#define SUB_DEPTH_MAX 32
 /* Project ids of volumes: above every sandbox's (their uid bases, uidrange.h). */
-#define PROJECT_FIRST  VOLSTORE_UID_BASE
+#define PROJECT_FIRST VOLSTORE_UID_BASE
 
 #define _cleanup_json_ __attribute__((cleanup(json_decrefp)))
 
@@ -147,8 +147,9 @@ static int get_locked(const char *name_in, struct volstore_info *out, struct cel
 		return errno == ENOENT ? -ENOENT : cell_err(err, errno, "opening volume %s", name);
 	int r = cell_read_file_at(dirfd, RECORD, RECORD_MAX, &text, NULL, err);
 	if (r < 0)
-		return r == -ENOENT ? cell_err_msg(err, EIO, "%s/%s has no " RECORD, store.dir, name)
-				    : r;
+		return r == -ENOENT
+			   ? cell_err_msg(err, EIO, "%s/%s has no " RECORD, store.dir, name)
+			   : r;
 	return record_parse(text, name, out, err);
 }
 
@@ -236,8 +237,7 @@ static int make_volume(const char *tmp, const struct volstore_info *info, const 
 	if (r < 0)
 		return r;
 	_cleanup_close_ int dirfd = openat(store.fd, tmp, O_PATH | O_DIRECTORY | O_NOFOLLOW);
-	return dirfd < 0 ? cell_err(err, errno, "opening %s", dir)
-			 : record_write(dirfd, info, err);
+	return dirfd < 0 ? cell_err(err, errno, "opening %s", dir) : record_write(dirfd, info, err);
 }
 
 /* rm -rf of <volumes>/<entry> after its project quota let go. */
@@ -269,7 +269,7 @@ int volstore_create(struct volstore_info *info, const struct stat *like, struct 
 	info->created_at = time(NULL);
 	info->project = next_project();
 	r = mkdirat(store.fd, tmp, 0700) < 0 ? cell_err(err, errno, "creating volume %s", tmp)
-					      : make_volume(tmp, info, like, err);
+					     : make_volume(tmp, info, like, err);
 	if (r == 0 && renameat2(store.fd, tmp, store.fd, info->name, RENAME_NOREPLACE) < 0)
 		r = cell_err(err, errno, "naming volume %s", info->name);
 	if (r < 0) {

@@ -126,8 +126,8 @@ static int claim_one(struct sandbox *sb, json_t *c, struct volstore_info *info,
 					    name);
 		return r;
 	}
-	if (volstore_access_parse(json_string_value(json_object_get(c, "access")),
-				  &info->access) < 0)
+	if (volstore_access_parse(json_string_value(json_object_get(c, "access")), &info->access) <
+	    0)
 		return cell_err_msg(err, EINVAL, "volumes: access mode of %s", name);
 	const char *owner = admission_principal_id(sb->owner);
 	snprintf(info->owner, sizeof(info->owner), "%s", owner ? owner : "");
@@ -136,9 +136,9 @@ static int claim_one(struct sandbox *sb, json_t *c, struct volstore_info *info,
 	/* Mounted whole on a directory of the image: a new volume looks like it (a home or
 	 * /workspace an ordinary account owns stays writable for that account). */
 	struct stat like;
-	bool have_like = !json_object_get(c, "subPath") &&
-			 image_dir_stat(sb->rootfs, json_string_value(json_object_get(c, "dest")),
-					&like) == 0;
+	bool have_like =
+	    !json_object_get(c, "subPath") &&
+	    image_dir_stat(sb->rootfs, json_string_value(json_object_get(c, "dest")), &like) == 0;
 	return volstore_create(info, have_like ? &like : NULL, err);
 }
 

@@ -17,21 +17,20 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: cell volume ls [--json]\n"
-		"       cell volume rm NAME...\n"
-		"\n"
-		"Named volumes live in celld's state dir, each with its own disk quota, and\n"
-		"outlive the sandboxes that mount them. A sandbox mounts one with\n"
-		"`cell create -v NAME:/path` (made on first use).\n"
-		"\n"
-		"  ls   NAME SIZE USED ACCESS USED-BY: every volume\n"
-		"  rm   remove each volume and its files; refused while a sandbox uses it\n"
-		"\n"
-		"Options:\n"
-		"      --json         (ls) print the volumes as a JSON array\n"
-		"      --socket PATH  celld's socket\n"
-		"  -h, --help         this help\n");
+	fprintf(f, "Usage: cell volume ls [--json]\n"
+		   "       cell volume rm NAME...\n"
+		   "\n"
+		   "Named volumes live in celld's state dir, each with its own disk quota, and\n"
+		   "outlive the sandboxes that mount them. A sandbox mounts one with\n"
+		   "`cell create -v NAME:/path` (made on first use).\n"
+		   "\n"
+		   "  ls   NAME SIZE USED ACCESS USED-BY: every volume\n"
+		   "  rm   remove each volume and its files; refused while a sandbox uses it\n"
+		   "\n"
+		   "Options:\n"
+		   "      --json         (ls) print the volumes as a JSON array\n"
+		   "      --socket PATH  celld's socket\n"
+		   "  -h, --help         this help\n");
 }
 
 static void human(json_t *bytes, char *buf, size_t size)

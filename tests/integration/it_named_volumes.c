@@ -146,8 +146,7 @@ START_TEST(one_writer_many_readers)
 	ck_assert_str_eq(out, "from-a\n");
 	free(out);
 	out = h_sh(c, "touch /data/g 2>&1; echo rc=$?");
-	ck_assert_msg(strstr(out, "Read-only") && strstr(out, "rc=1"), "a reader wrote: %s",
-		      out);
+	ck_assert_msg(strstr(out, "Read-only") && strstr(out, "rc=1"), "a reader wrote: %s", out);
 	free(out);
 	free(h_sh(a, "echo later > /data/f"));
 	out = h_sh(c, "cat /data/f");
@@ -402,10 +401,9 @@ START_TEST(host_paths_need_a_volume_root_over_tcp)
 	char *via_link =
 	    h_fmt("[{\"name\":\"h\",\"mountPath\":\"/h\",\"host\":{\"path\":\"%s\"}}]", link);
 	expect_refused(via_link, 400, NULL, "--volume-root");
-	char *out_json =
-	    h_fmt("[{\"name\":\"h\",\"mountPath\":\"/h\",\"host\":{\"path\":\"%s\"},"
-		  "\"subPath\":\"../outside-%s\"}]",
-		  root, rnd);
+	char *out_json = h_fmt("[{\"name\":\"h\",\"mountPath\":\"/h\",\"host\":{\"path\":\"%s\"},"
+			       "\"subPath\":\"../outside-%s\"}]",
+			       root, rnd);
 	expect_refused(out_json, 400, NULL, "volumes[0].subPath");
 	free(out_json);
 	free(via_link);
@@ -414,6 +412,51 @@ START_TEST(host_paths_need_a_volume_root_over_tcp)
 	free(sub);
 	free(outside);
 	free(root);
+}
+END_TEST
+
+/* The CLI: -v NAME:DEST mounts a named volume (made on first use), cell volume ls shows it
+ * with its user, cell volume rm removes it once unused. */
+START_TEST(cli_volume_commands)
+{
+	struct h_proc p = {0};
+	ck_assert_int_eq(h_cell(&p, "run", "--rm", "--image", "busybox", "-v", "cli-vol:/d", "--",
+				"sh", "-c", "echo one >> /d/log", NULL),
+			 0);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "create", "--image", "busybox", "-v", "cli-vol:/d:ro", NULL),
+			 0);
+	char *id = strdup(h_trim(p.out));
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "exec", id, "--", "cat", "/d/log", NULL), 0);
+	ck_assert_str_eq(p.out, "one\n");
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "volume", "ls", NULL), 0);
+	ck_assert_msg(strstr(p.out, "NAME") && strstr(p.out, "cli-vol") && strstr(p.out, id),
+		      "cell volume ls: %s", p.out);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "volume", "rm", "cli-vol", NULL), 1);
+	ck_assert_msg(strstr(p.err, id), "the refusal does not name the sandbox: %s", p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "rm", id, NULL), 0);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "volume", "rm", "cli-vol", NULL), 0);
+	ck_assert_str_eq(p.out, "cli-vol\n");
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "--json", "volume", "ls", NULL), 0);
+	ck_assert_msg(!strstr(p.out, "cli-vol"), "removed, still listed: %s", p.out);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "run", "--rm", "--image", "busybox", "-v", "Bad_Name:/d", "--",
+				"true", NULL),
+			 125);
+	ck_assert_msg(strstr(p.err, "claimName"), "a bad name: %s", p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "run", "--rm", "--image", "busybox", "-v", "named:/d:map=owner",
+				"--", "true", NULL),
+			 125);
+	ck_assert_msg(strstr(p.err, "map= is for host paths"), "map= on a name: %s", p.err);
+	h_proc_free(&p);
+	free(id);
 }
 END_TEST
 
@@ -426,13 +469,13 @@ static Suite *named_volumes_suite(void)
 	tcase_add_test(h_tcase(s, "storage_is_its_quota", 120), storage_is_its_quota);
 	tcase_add_test(h_tcase(s, "sub_path_never_follows_a_symlink", 120),
 		       sub_path_never_follows_a_symlink);
-	tcase_add_test(h_tcase(s, "bad_requests_change_nothing", 120),
-		       bad_requests_change_nothing);
+	tcase_add_test(h_tcase(s, "bad_requests_change_nothing", 120), bad_requests_change_nothing);
 	tcase_add_test(h_tcase(s, "delete_on_sandbox_termination", 120),
 		       delete_on_sandbox_termination);
 	tcase_add_test(h_tcase(s, "shared_across_a_restart", 120), shared_across_a_restart);
 	tcase_add_test(h_tcase(s, "host_paths_need_a_volume_root_over_tcp", 120),
 		       host_paths_need_a_volume_root_over_tcp);
+	tcase_add_test(h_tcase(s, "cli_volume_commands", 120), cli_volume_commands);
 	return s;
 }
 
