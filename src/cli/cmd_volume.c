@@ -33,20 +33,11 @@ static void usage(FILE *f)
 		   "  -h, --help         this help\n");
 }
 
-static void human(json_t *bytes, char *buf, size_t size)
+static void size_of(json_t *bytes, char *buf, size_t size)
 {
-	if (!json_is_integer(bytes)) {
-		snprintf(buf, size, "-");
-		return;
-	}
-	double v = (double)json_integer_value(bytes);
-	const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	size_t u = 0;
-	while (v >= 1024 && u + 1 < CELL_ARRAY_SIZE(units)) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, size, u ? "%.1f%s" : "%.0f%s", v, units[u]);
+	snprintf(buf, size, "-");
+	if (json_is_integer(bytes))
+		cli_output_size((unsigned long long)json_integer_value(bytes), buf, size);
 }
 
 static int volume_ls(void)
@@ -76,8 +67,8 @@ static int volume_ls(void)
 	json_array_foreach(items, i, v)
 	{
 		char size[32], used[32], users[256] = "-";
-		human(json_object_get(v, "sizeBytes"), size, sizeof(size));
-		human(json_object_get(v, "usedBytes"), used, sizeof(used));
+		size_of(json_object_get(v, "sizeBytes"), size, sizeof(size));
+		size_of(json_object_get(v, "usedBytes"), used, sizeof(used));
 		json_t *by = json_object_get(v, "usedBy");
 		size_t k, off = 0;
 		json_t *id;
@@ -125,12 +116,13 @@ static int volume_rm(int argc, char **argv)
 	return rc;
 }
 
-int cmd_volume(int argc, char **argv)
+/* Options up to the next argument that is none (flags: getopt's): -1 to go on, or the
+ * exit status (--help, a bad option). */
+static int options(int argc, char **argv, const char *flags)
 {
 	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
 	int c;
-	/* "+": options after the subcommand are the subcommand's (getopt would permute). */
-	while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, flags, longopts, NULL)) != -1) {
 		if (cli_global_opt(c, optarg))
 			continue;
 		if (c == 'h') {
@@ -139,18 +131,20 @@ int cmd_volume(int argc, char **argv)
 		}
 		return cli_error_option("volume", CLI_EXIT_USAGE);
 	}
+	return -1;
+}
+
+int cmd_volume(int argc, char **argv)
+{
+	/* "+": stop at the subcommand; after it, options and names may mix. */
+	int rc = options(argc, argv, "+h");
+	if (rc >= 0)
+		return rc;
 	if (optind >= argc)
 		return cli_error_usage("volume", CLI_EXIT_USAGE, "expected ls or rm");
 	const char *sub = argv[optind++];
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg))
-			continue;
-		if (c == 'h') {
-			usage(stdout);
-			return CLI_EXIT_OK;
-		}
-		return cli_error_option("volume", CLI_EXIT_USAGE);
-	}
+	if ((rc = options(argc, argv, "h")) >= 0)
+		return rc;
 	if (!strcmp(sub, "ls")) {
 		if (optind != argc)
 			return cli_error_usage("volume", CLI_EXIT_USAGE,
