@@ -3,7 +3,11 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include <getopt.h>
+
 #include "client.h"
+#include "error.h"
+#include "parse.h"
 #include "global.h"
 #include "signals.h"
 
@@ -50,4 +54,28 @@ int cli_client_api(const char *method, const char *path, json_t *body, const cha
 		   json_t **out, long *status, struct cell_error *err)
 {
 	return cli_client_api_code(method, path, body, what, out, status, NULL, 0, err);
+}
+
+int cli_each(int argc, char **argv, const char *command, const char *what, bool ids,
+	     int (*one)(const char *name, void *cls, struct cell_error *err), void *cls)
+{
+	if (optind >= argc)
+		return cli_error_usage(command, CLI_EXIT_USAGE, "expected at least one %s", what);
+	int rc = CLI_EXIT_OK;
+	for (int i = optind; i < argc; i++) {
+		if (ids && !cli_parse_id(argv[i])) {
+			rc = CLI_EXIT_FAIL;
+			continue;
+		}
+		struct cell_error err = {0};
+		if (one(argv[i], cls, &err) < 0) {
+			cli_error("%s", err.msg);
+			rc = CLI_EXIT_FAIL;
+			if (cli_client()->unreachable) /* nothing later can succeed without celld */
+				break;
+			continue;
+		}
+		printf("%s\n", argv[i]);
+	}
+	return rc;
 }

@@ -3,6 +3,7 @@
  * during streams and transfers. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -28,3 +29,11 @@ int cli_client_api(const char *method, const char *path, json_t *body, const cha
 int cli_client_api_code(const char *method, const char *path, json_t *body, const char *what,
 			json_t **out, long *status, char *code, size_t code_size,
 			struct cell_error *err);
+
+/* The loop of the commands that act on each of several names (rm, pause, resume, volume
+ * rm): one(name) for each argument from optind on, its name printed on success, its error
+ * otherwise, every one tried unless celld cannot be reached. ids: each must be a sandbox
+ * id. what names the arguments for the usage error when there are none. Returns the exit
+ * status. */
+int cli_each(int argc, char **argv, const char *command, const char *what, bool ids,
+	     int (*one)(const char *name, void *cls, struct cell_error *err), void *cls);

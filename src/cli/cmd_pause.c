@@ -38,33 +38,19 @@ static void resume_usage(FILE *f)
 		   "  -h, --help         this help\n");
 }
 
+/* POST /v1/sandboxes/ID/VERB. */
+static int post_one(const char *id, void *verb, struct cell_error *err)
+{
+	_cleanup_free_ char *path = NULL, *what = NULL;
+	if (asprintf(&path, "/v1/sandboxes/%s/%s", id, (const char *)verb) < 0 ||
+	    asprintf(&what, "%s %s", (const char *)verb, id) < 0)
+		return cell_err(err, ENOMEM, "%s", (const char *)verb);
+	return cli_client_api("POST", path, NULL, what, NULL, NULL, err);
+}
+
 static int each(int argc, char **argv, const char *verb)
 {
-	if (optind >= argc)
-		return cli_error_usage(verb, CLI_EXIT_USAGE, "expected at least one sandbox id");
-	int rc = CLI_EXIT_OK;
-	for (int i = optind; i < argc; i++) {
-		if (!cli_parse_id(argv[i])) {
-			rc = CLI_EXIT_FAIL;
-			continue;
-		}
-		struct cell_error err = {0};
-		_cleanup_free_ char *path = NULL, *what = NULL;
-		if (asprintf(&path, "/v1/sandboxes/%s/%s", argv[i], verb) < 0 ||
-		    asprintf(&what, "%s %s", verb, argv[i]) < 0) {
-			cli_error("out of memory");
-			return CLI_EXIT_FAIL;
-		}
-		if (cli_client_api("POST", path, NULL, what, NULL, NULL, &err) < 0) {
-			cli_error("%s", err.msg);
-			rc = CLI_EXIT_FAIL;
-			if (cli_client()->unreachable)
-				break;
-			continue;
-		}
-		printf("%s\n", argv[i]);
-	}
-	return rc;
+	return cli_each(argc, argv, verb, "sandbox id", true, post_one, (void *)verb);
 }
 
 int cmd_pause(int argc, char **argv)

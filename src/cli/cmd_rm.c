@@ -25,28 +25,16 @@ static void usage(FILE *f)
 		   "  -h, --help         this help\n");
 }
 
+static int delete_one(const char *id, void *cls, struct cell_error *err)
+{
+	(void)cls;
+	return cli_delete_sandbox(id, err);
+}
+
 int cmd_rm(int argc, char **argv)
 {
 	int rc = cli_global_opts_only(argc, argv, "h", "rm", usage);
 	if (rc >= 0)
 		return rc;
-	if (optind >= argc)
-		return cli_error_usage("rm", CLI_EXIT_USAGE, "expected at least one sandbox id");
-	rc = CLI_EXIT_OK;
-	for (int i = optind; i < argc; i++) {
-		if (!cli_parse_id(argv[i])) {
-			rc = CLI_EXIT_FAIL;
-			continue;
-		}
-		struct cell_error err = {0};
-		if (cli_delete_sandbox(argv[i], &err) < 0) {
-			cli_error("%s", err.msg);
-			rc = CLI_EXIT_FAIL;
-			if (cli_client()->unreachable) /* nothing later can succeed without celld */
-				break;
-			continue;
-		}
-		printf("%s\n", argv[i]);
-	}
-	return rc;
+	return cli_each(argc, argv, "rm", "sandbox id", true, delete_one, NULL);
 }

@@ -91,29 +91,14 @@ static int volume_ls(void)
 	return CLI_EXIT_OK;
 }
 
-static int volume_rm(int argc, char **argv)
+static int remove_one(const char *name, void *cls, struct cell_error *err)
 {
-	if (optind >= argc)
-		return cli_error_usage("volume", CLI_EXIT_USAGE, "rm: expected a volume name");
-	int rc = CLI_EXIT_OK;
-	for (int i = optind; i < argc; i++) {
-		_cleanup_free_ char *enc = cell_client_urlencode(argv[i]);
-		_cleanup_free_ char *path = NULL;
-		struct cell_error err = {0};
-		if (!enc || asprintf(&path, "/v1/volumes/%s", enc) < 0) {
-			cli_error("out of memory");
-			return CLI_EXIT_FAIL;
-		}
-		if (cli_client_api("DELETE", path, NULL, "remove volume", NULL, NULL, &err) < 0) {
-			cli_error("%s", err.msg);
-			rc = CLI_EXIT_FAIL;
-			if (cli_client()->unreachable)
-				break;
-			continue;
-		}
-		printf("%s\n", argv[i]);
-	}
-	return rc;
+	(void)cls;
+	_cleanup_free_ char *enc = cell_client_urlencode(name);
+	_cleanup_free_ char *path = NULL;
+	if (!enc || asprintf(&path, "/v1/volumes/%s", enc) < 0)
+		return cell_err(err, ENOMEM, "remove volume");
+	return cli_client_api("DELETE", path, NULL, "remove volume", NULL, NULL, err);
 }
 
 /* Options up to the next argument that is none (flags: getopt's): -1 to go on, or the
@@ -152,6 +137,6 @@ int cmd_volume(int argc, char **argv)
 		return volume_ls();
 	}
 	if (!strcmp(sub, "rm"))
-		return volume_rm(argc, argv);
+		return cli_each(argc, argv, "volume", "volume name", false, remove_one, NULL);
 	return cli_error_usage("volume", CLI_EXIT_USAGE, "unknown subcommand '%s' (ls, rm)", sub);
 }
