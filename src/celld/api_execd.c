@@ -54,15 +54,19 @@ static int parse_opts(json_t *body, struct exec_opts *o, struct cell_error *err)
 {
 	memset(o, 0, sizeof(*o));
 	int has_cmd = field_string(body, "command", "command", false, &o->command, err);
+	int has_uid, has_gid;
 	if (has_cmd < 0 || field_string_array(body, "argv", "argv", &o->argv, err) < 0 ||
 	    field_string(body, "cwd", "cwd", false, &o->cwd, err) < 0 ||
 	    field_bool(body, "background", "background", &o->background, err) < 0 ||
 	    field_bool(body, "rawOutput", "rawOutput", &o->raw, err) < 0 ||
 	    field_int(body, "timeout", "timeout", 0, EXEC_TIMEOUT_MAX_MS, &o->timeout, err) < 0 ||
 	    field_string_map(body, "envs", "envs", &o->envs, err) < 0 ||
-	    field_int(body, "uid", "uid", 0, CELL_UID_RANGE - 1, &o->uid, err) < 0 ||
-	    field_int(body, "gid", "gid", 0, CELL_UID_RANGE - 1, &o->gid, err) < 0)
+	    (has_uid = field_int(body, "uid", "uid", 0, CELL_UID_RANGE - 1, &o->uid, err)) < 0 ||
+	    (has_gid = field_int(body, "gid", "gid", 0, CELL_UID_RANGE - 1, &o->gid, err)) < 0)
 		return -EINVAL;
+	/* uid alone: the user's primary group, looked up inside the sandbox (as execd does). */
+	if (has_uid && !has_gid)
+		o->gid = -1;
 	if (o->argv) {
 		if (!json_array_size(o->argv) || json_array_size(o->argv) > ARGV_MAX)
 			return field_fail(err, "argv must hold 1-%d strings", ARGV_MAX);

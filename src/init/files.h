@@ -22,3 +22,5 @@ void files_replace(struct conn *c, json_t *req);
  * confined, bounded, never a process's state) into buf: true when a line names uid with an
  * absolute home that fits. */
 bool files_user_home(uint32_t uid, char *buf, size_t size);
+/* The primary group of uid in the sandbox's /etc/passwd: true when a line names uid. */
+bool files_user_gid(uint32_t uid, uint32_t *gid);

@@ -57,6 +57,37 @@ START_TEST(home_follows_the_user)
 }
 END_TEST
 
+/* id -u, id -g and id -G of a command run as uid (and gid, unless it is < 0). */
+static char *ids_of(const char *id, int uid, int gid)
+{
+	struct h_exec_opts o = {.as_user = true, .uid = uid, .gid = gid};
+	struct h_exec r;
+	ck_assert_int_eq(h_exec(id, "id -u; id -g; id -G", &o, &r), 0);
+	ck_assert_msg(r.complete, "id as %d:%d: %s", uid, gid, r.err);
+	char *ids = strdup(r.out);
+	h_exec_free(&r);
+	return ids;
+}
+
+/* uid without gid runs with the user's primary group from the sandbox's passwd, as execd
+ * does (group 0 when passwd does not name the user); a gid the client sends wins. */
+START_TEST(uid_alone_takes_the_primary_group)
+{
+	char *id = h_create("busybox", NULL);
+	ck_assert_int_eq(h_sh_code(id, "echo 'u:x:2000:3000::/tmp:/bin/sh' >> /etc/passwd"), 0);
+	char *ids = ids_of(id, 2000, -1);
+	ck_assert_str_eq(ids, "2000\n3000\n3000\n");
+	free(ids);
+	ids = ids_of(id, 2000, 2500);
+	ck_assert_str_eq(ids, "2000\n2500\n2500\n");
+	free(ids);
+	ids = ids_of(id, 4242, -1);
+	ck_assert_str_eq(ids, "4242\n0\n0\n");
+	free(ids);
+	free(id);
+}
+END_TEST
+
 START_TEST(files_persist_between_execs)
 {
 	char *id = h_create("busybox", NULL);
@@ -536,6 +567,8 @@ static Suite *exec_suite(void)
 	tcase_add_test(h_tcase(s, "output_100mb_intact", 900), output_100mb_intact);
 	tcase_add_test(h_tcase(s, "concurrent_execs", 300), concurrent_execs);
 	tcase_add_test(h_tcase(s, "home_follows_the_user", 120), home_follows_the_user);
+	tcase_add_test(h_tcase(s, "uid_alone_takes_the_primary_group", 120),
+		       uid_alone_takes_the_primary_group);
 	return s;
 }
 
