@@ -220,17 +220,31 @@ static void info_row(struct cli_table *t, json_t *info, const char *fallback_pat
 					       path ? path : fallback_path});
 }
 
-static void table_start(struct cli_table *t)
+/* Prints ans (taken) of ls or stat: celld's JSON with --json, else a table of its
+ * entries. ls's answer is an array; stat's an object keyed by the n paths asked, in their
+ * order. */
+static int print_infos(json_t *ans, char **paths, int n)
 {
-	cli_table_init(t, 7);
-	cli_table_add(
-	    t, (const char *const[]){"TYPE", "MODE", "OWNER", "GROUP", "SIZE", "MODIFIED", "PATH"});
-}
-
-static int table_end(struct cli_table *t)
-{
-	cli_table_print(t, stdout);
-	cli_table_free(t);
+	int rc;
+	if (cli.json) {
+		rc = cli_output_json(ans) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+		json_decref(ans);
+		return rc;
+	}
+	struct cli_table t;
+	cli_table_init(&t, 7);
+	cli_table_add(&t, (const char *const[]){"TYPE", "MODE", "OWNER", "GROUP", "SIZE",
+						"MODIFIED", "PATH"});
+	size_t i;
+	json_t *e;
+	if (!paths)
+		json_array_foreach(ans, i, e) info_row(&t, e, "?");
+	for (int k = 0; paths && k < n; k++)
+		if (json_is_object(e = json_object_get(ans, paths[k])))
+			info_row(&t, e, paths[k]);
+	json_decref(ans);
+	cli_table_print(&t, stdout);
+	cli_table_free(&t);
 	return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
@@ -245,20 +259,7 @@ static int fs_ls(struct fs_opts *o, int n, char **args)
 		return CLI_EXIT_FAIL;
 	json_t *ans = NULL;
 	rc = fs_call(o, "GET", args[0], "directories/list", query, NULL, &ans);
-	if (rc != CLI_EXIT_OK)
-		return rc;
-	if (cli.json) {
-		rc = cli_output_json(ans) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
-		json_decref(ans);
-		return rc;
-	}
-	struct cli_table t;
-	table_start(&t);
-	size_t i;
-	json_t *e;
-	json_array_foreach(ans, i, e) info_row(&t, e, "?");
-	json_decref(ans);
-	return table_end(&t);
+	return rc != CLI_EXIT_OK ? rc : print_infos(ans, NULL, 0);
 }
 
 static int fs_stat(struct fs_opts *o, int n, char **args)
@@ -271,22 +272,7 @@ static int fs_stat(struct fs_opts *o, int n, char **args)
 	if (!q)
 		return CLI_EXIT_FAIL;
 	rc = fs_call(o, "GET", args[0], "files/info", q, NULL, &ans);
-	if (rc != CLI_EXIT_OK)
-		return rc;
-	if (cli.json) {
-		rc = cli_output_json(ans) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
-		json_decref(ans);
-		return rc;
-	}
-	struct cli_table t;
-	table_start(&t);
-	for (int i = 1; i < n; i++) {
-		json_t *info = json_object_get(ans, args[i]);
-		if (json_is_object(info))
-			info_row(&t, info, args[i]);
-	}
-	json_decref(ans);
-	return table_end(&t);
+	return rc != CLI_EXIT_OK ? rc : print_infos(ans, args + 1, n - 1);
 }
 
 static int fs_find(struct fs_opts *o, int n, char **args)
