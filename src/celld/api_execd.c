@@ -516,7 +516,8 @@ int api_execd_interrupt(struct http_req *r)
  * client's text, and saves both again. The saved state lives inside the sandbox, in a
  * directory only its root owns (checked before every use, so an ordinary user there
  * cannot plant what root will source); celld keeps only which sessions exist and their
- * first working directory. The state is the sandbox's own: nothing of it reaches the host. */
+ * first working directory. The directory is made 0700 again at every run and only root's own
+ * files in it are sourced. The state is the sandbox's own: nothing of it reaches the host. */
 
 #define SESSIONS_PER_SANDBOX 64
 #define SESSIONS_MAX	     4096
@@ -596,17 +597,19 @@ static char *session_script(const char *sid, const char *command, const char *fi
 	_cleanup_free_ char *qcwd = cwd ? sh_quote(cwd) : NULL;
 	if ((first_cwd && !qfirst) || (cwd && !qcwd))
 		return NULL;
-	char first[PATH_MAX * 4 + 64] = "";
-	if (qfirst)
-		snprintf(first, sizeof(first), "else mkdir -p -- %s && cd -- %s\n", qfirst, qfirst);
+	_cleanup_free_ char *first = NULL;
+	if (qfirst ? asprintf(&first, "else mkdir -p -- %s && cd -- %s\n", qfirst, qfirst) < 0
+		   : !(first = strdup("")))
+		return NULL;
 	char *script = NULL;
 	int n = asprintf(
 	    &script,
 	    "__cell_d=" SESSION_STATE_DIR "; __cell_s=\"$__cell_d/%s\"\n"
 	    "mkdir -m 700 \"$__cell_d\" 2>/dev/null\n"
 	    "if [ -d \"$__cell_d\" ] && [ ! -h \"$__cell_d\" ] && [ -O \"$__cell_d\" ]; then\n"
-	    "  __cell_ok=1\n"
-	    "  if [ -f \"$__cell_s.env\" ]; then . \"$__cell_s.env\"; fi\n"
+	    "  __cell_ok=1; chmod 700 \"$__cell_d\"\n"
+	    "  if [ -f \"$__cell_s.env\" ] && [ -O \"$__cell_s.env\" ]; then . \"$__cell_s.env\"; "
+	    "fi\n"
 	    "else\n"
 	    "  __cell_ok=; echo \"cell: $__cell_d is not root's own: the session's state is not "
 	    "kept\" >&2\n"

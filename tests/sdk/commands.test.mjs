@@ -80,6 +80,16 @@ describe("commands: bash sessions and users", { skip }, () => {
 		assert.equal(out(r), "", "a deleted session's saved state is removed");
 	});
 
+	it("quotes a session's directory: spaces and quotes kept", { timeout: STEP_MS }, async () => {
+		const dir = "/tmp/it's a \"dir\" $(x)";
+		const sid = await sbx.commands.createSession({ workingDirectory: dir });
+		let r = await sbx.commands.runInSession(sid, "pwd");
+		assert.equal(text(r), dir);
+		r = await sbx.commands.runInSession(sid, "cd ..; pwd", { workingDirectory: `${dir}/` });
+		assert.equal(text(r), "/tmp");
+		await sbx.commands.deleteSession(sid);
+	});
+
 	it("honours a run's timeout in a session", { timeout: STEP_MS }, async () => {
 		const sid = await sbx.commands.createSession();
 		const r = await sbx.commands.runInSession(sid, "echo a; sleep 30", { timeoutSeconds: 1 });
