@@ -52,6 +52,9 @@ int api_execd_command(struct http_req *r);
 int api_execd_status(struct http_req *r);
 int api_execd_logs(struct http_req *r);
 int api_execd_interrupt(struct http_req *r);
+int api_execd_session_create(struct http_req *r);
+int api_execd_session_run(struct http_req *r);
+int api_execd_session_delete(struct http_req *r);
 
 /* ---- api_files.c: execd's files ---- */
 

@@ -2,6 +2,8 @@
  * interrupt. The command text is base64-encoded into the EXEC frame and decoded only
  * inside the sandbox: it never meets a host shell. */
 #include <errno.h>
+#include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 
 #include "cell/cleanup.h"
 #include "cell/codec.h"
+#include "cell/id.h"
 #include "api.h"
 #include "commands.h"
 #include "lifecycle.h"
@@ -54,15 +57,19 @@ static int parse_opts(json_t *body, struct exec_opts *o, struct cell_error *err)
 {
 	memset(o, 0, sizeof(*o));
 	int has_cmd = field_string(body, "command", "command", false, &o->command, err);
+	int has_uid, has_gid;
 	if (has_cmd < 0 || field_string_array(body, "argv", "argv", &o->argv, err) < 0 ||
 	    field_string(body, "cwd", "cwd", false, &o->cwd, err) < 0 ||
 	    field_bool(body, "background", "background", &o->background, err) < 0 ||
 	    field_bool(body, "rawOutput", "rawOutput", &o->raw, err) < 0 ||
 	    field_int(body, "timeout", "timeout", 0, EXEC_TIMEOUT_MAX_MS, &o->timeout, err) < 0 ||
 	    field_string_map(body, "envs", "envs", &o->envs, err) < 0 ||
-	    field_int(body, "uid", "uid", 0, CELL_UID_RANGE - 1, &o->uid, err) < 0 ||
-	    field_int(body, "gid", "gid", 0, CELL_UID_RANGE - 1, &o->gid, err) < 0)
+	    (has_uid = field_int(body, "uid", "uid", 0, CELL_UID_RANGE - 1, &o->uid, err)) < 0 ||
+	    (has_gid = field_int(body, "gid", "gid", 0, CELL_UID_RANGE - 1, &o->gid, err)) < 0)
 		return -EINVAL;
+	/* uid alone: the user's primary group, looked up inside the sandbox (as execd does). */
+	if (has_uid && !has_gid)
+		o->gid = -1;
 	if (o->argv) {
 		if (!json_array_size(o->argv) || json_array_size(o->argv) > ARGV_MAX)
 			return field_fail(err, "argv must hold 1-%d strings", ARGV_MAX);
@@ -329,6 +336,44 @@ static int respond_stream(struct http_req *r, struct sandbox *sb, struct command
 	return http_respond(r, 200, resp);
 }
 
+/* Start req (taken) in sb and answer with its events: the stream, or for a background
+ * command init and execution_complete at once. */
+static void run_request(struct http_req *r, struct sandbox *sb, json_t *req, const char *content,
+			bool raw, bool background)
+{
+	struct cell_error err = {0};
+	struct command *c;
+	struct relay_error rerr;
+	int fd;
+	int rc = command_start(sb, req, content, http_principal(r), &c, &fd, &rerr, &err);
+	json_decref(req);
+	if (rc < 0)
+		http_internal(r, &err);
+	else if (rc == 1)
+		respond_refused(r, c, &rerr, raw);
+	else if (background) {
+		/* As execd: init, then at once execution_complete (the SDK waits for a terminal
+		 * event); the command runs on, its status and logs under its id. */
+		struct sse_buf b = {0};
+		size_t ilen = 0, clen = 0;
+		_cleanup_free_ char *init = sse_init(command_id(c), &ilen);
+		_cleanup_free_ char *done =
+		    sse_complete(celld_now_ms() - command_started_ms(c), &clen);
+		command_drain(c, fd, &err);
+		if (init && done && sse_buf_add(&b, init, ilen) == 0 &&
+		    sse_buf_add(&b, done, clen) == 0)
+			respond_events(r, b.data, b.len);
+		else {
+			sse_buf_free(&b);
+			http_error(r, 500, "INTERNAL", "out of memory");
+		}
+	} else {
+		respond_stream(r, sb, c, fd, raw);
+	}
+	if (rc >= 0)
+		command_unref(c);
+}
+
 int api_execd_command(struct http_req *r)
 {
 	json_t *body;
@@ -356,36 +401,7 @@ int api_execd_command(struct http_req *r)
 		sandbox_unref(sb);
 		return http_error(r, 500, "INTERNAL", "out of memory");
 	}
-	struct command *c;
-	struct relay_error rerr;
-	int fd;
-	int rc = command_start(sb, req, content, http_principal(r), &c, &fd, &rerr, &err);
-	json_decref(req);
-	if (rc < 0)
-		http_internal(r, &err);
-	else if (rc == 1)
-		respond_refused(r, c, &rerr, o.raw);
-	else if (o.background) {
-		/* As execd: init, then at once execution_complete (the SDK waits for a terminal
-		 * event); the command runs on, its status and logs under its id. */
-		struct sse_buf b = {0};
-		size_t ilen = 0, clen = 0;
-		_cleanup_free_ char *init = sse_init(command_id(c), &ilen);
-		_cleanup_free_ char *done =
-		    sse_complete(celld_now_ms() - command_started_ms(c), &clen);
-		command_drain(c, fd, &err);
-		if (init && done && sse_buf_add(&b, init, ilen) == 0 &&
-		    sse_buf_add(&b, done, clen) == 0)
-			respond_events(r, b.data, b.len);
-		else {
-			sse_buf_free(&b);
-			http_error(r, 500, "INTERNAL", "out of memory");
-		}
-	} else {
-		respond_stream(r, sb, c, fd, o.raw);
-	}
-	if (rc >= 0)
-		command_unref(c);
+	run_request(r, sb, req, content, o.raw, o.background);
 	sandbox_unref(sb);
 	return 0;
 }
@@ -490,5 +506,275 @@ int api_execd_interrupt(struct http_req *r)
 	command_unref(c);
 	if (rc < 0 && rc != -ESRCH)
 		return http_internal(r, &err);
+	return http_empty(r, 200);
+}
+
+/* ---- bash sessions: /session, /session/{sid}/run, DELETE /session/{sid} ----
+ *
+ * As execd keeps them: no shell stays running between runs. Each run is one command whose
+ * script restores the session's exported variables and working directory, runs the
+ * client's text, and saves both again. The saved state lives inside the sandbox, in a
+ * directory only its root owns (checked before every use, so an ordinary user there
+ * cannot plant what root will source); celld keeps only which sessions exist and their
+ * first working directory. The directory is made 0700 again at every run and only root's own
+ * files in it are sourced. The state is the sandbox's own: nothing of it reaches the host. */
+
+#define SESSIONS_PER_SANDBOX 64
+#define SESSIONS_MAX	     4096
+#define SESSION_STATE_DIR    "/tmp/.cell-sessions"
+
+struct session {
+	uint64_t serial; /* the sandbox's (an id can come back after a delete) */
+	char sandbox[CELL_ID_MAX + 1];
+	char id[CELL_ID_RANDOM_LEN + 1];
+	char *cwd; /* NULL: the default working directory */
+};
+
+/* A leaf lock: taken before the registry lock (pruning), never under it. */
+static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct session *sessions[SESSIONS_MAX];
+static size_t n_sessions;
+
+static void session_drop_locked(size_t i)
+{
+	free(sessions[i]->cwd);
+	free(sessions[i]);
+	sessions[i] = sessions[--n_sessions];
+}
+
+/* Forget the sessions of sandboxes that are gone. */
+static void sessions_prune_locked(void)
+{
+	for (size_t i = 0; i < n_sessions;) {
+		struct sandbox *sb = registry_get(sessions[i]->sandbox);
+		bool live = sb && sb->serial == sessions[i]->serial;
+		if (sb)
+			sandbox_unref(sb);
+		if (live)
+			i++;
+		else
+			session_drop_locked(i);
+	}
+}
+
+static ssize_t session_find_locked(const struct sandbox *sb, const char *id)
+{
+	for (size_t i = 0; i < n_sessions; i++)
+		if (sessions[i]->serial == sb->serial && !strcmp(sessions[i]->id, id))
+			return (ssize_t)i;
+	return -1;
+}
+
+/* s in single quotes for sh ('\'' for each quote). NULL when out of memory. */
+static char *sh_quote(const char *s)
+{
+	size_t n = 3;
+	for (const char *p = s; *p; p++)
+		n += *p == '\'' ? 4 : 1;
+	char *q = malloc(n), *o = q;
+	if (!q)
+		return NULL;
+	*o++ = '\'';
+	for (const char *p = s; *p; p++) {
+		if (*p == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o++ = '\'';
+	*o = '\0';
+	return q;
+}
+
+/* The script of one run: restore, cd, the client's text, save, exit with its status. A
+ * failed cd goes on where the shell is, as execd's does. */
+static char *session_script(const char *sid, const char *command, const char *first_cwd,
+			    const char *cwd)
+{
+	_cleanup_free_ char *qfirst = first_cwd ? sh_quote(first_cwd) : NULL;
+	_cleanup_free_ char *qcwd = cwd ? sh_quote(cwd) : NULL;
+	if ((first_cwd && !qfirst) || (cwd && !qcwd))
+		return NULL;
+	_cleanup_free_ char *first = NULL;
+	if (qfirst ? asprintf(&first, "else mkdir -p -- %s && cd -- %s\n", qfirst, qfirst) < 0
+		   : !(first = strdup("")))
+		return NULL;
+	char *script = NULL;
+	int n = asprintf(
+	    &script,
+	    "__cell_d=" SESSION_STATE_DIR "; __cell_s=\"$__cell_d/%s\"\n"
+	    "mkdir -m 700 \"$__cell_d\" 2>/dev/null\n"
+	    "if [ -d \"$__cell_d\" ] && [ ! -h \"$__cell_d\" ] && [ -O \"$__cell_d\" ]; then\n"
+	    "  __cell_ok=1; chmod 700 \"$__cell_d\"\n"
+	    "  if [ -f \"$__cell_s.env\" ] && [ -O \"$__cell_s.env\" ]; then . \"$__cell_s.env\"; "
+	    "fi\n"
+	    "else\n"
+	    "  __cell_ok=; echo \"cell: $__cell_d is not root's own: the session's state is not "
+	    "kept\" >&2\n"
+	    "fi\n"
+	    "%s%s%s"
+	    "%s\n"
+	    "__cell_rc=$?\n"
+	    "if [ -n \"$__cell_ok\" ]; then export -p > \"$__cell_s.env\"; pwd > "
+	    "\"$__cell_s.cwd\"; "
+	    "fi\n"
+	    "exit $__cell_rc\n",
+	    sid,
+	    qcwd ? "cd -- "
+		 : "if [ -n \"$__cell_ok\" ] && [ -f \"$__cell_s.cwd\" ] && "
+		   "IFS= read -r __cell_w < \"$__cell_s.cwd\"; then cd -- \"$__cell_w\"\n",
+	    qcwd ? qcwd : first, qcwd ? "\n" : "fi\n", command);
+	return n < 0 ? NULL : script;
+}
+
+int api_execd_session_create(struct http_req *r)
+{
+	json_t *body = NULL;
+	const char *len = http_header(r, "Content-Length");
+	bool empty = len && !strcmp(len, "0");
+	if (!empty && http_json_body(r, &body) < 0)
+		return 0;
+	const char *cwd = NULL;
+	struct cell_error err = {0};
+	if (body && field_string(body, "cwd", "cwd", false, &cwd, &err) < 0) {
+		json_decref(body);
+		return http_error(r, 400, "INVALID_ARGUMENT", "%s", err.msg);
+	}
+	if (cwd && (cwd[0] != '/' || strlen(cwd) >= PATH_MAX)) {
+		json_decref(body);
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "cwd must be an absolute path shorter than %d bytes", PATH_MAX);
+	}
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb) {
+		json_decref(body);
+		return 0;
+	}
+	struct session *s = calloc(1, sizeof(*s));
+	if (!s || (cwd && !(s->cwd = strdup(cwd))) || cell_id_random(s->id) < 0) {
+		json_decref(body);
+		sandbox_unref(sb);
+		if (s)
+			free(s->cwd);
+		free(s);
+		return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	json_decref(body);
+	s->serial = sb->serial;
+	snprintf(s->sandbox, sizeof(s->sandbox), "%s", sb->id);
+	pthread_mutex_lock(&sessions_lock);
+	size_t mine = 0;
+	for (size_t i = 0; i < n_sessions; i++)
+		mine += sessions[i]->serial == sb->serial;
+	if (n_sessions == SESSIONS_MAX)
+		sessions_prune_locked();
+	bool full = mine >= SESSIONS_PER_SANDBOX || n_sessions == SESSIONS_MAX;
+	if (!full)
+		sessions[n_sessions++] = s;
+	pthread_mutex_unlock(&sessions_lock);
+	sandbox_unref(sb);
+	if (full) {
+		free(s->cwd);
+		free(s);
+		return http_error(r, 409, "TOO_MANY_SESSIONS",
+				  "a sandbox keeps at most %d bash sessions (celld at most %d): "
+				  "delete one first",
+				  SESSIONS_PER_SANDBOX, SESSIONS_MAX);
+	}
+	return http_json(r, 200, json_pack("{s:s}", "session_id", s->id));
+}
+
+int api_execd_session_run(struct http_req *r)
+{
+	json_t *body;
+	if (http_json_body(r, &body) < 0)
+		return 0;
+	const char *command = NULL, *cwd = NULL;
+	int64_t timeout = 0;
+	struct cell_error err = {0};
+	if (field_string(body, "command", "command", true, &command, &err) < 0 ||
+	    field_string(body, "cwd", "cwd", false, &cwd, &err) < 0 ||
+	    field_int(body, "timeout", "timeout", 0, EXEC_TIMEOUT_MAX_MS, &timeout, &err) < 0 ||
+	    (!command[0] && field_fail(&err, "command must not be empty") < 0) ||
+	    (cwd && (cwd[0] != '/' || strlen(cwd) >= PATH_MAX) &&
+	     field_fail(&err, "cwd must be an absolute path shorter than %d bytes", PATH_MAX) <
+		 0)) {
+		json_decref(body);
+		return http_error(r, 400, "INVALID_ARGUMENT", "%s", err.msg);
+	}
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb) {
+		json_decref(body);
+		return 0;
+	}
+	const char *sid = http_param(r, 1);
+	_cleanup_free_ char *first = NULL;
+	pthread_mutex_lock(&sessions_lock);
+	ssize_t i = session_find_locked(sb, sid);
+	bool oom = i >= 0 && sessions[i]->cwd && !(first = strdup(sessions[i]->cwd));
+	pthread_mutex_unlock(&sessions_lock);
+	if (i < 0 || oom) {
+		json_decref(body);
+		sandbox_unref(sb);
+		return i < 0 ? http_error(r, 404, "SESSION_NOT_FOUND", "session %s not found", sid)
+			     : http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	_cleanup_free_ char *script = session_script(sid, command, first, cwd);
+	json_decref(body);
+	_cleanup_free_ char *content = NULL;
+	json_t *req =
+	    script ? command_exec_request(sb, script, NULL, NULL, NULL, timeout, 0, 0, &content)
+		   : NULL;
+	if (!req) {
+		sandbox_unref(sb);
+		return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	run_request(r, sb, req, content, false, false);
+	sandbox_unref(sb);
+	return 0;
+}
+
+int api_execd_session_delete(struct http_req *r)
+{
+	struct sandbox *sb = api_find_sandbox(r);
+	if (!sb)
+		return 0;
+	const char *sid = http_param(r, 1);
+	pthread_mutex_lock(&sessions_lock);
+	ssize_t i = session_find_locked(sb, sid);
+	if (i >= 0)
+		session_drop_locked((size_t)i);
+	pthread_mutex_unlock(&sessions_lock);
+	if (i < 0) {
+		sandbox_unref(sb);
+		return http_error(r, 404, "SESSION_NOT_FOUND", "session %s not found", sid);
+	}
+	/* Its saved state goes too, when the sandbox can run the removal now (best effort: a
+	 * few bytes under the sandbox's /tmp otherwise). */
+	char rm[128];
+	snprintf(rm, sizeof(rm), "rm -f " SESSION_STATE_DIR "/%s.env " SESSION_STATE_DIR "/%s.cwd",
+		 sid, sid);
+	registry_lock();
+	bool running = sb->state == SBX_RUNNING && sb->busy == SBX_IDLE;
+	registry_unlock();
+	_cleanup_free_ char *content = NULL;
+	json_t *req =
+	    running ? command_exec_request(sb, rm, NULL, NULL, NULL, 10000, 0, 0, &content) : NULL;
+	struct cell_error err = {0};
+	struct command *c;
+	struct relay_error rerr;
+	int fd;
+	int rc =
+	    req ? command_start(sb, req, content, http_principal(r), &c, &fd, &rerr, &err) : -1;
+	if (rc == 0)
+		command_drain(c, fd, &err);
+	if (rc >= 0)
+		command_unref(c);
+	else if (req)
+		cell_err_drop(&err, "a session's saved state stays in the sandbox");
+	json_decref(req);
+	sandbox_unref(sb);
 	return http_empty(r, 200);
 }

@@ -728,10 +728,15 @@ json_t *command_exec_request(const struct sandbox *sb, const char *command, json
 		json_object_del(env, "HOME");
 	if (env && envs)
 		json_object_update(env, envs);
-	json_t *req = env ? json_pack("{s:o, s:I, s:I, s:I, s:b}", "env", env_array(env),
-				      "timeout_ms", (json_int_t)timeout_ms, "uid", (json_int_t)uid,
-				      "gid", (json_int_t)gid, "home_from_passwd", home_from_passwd)
+	json_t *req = env ? json_pack("{s:o, s:I, s:I, s:b}", "env", env_array(env), "timeout_ms",
+				      (json_int_t)timeout_ms, "uid", (json_int_t)uid,
+				      "home_from_passwd", home_from_passwd)
 			  : NULL;
+	/* gid < 0: cell-init takes the user's primary group from the sandbox's passwd. */
+	if (req && gid >= 0 && json_object_set_new(req, "gid", json_integer(gid)) < 0) {
+		json_decref(req);
+		req = NULL;
+	}
 	json_decref(env);
 	json_t *cmd = NULL;
 	if (req && argv) {

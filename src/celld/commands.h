@@ -50,7 +50,8 @@ bool command_apply(struct command *c, const struct relay_event *ev);
 int command_drain(struct command *c, int fd, struct cell_error *err);
 /* The EXEC payload for a shell command (command) or a direct exec (argv, an array of
  * strings): the sandbox's environment plus envs (may be NULL), base64-encoded text. *content
- * gets the text shown as the command's content. NULL on allocation failure. */
+ * gets the text shown as the command's content; gid < 0 leaves the group to cell-init (uid's
+ * primary group in the sandbox's passwd). NULL on allocation failure. */
 json_t *command_exec_request(const struct sandbox *sb, const char *command, json_t *argv,
 			     json_t *envs, const char *cwd, int64_t timeout_ms, int64_t uid,
 			     int64_t gid, char **content);

@@ -31,8 +31,8 @@ static void usage(FILE *f)
 	       "                                    below DIR, '**' any number of components)\n"
 	       "  mkdir [-m MODE] [--owner U] [--group G] ID DIR...\n"
 	       "                                    create directories and missing parents\n"
-	       "  rm [-r] ID PATH...                remove files or symbolic links; -r removes\n"
-	       "                                    directories and everything in them\n"
+	       "  rm [-r] ID PATH...                remove files or symbolic links; -r also\n"
+	       "                                    directories with everything in them\n"
 	       "  mv ID SRC DEST                    rename (DEST ending in '/' is a directory)\n"
 	       "  chmod [--owner U] [--group G] MODE ID PATH...\n"
 	       "                                    set the mode (octal, at most 777) and owner\n"
@@ -43,7 +43,8 @@ static void usage(FILE *f)
 	       "  -m, --mode MODE    (mkdir) mode of new directories, octal (default 755)\n"
 	       "      --owner U      (mkdir, chmod) owner: a name in the sandbox or a number\n"
 	       "      --group G      (mkdir, chmod) group: a name in the sandbox or a number\n"
-	       "  -r, --recursive    (rm) remove directories with everything in them\n"
+	       "  -r, --recursive    (rm) also remove directories with everything in them (as\n"
+	       "                     rm -r: files and links among PATH go too)\n"
 	       "      --json         (ls, stat, find) print celld's answer as JSON\n"
 	       "      --socket PATH  celld's socket\n"
 	       "  -h, --help         this help ('cell fs COMMAND --help' is the same)\n");
@@ -219,17 +220,31 @@ static void info_row(struct cli_table *t, json_t *info, const char *fallback_pat
 					       path ? path : fallback_path});
 }
 
-static void table_start(struct cli_table *t)
+/* Prints ans (taken) of ls or stat: celld's JSON with --json, else a table of its
+ * entries. ls's answer is an array; stat's an object keyed by the n paths asked, in their
+ * order. */
+static int print_infos(json_t *ans, char **paths, int n)
 {
-	cli_table_init(t, 7);
-	cli_table_add(
-	    t, (const char *const[]){"TYPE", "MODE", "OWNER", "GROUP", "SIZE", "MODIFIED", "PATH"});
-}
-
-static int table_end(struct cli_table *t)
-{
-	cli_table_print(t, stdout);
-	cli_table_free(t);
+	int rc;
+	if (cli.json) {
+		rc = cli_output_json(ans) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+		json_decref(ans);
+		return rc;
+	}
+	struct cli_table t;
+	cli_table_init(&t, 7);
+	cli_table_add(&t, (const char *const[]){"TYPE", "MODE", "OWNER", "GROUP", "SIZE",
+						"MODIFIED", "PATH"});
+	size_t i;
+	json_t *e;
+	if (!paths)
+		json_array_foreach(ans, i, e) info_row(&t, e, "?");
+	for (int k = 0; paths && k < n; k++)
+		if (json_is_object(e = json_object_get(ans, paths[k])))
+			info_row(&t, e, paths[k]);
+	json_decref(ans);
+	cli_table_print(&t, stdout);
+	cli_table_free(&t);
 	return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }
 
@@ -244,20 +259,7 @@ static int fs_ls(struct fs_opts *o, int n, char **args)
 		return CLI_EXIT_FAIL;
 	json_t *ans = NULL;
 	rc = fs_call(o, "GET", args[0], "directories/list", query, NULL, &ans);
-	if (rc != CLI_EXIT_OK)
-		return rc;
-	if (cli.json) {
-		rc = cli_output_json(ans) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
-		json_decref(ans);
-		return rc;
-	}
-	struct cli_table t;
-	table_start(&t);
-	size_t i;
-	json_t *e;
-	json_array_foreach(ans, i, e) info_row(&t, e, "?");
-	json_decref(ans);
-	return table_end(&t);
+	return rc != CLI_EXIT_OK ? rc : print_infos(ans, NULL, 0);
 }
 
 static int fs_stat(struct fs_opts *o, int n, char **args)
@@ -270,22 +272,7 @@ static int fs_stat(struct fs_opts *o, int n, char **args)
 	if (!q)
 		return CLI_EXIT_FAIL;
 	rc = fs_call(o, "GET", args[0], "files/info", q, NULL, &ans);
-	if (rc != CLI_EXIT_OK)
-		return rc;
-	if (cli.json) {
-		rc = cli_output_json(ans) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
-		json_decref(ans);
-		return rc;
-	}
-	struct cli_table t;
-	table_start(&t);
-	for (int i = 1; i < n; i++) {
-		json_t *info = json_object_get(ans, args[i]);
-		if (json_is_object(info))
-			info_row(&t, info, args[i]);
-	}
-	json_decref(ans);
-	return table_end(&t);
+	return rc != CLI_EXIT_OK ? rc : print_infos(ans, args + 1, n - 1);
 }
 
 static int fs_find(struct fs_opts *o, int n, char **args)
@@ -399,15 +386,50 @@ static int fs_chmod(struct fs_opts *o, int n, char **args)
 	return post_perms(o, "files/permissions", n - 1, args + 1, mode, true);
 }
 
+/* DELETE route?path=... for n paths. */
+static int delete_paths(struct fs_opts *o, const char *id, const char *route, char **paths, int n)
+{
+	if (n == 0)
+		return CLI_EXIT_OK;
+	_cleanup_free_ char *q = path_query(paths, n, "path");
+	if (!q)
+		return CLI_EXIT_FAIL;
+	return fs_call(o, "DELETE", id, route, q, NULL, NULL);
+}
+
+/* rm removes files and symbolic links (DELETE /files refuses a directory). rm -r does what
+ * rm -r does: a directory goes with everything in it, and any other path as rm removes it
+ * (a symbolic link itself, never what it points to). The types come from one files/info
+ * request first; a path whose type changes in between is refused by the route, never
+ * removed the wrong way. */
 static int fs_rm(struct fs_opts *o, int n, char **args)
 {
 	int rc = check_operands(o, n, args, 1, FS_PATHS_MAX, "PATH...");
 	if (rc >= 0)
 		return rc;
+	if (!o->recursive)
+		return delete_paths(o, args[0], "files", args + 1, n - 1);
 	_cleanup_free_ char *q = path_query(args + 1, n - 1, "path");
+	json_t *info = NULL;
 	if (!q)
 		return CLI_EXIT_FAIL;
-	return fs_call(o, "DELETE", args[0], o->recursive ? "directories" : "files", q, NULL, NULL);
+	rc = fs_call(o, "GET", args[0], "files/info", q, NULL, &info);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	char *dirs[FS_PATHS_MAX], *others[FS_PATHS_MAX];
+	int nd = 0, no = 0;
+	for (int i = 1; i < n; i++) {
+		json_t *type = json_object_get(json_object_get(info, args[i]), "type");
+		if (!strcmp(json_string_value(type) ? json_string_value(type) : "", "directory"))
+			dirs[nd++] = args[i];
+		else
+			others[no++] = args[i];
+	}
+	json_decref(info);
+	rc = delete_paths(o, args[0], "files", others, no);
+	if (rc == CLI_EXIT_OK)
+		rc = delete_paths(o, args[0], "directories", dirs, nd);
+	return rc;
 }
 
 static int fs_mv(struct fs_opts *o, int n, char **args)

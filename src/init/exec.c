@@ -270,6 +270,11 @@ static int req_parse(json_t *req, struct exec_req *r, struct cell_error *err)
 	if ((ret = get_uint(req, "gid", ID_MAX, &v, &has_gid, err)) < 0)
 		return ret;
 	r->gid = (uint32_t)v;
+	/* uid without gid: the user's primary group from the sandbox's passwd, as execd does;
+	 * group 0 when passwd names no such user or an id out of range. */
+	uint32_t pg;
+	if (has_uid && !has_gid)
+		r->gid = files_user_gid(r->uid, &pg) && pg <= ID_MAX ? pg : 0;
 	r->set_ids = has_uid || has_gid;
 	return 0;
 }

@@ -327,6 +327,26 @@ bool files_user_home(uint32_t uid, char *buf, size_t size)
 	return found;
 }
 
+/* The primary group of uid in the sandbox's /etc/passwd (read as files_user_home reads
+ * it): true when a line names uid with a group id in the sandbox's range. */
+bool files_user_gid(uint32_t uid, uint32_t *gid)
+{
+	size_t len = 0;
+	char *db = read_name_db("/etc/passwd", &len);
+	bool found = false;
+	for (char *line = db; line && line < db + len;) {
+		struct db_line l;
+		line = db_line_split(line, db + len, 7, &l);
+		uint32_t v;
+		if (l.n == 7 && parse_id(l.f[2], l.len[2], &v) && v == uid) {
+			found = parse_id(l.f[3], l.len[3], gid);
+			break;
+		}
+	}
+	free(db);
+	return found;
+}
+
 static const char *type_name(mode_t m)
 {
 	if (S_ISREG(m))

@@ -18,6 +18,8 @@ void files_list(struct conn *c, json_t *req);
 void files_move(struct conn *c, json_t *req);
 void files_chmod(struct conn *c, json_t *req);
 void files_replace(struct conn *c, json_t *req);
+/* The primary group of uid in the sandbox's /etc/passwd: true when a line names uid. */
+bool files_user_gid(uint32_t uid, uint32_t *gid);
 /* The home directory of uid in the sandbox's /etc/passwd (read as the owner names are:
  * confined, bounded, never a process's state) into buf: true when a line names uid with an
  * absolute home that fits. */

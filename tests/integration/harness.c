@@ -754,7 +754,8 @@ static char *exec_body(const char *cmd, const struct h_exec_opts *opts)
 		json_object_set_new(body, "timeout", json_integer(opts->timeout_ms));
 	if (opts->as_user) {
 		json_object_set_new(body, "uid", json_integer(opts->uid));
-		json_object_set_new(body, "gid", json_integer(opts->gid));
+		if (opts->gid >= 0)
+			json_object_set_new(body, "gid", json_integer(opts->gid));
 	}
 	if (opts->background)
 		json_object_set_new(body, "background", json_true());

@@ -150,7 +150,7 @@ struct h_exec_opts {
 	long max_seconds; /* hang guard for the whole request; default 300 */
 	bool as_user;	  /* run as uid:gid (execd's uid and gid) instead of root */
 	bool lines;	  /* execd's output events, one per line (default: rawOutput, exact) */
-	int uid, gid;
+	int uid, gid;	  /* gid < 0: uid alone (no gid sent) */
 };
 
 struct h_exec {

@@ -432,6 +432,41 @@ START_TEST(fs_family)
 }
 END_TEST
 
+/* cell fs rm -r does what rm -r does: a file, a symbolic link (not what it points to) and
+ * a directory with everything in it, in one command; a missing path removes nothing. */
+START_TEST(fs_rm_recursive_takes_files)
+{
+	struct h_proc p;
+	h_cell(&p, "create", "--image", "busybox", NULL);
+	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
+	char *id = strdup(h_trim(p.out));
+	h_track_sandbox(id);
+	h_proc_free(&p);
+	h_cell(&p, "exec", id, "--", "sh", "-c",
+	       "mkdir -p /workspace/d/e /workspace/keep && echo x > /workspace/d/e/f && "
+	       "echo y > /workspace/f && echo z > /workspace/keep/k && "
+	       "ln -s /workspace/keep /workspace/l",
+	       NULL);
+	ck_assert_int_eq(p.status, 0);
+	h_proc_free(&p);
+
+	FS(&p, 0, "rm", "-r", id, "/workspace/f");
+	h_proc_free(&p);
+	FS(&p, 1, "rm", "-r", id, "/workspace/d", "/workspace/missing", "/workspace/l");
+	ck_assert_msg(strstr(p.err, "/workspace/missing"), "rm -r missing: %s", p.err);
+	h_proc_free(&p);
+	h_cell(&p, "exec", id, "--", "ls", "/workspace", NULL);
+	ck_assert_str_eq(p.out, "d\nkeep\nl\n");
+	h_proc_free(&p);
+	FS(&p, 0, "rm", "-r", id, "/workspace/d", "/workspace/l");
+	h_proc_free(&p);
+	h_cell(&p, "exec", id, "--", "sh", "-c", "ls /workspace; cat /workspace/keep/k", NULL);
+	ck_assert_str_eq(p.out, "keep\nz\n");
+	h_proc_free(&p);
+	free(id);
+}
+END_TEST
+
 /* cell fs: a missing path is the server's message and exit 1; bad usage is 2, naming it. */
 START_TEST(fs_errors)
 {
@@ -522,6 +557,7 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "exec_user_refused", 120), exec_user_refused);
 	tcase_add_test(h_tcase(s, "fs_family", 120), fs_family);
 	tcase_add_test(h_tcase(s, "fs_errors", 120), fs_errors);
+	tcase_add_test(h_tcase(s, "fs_rm_recursive_takes_files", 120), fs_rm_recursive_takes_files);
 	return s;
 }
 

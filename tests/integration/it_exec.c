@@ -57,6 +57,101 @@ START_TEST(home_follows_the_user)
 }
 END_TEST
 
+/* id -u, id -g and id -G of a command run as uid (and gid, unless it is < 0). */
+static char *ids_of(const char *id, int uid, int gid)
+{
+	struct h_exec_opts o = {.as_user = true, .uid = uid, .gid = gid};
+	struct h_exec r;
+	ck_assert_int_eq(h_exec(id, "id -u; id -g; id -G", &o, &r), 0);
+	ck_assert_msg(r.complete, "id as %d:%d: %s", uid, gid, r.err);
+	char *ids = strdup(r.out);
+	h_exec_free(&r);
+	return ids;
+}
+
+/* uid without gid runs with the user's primary group from the sandbox's passwd, as execd
+ * does (group 0 when passwd does not name the user); a gid the client sends wins. */
+START_TEST(uid_alone_takes_the_primary_group)
+{
+	char *id = h_create("busybox", NULL);
+	ck_assert_int_eq(h_sh_code(id, "echo 'u:x:2000:3000::/tmp:/bin/sh' >> /etc/passwd"), 0);
+	char *ids = ids_of(id, 2000, -1);
+	ck_assert_str_eq(ids, "2000\n3000\n3000\n");
+	free(ids);
+	ids = ids_of(id, 2000, 2500);
+	ck_assert_str_eq(ids, "2000\n2500\n2500\n");
+	free(ids);
+	ids = ids_of(id, 4242, -1);
+	ck_assert_str_eq(ids, "4242\n0\n0\n");
+	free(ids);
+	free(id);
+}
+END_TEST
+
+/* POST .../session for sandbox id: the new session's id (malloc'd), or NULL with *status
+ * set to what celld answered. */
+static char *session_new(const char *id, long *status)
+{
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/44772/session", id);
+	struct h_resp resp;
+	*status = h_http("POST", path, "{}", &resp);
+	char *sid = *status == 200 ? strdup(h_jstr(resp.json, "session_id")) : NULL;
+	if (*status != 200)
+		ck_assert_str_eq(h_err_code(&resp), "TOO_MANY_SESSIONS");
+	h_resp_free(&resp);
+	free(path);
+	return sid;
+}
+
+/* Bash sessions are bounded per sandbox (64, then 409 naming it), belong to their sandbox
+ * (another sandbox's id is 404 there), and a session id in a path is checked as an id. */
+START_TEST(bash_sessions_bounded_and_own)
+{
+	char *a = h_create("busybox", NULL), *b = h_create("busybox", NULL);
+	char *sids[64];
+	long st;
+	for (int i = 0; i < 64; i++) {
+		sids[i] = session_new(a, &st);
+		ck_assert_msg(st == 200 && sids[i] && *sids[i], "session %d: HTTP %ld", i, st);
+	}
+	ck_assert_ptr_null(session_new(a, &st));
+	ck_assert_int_eq(st, 409);
+
+	/* a's session is unknown to b, for a run and for a delete */
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/44772/session/%s/run", b, sids[0]);
+	struct h_resp resp;
+	ck_assert_int_eq(h_http("POST", path, "{\"command\":\"true\"}", &resp), 404);
+	ck_assert_str_eq(h_err_code(&resp), "SESSION_NOT_FOUND");
+	h_resp_free(&resp);
+	free(path);
+	path = h_fmt("/v1/sandboxes/%s/proxy/44772/session/%s", b, sids[0]);
+	ck_assert_int_eq(h_http("DELETE", path, NULL, NULL), 404);
+	free(path);
+	/* a session id that is no id never reaches a lookup or the sandbox */
+	path = h_fmt("/v1/sandboxes/%s/proxy/44772/session/..%%2Fx/run", a);
+	ck_assert_int_eq(h_http("POST", path, "{\"command\":\"true\"}", NULL), 400);
+	free(path);
+	/* a run without a command is refused by name */
+	path = h_fmt("/v1/sandboxes/%s/proxy/44772/session/%s/run", a, sids[0]);
+	ck_assert_int_eq(h_http("POST", path, "{\"cwd\":\"/\"}", &resp), 400);
+	ck_assert_msg(strstr(resp.body, "command"), "%s", resp.body);
+	h_resp_free(&resp);
+	free(path);
+
+	/* one deleted makes room for one more */
+	path = h_fmt("/v1/sandboxes/%s/proxy/44772/session/%s", a, sids[0]);
+	ck_assert_int_eq(h_http("DELETE", path, NULL, NULL), 200);
+	free(path);
+	char *again = session_new(a, &st);
+	ck_assert_int_eq(st, 200);
+	free(again);
+	for (int i = 0; i < 64; i++)
+		free(sids[i]);
+	free(a);
+	free(b);
+}
+END_TEST
+
 START_TEST(files_persist_between_execs)
 {
 	char *id = h_create("busybox", NULL);
@@ -536,6 +631,10 @@ static Suite *exec_suite(void)
 	tcase_add_test(h_tcase(s, "output_100mb_intact", 900), output_100mb_intact);
 	tcase_add_test(h_tcase(s, "concurrent_execs", 300), concurrent_execs);
 	tcase_add_test(h_tcase(s, "home_follows_the_user", 120), home_follows_the_user);
+	tcase_add_test(h_tcase(s, "uid_alone_takes_the_primary_group", 120),
+		       uid_alone_takes_the_primary_group);
+	tcase_add_test(h_tcase(s, "bash_sessions_bounded_and_own", 120),
+		       bash_sessions_bounded_and_own);
 	return s;
 }
 
