@@ -89,6 +89,17 @@ bool volstore_name_valid(const char *name)
 	return true;
 }
 
+/* The volumes dir for a listing, on a file description of its own (a dup of store.fd would
+ * share, and leave behind, its position). */
+static DIR *open_store_dir(void)
+{
+	int fd = openat(store.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d && fd >= 0)
+		close(fd);
+	return d;
+}
+
 /* ---- records ---- */
 
 static int record_parse(const char *text, const char *name, struct volstore_info *out,
@@ -178,7 +189,7 @@ static int quota_open(const char *dir, uint32_t project, uint64_t bytes, struct 
 static uint32_t next_project(void)
 {
 	uint32_t next = PROJECT_FIRST;
-	_cleanup_closedir_ DIR *d = fdopendir(dup(store.fd));
+	_cleanup_closedir_ DIR *d = open_store_dir();
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
 		if (de->d_name[0] == '.')
@@ -193,8 +204,6 @@ static uint32_t next_project(void)
 		if (p >= (json_int_t)next && p < (json_int_t)UINT32_MAX)
 			next = (uint32_t)p + 1;
 	}
-	if (d)
-		rewinddir(d);
 	return next;
 }
 
@@ -433,7 +442,7 @@ json_t *volstore_names(void)
 	size_t n = 0, cap = 0;
 	char **names = NULL;
 	pthread_mutex_lock(&store.lock);
-	_cleanup_closedir_ DIR *d = fdopendir(dup(store.fd));
+	_cleanup_closedir_ DIR *d = open_store_dir();
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
 		if (!volstore_name_valid(de->d_name))
@@ -470,7 +479,7 @@ int volstore_init(const char *state_dir, struct cell_error *err)
 	if (store.fd < 0)
 		return cell_err(err, errno, "opening %s", store.dir);
 	/* What a create cut short (celld killed mid-way) left under a temporary name. */
-	_cleanup_closedir_ DIR *d = fdopendir(dup(store.fd));
+	_cleanup_closedir_ DIR *d = open_store_dir();
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
 		if (strncmp(de->d_name, NEW_PREFIX, strlen(NEW_PREFIX)))

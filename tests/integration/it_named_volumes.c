@@ -358,6 +358,12 @@ START_TEST(shared_across_a_restart)
 	free(h_sh(a, "echo before > /data/f"));
 	h_celld_kill();
 	h_celld_start();
+	/* The list right after a start (the start read the volumes dir once already). */
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", "/v1/volumes", NULL, &r), 200);
+	ck_assert_msg(strstr(r.body, "\"across\""), "a restarted celld lists no volume: %s",
+		      r.body);
+	h_resp_free(&r);
 	free(h_sh(a, "echo after >> /data/f"));
 	char *ro = pvc("across", "/data", true, NULL);
 	char *b = sandbox_with(ro);
