@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,11 +13,34 @@
 #include "cell/id.h"
 #include "fields.h"
 
-int image_resolve(const char *uri, char *buf, size_t size, struct cell_error *err)
+/* "name" or "name:latest" (clients configured with a repository and a tag send the tag
+ * "latest" by default; a local image is its one version) → name in out. */
+static int local_name(const char *uri, char *out, size_t size, struct cell_error *err)
 {
-	if (!cell_id_valid(uri))
+	const char *colon = strchr(uri, ':');
+	size_t len = colon ? (size_t)(colon - uri) : strlen(uri);
+	if (colon && strcmp(colon, ":latest"))
+		return cell_err_msg(err, EINVAL,
+				    "image.uri '%.80s': local images have no tags (give the name, "
+				    "or name:latest)",
+				    uri);
+	if (len >= size)
 		return cell_err_msg(err, EINVAL, "image.uri '%.80s' is not a local image name",
 				    uri);
+	memcpy(out, uri, len);
+	out[len] = '\0';
+	if (!cell_id_valid(out))
+		return cell_err_msg(err, EINVAL, "image.uri '%.80s' is not a local image name",
+				    uri);
+	return 0;
+}
+
+int image_resolve(const char *uri_in, char *buf, size_t size, struct cell_error *err)
+{
+	char uri[CELL_ID_MAX + 1];
+	int r = local_name(uri_in, uri, sizeof(uri), err);
+	if (r < 0)
+		return r;
 	if ((size_t)snprintf(buf, size, "%s/%s/rootfs", celld.images_dir, uri) >= size)
 		return cell_err(err, ENAMETOOLONG, "image.uri '%s'", uri);
 	/* O_NOFOLLOW on the name: the image dir must not redirect elsewhere on the host. */

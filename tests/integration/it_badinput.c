@@ -177,8 +177,21 @@ START_TEST(wrong_types)
 END_TEST
 
 static const char *const bad_images[] = {
-    "no-such-image", "../busybox", "/busybox",	"busybox/../busybox", ".", "..", "",
-    "busybox/",	     "BUSYBOX",	   "busybox\n", ".build-busybox",
+    "no-such-image",
+    "../busybox",
+    "/busybox",
+    "busybox/../busybox",
+    ".",
+    "..",
+    "",
+    "busybox/",
+    "BUSYBOX",
+    "busybox\n",
+    ".build-busybox",
+    "busybox:1.36",
+    "busybox:",
+    ":latest",
+    "../busybox:latest",
 };
 
 START_TEST(unknown_image)
@@ -193,6 +206,18 @@ START_TEST(unknown_image)
 		h_resp_free(&r);
 		free(what);
 	}
+	/* A tag of "latest" names the image itself (clients configured with a repository and
+	 * a tag send it); the sandbox reports the image as it was asked for. */
+	long st = h_create_ex("busybox:latest", NULL, H_TCP, &r);
+	ck_assert_msg(st == 202, "busybox:latest: HTTP %ld %s", st, r.body);
+	ck_assert_str_eq(h_jstr(r.json, "image.uri"), "busybox:latest");
+	char *id = strdup(h_jstr(r.json, "id"));
+	h_resp_free(&r);
+	char *out = h_sh(id, "echo ok");
+	ck_assert_str_eq(out, "ok\n");
+	free(out);
+	h_delete(id);
+	free(id);
 	still_creates();
 }
 END_TEST
