@@ -52,7 +52,7 @@
 #define TAR_BLOCK	     512
 #define TAR_BYTES_PER_TURN   (1u << 20)
 #define TAR_ENTRIES_PER_TURN 256
-#define TAR_STREAMS_MAX	     16 /* archives made at once (each holds up to 34 fds) */
+#define TAR_STREAMS_MAX	     8 /* archives made at once (each holds up to 34 fds) */
 /* The longest name an archive holds: the base name and FILES_DEPTH_MAX components. */
 #define TAR_NAME_MAX ((FILES_DEPTH_MAX + 2) * (NAME_MAX + 1))
 #define PAX_MAX	     (TAR_NAME_MAX + PATH_MAX + 1024)
