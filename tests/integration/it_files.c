@@ -972,6 +972,43 @@ START_TEST(download_tar_bounds)
 }
 END_TEST
 
+/* Clients that stop reading stall only their own archives: cell-init goes on answering
+ * commands, file calls and another archive meanwhile; past 8 archives at once the next is
+ * 409, and once the stalled ones are gone archives are made again. */
+START_TEST(download_tar_slow_clients)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "mkdir -p /workspace/big /workspace/small && "
+		      "truncate -s 256M /workspace/big/zeros && echo s >/workspace/small/s"));
+	char *url = route(id, "files/download?path=/workspace/big&format=tar");
+	int fds[8];
+	for (int i = 0; i < 8; i++)
+		fds[i] = h_open_stream(H_UNIX, url, 4096);
+	expect_sh(id, "echo alive", "alive\n");
+	struct h_resp r;
+	long st = call(id, "GET", "files/info?path=/workspace/small/s", NULL, &r);
+	expect_ok("info", st, &r);
+	st = call(id, "GET", "files/download?path=/workspace/small&format=tar", NULL, &r);
+	ck_assert_msg(st == 409 && strstr(h_jstr(r.json, "message"), "8 archives"),
+		      "a 9th archive: HTTP %ld %.300s", st, r.body);
+	h_resp_free(&r);
+	for (int i = 0; i < 8; i++)
+		close(fds[i]);
+	/* cell-init sees the closed relays as celld drops them */
+	bool ok = false;
+	for (int i = 0; i < 100 && !ok; i++) {
+		st = call(id, "GET", "files/download?path=/workspace/small&format=tar", NULL, &r);
+		ok = st == 200 && ends_complete(&r) && memmem(r.body, r.len, "small/s", 7);
+		h_resp_free(&r);
+		if (!ok)
+			h_sleep_ms(100);
+	}
+	ck_assert_msg(ok, "no archive once the stalled clients were gone");
+	free(url);
+	free(id);
+}
+END_TEST
+
 static Suite *files_suite(void)
 {
 	Suite *s = suite_create("files");
@@ -997,6 +1034,7 @@ static Suite *files_suite(void)
 	tcase_add_test(h_tcase(s, "download_tar_races_a_swapped_symlink", 240),
 		       download_tar_races_a_swapped_symlink);
 	tcase_add_test(h_tcase(s, "download_tar_bounds", 240), download_tar_bounds);
+	tcase_add_test(h_tcase(s, "download_tar_slow_clients", 120), download_tar_slow_clients);
 	return s;
 }
 
