@@ -791,6 +791,7 @@ START_TEST(download_tar_of_a_tree)
 	    "ln -s /%0200d long-link && mkfifo fifo && dd if=/dev/urandom of=rand bs=1k "
 	    "count=300 2>/dev/null && truncate -s 3M sparse && chmod 640 a/f.txt && "
 	    "chown 1000:1000 a/f.txt && touch -d @1000000000 a/b/c/d && "
+	    "echo later >future && touch -d @9999999999 future && "
 	    "sha256sum rand | cut -c1-64",
 	    longname, 0);
 	char *sum = h_sh(id, setup);
@@ -809,6 +810,28 @@ START_TEST(download_tar_of_a_tree)
 	ck_assert_msg(!strstr(list, "fifo"), "a fifo was archived: %s", list);
 	ck_assert_msg(strstr(list, longname), "the long name is missing: %s", list);
 	free(list);
+	/* owner names from the sandbox's /etc/passwd and /etc/group where it has them */
+	list = host_tar((const char *[]){"-tvf", file, NULL});
+	ck_assert_msg(strstr(list, "root/root") && strstr(list, "1000/1000"), "names: %s", list);
+	free(list);
+
+	/* the headers: an archive named after the directory */
+	char *url = route(id, "files/download?path=/workspace/proj&format=tar");
+	int fd = h_open_stream(H_UNIX, url, 0);
+	char head[4096];
+	size_t hlen = 0;
+	while (hlen < sizeof(head) - 1 && !memmem(head, hlen, "\r\n\r\n", 4)) {
+		ssize_t k = read(fd, head + hlen, sizeof(head) - 1 - hlen);
+		ck_assert_int_gt(k, 0);
+		hlen += (size_t)k;
+	}
+	head[hlen] = '\0';
+	close(fd);
+	free(url);
+	ck_assert_msg(strcasestr(head, "Content-Disposition: attachment; filename=\"proj.tar\"") &&
+			  strcasestr(head, "Transfer-Encoding: chunked") &&
+			  !strcasestr(head, "Content-Length"),
+		      "headers (a streamed archive, named after the directory): %s", head);
 
 	char *dir = h_fmt("%s/tree-x", H.dir);
 	ck_assert_int_eq(mkdir(dir, 0700), 0);
@@ -843,6 +866,11 @@ START_TEST(download_tar_of_a_tree)
 	p = h_fmt("%s/proj/long-link", dir);
 	n = readlink(p, target, sizeof(target) - 1);
 	ck_assert_msg(n == 201, "long-link: %zd", n);
+	free(p);
+	/* an mtime past 2242 needs a pax header */
+	p = h_fmt("%s/proj/future", dir);
+	ck_assert_int_eq(stat(p, &st), 0);
+	ck_assert_int_eq(st.st_mtime, 9999999999LL);
 	free(p);
 	p = h_fmt("%s/proj/sparse", dir);
 	ck_assert_int_eq(stat(p, &st), 0);
