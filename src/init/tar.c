@@ -78,7 +78,8 @@ struct tar_op {
 	char name[TAR_NAME_MAX + 2];
 	size_t out_len;
 	uint8_t out[CELL_FRAME_CHUNK];
-	char path[]; /* as the request named it, for messages */
+	char pax[PAX_MAX]; /* the extended header being made */
+	char path[];	   /* as the request named it, for messages */
 };
 
 static int streams;
@@ -179,7 +180,7 @@ static void put_header(struct tar_op *op, struct conn *c, const struct stat *st,
 		       uint64_t size, const char *link, size_t link_len)
 {
 	struct ustar h = {0};
-	char *pax = NULL;
+	char *pax = op->pax;
 	size_t pax_len = 0;
 	bool need_pax = false;
 	const char *un = NULL, *gn = NULL;
@@ -198,7 +199,7 @@ static void put_header(struct tar_op *op, struct conn *c, const struct stat *st,
 		need_pax = true;
 	need_pax |= op->name_len > sizeof(h.name) || link_len > sizeof(h.linkname) ||
 		    (un && un_len >= sizeof(h.uname)) || (gn && gn_len >= sizeof(h.gname));
-	if (need_pax && (pax = malloc(PAX_MAX))) {
+	if (need_pax) {
 		if (op->name_len > sizeof(h.name))
 			pax_add(pax, &pax_len, "path", op->name, op->name_len);
 		if (link_len > sizeof(h.linkname))
@@ -232,7 +233,6 @@ static void put_header(struct tar_op *op, struct conn *c, const struct stat *st,
 		out_put(op, c, &x, sizeof(x));
 		out_put(op, c, pax, pax_len);
 		out_put(op, c, NULL, (TAR_BLOCK - pax_len % TAR_BLOCK) % TAR_BLOCK);
-		free(pax);
 	}
 	/* What did not fit is in the pax header; ustar's fields get a truncated copy or 0. */
 	copy_field(h.name, sizeof(h.name), op->name, op->name_len);
