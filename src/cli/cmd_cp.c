@@ -125,7 +125,9 @@ static int upload(const char *src, const struct remote *r)
 			return CLI_EXIT_FAIL;
 		}
 		if (!S_ISREG(st.st_mode)) {
-			cli_error("cp: %s: not a regular file (cp copies single files)", src);
+			cli_error(
+			    "cp: %s: not a regular file (cp copies single files into a sandbox)",
+			    src);
 			return CLI_EXIT_FAIL;
 		}
 		/* celld refuses set-id and sticky bits on upload: send the permission bits only. */
