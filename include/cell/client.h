@@ -17,7 +17,8 @@
  *   cell_client_exec      POST .../command: output events decoded and handed to a callback,
  *                         the end event in a result (the CLI's `run`/`exec`, the bench);
  *   cell_client_upload    multipart POST .../files/upload from an fd or a buffer;
- *   cell_client_download  GET .../files/download into an fd.
+ *   cell_client_download  GET .../files/download into an fd (or, as a tar archive of a
+ *                         directory, into a sink: cell_client_download_tar).
  *
  * Everything celld sends is untrusted: answers and events are bounded in size, and text
  * from the server is returned as given (a caller printing it to a terminal strips control
@@ -240,3 +241,9 @@ int cell_client_upload(struct cell_client *c, const struct cell_client_upload *u
 /* GET .../files/download?path= into fd. Abortable. */
 int cell_client_download(struct cell_client *c, const char *id, const char *path, int fd,
 			 struct cell_error *err);
+/* GET .../files/download?path=&format=tar: the archive of a directory (or file), each piece
+ * as it comes to sink (0 to go on, or -errno to stop: that is the result, with err set by
+ * sink). A body cut short (the archive was, inside the sandbox) is an error. Abortable. */
+typedef int cell_client_sink_fn(void *cls, const void *data, size_t len, struct cell_error *err);
+int cell_client_download_tar(struct cell_client *c, const char *id, const char *path,
+			     cell_client_sink_fn *sink, void *cls, struct cell_error *err);

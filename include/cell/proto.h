@@ -31,6 +31,10 @@
  *   FILE_MOVE {"src","dest"} → OK {"moved":true} or ERROR
  *   FILE_CHMOD {"path","mode"?,"uid"?|"owner"?,"gid"?|"group"?} → OK {"changed":true} or ERROR
  *   FILE_REPLACE {"path","old","new"} → OK {"replaced":N} or ERROR
+ *   FILE_TAR {"path"} → STAT (of what path leads to, symlinks followed confined) → DATA*
+ *        (a POSIX tar archive of it, ustar with pax headers) → END, or ERROR: before STAT
+ *        when it cannot be archived, after DATA when the archive is cut short (a bound, a
+ *        read error: the end-of-archive blocks are then never sent)
  *
  * Everything init sends is hostile input to celld: the parser bounds sizes, refuses
  * unknown types and non-zero reserved bits, and the caller drops the connection on any
@@ -74,7 +78,8 @@ enum cell_frame_type {
 	CELL_FRAME_FILE_MOVE = 21,
 	CELL_FRAME_FILE_CHMOD = 22,
 	CELL_FRAME_FILE_REPLACE = 23,
-	CELL_FRAME_TYPE_MAX = 23,
+	CELL_FRAME_FILE_TAR = 24,
+	CELL_FRAME_TYPE_MAX = 24,
 };
 
 struct cell_frame {

@@ -1,5 +1,6 @@
 /* execd file routes: upload (multipart, streamed into FILE_WRITE frames), download (DATA
- * frames streamed out, offset/limit and Range), info, and the management routes, each one
+ * frames streamed out, offset/limit and Range; format=tar a directory as an archive cell-init
+ * makes as it goes, FILE_TAR), info, and the management routes, each one
  * frame request per path (FILE_MKDIR, FILE_REMOVE, FILE_LIST, FILE_MOVE, FILE_CHMOD,
  * FILE_REPLACE), validated here first so bad input changes nothing. Paths are resolved by cell-init
  * beneath the sandbox's root (RESOLVE_IN_ROOT): "..", absolute symlinks and magic links
@@ -15,6 +16,7 @@
 #include <microhttpd.h>
 
 #include "cell/cleanup.h"
+#include "cell/log.h"
 #include "api.h"
 #include "commands.h"
 #include "lifecycle.h"
@@ -171,6 +173,7 @@ struct download {
 	struct cell_frame cur;
 	size_t cur_off;
 	bool lines;
+	bool tar;	    /* an archive cell-init makes as it goes: no length known */
 	uint64_t left;	    /* byte mode: bytes still promised by Content-Length */
 	int64_t skip, want; /* line mode: lines to drop, lines to send (-1: all) */
 };
@@ -238,8 +241,13 @@ static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
 		int rc = relay_file_read_next(d->fd, &d->cur, &err);
 		/* Byte mode: END before the promised length (the file shrank) or any error
 		 * leaves a truncated body, never made-up bytes. */
-		if (rc == 0 && d->lines)
+		if (rc == 0 && (d->lines || d->tar))
 			return MHD_CONTENT_READER_END_OF_STREAM;
+		/* An archive cut short (a bound, a read error) ends without its end-of-archive
+		 * blocks and without the chunked body's last chunk: the client sees a truncated
+		 * transfer, never a complete-looking archive missing files. */
+		if (rc < 0 && d->tar)
+			log_warn("archive download cut short: %s", err.msg);
 		if (rc <= 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 	}
@@ -291,19 +299,62 @@ static int apply_range(struct http_req *r, struct sandbox *sb, const char *path,
 	return 0;
 }
 
-/* Content-Disposition with the file's base name; the name is sandbox text, so anything that
- * could break out of the quoted string (or the header) becomes '_'. */
-static void add_disposition(struct MHD_Response *resp, const char *path)
+/* Content-Disposition with the file's base name and suffix; the name is sandbox text, so
+ * anything that could break out of the quoted string (or the header) becomes '_'. */
+static void add_disposition(struct MHD_Response *resp, const char *path, const char *suffix)
 {
-	const char *base = strrchr(path, '/');
+	char trimmed[PATH_MAX];
+	snprintf(trimmed, sizeof(trimmed), "%s", path);
+	for (size_t len = strlen(trimmed); len > 1 && trimmed[len - 1] == '/';)
+		trimmed[--len] = '\0';
+	const char *base = strrchr(trimmed, '/');
 	base = base && base[1] ? base + 1 : "download";
-	char v[300];
+	if (!strcmp(base, ".") || !strcmp(base, ".."))
+		base = "download";
+	char v[320];
 	size_t n = snprintf(v, sizeof(v), "attachment; filename=\"");
-	for (const unsigned char *p = (const unsigned char *)base; *p && n < sizeof(v) - 3; p++)
+	for (const unsigned char *p = (const unsigned char *)base; *p && n < 280; p++)
 		v[n++] = (*p < 0x20 || *p >= 0x7f || *p == '"' || *p == '\\') ? '_' : (char)*p;
-	v[n++] = '"';
-	v[n] = '\0';
+	n += snprintf(v + n, sizeof(v) - n, "%s\"", suffix);
 	MHD_add_response_header(resp, "Content-Disposition", v);
+}
+
+/* format=tar: the directory (or file) path leads to as a tar archive cell-init makes while
+ * it is sent (FILE_TAR), chunked, never held whole here. */
+static int download_tar(struct http_req *r, const char *path)
+{
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb)
+		return 0;
+	struct relay_budget b = RELAY_BUDGET_INIT;
+	struct relay_stat st;
+	struct relay_error rerr;
+	struct cell_error err = {0};
+	int fd;
+	int rc = relay_file_tar(sb, path, &fd, &st, &rerr, &b, &err);
+	if (rc != 0) {
+		sandbox_unref(sb);
+		return rc == 1 ? respond_relay_error(r, path, &rerr) : http_internal(r, &err);
+	}
+	struct download *d = calloc(1, sizeof(*d));
+	if (!d) {
+		close(fd);
+		sandbox_unref(sb);
+		return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	d->sb = sb;
+	d->fd = fd;
+	d->tar = true;
+	d->left = UINT64_MAX;
+	struct MHD_Response *resp = MHD_create_response_from_callback(
+	    MHD_SIZE_UNKNOWN, 64 << 10, download_read, d, download_free);
+	if (!resp) {
+		download_free(d);
+		return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/x-tar");
+	add_disposition(resp, path, ".tar");
+	return http_respond(r, 200, resp);
 }
 
 int api_files_download(struct http_req *r)
@@ -320,6 +371,22 @@ int api_files_download(struct http_req *r)
 				  "offset (first line, 1-based) and limit (line count) must be "
 				  "integers >= 0");
 	bool lines = qo || ql;
+	const char *format = http_query(r, "format");
+	if (format && !strcmp(format, "zip"))
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "format zip is not offered: use format=tar (cell-init writes the "
+				  "archive itself, and no zip library fits its static, confined "
+				  "build)");
+	if (format && strcmp(format, "tar") && strcmp(format, "raw"))
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "format must be tar (a directory or file as an archive) or raw");
+	if (format && !strcmp(format, "tar")) {
+		if (lines || range)
+			return http_error(r, 400, "INVALID_ARGUMENT",
+					  "format=tar takes no offset, limit or Range: an archive "
+					  "is sent whole");
+		return download_tar(r, path);
+	}
 	if (lines && range)
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "offset/limit and the Range header exclude each other");
@@ -375,7 +442,7 @@ int api_files_download(struct http_req *r)
 	}
 	MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
 	MHD_add_response_header(resp, "Accept-Ranges", "bytes");
-	add_disposition(resp, path);
+	add_disposition(resp, path, "");
 	if (full >= 0) {
 		char cr[96];
 		snprintf(cr, sizeof(cr), "bytes %lld-%lld/%lld", (long long)offset,

@@ -549,7 +549,7 @@ static int parse_stat(const struct cell_frame *f, struct relay_stat *st, struct 
 	return r;
 }
 
-/* First answer to FILE_STAT / FILE_READ: STAT (0) or ERROR (1). */
+/* First answer to FILE_STAT / FILE_READ / FILE_TAR: STAT (0) or ERROR (1). */
 static int recv_stat(int fd, struct relay_stat *st, struct relay_error *rerr, int64_t deadline,
 		     struct cell_error *err)
 {
@@ -579,7 +579,7 @@ static int request_by(const struct sandbox *sb, uint16_t type, json_t *req, int6
 	return r < 0 ? r : move_fd(fd);
 }
 
-/* FILE_STAT or FILE_READ up to its STAT: *fdp open on 0. */
+/* FILE_STAT, FILE_READ or FILE_TAR up to its STAT: *fdp open on 0. */
 static int stat_conversation(const struct sandbox *sb, uint16_t type, json_t *req, int *fdp,
 			     struct relay_stat *st, struct relay_error *rerr,
 			     struct relay_budget *b, struct cell_error *err)
@@ -617,6 +617,15 @@ int relay_file_read(const struct sandbox *sb, const char *path, int64_t offset, 
 	json_t *o = json_pack("{s:s, s:I, s:I}", "path", path, "offset", (json_int_t)offset,
 			      "limit", (json_int_t)limit);
 	int r = stat_conversation(sb, CELL_FRAME_FILE_READ, o, fdp, st, rerr, b, err);
+	json_decref(o);
+	return r;
+}
+
+int relay_file_tar(const struct sandbox *sb, const char *path, int *fdp, struct relay_stat *st,
+		   struct relay_error *rerr, struct relay_budget *b, struct cell_error *err)
+{
+	json_t *o = json_pack("{s:s}", "path", path);
+	int r = stat_conversation(sb, CELL_FRAME_FILE_TAR, o, fdp, st, rerr, b, err);
 	json_decref(o);
 	return r;
 }

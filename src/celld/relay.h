@@ -89,7 +89,12 @@ int relay_file_stat(const struct sandbox *sb, const char *path, struct relay_sta
 int relay_file_read(const struct sandbox *sb, const char *path, int64_t offset, int64_t limit,
 		    int *fd, struct relay_stat *st, struct relay_error *rerr,
 		    struct relay_budget *b, struct cell_error *err);
-/* Next DATA chunk (returns 1 with frame) or END (returns 0); ERROR → -EIO with message. */
+/* FILE_TAR: on 0, *fd is the open conversation positioned after STAT (of what path leads
+ * to); the archive's bytes follow as relay_file_read_next() reads them. An ERROR there
+ * means the archive was cut short. */
+int relay_file_tar(const struct sandbox *sb, const char *path, int *fd, struct relay_stat *st,
+		   struct relay_error *rerr, struct relay_budget *b, struct cell_error *err);
+/* Next DATA chunk (returns 1 with frame) or END (returns 0); ERROR → -errno with message. */
 int relay_file_read_next(int fd, struct cell_frame *frame, struct cell_error *err);
 /* FILE_WRITE: opens the conversation; then DATA frames; relay_file_write_end sends END and
  * reads OK (0, *size) or ERROR (1, rerr). */

@@ -27,7 +27,7 @@ static const struct cli_command commands[] = {
     {"rm", cmd_rm, "delete sandboxes"},
     {"pause", cmd_pause, "freeze every process of sandboxes (memory kept)"},
     {"resume", cmd_resume, "thaw paused sandboxes"},
-    {"cp", cmd_cp, "copy a file into or out of a sandbox"},
+    {"cp", cmd_cp, "copy a file into or out of a sandbox, a directory out of it"},
     {"fs", cmd_fs, "list, find, stat, make, move, chmod and remove files in a sandbox"},
     {"image", cmd_image, "build and list local images"},
     {"volume", cmd_volume, "list and remove named volumes"},

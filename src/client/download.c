@@ -1,4 +1,5 @@
-/* File downloads through the client library: GET .../files/download into an fd. */
+/* File downloads through the client library: GET .../files/download into an fd, or a
+ * directory's tar archive (format=tar) into a sink. */
 #include <errno.h>
 #include <stdio.h>
 
@@ -9,6 +10,9 @@
 struct download_state {
 	struct cell_client *c;
 	int fd;
+	cell_client_sink_fn *sink; /* when set, instead of fd */
+	void *cls;
+	struct cell_error *sink_err;
 	long status;
 	int write_errno;
 	struct cell_client_buf errbody;
@@ -26,7 +30,7 @@ static size_t download_cb(char *ptr, size_t size, size_t nmemb, void *data)
 				       CELL_CLIENT_ERRBODY_MAX);
 		return n;
 	}
-	int r = cell_write_all(ds->fd, ptr, n);
+	int r = ds->sink ? ds->sink(ds->cls, ptr, n, ds->sink_err) : cell_write_all(ds->fd, ptr, n);
 	if (r < 0) {
 		ds->write_errno = -r;
 		return 0;
@@ -34,33 +38,50 @@ static size_t download_cb(char *ptr, size_t size, size_t nmemb, void *data)
 	return n;
 }
 
-int cell_client_download(struct cell_client *c, const char *id, const char *path, int fd,
-			 struct cell_error *err)
+static int download(struct cell_client *c, const char *id, const char *path, const char *query,
+		    struct download_state *ds, struct cell_error *err)
 {
 	_cleanup_free_ char *enc = cell_client_urlencode(path);
 	_cleanup_free_ char *url = NULL;
 	if (!enc ||
-	    asprintf(&url, "/v1/sandboxes/%s" CELL_CLIENT_EXECD_PREFIX "/files/download?path=%s",
-		     id, enc) < 0)
+	    asprintf(&url, "/v1/sandboxes/%s" CELL_CLIENT_EXECD_PREFIX "/files/download?path=%s%s",
+		     id, enc, query) < 0)
 		return cell_err(err, ENOMEM, "building the download request");
 	CURL *h = cell_client_begin(c, url, err);
 	if (!h)
 		return -err->code;
-	struct download_state ds = {.c = c, .fd = fd};
+	ds->c = c;
+	ds->sink_err = err;
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, download_cb);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, &ds);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, ds);
 	CURLcode rc = cell_client_perform(c, true);
-	if (!ds.status)
-		ds.status = cell_client_status(c);
+	if (!ds->status)
+		ds->status = cell_client_status(c);
 	int r = 0;
-	if (ds.write_errno)
-		r = cell_err(err, ds.write_errno, "writing the downloaded data");
+	if (ds->write_errno && ds->sink)
+		r = -ds->write_errno; /* the sink set err */
+	else if (ds->write_errno)
+		r = cell_err(err, ds->write_errno, "writing the downloaded data");
 	else if (rc == CURLE_ABORTED_BY_CALLBACK)
 		r = cell_err_msg(err, EINTR, "download of %s:%s interrupted", id, path);
 	else if (rc != CURLE_OK)
 		r = cell_client_transport_error(c, rc, "download", err);
-	else if (ds.status < 200 || ds.status > 299)
-		r = cell_client_status_error(ds.status, &ds.errbody, "download", NULL, 0, err);
-	cell_client_buf_free(&ds.errbody);
+	else if (ds->status < 200 || ds->status > 299)
+		r = cell_client_status_error(ds->status, &ds->errbody, "download", NULL, 0, err);
+	cell_client_buf_free(&ds->errbody);
 	return r;
+}
+
+int cell_client_download(struct cell_client *c, const char *id, const char *path, int fd,
+			 struct cell_error *err)
+{
+	struct download_state ds = {.fd = fd};
+	return download(c, id, path, "", &ds, err);
+}
+
+int cell_client_download_tar(struct cell_client *c, const char *id, const char *path,
+			     cell_client_sink_fn *sink, void *cls, struct cell_error *err)
+{
+	struct download_state ds = {.fd = -1, .sink = sink, .cls = cls};
+	return download(c, id, path, "&format=tar", &ds, err);
 }

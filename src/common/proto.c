@@ -30,6 +30,7 @@ static const char *const frame_names[CELL_FRAME_TYPE_MAX + 1] = {
     [CELL_FRAME_FILE_MOVE] = "FILE_MOVE",
     [CELL_FRAME_FILE_CHMOD] = "FILE_CHMOD",
     [CELL_FRAME_FILE_REPLACE] = "FILE_REPLACE",
+    [CELL_FRAME_FILE_TAR] = "FILE_TAR",
 };
 
 const char *cell_frame_type_name(uint16_t type)

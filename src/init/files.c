@@ -5,7 +5,7 @@
  * re-rooted, and /proc magic links (/proc/self/root, /proc/<pid>/fd/N) are refused, so a
  * symlink planted by a sandboxed process can never point an operation elsewhere. Whatever
  * the path leads to is then checked on the opened fd, never by name: its type with fstat(),
- * and that it is no process's state in /proc (refuse_process_state). */
+ * and that it is no process's state in /proc (files_refuse_process_state). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -112,7 +112,7 @@ static bool names_a_process(const char *top)
  * /proc/self/../1): fstatfs() says procfs, and the fd's own path, as the kernel gives it
  * for /proc/self/fd/N, says under which entry of procfs's root it lies. The sandbox has
  * one procfs, at /proc, and no right to mount or move it. 0, or -EACCES with err set. */
-static int refuse_process_state(int fd, const char *what, const char *path, struct cell_error *err)
+int files_refuse_process_state(int fd, const char *what, const char *path, struct cell_error *err)
 {
 	struct statfs sf;
 	if (fstatfs(fd, &sf) < 0)
@@ -138,7 +138,7 @@ static int refuse_process_state(int fd, const char *what, const char *path, stru
 			what, path, real);
 }
 
-/* Open path beneath the root for flags, after refuse_process_state() has passed what it
+/* Open path beneath the root for flags, after files_refuse_process_state() has passed what it
  * leads to: the object is first opened O_PATH (which runs none of its open code, so a
  * procfs file of another process never takes that process's locks), checked, then opened
  * again through its fd. Returns an fd or -errno with err set. */
@@ -147,7 +147,7 @@ static int open_checked(const char *path, int flags, const char *what, struct ce
 	int pfd = cell_open_in_root(init_base.rootfd, path, O_PATH, 0, 0);
 	if (pfd < 0)
 		return cell_err(err, -pfd, "%s %s", what, path);
-	int r = refuse_process_state(pfd, what, path, err);
+	int r = files_refuse_process_state(pfd, what, path, err);
 	if (r < 0) {
 		close(pfd);
 		return r;
@@ -189,7 +189,7 @@ static int lstat_in_root(const char *path, struct stat *st, struct cell_error *e
 	}
 	if (fd < 0)
 		return cell_err(err, -fd, "stat %s", path);
-	r = refuse_process_state(fd, "stat", path, err);
+	r = files_refuse_process_state(fd, "stat", path, err);
 	if (r == 0 && fstat(fd, st) < 0)
 		r = cell_err(err, errno, "stat %s", path);
 	close(fd);
@@ -358,7 +358,7 @@ static const char *type_name(mode_t m)
 	return "other";
 }
 
-static json_t *stat_json(const char *path, const struct stat *st)
+json_t *files_stat_json(const char *path, const struct stat *st)
 {
 	json_t *o = json_object();
 	if (!o)
@@ -389,7 +389,7 @@ void files_stat(struct conn *c, json_t *req)
 		conn_fail(c, err.code, "%s", err.msg);
 		return;
 	}
-	conn_send_json(c, CELL_FRAME_STAT, stat_json(path, &st));
+	conn_send_json(c, CELL_FRAME_STAT, files_stat_json(path, &st));
 	conn_finish(c);
 }
 
@@ -515,7 +515,7 @@ void files_read(struct conn *c, json_t *req)
 	op->pos = offset;
 	op->left = limit < 0 ? UINT64_MAX : (uint64_t)limit;
 	strcpy(op->path, path);
-	conn_send_json(c, CELL_FRAME_STAT, stat_json(path, &st));
+	conn_send_json(c, CELL_FRAME_STAT, files_stat_json(path, &st));
 	conn_attach(c, &fread_handler, op);
 	fread_pump(op, c);
 }
@@ -542,7 +542,7 @@ static int open_dir_p(const char *dir, struct cell_error *err)
 {
 	int fd = cell_open_in_root(init_base.rootfd, dir, O_PATH | O_DIRECTORY, 0, 0);
 	if (fd >= 0) {
-		int r = refuse_process_state(fd, "writing into", dir, err);
+		int r = files_refuse_process_state(fd, "writing into", dir, err);
 		if (r < 0) {
 			close(fd);
 			return r;
@@ -584,7 +584,7 @@ static int open_dir_p(const char *dir, struct cell_error *err)
 			return cell_err(err, -next, "opening directory %s", buf);
 		}
 		close(parent);
-		int r = refuse_process_state(next, "writing into", buf, err);
+		int r = files_refuse_process_state(next, "writing into", buf, err);
 		if (r < 0) {
 			close(next);
 			return r;
@@ -896,8 +896,8 @@ void files_mkdir(struct conn *c, json_t *req)
 
 /* ---- FILE_REMOVE ---- */
 
-#define RM_DEPTH_MAX   256    /* directory levels below the one removed */
-#define RM_ENTRIES_MAX 100000 /* entries one request removes */
+#define RM_DEPTH_MAX   256		 /* directory levels below the one removed */
+#define RM_ENTRIES_MAX FILES_ENTRIES_MAX /* entries one request removes */
 /* ... and for at most this long: PID 1 answers nothing else meanwhile, and celld waits 30 s
  * for an answer (a slow disk or an emulated machine removes far fewer entries per second). */
 #define RM_TIME_MAX_S 10
@@ -1038,7 +1038,7 @@ void files_remove(struct conn *c, json_t *req)
 		conn_fail(c, -dirfd, "removing %s: %s", path, strerror(-dirfd));
 		return;
 	}
-	int r = refuse_process_state(dirfd, "removing in", path, &err);
+	int r = files_refuse_process_state(dirfd, "removing in", path, &err);
 	struct stat st;
 	int fd = -1;
 	if (r == 0) {
@@ -1046,7 +1046,7 @@ void files_remove(struct conn *c, json_t *req)
 		if (fd < 0 || fstat(fd, &st) < 0)
 			r = cell_err(&err, errno, "removing %s", path);
 		else
-			r = refuse_process_state(fd, "removing", path, &err);
+			r = files_refuse_process_state(fd, "removing", path, &err);
 	}
 	if (r == 0 && !recursive) {
 		if (S_ISDIR(st.st_mode))
@@ -1067,7 +1067,7 @@ void files_remove(struct conn *c, json_t *req)
 			r = cell_err(&err, errno == ELOOP ? ENOTDIR : errno, "removing %s", path);
 		else if (fstat(dfd, &st) < 0 || st.st_dev != w.dev)
 			r = cell_err(&err, EBUSY, "removing %s: it changed while opened", path);
-		else if ((r = refuse_process_state(dfd, "removing", path, &err)) < 0)
+		else if ((r = files_refuse_process_state(dfd, "removing", path, &err)) < 0)
 			;
 		else if ((r = rm_contents(dfd, 0, &w, &err)) == 0 &&
 			 unlinkat(dirfd, sp.name, AT_REMOVEDIR) < 0)
@@ -1088,9 +1088,9 @@ void files_remove(struct conn *c, json_t *req)
 
 /* ---- FILE_LIST: listing and search ---- */
 
-#define LIST_DEPTH_MAX	  32	 /* levels below the directory */
-#define LIST_ENTRIES_MAX  10000	 /* entries (or search matches) one answer holds */
-#define SEARCH_VISIT_MAX  200000 /* entries one search looks at */
+#define LIST_DEPTH_MAX	  FILES_DEPTH_MAX /* levels below the directory */
+#define LIST_ENTRIES_MAX  10000		  /* entries (or search matches) one answer holds */
+#define SEARCH_VISIT_MAX  200000	  /* entries one search looks at */
 #define LIST_FRAME_BUDGET (48u << 10)
 
 /* The sandbox's /etc/passwd or /etc/group read once per request and indexed by id, so a
@@ -1099,11 +1099,6 @@ struct name_entry {
 	uint32_t id, line;
 	const char *name;
 	size_t len;
-};
-struct name_index {
-	char *buf;
-	struct name_entry *v;
-	size_t n;
 };
 
 static int name_entry_cmp(const void *a, const void *b)
@@ -1114,7 +1109,7 @@ static int name_entry_cmp(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
-static void name_index_load(struct name_index *ix, const char *db)
+void files_names_load(struct files_names *ix, const char *db)
 {
 	size_t len = 0, cap = 0;
 	ix->buf = read_name_db(db, &len);
@@ -1142,14 +1137,13 @@ static void name_index_load(struct name_index *ix, const char *db)
 		qsort(ix->v, ix->n, sizeof(*ix->v), name_entry_cmp);
 }
 
-static void name_index_free(struct name_index *ix)
+void files_names_free(struct files_names *ix)
 {
 	free(ix->buf);
 	free(ix->v);
 }
 
-/* The first line naming id (the same answer id_name gives), else the number. */
-static json_t *name_index_get(const struct name_index *ix, uint32_t id)
+const char *files_names_find(const struct files_names *ix, uint32_t id, size_t *len)
 {
 	size_t lo = 0, hi = ix->n;
 	while (lo < hi) {
@@ -1159,9 +1153,18 @@ static json_t *name_index_get(const struct name_index *ix, uint32_t id)
 		else
 			hi = mid;
 	}
-	json_t *name = NULL;
-	if (lo < ix->n && ix->v[lo].id == id)
-		name = json_stringn(ix->v[lo].name, ix->v[lo].len);
+	if (lo >= ix->n || ix->v[lo].id != id)
+		return NULL;
+	*len = ix->v[lo].len;
+	return ix->v[lo].name;
+}
+
+/* The first line naming id (the same answer id_name gives), else the number. */
+static json_t *name_index_get(const struct files_names *ix, uint32_t id)
+{
+	size_t len = 0;
+	const char *found = files_names_find(ix, id, &len);
+	json_t *name = found ? json_stringn(found, len) : NULL;
 	if (!name) {
 		char num[16];
 		snprintf(num, sizeof(num), "%u", id);
@@ -1208,7 +1211,7 @@ struct list_walk {
 	size_t root_len;     /* length of the root's path, for relative paths */
 	int max_depth;
 	unsigned long emitted, visited, max_entries;
-	struct name_index pw, gr;
+	struct files_names pw, gr;
 	json_t *batch;
 	size_t batch_bytes;
 };
@@ -1337,7 +1340,7 @@ static int list_dir(struct list_walk *w, int fd, const char *path, int depth,
 		if (sub < 0)
 			continue; /* swapped for a link, or gone: not entered */
 		struct cell_error ignored;
-		if (refuse_process_state(sub, "listing", child, &ignored) == 0)
+		if (files_refuse_process_state(sub, "listing", child, &ignored) == 0)
 			r = list_dir(w, sub, child, depth + 1, err);
 		close(sub);
 	}
@@ -1407,7 +1410,7 @@ void files_list(struct conn *c, json_t *req)
 			  -fd == ENOTDIR ? "not a directory" : strerror(-fd));
 		return;
 	}
-	if (refuse_process_state(fd, "listing", path, &err) < 0) {
+	if (files_refuse_process_state(fd, "listing", path, &err) < 0) {
 		close(fd);
 		conn_fail(c, err.code, "%s", err.msg);
 		return;
@@ -1422,12 +1425,12 @@ void files_list(struct conn *c, json_t *req)
 	};
 	while (w.root_len > 1 && path[w.root_len - 1] == '/')
 		w.root_len--;
-	name_index_load(&w.pw, "/etc/passwd");
-	name_index_load(&w.gr, "/etc/group");
+	files_names_load(&w.pw, "/etc/passwd");
+	files_names_load(&w.gr, "/etc/group");
 	int r = w.batch ? list_dir(&w, fd, path, 0, &err) : cell_err(&err, ENOMEM, "listing");
 	close(fd);
-	name_index_free(&w.pw);
-	name_index_free(&w.gr);
+	files_names_free(&w.pw);
+	files_names_free(&w.gr);
 	if (r == 0)
 		list_flush(&w);
 	json_decref(w.batch);
@@ -1457,7 +1460,7 @@ static int open_parent(const char *what, const char *path, struct split_path *sp
 	int fd = cell_open_in_root(init_base.rootfd, sp->parent, O_PATH | O_DIRECTORY, 0, 0);
 	if (fd < 0)
 		return cell_err(err, -fd, "%s %s", what, path);
-	r = refuse_process_state(fd, what, path, err);
+	r = files_refuse_process_state(fd, what, path, err);
 	if (r < 0) {
 		close(fd);
 		return r;
@@ -1491,7 +1494,7 @@ void files_move(struct conn *c, json_t *req)
 		dfd = cell_open_in_root(init_base.rootfd, dest, O_PATH | O_DIRECTORY, 0, 0);
 		if (dfd < 0)
 			r = cell_err(&err, -dfd, "moving to %s", dest);
-		else if ((r = refuse_process_state(dfd, "moving to", dest, &err)) == 0)
+		else if ((r = files_refuse_process_state(dfd, "moving to", dest, &err)) == 0)
 			strcpy(ds.name, ss.name);
 	}
 	if (r == 0 && renameat(sfd, ss.name, dfd, ds.name) < 0)
@@ -1530,7 +1533,7 @@ static int open_entry_nofollow(const char *what, const char *path, struct stat *
 		if (fd < 0)
 			return fd;
 	}
-	int r = refuse_process_state(fd, what, path, err);
+	int r = files_refuse_process_state(fd, what, path, err);
 	if (r == 0 && fstat(fd, st) < 0)
 		r = cell_err(err, errno, "%s %s", what, path);
 	if (r == 0 && S_ISLNK(st->st_mode))
@@ -1636,7 +1639,7 @@ void files_replace(struct conn *c, json_t *req)
 	int r = 0;
 	if (pfd < 0)
 		r = cell_err(&err, errno, "replacing in %s", path);
-	else if ((r = refuse_process_state(pfd, "replacing in", path, &err)) < 0)
+	else if ((r = files_refuse_process_state(pfd, "replacing in", path, &err)) < 0)
 		;
 	else if (fstat(pfd, &st) < 0)
 		r = cell_err(&err, errno, "replacing in %s", path);

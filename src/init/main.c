@@ -39,6 +39,7 @@
 #include "defer.h"
 #include "exec.h"
 #include "files.h"
+#include "tar.h"
 #include "watch.h"
 
 #define MAX_CONNS	   4096
@@ -95,6 +96,9 @@ static void handle_request(struct conn *c, uint16_t type, uint8_t *payload, uint
 		break;
 	case CELL_FRAME_FILE_REPLACE:
 		op = files_replace;
+		break;
+	case CELL_FRAME_FILE_TAR:
+		op = tar_start;
 		break;
 	default:
 		conn_fail(c, EPROTO, "unexpected %s frame as a request",

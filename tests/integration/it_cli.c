@@ -1,6 +1,7 @@
 /* The cell CLI against the suite's celld (over --socket). Only the busybox image exists in
  * the test world, so every create names it. */
 #include <check.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -259,6 +260,71 @@ START_TEST(exec_and_cp_round_trip)
 	free(dst);
 	free(data);
 	free(src);
+	free(id);
+}
+END_TEST
+
+/* cp of a directory out of a sandbox: its tar archive unpacked into a new DST or into
+ * DST/<name> when DST is a directory (links made as links, set-id bits dropped), or written
+ * to stdout with "-"; an archive cut short in the sandbox (past 32 levels) fails the cp. */
+START_TEST(cp_directory_out)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "mkdir -p /workspace/proj/a/b && echo deep >/workspace/proj/a/b/f && "
+		      "ln -s /etc/passwd /workspace/proj/out && echo s >/workspace/proj/suid && "
+		      "chmod 4755 /workspace/proj/suid && "
+		      "mkdir -p /workspace/deep/$(seq -s/ 33) && echo x >/workspace/deep/0"));
+	struct h_proc p;
+	char *from = h_fmt("%s:/workspace/proj", id);
+	char *dst = h_fmt("%s/cp-dir", H.dir);
+	h_cell(&p, "cp", from, dst, NULL);
+	ck_assert_msg(p.status == 0, "cp dir: exit %d, stderr: %s", p.status, p.err);
+	h_proc_free(&p);
+	char *f = h_fmt("%s/a/b/f", dst);
+	char *got = h_read_file(f);
+	ck_assert_msg(got && !strcmp(got, "deep\n"), "%s: %s", f, got ? got : strerror(errno));
+	free(got);
+	free(f);
+	f = h_fmt("%s/out", dst);
+	char target[64];
+	ssize_t n = readlink(f, target, sizeof(target));
+	ck_assert_msg(n == 11 && !memcmp(target, "/etc/passwd", 11), "out: %zd", n);
+	free(f);
+	f = h_fmt("%s/suid", dst);
+	struct stat st;
+	ck_assert_int_eq(lstat(f, &st), 0);
+	ck_assert_msg(S_ISREG(st.st_mode) && !(st.st_mode & 07000) && (st.st_mode & 0700) == 0700,
+		      "suid: mode %o", st.st_mode);
+	free(f);
+
+	/* into an existing directory: DST/proj */
+	h_cell(&p, "cp", from, dst, NULL);
+	ck_assert_msg(p.status == 0, "cp dir again: exit %d, stderr: %s", p.status, p.err);
+	h_proc_free(&p);
+	f = h_fmt("%s/proj/a/b/f", dst);
+	ck_assert_msg(access(f, F_OK) == 0, "%s: %s", f, strerror(errno));
+	free(f);
+
+	/* to stdout: the archive itself */
+	h_cell(&p, "cp", from, "-", NULL);
+	ck_assert_msg(p.status == 0 && p.out_len >= 1024 && p.out_len % 512 == 0 &&
+			  !strncmp(p.out, "proj/", 5),
+		      "cp dir -: exit %d, %zu bytes, stderr: %s", p.status, p.out_len, p.err);
+	h_proc_free(&p);
+
+	/* cut short in the sandbox: an error, what came is there */
+	char *deep = h_fmt("%s:/workspace/deep", id);
+	char *ddst = h_fmt("%s/cp-deep", H.dir);
+	h_cell(&p, "cp", deep, ddst, NULL);
+	ck_assert_msg(p.status != 0, "cp of a cut archive succeeded");
+	h_proc_free(&p);
+	f = h_fmt("%s/0", ddst);
+	ck_assert_msg(access(f, F_OK) == 0, "%s: %s", f, strerror(errno));
+	free(f);
+	free(ddst);
+	free(deep);
+	free(dst);
+	free(from);
 	free(id);
 }
 END_TEST
@@ -553,6 +619,7 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "run_with_volume", 180), run_with_volume);
 	tcase_add_test(h_tcase(s, "create_session_same_id", 120), create_session_same_id);
 	tcase_add_test(h_tcase(s, "exec_and_cp_round_trip", 120), exec_and_cp_round_trip);
+	tcase_add_test(h_tcase(s, "cp_directory_out", 120), cp_directory_out);
 	tcase_add_test(h_tcase(s, "exec_user", 120), exec_user);
 	tcase_add_test(h_tcase(s, "exec_user_refused", 120), exec_user_refused);
 	tcase_add_test(h_tcase(s, "fs_family", 120), fs_family);

@@ -1,7 +1,7 @@
 /* The execd files and directories routes beyond upload/download/info: POST and DELETE
- * /directories, DELETE /files. Paths resolve inside the sandbox; symlinks are never
- * followed out; a process racing a recursive delete never makes it reach past the tree it
- * names. */
+ * /directories, DELETE /files, a directory downloaded as a tar archive. Paths resolve inside the
+ * sandbox; symlinks are never followed out; a process racing a recursive delete never makes it
+ * reach past the tree it names. */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
@@ -725,6 +725,321 @@ START_TEST(recursive_delete_bound)
 }
 END_TEST
 
+/* ---- format=tar ---- */
+
+/* GET files/download?path=...&format=tar into <H.dir>/<name>.tar; the file's path. */
+static char *get_tar(const char *id, const char *path, const char *name, struct h_resp *r)
+{
+	char *enc = h_urlencode(path);
+	char *q = h_fmt("files/download?path=%s&format=tar", enc);
+	long st = call(id, "GET", q, NULL, r);
+	free(q);
+	free(enc);
+	ck_assert_msg(st == 200, "tar of %s: HTTP %ld %.300s", path, st, r->body);
+	char *file = h_fmt("%s/%s.tar", H.dir, name);
+	FILE *f = fopen(file, "w");
+	ck_assert_msg(f && fwrite(r->body, 1, r->len, f) == r->len && fclose(f) == 0, "%s", file);
+	return file;
+}
+
+/* A complete archive ends with two zero blocks (after the last entry's own blocks). */
+static bool ends_complete(const struct h_resp *r)
+{
+	if (r->len < 1024 || r->len % 512)
+		return false;
+	for (size_t i = r->len - 1024; i < r->len; i++)
+		if (r->body[i])
+			return false;
+	return true;
+}
+
+/* Run the host's tar with args (NULL-terminated); its stdout. */
+static char *host_tar(const char *const *args)
+{
+	char *argv[16] = {"/usr/bin/tar"};
+	int n = 1;
+	for (; args[n - 1] && n < 15; n++)
+		argv[n] = (char *)args[n - 1];
+	argv[n] = NULL;
+	struct h_proc p;
+	h_run(argv, NULL, 60, &p);
+	ck_assert_msg(p.status == 0, "tar %s %s: exit %d: %s", args[0], args[1], p.status, p.err);
+	char *out = strdup(p.out ? p.out : "");
+	h_proc_free(&p);
+	return out;
+}
+
+static char *read_host(const char *path)
+{
+	char *s = h_read_file(path);
+	ck_assert_msg(s, "%s: %s", path, strerror(errno));
+	return s;
+}
+
+/* A tree with nested directories, a symlink pointing out, a name over 100 bytes, a link
+ * target over 100 bytes, a sparse file, a fifo (skipped), modes, owners and an old mtime:
+ * the host's tar lists and extracts it, and what comes out is what the sandbox holds. */
+START_TEST(download_tar_of_a_tree)
+{
+	char *id = h_create("busybox", NULL);
+	char longname[121];
+	memset(longname, 'n', 120);
+	longname[120] = '\0';
+	char *setup = h_fmt(
+	    "set -e; mkdir -p /workspace/proj/a/b/c && cd /workspace/proj && echo hello >a/f.txt "
+	    "&& printf abc >a/b/c/d && seq 1000 >a/b/%s && ln -s /etc/passwd a/out && "
+	    "ln -s /%0200d long-link && mkfifo fifo && dd if=/dev/urandom of=rand bs=1k "
+	    "count=300 2>/dev/null && truncate -s 3M sparse && chmod 640 a/f.txt && "
+	    "chown 1000:1000 a/f.txt && touch -d @1000000000 a/b/c/d && "
+	    "echo later >future && touch -d @9999999999 future && "
+	    "sha256sum rand | cut -c1-64",
+	    longname, 0);
+	char *sum = h_sh(id, setup);
+	free(setup);
+	struct h_resp r;
+	char *file = get_tar(id, "/workspace/proj", "tree", &r);
+	ck_assert_msg(r.content_type && !strcmp(r.content_type, "application/x-tar"),
+		      "content type %s", r.content_type);
+	ck_assert_msg(ends_complete(&r), "the archive has no end-of-archive blocks");
+	h_resp_free(&r);
+
+	char *list = host_tar((const char *[]){"-tvf", file, "--numeric-owner", NULL});
+	ck_assert_msg(strstr(list, "proj/a/out -> /etc/passwd"), "no link out: %s", list);
+	ck_assert_msg(strstr(list, "1000/1000") && strstr(list, "-rw-r-----"),
+		      "owner or mode of f.txt lost: %s", list);
+	ck_assert_msg(!strstr(list, "fifo"), "a fifo was archived: %s", list);
+	ck_assert_msg(strstr(list, longname), "the long name is missing: %s", list);
+	free(list);
+	/* owner names from the sandbox's /etc/passwd and /etc/group where it has them */
+	list = host_tar((const char *[]){"-tvf", file, NULL});
+	ck_assert_msg(strstr(list, "root/root") && strstr(list, "1000/1000"), "names: %s", list);
+	free(list);
+
+	/* the headers: an archive named after the directory */
+	char *url = route(id, "files/download?path=/workspace/proj&format=tar");
+	int fd = h_open_stream(H_UNIX, url, 0);
+	char head[4096];
+	size_t hlen = 0;
+	while (hlen < sizeof(head) - 1 && !memmem(head, hlen, "\r\n\r\n", 4)) {
+		ssize_t k = read(fd, head + hlen, sizeof(head) - 1 - hlen);
+		ck_assert_int_gt(k, 0);
+		hlen += (size_t)k;
+	}
+	head[hlen] = '\0';
+	close(fd);
+	free(url);
+	ck_assert_msg(strcasestr(head, "Content-Disposition: attachment; filename=\"proj.tar\"") &&
+			  strcasestr(head, "Transfer-Encoding: chunked") &&
+			  !strcasestr(head, "Content-Length"),
+		      "headers (a streamed archive, named after the directory): %s", head);
+
+	char *dir = h_fmt("%s/tree-x", H.dir);
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	free(host_tar((const char *[]){"-xf", file, "-C", dir, "--numeric-owner", NULL}));
+	char *p = h_fmt("%s/proj/a/f.txt", dir);
+	char *got = read_host(p);
+	ck_assert_str_eq(got, "hello\n");
+	struct stat st;
+	ck_assert_int_eq(stat(p, &st), 0);
+	ck_assert_msg((st.st_mode & 07777) == 0640 && st.st_uid == 1000 && st.st_gid == 1000,
+		      "f.txt: mode %o uid %u gid %u", st.st_mode & 07777, st.st_uid, st.st_gid);
+	free(got);
+	free(p);
+	p = h_fmt("%s/proj/a/b/c/d", dir);
+	got = read_host(p);
+	ck_assert_str_eq(got, "abc");
+	ck_assert_int_eq(stat(p, &st), 0);
+	ck_assert_int_eq(st.st_mtime, 1000000000);
+	free(got);
+	free(p);
+	p = h_fmt("%s/proj/a/b/%s", dir, longname);
+	got = read_host(p);
+	ck_assert_msg(strlen(got) == 3893 && !strncmp(got, "1\n2\n", 4), "long name: %zu bytes",
+		      strlen(got));
+	free(got);
+	free(p);
+	char target[300];
+	p = h_fmt("%s/proj/a/out", dir);
+	ssize_t n = readlink(p, target, sizeof(target) - 1);
+	ck_assert_msg(n == 11 && !memcmp(target, "/etc/passwd", 11), "a/out: %zd", n);
+	free(p);
+	p = h_fmt("%s/proj/long-link", dir);
+	n = readlink(p, target, sizeof(target) - 1);
+	ck_assert_msg(n == 201, "long-link: %zd", n);
+	free(p);
+	/* an mtime past 2242 needs a pax header */
+	p = h_fmt("%s/proj/future", dir);
+	ck_assert_int_eq(stat(p, &st), 0);
+	ck_assert_int_eq(st.st_mtime, 9999999999LL);
+	free(p);
+	p = h_fmt("%s/proj/sparse", dir);
+	ck_assert_int_eq(stat(p, &st), 0);
+	ck_assert_int_eq(st.st_size, 3 << 20);
+	free(p);
+	p = h_fmt("%s/proj/rand", dir);
+	char *cmd[] = {"/usr/bin/sha256sum", p, NULL};
+	struct h_proc sp;
+	h_run(cmd, NULL, 30, &sp);
+	ck_assert_msg(sp.status == 0 && !strncmp(sp.out, sum, 64), "rand differs: %s vs %s", sp.out,
+		      sum);
+	h_proc_free(&sp);
+	free(p);
+	free(sum);
+
+	/* One file with format=tar: an archive of that one file. */
+	free(file);
+	file = get_tar(id, "/workspace/proj/a/f.txt", "one", &r);
+	h_resp_free(&r);
+	list = host_tar((const char *[]){"-tf", file, NULL});
+	ck_assert_str_eq(list, "f.txt\n");
+	free(list);
+	free(file);
+	free(dir);
+	free(id);
+}
+END_TEST
+
+/* format: tar, raw or nothing; zip is refused naming tar; an offset, limit or Range with
+ * tar is a 400; a missing path 404; a fifo or /proc cannot be archived. */
+START_TEST(download_tar_bad_input)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "mkdir -p /workspace/t && echo x >/workspace/t/x && mkfifo /workspace/p"));
+	struct h_resp r;
+	expect_fail("zip", call(id, "GET", "files/download?path=/workspace/t&format=zip", NULL, &r),
+		    &r, 400, "INVALID_ARGUMENT", "format=tar");
+	expect_fail("bogus",
+		    call(id, "GET", "files/download?path=/workspace/t&format=cpio", NULL, &r), &r,
+		    400, "INVALID_ARGUMENT", "format");
+	expect_fail(
+	    "lines",
+	    call(id, "GET", "files/download?path=/workspace/t&format=tar&offset=2", NULL, &r), &r,
+	    400, "INVALID_ARGUMENT", "format=tar");
+	char *url = route(id, "files/download?path=/workspace/t&format=tar");
+	long st =
+	    h_request(&(struct h_req){.method = "GET",
+				      .path = url,
+				      .headers = (const char *const[]){"Range: bytes=0-9", NULL}},
+		      &r);
+	free(url);
+	expect_fail("range", st, &r, 400, "INVALID_ARGUMENT", "Range");
+	expect_fail("missing",
+		    call(id, "GET", "files/download?path=/workspace/none&format=tar", NULL, &r), &r,
+		    404, "FILE_NOT_FOUND", "/workspace/none");
+	expect_fail("fifo",
+		    call(id, "GET", "files/download?path=/workspace/p&format=tar", NULL, &r), &r,
+		    400, "INVALID_ARGUMENT", "not a directory or a regular file");
+	expect_fail("proc", call(id, "GET", "files/download?path=/proc/sys&format=tar", NULL, &r),
+		    &r, 400, "INVALID_ARGUMENT", "/proc");
+	/* format=raw is today's download. */
+	st = call(id, "GET", "files/download?path=/workspace/t/x&format=raw", NULL, &r);
+	ck_assert_msg(st == 200 && !strcmp(r.body, "x\n"), "raw: HTTP %ld %s", st, r.body);
+	h_resp_free(&r);
+	free(id);
+}
+END_TEST
+
+/* A process inside swaps a directory of the archived tree with a symlink to / as fast as it
+ * can: every archive is complete, holds the link as a link, and never a file from outside
+ * the tree (at most the tree under both of its names). */
+START_TEST(download_tar_races_a_swapped_symlink)
+{
+	char *id = h_create("busybox", NULL);
+	h_upload_helper(id, "exchange_probe");
+	free(h_sh(id, "mkdir -p /workspace/t/d/x && echo inside >/workspace/t/d/x/f && "
+		      "ln -s / /workspace/t/l && nohup /root/exchange_probe /workspace/t/d "
+		      "/workspace/t/l >/dev/null 2>&1 & " H_WAIT_PIDOF("exchange_probe", 1)));
+	int found = 0;
+	for (int i = 0; i < 100; i++) {
+		struct h_resp r;
+		long st = call(id, "GET", "files/download?path=/workspace/t&format=tar", NULL, &r);
+		ck_assert_msg(st == 200, "tar %d: HTTP %ld %.300s", i, st, r.body);
+		ck_assert_msg(ends_complete(&r), "tar %d: cut short (%zu bytes)", i, r.len);
+		ck_assert_msg(!memmem(r.body, r.len, "passwd", 6) &&
+				  !memmem(r.body, r.len, "root:x:0", 8) &&
+				  !memmem(r.body, r.len, "t/d/bin", 7) &&
+				  !memmem(r.body, r.len, "t/l/bin", 7) && r.len <= 16 * 512,
+			      "tar %d reached outside (%zu bytes)", i, r.len);
+		found += memmem(r.body, r.len, "inside\n", 7) != NULL;
+		h_resp_free(&r);
+	}
+	free(h_sh(id, "kill -9 $(pidof exchange_probe); true"));
+	ck_assert_msg(found > 0, "the file in the tree was never archived");
+	free(id);
+}
+END_TEST
+
+/* Past FILES_DEPTH_MAX levels or FILES_ENTRIES_MAX entries the archive is cut short: the
+ * answer started (200) but ends without the end-of-archive blocks (and the chunked body
+ * without its last chunk); cell-init goes on answering. */
+START_TEST(download_tar_bounds)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "mkdir -p /workspace/deep/$(seq -s/ 33) && echo x >/workspace/deep/0 && "
+		      "mkdir -p /workspace/ok/$(seq -s/ 32)"));
+	struct h_resp r;
+	long st = call(id, "GET", "files/download?path=/workspace/deep&format=tar", NULL, &r);
+	ck_assert_msg(st == 200 && !ends_complete(&r) && memmem(r.body, r.len, "deep/0", 6),
+		      "deep: HTTP %ld, %zu bytes", st, r.len);
+	h_resp_free(&r);
+	/* 32 levels below is the bound, not past it. */
+	st = call(id, "GET", "files/download?path=/workspace/ok&format=tar", NULL, &r);
+	ck_assert_msg(st == 200 && ends_complete(&r), "32 levels: HTTP %ld, %zu bytes", st, r.len);
+	h_resp_free(&r);
+	free(h_sh(id, "mkdir -p /workspace/big && cd /workspace/big && seq 100001 | xargs touch"));
+	st = call(id, "GET", "files/download?path=/workspace/big&format=tar", NULL, &r);
+	ck_assert_msg(st == 200 && !ends_complete(&r), "entries: HTTP %ld, %zu bytes", st, r.len);
+	h_resp_free(&r);
+	free(h_sh(id, "rm /workspace/big/1"));
+	st = call(id, "GET", "files/download?path=/workspace/big&format=tar", NULL, &r);
+	ck_assert_msg(st == 200 && ends_complete(&r), "100000 entries: HTTP %ld, %zu bytes", st,
+		      r.len);
+	h_resp_free(&r);
+	expect_sh(id, "echo alive", "alive\n");
+	/* 100000 files left to the sandbox's deletion keep its disk's loop device busy for a
+	 * while after the suite ends. */
+	free(h_sh(id, "rm -rf /workspace/big"));
+	free(id);
+}
+END_TEST
+
+/* Clients that stop reading stall only their own archives: cell-init goes on answering
+ * commands, file calls and another archive meanwhile; past 8 archives at once the next is
+ * 409, and once the stalled ones are gone archives are made again. */
+START_TEST(download_tar_slow_clients)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "mkdir -p /workspace/big /workspace/small && "
+		      "truncate -s 256M /workspace/big/zeros && echo s >/workspace/small/s"));
+	char *url = route(id, "files/download?path=/workspace/big&format=tar");
+	int fds[8];
+	for (int i = 0; i < 8; i++)
+		fds[i] = h_open_stream(H_UNIX, url, 4096);
+	expect_sh(id, "echo alive", "alive\n");
+	struct h_resp r;
+	long st = call(id, "GET", "files/info?path=/workspace/small/s", NULL, &r);
+	expect_ok("info", st, &r);
+	st = call(id, "GET", "files/download?path=/workspace/small&format=tar", NULL, &r);
+	ck_assert_msg(st == 409 && strstr(h_jstr(r.json, "message"), "8 archives"),
+		      "a 9th archive: HTTP %ld %.300s", st, r.body);
+	h_resp_free(&r);
+	for (int i = 0; i < 8; i++)
+		close(fds[i]);
+	/* cell-init sees the closed relays as celld drops them */
+	bool ok = false;
+	for (int i = 0; i < 100 && !ok; i++) {
+		st = call(id, "GET", "files/download?path=/workspace/small&format=tar", NULL, &r);
+		ok = st == 200 && ends_complete(&r) && memmem(r.body, r.len, "small/s", 7);
+		h_resp_free(&r);
+		if (!ok)
+			h_sleep_ms(100);
+	}
+	ck_assert_msg(ok, "no archive once the stalled clients were gone");
+	free(url);
+	free(id);
+}
+END_TEST
+
 static Suite *files_suite(void)
 {
 	Suite *s = suite_create("files");
@@ -745,6 +1060,12 @@ static Suite *files_suite(void)
 	tcase_add_test(h_tcase(s, "move_races_a_swapped_symlink", 240),
 		       move_races_a_swapped_symlink);
 	tcase_add_test(h_tcase(s, "upload_owner_by_name", 120), upload_owner_by_name);
+	tcase_add_test(h_tcase(s, "download_tar_of_a_tree", 120), download_tar_of_a_tree);
+	tcase_add_test(h_tcase(s, "download_tar_bad_input", 120), download_tar_bad_input);
+	tcase_add_test(h_tcase(s, "download_tar_races_a_swapped_symlink", 240),
+		       download_tar_races_a_swapped_symlink);
+	tcase_add_test(h_tcase(s, "download_tar_bounds", 240), download_tar_bounds);
+	tcase_add_test(h_tcase(s, "download_tar_slow_clients", 120), download_tar_slow_clients);
 	return s;
 }
 
