@@ -253,6 +253,20 @@ static ssize_t download_read(void *cls, uint64_t pos, char *buf, size_t max)
 	}
 }
 
+/* A download of sb's stream fd, taking both; NULL (both released) when out of memory. */
+static struct download *download_new(struct sandbox *sb, int fd)
+{
+	struct download *d = calloc(1, sizeof(*d));
+	if (!d) {
+		close(fd);
+		sandbox_unref(sb);
+		return NULL;
+	}
+	d->sb = sb;
+	d->fd = fd;
+	return d;
+}
+
 static void download_free(void *cls)
 {
 	struct download *d = cls;
@@ -336,14 +350,9 @@ static int download_tar(struct http_req *r, const char *path)
 		sandbox_unref(sb);
 		return rc == 1 ? respond_relay_error(r, path, &rerr) : http_internal(r, &err);
 	}
-	struct download *d = calloc(1, sizeof(*d));
-	if (!d) {
-		close(fd);
-		sandbox_unref(sb);
+	struct download *d = download_new(sb, fd);
+	if (!d)
 		return http_error(r, 500, "INTERNAL", "out of memory");
-	}
-	d->sb = sb;
-	d->fd = fd;
 	d->tar = true;
 	d->left = UINT64_MAX;
 	struct MHD_Response *resp = MHD_create_response_from_callback(
@@ -415,14 +424,9 @@ int api_files_download(struct http_req *r)
 		return http_error(r, 400, "INVALID_ARGUMENT", "%.1024s is a %s, not a file", path,
 				  st.type);
 	}
-	struct download *d = calloc(1, sizeof(*d));
-	if (!d) {
-		close(fd);
-		sandbox_unref(sb);
+	struct download *d = download_new(sb, fd);
+	if (!d)
 		return http_error(r, 500, "INTERNAL", "out of memory");
-	}
-	d->sb = sb;
-	d->fd = fd;
 	d->lines = lines;
 	d->skip = first > 1 ? first - 1 : 0;
 	d->want = count;

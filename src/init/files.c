@@ -302,47 +302,45 @@ static json_t *id_name(const char *db, uint32_t id)
 	return name;
 }
 
-/* "name:password:uid:gid:gecos:home:shell" — the first line whose uid is uid. */
-bool files_user_home(uint32_t uid, char *buf, size_t size)
+/* The sandbox's /etc/passwd read whole (*db, freed by the caller) and in l the fields of
+ * the first "name:password:uid:gid:gecos:home:shell" line whose uid is uid; false when
+ * there is none. */
+static bool passwd_entry(uint32_t uid, char **db, struct db_line *l)
 {
 	size_t len = 0;
-	char *db = read_name_db("/etc/passwd", &len);
-	bool found = false;
-	for (char *line = db; line && line < db + len;) {
-		struct db_line l;
-		line = db_line_split(line, db + len, 7, &l);
+	*db = read_name_db("/etc/passwd", &len);
+	for (char *line = *db; line && line < *db + len;) {
+		line = db_line_split(line, *db + len, 7, l);
 		uint32_t v;
-		if (l.n == 7 && parse_id(l.f[2], l.len[2], &v) && v == uid) {
-			size_t home_len = l.len[5];
-			found = home_len > 0 && home_len < size && l.f[5][0] == '/' &&
-				!memchr(l.f[5], '\0', home_len);
-			if (found) {
-				memcpy(buf, l.f[5], home_len);
-				buf[home_len] = '\0';
-			}
-			break;
-		}
+		if (l->n == 7 && parse_id(l->f[2], l->len[2], &v) && v == uid)
+			return true;
+	}
+	return false;
+}
+
+bool files_user_home(uint32_t uid, char *buf, size_t size)
+{
+	char *db;
+	struct db_line l;
+	bool found = passwd_entry(uid, &db, &l);
+	size_t home_len = found ? l.len[5] : 0;
+	found = found && home_len > 0 && home_len < size && l.f[5][0] == '/' &&
+		!memchr(l.f[5], '\0', home_len);
+	if (found) {
+		memcpy(buf, l.f[5], home_len);
+		buf[home_len] = '\0';
 	}
 	free(db);
 	return found;
 }
 
-/* The primary group of uid in the sandbox's /etc/passwd (read as files_user_home reads
- * it): true when a line names uid with a group id in the sandbox's range. */
+/* The primary group of uid in the sandbox's /etc/passwd: true when a line names uid with a
+ * group id in the sandbox's range. */
 bool files_user_gid(uint32_t uid, uint32_t *gid)
 {
-	size_t len = 0;
-	char *db = read_name_db("/etc/passwd", &len);
-	bool found = false;
-	for (char *line = db; line && line < db + len;) {
-		struct db_line l;
-		line = db_line_split(line, db + len, 7, &l);
-		uint32_t v;
-		if (l.n == 7 && parse_id(l.f[2], l.len[2], &v) && v == uid) {
-			found = parse_id(l.f[3], l.len[3], gid);
-			break;
-		}
-	}
+	char *db;
+	struct db_line l;
+	bool found = passwd_entry(uid, &db, &l) && parse_id(l.f[3], l.len[3], gid);
 	free(db);
 	return found;
 }
