@@ -270,6 +270,31 @@ START_TEST(dpkg_and_apt_offline)
 }
 END_TEST
 
+/* pip installs the way agents run it (no PEP 668 refusal: rootfs/build-image's pip-system
+ * tweak), from a local source tree (no network here), as root into the system and as user
+ * into its home. */
+START_TEST(pip_install_works)
+{
+	char *id = h_create("default", NULL);
+	const char *pkg =
+	    "mkdir -p /tmp/p/celltoy && echo 'VALUE = 42' > /tmp/p/celltoy/__init__.py"
+	    " && echo 'from setuptools import setup; setup(name=\"celltoy\", "
+	    "version=\"1.0\", packages=[\"celltoy\"])' > /tmp/p/setup.py && ";
+	struct h_exec_opts o = {.max_seconds = 120};
+	struct h_exec r;
+	char *cmd = h_fmt("%s pip install --no-index --no-build-isolation /tmp/p 2>&1 && "
+			  "python3 -c 'import celltoy; print(celltoy.VALUE)'",
+			  pkg);
+	h_exec(id, cmd, &o, &r);
+	ck_assert_msg(r.complete && r.exit_code == 0 && strstr(r.out, "42\n"),
+		      "pip install as root: exit %d\n%s%s", r.exit_code, r.out, r.err);
+	ck_assert_msg(!strstr(r.out, "externally-managed"), "PEP 668 refusal:\n%s", r.out);
+	h_exec_free(&r);
+	free(cmd);
+	free(id);
+}
+END_TEST
+
 /* ---- the ordinary account `user` (rootfs/build-image default_accounts) ---- */
 
 #define USER_UID 1000
@@ -503,6 +528,7 @@ static Suite *default_suite(void)
 	tcase_add_test(h_tcase(s, "root_modifies_image_files", 180), root_modifies_image_files);
 	tcase_add_test(h_tcase(s, "dpkg_and_apt_offline", 300), dpkg_and_apt_offline);
 	tcase_add_test(h_tcase(s, "cli_run_make_test", 300), cli_run_make_test);
+	tcase_add_test(h_tcase(s, "pip_install_works", 180), pip_install_works);
 	tcase_add_test(h_tcase(s, "user_account_exists", 120), user_account_exists);
 	tcase_add_test(h_tcase(s, "command_runs_as_user", 180), command_runs_as_user);
 	tcase_add_test(h_tcase(s, "cli_exec_user", 180), cli_exec_user);
