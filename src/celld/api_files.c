@@ -900,19 +900,19 @@ static int run_ops(struct http_req *r, uint16_t type, json_t *reqs)
 	return run_ops_collect(r, type, reqs, NULL);
 }
 
-/* POST /directories {"<path>": {mode, owner?, group?}, ...}: mkdir -p each. */
-int api_dirs_create(struct http_req *r)
+/* A body {"<path>": {mode, owner?, group?}, ...} run as one op of type per path: mode is
+ * required for mkdir, optional for chmod. what names the paths in the bound's message. */
+static int run_path_perms(struct http_req *r, uint16_t type, bool mode_required, const char *what)
 {
 	json_t *body;
 	if (http_json_body(r, &body) < 0)
 		return 0;
+	__attribute__((cleanup(json_decrefp))) json_t *owned = body;
 	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
-	if (json_object_size(body) == 0 || json_object_size(body) > MANAGE_PATHS_MAX) {
-		json_decref(body);
+	if (json_object_size(body) == 0 || json_object_size(body) > MANAGE_PATHS_MAX)
 		return http_error(r, 400, "INVALID_ARGUMENT",
-				  "body must map 1 to %d directory paths to {mode, owner?, group?}",
-				  MANAGE_PATHS_MAX);
-	}
+				  "body must map 1 to %d %s to {mode, owner?, group?}",
+				  MANAGE_PATHS_MAX, what);
 	const char *path;
 	json_t *perm;
 	json_object_foreach(body, path, perm)
@@ -920,13 +920,16 @@ int api_dirs_create(struct http_req *r)
 		json_t *req = json_pack("{s:s}", "path", path);
 		if (!req || json_array_append_new(reqs, req) < 0 ||
 		    check_path(r, path, "path") < 0 ||
-		    permission_fields(r, path, perm, req, true) < 0) {
-			json_decref(body);
+		    permission_fields(r, path, perm, req, mode_required) < 0)
 			return 0;
-		}
 	}
-	json_decref(body);
-	return run_ops(r, CELL_FRAME_FILE_MKDIR, reqs);
+	return run_ops(r, type, reqs);
+}
+
+/* POST /directories {"<path>": {mode, owner?, group?}, ...}: mkdir -p each. */
+int api_dirs_create(struct http_req *r)
+{
+	return run_path_perms(r, CELL_FRAME_FILE_MKDIR, true, "directory paths");
 }
 
 /* DELETE /files?path=P... (not directories) and DELETE /directories?path=P... (rm -r). */
@@ -1068,26 +1071,7 @@ int api_files_move(struct http_req *r)
 /* POST /files/permissions {"<path>": {mode, owner?, group?}, ...} */
 int api_files_permissions(struct http_req *r)
 {
-	json_t *body;
-	if (http_json_body(r, &body) < 0)
-		return 0;
-	__attribute__((cleanup(json_decrefp))) json_t *owned = body;
-	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
-	if (json_object_size(body) == 0 || json_object_size(body) > MANAGE_PATHS_MAX)
-		return http_error(r, 400, "INVALID_ARGUMENT",
-				  "body must map 1 to %d paths to {mode, owner?, group?}",
-				  MANAGE_PATHS_MAX);
-	const char *path;
-	json_t *perm;
-	json_object_foreach(body, path, perm)
-	{
-		json_t *req = json_pack("{s:s}", "path", path);
-		if (!req || json_array_append_new(reqs, req) < 0 ||
-		    check_path(r, path, "path") < 0 ||
-		    permission_fields(r, path, perm, req, false) < 0)
-			return 0;
-	}
-	return run_ops(r, CELL_FRAME_FILE_CHMOD, reqs);
+	return run_path_perms(r, CELL_FRAME_FILE_CHMOD, false, "paths");
 }
 
 /* POST /files/replace[?verbose=true] {"<path>": {"old","new"}, ...} */
