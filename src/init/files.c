@@ -851,6 +851,18 @@ static int apply_owner(int fd, const struct owner_req *o, const char *path, stru
 	return 0;
 }
 
+/* The end of a request that changes one thing: err's failure, or OK {key: value}. */
+static void answer_done(struct conn *c, int r, const struct cell_error *err, const char *key,
+			bool value)
+{
+	if (r < 0) {
+		conn_fail(c, err->code, "%s", err->msg);
+		return;
+	}
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", key, value));
+	conn_finish(c);
+}
+
 /* ---- FILE_MKDIR ---- */
 
 /* mkdir -p path: missing components are created 0755 (open_dir_p: each resolved confined,
@@ -884,12 +896,7 @@ void files_mkdir(struct conn *c, json_t *req)
 			close(fd);
 	}
 	close(pfd);
-	if (r < 0) {
-		conn_fail(c, err.code, "%s", err.msg);
-		return;
-	}
-	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "created", !existed));
-	conn_finish(c);
+	answer_done(c, r, &err, "created", !existed);
 }
 
 /* ---- FILE_REMOVE ---- */
@@ -1076,12 +1083,7 @@ void files_remove(struct conn *c, json_t *req)
 	if (fd >= 0)
 		close(fd);
 	close(dirfd);
-	if (r < 0) {
-		conn_fail(c, err.code, "%s", err.msg);
-		return;
-	}
-	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "removed", true));
-	conn_finish(c);
+	answer_done(c, r, &err, "removed", true);
 }
 
 /* ---- FILE_LIST: listing and search ---- */
@@ -1501,12 +1503,7 @@ void files_move(struct conn *c, json_t *req)
 		close(sfd);
 	if (dfd >= 0)
 		close(dfd);
-	if (r < 0) {
-		conn_fail(c, err.code, "%s", err.msg);
-		return;
-	}
-	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "moved", true));
-	conn_finish(c);
+	answer_done(c, r, &err, "moved", true);
 }
 
 /* The entry path names, not followed, as an O_PATH fd with *st; a symbolic link is EINVAL
@@ -1574,12 +1571,7 @@ void files_chmod(struct conn *c, json_t *req)
 			r = cell_err(&err, errno, "chmod %s", path);
 	}
 	close(fd);
-	if (r < 0) {
-		conn_fail(c, err.code, "%s", err.msg);
-		return;
-	}
-	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b}", "changed", true));
-	conn_finish(c);
+	answer_done(c, r, &err, "changed", true);
 }
 
 static int read_all_fd(int fd, char *buf, size_t len)
