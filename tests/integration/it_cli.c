@@ -187,7 +187,9 @@ START_TEST(create_session_same_id)
 }
 END_TEST
 
-START_TEST(exec_and_cp_round_trip)
+/* `cell create --image busybox`, which must succeed: the id it printed (tracked for the
+ * teardown). */
+static char *cli_create_busybox(void)
 {
 	struct h_proc p;
 	h_cell(&p, "create", "--image", "busybox", NULL);
@@ -195,6 +197,13 @@ START_TEST(exec_and_cp_round_trip)
 	char *id = strdup(h_trim(p.out));
 	h_track_sandbox(id);
 	h_proc_free(&p);
+	return id;
+}
+
+START_TEST(exec_and_cp_round_trip)
+{
+	struct h_proc p;
+	char *id = cli_create_busybox();
 
 	/* binary content with NULs, in and out */
 	char *src = h_fmt("%s/cp-src", H.dir);
@@ -413,11 +422,7 @@ static void fs_check(struct h_proc *p, int want, const char *sub)
 START_TEST(fs_family)
 {
 	struct h_proc p;
-	h_cell(&p, "create", "--image", "busybox", NULL);
-	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
-	char *id = strdup(h_trim(p.out));
-	h_track_sandbox(id);
-	h_proc_free(&p);
+	char *id = cli_create_busybox();
 
 	/* mkdir -p with a mode and an owner */
 	FS(&p, 0, "mkdir", "-m", "750", "--owner", "1000", "--group", "1000", id,
@@ -503,11 +508,7 @@ END_TEST
 START_TEST(fs_rm_recursive_takes_files)
 {
 	struct h_proc p;
-	h_cell(&p, "create", "--image", "busybox", NULL);
-	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
-	char *id = strdup(h_trim(p.out));
-	h_track_sandbox(id);
-	h_proc_free(&p);
+	char *id = cli_create_busybox();
 	h_cell(&p, "exec", id, "--", "sh", "-c",
 	       "mkdir -p /workspace/d/e /workspace/keep && echo x > /workspace/d/e/f && "
 	       "echo y > /workspace/f && echo z > /workspace/keep/k && "
@@ -537,11 +538,7 @@ END_TEST
 START_TEST(fs_errors)
 {
 	struct h_proc p;
-	h_cell(&p, "create", "--image", "busybox", NULL);
-	ck_assert_msg(p.status == 0, "exit %d, stderr: %s", p.status, p.err);
-	char *id = strdup(h_trim(p.out));
-	h_track_sandbox(id);
-	h_proc_free(&p);
+	char *id = cli_create_busybox();
 
 	const char *miss = "/workspace/missing";
 	FS(&p, 1, "ls", id, miss);
