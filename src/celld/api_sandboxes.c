@@ -117,7 +117,6 @@ static void spec_free(struct create_spec *spec)
 	json_decref(spec->volumes_json);
 	json_decref(spec->volume_claims);
 	json_decref(spec->warnings);
-	free(spec->volumes);
 }
 
 static int check_env_keys(json_t *env, const char *name, struct cell_error *err)

@@ -24,8 +24,6 @@ struct create_spec {
 	const char *seccomp_profile; /* extensions["cell.seccomp"]; NULL: "default" */
 	bool seccomp_log;	     /* extensions["cell.seccompLog"] */
 	struct cell_limits limits;   /* resourceLimits, validated, defaults filled in */
-	struct cell_volume *volumes; /* pointing into volumes_json */
-	size_t n_volumes;
 	/* The named volumes it mounts, with what to do when one is missing (volumes.h):
 	 * [{volume, create, bytes, access, deleteOnSandboxTermination, dest, subPath?}], or
 	 * NULL. */

@@ -534,7 +534,12 @@ int volumes_finish(struct create_spec *spec, struct cell_error *err)
 			if (a && b && !strcmp(a, b))
 				return field_fail(err, "two volumes are mounted on %s", a);
 		}
-	return n ? volumes_from_json(spec->volumes_json, &spec->volumes, &spec->n_volumes, err) : 0;
+	/* What a start will read back from the record must read back. */
+	struct cell_volume *vols = NULL;
+	size_t n_vols;
+	int r = volumes_from_json(spec->volumes_json, &vols, &n_vols, err);
+	free(vols);
+	return r;
 }
 
 int volumes_from_json(json_t *arr, struct cell_volume **out, size_t *n_out, struct cell_error *err)

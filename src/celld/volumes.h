@@ -19,8 +19,8 @@ int volumes_parse(const char *text, struct create_spec *spec, struct cell_error 
  * volumes, spec->volume_claims. A host backend over TCP only under a --volume-root. -EINVAL
  * with err naming the field (-EAGAIN: a pvc.storage over the disk's free space). */
 int volumes_parse_api(json_t *arr, bool over_tcp, struct create_spec *spec, struct cell_error *err);
-/* After both parsers: the whole list checked (count, one volume per dest) and
- * spec->volumes filled. */
+/* After both parsers: the whole list checked (count, one volume per dest, and readable back
+ * from the record as a start will read it). */
 int volumes_finish(struct create_spec *spec, struct cell_error *err);
 /* The runtime's volumes from a record's volumes (strings point into arr); refused when the
  * record would map the sandbox's root to a system account. */
