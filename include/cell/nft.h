@@ -56,10 +56,11 @@
  * passes before its chain exists (and a sandbox interface that is not in sandbox_ifs is not
  * a sandbox of this table).
  *
- * IPv6: celld disables IPv6 inside sandboxes (the interface gets no IPv6 address, sysctl
- * disable_ipv6 in the sandbox's namespace). The forward chain drops IPv6 from sandbox
- * interfaces anyway, and the input chain drops everything of theirs but IPv4 DNS, so
- * nothing leaks should IPv6 be on.
+ * IPv6: IPv4 first. The network setup is to disable IPv6 inside each sandbox
+ * (net.ipv6.conf.all.disable_ipv6=1 in its namespace, no IPv6 address on its eth0); the
+ * table does not rely on that: the forward chain drops IPv6 from sandbox interfaces (one
+ * rule) and the input chain drops everything of theirs but IPv4 DNS, so nothing leaks
+ * should IPv6 be on.
  *
  * Counters (cell_nft_sandbox_counters): packets dropped as spoofed, as blocked ranges, by
  * the policy ("denied"), and connections accepted ("allowed": the first packet of each).

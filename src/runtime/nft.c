@@ -275,6 +275,16 @@ static void batch_done_msg(struct batch *bt)
 		bt->overflow = true;
 }
 
+/* Discard what an earlier exchange left unread (a dump its callback stopped early), so
+ * that it is never taken for an answer to the next one. */
+static void drain(struct cell_nft *nft)
+{
+	char junk[256];
+	int fd = mnl_socket_get_fd(nft->nl);
+	while (recv(fd, junk, sizeof(junk), MSG_DONTWAIT | MSG_TRUNC) >= 0 || errno == EINTR)
+		;
+}
+
 /* Send the batch and read one ACK per message: they are all queued by the time sendto
  * returns (nfnetlink runs a batch in the sender's context). */
 static int batch_run(struct batch *bt, struct cell_error *err)
@@ -283,6 +293,7 @@ static int batch_run(struct batch *bt, struct cell_error *err)
 	if (bt->overflow)
 		return cell_err_msg(err, EMSGSIZE, "nftables table inet %s: batch too large",
 				    nft->table);
+	drain(nft);
 	nftnl_batch_end(mnl_nlmsg_batch_current(bt->b), nft->seq++);
 	mnl_nlmsg_batch_next(bt->b);
 	ssize_t len =
@@ -309,6 +320,8 @@ static int batch_run(struct batch *bt, struct cell_error *err)
 				continue;
 			const struct nlmsgerr *e = mnl_nlmsg_get_payload(h);
 			int idx = (int)(h->nlmsg_seq - bt->seq0);
+			if (idx < 0 || idx >= bt->n || h->nlmsg_pid != nft->portid)
+				continue; /* not an answer to this batch */
 			acks++;
 			if (e->error && !first_err) {
 				first_err = -e->error;
@@ -339,6 +352,7 @@ static int dump(struct cell_nft *nft, uint16_t type, void (*build)(struct nlmsgh
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(nft->buf, type, NFPROTO_INET, NLM_F_DUMP, seq);
 	if (build)
 		build(nlh, obj);
+	drain(nft);
 	if (mnl_socket_sendto(nft->nl, nlh, nlh->nlmsg_len) < 0)
 		return -errno;
 	for (;;) {

@@ -84,8 +84,8 @@ static const char *policy_path(void)
 
 static struct cell_nft *open_table(const char *name, const struct cell_nft_range *r, size_t n)
 {
-	struct cell_nft_table_opts o = {.name = name, .prefix = 16, .blocked = r, .n_blocked = n};
-	inet_pton(AF_INET, "10.77.0.0", &o.subnet);
+	struct cell_nft_table_opts o = {.name = name, .prefix = 24, .blocked = r, .n_blocked = n};
+	inet_pton(AF_INET, "192.0.2.0", &o.subnet);
 	struct cell_error err = {0};
 	struct cell_nft *nft = NULL;
 	int rc = cell_nft_open(&o, &nft, &err);
@@ -216,8 +216,8 @@ START_TEST(test_table_and_sandboxes)
 	sh("ip link add cellt0001 type veth peer name cellt0001p && "
 	   "ip link add cellt0002 type veth peer name cellt0002p");
 	struct cell_nft *nft = open_public(TABLE);
-	add(nft, sandbox("cellt0001", "10.77.0.2", "10.77.0.1", CELL_NFT_PUBLIC));
-	add(nft, sandbox("cellt0002", "10.77.0.3", "10.77.0.1", CELL_NFT_ALLOWLIST));
+	add(nft, sandbox("cellt0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC));
+	add(nft, sandbox("cellt0002", "192.0.2.3", "192.0.2.1", CELL_NFT_ALLOWLIST));
 
 	struct seen s;
 	objects(TABLE, &s);
@@ -237,7 +237,7 @@ START_TEST(test_table_and_sandboxes)
 		      "sandbox_chains: %s", map);
 	free(map);
 	char *dns = elements(TABLE, "sandbox_dns");
-	ck_assert_msg(strstr(dns, "\"cellt0002\"") && strstr(dns, "10.77.0.1"), "sandbox_dns: %s",
+	ck_assert_msg(strstr(dns, "\"cellt0002\"") && strstr(dns, "192.0.2.1"), "sandbox_dns: %s",
 		      dns);
 	free(dns);
 
@@ -272,15 +272,15 @@ START_TEST(test_table_and_sandboxes)
 	    "iifname . ip daddr @sandbox_dns tcp dport 53 accept",
 	    "iifname @sandbox_ifs counter packets 0 bytes 0 drop",
 	    "type nat hook postrouting priority srcnat; policy accept;",
-	    "ip saddr 10.77.0.0/16 ip daddr != 10.77.0.0/16 masquerade",
+	    "ip saddr 192.0.2.0/24 ip daddr != 192.0.2.0/24 masquerade",
 	    "chain sb-cellt0001 {",
-	    "ip saddr != 10.77.0.2 counter packets 0 bytes 0 drop comment \"spoofed\"",
+	    "ip saddr != 192.0.2.2 counter packets 0 bytes 0 drop comment \"spoofed\"",
 	    "ip daddr @blocked4 counter packets 0 bytes 0 drop comment \"blocked\"",
 	    "ct state established,related accept",
 	    "ct state new counter packets 0 bytes 0 accept comment \"allowed\"",
 	    "counter packets 0 bytes 0 drop comment \"denied\"",
 	    "chain sb-cellt0002 {",
-	    "ip saddr != 10.77.0.3 counter packets 0 bytes 0 drop comment \"spoofed\"",
+	    "ip saddr != 192.0.2.3 counter packets 0 bytes 0 drop comment \"spoofed\"",
 	    "ip daddr @sb-cellt0002-allowed ct state new counter packets 0 bytes 0 accept comment "
 	    "\"allowed\"",
 	};
@@ -306,11 +306,11 @@ START_TEST(test_table_and_sandboxes)
 	ck_assert_uint_eq(c.blocked.packets + c.allowed.packets + c.denied.packets, 0);
 
 	/* A second add of the same interface fails and changes nothing. */
-	struct cell_nft_sandbox dup = sandbox("cellt0001", "10.77.0.9", "10.77.0.1", CELL_NFT_NONE);
+	struct cell_nft_sandbox dup = sandbox("cellt0001", "192.0.2.9", "192.0.2.1", CELL_NFT_NONE);
 	ck_assert_int_eq(cell_nft_sandbox_add(nft, &dup, &err), -EEXIST);
 	ck_assert_msg(strstr(err.msg, "cellt0001"), "error names the sandbox: %s", err.msg);
 	t = sh_out("nft list chain inet " TABLE " sb-cellt0001");
-	ck_assert_msg(strstr(t, "10.77.0.2") && !strstr(t, "10.77.0.9"), "%s", t);
+	ck_assert_msg(strstr(t, "192.0.2.2") && !strstr(t, "192.0.2.9"), "%s", t);
 	free(t);
 	/* Bad names are refused before anything is sent. */
 	ck_assert_int_eq(cell_nft_sandbox_remove(nft, "cell\"; x", &err), -EINVAL);
@@ -326,7 +326,7 @@ START_TEST(test_allowed_set_timeouts)
 {
 	fresh_netns();
 	struct cell_nft *nft = open_public(TABLE);
-	add(nft, sandbox("cellt0001", "10.77.0.2", "10.77.0.1", CELL_NFT_ALLOWLIST));
+	add(nft, sandbox("cellt0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
 	struct cell_error err = {0};
 	struct in_addr a[2];
 	inet_pton(AF_INET, "203.0.113.5", &a[0]);
@@ -383,8 +383,8 @@ START_TEST(test_remove_one_sandbox)
 	sh("nft add table inet other && nft add chain inet other c && "
 	   "nft add rule inet other c counter");
 	struct cell_nft *nft = open_public(TABLE);
-	add(nft, sandbox("cellt0001", "10.77.0.2", "10.77.0.1", CELL_NFT_PUBLIC));
-	add(nft, sandbox("cellt0002", "10.77.0.3", "10.77.0.1", CELL_NFT_NONE));
+	add(nft, sandbox("cellt0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC));
+	add(nft, sandbox("cellt0002", "192.0.2.3", "192.0.2.1", CELL_NFT_NONE));
 	struct in_addr a;
 	inet_pton(AF_INET, "203.0.113.5", &a);
 	struct cell_error err = {0};
@@ -442,7 +442,7 @@ START_TEST(test_create_is_idempotent)
 {
 	fresh_netns();
 	struct cell_nft *nft = open_public(TABLE);
-	add(nft, sandbox("cellt0001", "10.77.0.2", "10.77.0.1", CELL_NFT_ALLOWLIST));
+	add(nft, sandbox("cellt0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
 	struct in_addr a;
 	inet_pton(AF_INET, "203.0.113.5", &a);
 	struct cell_error err = {0};
@@ -527,8 +527,9 @@ START_TEST(test_policy_file)
 }
 END_TEST
 
-/* ---- packets: a sandbox namespace S, a test internet I, the test's own namespace T in
- * between as the host. ---- */
+/* ---- packets: sandbox namespaces S and S2, a test internet I, the test's own namespace T
+ * in between as the host. The sandboxes' subnet is TEST-NET-1 (192.0.2.0/24), outside the
+ * blocked ranges on purpose: only the table's own rules keep one sandbox from another. ---- */
 
 struct holder {
 	pid_t pid;
@@ -647,36 +648,49 @@ START_TEST(test_packets)
 	fresh_netns();
 	self_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(self_ns, 0);
-	struct holder S = hold_netns(), I = hold_netns();
-	char sp[64], ip[64];
+	struct holder S = hold_netns(), I = hold_netns(), S2 = hold_netns();
+	char sp[64], ip[64], s2p[64];
 	snprintf(sp, sizeof(sp), "nsenter --net=/proc/%d/ns/net", S.pid);
 	snprintf(ip, sizeof(ip), "nsenter --net=/proc/%d/ns/net", I.pid);
+	snprintf(s2p, sizeof(s2p), "nsenter --net=/proc/%d/ns/net", S2.pid);
 
 	/* T, the host: the sandbox's veth (routed point to point) and the uplink. */
 	sh("ip link set lo up && echo 1 >/proc/sys/net/ipv4/ip_forward");
 	sh("ip link add cellp0001 type veth peer name eth0 netns %d", S.pid);
 	sh("ip link add uplink type veth peer name eth0 netns %d", I.pid);
-	sh("ip addr add 10.77.0.1/32 dev cellp0001 && ip link set cellp0001 up && "
-	   "ip route add 10.77.0.2/32 dev cellp0001 && ip route add 10.77.0.9/32 dev cellp0001");
+	sh("ip addr add 192.0.2.1/32 dev cellp0001 && ip link set cellp0001 up && "
+	   "ip route add 192.0.2.2/32 dev cellp0001 && ip route add 192.0.2.9/32 dev cellp0001");
 	sh("ip addr add 198.51.100.1/24 dev uplink && ip link set uplink up && "
 	   "ip route add 203.0.113.0/24 via 198.51.100.10 && "
 	   "ip route add 10.0.0.1/32 via 198.51.100.10 && "
 	   "ip route add 169.254.169.254/32 via 198.51.100.10");
+	/* S2: a second sandbox, which S must never reach. */
+	sh("ip link add cellp0002 type veth peer name eth0 netns %d", S2.pid);
+	sh("ip addr add 192.0.2.1/32 dev cellp0002 && ip link set cellp0002 up && "
+	   "ip route add 192.0.2.3/32 dev cellp0002");
+	sh("%s sh -c 'ip link set lo up && ip addr add 192.0.2.3/32 dev eth0 && "
+	   "ip link set eth0 up && ip route add 192.0.2.1/32 dev eth0 && "
+	   "ip route add default via 192.0.2.1 dev eth0 src 192.0.2.3'",
+	   s2p);
 	/* S: the sandbox, with a second address to spoof from. */
-	sh("%s sh -c 'ip link set lo up && ip addr add 10.77.0.2/32 dev eth0 && "
-	   "ip addr add 10.77.0.9/32 dev eth0 && ip link set eth0 up && "
-	   "ip route add 10.77.0.1/32 dev eth0 && ip route add default via 10.77.0.1 dev eth0 "
-	   "src 10.77.0.2'",
+	sh("%s sh -c 'ip link set lo up && ip addr add 192.0.2.2/32 dev eth0 && "
+	   "ip addr add 192.0.2.9/32 dev eth0 && ip link set eth0 up && "
+	   "ip route add 192.0.2.1/32 dev eth0 && ip route add default via 192.0.2.1 dev eth0 "
+	   "src 192.0.2.2'",
 	   sp);
 	/* I: the test internet, its web server on TEST-NET and the hosts that must stay
 	 * unreachable; a route back to the sandboxes for when nothing masquerades. */
 	sh("%s sh -c 'ip link set lo up && ip addr add 198.51.100.10/24 dev eth0 && "
 	   "ip addr add 203.0.113.10/32 dev eth0 && ip addr add 10.0.0.1/32 dev eth0 && "
 	   "ip addr add 169.254.169.254/32 dev eth0 && ip link set eth0 up && "
-	   "ip route add 10.77.0.0/16 via 198.51.100.1'",
+	   "ip route add 192.0.2.0/24 via 198.51.100.1'",
 	   ip);
 	enter(I.ns);
 	int web = listener(80);
+	enter(S2.ns);
+	int peer = listener(80);
+	enter(S.ns);
+	int peer1 = listener(81);
 	enter(self_ns);
 	int dns = listener(53), api = listener(8080);
 	char from[64];
@@ -685,33 +699,39 @@ START_TEST(test_packets)
 	struct cell_nft *nft = open_public(TABLE);
 	ck_assert(reach(S.ns, NULL, "10.0.0.1", 80));
 	ck_assert(reach(S.ns, NULL, "169.254.169.254", 80));
-	ck_assert(reach(S.ns, NULL, "10.77.0.1", 8080));
-	ck_assert(reach(S.ns, "10.77.0.9", "203.0.113.10", 80));
+	ck_assert(reach(S.ns, NULL, "192.0.2.1", 8080));
+	ck_assert(reach(S.ns, NULL, "192.0.2.3", 80));
+	ck_assert(reach(S2.ns, NULL, "192.0.2.2", 81));
+	ck_assert(reach(S.ns, "192.0.2.9", "203.0.113.10", 80));
 	accepted_from(web, from, sizeof(from));
 
-	/* public */
-	add(nft, sandbox("cellp0001", "10.77.0.2", "10.77.0.1", CELL_NFT_PUBLIC));
+	/* public; the other sandbox too, and neither reaches the other */
+	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC));
+	add(nft, sandbox("cellp0002", "192.0.2.3", "192.0.2.1", CELL_NFT_PUBLIC));
+	ck_assert(!reach(S.ns, NULL, "192.0.2.3", 80));
+	ck_assert(!reach(S2.ns, NULL, "192.0.2.2", 81));
+	ck_assert(reach(S2.ns, NULL, "203.0.113.10", 80));
 	ck_assert(reach(S.ns, NULL, "203.0.113.10", 80));
 	accepted_from(web, from, sizeof(from));
 	ck_assert_msg(!strcmp(from, "198.51.100.1"), "not masqueraded: from %s", from);
 	ck_assert(reach(S.ns, NULL, "198.51.100.10", 80));
 	ck_assert(!reach(S.ns, NULL, "10.0.0.1", 80));
 	ck_assert(!reach(S.ns, NULL, "169.254.169.254", 80));
-	ck_assert(reach(S.ns, NULL, "10.77.0.1", 53));		  /* its resolver */
-	ck_assert(!reach(S.ns, NULL, "10.77.0.1", 8080));	  /* any other port of the host */
+	ck_assert(reach(S.ns, NULL, "192.0.2.1", 53));		  /* its resolver */
+	ck_assert(!reach(S.ns, NULL, "192.0.2.1", 8080));	  /* any other port of the host */
 	ck_assert(!reach(S.ns, NULL, "198.51.100.1", 53));	  /* any other host address */
-	ck_assert(!reach(S.ns, "10.77.0.9", "203.0.113.10", 80)); /* spoofed */
+	ck_assert(!reach(S.ns, "192.0.2.9", "203.0.113.10", 80)); /* spoofed */
 	struct cell_nft_counters c;
 	struct cell_error err = {0};
 	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
-	ck_assert_uint_eq(c.allowed.packets, 2); /* two connections */
+	ck_assert_uint_eq(c.allowed.packets, 2); /* its two connections */
 	ck_assert_uint_ge(c.blocked.packets, 2);
 	ck_assert_uint_ge(c.spoofed.packets, 1);
 	ck_assert_uint_eq(c.denied.packets, 0);
 
 	/* allowlist: only what the set holds, never a blocked range even if it holds it */
 	del(nft, "cellp0001");
-	add(nft, sandbox("cellp0001", "10.77.0.2", "10.77.0.1", CELL_NFT_ALLOWLIST));
+	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
 	ck_assert(!reach(S.ns, NULL, "203.0.113.10", 80));
 	struct in_addr a[2];
 	inet_pton(AF_INET, "203.0.113.10", &a[0]);
@@ -720,7 +740,7 @@ START_TEST(test_packets)
 	ck_assert(reach(S.ns, NULL, "203.0.113.10", 80));
 	ck_assert(!reach(S.ns, NULL, "198.51.100.10", 80));
 	ck_assert(!reach(S.ns, NULL, "10.0.0.1", 80));
-	ck_assert(reach(S.ns, NULL, "10.77.0.1", 53));
+	ck_assert(reach(S.ns, NULL, "192.0.2.1", 53));
 	ck_assert_int_eq(cell_nft_allow_del(nft, "cellp0001", a, 1, &err), 0);
 	ck_assert(!reach(S.ns, NULL, "203.0.113.10", 80));
 	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
@@ -730,9 +750,9 @@ START_TEST(test_packets)
 
 	/* none */
 	del(nft, "cellp0001");
-	add(nft, sandbox("cellp0001", "10.77.0.2", "10.77.0.1", CELL_NFT_NONE));
+	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_NONE));
 	ck_assert(!reach(S.ns, NULL, "203.0.113.10", 80));
-	ck_assert(reach(S.ns, NULL, "10.77.0.1", 53));
+	ck_assert(reach(S.ns, NULL, "192.0.2.1", 53));
 
 	/* Removed: the path is open again (nothing of the sandbox is left behind). */
 	del(nft, "cellp0001");
@@ -743,8 +763,11 @@ START_TEST(test_packets)
 	close(web);
 	close(dns);
 	close(api);
+	close(peer);
+	close(peer1);
 	release(&S);
 	release(&I);
+	release(&S2);
 	close(self_ns);
 }
 END_TEST
@@ -772,11 +795,11 @@ START_TEST(test_costs)
 	struct cell_error err = {0};
 	for (int i = 0; i < N; i++) {
 		double t0 = now_us();
-		add(nft, sandbox("cellb0001", "10.77.0.2", "10.77.0.1", CELL_NFT_ALLOWLIST));
+		add(nft, sandbox("cellb0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
 		del(nft, "cellb0001");
 		addrm[i] = now_us() - t0;
 	}
-	add(nft, sandbox("cellb0001", "10.77.0.2", "10.77.0.1", CELL_NFT_ALLOWLIST));
+	add(nft, sandbox("cellb0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
 	for (int i = 0; i < N; i++) {
 		struct in_addr a = {.s_addr = htonl(0xcb007100u + (uint32_t)(i % 250) + 1)};
 		double t0 = now_us();
