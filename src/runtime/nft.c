@@ -252,6 +252,14 @@ static void batch_start(struct batch *bt, struct cell_nft *nft)
 	bt->seq0 = nft->seq;
 }
 
+/* Free a batch, run or not. */
+static void batch_free(struct batch *bt)
+{
+	if (bt && bt->b)
+		mnl_nlmsg_batch_stop(bt->b);
+	free(bt);
+}
+
 /* The header of the next message; what names its object for an error. */
 static __attribute__((format(printf, 4, 5))) struct nlmsghdr *
 batch_msg(struct batch *bt, uint16_t type, uint16_t flags, const char *fmt, ...)
@@ -299,6 +307,7 @@ static int batch_run(struct batch *bt, struct cell_error *err)
 	ssize_t len =
 	    mnl_socket_sendto(nft->nl, mnl_nlmsg_batch_head(bt->b), mnl_nlmsg_batch_size(bt->b));
 	mnl_nlmsg_batch_stop(bt->b);
+	bt->b = NULL;
 	if (len < 0)
 		return cell_err(err, errno, "nftables table inet %s: sending a batch", nft->table);
 	int acks = 0, first_err = 0, first_idx = -1;
@@ -915,7 +924,7 @@ static int table_create(struct cell_nft *nft, const struct cell_nft_range *block
 		memcpy(r, blocked, nb * sizeof(*r));
 	nb = merge_ranges(r, nb);
 
-	struct batch *bt = malloc(sizeof(*bt));
+	struct batch *bt = calloc(1, sizeof(*bt));
 	if (!bt) {
 		free(r);
 		return cell_err(err, ENOMEM, "nftables table inet %s", nft->table);
@@ -996,7 +1005,7 @@ static int table_create(struct cell_nft *nft, const struct cell_nft_range *block
 	base_rules(bt);
 
 	int rc = batch_run(bt, err);
-	free(bt);
+	batch_free(bt);
 	free(r);
 	return rc;
 }
@@ -1072,7 +1081,7 @@ void cell_nft_close(struct cell_nft *nft)
 int cell_nft_table_delete(struct cell_nft *nft, struct cell_error *err)
 {
 	pthread_mutex_lock(&nft->lock);
-	struct batch *bt = malloc(sizeof(*bt));
+	struct batch *bt = calloc(1, sizeof(*bt));
 	struct nftnl_table *t = nftnl_table_alloc();
 	int rc;
 	if (!bt || !t) {
@@ -1098,7 +1107,7 @@ int cell_nft_table_delete(struct cell_nft *nft, struct cell_error *err)
 out:
 	if (t)
 		nftnl_table_free(t);
-	free(bt);
+	batch_free(bt);
 	pthread_mutex_unlock(&nft->lock);
 	return rc;
 }
@@ -1167,7 +1176,7 @@ int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb
 	ifkey(key, sb->ifname);
 
 	pthread_mutex_lock(&nft->lock);
-	struct batch *bt = malloc(sizeof(*bt));
+	struct batch *bt = calloc(1, sizeof(*bt));
 	if (!bt) {
 		rc = cell_err(err, ENOMEM, "adding sandbox %s", sb->ifname);
 		goto out;
@@ -1213,7 +1222,7 @@ int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb
 	if (rc < 0)
 		cell_err_wrap(err, "adding sandbox %s: ", sb->ifname);
 out:
-	free(bt);
+	batch_free(bt);
 	pthread_mutex_unlock(&nft->lock);
 	return rc;
 }
@@ -1252,7 +1261,7 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 			      nft->table);
 		goto out;
 	}
-	bt = malloc(sizeof(*bt));
+	bt = calloc(1, sizeof(*bt));
 	if (!bt) {
 		rc = cell_err(err, ENOMEM, "removing sandbox %s", ifname);
 		goto out;
@@ -1291,7 +1300,7 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 	if (rc < 0)
 		cell_err_wrap(err, "removing sandbox %s: ", ifname);
 out:
-	free(bt);
+	batch_free(bt);
 	free(chains.v);
 	free(sets.v);
 	free(ifs.v);
@@ -1467,7 +1476,7 @@ static int allow_batch(struct cell_nft *nft, const char *ifname, const struct in
 	uint64_t ms = add ? (uint64_t)timeout_s * 1000 : 1000;
 
 	pthread_mutex_lock(&nft->lock);
-	struct batch *bt = malloc(sizeof(*bt));
+	struct batch *bt = calloc(1, sizeof(*bt));
 	if (!bt) {
 		rc = cell_err(err, ENOMEM, "set %s", set);
 		goto out;
@@ -1486,7 +1495,7 @@ static int allow_batch(struct cell_nft *nft, const char *ifname, const struct in
 	}
 	rc = batch_run(bt, err);
 out:
-	free(bt);
+	batch_free(bt);
 	pthread_mutex_unlock(&nft->lock);
 	return rc;
 }
