@@ -586,15 +586,52 @@ static void enter(int ns)
 	ck_assert_int_eq(setns(ns, CLONE_NEWNET), 0);
 }
 
-static int listener(int port)
+static int listen_on(int family, int port)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	ck_assert_int_ge(fd, 0);
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
-	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	struct sockaddr_storage a = {0};
+	socklen_t len;
+	if (family == AF_INET6) {
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&a;
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(port);
+		len = sizeof(*a6);
+	} else {
+		struct sockaddr_in *a4 = (struct sockaddr_in *)&a;
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons(port);
+		len = sizeof(*a4);
+	}
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, len), 0);
 	ck_assert_int_eq(listen(fd, 64), 0);
 	return fd;
+}
+
+static int listener(int port)
+{
+	return listen_on(AF_INET, port);
+}
+
+/* An IPv4 or IPv6 socket address of text a. */
+static socklen_t sockaddr_of(const char *a, int port, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (strchr(a, ':')) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		ck_assert_int_eq(inet_pton(AF_INET6, a, &s6->sin6_addr), 1);
+		return sizeof(*s6);
+	}
+	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+	s4->sin_family = AF_INET;
+	s4->sin_port = htons(port);
+	ck_assert_int_eq(inet_pton(AF_INET, a, &s4->sin_addr), 1);
+	return sizeof(*s4);
 }
 
 /* Connect from namespace ns (from src when given) to dst:port; true when the handshake
@@ -603,16 +640,15 @@ static int listener(int port)
 static bool reach(int ns, const char *src, const char *dst, int port)
 {
 	enter(ns);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	struct sockaddr_storage d, sa;
+	socklen_t dl = sockaddr_of(dst, port, &d);
+	int fd = socket(d.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	ck_assert_int_ge(fd, 0);
 	if (src) {
-		struct sockaddr_in s = {.sin_family = AF_INET};
-		inet_pton(AF_INET, src, &s.sin_addr);
-		ck_assert_int_eq(bind(fd, (struct sockaddr *)&s, sizeof(s)), 0);
+		socklen_t sl = sockaddr_of(src, 0, &sa);
+		ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sl), 0);
 	}
-	struct sockaddr_in d = {.sin_family = AF_INET, .sin_port = htons(port)};
-	inet_pton(AF_INET, dst, &d.sin_addr);
-	int rc = connect(fd, (struct sockaddr *)&d, sizeof(d));
+	int rc = connect(fd, (struct sockaddr *)&d, dl);
 	bool ok = rc == 0;
 	if (rc < 0 && errno == EINPROGRESS) {
 		struct pollfd p = {.fd = fd, .events = POLLOUT};
@@ -654,6 +690,11 @@ START_TEST(test_packets)
 	snprintf(ip, sizeof(ip), "nsenter --net=/proc/%d/ns/net", I.pid);
 	snprintf(s2p, sizeof(s2p), "nsenter --net=/proc/%d/ns/net", S2.pid);
 
+	/* No duplicate address detection anywhere (a tentative link-local address would hold
+	 * up IPv6 neighbour discovery for a second): set before any link exists or moves. */
+	const char *nodad = "echo 0 >/proc/sys/net/ipv6/conf/default/accept_dad";
+	sh("%s", nodad);
+	sh("%s sh -c '%s' && %s sh -c '%s' && %s sh -c '%s'", sp, nodad, ip, nodad, s2p, nodad);
 	/* T, the host: the sandbox's veth (routed point to point) and the uplink. */
 	sh("ip link set lo up && echo 1 >/proc/sys/net/ipv4/ip_forward");
 	sh("ip link add cellp0001 type veth peer name eth0 netns %d", S.pid);
@@ -687,6 +728,22 @@ START_TEST(test_packets)
 	   ip);
 	enter(I.ns);
 	int web = listener(80);
+	enter(self_ns);
+	/* IPv6 on, as it would be if the network setup forgot to turn it off: documentation
+	 * addresses, no duplicate address detection. */
+	sh("echo 1 >/proc/sys/net/ipv6/conf/all/forwarding && "
+	   "ip -6 addr add 2001:db8:1::1/64 dev cellp0001 nodad && "
+	   "ip -6 addr add 2001:db8:2::1/64 dev uplink nodad");
+	sh("%s sh -c 'ip -6 addr add 2001:db8:1::2/64 dev eth0 nodad && "
+	   "ip -6 route add default via 2001:db8:1::1'",
+	   sp);
+	sh("%s sh -c 'ip -6 addr add 2001:db8:2::10/64 dev eth0 nodad && "
+	   "ip -6 route add 2001:db8:1::/64 via 2001:db8:2::1'",
+	   ip);
+	enter(I.ns);
+	int web6 = listen_on(AF_INET6, 80);
+	enter(self_ns);
+	int host6 = listen_on(AF_INET6, 53);
 	enter(S2.ns);
 	int peer = listener(80);
 	enter(S.ns);
@@ -702,6 +759,8 @@ START_TEST(test_packets)
 	ck_assert(reach(S.ns, NULL, "192.0.2.1", 8080));
 	ck_assert(reach(S.ns, NULL, "192.0.2.3", 80));
 	ck_assert(reach(S2.ns, NULL, "192.0.2.2", 81));
+	ck_assert(reach(S.ns, NULL, "2001:db8:2::10", 80));
+	ck_assert(reach(S.ns, NULL, "2001:db8:1::1", 53));
 	ck_assert(reach(S.ns, "192.0.2.9", "203.0.113.10", 80));
 	accepted_from(web, from, sizeof(from));
 
@@ -721,6 +780,8 @@ START_TEST(test_packets)
 	ck_assert(!reach(S.ns, NULL, "192.0.2.1", 8080));	  /* any other port of the host */
 	ck_assert(!reach(S.ns, NULL, "198.51.100.1", 53));	  /* any other host address */
 	ck_assert(!reach(S.ns, "192.0.2.9", "203.0.113.10", 80)); /* spoofed */
+	ck_assert(!reach(S.ns, NULL, "2001:db8:2::10", 80));	  /* IPv6 forward */
+	ck_assert(!reach(S.ns, NULL, "2001:db8:1::1", 53));	  /* IPv6 to the host */
 	struct cell_nft_counters c;
 	struct cell_error err = {0};
 	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
@@ -764,6 +825,8 @@ START_TEST(test_packets)
 	close(dns);
 	close(api);
 	close(peer);
+	close(web6);
+	close(host6);
 	close(peer1);
 	release(&S);
 	release(&I);
