@@ -1,0 +1,180 @@
+/* celld's own nftables table, built with libnftnl batches over libmnl.
+ *
+ * celld never runs `nft` or `iptables`, and never reads, changes or deletes a table other
+ * than its own: it coexists with a host firewall, Docker's and libvirt's rules. Every
+ * operation below is one nfnetlink batch (NFNL_MSG_BATCH_BEGIN … END), so the kernel applies
+ * all of it or none of it, and every message in it is ACKed; a failure comes back as -errno
+ * with a cell_error naming the object ("adding chain sb-cellab12 to table inet cell: …").
+ *
+ * The table (family inet; name "cell" for the default state dir, "cell-<8 hex of the state
+ * dir>" otherwise, like the cgroups: cell_nft_table_name):
+ *
+ *   set blocked4       { type ipv4_addr; flags interval }   ranges no sandbox may reach,
+ *                                                           from policies/network/public.json
+ *   set sandbox_ifs    { type ifname }                      the host-side veth of each sandbox
+ *   set sandbox_dns    { type ifname . ipv4_addr }          each sandbox's host-side address
+ *   map sandbox_chains { type ifname : verdict }            ifname -> jump sb-<ifname>
+ *
+ *   chain forward { type filter hook forward priority filter; policy accept;
+ *     oifname @sandbox_ifs ct state established,related accept   replies to a sandbox
+ *     oifname @sandbox_ifs counter drop           nothing else enters a sandbox: not the
+ *                                                 host's LAN, not another sandbox
+ *     iifname @sandbox_ifs meta nfproto ipv6 counter drop        no IPv6 ever leaves one
+ *     iifname vmap @sandbox_chains                the sandbox's own chain decides
+ *   }                                             other traffic: policy accept (not ours)
+ *   chain input { type filter hook input priority filter; policy accept;
+ *     iifname . ip daddr @sandbox_dns udp dport 53 accept    DNS to the sandbox's own
+ *     iifname . ip daddr @sandbox_dns tcp dport 53 accept    host-side address (celld's
+ *     iifname @sandbox_ifs counter drop                      resolver), nothing else of
+ *   }                                                        the host: no address, no port
+ *   chain postrouting { type nat hook postrouting priority srcnat; policy accept;
+ *     ip saddr SUBNET ip daddr != SUBNET masquerade
+ *   }
+ *
+ * and per sandbox (host-side interface IF, sandbox address A):
+ *
+ *   set sb-IF-allowed { type ipv4_addr; flags timeout; size 4096 }  DNS-pinned allowlist
+ *   chain sb-IF {
+ *     ip saddr != A counter drop comment "spoofed"         anti-spoof
+ *     ip daddr @blocked4 counter drop comment "blocked"    before anything that accepts, so
+ *                                                          an allowlisted name resolving to
+ *                                                          metadata or RFC 1918 stays blocked
+ *     ct state established,related accept                  a reply, or a connection opened
+ *                                                          while its address was allowed
+ *     public:    ct state new counter accept comment "allowed"
+ *     allowlist: ip daddr @sb-IF-allowed ct state new counter accept comment "allowed"
+ *     (all)      counter drop comment "denied"             none: everything ends here
+ *   }
+ *
+ * The per-sandbox jump is a verdict map keyed by interface name rather than one
+ * `iifname "cellXXXX" jump` rule per sandbox: a packet costs one hash lookup however many
+ * sandboxes run, and adding or removing a sandbox is an element, never a rule handle.
+ * Another sandbox is never reachable (the oifname drop), whatever the subnet; the host is
+ * never reachable except its DNS port on the sandbox's own host-side address (the input
+ * chain: any other local address, celld's API included, is dropped). Order of a create for
+ * the caller: cell_nft_sandbox_add before the veth comes up, so no packet of the sandbox
+ * passes before its chain exists (and a sandbox interface that is not in sandbox_ifs is not
+ * a sandbox of this table).
+ *
+ * IPv6: IPv4 first. The network setup is to disable IPv6 inside each sandbox
+ * (net.ipv6.conf.all.disable_ipv6=1 in its namespace, no IPv6 address on its eth0); the
+ * table does not rely on that: the forward chain drops IPv6 from sandbox interfaces (one
+ * rule) and the input chain drops everything of theirs but IPv4 DNS, so nothing leaks
+ * should IPv6 be on.
+ *
+ * Counters (cell_nft_sandbox_counters): packets dropped as spoofed, as blocked ranges, by
+ * the policy ("denied"), and connections accepted ("allowed": the first packet of each).
+ *
+ * Restart: cell_nft_table_create on an existing table reuses it: it flushes and refills
+ * only its base chains' rules and the blocked set (the policy file may have changed) in one
+ * batch, and keeps every sandbox's chain, set and elements, so running sandboxes keep their
+ * network. cell_nft_sandbox_list names the sandboxes the table holds, for reconciliation;
+ * cell_nft_sandbox_remove removes one whatever is left of it.
+ *
+ * Threads: a handle has its own netlink socket and a mutex; each call holds it for its
+ * batch. Every call is O(objects of one sandbox), except table create (the blocked set). */
+#pragma once
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cell/error.h"
+
+#define CELL_NFT_NAME_MAX 64
+/* Longest sandbox interface name (IFNAMSIZ - 1). */
+#define CELL_NFT_IFNAME_MAX 15
+/* Most elements of a sandbox's allowed set; more addresses fail with -ENFILE. */
+#define CELL_NFT_ALLOWED_MAX 4096
+/* Most entries of a policy's blocked list. */
+#define CELL_NFT_RANGES_MAX 1024
+
+struct cell_nft;
+
+/* An IPv4 range, first and last address inclusive, in host byte order. */
+struct cell_nft_range {
+	uint32_t first, last;
+};
+
+struct cell_nft_table_opts {
+	const char *name;      /* "cell" or cell_nft_table_name's */
+	struct in_addr subnet; /* the sandboxes' subnet, masqueraded on the way out */
+	unsigned prefix;       /* its prefix length, 1..32 */
+	const struct cell_nft_range *blocked; /* any order, may overlap (merged here) */
+	size_t n_blocked;
+};
+
+enum cell_nft_policy {
+	CELL_NFT_NONE,	    /* nothing leaves (loopback inside only) */
+	CELL_NFT_PUBLIC,    /* every address outside blocked4 */
+	CELL_NFT_ALLOWLIST, /* only the addresses in the sandbox's allowed set */
+};
+
+struct cell_nft_sandbox {
+	char ifname[CELL_NFT_IFNAME_MAX + 1]; /* host-side interface: [A-Za-z0-9_.-], 1..15 */
+	struct in_addr addr;		      /* the sandbox's own address */
+	struct in_addr host_addr;	      /* the host side's address (its DNS resolver) */
+	enum cell_nft_policy policy;
+};
+
+struct cell_nft_counter {
+	uint64_t packets, bytes;
+};
+
+struct cell_nft_counters {
+	struct cell_nft_counter spoofed, blocked, allowed, denied;
+};
+
+/* The table name for a state dir: "cell" for CELL_DEFAULT_STATE_DIR, else "cell-" and the
+ * first 8 hex digits of the dir's SHA-256 (trailing slashes ignored). */
+int cell_nft_table_name(const char *state_dir, char *buf, size_t size);
+
+/* Read a network policy's blocked list (policies/network/public.json: {"blocked": [{"cidr":
+ * "10.0.0.0/8", "name": …, "why": …}, …]}). Each cidr is a.b.c.d/len with no host bits set;
+ * at most CELL_NFT_RANGES_MAX entries. *out is malloc'd; the caller frees it. */
+int cell_nft_policy_load(const char *path, struct cell_nft_range **out, size_t *n,
+			 struct cell_error *err);
+
+/* Open a netlink socket for the table opts->name (copied) and create or reuse the table
+ * (see above). *out is the handle; cell_nft_close frees it. */
+int cell_nft_open(const struct cell_nft_table_opts *opts, struct cell_nft **out,
+		  struct cell_error *err);
+void cell_nft_close(struct cell_nft *nft);
+
+/* Create the table, or reuse it: flush and refill its base chains and blocked set, keep the
+ * sandboxes. cell_nft_open calls it; call it again to reload the blocked list. */
+int cell_nft_table_create(struct cell_nft *nft, const struct cell_nft_range *blocked,
+			  size_t n_blocked, struct cell_error *err);
+/* Delete the whole table (everything of every sandbox). 0 when it is already gone. */
+int cell_nft_table_delete(struct cell_nft *nft, struct cell_error *err);
+
+/* Add a sandbox's set, chain and map elements in one batch. -EEXIST when its chain exists
+ * (remove it first). */
+int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
+			 struct cell_error *err);
+/* Remove whatever the table holds of the sandbox on interface ifname (its jump, interface
+ * and DNS elements, chain and set) in one batch. 0 when nothing of it was there. */
+int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cell_error *err);
+/* The interfaces of the sandboxes the table holds (a chain sb-IF, or an element of
+ * sandbox_ifs or sandbox_chains), sorted, no duplicates. *out is malloc'd (n entries). */
+int cell_nft_sandbox_list(struct cell_nft *nft, char (**out)[CELL_NFT_IFNAME_MAX + 1], size_t *n,
+			  struct cell_error *err);
+int cell_nft_sandbox_counters(struct cell_nft *nft, const char *ifname,
+			      struct cell_nft_counters *out, struct cell_error *err);
+
+/* Add addresses to a sandbox's allowed set for timeout_s seconds (1..CELL_NFT_TIMEOUT_MAX),
+ * replacing the timeout of any already there (a fresh DNS answer restarts its TTL). */
+#define CELL_NFT_TIMEOUT_MAX (7u * 24 * 3600)
+int cell_nft_allow_add(struct cell_nft *nft, const char *ifname, const struct in_addr *addrs,
+		       size_t n, unsigned timeout_s, struct cell_error *err);
+/* Remove addresses from it; an address not there is not an error. */
+int cell_nft_allow_del(struct cell_nft *nft, const char *ifname, const struct in_addr *addrs,
+		       size_t n, struct cell_error *err);
+/* The addresses in it now (host byte order), with their remaining time in ms. */
+struct cell_nft_allowed {
+	uint32_t addr;
+	uint64_t expires_ms;
+};
+int cell_nft_allow_list(struct cell_nft *nft, const char *ifname, struct cell_nft_allowed **out,
+			size_t *n, struct cell_error *err);

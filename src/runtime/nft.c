@@ -1,0 +1,1551 @@
+/* celld's own nftables table through libnftnl batches (include/cell/nft.h says the design). */
+#include "cell/nft.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/common.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/set.h>
+#include <libnftnl/table.h>
+#include <libnftnl/udata.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "cell/cgroup.h"
+#include "cell/codec.h"
+
+/* nftables' own datatype numbers (its src/datatype.h), which the kernel keeps for it and
+ * `nft list` reads back to print a set's type. */
+#define NFT_TYPE_IPADDR 7
+#define NFT_TYPE_IFNAME 41
+#define NFT_TYPE_BITS	6
+/* and its byte orders */
+#define BYTEORDER_HOST 1
+#define BYTEORDER_BIG  2
+
+#define SET_BLOCKED    "blocked4"
+#define SET_IFS	       "sandbox_ifs"
+#define SET_DNS	       "sandbox_dns"
+#define MAP_CHAINS     "sandbox_chains"
+#define CHAIN_PREFIX   "sb-"
+#define ALLOWED_SUFFIX "-allowed"
+
+/* A batch holds a few dozen messages, a table create the blocked set's elements too. */
+#define BATCH_BUF  (256 * 1024)
+#define BATCH_MSGS 64
+#define WHAT_MAX   112
+
+struct cell_nft {
+	pthread_mutex_t lock;
+	struct mnl_socket *nl;
+	uint32_t portid, seq;
+	char table[CELL_NFT_NAME_MAX];
+	struct in_addr subnet;
+	unsigned prefix;
+	char *buf; /* BATCH_BUF: batches and dump replies */
+};
+
+/* ---- names ---- */
+
+int cell_nft_table_name(const char *state_dir, char *buf, size_t size)
+{
+	if (!state_dir || state_dir[0] != '/')
+		return -EINVAL;
+	size_t len = strlen(state_dir);
+	while (len > 1 && state_dir[len - 1] == '/')
+		len--;
+	int n;
+	if (len == strlen(CELL_DEFAULT_STATE_DIR) &&
+	    !strncmp(state_dir, CELL_DEFAULT_STATE_DIR, len)) {
+		n = snprintf(buf, size, "cell");
+	} else {
+		char hex[CELL_SHA256_HEX_LEN + 1];
+		cell_sha256_hex(state_dir, len, hex);
+		n = snprintf(buf, size, "cell-%.8s", hex);
+	}
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+static bool name_ok(const char *s, size_t max)
+{
+	size_t n = s ? strnlen(s, max + 1) : 0;
+	if (n == 0 || n > max)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-' || c == '.'))
+			return false;
+	}
+	return true;
+}
+
+static int check_ifname(const char *ifname, struct cell_error *err)
+{
+	if (!name_ok(ifname, CELL_NFT_IFNAME_MAX))
+		return cell_err_msg(err, EINVAL,
+				    "sandbox interface name %.32s%s: 1 to %d of [A-Za-z0-9_.-]",
+				    ifname ? ifname : "(null)",
+				    ifname && strlen(ifname) > 32 ? "…" : "", CELL_NFT_IFNAME_MAX);
+	return 0;
+}
+
+static void chain_name(char *buf, size_t size, const char *ifname)
+{
+	snprintf(buf, size, CHAIN_PREFIX "%s", ifname);
+}
+
+static void allowed_name(char *buf, size_t size, const char *ifname)
+{
+	snprintf(buf, size, CHAIN_PREFIX "%s" ALLOWED_SUFFIX, ifname);
+}
+
+static void ifkey(char key[IFNAMSIZ], const char *ifname)
+{
+	memset(key, 0, IFNAMSIZ);
+	memcpy(key, ifname, strnlen(ifname, IFNAMSIZ - 1));
+}
+
+/* ---- the policy file ---- */
+
+static int parse_cidr(const char *s, struct cell_nft_range *r)
+{
+	char a[INET_ADDRSTRLEN];
+	const char *slash = strchr(s, '/');
+	if (!slash || (size_t)(slash - s) >= sizeof(a))
+		return -1;
+	memcpy(a, s, slash - s);
+	a[slash - s] = '\0';
+	struct in_addr in;
+	if (inet_pton(AF_INET, a, &in) != 1)
+		return -1;
+	const char *p = slash + 1;
+	unsigned len = 0;
+	if (!*p || strlen(p) > 2)
+		return -1;
+	for (; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		len = len * 10 + (unsigned)(*p - '0');
+	}
+	if (len > 32 || (slash[1] == '0' && slash[2]))
+		return -1; /* no leading zeros: "08" */
+	uint32_t first = ntohl(in.s_addr);
+	uint32_t host = len == 32 ? 0 : 0xffffffffu >> len;
+	if (first & host)
+		return -1;
+	r->first = first;
+	r->last = first | host;
+	return 0;
+}
+
+int cell_nft_policy_load(const char *path, struct cell_nft_range **out, size_t *n,
+			 struct cell_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	json_error_t je;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return cell_err_msg(err, EINVAL, "%s: line %d: %s", path, je.line, je.text);
+	int rc = 0;
+	struct cell_nft_range *r = NULL;
+	json_t *list = json_object_get(root, "blocked");
+	if (!json_is_array(list)) {
+		rc = cell_err_msg(err, EINVAL, "%s: blocked: not an array", path);
+		goto out;
+	}
+	size_t count = json_array_size(list);
+	if (count > CELL_NFT_RANGES_MAX) {
+		rc = cell_err_msg(err, E2BIG, "%s: blocked: %zu entries, at most %d", path, count,
+				  CELL_NFT_RANGES_MAX);
+		goto out;
+	}
+	r = calloc(count ? count : 1, sizeof(*r));
+	if (!r) {
+		rc = cell_err(err, ENOMEM, "%s", path);
+		goto out;
+	}
+	for (size_t i = 0; i < count; i++) {
+		json_t *e = json_array_get(list, i);
+		const char *cidr = json_string_value(json_object_get(e, "cidr"));
+		const char *name = json_string_value(json_object_get(e, "name"));
+		const char *why = json_string_value(json_object_get(e, "why"));
+		if (!json_is_object(e) || !cidr || parse_cidr(cidr, &r[i])) {
+			rc = cell_err_msg(err, EINVAL,
+					  "%s: blocked[%zu].cidr: not an IPv4 a.b.c.d/len with no "
+					  "host bits set",
+					  path, i);
+			goto out;
+		}
+		if (!name || !*name || !why || !*why) {
+			rc = cell_err_msg(err, EINVAL,
+					  "%s: blocked[%zu] (%s): name and why must say what it is "
+					  "and why it is blocked",
+					  path, i, cidr);
+			goto out;
+		}
+	}
+	*out = r;
+	*n = count;
+	r = NULL;
+out:
+	free(r);
+	json_decref(root);
+	return rc;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct cell_nft_range *x = a, *y = b;
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/* Sorted, overlapping and adjacent ranges merged: what an interval set accepts. */
+static size_t merge_ranges(struct cell_nft_range *r, size_t n)
+{
+	if (!n)
+		return 0;
+	qsort(r, n, sizeof(*r), range_cmp);
+	size_t k = 0;
+	for (size_t i = 1; i < n; i++) {
+		if (r[k].last == UINT32_MAX || r[i].first <= r[k].last + 1) {
+			if (r[i].last > r[k].last)
+				r[k].last = r[i].last;
+		} else {
+			r[++k] = r[i];
+		}
+	}
+	return k + 1;
+}
+
+/* ---- batches ---- */
+
+struct batch {
+	struct cell_nft *nft;
+	struct mnl_nlmsg_batch *b;
+	uint32_t seq0;
+	int n; /* messages between BEGIN and END */
+	bool overflow;
+	char what[BATCH_MSGS][WHAT_MAX];
+};
+
+static void batch_start(struct batch *bt, struct cell_nft *nft)
+{
+	memset(bt, 0, sizeof(*bt));
+	bt->nft = nft;
+	bt->b = mnl_nlmsg_batch_start(nft->buf, BATCH_BUF);
+	nftnl_batch_begin(mnl_nlmsg_batch_current(bt->b), nft->seq++);
+	mnl_nlmsg_batch_next(bt->b);
+	bt->seq0 = nft->seq;
+}
+
+/* Free a batch, run or not. */
+static void batch_free(struct batch *bt)
+{
+	if (bt && bt->b)
+		mnl_nlmsg_batch_stop(bt->b);
+	free(bt);
+}
+
+/* The header of the next message; what names its object for an error. */
+static __attribute__((format(printf, 4, 5))) struct nlmsghdr *
+batch_msg(struct batch *bt, uint16_t type, uint16_t flags, const char *fmt, ...)
+{
+	if (bt->n >= BATCH_MSGS) {
+		bt->overflow = true;
+		return NULL;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(bt->what[bt->n], WHAT_MAX, fmt, ap);
+	va_end(ap);
+	bt->n++;
+	return nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type, NFPROTO_INET,
+				     flags | NLM_F_ACK, bt->nft->seq++);
+}
+
+static void batch_done_msg(struct batch *bt)
+{
+	if (!mnl_nlmsg_batch_next(bt->b))
+		bt->overflow = true;
+}
+
+/* Discard what an earlier exchange left unread (a dump its callback stopped early), so
+ * that it is never taken for an answer to the next one. */
+static void drain(struct cell_nft *nft)
+{
+	char junk[256];
+	int fd = mnl_socket_get_fd(nft->nl);
+	while (recv(fd, junk, sizeof(junk), MSG_DONTWAIT | MSG_TRUNC) >= 0 || errno == EINTR)
+		;
+}
+
+/* Send the batch and read one ACK per message: they are all queued by the time sendto
+ * returns (nfnetlink runs a batch in the sender's context). */
+static int batch_run(struct batch *bt, struct cell_error *err)
+{
+	struct cell_nft *nft = bt->nft;
+	if (bt->overflow)
+		return cell_err_msg(err, EMSGSIZE, "nftables table inet %s: batch too large",
+				    nft->table);
+	drain(nft);
+	nftnl_batch_end(mnl_nlmsg_batch_current(bt->b), nft->seq++);
+	mnl_nlmsg_batch_next(bt->b);
+	ssize_t len =
+	    mnl_socket_sendto(nft->nl, mnl_nlmsg_batch_head(bt->b), mnl_nlmsg_batch_size(bt->b));
+	mnl_nlmsg_batch_stop(bt->b);
+	bt->b = NULL;
+	if (len < 0)
+		return cell_err(err, errno, "nftables table inet %s: sending a batch", nft->table);
+	int acks = 0, first_err = 0, first_idx = -1;
+	int fd = mnl_socket_get_fd(nft->nl);
+	for (;;) {
+		ssize_t got = recv(fd, nft->buf, BATCH_BUF, MSG_DONTWAIT);
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			return cell_err(err, errno, "nftables table inet %s: reading ACKs",
+					nft->table);
+		}
+		size_t left = (size_t)got;
+		for (struct nlmsghdr *h = (struct nlmsghdr *)nft->buf; mnl_nlmsg_ok(h, (int)left);
+		     h = mnl_nlmsg_next(h, (int *)&left)) {
+			if (h->nlmsg_type != NLMSG_ERROR)
+				continue;
+			const struct nlmsgerr *e = mnl_nlmsg_get_payload(h);
+			int idx = (int)(h->nlmsg_seq - bt->seq0);
+			if (idx < 0 || idx >= bt->n || h->nlmsg_pid != nft->portid)
+				continue; /* not an answer to this batch */
+			acks++;
+			if (e->error && !first_err) {
+				first_err = -e->error;
+				first_idx = idx;
+			}
+		}
+	}
+	if (first_err) {
+		const char *what =
+		    first_idx >= 0 && first_idx < bt->n ? bt->what[first_idx] : "a batch";
+		return cell_err(err, first_err, "nftables: %s", what);
+	}
+	if (acks < bt->n)
+		return cell_err_msg(err, EIO, "nftables table inet %s: %d of %d messages ACKed",
+				    nft->table, acks, bt->n);
+	return 0;
+}
+
+/* ---- dumps ---- */
+
+typedef int (*dump_cb)(const struct nlmsghdr *nlh, void *data);
+
+/* A GET request built by build (NLM_F_DUMP), its replies to cb. -errno, err untouched. */
+static int dump(struct cell_nft *nft, uint16_t type, void (*build)(struct nlmsghdr *, void *),
+		void *obj, dump_cb cb, void *data)
+{
+	uint32_t seq = nft->seq++;
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(nft->buf, type, NFPROTO_INET, NLM_F_DUMP, seq);
+	if (build)
+		build(nlh, obj);
+	drain(nft);
+	if (mnl_socket_sendto(nft->nl, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	for (;;) {
+		ssize_t got = mnl_socket_recvfrom(nft->nl, nft->buf, BATCH_BUF);
+		if (got < 0)
+			return errno == EINTR ? -EINTR : -errno;
+		int rc = mnl_cb_run(nft->buf, (size_t)got, seq, nft->portid, (mnl_cb_t)cb, data);
+		if (rc < 0)
+			return -errno;
+		if (rc == MNL_CB_STOP)
+			return 0;
+	}
+}
+
+static void build_chain(struct nlmsghdr *nlh, void *c)
+{
+	nftnl_chain_nlmsg_build_payload(nlh, c);
+}
+static void build_rule(struct nlmsghdr *nlh, void *r)
+{
+	nftnl_rule_nlmsg_build_payload(nlh, r);
+}
+static void build_set(struct nlmsghdr *nlh, void *s)
+{
+	nftnl_set_nlmsg_build_payload(nlh, s);
+}
+static void build_elems(struct nlmsghdr *nlh, void *s)
+{
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+}
+
+/* Names of the chains or sets of our table. */
+struct names {
+	const char *table;
+	bool sets;
+	char (*v)[NFT_CHAIN_MAXNAMELEN];
+	size_t n, cap;
+	int rc;
+};
+
+static int names_add(struct names *nm, const char *name)
+{
+	if (nm->n == nm->cap) {
+		size_t cap = nm->cap ? nm->cap * 2 : 16;
+		void *p = realloc(nm->v, cap * sizeof(*nm->v));
+		if (!p)
+			return nm->rc = -ENOMEM;
+		nm->v = p;
+		nm->cap = cap;
+	}
+	snprintf(nm->v[nm->n++], NFT_CHAIN_MAXNAMELEN, "%s", name);
+	return 0;
+}
+
+static int names_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct names *nm = data;
+	const char *table = NULL, *name = NULL;
+	struct nftnl_chain *c = NULL;
+	struct nftnl_set *s = NULL;
+	if (nm->sets) {
+		s = nftnl_set_alloc();
+		if (!s || nftnl_set_nlmsg_parse(nlh, s) < 0)
+			goto out;
+		table = nftnl_set_get_str(s, NFTNL_SET_TABLE);
+		name = nftnl_set_get_str(s, NFTNL_SET_NAME);
+	} else {
+		c = nftnl_chain_alloc();
+		if (!c || nftnl_chain_nlmsg_parse(nlh, c) < 0)
+			goto out;
+		table = nftnl_chain_get_str(c, NFTNL_CHAIN_TABLE);
+		name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+	}
+	if (table && name && !strcmp(table, nm->table))
+		names_add(nm, name);
+out:
+	if (c)
+		nftnl_chain_free(c);
+	if (s)
+		nftnl_set_free(s);
+	return nm->rc ? MNL_CB_ERROR : MNL_CB_OK;
+}
+
+static int list_names(struct cell_nft *nft, bool sets, struct names *nm)
+{
+	memset(nm, 0, sizeof(*nm));
+	nm->table = nft->table;
+	nm->sets = sets;
+	int rc;
+	if (sets) {
+		struct nftnl_set *s = nftnl_set_alloc();
+		if (!s)
+			return -ENOMEM;
+		nftnl_set_set_str(s, NFTNL_SET_TABLE, nft->table);
+		rc = dump(nft, NFT_MSG_GETSET, build_set, s, names_cb, nm);
+		nftnl_set_free(s);
+	} else {
+		struct nftnl_chain *c = nftnl_chain_alloc();
+		if (!c)
+			return -ENOMEM;
+		nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, nft->table);
+		rc = dump(nft, NFT_MSG_GETCHAIN, build_chain, c, names_cb, nm);
+		nftnl_chain_free(c);
+	}
+	return nm->rc ? nm->rc : rc;
+}
+
+static bool names_has(const struct names *nm, const char *name)
+{
+	for (size_t i = 0; i < nm->n; i++)
+		if (!strcmp(nm->v[i], name))
+			return true;
+	return false;
+}
+
+/* Elements of one set: their keys (up to 20 bytes) and expirations. */
+struct elem {
+	uint8_t key[20];
+	uint32_t len;
+	uint64_t expires_ms;
+};
+struct elems {
+	struct elem *v;
+	size_t n, cap;
+	int rc;
+};
+
+static int elems_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct elems *es = data;
+	struct nftnl_set *s = nftnl_set_alloc();
+	if (!s)
+		return es->rc = -ENOMEM, MNL_CB_ERROR;
+	if (nftnl_set_elems_nlmsg_parse(nlh, s) < 0) {
+		nftnl_set_free(s);
+		return MNL_CB_OK;
+	}
+	struct nftnl_set_elems_iter *it = nftnl_set_elems_iter_create(s);
+	for (struct nftnl_set_elem *e = it ? nftnl_set_elems_iter_next(it) : NULL; e;
+	     e = nftnl_set_elems_iter_next(it)) {
+		uint32_t len = 0;
+		const void *key = nftnl_set_elem_get(e, NFTNL_SET_ELEM_KEY, &len);
+		if (!key || len > sizeof(es->v[0].key))
+			continue;
+		if (es->n == es->cap) {
+			size_t cap = es->cap ? es->cap * 2 : 16;
+			void *p = realloc(es->v, cap * sizeof(*es->v));
+			if (!p) {
+				es->rc = -ENOMEM;
+				break;
+			}
+			es->v = p;
+			es->cap = cap;
+		}
+		struct elem *d = &es->v[es->n++];
+		memset(d, 0, sizeof(*d));
+		memcpy(d->key, key, len);
+		d->len = len;
+		if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_EXPIRATION))
+			d->expires_ms = nftnl_set_elem_get_u64(e, NFTNL_SET_ELEM_EXPIRATION);
+	}
+	if (it)
+		nftnl_set_elems_iter_destroy(it);
+	nftnl_set_free(s);
+	return es->rc ? MNL_CB_ERROR : MNL_CB_OK;
+}
+
+static int list_elems(struct cell_nft *nft, const char *set, struct elems *es)
+{
+	memset(es, 0, sizeof(*es));
+	struct nftnl_set *s = nftnl_set_alloc();
+	if (!s)
+		return -ENOMEM;
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, nft->table);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	int rc = dump(nft, NFT_MSG_GETSETELEM, build_elems, s, elems_cb, es);
+	nftnl_set_free(s);
+	return es->rc ? es->rc : rc;
+}
+
+/* ---- objects ---- */
+
+static struct nftnl_set *set_new(const char *table, const char *name)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+	if (!s)
+		return NULL;
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, table);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, name);
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	return s;
+}
+
+/* Add a message for set s (NEWSET, or an element message) and free s. */
+static int put_set(struct batch *bt, struct nftnl_set *s, uint16_t type, uint16_t flags,
+		   const char *verb)
+{
+	if (!s) {
+		bt->overflow = true;
+		return -ENOMEM;
+	}
+	struct nftnl_udata_buf *u = NULL;
+	if (type == NFT_MSG_NEWSET) {
+		/* The kernel wants an id unique in the batch; `nft list` wants the key's byte
+		 * order to print it (host order for interface names, network for addresses). */
+		nftnl_set_set_u32(s, NFTNL_SET_ID, (uint32_t)bt->n + 1);
+		uint32_t order = nftnl_set_get_u32(s, NFTNL_SET_KEY_TYPE) == NFT_TYPE_IPADDR
+				     ? BYTEORDER_BIG
+				     : BYTEORDER_HOST;
+		u = nftnl_udata_buf_alloc(32);
+		if (!u || !nftnl_udata_put_u32(u, NFTNL_UDATA_SET_KEYBYTEORDER, order))
+			bt->overflow = true;
+		else
+			nftnl_set_set_data(s, NFTNL_SET_USERDATA, nftnl_udata_buf_data(u),
+					   nftnl_udata_buf_len(u));
+	}
+	struct nlmsghdr *nlh = batch_msg(bt, type, flags, "%s set %s in table inet %s", verb,
+					 nftnl_set_get_str(s, NFTNL_SET_NAME), bt->nft->table);
+	if (nlh) {
+		if (type == NFT_MSG_NEWSET)
+			nftnl_set_nlmsg_build_payload(nlh, s);
+		else
+			nftnl_set_elems_nlmsg_build_payload(nlh, s);
+		batch_done_msg(bt);
+	}
+	nftnl_set_free(s);
+	if (u)
+		nftnl_udata_buf_free(u);
+	return 0;
+}
+
+static int elem_add(struct nftnl_set *s, const void *key, uint32_t len, uint32_t flags,
+		    uint64_t timeout_ms)
+{
+	struct nftnl_set_elem *e = nftnl_set_elem_alloc();
+	if (!e)
+		return -ENOMEM;
+	nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, len);
+	if (flags)
+		nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_FLAGS, flags);
+	if (timeout_ms)
+		nftnl_set_elem_set_u64(e, NFTNL_SET_ELEM_TIMEOUT, timeout_ms);
+	nftnl_set_elem_add(s, e);
+	return 0;
+}
+
+static int put_chain(struct batch *bt, const char *name, const char *type, int hook, int prio,
+		     uint16_t flags)
+{
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	if (!c)
+		return -ENOMEM;
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, bt->nft->table);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
+	nftnl_chain_set_u32(c, NFTNL_CHAIN_FAMILY, NFPROTO_INET);
+	if (type) {
+		nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, type);
+		nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, (uint32_t)hook);
+		nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
+		nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
+	}
+	struct nlmsghdr *nlh = batch_msg(bt, NFT_MSG_NEWCHAIN, flags,
+					 "adding chain %s to table inet %s", name, bt->nft->table);
+	if (nlh) {
+		nftnl_chain_nlmsg_build_payload(nlh, c);
+		batch_done_msg(bt);
+	}
+	nftnl_chain_free(c);
+	return 0;
+}
+
+static void del_chain(struct batch *bt, const char *name)
+{
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	if (!c) {
+		bt->overflow = true;
+		return;
+	}
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, bt->nft->table);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
+	struct nlmsghdr *nlh = batch_msg(
+	    bt, NFT_MSG_DELCHAIN, 0, "deleting chain %s of table inet %s", name, bt->nft->table);
+	if (nlh) {
+		nftnl_chain_nlmsg_build_payload(nlh, c);
+		batch_done_msg(bt);
+	}
+	nftnl_chain_free(c);
+}
+
+/* Rules: a small builder over nftnl expressions. A failed allocation marks the rule bad. */
+struct rule {
+	struct nftnl_rule *r;
+	bool bad;
+};
+
+static void rule_expr(struct rule *r, struct nftnl_expr *e)
+{
+	if (!e)
+		r->bad = true;
+	else
+		nftnl_rule_add_expr(r->r, e);
+}
+
+static void x_meta(struct rule *r, uint32_t key, uint32_t dreg)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("meta");
+	if (e) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, dreg);
+	}
+	rule_expr(r, e);
+}
+
+static void x_payload(struct rule *r, uint32_t base, uint32_t off, uint32_t len, uint32_t dreg)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("payload");
+	if (e) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, off);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_DREG, dreg);
+	}
+	rule_expr(r, e);
+}
+
+static void x_cmp(struct rule *r, uint32_t op, const void *data, uint32_t len)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("cmp");
+	if (e) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, op);
+		nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
+	}
+	rule_expr(r, e);
+}
+
+static void x_bitwise(struct rule *r, const void *mask, const void * xor, uint32_t len)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("bitwise");
+	if (e) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, len);
+		nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, mask, len);
+		nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, xor, len);
+	}
+	rule_expr(r, e);
+}
+
+/* lookup reg sreg in set; dreg NFT_REG_VERDICT for a verdict map, ~0 for a plain set. */
+static void x_lookup(struct rule *r, uint32_t sreg, const char *set, uint32_t dreg)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("lookup");
+	if (e) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, sreg);
+		nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
+		if (dreg != ~0u)
+			nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_DREG, dreg);
+	}
+	rule_expr(r, e);
+}
+
+static void x_simple(struct rule *r, const char *name)
+{
+	rule_expr(r, nftnl_expr_alloc(name));
+}
+
+static void x_verdict(struct rule *r, int verdict)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("immediate");
+	if (e) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)verdict);
+	}
+	rule_expr(r, e);
+}
+
+/* meta nfproto ipv4 (a rule of an inet chain that reads IPv4 headers starts with it). */
+static void x_ipv4(struct rule *r)
+{
+	uint8_t p = NFPROTO_IPV4;
+	x_meta(r, NFT_META_NFPROTO, NFT_REG_1);
+	x_cmp(r, NFT_CMP_EQ, &p, 1);
+}
+
+static void x_ifname_in(struct rule *r, uint32_t key, const char *set)
+{
+	x_meta(r, key, NFT_REG_1);
+	x_lookup(r, NFT_REG_1, set, ~0u);
+}
+
+/* ct state & bits != 0 */
+static void x_ct_state(struct rule *r, uint32_t bits)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("ct");
+	if (e) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+	}
+	rule_expr(r, e);
+	uint32_t zero = 0;
+	x_bitwise(r, &bits, &zero, 4);
+	x_cmp(r, NFT_CMP_NEQ, &zero, 4);
+}
+
+#define CT_NEW		       8u
+#define CT_ESTABLISHED_RELATED 6u
+#define IP_SADDR	       12
+#define IP_DADDR	       16
+
+static void rule_begin(struct rule *r, struct cell_nft *nft, const char *chain)
+{
+	r->bad = false;
+	r->r = nftnl_rule_alloc();
+	if (!r->r) {
+		r->bad = true;
+		return;
+	}
+	nftnl_rule_set_str(r->r, NFTNL_RULE_TABLE, nft->table);
+	nftnl_rule_set_str(r->r, NFTNL_RULE_CHAIN, chain);
+	nftnl_rule_set_u32(r->r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+}
+
+/* Put the rule (with its comment, when one) into the batch and free it. */
+static void rule_end(struct batch *bt, struct rule *r, const char *comment)
+{
+	if (!r->r) {
+		bt->overflow = true;
+		return;
+	}
+	struct nftnl_udata_buf *u = NULL;
+	if (comment) {
+		u = nftnl_udata_buf_alloc(64);
+		if (!u || !nftnl_udata_put_strz(u, NFTNL_UDATA_RULE_COMMENT, comment))
+			r->bad = true;
+		else
+			nftnl_rule_set_data(r->r, NFTNL_RULE_USERDATA, nftnl_udata_buf_data(u),
+					    nftnl_udata_buf_len(u));
+	}
+	if (r->bad) {
+		bt->overflow = true;
+	} else {
+		struct nlmsghdr *nlh =
+		    batch_msg(bt, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND,
+			      "adding a rule%s%s to chain %s of table inet %s", comment ? " " : "",
+			      comment ? comment : "", nftnl_rule_get_str(r->r, NFTNL_RULE_CHAIN),
+			      bt->nft->table);
+		if (nlh) {
+			nftnl_rule_nlmsg_build_payload(nlh, r->r);
+			batch_done_msg(bt);
+		}
+	}
+	if (u)
+		nftnl_udata_buf_free(u);
+	nftnl_rule_free(r->r);
+	r->r = NULL;
+}
+
+static void flush_chain(struct batch *bt, const char *chain)
+{
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	if (!r) {
+		bt->overflow = true;
+		return;
+	}
+	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, bt->nft->table);
+	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
+	struct nlmsghdr *nlh = batch_msg(
+	    bt, NFT_MSG_DELRULE, 0, "flushing chain %s of table inet %s", chain, bt->nft->table);
+	if (nlh) {
+		nftnl_rule_nlmsg_build_payload(nlh, r);
+		batch_done_msg(bt);
+	}
+	nftnl_rule_free(r);
+}
+
+/* ---- the table ---- */
+
+static void base_rules(struct batch *bt)
+{
+	struct cell_nft *nft = bt->nft;
+	struct rule r;
+	uint8_t proto;
+	uint16_t port = htons(53);
+
+	/* forward */
+	rule_begin(&r, nft, "forward");
+	x_ifname_in(&r, NFT_META_OIFNAME, SET_IFS);
+	x_ct_state(&r, CT_ESTABLISHED_RELATED);
+	x_verdict(&r, NF_ACCEPT);
+	rule_end(bt, &r, "reply to a sandbox");
+
+	rule_begin(&r, nft, "forward");
+	x_ifname_in(&r, NFT_META_OIFNAME, SET_IFS);
+	x_simple(&r, "counter");
+	x_verdict(&r, NF_DROP);
+	rule_end(bt, &r, "into a sandbox");
+
+	rule_begin(&r, nft, "forward");
+	x_ifname_in(&r, NFT_META_IIFNAME, SET_IFS);
+	proto = NFPROTO_IPV6;
+	x_meta(&r, NFT_META_NFPROTO, NFT_REG_1);
+	x_cmp(&r, NFT_CMP_EQ, &proto, 1);
+	x_simple(&r, "counter");
+	x_verdict(&r, NF_DROP);
+	rule_end(bt, &r, "ipv6 from a sandbox");
+
+	rule_begin(&r, nft, "forward");
+	x_meta(&r, NFT_META_IIFNAME, NFT_REG_1);
+	x_lookup(&r, NFT_REG_1, MAP_CHAINS, NFT_REG_VERDICT);
+	rule_end(bt, &r, NULL);
+
+	/* input: DNS to the sandbox's own host-side address, nothing else */
+	for (int i = 0; i < 2; i++) {
+		rule_begin(&r, nft, "input");
+		x_ipv4(&r);
+		x_meta(&r, NFT_META_IIFNAME, NFT_REG32_00);
+		x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG32_04);
+		x_lookup(&r, NFT_REG32_00, SET_DNS, ~0u);
+		proto = i == 0 ? IPPROTO_UDP : IPPROTO_TCP;
+		x_meta(&r, NFT_META_L4PROTO, NFT_REG_1);
+		x_cmp(&r, NFT_CMP_EQ, &proto, 1);
+		x_payload(&r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1);
+		x_cmp(&r, NFT_CMP_EQ, &port, 2);
+		x_verdict(&r, NF_ACCEPT);
+		rule_end(bt, &r, i == 0 ? "dns udp" : "dns tcp");
+	}
+	rule_begin(&r, nft, "input");
+	x_ifname_in(&r, NFT_META_IIFNAME, SET_IFS);
+	x_simple(&r, "counter");
+	x_verdict(&r, NF_DROP);
+	rule_end(bt, &r, "sandbox to host");
+
+	/* postrouting: ip saddr SUBNET ip daddr != SUBNET masquerade */
+	uint32_t mask = htonl(nft->prefix ? 0xffffffffu << (32 - nft->prefix) : 0);
+	uint32_t net = nft->subnet.s_addr & mask, zero = 0;
+	rule_begin(&r, nft, "postrouting");
+	x_ipv4(&r);
+	x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_SADDR, 4, NFT_REG_1);
+	x_bitwise(&r, &mask, &zero, 4);
+	x_cmp(&r, NFT_CMP_EQ, &net, 4);
+	x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG_1);
+	x_bitwise(&r, &mask, &zero, 4);
+	x_cmp(&r, NFT_CMP_NEQ, &net, 4);
+	x_simple(&r, "masq");
+	rule_end(bt, &r, "sandboxes out");
+}
+
+static int table_create(struct cell_nft *nft, const struct cell_nft_range *blocked, size_t nb,
+			struct cell_error *err)
+{
+	if (nb > CELL_NFT_RANGES_MAX)
+		return cell_err_msg(err, E2BIG, "blocked list: %zu ranges, at most %d", nb,
+				    CELL_NFT_RANGES_MAX);
+	struct cell_nft_range *r = malloc((nb ? nb : 1) * sizeof(*r));
+	if (!r)
+		return cell_err(err, ENOMEM, "nftables table inet %s", nft->table);
+	if (nb)
+		memcpy(r, blocked, nb * sizeof(*r));
+	nb = merge_ranges(r, nb);
+
+	struct batch *bt = calloc(1, sizeof(*bt));
+	if (!bt) {
+		free(r);
+		return cell_err(err, ENOMEM, "nftables table inet %s", nft->table);
+	}
+	batch_start(bt, nft);
+
+	struct nftnl_table *t = nftnl_table_alloc();
+	if (!t) {
+		bt->overflow = true;
+	} else {
+		nftnl_table_set_str(t, NFTNL_TABLE_NAME, nft->table);
+		nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+		struct nlmsghdr *nlh = batch_msg(bt, NFT_MSG_NEWTABLE, NLM_F_CREATE,
+						 "adding table inet %s", nft->table);
+		if (nlh) {
+			nftnl_table_nlmsg_build_payload(nlh, t);
+			batch_done_msg(bt);
+		}
+		nftnl_table_free(t);
+	}
+
+	/* Sets (without NLM_F_EXCL: an existing one with the same type is reused). */
+	struct nftnl_set *s = set_new(nft->table, SET_BLOCKED);
+	if (s) {
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, NFT_TYPE_IPADDR);
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, 4);
+		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL);
+	}
+	put_set(bt, s, NFT_MSG_NEWSET, NLM_F_CREATE, "adding");
+	s = set_new(nft->table, SET_IFS);
+	if (s) {
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, NFT_TYPE_IFNAME);
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, IFNAMSIZ);
+	}
+	put_set(bt, s, NFT_MSG_NEWSET, NLM_F_CREATE, "adding");
+	s = set_new(nft->table, SET_DNS);
+	if (s) {
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE,
+				  NFT_TYPE_IFNAME << NFT_TYPE_BITS | NFT_TYPE_IPADDR);
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, IFNAMSIZ + 4);
+	}
+	put_set(bt, s, NFT_MSG_NEWSET, NLM_F_CREATE, "adding");
+	s = set_new(nft->table, MAP_CHAINS);
+	if (s) {
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, NFT_TYPE_IFNAME);
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, IFNAMSIZ);
+		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_MAP);
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, NFT_DATA_VERDICT);
+	}
+	put_set(bt, s, NFT_MSG_NEWSET, NLM_F_CREATE, "adding");
+
+	/* The blocked ranges, replacing whatever the set held. */
+	put_set(bt, set_new(nft->table, SET_BLOCKED), NFT_MSG_DELSETELEM, 0, "flushing");
+	s = set_new(nft->table, SET_BLOCKED);
+	if (s && nb) {
+		uint32_t zero = 0;
+		if (r[0].first != 0)
+			elem_add(s, &zero, 4, NFT_SET_ELEM_INTERVAL_END, 0);
+		for (size_t i = 0; i < nb; i++) {
+			uint32_t a = htonl(r[i].first);
+			elem_add(s, &a, 4, 0, 0);
+			if (r[i].last != UINT32_MAX) {
+				uint32_t e = htonl(r[i].last + 1);
+				elem_add(s, &e, 4, NFT_SET_ELEM_INTERVAL_END, 0);
+			}
+		}
+		put_set(bt, s, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "filling");
+	} else if (s) {
+		nftnl_set_free(s);
+	}
+
+	put_chain(bt, "forward", "filter", NF_INET_FORWARD, 0, NLM_F_CREATE);
+	put_chain(bt, "input", "filter", NF_INET_LOCAL_IN, 0, NLM_F_CREATE);
+	put_chain(bt, "postrouting", "nat", NF_INET_POST_ROUTING, 100, NLM_F_CREATE);
+	flush_chain(bt, "forward");
+	flush_chain(bt, "input");
+	flush_chain(bt, "postrouting");
+	base_rules(bt);
+
+	int rc = batch_run(bt, err);
+	batch_free(bt);
+	free(r);
+	return rc;
+}
+
+int cell_nft_table_create(struct cell_nft *nft, const struct cell_nft_range *blocked,
+			  size_t n_blocked, struct cell_error *err)
+{
+	pthread_mutex_lock(&nft->lock);
+	int rc = table_create(nft, blocked, n_blocked, err);
+	pthread_mutex_unlock(&nft->lock);
+	return rc;
+}
+
+int cell_nft_open(const struct cell_nft_table_opts *opts, struct cell_nft **out,
+		  struct cell_error *err)
+{
+	*out = NULL;
+	if (!name_ok(opts->name, CELL_NFT_NAME_MAX - 1))
+		return cell_err_msg(err, EINVAL, "nftables table name: 1 to %d of [A-Za-z0-9_.-]",
+				    CELL_NFT_NAME_MAX - 1);
+	if (opts->prefix < 1 || opts->prefix > 32)
+		return cell_err_msg(err, EINVAL, "sandbox subnet prefix /%u: 1 to 32",
+				    opts->prefix);
+	struct cell_nft *nft = calloc(1, sizeof(*nft));
+	if (!nft || !(nft->buf = malloc(BATCH_BUF))) {
+		free(nft);
+		return cell_err(err, ENOMEM, "nftables table inet %s", opts->name);
+	}
+	pthread_mutex_init(&nft->lock, NULL);
+	snprintf(nft->table, sizeof(nft->table), "%s", opts->name);
+	nft->subnet = opts->subnet;
+	nft->prefix = opts->prefix;
+	nft->seq = 1;
+	int rc;
+	nft->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
+	if (!nft->nl) {
+		rc = cell_err(err, errno, "nftables: opening a netfilter netlink socket");
+		goto fail;
+	}
+	if (mnl_socket_bind(nft->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		rc = cell_err(err, errno, "nftables: binding a netfilter netlink socket");
+		goto fail;
+	}
+	nft->portid = mnl_socket_get_portid(nft->nl);
+	/* Room for a whole batch and all its ACKs (root may go past the sysctl limit). */
+	int size = 4 * BATCH_BUF;
+	int fd = mnl_socket_get_fd(nft->nl);
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+	rc = table_create(nft, opts->blocked, opts->n_blocked, err);
+	if (rc < 0)
+		goto fail;
+	*out = nft;
+	return 0;
+fail:
+	cell_nft_close(nft);
+	return rc;
+}
+
+void cell_nft_close(struct cell_nft *nft)
+{
+	if (!nft)
+		return;
+	if (nft->nl)
+		mnl_socket_close(nft->nl);
+	pthread_mutex_destroy(&nft->lock);
+	free(nft->buf);
+	free(nft);
+}
+
+int cell_nft_table_delete(struct cell_nft *nft, struct cell_error *err)
+{
+	pthread_mutex_lock(&nft->lock);
+	struct batch *bt = calloc(1, sizeof(*bt));
+	struct nftnl_table *t = nftnl_table_alloc();
+	int rc;
+	if (!bt || !t) {
+		rc = cell_err(err, ENOMEM, "deleting table inet %s", nft->table);
+		goto out;
+	}
+	batch_start(bt, nft);
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, nft->table);
+	nftnl_table_set_u32(t, NFTNL_TABLE_FAMILY, NFPROTO_INET);
+	struct nlmsghdr *nlh =
+	    batch_msg(bt, NFT_MSG_DELTABLE, 0, "deleting table inet %s", nft->table);
+	if (nlh) {
+		nftnl_table_nlmsg_build_payload(nlh, t);
+		batch_done_msg(bt);
+	}
+	struct cell_error e2;
+	cell_err_clear(&e2);
+	rc = batch_run(bt, &e2);
+	if (rc == -ENOENT)
+		rc = 0;
+	else if (rc < 0 && err)
+		*err = e2;
+out:
+	if (t)
+		nftnl_table_free(t);
+	batch_free(bt);
+	pthread_mutex_unlock(&nft->lock);
+	return rc;
+}
+
+/* ---- sandboxes ---- */
+
+static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, const char *chain,
+			  const char *allowed)
+{
+	struct cell_nft *nft = bt->nft;
+	struct rule r;
+
+	rule_begin(&r, nft, chain);
+	x_ipv4(&r);
+	x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_SADDR, 4, NFT_REG_1);
+	x_cmp(&r, NFT_CMP_NEQ, &sb->addr.s_addr, 4);
+	x_simple(&r, "counter");
+	x_verdict(&r, NF_DROP);
+	rule_end(bt, &r, "spoofed");
+
+	rule_begin(&r, nft, chain);
+	x_ipv4(&r);
+	x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG_1);
+	x_lookup(&r, NFT_REG_1, SET_BLOCKED, ~0u);
+	x_simple(&r, "counter");
+	x_verdict(&r, NF_DROP);
+	rule_end(bt, &r, "blocked");
+
+	rule_begin(&r, nft, chain);
+	x_ct_state(&r, CT_ESTABLISHED_RELATED);
+	x_verdict(&r, NF_ACCEPT);
+	rule_end(bt, &r, NULL);
+
+	if (sb->policy == CELL_NFT_PUBLIC || sb->policy == CELL_NFT_ALLOWLIST) {
+		rule_begin(&r, nft, chain);
+		if (sb->policy == CELL_NFT_ALLOWLIST) {
+			x_ipv4(&r);
+			x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG_1);
+			x_lookup(&r, NFT_REG_1, allowed, ~0u);
+		}
+		x_ct_state(&r, CT_NEW);
+		x_simple(&r, "counter");
+		x_verdict(&r, NF_ACCEPT);
+		rule_end(bt, &r, "allowed");
+	}
+
+	rule_begin(&r, nft, chain);
+	x_simple(&r, "counter");
+	x_verdict(&r, NF_DROP);
+	rule_end(bt, &r, "denied");
+}
+
+int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
+			 struct cell_error *err)
+{
+	int rc = check_ifname(sb->ifname, err);
+	if (rc < 0)
+		return rc;
+	if (sb->policy != CELL_NFT_NONE && sb->policy != CELL_NFT_PUBLIC &&
+	    sb->policy != CELL_NFT_ALLOWLIST)
+		return cell_err_msg(err, EINVAL, "sandbox %s: unknown network policy %d",
+				    sb->ifname, (int)sb->policy);
+	char chain[NFT_CHAIN_MAXNAMELEN], allowed[NFT_SET_MAXNAMELEN], key[IFNAMSIZ];
+	chain_name(chain, sizeof(chain), sb->ifname);
+	allowed_name(allowed, sizeof(allowed), sb->ifname);
+	ifkey(key, sb->ifname);
+
+	pthread_mutex_lock(&nft->lock);
+	struct batch *bt = calloc(1, sizeof(*bt));
+	if (!bt) {
+		rc = cell_err(err, ENOMEM, "adding sandbox %s", sb->ifname);
+		goto out;
+	}
+	batch_start(bt, nft);
+	struct nftnl_set *s = set_new(nft->table, allowed);
+	if (s) {
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, NFT_TYPE_IPADDR);
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, 4);
+		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_TIMEOUT);
+		nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, CELL_NFT_ALLOWED_MAX);
+	}
+	put_set(bt, s, NFT_MSG_NEWSET, NLM_F_CREATE | NLM_F_EXCL, "adding");
+	put_chain(bt, chain, NULL, 0, 0, NLM_F_CREATE | NLM_F_EXCL);
+	sandbox_rules(bt, sb, chain, allowed);
+
+	s = set_new(nft->table, SET_IFS);
+	if (s)
+		elem_add(s, key, IFNAMSIZ, 0, 0);
+	put_set(bt, s, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "adding an element to");
+	s = set_new(nft->table, SET_DNS);
+	if (s) {
+		uint8_t k[IFNAMSIZ + 4];
+		memcpy(k, key, IFNAMSIZ);
+		memcpy(k + IFNAMSIZ, &sb->host_addr.s_addr, 4);
+		elem_add(s, k, sizeof(k), 0, 0);
+	}
+	put_set(bt, s, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "adding an element to");
+	s = set_new(nft->table, MAP_CHAINS);
+	if (s) {
+		struct nftnl_set_elem *e = nftnl_set_elem_alloc();
+		if (e) {
+			nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, IFNAMSIZ);
+			nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_VERDICT, NFT_JUMP);
+			nftnl_set_elem_set_str(e, NFTNL_SET_ELEM_CHAIN, chain);
+			nftnl_set_elem_add(s, e);
+		} else {
+			bt->overflow = true;
+		}
+	}
+	put_set(bt, s, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "adding an element to");
+	rc = batch_run(bt, err);
+	if (rc < 0)
+		cell_err_wrap(err, "adding sandbox %s: ", sb->ifname);
+out:
+	batch_free(bt);
+	pthread_mutex_unlock(&nft->lock);
+	return rc;
+}
+
+static bool elems_has_if(const struct elems *es, const char *key, size_t *from)
+{
+	for (size_t i = *from; i < es->n; i++)
+		if (es->v[i].len >= IFNAMSIZ && !memcmp(es->v[i].key, key, IFNAMSIZ)) {
+			*from = i;
+			return true;
+		}
+	return false;
+}
+
+int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cell_error *err)
+{
+	int rc = check_ifname(ifname, err);
+	if (rc < 0)
+		return rc;
+	char chain[NFT_CHAIN_MAXNAMELEN], allowed[NFT_SET_MAXNAMELEN], key[IFNAMSIZ];
+	chain_name(chain, sizeof(chain), ifname);
+	allowed_name(allowed, sizeof(allowed), ifname);
+	ifkey(key, ifname);
+
+	pthread_mutex_lock(&nft->lock);
+	struct names chains = {0}, sets = {0};
+	struct elems ifs = {0}, dns = {0}, map = {0};
+	struct batch *bt = NULL;
+	/* What is there of it: the batch deletes exactly that (a deletion of something
+	 * absent would fail the whole batch). */
+	if ((rc = list_names(nft, false, &chains)) < 0 || (rc = list_names(nft, true, &sets)) < 0 ||
+	    (rc = list_elems(nft, SET_IFS, &ifs)) < 0 ||
+	    (rc = list_elems(nft, SET_DNS, &dns)) < 0 ||
+	    (rc = list_elems(nft, MAP_CHAINS, &map)) < 0) {
+		rc = cell_err(err, -rc, "removing sandbox %s: reading table inet %s", ifname,
+			      nft->table);
+		goto out;
+	}
+	bt = calloc(1, sizeof(*bt));
+	if (!bt) {
+		rc = cell_err(err, ENOMEM, "removing sandbox %s", ifname);
+		goto out;
+	}
+	batch_start(bt, nft);
+	size_t at = 0;
+	if (elems_has_if(&map, key, &at)) {
+		struct nftnl_set *s = set_new(nft->table, MAP_CHAINS);
+		if (s)
+			elem_add(s, key, IFNAMSIZ, 0, 0);
+		put_set(bt, s, NFT_MSG_DELSETELEM, 0, "deleting an element of");
+	}
+	at = 0;
+	if (elems_has_if(&ifs, key, &at)) {
+		struct nftnl_set *s = set_new(nft->table, SET_IFS);
+		if (s)
+			elem_add(s, key, IFNAMSIZ, 0, 0);
+		put_set(bt, s, NFT_MSG_DELSETELEM, 0, "deleting an element of");
+	}
+	at = 0;
+	struct nftnl_set *ds = NULL;
+	while (elems_has_if(&dns, key, &at)) {
+		if (!ds)
+			ds = set_new(nft->table, SET_DNS);
+		if (ds)
+			elem_add(ds, dns.v[at].key, dns.v[at].len, 0, 0);
+		at++;
+	}
+	if (ds)
+		put_set(bt, ds, NFT_MSG_DELSETELEM, 0, "deleting an element of");
+	if (names_has(&chains, chain))
+		del_chain(bt, chain);
+	if (names_has(&sets, allowed))
+		put_set(bt, set_new(nft->table, allowed), NFT_MSG_DELSET, 0, "deleting");
+	rc = bt->n ? batch_run(bt, err) : 0;
+	if (rc < 0)
+		cell_err_wrap(err, "removing sandbox %s: ", ifname);
+out:
+	batch_free(bt);
+	free(chains.v);
+	free(sets.v);
+	free(ifs.v);
+	free(dns.v);
+	free(map.v);
+	pthread_mutex_unlock(&nft->lock);
+	return rc;
+}
+
+static int ifname_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+int cell_nft_sandbox_list(struct cell_nft *nft, char (**out)[CELL_NFT_IFNAME_MAX + 1], size_t *n,
+			  struct cell_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	pthread_mutex_lock(&nft->lock);
+	struct names chains = {0};
+	struct elems ifs = {0}, map = {0};
+	char(*v)[CELL_NFT_IFNAME_MAX + 1] = NULL;
+	int rc;
+	if ((rc = list_names(nft, false, &chains)) < 0 ||
+	    (rc = list_elems(nft, SET_IFS, &ifs)) < 0 ||
+	    (rc = list_elems(nft, MAP_CHAINS, &map)) < 0) {
+		rc = cell_err(err, -rc, "listing the sandboxes of table inet %s", nft->table);
+		goto out;
+	}
+	size_t cap = chains.n + ifs.n + map.n, k = 0;
+	v = calloc(cap ? cap : 1, sizeof(*v));
+	if (!v) {
+		rc = cell_err(err, ENOMEM, "listing the sandboxes of table inet %s", nft->table);
+		goto out;
+	}
+	size_t pl = strlen(CHAIN_PREFIX);
+	for (size_t i = 0; i < chains.n; i++) {
+		const char *c = chains.v[i];
+		if (!strncmp(c, CHAIN_PREFIX, pl) && name_ok(c + pl, CELL_NFT_IFNAME_MAX))
+			snprintf(v[k++], sizeof(v[0]), "%s", c + pl);
+	}
+	struct elems *both[] = {&ifs, &map};
+	for (int j = 0; j < 2; j++)
+		for (size_t i = 0; i < both[j]->n; i++) {
+			char name[IFNAMSIZ] = {0};
+			memcpy(name, both[j]->v[i].key, IFNAMSIZ - 1);
+			if (name_ok(name, CELL_NFT_IFNAME_MAX))
+				snprintf(v[k++], sizeof(v[0]), "%s", name);
+		}
+	qsort(v, k, sizeof(v[0]), ifname_cmp);
+	size_t u = 0;
+	for (size_t i = 0; i < k; i++)
+		if (!u || strcmp(v[u - 1], v[i]))
+			memmove(v[u++], v[i], sizeof(v[0]));
+	*out = v;
+	*n = u;
+	v = NULL;
+	rc = 0;
+out:
+	free(v);
+	free(chains.v);
+	free(ifs.v);
+	free(map.v);
+	pthread_mutex_unlock(&nft->lock);
+	return rc;
+}
+
+struct counters_ctx {
+	struct cell_nft_counters *out;
+	const char *table, *chain;
+	int found;
+};
+
+static int comment_cb(const struct nftnl_udata *attr, void *data)
+{
+	if (nftnl_udata_type(attr) == NFTNL_UDATA_RULE_COMMENT)
+		*(const struct nftnl_udata **)data = attr;
+	return 0;
+}
+
+static int counters_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct counters_ctx *cx = data;
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	if (!r)
+		return MNL_CB_ERROR;
+	if (nftnl_rule_nlmsg_parse(nlh, r) < 0)
+		goto out;
+	const char *t = nftnl_rule_get_str(r, NFTNL_RULE_TABLE);
+	const char *c = nftnl_rule_get_str(r, NFTNL_RULE_CHAIN);
+	if (!t || !c || strcmp(t, cx->table) || strcmp(c, cx->chain))
+		goto out;
+	uint32_t ulen = 0;
+	const void *ud = nftnl_rule_get_data(r, NFTNL_RULE_USERDATA, &ulen);
+	const struct nftnl_udata *cm = NULL;
+	if (!ud || nftnl_udata_parse(ud, ulen, comment_cb, &cm) < 0 || !cm)
+		goto out;
+	char comment[32] = {0};
+	memcpy(comment, nftnl_udata_get(cm),
+	       nftnl_udata_len(cm) < sizeof(comment) - 1 ? nftnl_udata_len(cm)
+							 : sizeof(comment) - 1);
+	struct cell_nft_counter *dst = !strcmp(comment, "spoofed")   ? &cx->out->spoofed
+				       : !strcmp(comment, "blocked") ? &cx->out->blocked
+				       : !strcmp(comment, "allowed") ? &cx->out->allowed
+				       : !strcmp(comment, "denied")  ? &cx->out->denied
+								     : NULL;
+	if (!dst)
+		goto out;
+	struct nftnl_expr_iter *it = nftnl_expr_iter_create(r);
+	for (struct nftnl_expr *e = it ? nftnl_expr_iter_next(it) : NULL; e;
+	     e = nftnl_expr_iter_next(it)) {
+		const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+		if (name && !strcmp(name, "counter")) {
+			dst->packets += nftnl_expr_get_u64(e, NFTNL_EXPR_CTR_PACKETS);
+			dst->bytes += nftnl_expr_get_u64(e, NFTNL_EXPR_CTR_BYTES);
+			cx->found++;
+		}
+	}
+	if (it)
+		nftnl_expr_iter_destroy(it);
+out:
+	nftnl_rule_free(r);
+	return MNL_CB_OK;
+}
+
+int cell_nft_sandbox_counters(struct cell_nft *nft, const char *ifname,
+			      struct cell_nft_counters *out, struct cell_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	int rc = check_ifname(ifname, err);
+	if (rc < 0)
+		return rc;
+	char chain[NFT_CHAIN_MAXNAMELEN];
+	chain_name(chain, sizeof(chain), ifname);
+	struct counters_ctx cx = {.out = out, .table = nft->table, .chain = chain};
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	if (!r)
+		return cell_err(err, ENOMEM, "counters of chain %s", chain);
+	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, nft->table);
+	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
+	pthread_mutex_lock(&nft->lock);
+	rc = dump(nft, NFT_MSG_GETRULE, build_rule, r, counters_cb, &cx);
+	pthread_mutex_unlock(&nft->lock);
+	nftnl_rule_free(r);
+	if (rc < 0)
+		return cell_err(err, -rc, "reading the counters of chain %s in table inet %s",
+				chain, nft->table);
+	if (!cx.found)
+		return cell_err_msg(err, ENOENT, "chain %s in table inet %s: no counters", chain,
+				    nft->table);
+	return 0;
+}
+
+/* ---- a sandbox's allowed set ---- */
+
+static int allow_batch(struct cell_nft *nft, const char *ifname, const struct in_addr *addrs,
+		       size_t n, unsigned timeout_s, bool add, struct cell_error *err)
+{
+	int rc = check_ifname(ifname, err);
+	if (rc < 0)
+		return rc;
+	if (n > CELL_NFT_ALLOWED_MAX)
+		return cell_err_msg(err, E2BIG, "sandbox %s: %zu addresses, at most %d", ifname, n,
+				    CELL_NFT_ALLOWED_MAX);
+	if (add && (timeout_s < 1 || timeout_s > CELL_NFT_TIMEOUT_MAX))
+		return cell_err_msg(err, EINVAL, "sandbox %s: timeout %u s: 1 to %u", ifname,
+				    timeout_s, CELL_NFT_TIMEOUT_MAX);
+	if (!n)
+		return 0;
+	char set[NFT_SET_MAXNAMELEN];
+	allowed_name(set, sizeof(set), ifname);
+	uint64_t ms = add ? (uint64_t)timeout_s * 1000 : 1000;
+
+	pthread_mutex_lock(&nft->lock);
+	struct batch *bt = calloc(1, sizeof(*bt));
+	if (!bt) {
+		rc = cell_err(err, ENOMEM, "set %s", set);
+		goto out;
+	}
+	batch_start(bt, nft);
+	/* Add (a no-op for one already there), delete, and (to add) add again: a present
+	 * element gets the new timeout, an absent one is no error; all or nothing. */
+	for (int step = 0; step < (add ? 3 : 2); step++) {
+		struct nftnl_set *s = set_new(nft->table, set);
+		for (size_t i = 0; s && i < n; i++)
+			if (elem_add(s, &addrs[i].s_addr, 4, 0, step == 1 ? 0 : ms) < 0)
+				bt->overflow = true;
+		put_set(bt, s, step == 1 ? NFT_MSG_DELSETELEM : NFT_MSG_NEWSETELEM,
+			step == 1 ? 0 : NLM_F_CREATE,
+			step == 1 ? "deleting elements of" : "adding elements to");
+	}
+	rc = batch_run(bt, err);
+out:
+	batch_free(bt);
+	pthread_mutex_unlock(&nft->lock);
+	return rc;
+}
+
+int cell_nft_allow_add(struct cell_nft *nft, const char *ifname, const struct in_addr *addrs,
+		       size_t n, unsigned timeout_s, struct cell_error *err)
+{
+	return allow_batch(nft, ifname, addrs, n, timeout_s, true, err);
+}
+
+int cell_nft_allow_del(struct cell_nft *nft, const char *ifname, const struct in_addr *addrs,
+		       size_t n, struct cell_error *err)
+{
+	return allow_batch(nft, ifname, addrs, n, 0, false, err);
+}
+
+int cell_nft_allow_list(struct cell_nft *nft, const char *ifname, struct cell_nft_allowed **out,
+			size_t *n, struct cell_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	int rc = check_ifname(ifname, err);
+	if (rc < 0)
+		return rc;
+	char set[NFT_SET_MAXNAMELEN];
+	allowed_name(set, sizeof(set), ifname);
+	struct elems es;
+	pthread_mutex_lock(&nft->lock);
+	rc = list_elems(nft, set, &es);
+	pthread_mutex_unlock(&nft->lock);
+	if (rc < 0) {
+		free(es.v);
+		return cell_err(err, -rc, "reading set %s of table inet %s", set, nft->table);
+	}
+	struct cell_nft_allowed *v = calloc(es.n ? es.n : 1, sizeof(*v));
+	if (!v) {
+		free(es.v);
+		return cell_err(err, ENOMEM, "reading set %s", set);
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < es.n; i++) {
+		if (es.v[i].len != 4)
+			continue;
+		uint32_t a;
+		memcpy(&a, es.v[i].key, 4);
+		v[k].addr = ntohl(a);
+		v[k++].expires_ms = es.v[i].expires_ms;
+	}
+	free(es.v);
+	*out = v;
+	*n = k;
+	return 0;
+}

@@ -1,0 +1,920 @@
+/* celld's nftables table (include/cell/nft.h), driven through the runtime's API without a
+ * celld. Root. Every test first moves itself into a fresh network namespace
+ * (unshare(CLONE_NEWNET) in Check's forked child), and nftables state is per namespace: the
+ * host's ruleset, interfaces and routes are never touched, and everything a test made goes
+ * with its namespace when the test's process exits. The test observes with `nft -j list`
+ * and `nft list` inside its own namespace, and builds links with `ip` there (celld itself
+ * never runs either). The packet test adds two more namespaces, a "sandbox" and a test
+ * "internet" on TEST-NET addresses with "blocked" hosts (10.0.0.1, 169.254.169.254) beside
+ * them: a packet that escaped the rules still could not leave the machine. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cell/nft.h"
+
+#define TABLE "celltest"
+
+static void fresh_netns(void)
+{
+	ck_assert_msg(unshare(CLONE_NEWNET) == 0, "unshare(CLONE_NEWNET): %s", strerror(errno));
+}
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...)
+{
+	char cmd[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	int rc = system(cmd);
+	ck_assert_msg(rc == 0, "%s: status %d", cmd, rc);
+}
+
+/* Exit status of a command (quiet). */
+static int sh_status(const char *cmd)
+{
+	char full[1100];
+	snprintf(full, sizeof(full), "%s >/dev/null 2>&1", cmd);
+	int rc = system(full);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static char *sh_out(const char *cmd)
+{
+	FILE *f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	ck_assert_ptr_nonnull(buf);
+	size_t got;
+	while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+		n += got;
+		if (n + 1 == cap) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			ck_assert_ptr_nonnull(buf);
+		}
+	}
+	buf[n] = '\0';
+	ck_assert_int_eq(pclose(f), 0);
+	return buf;
+}
+
+static const char *policy_path(void)
+{
+	static char path[1024];
+	const char *src = getenv("CELL_TEST_SRC");
+	snprintf(path, sizeof(path), "%s/policies/network/public.json", src ? src : ".");
+	return path;
+}
+
+static struct cell_nft *open_table(const char *name, const struct cell_nft_range *r, size_t n)
+{
+	struct cell_nft_table_opts o = {.name = name, .prefix = 24, .blocked = r, .n_blocked = n};
+	inet_pton(AF_INET, "192.0.2.0", &o.subnet);
+	struct cell_error err = {0};
+	struct cell_nft *nft = NULL;
+	int rc = cell_nft_open(&o, &nft, &err);
+	ck_assert_msg(rc == 0, "cell_nft_open: %d %s", rc, err.msg);
+	return nft;
+}
+
+static struct cell_nft *open_public(const char *name)
+{
+	struct cell_nft_range *r = NULL;
+	size_t n = 0;
+	struct cell_error err = {0};
+	int rc = cell_nft_policy_load(policy_path(), &r, &n, &err);
+	ck_assert_msg(rc == 0, "loading %s: %s", policy_path(), err.msg);
+	ck_assert_uint_ge(n, 12);
+	struct cell_nft *nft = open_table(name, r, n);
+	free(r);
+	return nft;
+}
+
+static struct cell_nft_sandbox sandbox(const char *ifname, const char *addr, const char *host,
+				       enum cell_nft_policy p)
+{
+	struct cell_nft_sandbox sb = {.policy = p};
+	snprintf(sb.ifname, sizeof(sb.ifname), "%s", ifname);
+	inet_pton(AF_INET, addr, &sb.addr);
+	inet_pton(AF_INET, host, &sb.host_addr);
+	return sb;
+}
+
+static void add(struct cell_nft *nft, struct cell_nft_sandbox sb)
+{
+	struct cell_error err = {0};
+	int rc = cell_nft_sandbox_add(nft, &sb, &err);
+	ck_assert_msg(rc == 0, "adding %s: %d %s", sb.ifname, rc, err.msg);
+}
+
+static void del(struct cell_nft *nft, const char *ifname)
+{
+	struct cell_error err = {0};
+	int rc = cell_nft_sandbox_remove(nft, ifname, &err);
+	ck_assert_msg(rc == 0, "removing %s: %d %s", ifname, rc, err.msg);
+}
+
+/* The table as `nft -j list table`: its chains and sets by name. */
+struct seen {
+	char names[64][64];
+	int n;
+};
+
+static json_t *list_json(const char *table)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "nft -j list table inet %s", table);
+	char *out = sh_out(cmd);
+	json_error_t je;
+	json_t *j = json_loads(out, 0, &je);
+	ck_assert_msg(j != NULL, "nft -j: %s", je.text);
+	free(out);
+	return j;
+}
+
+/* Objects of kind ("chain", "set", "map") in the listing, as "kind:name" lines. */
+static void objects(const char *table, struct seen *s)
+{
+	json_t *j = list_json(table);
+	memset(s, 0, sizeof(*s));
+	json_t *items = json_object_get(j, "nftables");
+	size_t i;
+	json_t *it;
+	json_array_foreach(items, i, it)
+	{
+		const char *kind;
+		json_t *v;
+		json_object_foreach(it, kind, v)
+		{
+			const char *name = json_string_value(json_object_get(v, "name"));
+			if (name && s->n < 64 && strcmp(kind, "rule") && strcmp(kind, "table"))
+				snprintf(s->names[s->n++], 64, "%s:%s", kind, name);
+		}
+	}
+	json_decref(j);
+}
+
+static bool seen(const struct seen *s, const char *what)
+{
+	for (int i = 0; i < s->n; i++)
+		if (!strcmp(s->names[i], what))
+			return true;
+	return false;
+}
+
+/* Elements of a set or map as nft -j prints them, as a compact JSON string. */
+static char *elements(const char *table, const char *set)
+{
+	json_t *j = list_json(table);
+	json_t *items = json_object_get(j, "nftables");
+	size_t i;
+	json_t *it;
+	char *res = NULL;
+	json_array_foreach(items, i, it)
+	{
+		json_t *v = json_object_get(it, "set");
+		if (!v)
+			v = json_object_get(it, "map");
+		const char *name = v ? json_string_value(json_object_get(v, "name")) : NULL;
+		if (name && !strcmp(name, set)) {
+			json_t *e = json_object_get(v, "elem");
+			res = e ? json_dumps(e, JSON_COMPACT) : strdup("[]");
+		}
+	}
+	json_decref(j);
+	ck_assert_msg(res != NULL, "set %s not in table %s", set, table);
+	return res;
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+START_TEST(test_table_and_sandboxes)
+{
+	fresh_netns();
+	sh("ip link add cellt0001 type veth peer name cellt0001p && "
+	   "ip link add cellt0002 type veth peer name cellt0002p");
+	struct cell_nft *nft = open_public(TABLE);
+	add(nft, sandbox("cellt0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC));
+	add(nft, sandbox("cellt0002", "192.0.2.3", "192.0.2.1", CELL_NFT_ALLOWLIST));
+
+	struct seen s;
+	objects(TABLE, &s);
+	const char *want[] = {"chain:forward",		 "chain:input",
+			      "chain:postrouting",	 "chain:sb-cellt0001",
+			      "chain:sb-cellt0002",	 "set:blocked4",
+			      "set:sandbox_ifs",	 "set:sandbox_dns",
+			      "map:sandbox_chains",	 "set:sb-cellt0001-allowed",
+			      "set:sb-cellt0002-allowed"};
+	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
+		ck_assert_msg(seen(&s, want[i]), "%s missing from the table", want[i]);
+	ck_assert_int_eq(s.n, (int)(sizeof(want) / sizeof(*want)));
+
+	char *map = elements(TABLE, "sandbox_chains");
+	ck_assert_msg(strstr(map, "\"cellt0001\"") && strstr(map, "\"target\":\"sb-cellt0001\"") &&
+			  strstr(map, "\"target\":\"sb-cellt0002\""),
+		      "sandbox_chains: %s", map);
+	free(map);
+	char *dns = elements(TABLE, "sandbox_dns");
+	ck_assert_msg(strstr(dns, "\"cellt0002\"") && strstr(dns, "192.0.2.1"), "sandbox_dns: %s",
+		      dns);
+	free(dns);
+
+	/* The blocked set holds the policy's ranges, merged, and never TEST-NET. */
+	const char *in[] = {"10.1.2.3",	       "172.16.0.1",	  "192.168.1.1", "100.64.0.1",
+			    "169.254.169.254", "127.0.0.1",	  "0.0.0.0",	 "224.0.0.1",
+			    "240.0.0.1",       "255.255.255.255", "198.18.0.1"};
+	const char *out[] = {"198.51.100.7", "203.0.113.5", "192.0.2.1", "8.8.8.8",
+			     "100.128.0.1",  "172.32.0.1",  "11.0.0.1"};
+	char cmd[256];
+	for (size_t i = 0; i < sizeof(in) / sizeof(*in); i++) {
+		snprintf(cmd, sizeof(cmd), "nft get element inet " TABLE " blocked4 '{ %s }'",
+			 in[i]);
+		ck_assert_msg(sh_status(cmd) == 0, "%s is not in blocked4", in[i]);
+	}
+	for (size_t i = 0; i < sizeof(out) / sizeof(*out); i++) {
+		snprintf(cmd, sizeof(cmd), "nft get element inet " TABLE " blocked4 '{ %s }'",
+			 out[i]);
+		ck_assert_msg(sh_status(cmd) != 0, "%s is in blocked4", out[i]);
+	}
+
+	/* The rules, in the designed order. */
+	char *t = sh_out("nft list table inet " TABLE);
+	const char *rules[] = {
+	    "type filter hook forward priority filter; policy accept;",
+	    "oifname @sandbox_ifs ct state established,related accept",
+	    "oifname @sandbox_ifs counter packets 0 bytes 0 drop",
+	    "iifname @sandbox_ifs meta nfproto ipv6 counter packets 0 bytes 0 drop",
+	    "iifname vmap @sandbox_chains",
+	    "type filter hook input priority filter; policy accept;",
+	    "iifname . ip daddr @sandbox_dns udp dport 53 accept",
+	    "iifname . ip daddr @sandbox_dns tcp dport 53 accept",
+	    "iifname @sandbox_ifs counter packets 0 bytes 0 drop",
+	    "type nat hook postrouting priority srcnat; policy accept;",
+	    "ip saddr 192.0.2.0/24 ip daddr != 192.0.2.0/24 masquerade",
+	    "chain sb-cellt0001 {",
+	    "ip saddr != 192.0.2.2 counter packets 0 bytes 0 drop comment \"spoofed\"",
+	    "ip daddr @blocked4 counter packets 0 bytes 0 drop comment \"blocked\"",
+	    "ct state established,related accept",
+	    "ct state new counter packets 0 bytes 0 accept comment \"allowed\"",
+	    "counter packets 0 bytes 0 drop comment \"denied\"",
+	    "chain sb-cellt0002 {",
+	    "ip saddr != 192.0.2.3 counter packets 0 bytes 0 drop comment \"spoofed\"",
+	    "ip daddr @sb-cellt0002-allowed ct state new counter packets 0 bytes 0 accept comment "
+	    "\"allowed\"",
+	};
+	const char *at = t;
+	for (size_t i = 0; i < sizeof(rules) / sizeof(*rules); i++) {
+		const char *p = strstr(at, rules[i]);
+		ck_assert_msg(p != NULL, "after %.60s…: no %s in\n%s", at, rules[i], t);
+		at = p + strlen(rules[i]);
+	}
+	free(t);
+
+	/* The API's view: both sandboxes, their counters. */
+	char(*v)[CELL_NFT_IFNAME_MAX + 1] = NULL;
+	size_t n = 0;
+	struct cell_error err = {0};
+	ck_assert_int_eq(cell_nft_sandbox_list(nft, &v, &n, &err), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(v[0], "cellt0001");
+	ck_assert_str_eq(v[1], "cellt0002");
+	free(v);
+	struct cell_nft_counters c;
+	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellt0002", &c, &err), 0);
+	ck_assert_uint_eq(c.blocked.packets + c.allowed.packets + c.denied.packets, 0);
+
+	/* A second add of the same interface fails and changes nothing. */
+	struct cell_nft_sandbox dup = sandbox("cellt0001", "192.0.2.9", "192.0.2.1", CELL_NFT_NONE);
+	ck_assert_int_eq(cell_nft_sandbox_add(nft, &dup, &err), -EEXIST);
+	ck_assert_msg(strstr(err.msg, "cellt0001"), "error names the sandbox: %s", err.msg);
+	t = sh_out("nft list chain inet " TABLE " sb-cellt0001");
+	ck_assert_msg(strstr(t, "192.0.2.2") && !strstr(t, "192.0.2.9"), "%s", t);
+	free(t);
+	/* Bad names are refused before anything is sent. */
+	ck_assert_int_eq(cell_nft_sandbox_remove(nft, "cell\"; x", &err), -EINVAL);
+	ck_assert_int_eq(cell_nft_sandbox_remove(nft, "cellt0001234567890", &err), -EINVAL);
+
+	ck_assert_int_eq(cell_nft_table_delete(nft, &err), 0);
+	ck_assert_int_eq(sh_status("nft list table inet " TABLE), 1);
+	cell_nft_close(nft);
+}
+END_TEST
+
+START_TEST(test_allowed_set_timeouts)
+{
+	fresh_netns();
+	struct cell_nft *nft = open_public(TABLE);
+	add(nft, sandbox("cellt0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
+	struct cell_error err = {0};
+	struct in_addr a[2];
+	inet_pton(AF_INET, "203.0.113.5", &a[0]);
+	inet_pton(AF_INET, "198.51.100.7", &a[1]);
+	ck_assert_int_eq(cell_nft_allow_add(nft, "cellt0001", &a[0], 1, 1, &err), 0);
+	ck_assert_int_eq(cell_nft_allow_add(nft, "cellt0001", &a[1], 1, 60, &err), 0);
+	char *e = elements(TABLE, "sb-cellt0001-allowed");
+	ck_assert_msg(strstr(e, "203.0.113.5") && strstr(e, "198.51.100.7"), "%s", e);
+	free(e);
+
+	struct cell_nft_allowed *l = NULL;
+	size_t n = 0;
+	ck_assert_int_eq(cell_nft_allow_list(nft, "cellt0001", &l, &n, &err), 0);
+	ck_assert_uint_eq(n, 2);
+	free(l);
+
+	/* The 1 s one expires by itself (polled: the kernel's set GC decides when). */
+	bool gone = false;
+	for (int i = 0; i < 100 && !gone; i++) {
+		usleep(100 * 1000);
+		e = elements(TABLE, "sb-cellt0001-allowed");
+		gone = !strstr(e, "203.0.113.5");
+		ck_assert_msg(strstr(e, "198.51.100.7"), "the 60 s element went: %s", e);
+		free(e);
+	}
+	ck_assert_msg(gone, "203.0.113.5 did not expire within 10 s");
+
+	/* A fresh answer restarts the TTL of an element already there. */
+	ck_assert_int_eq(cell_nft_allow_add(nft, "cellt0001", &a[1], 1, 3600, &err), 0);
+	ck_assert_int_eq(cell_nft_allow_list(nft, "cellt0001", &l, &n, &err), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_msg(l[0].expires_ms > 3000 * 1000, "expires in %llu ms",
+		      (unsigned long long)l[0].expires_ms);
+	free(l);
+
+	/* Deleting: present or not, no error. */
+	ck_assert_int_eq(cell_nft_allow_del(nft, "cellt0001", a, 2, &err), 0);
+	ck_assert_int_eq(cell_nft_allow_list(nft, "cellt0001", &l, &n, &err), 0);
+	ck_assert_uint_eq(n, 0);
+	free(l);
+
+	/* Bounds: timeout 0, an unknown sandbox (names the set). */
+	ck_assert_int_eq(cell_nft_allow_add(nft, "cellt0001", a, 1, 0, &err), -EINVAL);
+	ck_assert_int_eq(cell_nft_allow_add(nft, "cellt0404", a, 1, 5, &err), -ENOENT);
+	ck_assert_msg(strstr(err.msg, "sb-cellt0404-allowed"), "%s", err.msg);
+	cell_nft_close(nft);
+}
+END_TEST
+
+START_TEST(test_remove_one_sandbox)
+{
+	fresh_netns();
+	/* A table that is not ours must come through untouched. */
+	sh("nft add table inet other && nft add chain inet other c && "
+	   "nft add rule inet other c counter");
+	struct cell_nft *nft = open_public(TABLE);
+	add(nft, sandbox("cellt0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC));
+	add(nft, sandbox("cellt0002", "192.0.2.3", "192.0.2.1", CELL_NFT_NONE));
+	struct in_addr a;
+	inet_pton(AF_INET, "203.0.113.5", &a);
+	struct cell_error err = {0};
+	ck_assert_int_eq(cell_nft_allow_add(nft, "cellt0002", &a, 1, 60, &err), 0);
+
+	del(nft, "cellt0001");
+	struct seen s;
+	objects(TABLE, &s);
+	ck_assert(!seen(&s, "chain:sb-cellt0001"));
+	ck_assert(!seen(&s, "set:sb-cellt0001-allowed"));
+	ck_assert(seen(&s, "chain:sb-cellt0002"));
+	ck_assert(seen(&s, "set:sb-cellt0002-allowed"));
+	const char *sets[] = {"sandbox_ifs", "sandbox_dns", "sandbox_chains"};
+	for (int i = 0; i < 3; i++) {
+		char *e = elements(TABLE, sets[i]);
+		ck_assert_msg(!strstr(e, "cellt0001") && strstr(e, "cellt0002"), "%s: %s", sets[i],
+			      e);
+		free(e);
+	}
+	char *e = elements(TABLE, "sb-cellt0002-allowed");
+	ck_assert_msg(strstr(e, "203.0.113.5"), "%s", e);
+	free(e);
+	/* Removing again, or a sandbox never added: nothing to do. */
+	del(nft, "cellt0001");
+	del(nft, "cellt0404");
+
+	/* What a crash may leave: a chain alone, an interface element alone. Listed, then
+	 * removed by the same call. */
+	sh("nft add chain inet " TABLE " sb-cellt0009 && "
+	   "nft add element inet " TABLE " sandbox_ifs '{ \"cellt0010\" }'");
+	char(*v)[CELL_NFT_IFNAME_MAX + 1] = NULL;
+	size_t n = 0;
+	ck_assert_int_eq(cell_nft_sandbox_list(nft, &v, &n, &err), 0);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(v[0], "cellt0002");
+	ck_assert_str_eq(v[1], "cellt0009");
+	ck_assert_str_eq(v[2], "cellt0010");
+	free(v);
+	del(nft, "cellt0009");
+	del(nft, "cellt0010");
+	ck_assert_int_eq(cell_nft_sandbox_list(nft, &v, &n, &err), 0);
+	ck_assert_uint_eq(n, 1);
+	free(v);
+
+	char *other = sh_out("nft list table inet other");
+	ck_assert_msg(strstr(other, "chain c") && strstr(other, "counter"), "%s", other);
+	free(other);
+	ck_assert_int_eq(cell_nft_table_delete(nft, &err), 0);
+	ck_assert_int_eq(sh_status("nft list table inet other"), 0);
+	cell_nft_close(nft);
+}
+END_TEST
+
+START_TEST(test_create_is_idempotent)
+{
+	fresh_netns();
+	struct cell_nft *nft = open_public(TABLE);
+	add(nft, sandbox("cellt0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
+	struct in_addr a;
+	inet_pton(AF_INET, "203.0.113.5", &a);
+	struct cell_error err = {0};
+	ck_assert_int_eq(cell_nft_allow_add(nft, "cellt0001", &a, 1, 600, &err), 0);
+	cell_nft_close(nft);
+
+	/* A restarted celld with a changed blocked list: the sandbox and its set survive, the
+	 * base chains are not doubled, the blocked set is the new list. */
+	struct cell_nft_range r = {.first = 0x0a000000, .last = 0x0affffff};
+	nft = open_table(TABLE, &r, 1);
+	char *t = sh_out("nft list table inet " TABLE);
+	ck_assert_int_eq(count(t, "iifname vmap @sandbox_chains"), 1);
+	ck_assert_int_eq(count(t, "masquerade"), 1);
+	ck_assert_int_eq(count(t, "hook forward"), 1);
+	ck_assert_msg(strstr(t, "chain sb-cellt0001 {"), "%s", t);
+	free(t);
+	char *e = elements(TABLE, "sb-cellt0001-allowed");
+	ck_assert_msg(strstr(e, "203.0.113.5"), "%s", e);
+	free(e);
+	e = elements(TABLE, "blocked4");
+	ck_assert_msg(strstr(e, "10.0.0.0") && !strstr(e, "192.168.0.0"), "%s", e);
+	free(e);
+	ck_assert_int_eq(cell_nft_table_create(nft, NULL, 0, &err), 0);
+	e = elements(TABLE, "blocked4");
+	ck_assert_str_eq(e, "[]");
+	free(e);
+
+	/* Another instance's table beside it: its own name, its own objects. */
+	char name2[CELL_NFT_NAME_MAX];
+	ck_assert_int_eq(cell_nft_table_name("/var/lib/cell/", name2, sizeof(name2)), 0);
+	ck_assert_str_eq(name2, "cell");
+	ck_assert_int_eq(cell_nft_table_name("/tmp/x", name2, sizeof(name2)), 0);
+	ck_assert_msg(!strncmp(name2, "cell-", 5) && strlen(name2) == 13, "%s", name2);
+	struct cell_nft *nft2 = open_table(name2, &r, 1);
+	add(nft2, sandbox("cellt0001", "10.78.0.2", "10.78.0.1", CELL_NFT_PUBLIC));
+	ck_assert_int_eq(cell_nft_table_delete(nft2, &err), 0);
+	cell_nft_close(nft2);
+	ck_assert_int_eq(sh_status("nft list chain inet " TABLE " sb-cellt0001"), 0);
+
+	ck_assert_int_eq(cell_nft_table_delete(nft, &err), 0);
+	ck_assert_int_eq(cell_nft_table_delete(nft, &err), 0); /* already gone */
+	t = sh_out("nft list tables");
+	ck_assert_str_eq(t, "");
+	free(t);
+	cell_nft_close(nft);
+}
+END_TEST
+
+START_TEST(test_policy_file)
+{
+	struct cell_nft_range *r = NULL;
+	size_t n = 0;
+	struct cell_error err = {0};
+	ck_assert_int_eq(cell_nft_policy_load(policy_path(), &r, &n, &err), 0);
+	bool metadata = false;
+	for (size_t i = 0; i < n; i++)
+		metadata |= r[i].first == 0xa9fea9fe && r[i].last == 0xa9fea9fe;
+	ck_assert(metadata);
+	free(r);
+	char path[] = "/tmp/cell-it-nft-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	const char *bad[] = {
+	    "{\"blocked\": [{\"cidr\": \"10.0.0.1/8\", \"name\": \"x\", \"why\": \"y\"}]}",
+	    "{\"blocked\": [{\"cidr\": \"10.0.0.0/33\", \"name\": \"x\", \"why\": \"y\"}]}",
+	    "{\"blocked\": [{\"cidr\": \"10.0.0.0/08\", \"name\": \"x\", \"why\": \"y\"}]}",
+	    "{\"blocked\": [{\"cidr\": \"10.0.0.0\", \"name\": \"x\", \"why\": \"y\"}]}",
+	    "{\"blocked\": [{\"cidr\": \"::/0\", \"name\": \"x\", \"why\": \"y\"}]}",
+	    "{\"blocked\": [{\"cidr\": \"10.0.0.0/8\", \"name\": \"x\"}]}",
+	    "{\"blocked\": {}}",
+	    "[]",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		ck_assert_int_eq(ftruncate(fd, 0), 0);
+		ck_assert_int_eq(pwrite(fd, bad[i], strlen(bad[i]), 0), (ssize_t)strlen(bad[i]));
+		ck_assert_msg(cell_nft_policy_load(path, &r, &n, &err) == -EINVAL, "accepted %s",
+			      bad[i]);
+		ck_assert_msg(strstr(err.msg, "blocked"), "%s", err.msg);
+	}
+	close(fd);
+	unlink(path);
+}
+END_TEST
+
+/* ---- packets: sandbox namespaces S and S2, a test internet I, the test's own namespace T
+ * in between as the host. The sandboxes' subnet is TEST-NET-1 (192.0.2.0/24), outside the
+ * blocked ranges on purpose: only the table's own rules keep one sandbox from another. ---- */
+
+struct holder {
+	pid_t pid;
+	int wake; /* closing it ends the holder */
+	int ns;	  /* its network namespace */
+};
+
+/* A child that unshares a network namespace and waits; the namespace lives while it does
+ * (and while ns is open). */
+static struct holder hold_netns(void)
+{
+	int ready[2], wake[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(wake), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(ready[0]);
+		close(wake[1]);
+		if (unshare(CLONE_NEWNET) < 0)
+			_exit(1);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(1);
+		char c;
+		while (read(wake[0], &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(ready[1]);
+	close(wake[0]);
+	char c;
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%d/ns/net", pid);
+	int ns = open(p, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(ns, 0);
+	return (struct holder){.pid = pid, .wake = wake[1], .ns = ns};
+}
+
+/* (A later holder inherited this one's wake pipe, so it is ended by its pid.) */
+static void release(struct holder *h)
+{
+	close(h->wake);
+	close(h->ns);
+	kill(h->pid, SIGKILL);
+	waitpid(h->pid, NULL, 0);
+}
+
+static int self_ns;
+
+static void enter(int ns)
+{
+	ck_assert_int_eq(setns(ns, CLONE_NEWNET), 0);
+}
+
+static int listen_on(int family, int port)
+{
+	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	ck_assert_int_ge(fd, 0);
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_storage a = {0};
+	socklen_t len;
+	if (family == AF_INET6) {
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&a;
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(port);
+		len = sizeof(*a6);
+	} else {
+		struct sockaddr_in *a4 = (struct sockaddr_in *)&a;
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons(port);
+		len = sizeof(*a4);
+	}
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, len), 0);
+	ck_assert_int_eq(listen(fd, 64), 0);
+	return fd;
+}
+
+static int listener(int port)
+{
+	return listen_on(AF_INET, port);
+}
+
+/* An IPv4 or IPv6 socket address of text a. */
+static socklen_t sockaddr_of(const char *a, int port, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (strchr(a, ':')) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons(port);
+		ck_assert_int_eq(inet_pton(AF_INET6, a, &s6->sin6_addr), 1);
+		return sizeof(*s6);
+	}
+	struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+	s4->sin_family = AF_INET;
+	s4->sin_port = htons(port);
+	ck_assert_int_eq(inet_pton(AF_INET, a, &s4->sin_addr), 1);
+	return sizeof(*s4);
+}
+
+/* Connect from namespace ns (from src when given) to dst:port; true when the handshake
+ * completes. A dropped SYN waits out the timeout: never the verdict of a timing race, as
+ * a handshake across two veths takes microseconds. */
+static bool reach(int ns, const char *src, const char *dst, int port)
+{
+	enter(ns);
+	struct sockaddr_storage d, sa;
+	socklen_t dl = sockaddr_of(dst, port, &d);
+	int fd = socket(d.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	ck_assert_int_ge(fd, 0);
+	if (src) {
+		socklen_t sl = sockaddr_of(src, 0, &sa);
+		ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sl), 0);
+	}
+	int rc = connect(fd, (struct sockaddr *)&d, dl);
+	bool ok = rc == 0;
+	if (rc < 0 && errno == EINPROGRESS) {
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		if (poll(&p, 1, 800) == 1) {
+			int e = 0;
+			socklen_t l = sizeof(e);
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &l);
+			ok = e == 0;
+		}
+	}
+	close(fd);
+	enter(self_ns);
+	return ok;
+}
+
+/* The source address of the connection a listener took last. */
+static void accepted_from(int lfd, char *buf, size_t size)
+{
+	struct sockaddr_in a;
+	socklen_t l = sizeof(a);
+	int last = -1, fd;
+	while ((fd = accept4(lfd, (struct sockaddr *)&a, &l, SOCK_CLOEXEC)) >= 0) {
+		inet_ntop(AF_INET, &a.sin_addr, buf, (socklen_t)size);
+		close(fd);
+		last = 0;
+		l = sizeof(a);
+	}
+	ck_assert_msg(last == 0, "no connection to accept");
+}
+
+START_TEST(test_packets)
+{
+	fresh_netns();
+	self_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(self_ns, 0);
+	struct holder S = hold_netns(), I = hold_netns(), S2 = hold_netns();
+	char sp[64], ip[64], s2p[64];
+	snprintf(sp, sizeof(sp), "nsenter --net=/proc/%d/ns/net", S.pid);
+	snprintf(ip, sizeof(ip), "nsenter --net=/proc/%d/ns/net", I.pid);
+	snprintf(s2p, sizeof(s2p), "nsenter --net=/proc/%d/ns/net", S2.pid);
+
+	/* No duplicate address detection anywhere (a tentative link-local address would hold
+	 * up IPv6 neighbour discovery for a second): set before any link exists or moves. */
+	const char *nodad = "echo 0 >/proc/sys/net/ipv6/conf/default/accept_dad";
+	sh("%s", nodad);
+	sh("%s sh -c '%s' && %s sh -c '%s' && %s sh -c '%s'", sp, nodad, ip, nodad, s2p, nodad);
+	/* T, the host: the sandbox's veth (routed point to point) and the uplink. */
+	sh("ip link set lo up && echo 1 >/proc/sys/net/ipv4/ip_forward");
+	sh("ip link add cellp0001 type veth peer name eth0 netns %d", S.pid);
+	sh("ip link add uplink type veth peer name eth0 netns %d", I.pid);
+	sh("ip addr add 192.0.2.1/32 dev cellp0001 && ip link set cellp0001 up && "
+	   "ip route add 192.0.2.2/32 dev cellp0001 && ip route add 192.0.2.9/32 dev cellp0001");
+	sh("ip addr add 198.51.100.1/24 dev uplink && ip link set uplink up && "
+	   "ip route add 203.0.113.0/24 via 198.51.100.10 && "
+	   "ip route add 10.0.0.1/32 via 198.51.100.10 && "
+	   "ip route add 169.254.169.254/32 via 198.51.100.10");
+	/* S2: a second sandbox, which S must never reach. */
+	sh("ip link add cellp0002 type veth peer name eth0 netns %d", S2.pid);
+	sh("ip addr add 192.0.2.1/32 dev cellp0002 && ip link set cellp0002 up && "
+	   "ip route add 192.0.2.3/32 dev cellp0002");
+	sh("%s sh -c 'ip link set lo up && ip addr add 192.0.2.3/32 dev eth0 && "
+	   "ip link set eth0 up && ip route add 192.0.2.1/32 dev eth0 && "
+	   "ip route add default via 192.0.2.1 dev eth0 src 192.0.2.3'",
+	   s2p);
+	/* S: the sandbox, with a second address to spoof from. */
+	sh("%s sh -c 'ip link set lo up && ip addr add 192.0.2.2/32 dev eth0 && "
+	   "ip addr add 192.0.2.9/32 dev eth0 && ip link set eth0 up && "
+	   "ip route add 192.0.2.1/32 dev eth0 && ip route add default via 192.0.2.1 dev eth0 "
+	   "src 192.0.2.2'",
+	   sp);
+	/* I: the test internet, its web server on TEST-NET and the hosts that must stay
+	 * unreachable; a route back to the sandboxes for when nothing masquerades. */
+	sh("%s sh -c 'ip link set lo up && ip addr add 198.51.100.10/24 dev eth0 && "
+	   "ip addr add 203.0.113.10/32 dev eth0 && ip addr add 10.0.0.1/32 dev eth0 && "
+	   "ip addr add 169.254.169.254/32 dev eth0 && ip link set eth0 up && "
+	   "ip route add 192.0.2.0/24 via 198.51.100.1'",
+	   ip);
+	enter(I.ns);
+	int web = listener(80);
+	enter(self_ns);
+	/* IPv6 on, as it would be if the network setup forgot to turn it off: documentation
+	 * addresses, no duplicate address detection. */
+	sh("echo 1 >/proc/sys/net/ipv6/conf/all/forwarding && "
+	   "ip -6 addr add 2001:db8:1::1/64 dev cellp0001 nodad && "
+	   "ip -6 addr add 2001:db8:2::1/64 dev uplink nodad");
+	sh("%s sh -c 'ip -6 addr add 2001:db8:1::2/64 dev eth0 nodad && "
+	   "ip -6 route add default via 2001:db8:1::1'",
+	   sp);
+	sh("%s sh -c 'ip -6 addr add 2001:db8:2::10/64 dev eth0 nodad && "
+	   "ip -6 route add 2001:db8:1::/64 via 2001:db8:2::1'",
+	   ip);
+	enter(I.ns);
+	int web6 = listen_on(AF_INET6, 80);
+	enter(self_ns);
+	int host6 = listen_on(AF_INET6, 53);
+	enter(S2.ns);
+	int peer = listener(80);
+	enter(S.ns);
+	int peer1 = listener(81);
+	enter(self_ns);
+	int dns = listener(53), api = listener(8080);
+	char from[64];
+
+	/* Control: with the table but no sandbox in it, every path works (the test can fail). */
+	struct cell_nft *nft = open_public(TABLE);
+	ck_assert(reach(S.ns, NULL, "10.0.0.1", 80));
+	ck_assert(reach(S.ns, NULL, "169.254.169.254", 80));
+	ck_assert(reach(S.ns, NULL, "192.0.2.1", 8080));
+	ck_assert(reach(S.ns, NULL, "192.0.2.3", 80));
+	ck_assert(reach(S2.ns, NULL, "192.0.2.2", 81));
+	ck_assert(reach(S.ns, NULL, "2001:db8:2::10", 80));
+	ck_assert(reach(S.ns, NULL, "2001:db8:1::1", 53));
+	ck_assert(reach(S.ns, "192.0.2.9", "203.0.113.10", 80));
+	accepted_from(web, from, sizeof(from));
+
+	/* public; the other sandbox too, and neither reaches the other */
+	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC));
+	add(nft, sandbox("cellp0002", "192.0.2.3", "192.0.2.1", CELL_NFT_PUBLIC));
+	ck_assert(!reach(S.ns, NULL, "192.0.2.3", 80));
+	ck_assert(!reach(S2.ns, NULL, "192.0.2.2", 81));
+	ck_assert(reach(S2.ns, NULL, "203.0.113.10", 80));
+	ck_assert(reach(S.ns, NULL, "203.0.113.10", 80));
+	accepted_from(web, from, sizeof(from));
+	ck_assert_msg(!strcmp(from, "198.51.100.1"), "not masqueraded: from %s", from);
+	ck_assert(reach(S.ns, NULL, "198.51.100.10", 80));
+	ck_assert(!reach(S.ns, NULL, "10.0.0.1", 80));
+	ck_assert(!reach(S.ns, NULL, "169.254.169.254", 80));
+	ck_assert(reach(S.ns, NULL, "192.0.2.1", 53));		  /* its resolver */
+	ck_assert(!reach(S.ns, NULL, "192.0.2.1", 8080));	  /* any other port of the host */
+	ck_assert(!reach(S.ns, NULL, "198.51.100.1", 53));	  /* any other host address */
+	ck_assert(!reach(S.ns, "192.0.2.9", "203.0.113.10", 80)); /* spoofed */
+	ck_assert(!reach(S.ns, NULL, "2001:db8:2::10", 80));	  /* IPv6 forward */
+	ck_assert(!reach(S.ns, NULL, "2001:db8:1::1", 53));	  /* IPv6 to the host */
+	struct cell_nft_counters c;
+	struct cell_error err = {0};
+	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
+	ck_assert_uint_eq(c.allowed.packets, 2); /* its two connections */
+	ck_assert_uint_ge(c.blocked.packets, 2);
+	ck_assert_uint_ge(c.spoofed.packets, 1);
+	ck_assert_uint_eq(c.denied.packets, 0);
+
+	/* allowlist: only what the set holds, never a blocked range even if it holds it */
+	del(nft, "cellp0001");
+	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
+	ck_assert(!reach(S.ns, NULL, "203.0.113.10", 80));
+	struct in_addr a[2];
+	inet_pton(AF_INET, "203.0.113.10", &a[0]);
+	inet_pton(AF_INET, "10.0.0.1", &a[1]);
+	ck_assert_int_eq(cell_nft_allow_add(nft, "cellp0001", a, 2, 60, &err), 0);
+	ck_assert(reach(S.ns, NULL, "203.0.113.10", 80));
+	ck_assert(!reach(S.ns, NULL, "198.51.100.10", 80));
+	ck_assert(!reach(S.ns, NULL, "10.0.0.1", 80));
+	ck_assert(reach(S.ns, NULL, "192.0.2.1", 53));
+	ck_assert_int_eq(cell_nft_allow_del(nft, "cellp0001", a, 1, &err), 0);
+	ck_assert(!reach(S.ns, NULL, "203.0.113.10", 80));
+	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
+	ck_assert_uint_eq(c.allowed.packets, 1);
+	ck_assert_uint_ge(c.denied.packets, 3);
+	ck_assert_uint_ge(c.blocked.packets, 1);
+
+	/* none */
+	del(nft, "cellp0001");
+	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_NONE));
+	ck_assert(!reach(S.ns, NULL, "203.0.113.10", 80));
+	ck_assert(reach(S.ns, NULL, "192.0.2.1", 53));
+
+	/* Removed: the path is open again (nothing of the sandbox is left behind). */
+	del(nft, "cellp0001");
+	ck_assert(reach(S.ns, NULL, "10.0.0.1", 80));
+
+	ck_assert_int_eq(cell_nft_table_delete(nft, &err), 0);
+	cell_nft_close(nft);
+	close(web);
+	close(dns);
+	close(api);
+	close(peer);
+	close(web6);
+	close(host6);
+	close(peer1);
+	release(&S);
+	release(&I);
+	release(&S2);
+	close(self_ns);
+}
+END_TEST
+
+static double now_us(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int dcmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Prints what a sandbox's objects cost (for the bench numbers; asserts only that it works). */
+START_TEST(test_costs)
+{
+	fresh_netns();
+	struct cell_nft *nft = open_public(TABLE);
+	enum { N = 200 };
+	static double addrm[N], adds[N], rms[N], allow[N], create[N];
+	struct cell_error err = {0};
+	for (int i = 0; i < N; i++) {
+		double t0 = now_us();
+		add(nft, sandbox("cellb0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
+		double t1 = now_us();
+		del(nft, "cellb0001");
+		double t2 = now_us();
+		addrm[i] = t2 - t0;
+		adds[i] = t1 - t0;
+		rms[i] = t2 - t1;
+	}
+	add(nft, sandbox("cellb0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
+	for (int i = 0; i < N; i++) {
+		struct in_addr a = {.s_addr = htonl(0xcb007100u + (uint32_t)(i % 250) + 1)};
+		double t0 = now_us();
+		ck_assert_int_eq(cell_nft_allow_add(nft, "cellb0001", &a, 1, 60, &err), 0);
+		allow[i] = now_us() - t0;
+	}
+	struct cell_nft_range *r = NULL;
+	size_t n = 0;
+	ck_assert_int_eq(cell_nft_policy_load(policy_path(), &r, &n, &err), 0);
+	for (int i = 0; i < N; i++) {
+		double t0 = now_us();
+		ck_assert_int_eq(cell_nft_table_create(nft, r, n, &err), 0);
+		create[i] = now_us() - t0;
+	}
+	free(r);
+	double *all[] = {addrm, adds, rms, allow, create};
+	for (int i = 0; i < 5; i++)
+		qsort(all[i], N, sizeof(double), dcmp);
+	printf(
+	    "it_nft: medians of %d: sandbox add+remove %.0f us (p90 %.0f; add %.0f, remove %.0f); "
+	    "allowed address add %.0f us (p90 %.0f); table create/reuse %.0f us\n",
+	    N, addrm[N / 2], addrm[N * 9 / 10], adds[N / 2], rms[N / 2], allow[N / 2],
+	    allow[N * 9 / 10], create[N / 2]);
+	fflush(stdout);
+	cell_nft_close(nft);
+}
+END_TEST
+
+int main(void)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "it_nft: needs root (network namespaces, nftables)\n");
+		return 1;
+	}
+	Suite *s = suite_create("nft");
+	TCase *tc = tcase_create("nft");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_policy_file);
+	tcase_add_test(tc, test_table_and_sandboxes);
+	tcase_add_test(tc, test_allowed_set_timeouts);
+	tcase_add_test(tc, test_remove_one_sandbox);
+	tcase_add_test(tc, test_create_is_idempotent);
+	tcase_add_test(tc, test_packets);
+	tcase_add_test(tc, test_costs);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
