@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -892,6 +893,12 @@ int h_sh_code(const char *id, const char *cmd)
 long h_upload(const char *id, const char *path, const void *data, size_t len, int mode,
 	      struct h_resp *resp)
 {
+	return h_world_upload(&H, id, path, data, len, mode, resp);
+}
+
+long h_world_upload(struct h_world *w, const char *id, const char *path, const void *data,
+		    size_t len, int mode, struct h_resp *resp)
+{
 	memset(resp, 0, sizeof(*resp));
 	const char *slash = strrchr(path, '/');
 	struct cell_client_resp cr;
@@ -903,7 +910,7 @@ long h_upload(const char *id, const char *path, const void *data, size_t len, in
 					.len = len,
 					.filename = slash ? slash + 1 : path,
 					.answer = &cr};
-	struct cell_client c = world_client(&H, H_UNIX, 300);
+	struct cell_client c = world_client(w, H_UNIX, 300);
 	struct cell_error err = {0};
 	int rc = cell_client_upload(&c, &up, &err);
 	cell_client_close(&c);
@@ -930,6 +937,11 @@ json_t *h_command_wait(const char *id, const char *cmd_id, int timeout_s)
 
 void h_upload_helper(const char *id, const char *name)
 {
+	h_world_upload_helper(&H, id, name);
+}
+
+void h_world_upload_helper(struct h_world *w, const char *id, const char *name)
+{
 	char *path = h_fmt("%s/tests/integration/%s", H.bin, name);
 	char *data = NULL;
 	size_t len = 0;
@@ -937,7 +949,7 @@ void h_upload_helper(const char *id, const char *name)
 		      "%s is missing (make integration-build builds it)", path);
 	char *dest = h_fmt("/root/%s", name);
 	struct h_resp r;
-	long st = h_upload(id, dest, data, len, 0755, &r);
+	long st = h_world_upload(w, id, dest, data, len, 0755, &r);
 	ck_assert_msg(st == 200, "upload of %s: HTTP %ld %.200s", name, st, r.body ? r.body : "");
 	h_resp_free(&r);
 	free(dest);
@@ -995,8 +1007,29 @@ bool h_celld_alive(void)
 	return shared && h_world_alive(&H);
 }
 
-pid_t h_spawn_celld(char *const argv[], const char *log)
+pid_t h_spawn_celld_netns(char *const argv[], const char *log, int netns_fd)
 {
+	/* Every test's celld runs with --network-default none unless its argv says otherwise:
+	 * a celld whose sandboxes have no network never touches the host's netfilter or
+	 * sysctls, and only a test that runs celld in a namespace of its own asks for one. */
+	bool has_default = false;
+	size_t argc = 0;
+	for (; argv[argc]; argc++)
+		if (!strcmp(argv[argc], "--network-default") ||
+		    !strncmp(argv[argc], "--network-default=", 18))
+			has_default = true;
+	char **full = calloc(argc + 3, sizeof(*full));
+	if (!full)
+		return -1;
+	size_t n = 0;
+	full[n++] = argv[0];
+	if (!has_default) {
+		full[n++] = "--network-default";
+		full[n++] = "none";
+	}
+	for (size_t i = 1; i < argc; i++)
+		full[n++] = argv[i];
+	full[n] = NULL;
 	int logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -1007,17 +1040,33 @@ pid_t h_spawn_celld(char *const argv[], const char *log)
 		dup2(devnull, 0);
 		dup2(logfd, 1);
 		dup2(logfd, 2);
+		/* Only the network namespace: celld keeps the host's cgroups and mounts. */
+		if (netns_fd > 0 && setns(netns_fd, CLONE_NEWNET) < 0) {
+			fprintf(stderr, "harness: entering netns fd %d: %s\n", netns_fd,
+				strerror(errno));
+			_exit(127);
+		}
+		if (netns_fd == H_NETNS_FRESH && unshare(CLONE_NEWNET) < 0) {
+			fprintf(stderr, "harness: a fresh netns: %s\n", strerror(errno));
+			_exit(127);
+		}
 		/* No fd of the test runner (Check's message pipes) leaks into celld. */
 		close_range(3, ~0u, 0);
-		execv(argv[0], argv);
-		fprintf(stderr, "harness: exec %s: %s\n", argv[0], strerror(errno));
+		execv(full[0], full);
+		fprintf(stderr, "harness: exec %s: %s\n", full[0], strerror(errno));
 		_exit(127);
 	}
 	int e = errno;
 	if (logfd >= 0)
 		close(logfd);
+	free(full);
 	errno = e;
 	return pid;
+}
+
+pid_t h_spawn_celld(char *const argv[], const char *log)
+{
+	return h_spawn_celld_netns(argv, log, -1);
 }
 
 /* Start w's celld and wait until its socket answers HTTP. Returns 0, or -1 with why
@@ -1045,7 +1094,14 @@ static int celld_spawn(struct h_world *w, char *why, size_t why_len)
 	for (int i = 0; i < w->n_extra; i++)
 		argv[n++] = w->extra[i];
 	argv[n] = NULL;
-	pid_t pid = h_spawn_celld(argv, w->log);
+	/* The test that gave the namespace's fd may start celld in it; anyone else (the
+	 * runner restarting it to clean up after the test ended) starts it in a fresh empty
+	 * namespace: the fd number means nothing there, and the host's network is never the
+	 * place for a celld a test meant to keep inside a lab. */
+	int netns = -1;
+	if (w->netns_fd > 0)
+		netns = w->netns_owner == getpid() ? w->netns_fd : H_NETNS_FRESH;
+	pid_t pid = h_spawn_celld_netns(argv, w->log, netns);
 	int e = errno;
 	free(celld);
 	free(init);
@@ -1692,6 +1748,9 @@ struct h_world *h_world_add(const struct h_world_opts *opts)
 	snprintf(w->src, sizeof(w->src), "%s", H.src);
 	world_paths(w, opts->state);
 	ck_assert_msg(world_key(w) == 0, "writing %s", w->key_file);
+	ck_assert_msg(!(opts->tcp && opts->netns_fd > 0), "a world in a netns has no TCP");
+	w->netns_fd = opts->netns_fd > 0 ? opts->netns_fd : 0;
+	w->netns_owner = getpid();
 	if (opts->tcp)
 		pick_port(w);
 	world_clients(w);

@@ -61,6 +61,10 @@ struct h_world {
 	/* Flags on top of the world's own (h_celld_restart_with, h_world_add's flags). */
 	char extra[H_EXTRA_FLAGS_MAX][H_PATH];
 	int n_extra;
+	/* The network namespace its celld runs in (h_world_opts.netns_fd): an fd of the
+	 * process netns_owner (the test that added the world), 0 for the runner's own. */
+	int netns_fd;
+	pid_t netns_owner;
 	/* Its endpoints for the client library (include/cell/client.h): the Unix socket, and
 	 * TCP with the API key. Templates, never used in place: every request goes out on a
 	 * copy, its own connection, because a world lives in memory shared with forked test
@@ -239,6 +243,12 @@ struct h_world_opts {
 	const char *state;	  /* state dir; NULL: <dir>/state */
 	bool tcp;		  /* also listen on 127.0.0.1 with an API key (else --no-tcp) */
 	const char *const *flags; /* extra celld flags, NULL-terminated, may be NULL */
+	/* > 0: an fd of a network namespace (e.g. netlab_host_fd) in which celld runs: only
+	 * that namespace is entered, so the cgroups and mounts stay the host's. Needs tcp
+	 * false (the harness reaches celld on its Unix socket). A celld the runner restarts
+	 * for cleanup after the test ended (it cannot use the test's fd) runs in a fresh,
+	 * empty namespace instead: never in the host's. */
+	int netns_fd;
 };
 /* Start another celld (same images, init and policies as H) and wait until it answers;
  * asserts. The test's teardown (in the runner, also after a failure) deletes its
@@ -268,6 +278,9 @@ int h_world_sandbox_count(struct h_world *w);
 int h_world_exec(struct h_world *w, const char *id, const char *cmd, const struct h_exec_opts *opts,
 		 struct h_exec *res);
 char *h_world_sh(struct h_world *w, const char *id, const char *cmd);
+long h_world_upload(struct h_world *w, const char *id, const char *path, const void *data,
+		    size_t len, int mode, struct h_resp *resp);
+void h_world_upload_helper(struct h_world *w, const char *id, const char *name);
 int h_world_sh_code(struct h_world *w, const char *id, const char *cmd);
 
 /* ---- skips ---- */
@@ -295,8 +308,14 @@ char h_kernel_config(const char *option);
 /* Start a host process (registered: killed by the test's teardown). */
 pid_t h_spawn(char *const argv[]);
 /* Start a celld (argv[0] its path) in its own session with stdin /dev/null and stdout and
- * stderr appended to log; not registered. The pid, or -1 with errno set. */
+ * stderr appended to log; not registered. The pid, or -1 with errno set. Unless argv names
+ * --network-default, celld gets `--network-default none`: no test's celld touches the
+ * host's network unless the test runs it in a namespace of its own and asks for more. */
 pid_t h_spawn_celld(char *const argv[], const char *log);
+/* The same inside a network namespace: netns_fd > 0 an fd of one (setns in the child before
+ * the exec; only the network namespace), H_NETNS_FRESH a new empty one, -1 the caller's. */
+#define H_NETNS_FRESH (-2)
+pid_t h_spawn_celld_netns(char *const argv[], const char *log, int netns_fd);
 
 struct h_proc {
 	int status; /* exit code, 128+N when killed by signal N, -1 on timeout */
