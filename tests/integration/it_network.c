@@ -1,0 +1,535 @@
+/* Sandbox networking and its egress policy, proved inside the network test lab (netlab.h):
+ * every celld of this suite runs in the lab's "host" namespace, whose only route leads to
+ * the lab's "internet", so no packet of these tests leaves this machine, whatever a policy
+ * lets through. "Blocked" is always tested against a server that exists and counts what it
+ * got, and beside a control that the same sandbox does reach.
+ *
+ * First the lab itself, without celld (its servers answer from the host namespace); then a
+ * celld in the lab with `--network-default public --subnet 198.19.0.0/16 --dns-upstream
+ * 198.51.100.53`, one per test (a world "net" of the harness: its teardown deletes its
+ * sandboxes and stops it, also after a failure). */
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "netlab.h"
+
+#define SUBNET "198.19.0.0/16"
+/* A TCP port in the lab's host namespace (every address of it) that nothing of celld's
+ * uses: what a sandbox must never reach on the host. */
+#define HOST_PORT 8080
+
+static struct netlab *lab;
+static struct h_world *W;
+
+/* ------------------------------------------------------------------------------------ */
+/* helpers                                                                                */
+
+/* The world of a test: celld in the lab's host namespace with a network for every sandbox
+ * unless it asks for none. */
+static void lab_world(void)
+{
+	lab = netlab_new();
+	static const char *const flags[] = {"--network-default", "public",   "--subnet", SUBNET,
+					    "--dns-upstream",	 NETLAB_DNS, NULL};
+	W = h_world_add(
+	    &(struct h_world_opts){.name = "net", .flags = flags, .netns_fd = netlab_host_fd(lab)});
+	/* celld runs in the lab's host namespace, not this machine's. */
+	struct stat lab_ns, celld_ns;
+	char *path = h_fmt("/proc/%d/ns/net", (int)h_world_pid(W));
+	ck_assert_int_eq(fstat(netlab_host_fd(lab), &lab_ns), 0);
+	ck_assert_msg(stat(path, &celld_ns) == 0, "%s: %s", path, strerror(errno));
+	ck_assert_msg(lab_ns.st_ino == celld_ns.st_ino && lab_ns.st_dev == celld_ns.st_dev,
+		      "celld is not in the lab's host namespace");
+	free(path);
+}
+
+static void lab_end(void)
+{
+	netlab_free(lab);
+	lab = NULL;
+}
+
+/* Shell function `get HOST [PORT]`: the body http://HOST:PORT/ serves, empty when nothing
+ * answered (busybox wget segfaults in this image: nc with a bare HTTP/1.0 request). A
+ * format string (its printf's %s is written %%s). */
+#define GET                                                                                        \
+	"get() { printf 'GET / HTTP/1.0\\r\\nHost: %%s\\r\\n\\r\\n' \"$1\" | "                     \
+	"timeout 10 nc -w 3 \"$1\" \"${2:-80}\" 2>/dev/null | tr -d '\\r' | sed '1,/^$/d'; }; "
+
+/* The body of http://host:port/ fetched inside sandbox id ("" when nothing answered). */
+static char *sb_get(const char *id, const char *host, int port)
+{
+	char *cmd = h_fmt(GET "get %s %d; true", host, port);
+	char *out = h_world_sh(W, id, cmd);
+	free(cmd);
+	return h_trim(out);
+}
+
+static void assert_reaches(const char *id, const char *host, const char *addr)
+{
+	char *body = sb_get(id, host, NETLAB_HTTP_PORT);
+	char *want = h_fmt("hello from %s", addr);
+	ck_assert_msg(!strcmp(body, want), "sandbox fetching http://%s/: '%s', not '%s'\n%s", host,
+		      body, want, h_world_log_tail(W));
+	free(want);
+	free(body);
+}
+
+static void assert_no_answer(const char *id, const char *host, int port)
+{
+	char *body = sb_get(id, host, port);
+	ck_assert_msg(!*body, "sandbox reached http://%s:%d/ and read '%s'", host, port, body);
+	free(body);
+}
+
+/* Wait (at most ms) until the server has at least want hits from `from`; the count. */
+static unsigned wait_hits(enum netlab_proto proto, const char *addr, uint16_t port,
+			  const char *from, unsigned want, int ms)
+{
+	unsigned n = 0;
+	for (int waited = 0; (n = netlab_hits(lab, proto, addr, port, from)) < want && waited < ms;
+	     waited += 20)
+		h_sleep_ms(20);
+	return n;
+}
+
+static void assert_forbidden_untouched(void)
+{
+	for (size_t i = 0; netlab_forbidden[i]; i++) {
+		ck_assert_msg(netlab_hits(lab, NETLAB_TCP, netlab_forbidden[i], 80, NULL) == 0,
+			      "forbidden web server %s got a connection", netlab_forbidden[i]);
+		ck_assert_msg(netlab_hits(lab, NETLAB_UDP, netlab_forbidden[i], 9, NULL) == 0,
+			      "forbidden sink %s got a datagram", netlab_forbidden[i]);
+	}
+}
+
+/* The sandbox's address (eth0) and its gateway (the host side, also its nameserver). */
+static char *sb_addr(const char *id)
+{
+	return h_trim(h_world_sh(
+	    W, id, "ip -4 -o addr show dev eth0 | awk '{ sub(/\\/.*/, \"\", $4); print $4 }'"));
+}
+
+static char *sb_gateway(const char *id)
+{
+	return h_trim(h_world_sh(W, id, "awk '/^nameserver/ { print $2; exit }' /etc/resolv.conf"));
+}
+
+/* Output of argv run in the lab's host namespace, asserting it exits 0. */
+static char *host_out(char *const argv[])
+{
+	struct h_proc p;
+	int st = netlab_host_run(lab, argv, 30, &p);
+	ck_assert_msg(st == 0, "%s in the lab's host namespace: exit %d: %s", argv[0], st,
+		      p.err ? p.err : "");
+	char *out = strdup(p.out ? p.out : "");
+	h_proc_free(&p);
+	return out;
+}
+
+/* Names of the lab host's links named cell* (one per line, sorted). */
+static char *host_cell_links(void)
+{
+	char *const argv[] = {"/bin/sh", "-c",
+			      "ip -o link show | awk -F': ' '{ sub(/@.*/, \"\", $2); print $2 }' | "
+			      "grep '^cell' | sort; true",
+			      NULL};
+	return host_out(argv);
+}
+
+/* The lab host's chains named sb-* in celld's table (one per line, sorted; "" when the
+ * table or its chains are absent). */
+static char *host_sb_chains(void)
+{
+	char *const argv[] = {"/bin/sh", "-c",
+			      "nft list table inet cell 2>/dev/null | "
+			      "awk '$1 == \"chain\" && $2 ~ /^sb-/ { print $2 }' | sort; true",
+			      NULL};
+	return host_out(argv);
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* A listener in the lab's host namespace on every address, port HOST_PORT: what a sandbox
+ * must never reach. Counts what connected (accept) without answering. */
+struct host_listener {
+	int fd;
+};
+
+static int listen_fn(void *arg)
+{
+	struct host_listener *l = arg;
+	l->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (l->fd < 0)
+		return -errno;
+	int one = 1;
+	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(HOST_PORT)};
+	if (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l->fd, 16) < 0)
+		return -errno;
+	return 0;
+}
+
+static int accepted(struct host_listener *l)
+{
+	int n = 0, c;
+	while ((c = accept4(l->fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		n++;
+		close(c);
+	}
+	return n;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* the lab itself                                                                         */
+
+START_TEST(lab_selftest)
+{
+	lab = netlab_new();
+	int host = netlab_host_fd(lab);
+	char body[256], addr[16];
+	/* The web servers answer the host, and name themselves. */
+	ck_assert_int_eq(netlab_http_get(host, NETLAB_WEB1, 80, 5000, body, sizeof(body)), 0);
+	ck_assert_str_eq(body, "hello from " NETLAB_WEB1 "\n");
+	ck_assert_int_eq(netlab_http_get(host, NETLAB_WEB2, 80, 5000, body, sizeof(body)), 0);
+	ck_assert_str_eq(body, "hello from " NETLAB_WEB2 "\n");
+	/* The forbidden servers exist (so a test that finds them unreachable proves a block),
+	 * and the counters see each connection from the host's address. */
+	for (size_t i = 0; netlab_forbidden[i]; i++) {
+		ck_assert_int_eq(
+		    netlab_http_get(host, netlab_forbidden[i], 80, 5000, body, sizeof(body)), 0);
+		char *want = h_fmt("hello from %s\n", netlab_forbidden[i]);
+		ck_assert_str_eq(body, want);
+		free(want);
+		ck_assert_uint_eq(
+		    netlab_hits(lab, NETLAB_TCP, netlab_forbidden[i], 80, NETLAB_HOST_ADDR), 1);
+	}
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_TCP, NETLAB_WEB1, 80, NETLAB_HOST_ADDR), 1);
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_TCP, NETLAB_WEB1, 80, "192.0.2.77"), 0);
+	/* DNS: the table, NXDOMAIN, a change at runtime, the rogue server. */
+	ck_assert_int_eq(netlab_dns_query(host, NETLAB_DNS, "web1.test", 5000, addr), 0);
+	ck_assert_str_eq(addr, NETLAB_WEB1);
+	ck_assert_int_eq(netlab_dns_query(host, NETLAB_DNS, "METADATA.test", 5000, addr), 0);
+	ck_assert_str_eq(addr, "169.254.169.254");
+	ck_assert_int_eq(netlab_dns_query(host, NETLAB_DNS, "nobody.test", 5000, addr), 0);
+	ck_assert_str_eq(addr, "");
+	netlab_dns_set(lab, "nobody.test", NETLAB_WEB2);
+	ck_assert_int_eq(netlab_dns_query(host, NETLAB_DNS, "nobody.test", 5000, addr), 0);
+	ck_assert_str_eq(addr, NETLAB_WEB2);
+	netlab_dns_set(lab, "nobody.test", NULL);
+	ck_assert_int_eq(netlab_dns_query(host, NETLAB_DNS, "nobody.test", 5000, addr), 0);
+	ck_assert_str_eq(addr, "");
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_UDP, NETLAB_DNS, 53, NETLAB_HOST_ADDR), 5);
+	ck_assert_int_eq(netlab_dns_query(host, NETLAB_ROGUE_DNS, "anything.example", 5000, addr),
+			 0);
+	ck_assert_str_eq(addr, NETLAB_ROGUE_ANSWER);
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_UDP, NETLAB_ROGUE_DNS, 53, NULL), 1);
+	/* Nothing else listens: a port without a server is refused at once. */
+	ck_assert_int_eq(netlab_http_get(host, NETLAB_WEB1, 81, 5000, body, sizeof(body)),
+			 -ECONNREFUSED);
+	/* The host helper runs commands in the lab's host namespace: its uplink, not this
+	 * machine's links. */
+	char *const argv[] = {"/bin/sh", "-c", "ip -o -4 addr show dev uplink", NULL};
+	char *out = host_out(argv);
+	ck_assert_msg(strstr(out, NETLAB_HOST_ADDR "/24"), "uplink in the lab: %s", out);
+	free(out);
+	/* 7 connections, 5 queries to the DNS server, 1 to the rogue one. */
+	ck_assert_uint_eq(netlab_hits_total(lab), 7 + 5 + 1);
+	lab_end();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------ */
+/* public                                                                                 */
+
+START_TEST(public_reaches_internet)
+{
+	lab_world();
+	char *id = h_world_create(W, "busybox", NULL);
+	assert_reaches(id, NETLAB_WEB1, NETLAB_WEB1);
+	assert_reaches(id, NETLAB_WEB2, NETLAB_WEB2);
+	assert_reaches(id, "web1.test", NETLAB_WEB1);
+	assert_reaches(id, "web2.test", NETLAB_WEB2);
+	/* Masqueraded: the internet saw the host's address, never the sandbox's. */
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_TCP, NETLAB_WEB1, 80, NETLAB_HOST_ADDR), 2);
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_TCP, NETLAB_WEB1, 80, NULL), 2);
+	/* The resolver it names is celld's, on the host side. */
+	char *gw = sb_gateway(id);
+	char *ns = h_trim(
+	    h_world_sh(W, id, "nslookup web2.test | awk '/^Address/ { a = $NF } END { print a }'"));
+	ck_assert_str_eq(ns, NETLAB_WEB2);
+	ck_assert_msg(strncmp(gw, "198.19.", 7) == 0, "nameserver %s outside %s", gw, SUBNET);
+	free(ns);
+	free(gw);
+	free(id);
+	lab_end();
+}
+END_TEST
+
+START_TEST(public_never_forbidden)
+{
+	lab_world();
+	char *id = h_world_create(W, "busybox", NULL);
+	assert_reaches(id, NETLAB_WEB1, NETLAB_WEB1); /* the control */
+	for (size_t i = 0; netlab_forbidden[i]; i++)
+		assert_no_answer(id, netlab_forbidden[i], 80);
+	static const char *const names[] = {"intranet.test",   "cgnat.test",	  "metadata.test",
+					    "private172.test", "private192.test", NULL};
+	for (size_t i = 0; names[i]; i++)
+		assert_no_answer(id, names[i], 80);
+	/* Datagrams too (the sinks on port 9), and the control's arrive. */
+	h_world_upload_helper(W, id, "net_probe");
+	for (size_t i = 0; netlab_forbidden[i]; i++) {
+		char *cmd = h_fmt("/root/net_probe udp %s 9", netlab_forbidden[i]);
+		free(h_world_sh(W, id, cmd));
+		free(cmd);
+	}
+	free(h_world_sh(W, id, "/root/net_probe udp " NETLAB_WEB1 " 9"));
+	ck_assert_uint_eq(wait_hits(NETLAB_UDP, NETLAB_WEB1, 9, NULL, 1, 3000), 1);
+	h_sleep_ms(200);
+	assert_forbidden_untouched();
+	free(id);
+	lab_end();
+}
+END_TEST
+
+START_TEST(public_never_host)
+{
+	lab_world();
+	struct host_listener l = {-1};
+	ck_assert_int_eq(netlab_in_host(lab, listen_fn, &l), 0);
+	char *id = h_world_create(W, "busybox", NULL);
+	char *gw = sb_gateway(id);
+	ck_assert_msg(*gw, "the sandbox names no nameserver");
+	assert_reaches(id, NETLAB_WEB1, NETLAB_WEB1);
+	assert_no_answer(id, NETLAB_HOST_ADDR, HOST_PORT);
+	assert_no_answer(id, gw, HOST_PORT);
+	assert_no_answer(id, NETLAB_HOST_ADDR, 80);
+	assert_no_answer(id, gw, 80);
+	ck_assert_int_eq(accepted(&l), 0);
+	/* The listener is real: the host's own connection to it is accepted. */
+	char body[64];
+	netlab_http_get(netlab_host_fd(lab), NETLAB_HOST_ADDR, HOST_PORT, 300, body, sizeof(body));
+	ck_assert_int_eq(accepted(&l), 1);
+	close(l.fd);
+	free(gw);
+	free(id);
+	lab_end();
+}
+END_TEST
+
+START_TEST(public_never_other_sandbox)
+{
+	lab_world();
+	char *a = h_world_create(W, "busybox", NULL);
+	char *b = h_world_create(W, "busybox", NULL);
+	char *b_addr = sb_addr(b);
+	ck_assert_msg(*b_addr, "sandbox B has no address on eth0");
+	/* B serves on 8080; B reaches its own server (the control), A never does. */
+	free(h_world_sh(
+	    W, b,
+	    "(nc -ll -p 8080 -e /bin/echo hello-from-b >/dev/null 2>&1 &); " H_WAIT_PIDOF("nc",
+											  1)));
+	char *ctl = h_trim(
+	    h_world_sh(W, b, "timeout 10 nc -w 3 127.0.0.1 8080 </dev/null 2>/dev/null; true"));
+	ck_assert_msg(strstr(ctl, "hello-from-b"), "B's server did not answer B: '%s'", ctl);
+	char *cmd = h_fmt("timeout 10 nc -w 3 %s 8080 </dev/null 2>/dev/null; true", b_addr);
+	char *out = h_trim(h_world_sh(W, a, cmd));
+	ck_assert_msg(!*out, "sandbox A read '%s' from sandbox B (%s)", out, b_addr);
+	free(ctl);
+	free(out);
+	free(cmd);
+	free(b_addr);
+	free(a);
+	free(b);
+	lab_end();
+}
+END_TEST
+
+START_TEST(public_no_other_resolver)
+{
+	lab_world();
+	char *id = h_world_create(W, "busybox", NULL);
+	/* The control: celld's resolver answers. */
+	char *ok = h_trim(
+	    h_world_sh(W, id, "nslookup web1.test | awk '/^Address/ { a = $NF } END { print a }'"));
+	ck_assert_str_eq(ok, NETLAB_WEB1);
+	int rc = h_world_sh_code(W, id, "timeout 10 nslookup web1.test " NETLAB_ROGUE_DNS);
+	ck_assert_msg(rc != 0, "a direct query to the rogue resolver was answered");
+	h_sleep_ms(200);
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_UDP, NETLAB_ROGUE_DNS, 53, NULL), 0);
+	free(ok);
+	free(id);
+	lab_end();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------ */
+/* none                                                                                   */
+
+START_TEST(none_has_no_network)
+{
+	lab_world();
+	json_t *ext = json_pack("{s:{s:s}}", "extensions", "cell.network", "none");
+	char *id = h_world_create(W, "busybox", ext);
+	json_decref(ext);
+	ck_assert_int_eq(h_world_sh_code(W, id, "[ ! -e /sys/class/net/eth0 ]"), 0);
+	char *routes = h_trim(h_world_sh(W, id, "ip -4 route show; ip -6 route show 2>/dev/null"));
+	ck_assert_msg(!*routes, "a sandbox without network has routes: %s", routes);
+	char *links = h_trim(
+	    h_world_sh(W, id, "ip -o link show | awk -F': ' '{ sub(/@.*/, \"\", $2); print $2 }'"));
+	ck_assert_str_eq(links, "lo");
+	assert_no_answer(id, NETLAB_WEB1, 80);
+	ck_assert_uint_eq(netlab_hits_total(lab), 0);
+	/* No veth on the host for it. */
+	char *cells = host_cell_links();
+	ck_assert_msg(!*cells, "links for a sandbox without network: %s", cells);
+	free(cells);
+	free(links);
+	free(routes);
+	free(id);
+	lab_end();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------ */
+/* root inside cannot spoof or reroute                                                    */
+
+START_TEST(root_cannot_spoof)
+{
+	lab_world();
+	char *id = h_world_create(W, "busybox", NULL);
+	h_world_upload_helper(W, id, "net_probe");
+	/* The control: a datagram from its own address arrives (masqueraded). */
+	char *out = h_trim(h_world_sh(W, id, "/root/net_probe udp " NETLAB_WEB1 " 9"));
+	ck_assert_str_eq(out, "sent");
+	free(out);
+	ck_assert_uint_eq(wait_hits(NETLAB_UDP, NETLAB_WEB1, 9, NULL, 1, 3000), 1);
+	/* Another address on eth0, a route of its own: refused. */
+	ck_assert_int_ne(h_world_sh_code(W, id, "ip addr add 198.19.250.1/32 dev eth0"), 0);
+	ck_assert_int_ne(h_world_sh_code(W, id, "ip addr add 10.1.2.99/32 dev eth0"), 0);
+	ck_assert_int_ne(h_world_sh_code(W, id, "ip route add 10.0.0.0/8 dev eth0"), 0);
+	ck_assert_int_ne(h_world_sh_code(W, id, "ip route replace default dev eth0"), 0);
+	ck_assert_int_ne(h_world_sh_code(W, id, "ip link set eth0 address 02:00:00:00:00:01"), 0);
+	/* Forged sources: whatever the kernel inside lets through never arrives. */
+	static const char *const forged[] = {"198.19.250.1", NETLAB_HOST_ADDR, "10.1.2.99",
+					     NETLAB_WEB2, NULL};
+	for (size_t i = 0; forged[i]; i++) {
+		char *cmd = h_fmt("/root/net_probe raw %s " NETLAB_WEB1 " 9; "
+				  "/root/net_probe freebind %s " NETLAB_WEB1 " 9",
+				  forged[i], forged[i]);
+		free(h_world_sh(W, id, cmd));
+		free(cmd);
+	}
+	h_sleep_ms(500);
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_UDP, NETLAB_WEB1, 9, NULL), 1);
+	/* And the policy still holds after all that. */
+	assert_no_answer(id, "10.1.2.3", 80);
+	assert_forbidden_untouched();
+	free(id);
+	lab_end();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------ */
+/* restart and delete                                                                     */
+
+START_TEST(restart_keeps_network)
+{
+	lab_world();
+	char *a = h_world_create(W, "busybox", NULL);
+	char *b = h_world_create(W, "busybox", NULL);
+	assert_reaches(a, "web1.test", NETLAB_WEB1);
+	char *links = host_cell_links(), *chains = host_sb_chains();
+	ck_assert_int_eq(count_lines(links), 2);
+	ck_assert_int_eq(count_lines(chains), 2);
+	h_world_kill(W);
+	h_world_start(W);
+	assert_reaches(a, "web1.test", NETLAB_WEB1);
+	assert_reaches(b, "web2.test", NETLAB_WEB2);
+	assert_no_answer(a, "metadata.test", 80);
+	/* Nothing duplicated, nothing renamed. */
+	char *links2 = host_cell_links(), *chains2 = host_sb_chains();
+	ck_assert_str_eq(links2, links);
+	ck_assert_str_eq(chains2, chains);
+	assert_forbidden_untouched();
+	free(links);
+	free(chains);
+	free(links2);
+	free(chains2);
+	free(a);
+	free(b);
+	lab_end();
+}
+END_TEST
+
+START_TEST(delete_leaves_nothing)
+{
+	lab_world();
+	char *id = h_world_create(W, "busybox", NULL);
+	assert_reaches(id, NETLAB_WEB1, NETLAB_WEB1);
+	char *links = host_cell_links(), *chains = host_sb_chains();
+	ck_assert_msg(count_lines(links) == 1, "one veth for one sandbox: '%s'", links);
+	ck_assert_msg(count_lines(chains) == 1, "one chain for one sandbox: '%s'", chains);
+	long st = h_world_delete(W, id);
+	ck_assert_msg(st == 200 || st == 204, "delete: HTTP %ld", st);
+	char *links2 = host_cell_links(), *chains2 = host_sb_chains();
+	ck_assert_msg(!*links2, "after delete, links: %s", links2);
+	ck_assert_msg(!*chains2, "after delete, chains: %s", chains2);
+	/* And no resolver socket left on the deleted sandbox's gateway. */
+	char *const argv[] = {"/bin/sh", "-c", "cat /proc/net/udp | awk 'NR > 1 { print $2 }'",
+			      NULL};
+	char *udp = host_out(argv);
+	ck_assert_msg(!strstr(udp, ":0035"), "a UDP socket on port 53 outlives the sandbox: %s",
+		      udp);
+	free(udp);
+	free(links);
+	free(chains);
+	free(links2);
+	free(chains2);
+	free(id);
+	lab_end();
+}
+END_TEST
+
+static Suite *network_suite(void)
+{
+	Suite *s = suite_create("network");
+	TCase *tc = h_tcase(s, "lab", 60);
+	tcase_add_test(tc, lab_selftest);
+	tc = h_tcase(s, "public", 300);
+	tcase_add_test(tc, public_reaches_internet);
+	tcase_add_test(tc, public_never_forbidden);
+	tcase_add_test(tc, public_never_host);
+	tcase_add_test(tc, public_never_other_sandbox);
+	tcase_add_test(tc, public_no_other_resolver);
+	tc = h_tcase(s, "none", 120);
+	tcase_add_test(tc, none_has_no_network);
+	tc = h_tcase(s, "hostile", 300);
+	tcase_add_test(tc, root_cannot_spoof);
+	tc = h_tcase(s, "lifecycle", 300);
+	tcase_add_test(tc, restart_keeps_network);
+	tcase_add_test(tc, delete_leaves_nothing);
+	return s;
+}
+
+int main(void)
+{
+	return h_main(network_suite());
+}
