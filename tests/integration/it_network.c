@@ -147,15 +147,46 @@ static char *host_cell_links(void)
 	return host_out(argv);
 }
 
-/* The lab host's chains named sb-* in celld's table (one per line, sorted; "" when the
- * table or its chains are absent). */
+/* The lab host's chains named sb-* (one per line, sorted; "" when there are none). The
+ * whole ruleset of the lab's host namespace is celld's: its table is "cell-<8 hex>" of
+ * the world's state dir. */
 static char *host_sb_chains(void)
 {
 	char *const argv[] = {"/bin/sh", "-c",
-			      "nft list table inet cell 2>/dev/null | "
+			      "nft list ruleset 2>/dev/null | "
 			      "awk '$1 == \"chain\" && $2 ~ /^sb-/ { print $2 }' | sort; true",
 			      NULL};
 	return host_out(argv);
+}
+
+/* The lab host's UDP sockets on port 53 (celld's resolvers), "hexaddr:0035" per line as
+ * /proc/net/udp has them, sorted. */
+static char *host_resolvers(void)
+{
+	char *const argv[] = {
+	    "/bin/sh", "-c",
+	    "awk 'NR > 1 && $2 ~ /:0035$/ { print $2 }' /proc/net/udp | sort; true", NULL};
+	return host_out(argv);
+}
+
+/* The lab host's nftables tables, "family name" per line. */
+static char *host_tables(void)
+{
+	char *const argv[] = {"/bin/sh", "-c", "nft list tables | sed 's/^table //' | sort", NULL};
+	return host_out(argv);
+}
+
+/* Wait (at most 5 s) until probe() prints nothing: what a delete removes may go after its
+ * answer (a veth's removal costs the kernel tens of ms). The last output. */
+static char *wait_empty(char *(*probe)(void))
+{
+	char *out = probe();
+	for (int i = 0; i < 100 && *out; i++) {
+		free(out);
+		h_sleep_ms(50);
+		out = probe();
+	}
+	return out;
 }
 
 static int count_lines(const char *s)
@@ -390,7 +421,9 @@ START_TEST(none_has_no_network)
 	char *id = h_world_create(W, "busybox", ext);
 	json_decref(ext);
 	ck_assert_int_eq(h_world_sh_code(W, id, "[ ! -e /sys/class/net/eth0 ]"), 0);
-	char *routes = h_trim(h_world_sh(W, id, "ip -4 route show; ip -6 route show 2>/dev/null"));
+	/* No route but loopback's (IPv6 may list ::1 on lo). */
+	char *routes = h_trim(h_world_sh(
+	    W, id, "ip -4 route show; ip -6 route show 2>/dev/null | grep -v ' dev lo ' ; true"));
 	ck_assert_msg(!*routes, "a sandbox without network has routes: %s", routes);
 	char *links = h_trim(
 	    h_world_sh(W, id, "ip -o link show | awk -F': ' '{ sub(/@.*/, \"\", $2); print $2 }'"));
@@ -456,18 +489,29 @@ START_TEST(restart_keeps_network)
 	char *a = h_world_create(W, "busybox", NULL);
 	char *b = h_world_create(W, "busybox", NULL);
 	assert_reaches(a, "web1.test", NETLAB_WEB1);
-	char *links = host_cell_links(), *chains = host_sb_chains();
-	ck_assert_int_eq(count_lines(links), 2);
-	ck_assert_int_eq(count_lines(chains), 2);
+	char *links = host_cell_links(), *chains = host_sb_chains(), *tables = host_tables();
+	ck_assert_msg(count_lines(links) == 2, "two veths for two sandboxes: '%s'", links);
+	ck_assert_msg(count_lines(chains) == 2, "two chains for two sandboxes: '%s'", chains);
+	ck_assert_msg(count_lines(tables) == 1, "one table of celld's: '%s'", tables);
+	char *resolvers = host_resolvers();
+	ck_assert_msg(count_lines(resolvers) == 2, "two resolvers for two sandboxes: '%s'",
+		      resolvers);
 	h_world_kill(W);
 	h_world_start(W);
 	assert_reaches(a, "web1.test", NETLAB_WEB1);
 	assert_reaches(b, "web2.test", NETLAB_WEB2);
 	assert_no_answer(a, "metadata.test", 80);
 	/* Nothing duplicated, nothing renamed. */
-	char *links2 = host_cell_links(), *chains2 = host_sb_chains();
+	char *links2 = host_cell_links(), *chains2 = host_sb_chains(), *tables2 = host_tables();
 	ck_assert_str_eq(links2, links);
 	ck_assert_str_eq(chains2, chains);
+	ck_assert_str_eq(tables2, tables);
+	char *resolvers2 = host_resolvers();
+	ck_assert_str_eq(resolvers2, resolvers);
+	free(resolvers);
+	free(resolvers2);
+	free(tables);
+	free(tables2);
 	assert_forbidden_untouched();
 	free(links);
 	free(chains);
@@ -489,15 +533,12 @@ START_TEST(delete_leaves_nothing)
 	ck_assert_msg(count_lines(chains) == 1, "one chain for one sandbox: '%s'", chains);
 	long st = h_world_delete(W, id);
 	ck_assert_msg(st == 200 || st == 204, "delete: HTTP %ld", st);
-	char *links2 = host_cell_links(), *chains2 = host_sb_chains();
+	char *links2 = wait_empty(host_cell_links), *chains2 = wait_empty(host_sb_chains);
 	ck_assert_msg(!*links2, "after delete, links: %s", links2);
 	ck_assert_msg(!*chains2, "after delete, chains: %s", chains2);
 	/* And no resolver socket left on the deleted sandbox's gateway. */
-	char *const argv[] = {"/bin/sh", "-c", "cat /proc/net/udp | awk 'NR > 1 { print $2 }'",
-			      NULL};
-	char *udp = host_out(argv);
-	ck_assert_msg(!strstr(udp, ":0035"), "a UDP socket on port 53 outlives the sandbox: %s",
-		      udp);
+	char *udp = wait_empty(host_resolvers);
+	ck_assert_msg(!*udp, "a UDP socket on port 53 outlives the sandbox: %s", udp);
 	free(udp);
 	free(links);
 	free(chains);
