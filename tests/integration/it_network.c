@@ -274,14 +274,80 @@ START_TEST(lab_selftest)
 	/* Nothing else listens: a port without a server is refused at once. */
 	ck_assert_int_eq(netlab_http_get(host, NETLAB_WEB1, 81, 5000, body, sizeof(body)),
 			 -ECONNREFUSED);
+	/* The sandboxes' own tools (busybox nc and nslookup, as the tests below use them)
+	 * work against the lab: run from the lab's host namespace with the host's busybox. */
+	char *cmd = h_fmt(GET "get %s; nslookup web2.test " NETLAB_DNS
+			      " | awk '/^Address/ { a = $NF } END { print a }'",
+			  NETLAB_WEB1);
+	char *const bb[] = {"/bin/busybox", "sh", "-c", cmd, NULL};
+	char *got = host_out(bb);
+	ck_assert_str_eq(got, "hello from " NETLAB_WEB1 "\n" NETLAB_WEB2 "\n");
+	free(got);
+	free(cmd);
+	/* net_probe's datagrams are well formed: from the lab's host (which filters nothing),
+	 * the control and a forged source arrive, so a sandbox's that do not were blocked. */
+	char *probe = h_fmt("%s/tests/integration/net_probe", H.bin);
+	char *const udp[] = {probe, "udp", NETLAB_WEB1, "9", NULL};
+	char *const raw[] = {probe, "raw", "192.0.2.77", NETLAB_WEB1, "9", NULL};
+	char *const fb[] = {probe, "freebind", "192.0.2.78", NETLAB_WEB1, "9", NULL};
+	got = host_out(udp);
+	ck_assert_str_eq(got, "sent\n");
+	free(got);
+	got = host_out(raw);
+	ck_assert_str_eq(got, "sent\n");
+	free(got);
+	free(host_out(fb));
+	ck_assert_uint_eq(wait_hits(NETLAB_UDP, NETLAB_WEB1, 9, NETLAB_HOST_ADDR, 1, 3000), 1);
+	ck_assert_uint_eq(wait_hits(NETLAB_UDP, NETLAB_WEB1, 9, "192.0.2.77", 1, 3000), 1);
+	unsigned freebind = netlab_hits(lab, NETLAB_UDP, NETLAB_WEB1, 9, "192.0.2.78");
+	free(probe);
 	/* The host helper runs commands in the lab's host namespace: its uplink, not this
 	 * machine's links. */
 	char *const argv[] = {"/bin/sh", "-c", "ip -o -4 addr show dev uplink", NULL};
 	char *out = host_out(argv);
 	ck_assert_msg(strstr(out, NETLAB_HOST_ADDR "/24"), "uplink in the lab: %s", out);
 	free(out);
-	/* 7 connections, 5 queries to the DNS server, 1 to the rogue one. */
-	ck_assert_uint_eq(netlab_hits_total(lab), 7 + 5 + 1);
+	/* 8 connections, 7 queries to the DNS server (busybox nslookup asks A and AAAA), 1
+	 * to the rogue one, 2 or 3 datagrams (as the kernel took the freebind one). */
+	ck_assert_uint_eq(netlab_hits_total(lab), 8 + 7 + 1 + 2 + freebind);
+	lab_end();
+}
+END_TEST
+
+/* The value of celld pid's flag (the argument after the last one named flag; "" when
+ * absent) and how many times the flag appears. */
+static int celld_flag(pid_t pid, const char *flag, char *value, size_t size)
+{
+	char *path = h_fmt("/proc/%d/cmdline", (int)pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_msg(f, "%s: %s", path, strerror(errno));
+	char buf[8192];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	free(path);
+	buf[n] = '\0';
+	int count = 0;
+	value[0] = '\0';
+	for (size_t off = 0; off < n; off += strlen(buf + off) + 1)
+		if (!strcmp(buf + off, flag)) {
+			count++;
+			size_t next = off + strlen(buf + off) + 1;
+			snprintf(value, size, "%s", next < n ? buf + next : "");
+		}
+	return count;
+}
+
+START_TEST(harness_network_default)
+{
+	/* The suite's own celld (on this machine's network) gets no network for its
+	 * sandboxes: the harness's default. */
+	char value[64];
+	ck_assert_int_eq(celld_flag(h_celld_pid(), "--network-default", value, sizeof(value)), 1);
+	ck_assert_str_eq(value, "none");
+	/* A world that names its own default keeps it, once. */
+	lab_world();
+	ck_assert_int_eq(celld_flag(h_world_pid(W), "--network-default", value, sizeof(value)), 1);
+	ck_assert_str_eq(value, "public");
 	lab_end();
 }
 END_TEST
@@ -554,6 +620,7 @@ static Suite *network_suite(void)
 	Suite *s = suite_create("network");
 	TCase *tc = h_tcase(s, "lab", 60);
 	tcase_add_test(tc, lab_selftest);
+	tcase_add_test(tc, harness_network_default);
 	tc = h_tcase(s, "public", 300);
 	tcase_add_test(tc, public_reaches_internet);
 	tcase_add_test(tc, public_never_forbidden);
