@@ -17,7 +17,7 @@
 #include "cell/error.h"
 
 /* Most rules in one policy (a PATCH that would exceed it is refused). */
-#define NETPOLICY_RULES_MAX 256
+#define NETPOLICY_RULES_MAX  256
 #define NETPOLICY_TARGET_MAX 253
 
 enum netpolicy_kind {
@@ -31,8 +31,8 @@ struct netpolicy_rule {
 	bool allow;
 	enum netpolicy_kind kind;
 	char target[NETPOLICY_TARGET_MAX + 1]; /* canonical: lowercase, no trailing dot */
-	uint32_t addr;				/* IPV4/CIDR4: host byte order */
-	unsigned prefix;			/* IPV4/CIDR4: 0..32 */
+	uint32_t addr;			       /* IPV4/CIDR4: host byte order */
+	unsigned prefix;		       /* IPV4/CIDR4: 0..32 */
 };
 
 struct netpolicy {
