@@ -151,6 +151,8 @@ export async function startCelld() {
 		"--socket", path.join(h.tmp, "cell.sock"),
 		"--init", CELL_INIT,
 		"--policies", path.join(REPO, "policies"),
+		// No sandbox of these tests needs a network; those that do start their own.
+		"--network-default", "none",
 		...(process.env.CELLD_EXTRA_ARGS || "").split(/\s+/).filter(Boolean),
 	];
 	h.logPath = path.join(h.tmp, "celld.log");

@@ -1,0 +1,68 @@
+/* network.c: a sandbox's network: its veth pair, addresses and routes (include/cell/netlink.h),
+ * its chain and sets in celld's nftables table (include/cell/nft.h), its DNS resolver
+ * (resolver.h) and its egress policy (netpolicy.h).
+ *
+ * Modes: "none" (loopback only: no veth, nothing on the host), "public" (every address
+ * outside the blocked ranges of policies/network/public.json), "limited" (the domains of
+ * policies/network/limited.json), and "custom" (a client's networkPolicy). The operator's
+ * blocked ranges bound every mode: a policy can narrow what a sandbox reaches, never open
+ * them.
+ *
+ * Addresses come from the sandbox's uid slot, which is unique host-wide: host side
+ * base + 2 * (slot + 1), sandbox base + 2 * (slot + 1) + 1 of celld --subnet; the host-side
+ * interface is "cell<slot>". Nothing of the host is touched before the first sandbox that
+ * has a network: then the table is created (or reused after a restart) and IPv4 forwarding
+ * is turned on, and celld logs what it found and made. */
+#pragma once
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "cell/error.h"
+#include "netpolicy.h"
+
+struct sandbox;
+
+enum network_mode { NETWORK_NONE, NETWORK_PUBLIC, NETWORK_LIMITED, NETWORK_CUSTOM };
+
+/* "none", "public", "limited", "custom"; and back (-EINVAL for another name). */
+const char *network_mode_name(enum network_mode mode);
+int network_mode_parse(const char *name, enum network_mode *out);
+
+/* At start: read policies/network/public.json (the blocked ranges) and limited.json (the
+ * limited mode's policy), name the table. Touches nothing of the host. */
+int network_load_policies(struct cell_error *err);
+/* What nftables can enforce of p's address rules now (field names p in messages):
+ * -EINVAL naming the rule otherwise. */
+int network_check_policy(const struct netpolicy *p, const char *field, struct cell_error *err);
+/* The record's "network" of a create (a new reference in *out) from
+ * extensions["cell.network"] (mode_name, NULL if absent) and networkPolicy (NULL if
+ * absent): -EINVAL naming the field. */
+int network_spec(const char *mode_name, json_t *policy_json, json_t **out, struct cell_error *err);
+
+/* The text of sb's /etc/resolv.conf, or "" for a sandbox without a network. */
+int network_resolv_conf(struct sandbox *sb, char *buf, size_t size, struct cell_error *err);
+/* Give sb, whose init runs (sb->pid, sb->pidfd), its network: the host side made first if
+ * needed, then its chain, veth, addresses, routes and resolver. Nothing is left on
+ * failure. 0 at once for mode none. */
+int network_attach(struct sandbox *sb, struct cell_error *err);
+/* Remove whatever exists of sb's network (after its processes are gone). */
+void network_detach(struct sandbox *sb);
+/* After a restart of celld, for a running sandbox: take its network back (chain and pinned
+ * answers kept, resolver socket opened again). -ENODEV when its interface is gone. */
+int network_adopt(struct sandbox *sb, struct cell_error *err);
+/* After adoption: remove from the table what belongs to no sandbox of the registry. */
+void network_reconcile(void);
+
+/* What GET /policy answers: {"mode", "policy": NetworkPolicy} of sb, a new reference; NULL
+ * with err (-ENOENT) for a sandbox without a network. */
+json_t *network_policy_json(struct sandbox *sb, struct cell_error *err);
+/* Replace sb's policy with p (validated by netpolicy.c) live: the resolver's rules, the
+ * nft allowed set's static addresses, the record. The mode becomes "custom". -ENOTSUP
+ * with err for a sandbox whose mode is "none" (it has no interface to open). */
+int network_policy_replace(struct sandbox *sb, const struct netpolicy *p, struct cell_error *err);
+/* sb's policy in force, copied into *out (netpolicy_free). -ENOTSUP for mode "none". */
+int network_policy_get(struct sandbox *sb, struct netpolicy *out, struct cell_error *err);
