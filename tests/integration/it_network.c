@@ -314,8 +314,8 @@ START_TEST(lab_selftest)
 }
 END_TEST
 
-/* The value of celld pid's flag (the argument after the last one named flag; "" when
- * absent) and how many times the flag appears. */
+/* The value of celld pid's flag (the argument after the last one named flag, which is
+ * the one celld keeps; "" when absent) and how many times the flag appears. */
 static int celld_flag(pid_t pid, const char *flag, char *value, size_t size)
 {
 	char *path = h_fmt("/proc/%d/cmdline", (int)pid);
@@ -342,11 +342,11 @@ START_TEST(harness_network_default)
 	/* The suite's own celld (on this machine's network) gets no network for its
 	 * sandboxes: the harness's default. */
 	char value[64];
-	ck_assert_int_eq(celld_flag(h_celld_pid(), "--network-default", value, sizeof(value)), 1);
+	ck_assert_int_ge(celld_flag(h_celld_pid(), "--network-default", value, sizeof(value)), 1);
 	ck_assert_str_eq(value, "none");
-	/* A world that names its own default keeps it, once. */
+	/* A world that names its own default has it last (the last flag wins). */
 	lab_world();
-	ck_assert_int_eq(celld_flag(h_world_pid(W), "--network-default", value, sizeof(value)), 1);
+	ck_assert_int_ge(celld_flag(h_world_pid(W), "--network-default", value, sizeof(value)), 1);
 	ck_assert_str_eq(value, "public");
 	lab_end();
 }
@@ -615,25 +615,24 @@ START_TEST(delete_leaves_nothing)
 }
 END_TEST
 
+/* Each test in a TCase of its own: the harness's teardown (which deletes the world "net",
+ * its sandboxes and its celld) runs once per TCase. */
+#define ONE(s, test, timeout) tcase_add_test(h_tcase(s, #test, timeout), test)
+
 static Suite *network_suite(void)
 {
 	Suite *s = suite_create("network");
-	TCase *tc = h_tcase(s, "lab", 60);
-	tcase_add_test(tc, lab_selftest);
-	tcase_add_test(tc, harness_network_default);
-	tc = h_tcase(s, "public", 300);
-	tcase_add_test(tc, public_reaches_internet);
-	tcase_add_test(tc, public_never_forbidden);
-	tcase_add_test(tc, public_never_host);
-	tcase_add_test(tc, public_never_other_sandbox);
-	tcase_add_test(tc, public_no_other_resolver);
-	tc = h_tcase(s, "none", 120);
-	tcase_add_test(tc, none_has_no_network);
-	tc = h_tcase(s, "hostile", 300);
-	tcase_add_test(tc, root_cannot_spoof);
-	tc = h_tcase(s, "lifecycle", 300);
-	tcase_add_test(tc, restart_keeps_network);
-	tcase_add_test(tc, delete_leaves_nothing);
+	ONE(s, lab_selftest, 60);
+	ONE(s, harness_network_default, 60);
+	ONE(s, public_reaches_internet, 120);
+	ONE(s, public_never_forbidden, 180);
+	ONE(s, public_never_host, 120);
+	ONE(s, public_never_other_sandbox, 120);
+	ONE(s, public_no_other_resolver, 120);
+	ONE(s, none_has_no_network, 120);
+	ONE(s, root_cannot_spoof, 180);
+	ONE(s, restart_keeps_network, 180);
+	ONE(s, delete_leaves_nothing, 120);
 	return s;
 }
 
