@@ -131,11 +131,12 @@ int network_check_policy(const struct netpolicy *p, const char *field, struct ce
 		if (rule->kind != NETPOLICY_IPV4 && rule->kind != NETPOLICY_CIDR4)
 			continue;
 		if (p->default_allow)
-			return cell_err_msg(err, EINVAL,
-					    "%s.egress[%zu].target: an address rule (%s) under "
-					    "defaultAction \"allow\" is not supported: deny names, "
-					    "or use defaultAction \"deny\" and allow what is needed",
-					    field, i, rule->target);
+			return cell_err_msg(
+			    err, EINVAL,
+			    "%s.egress[%zu].target: an address rule (%s) under "
+			    "defaultAction \"allow\" is not supported: deny names, "
+			    "or use defaultAction \"deny\" and allow what is needed",
+			    field, i, rule->target);
 		if (rule->allow && rule->prefix != 32)
 			return cell_err_msg(err, EINVAL,
 					    "%s.egress[%zu].target: allowing a range (%s) is not "
@@ -341,9 +342,11 @@ static int pin_addresses(const char *ifname, const struct netpolicy *p, struct c
 		return 0;
 	for (size_t i = 0; i < p->n; i++) {
 		const struct netpolicy_rule *rule = &p->rules[i];
-		if (rule->allow && (rule->kind == NETPOLICY_IPV4 || rule->kind == NETPOLICY_CIDR4)) {
+		if (rule->allow &&
+		    (rule->kind == NETPOLICY_IPV4 || rule->kind == NETPOLICY_CIDR4)) {
 			struct in_addr a = {htonl(rule->addr)};
-			int r = cell_nft_allow_add(net.nft, ifname, &a, 1, CELL_NFT_TIMEOUT_MAX, err);
+			int r =
+			    cell_nft_allow_add(net.nft, ifname, &a, 1, CELL_NFT_TIMEOUT_MAX, err);
 			if (r < 0)
 				return r;
 		}
@@ -384,10 +387,8 @@ static int nft_join(const struct sb_link *l, const struct netpolicy *p, struct c
 static int host_side(const struct sb_link *l, struct cell_error *err)
 {
 	static const char *const sysctls[][2] = {
-	    {"net/ipv6/conf/%s/disable_ipv6", "1"},
-	    {"net/ipv4/conf/%s/rp_filter", "1"},
-	    {"net/ipv4/conf/%s/proxy_arp", "0"},
-	    {"net/ipv4/conf/%s/accept_local", "0"},
+	    {"net/ipv6/conf/%s/disable_ipv6", "1"},   {"net/ipv4/conf/%s/rp_filter", "1"},
+	    {"net/ipv4/conf/%s/proxy_arp", "0"},      {"net/ipv4/conf/%s/accept_local", "0"},
 	    {"net/ipv4/conf/%s/send_redirects", "0"},
 	};
 	char path[128];
@@ -446,8 +447,8 @@ static int open_netns(struct sandbox *sb, struct cell_error *err)
 		int e = fd < 0 && pid > 0 ? errno : ESRCH;
 		if (fd >= 0)
 			close(fd);
-		return cell_err_msg(err, e, "opening the network namespace of pid %d: %s",
-				    (int)pid, strerror(e));
+		return cell_err_msg(err, e, "opening the network namespace of pid %d: %s", (int)pid,
+				    strerror(e));
 	}
 	return fd;
 }

@@ -17,8 +17,8 @@ struct resolver_rules {
 	const struct resolver_rule *rules;
 	size_t n;
 };
-typedef void resolver_answer_fn(void *ctx, const char *key, const struct in_addr *addrs,
-				size_t n, unsigned ttl_s);
+typedef void resolver_answer_fn(void *ctx, const char *key, const struct in_addr *addrs, size_t n,
+				unsigned ttl_s);
 int resolver_start(const struct sockaddr_in *upstream, resolver_answer_fn *on_answer, void *ctx,
 		   struct cell_error *err);
 void resolver_stop(void);

@@ -554,6 +554,7 @@ START_TEST(restart_keeps_network)
 	lab_world();
 	char *a = h_world_create(W, "busybox", NULL);
 	char *b = h_world_create(W, "busybox", NULL);
+	assert_reaches(a, NETLAB_WEB1, NETLAB_WEB1);
 	assert_reaches(a, "web1.test", NETLAB_WEB1);
 	char *links = host_cell_links(), *chains = host_sb_chains(), *tables = host_tables();
 	ck_assert_msg(count_lines(links) == 2, "two veths for two sandboxes: '%s'", links);
@@ -564,6 +565,8 @@ START_TEST(restart_keeps_network)
 		      resolvers);
 	h_world_kill(W);
 	h_world_start(W);
+	assert_reaches(a, NETLAB_WEB1, NETLAB_WEB1);
+	assert_reaches(b, NETLAB_WEB2, NETLAB_WEB2);
 	assert_reaches(a, "web1.test", NETLAB_WEB1);
 	assert_reaches(b, "web2.test", NETLAB_WEB2);
 	assert_no_answer(a, "metadata.test", 80);
