@@ -151,16 +151,23 @@ static bool rate_ok(struct sb *s, uint64_t now)
 	return true;
 }
 
+/* End the log window of refusals once a second has passed since it began, with one line
+ * for what it suppressed. */
+static void log_flush(struct sb *s, uint64_t now)
+{
+	if (now - s->log_window_ns < 1000000000u)
+		return;
+	if (s->log_suppressed > 0)
+		log_warn("sandbox %s: DNS refused %llu more names (suppressed)", s->id,
+			 (unsigned long long)s->log_suppressed);
+	s->log_window_ns = now;
+	s->log_lines = 0;
+	s->log_suppressed = 0;
+}
+
 static void log_refused(struct sb *s, const char *name, uint16_t type, uint64_t now)
 {
-	if (now - s->log_window_ns >= 1000000000u) {
-		if (s->log_suppressed > 0)
-			log_warn("sandbox %s: DNS refused %llu more names (suppressed)", s->id,
-				 (unsigned long long)s->log_suppressed);
-		s->log_window_ns = now;
-		s->log_lines = 0;
-		s->log_suppressed = 0;
-	}
+	log_flush(s, now);
 	if (s->log_lines >= RESOLVER_LOG_PER_S) {
 		s->log_suppressed++;
 		return;
@@ -343,7 +350,8 @@ static void on_upstream(uint32_t slot, uint32_t gen)
 	pthread_mutex_unlock(&lock);
 }
 
-/* SERVFAIL for every query past its deadline; the ms until the next deadline (-1: none). */
+/* SERVFAIL for every query past its deadline, the suppressed-lines line of every log window
+ * that has ended; the ms until the next of either (-1: none). */
 static int expire(void)
 {
 	uint64_t now = now_ns(), next = UINT64_MAX;
@@ -355,6 +363,15 @@ static int expire(void)
 			servfail(&pend[i]);
 		else if (pend[i].deadline_ns < next)
 			next = pend[i].deadline_ns;
+	}
+	/* and the suppressed-lines line of every window that has ended */
+	for (size_t i = 0; i < sbs_cap; i++) {
+		struct sb *s = &sbs[i];
+		if (!s->used || s->log_suppressed == 0)
+			continue;
+		log_flush(s, now);
+		if (s->log_suppressed > 0 && s->log_window_ns + 1000000000u < next)
+			next = s->log_window_ns + 1000000000u;
 	}
 	pthread_mutex_unlock(&lock);
 	if (next == UINT64_MAX)

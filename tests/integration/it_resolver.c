@@ -528,6 +528,82 @@ START_TEST(test_refused_names)
 }
 END_TEST
 
+/* Refusals are logged, at most RESOLVER_LOG_PER_S lines a second per sandbox, then one line
+ * saying how many were suppressed (written when the second ends, with no further query). */
+START_TEST(test_refusal_log_limited)
+{
+	setup();
+	char path[] = "/tmp/it_resolver.log.XXXXXX";
+	int logfd = mkstemp(path);
+	ck_assert_int_ge(logfd, 0);
+	unlink(path);
+	int saved = dup(STDERR_FILENO);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_ge(dup2(logfd, STDERR_FILENO), 0);
+	struct rules r;
+	add("cell0", SB0, rules(&r, false, NULL), false);
+	const int n = 20;
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(ask("denied.test", DNS_TYPE_A).rcode, DNS_RCODE_REFUSED);
+	usleep(1500000);
+	ck_assert_int_ge(dup2(saved, STDERR_FILENO), 0);
+	close(saved);
+	char text[8192];
+	ssize_t len = pread(logfd, text, sizeof(text) - 1, 0);
+	close(logfd);
+	ck_assert_int_gt(len, 0);
+	text[len] = '\0';
+	int lines = 0;
+	for (const char *p = text; (p = strstr(p, "sandbox sb-test: DNS refused denied.test (A)"));
+	     p++)
+		lines++;
+	ck_assert_int_eq(lines, RESOLVER_LOG_PER_S);
+	char want[128];
+	snprintf(want, sizeof(want), "sandbox sb-test: DNS refused %d more names (suppressed)",
+		 n - RESOLVER_LOG_PER_S);
+	ck_assert_msg(strstr(text, want) != NULL, "no '%s' in:\n%s", want, text);
+	ck_assert_uint_eq(stats("cell0").refused, (uint64_t)n);
+	resolver_stop();
+}
+END_TEST
+
+/* At most RESOLVER_PENDING_PER_SB queries of a sandbox wait upstream; past that SERVFAIL at
+ * once. */
+START_TEST(test_pending_bounded)
+{
+	setup();
+	struct rules r;
+	add("cell0", SB0, rules(&r, true, NULL), false);
+	int fd = client();
+	const int n = RESOLVER_PENDING_PER_SB + 6;
+	struct msg q;
+	for (int i = 0; i < n; i++) {
+		build_query(&q, (uint16_t)i, "silent.allowed.test", DNS_TYPE_A);
+		send_to(fd, SB0, 53, q.b, q.n);
+	}
+	uint8_t buf[512];
+	int servfails = 0;
+	ssize_t got;
+	while ((got = recv_within(fd, buf, sizeof(buf), 1000)) > 0) {
+		ck_assert_int_ge(got, 12);
+		ck_assert_uint_eq(buf[3] & 0xf, DNS_RCODE_SERVFAIL);
+		servfails++;
+	}
+	ck_assert_int_eq(servfails, n - RESOLVER_PENDING_PER_SB);
+	struct resolver_stats st = stats("cell0");
+	ck_assert_uint_eq(st.forwarded, RESOLVER_PENDING_PER_SB);
+	ck_assert_uint_eq(st.failed, (uint64_t)(n - RESOLVER_PENDING_PER_SB));
+	/* another sandbox is not held up by this one's queue */
+	add("cell1", "127.0.0.3", rules(&r, true, NULL), false);
+	int fd1 = client();
+	ck_assert_int_eq(ask_from(fd1, "127.0.0.3", 53, "www.allowed.test", DNS_TYPE_A, 3000).rcode,
+			 0);
+	close(fd1);
+	close(fd);
+	resolver_stop();
+}
+END_TEST
+
 START_TEST(test_wildcard_semantics)
 {
 	setup();
@@ -928,6 +1004,8 @@ int main(void)
 	tcase_add_test(tc, test_allowed_answered_and_pinned_first);
 	tcase_add_test(tc, test_ttl_clamped_and_nxdomain);
 	tcase_add_test(tc, test_refused_names);
+	tcase_add_test(tc, test_refusal_log_limited);
+	tcase_add_test(tc, test_pending_bounded);
 	tcase_add_test(tc, test_wildcard_semantics);
 	tcase_add_test(tc, test_aaaa_nodata);
 	tcase_add_test(tc, test_rate_limit);
