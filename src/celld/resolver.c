@@ -520,6 +520,8 @@ static int rules_copy(const struct resolver_rules *in, struct resolver_rule **ou
 		      struct cell_error *err)
 {
 	*out = NULL;
+	if (!in)
+		return cell_err_msg(err, EINVAL, "rules: none given");
 	if (in->n > RESOLVER_RULES_MAX)
 		return cell_err_msg(err, EINVAL, "rules: %zu of them, at most %d", in->n,
 				    RESOLVER_RULES_MAX);
@@ -559,9 +561,9 @@ static bool key_valid(const char *key)
 int resolver_add(const char *key, const char *sandbox_id, struct in_addr listen_addr,
 		 const struct resolver_rules *rules, bool pin_answers, struct cell_error *err)
 {
-	if (!key_valid(key))
+	if (!key || !key_valid(key))
 		return cell_err_msg(err, EINVAL, "resolver: key: not an interface name");
-	if (!cell_id_valid(sandbox_id))
+	if (!sandbox_id || !cell_id_valid(sandbox_id))
 		return cell_err_msg(err, EINVAL, "resolver: sandbox id: not an id");
 	struct resolver_rule *copy;
 	int rc = rules_copy(rules, &copy, err);
