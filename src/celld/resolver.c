@@ -326,6 +326,12 @@ static void on_upstream(uint32_t slot, uint32_t gen)
 		struct sockaddr_in client = p->client;
 		uint16_t client_id = p->q.id;
 		struct sb *s = sb_by_slot(sb_slot, sb_gen);
+		if (s && !allowed(s, p->q.name)) {
+			/* resolver_set_rules refused the name while it was upstream */
+			s->st.refused++;
+			reply_rcode(s, p->msg, &p->q, DNS_RCODE_REFUSED, &p->client);
+			s = NULL;
+		}
 		pending_free(p);
 		if (!s)
 			break;

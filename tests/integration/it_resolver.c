@@ -120,7 +120,7 @@ static void build_query(struct msg *m, uint16_t id, const char *name, unsigned t
 
 /* ---- the fake upstream ---- */
 
-enum fake_kind { F_A, F_CNAME, F_NXDOMAIN, F_SILENT, F_SPOOF, F_SPOOF_ONLY };
+enum fake_kind { F_A, F_CNAME, F_NXDOMAIN, F_SILENT, F_SPOOF, F_SPOOF_ONLY, F_SLOW };
 struct fake {
 	const char *name;
 	enum fake_kind kind;
@@ -140,6 +140,7 @@ static const struct fake fakes[] = {
     {"spoofonly.allowed.test", F_SPOOF_ONLY, {"192.0.2.9"}, 300, NULL},
     {"denied.test", F_A, {"203.0.113.5"}, 300, NULL},
     {"other.test", F_A, {"203.0.113.6"}, 300, NULL},
+    {"slow.allowed.test", F_SLOW, {"192.0.2.20"}, 300, NULL}, /* answered after 500 ms */
 };
 
 static atomic_int upstream_queries;
@@ -233,6 +234,8 @@ static void *upstream_main(void *arg)
 				if (f->kind == F_SPOOF_ONLY)
 					continue;
 			}
+			if (f->kind == F_SLOW)
+				usleep(500000);
 			size_t na = 0;
 			while (na < 3 && f->addrs[na])
 				na++;
@@ -885,6 +888,25 @@ START_TEST(test_set_rules_live)
 	    resolver_set_rules("cell0", rules(&r, true, "-www.allowed.test", NULL), true, &err), 0);
 	ck_assert_int_eq(ask("www.allowed.test", DNS_TYPE_A).rcode, DNS_RCODE_REFUSED);
 	ck_assert_int_eq(ask("other.test", DNS_TYPE_A).rcode, 0);
+	/* a name refused while its query is upstream: REFUSED when the answer comes, nothing
+	 * pinned */
+	ck_assert_int_eq(resolver_set_rules("cell0", rules(&r, true, NULL), true, &err), 0);
+	int calls = pinned_calls();
+	int c = client();
+	struct msg q;
+	build_query(&q, 77, "slow.allowed.test", DNS_TYPE_A);
+	send_to(c, SB0, 53, q.b, q.n);
+	usleep(100000);
+	ck_assert_int_eq(
+	    resolver_set_rules("cell0", rules(&r, true, "-slow.allowed.test", NULL), true, &err),
+	    0);
+	uint8_t buf[512];
+	ck_assert_int_ge(recv_within(c, buf, sizeof(buf), 3000), 12);
+	ck_assert_uint_eq(buf[3] & 0xf, DNS_RCODE_REFUSED);
+	ck_assert_int_eq(pinned_calls(), calls);
+	close(c);
+	ck_assert_int_eq(
+	    resolver_set_rules("cell0", rules(&r, true, "-www.allowed.test", NULL), true, &err), 0);
 	/* a bad rule changes nothing */
 	ck_assert_int_eq(resolver_set_rules("cell0", rules(&r, true, "+*", NULL), true, &err),
 			 -EINVAL);
@@ -895,7 +917,7 @@ START_TEST(test_set_rules_live)
 			 0);
 	close(fd);
 	ck_assert_uint_eq(stats("cell1").queries, 1);
-	ck_assert_uint_eq(stats("cell0").queries, 5);
+	ck_assert_uint_eq(stats("cell0").queries, 6);
 	resolver_stop();
 }
 END_TEST
