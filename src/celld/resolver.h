@@ -96,7 +96,9 @@ void resolver_stop(void);
  * running. */
 int resolver_add(const char *key, const char *sandbox_id, struct in_addr listen_addr,
 		 const struct resolver_rules *rules, bool pin_answers, struct cell_error *err);
-/* Replace a sandbox's rules and pin_answers: the next query sees them. -ENOENT if absent. */
+/* Replace a sandbox's rules and pin_answers: the next query sees them, and so does the answer
+ * to a query already upstream (a name refused meanwhile gets REFUSED, nothing pinned).
+ * -ENOENT if absent; on -EINVAL (a bad rule) the old rules stay. */
 int resolver_set_rules(const char *key, const struct resolver_rules *rules, bool pin_answers,
 		       struct cell_error *err);
 /* Close the sandbox's socket and drop its queries in flight. No-op when absent. */
