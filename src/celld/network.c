@@ -131,11 +131,12 @@ int network_check_policy(const struct netpolicy *p, const char *field, struct ce
 		if (rule->kind != NETPOLICY_IPV4 && rule->kind != NETPOLICY_CIDR4)
 			continue;
 		if (p->default_allow)
-			return cell_err_msg(err, EINVAL,
-					    "%s.egress[%zu].target: an address rule (%s) under "
-					    "defaultAction \"allow\" is not supported: deny names, "
-					    "or use defaultAction \"deny\" and allow what is needed",
-					    field, i, rule->target);
+			return cell_err_msg(
+			    err, EINVAL,
+			    "%s.egress[%zu].target: an address rule (%s) under "
+			    "defaultAction \"allow\" is not supported: deny names, "
+			    "or use defaultAction \"deny\" and allow what is needed",
+			    field, i, rule->target);
 		if (rule->allow && rule->prefix != 32)
 			return cell_err_msg(err, EINVAL,
 					    "%s.egress[%zu].target: allowing a range (%s) is not "
@@ -341,9 +342,11 @@ static int pin_addresses(const char *ifname, const struct netpolicy *p, struct c
 		return 0;
 	for (size_t i = 0; i < p->n; i++) {
 		const struct netpolicy_rule *rule = &p->rules[i];
-		if (rule->allow && (rule->kind == NETPOLICY_IPV4 || rule->kind == NETPOLICY_CIDR4)) {
+		if (rule->allow &&
+		    (rule->kind == NETPOLICY_IPV4 || rule->kind == NETPOLICY_CIDR4)) {
 			struct in_addr a = {htonl(rule->addr)};
-			int r = cell_nft_allow_add(net.nft, ifname, &a, 1, CELL_NFT_TIMEOUT_MAX, err);
+			int r =
+			    cell_nft_allow_add(net.nft, ifname, &a, 1, CELL_NFT_TIMEOUT_MAX, err);
 			if (r < 0)
 				return r;
 		}
@@ -384,10 +387,8 @@ static int nft_join(const struct sb_link *l, const struct netpolicy *p, struct c
 static int host_side(const struct sb_link *l, struct cell_error *err)
 {
 	static const char *const sysctls[][2] = {
-	    {"net/ipv6/conf/%s/disable_ipv6", "1"},
-	    {"net/ipv4/conf/%s/rp_filter", "1"},
-	    {"net/ipv4/conf/%s/proxy_arp", "0"},
-	    {"net/ipv4/conf/%s/accept_local", "0"},
+	    {"net/ipv6/conf/%s/disable_ipv6", "1"},   {"net/ipv4/conf/%s/rp_filter", "1"},
+	    {"net/ipv4/conf/%s/proxy_arp", "0"},      {"net/ipv4/conf/%s/accept_local", "0"},
 	    {"net/ipv4/conf/%s/send_redirects", "0"},
 	};
 	char path[128];
@@ -446,8 +447,8 @@ static int open_netns(struct sandbox *sb, struct cell_error *err)
 		int e = fd < 0 && pid > 0 ? errno : ESRCH;
 		if (fd >= 0)
 			close(fd);
-		return cell_err_msg(err, e, "opening the network namespace of pid %d: %s",
-				    (int)pid, strerror(e));
+		return cell_err_msg(err, e, "opening the network namespace of pid %d: %s", (int)pid,
+				    strerror(e));
 	}
 	return fd;
 }
@@ -716,4 +717,63 @@ int network_policy_replace(struct sandbox *sb, const struct netpolicy *p, struct
 	pthread_mutex_unlock(&net.lock);
 	json_decref(rec);
 	return r;
+}
+
+/* ---- what cell inspect shows ---- */
+
+static json_t *counter_json(const struct cell_nft_counter *c)
+{
+	return json_pack("{s:I, s:I}", "packets", (json_int_t)c->packets, "bytes",
+			 (json_int_t)c->bytes);
+}
+
+static void add_counters(json_t *o, const char *ifname)
+{
+	struct cell_nft_counters c;
+	struct resolver_stats rs;
+	if (cell_nft_sandbox_counters(net.nft, ifname, &c, NULL) == 0)
+		json_object_set_new(
+		    o, "counters",
+		    json_pack("{s:o, s:o, s:o, s:o}", "allowed", counter_json(&c.allowed),
+			      "blocked", counter_json(&c.blocked), "denied",
+			      counter_json(&c.denied), "spoofed", counter_json(&c.spoofed)));
+	if (resolver_stats(ifname, &rs) == 0)
+		json_object_set_new(
+		    o, "dns",
+		    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "queries", (json_int_t)rs.queries,
+			      "forwarded", (json_int_t)rs.forwarded, "answered",
+			      (json_int_t)rs.answered, "refused", (json_int_t)rs.refused,
+			      "rateLimited", (json_int_t)rs.rate_limited, "failed",
+			      (json_int_t)rs.failed));
+	struct cell_nft_allowed *pins = NULL;
+	size_t n = 0;
+	if (cell_nft_allow_list(net.nft, ifname, &pins, &n, NULL) == 0)
+		json_object_set_new(o, "pinnedAddresses", json_integer((json_int_t)n));
+	free(pins);
+}
+
+json_t *network_inspect_json(struct sandbox *sb)
+{
+	enum network_mode mode;
+	struct netpolicy p;
+	struct sb_link l;
+	if (policy_of(sb, &mode, &p, NULL) < 0)
+		return json_pack("{s:s}", "mode", "unknown");
+	json_t *o = json_pack("{s:s}", "mode", network_mode_name(mode));
+	if (mode != NETWORK_NONE && o && sb_link_of(sb->slot, &l, NULL) == 0) {
+		char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &l.addr, a, sizeof(a));
+		inet_ntop(AF_INET, &l.host, g, sizeof(g));
+		json_object_set_new(o, "policy", netpolicy_to_json(&p));
+		json_object_set_new(o, "interface", json_string(l.ifname));
+		json_object_set_new(o, "address", json_string(a));
+		json_object_set_new(o, "gateway", json_string(g));
+		json_object_set_new(o, "resolver", json_string(g));
+		pthread_mutex_lock(&net.lock);
+		if (net.ready)
+			add_counters(o, l.ifname);
+		pthread_mutex_unlock(&net.lock);
+	}
+	netpolicy_free(&p);
+	return o;
 }

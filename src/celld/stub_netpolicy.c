@@ -8,7 +8,8 @@
 int netpolicy_from_json(json_t *o, const char *field, struct netpolicy *out, struct cell_error *err)
 {
 	memset(out, 0, sizeof(*out));
-	if (!json_is_object(o)) return cell_err_msg(err, EINVAL, "%s must be an object", field);
+	if (!json_is_object(o))
+		return cell_err_msg(err, EINVAL, "%s must be an object", field);
 	const char *d = json_string_value(json_object_get(o, "defaultAction"));
 	out->default_allow = !d || !strcmp(d, "allow");
 	json_t *eg = json_object_get(o, "egress");
@@ -18,10 +19,15 @@ int netpolicy_from_json(json_t *o, const char *field, struct netpolicy *out, str
 		json_t *r = json_array_get(eg, i);
 		struct netpolicy_rule *x = &out->rules[out->n++];
 		x->allow = !strcmp(json_string_value(json_object_get(r, "action")) ?: "", "allow");
-		snprintf(x->target, sizeof(x->target), "%s", json_string_value(json_object_get(r, "target")) ?: "");
+		snprintf(x->target, sizeof(x->target), "%s",
+			 json_string_value(json_object_get(r, "target")) ?: "");
 		struct in_addr a;
-		if (inet_pton(AF_INET, x->target, &a) == 1) { x->kind = NETPOLICY_IPV4; x->addr = ntohl(a.s_addr); x->prefix = 32; }
-		else x->kind = x->target[0] == '*' ? NETPOLICY_WILDCARD : NETPOLICY_DOMAIN;
+		if (inet_pton(AF_INET, x->target, &a) == 1) {
+			x->kind = NETPOLICY_IPV4;
+			x->addr = ntohl(a.s_addr);
+			x->prefix = 32;
+		} else
+			x->kind = x->target[0] == '*' ? NETPOLICY_WILDCARD : NETPOLICY_DOMAIN;
 	}
 	return 0;
 }
@@ -29,8 +35,11 @@ json_t *netpolicy_to_json(const struct netpolicy *p)
 {
 	json_t *eg = json_array();
 	for (size_t i = 0; i < p->n; i++)
-		json_array_append_new(eg, json_pack("{s:s,s:s}", "action", p->rules[i].allow ? "allow" : "deny", "target", p->rules[i].target));
-	return json_pack("{s:s,s:o}", "defaultAction", p->default_allow ? "allow" : "deny", "egress", eg);
+		json_array_append_new(eg, json_pack("{s:s,s:s}", "action",
+						    p->rules[i].allow ? "allow" : "deny", "target",
+						    p->rules[i].target));
+	return json_pack("{s:s,s:o}", "defaultAction", p->default_allow ? "allow" : "deny",
+			 "egress", eg);
 }
 int netpolicy_copy(const struct netpolicy *src, struct netpolicy *dst)
 {
@@ -39,4 +48,9 @@ int netpolicy_copy(const struct netpolicy *src, struct netpolicy *dst)
 	memcpy(dst->rules, src->rules, src->n * sizeof(*dst->rules));
 	return 0;
 }
-void netpolicy_free(struct netpolicy *p) { free(p->rules); p->rules = NULL; p->n = 0; }
+void netpolicy_free(struct netpolicy *p)
+{
+	free(p->rules);
+	p->rules = NULL;
+	p->n = 0;
+}
