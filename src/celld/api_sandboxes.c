@@ -731,6 +731,7 @@ int api_sandbox_inspect(struct http_req *r)
 		json_object_set_new(o, "volumes", json_deep_copy(sb->volumes));
 	json_object_set_new(o, "seccomp",
 			    seccomp_log_json(sb->id, sb->seccomp_profile, sb->seccomp_log));
+	json_object_set_new(o, "network", network_inspect_json(sb));
 	sandbox_unref(sb);
 	return http_json(r, 200, o);
 }

@@ -718,3 +718,62 @@ int network_policy_replace(struct sandbox *sb, const struct netpolicy *p, struct
 	json_decref(rec);
 	return r;
 }
+
+/* ---- what cell inspect shows ---- */
+
+static json_t *counter_json(const struct cell_nft_counter *c)
+{
+	return json_pack("{s:I, s:I}", "packets", (json_int_t)c->packets, "bytes",
+			 (json_int_t)c->bytes);
+}
+
+static void add_counters(json_t *o, const char *ifname)
+{
+	struct cell_nft_counters c;
+	struct resolver_stats rs;
+	if (cell_nft_sandbox_counters(net.nft, ifname, &c, NULL) == 0)
+		json_object_set_new(
+		    o, "counters",
+		    json_pack("{s:o, s:o, s:o, s:o}", "allowed", counter_json(&c.allowed),
+			      "blocked", counter_json(&c.blocked), "denied",
+			      counter_json(&c.denied), "spoofed", counter_json(&c.spoofed)));
+	if (resolver_stats(ifname, &rs) == 0)
+		json_object_set_new(
+		    o, "dns",
+		    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "queries", (json_int_t)rs.queries,
+			      "forwarded", (json_int_t)rs.forwarded, "answered",
+			      (json_int_t)rs.answered, "refused", (json_int_t)rs.refused,
+			      "rateLimited", (json_int_t)rs.rate_limited, "failed",
+			      (json_int_t)rs.failed));
+	struct cell_nft_allowed *pins = NULL;
+	size_t n = 0;
+	if (cell_nft_allow_list(net.nft, ifname, &pins, &n, NULL) == 0)
+		json_object_set_new(o, "pinnedAddresses", json_integer((json_int_t)n));
+	free(pins);
+}
+
+json_t *network_inspect_json(struct sandbox *sb)
+{
+	enum network_mode mode;
+	struct netpolicy p;
+	struct sb_link l;
+	if (policy_of(sb, &mode, &p, NULL) < 0)
+		return json_pack("{s:s}", "mode", "unknown");
+	json_t *o = json_pack("{s:s}", "mode", network_mode_name(mode));
+	if (mode != NETWORK_NONE && o && sb_link_of(sb->slot, &l, NULL) == 0) {
+		char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &l.addr, a, sizeof(a));
+		inet_ntop(AF_INET, &l.host, g, sizeof(g));
+		json_object_set_new(o, "policy", netpolicy_to_json(&p));
+		json_object_set_new(o, "interface", json_string(l.ifname));
+		json_object_set_new(o, "address", json_string(a));
+		json_object_set_new(o, "gateway", json_string(g));
+		json_object_set_new(o, "resolver", json_string(g));
+		pthread_mutex_lock(&net.lock);
+		if (net.ready)
+			add_counters(o, l.ifname);
+		pthread_mutex_unlock(&net.lock);
+	}
+	netpolicy_free(&p);
+	return o;
+}

@@ -57,6 +57,10 @@ int network_adopt(struct sandbox *sb, struct cell_error *err);
 /* After adoption: remove from the table what belongs to no sandbox of the registry. */
 void network_reconcile(void);
 
+/* What cell inspect shows of sb's network: mode, policy, interface, addresses, nftables
+ * counters (connections allowed, packets blocked/denied/spoofed), resolver counters. */
+json_t *network_inspect_json(struct sandbox *sb);
+
 /* What GET /policy answers: {"mode", "policy": NetworkPolicy} of sb, a new reference; NULL
  * with err (-ENOENT) for a sandbox without a network. */
 json_t *network_policy_json(struct sandbox *sb, struct cell_error *err);
