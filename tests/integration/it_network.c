@@ -485,6 +485,68 @@ START_TEST(public_no_other_resolver)
 END_TEST
 
 /* ------------------------------------------------------------------------------------ */
+/* allowlist (networkPolicy defaultAction deny)                                           */
+
+static char *create_allowlist(const char *const *targets)
+{
+	json_t *egress = json_array();
+	for (; *targets; targets++)
+		json_array_append_new(
+		    egress, json_pack("{s:s,s:s}", "action", "allow", "target", *targets));
+	json_t *body =
+	    json_pack("{s:{s:s,s:o}}", "networkPolicy", "defaultAction", "deny", "egress", egress);
+	char *id = h_world_create(W, "busybox", body);
+	json_decref(body);
+	return id;
+}
+
+START_TEST(allowlist_admits_only_allowed)
+{
+	lab_world();
+	netlab_dns_set(lab, "sub.allowed.test", NETLAB_WEB2);
+	netlab_dns_set(lab, "evilallowed.test", NETLAB_WEB2);
+	netlab_dns_set(lab, "metadata.allowed.test", "169.254.169.254");
+	static const char *const allow[] = {"allowed.test", "*.allowed.test", NULL};
+	char *id = create_allowlist(allow);
+	/* Before any allowed name was resolved, no address is open. */
+	assert_no_answer(id, NETLAB_WEB1, 80);
+	assert_no_answer(id, NETLAB_WEB2, 80);
+	/* Names outside the list (a suffix that is no subdomain included). */
+	assert_no_answer(id, "web2.test", 80);
+	assert_no_answer(id, "evilallowed.test", 80);
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_TCP, NETLAB_WEB2, 80, NULL), 0);
+	/* The allowed name, and its address once resolved through it. */
+	assert_reaches(id, "allowed.test", NETLAB_WEB1);
+	assert_reaches(id, NETLAB_WEB1, NETLAB_WEB1);
+	assert_no_answer(id, NETLAB_WEB2, 80);
+	/* A subdomain through the wildcard. */
+	assert_reaches(id, "sub.allowed.test", NETLAB_WEB2);
+	/* An allowed name resolving to a blocked range stays blocked (DNS rebinding). */
+	assert_no_answer(id, "metadata.allowed.test", 80);
+	assert_forbidden_untouched();
+	free(id);
+	lab_end();
+}
+END_TEST
+
+START_TEST(allowlist_follows_dns_change)
+{
+	lab_world();
+	static const char *const allow[] = {"allowed.test", NULL};
+	char *id = create_allowlist(allow);
+	assert_reaches(id, "allowed.test", NETLAB_WEB1);
+	assert_no_answer(id, NETLAB_WEB2, 80);
+	/* The name moves; once its old answer's TTL ran out, the new address is the one
+	 * reached through it. */
+	netlab_dns_set(lab, "allowed.test", NETLAB_WEB2);
+	h_sleep_ms((NETLAB_DNS_TTL + 2) * 1000);
+	assert_reaches(id, "allowed.test", NETLAB_WEB2);
+	free(id);
+	lab_end();
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------ */
 /* none                                                                                   */
 
 START_TEST(none_has_no_network)
@@ -639,6 +701,8 @@ static Suite *network_suite(void)
 	ONE(s, public_never_host, 120);
 	ONE(s, public_never_other_sandbox, 120);
 	ONE(s, public_no_other_resolver, 120);
+	ONE(s, allowlist_admits_only_allowed, 180);
+	ONE(s, allowlist_follows_dns_change, 120);
 	ONE(s, none_has_no_network, 120);
 	ONE(s, root_cannot_spoof, 180);
 	ONE(s, restart_keeps_network, 180);
