@@ -61,7 +61,8 @@ static int sink(const struct sockaddr_in *sa, unsigned long long bytes)
 	while (bytes) {
 		ssize_t n = read(c, buf, bytes < CHUNK ? bytes : CHUNK);
 		if (n <= 0)
-			return n < 0 ? die("read") : (fprintf(stderr, "bench-tcp: short stream\n"), 1);
+			return n < 0 ? die("read")
+				     : (fprintf(stderr, "bench-tcp: short stream\n"), 1);
 		bytes -= (unsigned long long)n;
 	}
 	if (write(c, "k", 1) != 1)

@@ -53,11 +53,12 @@ START_TEST(exceptions_cut_holes)
 	struct cell_error err = {0};
 	/* a mirror inside 10/8 splits it; an exception covering 127/8 whole removes it; one
 	 * at the start of 192.168/16 trims it */
-	ck_assert_int_eq(
-	    load("{\"blocked\":[" E("10.0.0.0/8") "," E("127.0.0.0/8") "," E("192.168.0.0/16") "],"
-		 "\"allowed\":[" E("10.1.2.0/24") "," E("126.0.0.0/7") "," E("192.168.0.0/24") "]}",
-		 &r, &n, &err),
-	    0);
+	ck_assert_int_eq(load("{\"blocked\":[" E("10.0.0.0/8") "," E("127.0.0.0/8") "," E(
+				  "192.168.0.0/16") "],"
+						    "\"allowed\":[" E("10.1.2.0/24") "," E(
+							"126.0.0.0/7") "," E("192.168.0.0/24") "]}",
+			      &r, &n, &err),
+			 0);
 	ck_assert_uint_eq(n, 3);
 	expect(r, 0, 0x0a000000, 0x0a0101ff);
 	expect(r, 1, 0x0a010300, 0x0affffff);
@@ -73,9 +74,8 @@ START_TEST(bad_entries_are_named)
 	struct cell_error err = {0};
 	ck_assert_int_lt(load("{\"blocked\":[" E("10.0.0.1/8") "]}", &r, &n, &err), 0);
 	ck_assert_ptr_nonnull(strstr(err.msg, "blocked[0].cidr"));
-	ck_assert_int_lt(load("{\"blocked\":[],\"allowed\":[{\"cidr\":\"10.0.0.0/8\"}]}", &r, &n,
-			      &err),
-			 0);
+	ck_assert_int_lt(
+	    load("{\"blocked\":[],\"allowed\":[{\"cidr\":\"10.0.0.0/8\"}]}", &r, &n, &err), 0);
 	ck_assert_ptr_nonnull(strstr(err.msg, "allowed[0]"));
 	ck_assert_int_lt(load("{\"blocked\":[],\"allowed\":{}}", &r, &n, &err), 0);
 	ck_assert_ptr_nonnull(strstr(err.msg, "allowed"));
