@@ -420,14 +420,16 @@ static int sandbox_side(int netns_fd, const struct sb_link *l, struct cell_error
 }
 
 /* Whatever exists of the sandbox on link l, in the reverse order of its making. The veth
- * usually went with the sandbox's namespace already. */
-static void teardown_locked(const struct sb_link *l)
+ * goes with the sandbox's namespace when its last process has gone, in the kernel's own
+ * time: deleting it here (about 20 ms of RCU grace periods) is done only for a link whose
+ * sandbox may still be alive (a failed set-up) or a leftover in the way of a new one. */
+static void teardown_locked(const struct sb_link *l, bool delete_link)
 {
 	struct cell_error err = {0};
 	resolver_remove(l->ifname);
 	if (cell_nft_sandbox_remove(net.nft, l->ifname, &err) < 0)
 		log_warn("network: %s", err.msg);
-	int r = cell_nl_link_delete(&net.host, l->ifname, &err);
+	int r = delete_link ? cell_nl_link_delete(&net.host, l->ifname, &err) : 0;
 	if (r < 0 && r != -ENODEV)
 		log_warn("network: %s", err.msg);
 }
@@ -493,10 +495,10 @@ int network_attach(struct sandbox *sb, struct cell_error *err)
 	if (r == 0) {
 		/* A chain or link of this slot's is a leftover of an earlier run (its sandbox
 		 * is gone: the slot is ours): removed, not trusted. */
-		teardown_locked(&l);
+		teardown_locked(&l, cell_nl_link_index(&net.host, l.ifname, NULL) > 0);
 		r = attach_locked(sb, &l, &p, err);
 		if (r < 0)
-			teardown_locked(&l);
+			teardown_locked(&l, true);
 	}
 	pthread_mutex_unlock(&net.lock);
 	netpolicy_free(&p);
@@ -516,7 +518,7 @@ void network_detach(struct sandbox *sb)
 		return;
 	pthread_mutex_lock(&net.lock);
 	if (net.ready)
-		teardown_locked(&l);
+		teardown_locked(&l, false);
 	pthread_mutex_unlock(&net.lock);
 }
 
@@ -589,7 +591,7 @@ void network_reconcile(void)
 		struct sb_link l = {0};
 		snprintf(l.ifname, sizeof(l.ifname), "%s", names[i]);
 		log_info("network: removing %s of no sandbox", l.ifname);
-		teardown_locked(&l);
+		teardown_locked(&l, true);
 	}
 	sandbox_unref_all(v, nv);
 	pthread_mutex_unlock(&net.lock);
