@@ -2249,12 +2249,12 @@ static int t_net_blocked(void)
 			break;
 		usleep(50000);
 	}
-	char reached[512] = "";
+	char reached[1024] = "";
 	for (size_t i = 0; i < n; i++) {
 		int e = t[i].err == EINPROGRESS ? ETIMEDOUT : t[i].err;
 		if (e == EISCONN || e == ECONNREFUSED)
 			snprintf(reached + strlen(reached), sizeof(reached) - strlen(reached),
-				 "%s%s (%s)", reached[0] ? ", " : "", t[i].what,
+				 "%s%.63s (%s)", reached[0] ? ", " : "", t[i].what,
 				 e == EISCONN ? "connected" : "answered with a reset");
 		if (t[i].fd >= 0)
 			close(t[i].fd);
