@@ -131,8 +131,10 @@ struct cell_nft_counters {
 int cell_nft_table_name(const char *state_dir, char *buf, size_t size);
 
 /* Read a network policy's blocked list (policies/network/public.json: {"blocked": [{"cidr":
- * "10.0.0.0/8", "name": …, "why": …}, …]}). Each cidr is a.b.c.d/len with no host bits set;
- * at most CELL_NFT_RANGES_MAX entries. *out is malloc'd; the caller frees it. */
+ * "10.0.0.0/8", "name": …, "why": …}, …], "allowed": [same form]}). Each cidr is
+ * a.b.c.d/len with no host bits set; at most CELL_NFT_RANGES_MAX entries each. The
+ * optional "allowed" list is the operator's exceptions (an internal mirror): they are cut
+ * out of the blocked ranges. *out (sorted, disjoint) is malloc'd; the caller frees it. */
 int cell_nft_policy_load(const char *path, struct cell_nft_range **out, size_t *n,
 			 struct cell_error *err);
 

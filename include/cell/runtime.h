@@ -86,6 +86,9 @@ struct cell_spawn_req {
 	const char *image_rootfs; /* <images>/<name>/rootfs, owned by host root, never written */
 	uint32_t uid_base;	  /* first host uid/gid of the sandbox's range */
 	const char *hostname;
+	/* The text of the sandbox's /etc/resolv.conf, written into its root before exec (its
+	 * resolver on the host side of its network); NULL: the image's stays. */
+	const char *resolv_conf;
 	int init_exe_fd; /* sealed memfd holding the cell-init binary */
 	const struct cell_cgroup_ops *cgroup;
 	const char *cgroup_rel;

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "images.h"
 #include "registry.h"
+#include "network.h"
 #include "seccomp_log.h"
 #include "seccomp_policy.h"
 #include "timefmt.h"
@@ -116,6 +117,7 @@ static void spec_free(struct create_spec *spec)
 	json_decref(spec->resource_limits);
 	json_decref(spec->volumes_json);
 	json_decref(spec->volume_claims);
+	json_decref(spec->network);
 	json_decref(spec->warnings);
 }
 
@@ -177,7 +179,7 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	/* Keys of other providers are theirs; a "cell." key cell does not know (a typo) would
 	 * otherwise be dropped without a word. */
 	static const char *const known[] = {"cell.sessionKey", "cell.volumes", "cell.seccomp",
-					    "cell.seccompLog"};
+					    "cell.seccompLog", "cell.network"};
 	const char *k;
 	json_t *v;
 	json_object_foreach(ext, k, v)
@@ -208,6 +210,9 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	}
 	if (!rc)
 		rc = invalid(parse_seccomp(ext, spec, err), err);
+	if (!rc && field_string(ext, "cell.network", "extensions.cell.network", false,
+				&spec->network_mode, err) < 0)
+		rc = -EINVAL;
 	/* The strings stay valid: body (their owner) outlives the spec. */
 	json_decref(ext);
 	return rc;
@@ -219,34 +224,6 @@ static bool present(json_t *body, const char *key)
 {
 	json_t *v = json_object_get(body, key);
 	return v && !json_is_null(v);
-}
-
-/* networkPolicy is honoured as it is only when it allows nothing: a sandbox has no network
- * but its own loopback. */
-static int check_network_policy(json_t *np, struct cell_error *err)
-{
-	if (!json_is_object(np))
-		return field_fail(err, "networkPolicy must be an object");
-	const char *def = NULL;
-	json_t *egress = json_object_get(np, "egress");
-	if (field_string(np, "defaultAction", "networkPolicy.defaultAction", false, &def, err) < 0)
-		return -EINVAL;
-	if (egress && !json_is_null(egress) && !json_is_array(egress))
-		return field_fail(err, "networkPolicy.egress must be an array");
-	bool allows = !def || strcmp(def, "deny");
-	size_t i;
-	json_t *rule;
-	json_array_foreach(egress, i, rule)
-	{
-		const char *action = json_string_value(json_object_get(rule, "action"));
-		if (!action || strcmp(action, "deny"))
-			allows = true;
-	}
-	if (allows)
-		return field_fail(err, "networkPolicy: a sandbox has no network access (loopback "
-				       "only) and cell cannot allow egress yet; only "
-				       "defaultAction \"deny\" without allow rules is accepted");
-	return 0;
 }
 
 /* platform: the host's, or nothing can satisfy it. */
@@ -300,9 +277,6 @@ static int check_unsupported(json_t *body, struct cell_error *err)
 				       "resourceLimits");
 	if (present(body, "credentialProxy"))
 		return field_fail(err, "credentialProxy: cell has no credential proxy");
-	if (present(body, "networkPolicy") &&
-	    check_network_policy(json_object_get(body, "networkPolicy"), err) < 0)
-		return -EINVAL;
 	if (present(body, "platform") && check_platform(json_object_get(body, "platform"), err) < 0)
 		return -EINVAL;
 	return 0;
@@ -345,6 +319,11 @@ static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 		return rc;
 	spec->timeout = timeout;
 	rc = parse_extensions(body, over_tcp, spec, err);
+	json_t *np = json_object_get(body, "networkPolicy");
+	if (rc == 0)
+		rc = invalid(network_spec(spec->network_mode, json_is_null(np) ? NULL : np,
+					  &spec->network, err),
+			     err);
 	if (rc == 0)
 		rc = invalid(
 		    volumes_parse_api(json_object_get(body, "volumes"), over_tcp, spec, err), err);
@@ -752,6 +731,7 @@ int api_sandbox_inspect(struct http_req *r)
 		json_object_set_new(o, "volumes", json_deep_copy(sb->volumes));
 	json_object_set_new(o, "seccomp",
 			    seccomp_log_json(sb->id, sb->seccomp_profile, sb->seccomp_log));
+	json_object_set_new(o, "network", network_inspect_json(sb));
 	sandbox_unref(sb);
 	return http_json(r, 200, o);
 }

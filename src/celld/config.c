@@ -1,5 +1,6 @@
 /* celld's configuration: one global, set by main.c before the daemons start and read-only
  * afterwards. A leaf, so every module can read it without depending on main.c. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,8 @@ struct celld_config celld = {.init_fd = -1,
 			     .policies_fd = -1,
 			     .tcp_pending_max = CELLD_DEFAULT_PENDING_MAX,
 			     .tcp_pending_per_ip = CELLD_DEFAULT_PENDING_PER_IP,
-			     .tcp_head_timeout_s = CELLD_DEFAULT_HEAD_TIMEOUT_S};
+			     .tcp_head_timeout_s = CELLD_DEFAULT_HEAD_TIMEOUT_S,
+			     .network_default = "public"};
 
 int config_add_volume_root(const char *dir)
 {
@@ -41,5 +43,32 @@ int config_add_volume_root(const char *dir)
 	}
 	celld.volume_roots = grown;
 	celld.volume_roots[celld.n_volume_roots++] = real;
+	return 0;
+}
+
+int config_set_subnet(const char *cidr)
+{
+	char addr[INET_ADDRSTRLEN];
+	const char *slash = strchr(cidr, '/');
+	struct in_addr in;
+	char *end;
+	unsigned long len = slash ? strtoul(slash + 1, &end, 10) : 0;
+	size_t n = slash ? (size_t)(slash - cidr) : 0;
+	if (!slash || n >= sizeof(addr) || !slash[1] || *end || len < 8 || len > 28) {
+		fprintf(stderr, "celld: --subnet %s: expected an IPv4 a.b.c.d/len with len 8..28\n",
+			cidr);
+		return -EINVAL;
+	}
+	memcpy(addr, cidr, n);
+	addr[n] = '\0';
+	uint32_t mask = ~0u << (32 - len);
+	if (inet_pton(AF_INET, addr, &in) != 1 || (ntohl(in.s_addr) & ~mask)) {
+		fprintf(stderr, "celld: --subnet %s: %s\n", cidr,
+			inet_pton(AF_INET, addr, &in) != 1 ? "not an IPv4 address"
+							   : "host bits are set");
+		return -EINVAL;
+	}
+	celld.subnet = ntohl(in.s_addr);
+	celld.subnet_prefix = (unsigned)len;
 	return 0;
 }

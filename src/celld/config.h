@@ -31,6 +31,14 @@ struct celld_config {
 	char **volume_roots;
 	size_t n_volume_roots;
 	bool volume_shared_writers; /* --volume-shared-writers: ReadWriteMany allowed */
+	/* Networking (network.c). The sandboxes' subnet: first address in host byte order
+	 * and prefix length (--subnet); the resolver's upstream, "ADDR[:PORT]" (--dns-upstream;
+	 * NULL: the host's resolv.conf); the mode of a create that names none
+	 * (--network-default: "none", "public" or "limited"). */
+	uint32_t subnet;
+	unsigned subnet_prefix;
+	char *dns_upstream;
+	char network_default[16];
 };
 
 extern struct celld_config celld;
@@ -38,3 +46,9 @@ extern struct celld_config celld;
 /* --volume-root DIR: DIR made canonical (it must exist and be a directory) and added;
  * prints why not and returns -errno. */
 int config_add_volume_root(const char *dir);
+/* --subnet CIDR: an IPv4 a.b.c.d/len without host bits, len 8..28; prints why not and
+ * returns -EINVAL. */
+int config_set_subnet(const char *cidr);
+/* The default of --subnet: outside RFC 1918, in the benchmarking range of RFC 2544 that no
+ * public host and few internal networks use. */
+#define CELLD_DEFAULT_SUBNET "198.19.0.0/16"

@@ -28,5 +28,7 @@ struct create_spec {
 	 * [{volume, create, bytes, access, deleteOnSandboxTermination, dest, subPath?}], or
 	 * NULL. */
 	json_t *volume_claims;
-	json_t *warnings; /* strings for the create's answer, or NULL */
+	const char *network_mode; /* extensions["cell.network"], NULL if absent */
+	json_t *network;	  /* the record's "network" (network_spec) */
+	json_t *warnings;	  /* strings for the create's answer, or NULL */
 };

@@ -36,6 +36,7 @@
 #include "uidrange.h"
 #include "volume_use.h"
 #include "volumes.h"
+#include "network.h"
 #include "watch.h"
 #include "fields.h"
 #include "limits.h"
@@ -165,6 +166,8 @@ static int stop_processes(struct sandbox *sb, struct cell_error *err)
 	if (pidfd >= 0)
 		close(pidfd);
 	forget_init(sb);
+	if (r == 0)
+		network_detach(sb);
 	return r;
 }
 
@@ -203,6 +206,7 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 	sb->resource_limits = json_incref(spec->resource_limits);
 	sb->limits = spec->limits;
 	sb->volumes = json_incref(spec->volumes_json);
+	sb->network = json_incref(spec->network);
 	snprintf(sb->seccomp_profile, sizeof(sb->seccomp_profile), "%s",
 		 spec->seccomp_profile ? spec->seccomp_profile : "default");
 	sb->seccomp_log = spec->seccomp_log;
@@ -399,8 +403,12 @@ static int complete_old_record(struct sandbox *sb, struct cell_error *err)
 
 /* The runtime's request, from sb's record alone (volumes point into sb->volumes). */
 static int spawn_req(struct sandbox *sb, struct cell_spawn_req *req, struct cell_volume **volumes,
-		     const struct cell_quota *quota, struct cell_error *err)
+		     const struct cell_quota *quota, char *resolv, size_t resolv_size,
+		     struct cell_error *err)
 {
+	int rr = network_resolv_conf(sb, resolv, resolv_size, err);
+	if (rr < 0)
+		return rr;
 	/* Installed last before exec in the child; there is no "no filter" (fill_new named
 	 * the default profile when the create named none). */
 	const struct cell_seccomp_prog *prog =
@@ -426,6 +434,7 @@ static int spawn_req(struct sandbox *sb, struct cell_spawn_req *req, struct cell
 	    .image_rootfs = sb->rootfs,
 	    .uid_base = sb->uid_base,
 	    .hostname = sb->id,
+	    .resolv_conf = resolv[0] ? resolv : NULL,
 	    .init_exe_fd = celld.init_fd,
 	    .cgroup = celld.cgroup,
 	    .cgroup_rel = sb->cgroup_rel,
@@ -450,7 +459,8 @@ static int spawn(struct sandbox *sb, struct cell_error *err)
 	struct cell_spawn_req req;
 	struct cell_volume *volumes = NULL;
 	struct cell_spawn_result res = {.pidfd = -1};
-	r = spawn_req(sb, &req, &volumes, &quota, err);
+	char resolv[256];
+	r = spawn_req(sb, &req, &volumes, &quota, resolv, sizeof(resolv), err);
 	if (r == 0)
 		r = cell_spawn(&req, &res, err);
 	if (volumes) /* the sandbox's mounts hold the named volumes now */
@@ -473,6 +483,9 @@ static int spawn(struct sandbox *sb, struct cell_error *err)
 	 * anything waits for init. */
 	if (res.seccomp_listener >= 0 &&
 	    (r = seccomp_log_attach(sb->id, sb->seccomp_profile, res.seccomp_listener, err)) < 0)
+		return r;
+	/* Before init is waited for: the first command finds its network ready. */
+	if ((r = network_attach(sb, err)) < 0)
 		return r;
 	/* The pid reaches state.json with Running, one write later (writes are a large part
 	 * of the cost of a create). A celld crash before that leaves a Pending
@@ -614,6 +627,8 @@ int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
 	if (pidfd >= 0)
 		close(pidfd);
 	seccomp_log_detach(sb->id);
+	if (r == 0)
+		network_detach(sb);
 	if (r == 0)
 		r = remove_dir(sb->id, err);
 	if (r == 0) {
@@ -995,6 +1010,8 @@ static void adopt_one(const char *id)
 	sandbox_end(sb, SBX_ADOPTING, why[0] ? SBX_FAILED : sb->state, why[0] ? why : NULL);
 	if (r == 0)
 		r = adopt_publish(sb, &err);
+	if (r == 0 && !why[0] && network_adopt(sb, &err) < 0)
+		log_warn("sandbox %s: taking its network back: %s", id, err.msg);
 	if (r < 0) {
 		if (sb->pidfd >= 0) {
 			close(sb->pidfd);
@@ -1041,4 +1058,5 @@ void lifecycle_adopt_all(void)
 		}
 		adopt_one(de->d_name);
 	}
+	network_reconcile();
 }

@@ -27,6 +27,7 @@
 #include "commands.h"
 #include "config.h"
 #include "lifecycle.h"
+#include "network.h"
 #include "seccomp_log.h"
 #include "seccomp_policy.h"
 #include "timers.h"
@@ -87,6 +88,16 @@ static void usage(FILE *out)
 	    "  --volume-shared-writers\n"
 	    "                      allow pvc.accessModes ReadWriteMany: several sandboxes\n"
 	    "                      writing one named volume at once (default: one writer)\n"
+	    "  --network-default MODE\n"
+	    "                      a sandbox's network when its create names none: none\n"
+	    "                      (loopback only), public (the internet, never the host or\n"
+	    "                      internal ranges) or limited (package registries); default\n"
+	    "                      public\n"
+	    "  --subnet CIDR       the sandboxes' addresses, IPv4, /8 to /28 (default\n"
+	    "                      " CELLD_DEFAULT_SUBNET "); each sandbox takes two\n"
+	    "  --dns-upstream ADDR[:PORT]\n"
+	    "                      where the sandboxes' resolver forwards the names it allows\n"
+	    "                      (default: the first IPv4 nameserver of /etc/resolv.conf)\n"
 	    "  --uid-ranges-dir DIR\n"
 	    "                      host-wide uid range reservations, shared by every celld on\n"
 	    "                      the host (default " CELLD_UID_RANGES_DIR ", 0700 root)\n"
@@ -110,6 +121,17 @@ static int uint_flag(const char *name, unsigned max, unsigned *out)
 	return 0;
 }
 
+static int network_default_flag(const char *mode)
+{
+	if (strcmp(mode, "none") && strcmp(mode, "public") && strcmp(mode, "limited")) {
+		fprintf(stderr, "celld: --network-default %s: expected none, public or limited\n",
+			mode);
+		return -EINVAL;
+	}
+	snprintf(celld.network_default, sizeof(celld.network_default), "%s", mode);
+	return 0;
+}
+
 static int parse_flags(int argc, char **argv, struct flags *f)
 {
 	static const struct option opts[] = {
@@ -128,12 +150,15 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"output-budget", required_argument, NULL, 'O'},
 	    {"volume-root", required_argument, NULL, 'R'},
 	    {"volume-shared-writers", no_argument, NULL, 'W'},
+	    {"network-default", required_argument, NULL, 'N'},
+	    {"subnet", required_argument, NULL, 'A'},
+	    {"dns-upstream", required_argument, NULL, 'D'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	int c, r = 0;
+	int c, r = config_set_subnet(CELLD_DEFAULT_SUBNET);
 	while (r == 0 && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
@@ -180,6 +205,15 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'W':
 			celld.volume_shared_writers = true;
+			break;
+		case 'N':
+			r = network_default_flag(optarg);
+			break;
+		case 'A':
+			r = config_set_subnet(optarg);
+			break;
+		case 'D':
+			celld.dns_upstream = optarg;
 			break;
 		case 'd':
 			f->debug = true;
@@ -526,7 +560,8 @@ static int run(const struct flags *f)
 	if (load_init(f->init, &err) < 0 || open_policies(f->policies, &err) < 0 ||
 	    limits_load(&err) < 0 || admission_load(&err) < 0)
 		goto fail;
-	if (seccomp_policies_load(&err) < 0 || seccomp_log_start(&err) < 0)
+	if (seccomp_policies_load(&err) < 0 || seccomp_log_start(&err) < 0 ||
+	    network_load_policies(&err) < 0)
 		goto fail;
 	log_info("celld %s: state %s, images %s, cgroup %s (%s/...), uid ranges %s", CELL_VERSION,
 		 celld.state_dir, celld.images_dir, celld.cgroup->name, celld.cgroup_prefix,

@@ -32,6 +32,36 @@ enum network_mode { NETWORK_NONE, NETWORK_PUBLIC, NETWORK_LIMITED, NETWORK_CUSTO
 const char *network_mode_name(enum network_mode mode);
 int network_mode_parse(const char *name, enum network_mode *out);
 
+/* At start: read policies/network/public.json (the blocked ranges) and limited.json (the
+ * limited mode's policy), name the table. Touches nothing of the host. */
+int network_load_policies(struct cell_error *err);
+/* What nftables can enforce of p's address rules now (field names p in messages):
+ * -EINVAL naming the rule otherwise. */
+int network_check_policy(const struct netpolicy *p, const char *field, struct cell_error *err);
+/* The record's "network" of a create (a new reference in *out) from
+ * extensions["cell.network"] (mode_name, NULL if absent) and networkPolicy (NULL if
+ * absent): -EINVAL naming the field. */
+int network_spec(const char *mode_name, json_t *policy_json, json_t **out, struct cell_error *err);
+
+/* The text of sb's /etc/resolv.conf, or "" for a sandbox without a network. */
+int network_resolv_conf(struct sandbox *sb, char *buf, size_t size, struct cell_error *err);
+/* Give sb, whose init runs (sb->pid, sb->pidfd), its network: the host side made first if
+ * needed, then its chain, veth, addresses, routes and resolver. Nothing is left on
+ * failure. 0 at once for mode none. */
+int network_attach(struct sandbox *sb, struct cell_error *err);
+/* Remove sb's chain, set elements and resolver socket (after its processes are gone; its
+ * veth goes with its network namespace, in the kernel's time). */
+void network_detach(struct sandbox *sb);
+/* After a restart of celld, for a running sandbox: take its network back (chain and pinned
+ * answers kept, resolver socket opened again). -ENODEV when its interface is gone. */
+int network_adopt(struct sandbox *sb, struct cell_error *err);
+/* After adoption: remove from the table what belongs to no sandbox of the registry. */
+void network_reconcile(void);
+
+/* What cell inspect shows of sb's network: mode, policy, interface, addresses, nftables
+ * counters (connections allowed, packets blocked/denied/spoofed), resolver counters. */
+json_t *network_inspect_json(struct sandbox *sb);
+
 /* What GET /policy answers: {"mode", "policy": NetworkPolicy} of sb, a new reference; NULL
  * with err (-ENOENT) for a sandbox without a network. */
 json_t *network_policy_json(struct sandbox *sb, struct cell_error *err);

@@ -53,6 +53,8 @@ json_t *record_encode(const struct record *rec)
 		json_object_set_new(o, "seccomp",
 				    json_pack("{s:s, s:b}", "profile", rec->seccomp_profile, "log",
 					      rec->seccomp_log));
+	if (o && rec->network)
+		json_object_set(o, "network", rec->network);
 	return o;
 }
 
@@ -128,6 +130,11 @@ static bool is_string_array(const json_t *v)
 static bool is_array(const json_t *v)
 {
 	return json_is_array(v);
+}
+
+static bool is_object(const json_t *v)
+{
+	return json_is_object(v);
 }
 
 /* An optional member of the given kind: a new reference in *out, or NULL. */
@@ -250,6 +257,8 @@ static int get_members(json_t *o, struct record *rec, struct cell_error *err)
 			     &rec->resource_limits, err);
 	if (r == 0)
 		r = get_json(o, "volumes", is_array, "an array", &rec->volumes, err);
+	if (r == 0)
+		r = get_json(o, "network", is_object, "an object", &rec->network, err);
 	return r;
 }
 
@@ -287,6 +296,7 @@ void record_free(struct record *rec)
 	json_decref(rec->entrypoint);
 	json_decref(rec->resource_limits);
 	json_decref(rec->volumes);
+	json_decref(rec->network);
 	free(rec->image);
 	free(rec->rootfs);
 	free(rec->session_key);

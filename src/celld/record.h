@@ -26,6 +26,7 @@ struct record {
 	char *dir;   /* written for operators; not read back */
 	char *cgroup_rel;
 	json_t *metadata, *env, *entrypoint, *resource_limits, *volumes;
+	json_t *network; /* {"mode", "policy"?} (network.c reads it); NULL: none */
 	time_t created_at, expires_at, transition_at; /* 0: none */
 	int slot;
 	uint32_t uid_base;

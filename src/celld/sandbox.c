@@ -101,6 +101,7 @@ void sandbox_unref(struct sandbox *sb)
 	json_decref(sb->entrypoint);
 	json_decref(sb->resource_limits);
 	json_decref(sb->volumes);
+	json_decref(sb->network);
 	cmd_table_free(sb->cmds);
 	pthread_mutex_destroy(&sb->store_lock);
 	pthread_mutex_destroy(&sb->meta_lock);

@@ -77,6 +77,9 @@ struct sandbox {
 	enum sbx_state state; /* written by sandbox_end only */
 	enum sbx_op busy;     /* written by sandbox_begin and sandbox_end only */
 	json_t *metadata;
+	/* The network (network.c): {"mode": "public", "policy": NetworkPolicy?}; NULL: none
+	 * (a record from before networking). Replaced whole, like metadata. */
+	json_t *network;
 	time_t expires_at; /* 0: never */
 	time_t transition_at;
 	char *reason; /* why Failed */

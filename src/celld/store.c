@@ -43,6 +43,7 @@ static json_t *snapshot_locked(struct sandbox *sb, enum sbx_state state)
 	    .entrypoint = sb->entrypoint,
 	    .resource_limits = sb->resource_limits,
 	    .volumes = sb->volumes,
+	    .network = sb->network,
 	    .created_at = sb->created_at,
 	    .expires_at = sb->expires_at,
 	    .transition_at = sb->transition_at,
@@ -156,6 +157,7 @@ static void take_record(struct sandbox *sb, struct record *rec)
 	sb->entrypoint = steal_ptr(rec->entrypoint);
 	sb->resource_limits = steal_ptr(rec->resource_limits);
 	sb->volumes = steal_ptr(rec->volumes);
+	sb->network = steal_ptr(rec->network);
 	sb->image = steal_ptr(rec->image);
 	sb->rootfs = steal_ptr(rec->rootfs);
 	sb->session_key = steal_ptr(rec->session_key);

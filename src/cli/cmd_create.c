@@ -31,7 +31,8 @@ static void usage(FILE *f)
 		   "                          paths map=owner|range|identity (see cell(1))\n"
 		   "  -t, --timeout SECONDS   delete the sandbox after this long (>= 60)\n"
 		   "      --seccomp NAME      seccomp profile (default: default)\n"
-		   "      --seccomp-log       record the sandbox's denied calls (cell inspect)\n"
+		   "      --seccomp-log       record the sandbox's denied calls (cell "
+		   "inspect)\n" CLI_NETWORK_HELP
 		   "      --json              print the sandbox's JSON instead of its id\n"
 		   "      --socket PATH       celld's socket\n"
 		   "  -h, --help              this help\n");
@@ -45,6 +46,7 @@ int cmd_create(int argc, char **argv)
 						 {"volume", required_argument, NULL, 'v'},
 						 {"timeout", required_argument, NULL, 't'},
 						 CLI_SECCOMP_LONGOPTS,
+						 CLI_NETWORK_LONGOPTS,
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
 	struct cli_create_opts o = {0};
@@ -54,6 +56,11 @@ int cmd_create(int argc, char **argv)
 	int c;
 	while ((c = getopt_long(argc, argv, "+hi:s:e:v:t:", longopts, NULL)) != -1) {
 		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &o))
+			continue;
+		int nr = cli_create_network_opt(c, optarg, &o);
+		if (nr < 0)
+			goto out;
+		if (nr > 0)
 			continue;
 		switch (c) {
 		case 'h':
@@ -111,6 +118,7 @@ int cmd_create(int argc, char **argv)
 	json_decref(sb);
 	rc = CLI_EXIT_OK;
 out:
+	cli_create_opts_free(&o);
 	json_decref(env);
 	json_decref(vols);
 	return rc;

@@ -43,8 +43,8 @@ static void usage(FILE *f)
 	    "                           ordinary account `user` is 1000; names are not resolved\n"
 	    "  -s, --session KEY        create-or-resume the sandbox of this key\n"
 	    "      --seccomp NAME       seccomp profile (policies/seccomp/NAME.json)\n"
-	    "      --seccomp-log        record the sandbox's denied calls (cell inspect)\n"
-	    "      --socket PATH        celld's socket\n"
+	    "      --seccomp-log        record the sandbox's denied calls (cell "
+	    "inspect)\n" CLI_NETWORK_HELP "      --socket PATH        celld's socket\n"
 	    "  -h, --help               this help\n"
 	    "\n"
 	    "Example: cell run --rm -v \"$PWD\":/src:ro -w /src -- make -n\n");
@@ -60,6 +60,7 @@ int cmd_run(int argc, char **argv)
 						 {"session", required_argument, NULL, 's'},
 						 CLI_EXEC_LONGOPTS,
 						 CLI_SECCOMP_LONGOPTS,
+						 CLI_NETWORK_LONGOPTS,
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
 	struct cli_create_opts co = {0};
@@ -71,6 +72,11 @@ int cmd_run(int argc, char **argv)
 	int c;
 	while ((c = getopt_long(argc, argv, "+hi:v:w:e:t:u:s:", longopts, NULL)) != -1) {
 		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &co))
+			continue;
+		int nr = cli_create_network_opt(c, optarg, &co);
+		if (nr < 0)
+			goto out;
+		if (nr > 0)
 			continue;
 		int r = cli_exec_opt(c, optarg, &xr, envs);
 		if (r < 0)
@@ -136,6 +142,7 @@ int cmd_run(int argc, char **argv)
 			id);
 	}
 out:
+	cli_create_opts_free(&co);
 	json_decref(envs);
 	json_decref(vols);
 	return code;

@@ -9,6 +9,7 @@
 #include "client.h"
 #include "create.h"
 #include "error.h"
+#include "global.h"
 
 bool cli_create_seccomp_opt(int c, const char *arg, struct cli_create_opts *o)
 {
@@ -17,6 +18,51 @@ bool cli_create_seccomp_opt(int c, const char *arg, struct cli_create_opts *o)
 	else if (c == CLI_OPT_SECCOMP_LOG)
 		o->seccomp_log = true;
 	return c == CLI_OPT_SECCOMP || c == CLI_OPT_SECCOMP_LOG;
+}
+
+int cli_create_network_opt(int c, const char *arg, struct cli_create_opts *o)
+{
+	json_t **list = c == CLI_OPT_ALLOW_HOST	 ? &o->allow_hosts
+			: c == CLI_OPT_DENY_HOST ? &o->deny_hosts
+						 : NULL;
+	if (c == CLI_OPT_NETWORK) {
+		o->network = arg;
+		return 1;
+	}
+	if (!list)
+		return 0;
+	if (!*list)
+		*list = json_array();
+	if (!*list || json_array_append_new(*list, json_string(arg)) < 0) {
+		cli_error_usage(c == CLI_OPT_ALLOW_HOST ? "--allow-host" : "--deny-host",
+				CLI_EXIT_USAGE, "'%s' is not valid UTF-8", arg);
+		return -1;
+	}
+	return 1;
+}
+
+void cli_create_opts_free(struct cli_create_opts *o)
+{
+	json_decref(o->allow_hosts);
+	json_decref(o->deny_hosts);
+	o->allow_hosts = o->deny_hosts = NULL;
+}
+
+/* The networkPolicy of --allow-host/--deny-host: denials first (the first rule that
+ * matches a host wins), then the allowed hosts. NULL when neither was given. */
+static json_t *network_policy(const struct cli_create_opts *o)
+{
+	if (!json_array_size(o->allow_hosts) && !json_array_size(o->deny_hosts))
+		return NULL;
+	json_t *egress = json_array();
+	size_t i;
+	json_t *h;
+	json_array_foreach(o->deny_hosts, i, h)
+	    json_array_append_new(egress, json_pack("{s:s, s:O}", "action", "deny", "target", h));
+	json_array_foreach(o->allow_hosts, i, h)
+	    json_array_append_new(egress, json_pack("{s:s, s:O}", "action", "allow", "target", h));
+	return json_pack("{s:s, s:o}", "defaultAction",
+			 json_array_size(o->allow_hosts) ? "deny" : "allow", "egress", egress);
 }
 
 int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size, json_t **out,
@@ -34,6 +80,11 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 		json_object_set_new(ext, "cell.seccomp", json_string(o->seccomp));
 	if (o->seccomp_log)
 		json_object_set_new(ext, "cell.seccompLog", json_string("true"));
+	if (o->network)
+		json_object_set_new(ext, "cell.network", json_string(o->network));
+	json_t *np = network_policy(o);
+	if (np)
+		json_object_set_new(body, "networkPolicy", np);
 	/* Named volumes go in the API's volumes[]; host paths in cell.volumes, as a JSON
 	 * string (the extensions map holds strings only). */
 	json_t *named = json_array(), *host = json_array();

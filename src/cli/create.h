@@ -17,6 +17,10 @@ struct cli_create_opts {
 	long long timeout_s; /* sandbox lifetime; 0: none */
 	const char *seccomp; /* extensions["cell.seccomp"]; NULL: celld's default */
 	bool seccomp_log;    /* extensions["cell.seccompLog"] */
+	const char *network; /* extensions["cell.network"]; NULL: celld's default */
+	/* --allow-host / --deny-host: the networkPolicy's rules (arrays of strings, or
+	 * NULL); with any allow the default action is deny, else allow. */
+	json_t *allow_hosts, *deny_hosts;
 };
 
 /* --seccomp NAME and --seccomp-log of create and run. */
@@ -28,6 +32,27 @@ enum { CLI_OPT_SECCOMP = 0x1100, CLI_OPT_SECCOMP_LOG };
 /* clang-format on */
 /* Handle one of CLI_SECCOMP_LONGOPTS into o: true when c was one. */
 bool cli_create_seccomp_opt(int c, const char *arg, struct cli_create_opts *o);
+
+/* --network MODE, --allow-host H and --deny-host H (repeatable) of create and run. */
+enum { CLI_OPT_NETWORK = 0x1200, CLI_OPT_ALLOW_HOST, CLI_OPT_DENY_HOST };
+/* clang-format off */
+#define CLI_NETWORK_LONGOPTS                                           \
+	{"network", required_argument, NULL, CLI_OPT_NETWORK},         \
+	{"allow-host", required_argument, NULL, CLI_OPT_ALLOW_HOST},   \
+	{"deny-host", required_argument, NULL, CLI_OPT_DENY_HOST}
+/* clang-format on */
+#define CLI_NETWORK_HELP                                                                           \
+	"      --network MODE       none (loopback only), public (the internet, never the\n"       \
+	"                           host or internal ranges) or limited (package\n"                \
+	"                           registries); default: celld's --network-default\n"             \
+	"      --allow-host H       allow only H (a name, *.name or IPv4 address) and the\n"       \
+	"                           other --allow-host hosts (repeatable)\n"                       \
+	"      --deny-host H        never H (repeatable); alone: everything public but H\n"
+/* Handle one of CLI_NETWORK_LONGOPTS into o: 1 when c was one, 0 when not, -1 (printed)
+ * when its value is refused. */
+int cli_create_network_opt(int c, const char *arg, struct cli_create_opts *o);
+/* Free what the network options allocated. */
+void cli_create_opts_free(struct cli_create_opts *o);
 
 /* POST /v1/sandboxes; on success the new (or resumed) sandbox's id is in id[] and its JSON
  * in *out (may be NULL). */

@@ -50,6 +50,7 @@ enum cell_child_step {
 	CELL_STEP_RLIMITS,
 	CELL_STEP_CAPS,
 	CELL_STEP_SECCOMP,
+	CELL_STEP_RESOLV,
 };
 
 /* child.c: fill ce with "<what> <path>" (path may be NULL) and return -errno. errnum may

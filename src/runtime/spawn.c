@@ -68,6 +68,7 @@ struct child_plan {
 	int listen_fd; /* relay socket, becomes fd 3 */
 	int exe_fd;    /* sealed cell-init memfd */
 	const char *hostname;
+	const char *resolv_conf; /* NULL: the image's /etc/resolv.conf stays */
 	const struct cell_cgroup_join *join;
 	const struct cell_cgroup_ops *cgroup;
 	const struct cell_rlimit *rlimits;
@@ -160,6 +161,26 @@ static int child_set_hostname(struct child_plan *cp, struct cell_child_err *ce)
 {
 	if (sethostname(cp->hostname, strlen(cp->hostname)) < 0)
 		return cell_child_fail(ce, CELL_STEP_HOSTNAME, errno, "sethostname", cp->hostname);
+	return 0;
+}
+
+/* The sandbox's resolver, written into its own root (the overlay's upper layer) as its
+ * root: a symlink the image has there (to a stub resolver's file) is replaced by a file. */
+static int child_write_resolv_conf(struct child_plan *cp, struct cell_child_err *ce)
+{
+	if (!cp->resolv_conf)
+		return 0;
+	if (mkdir("/etc", 0755) < 0 && errno != EEXIST)
+		return cell_child_fail(ce, CELL_STEP_RESOLV, errno, "creating", "/etc");
+	if (unlink("/etc/resolv.conf") < 0 && errno != ENOENT)
+		return cell_child_fail(ce, CELL_STEP_RESOLV, errno, "replacing",
+				       "/etc/resolv.conf");
+	_cleanup_close_ int fd =
+	    open("/etc/resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	size_t len = strlen(cp->resolv_conf);
+	if (fd < 0 || write(fd, cp->resolv_conf, len) != (ssize_t)len)
+		return cell_child_fail(ce, CELL_STEP_RESOLV, fd < 0 ? errno : EIO, "writing",
+				       "/etc/resolv.conf");
 	return 0;
 }
 
@@ -277,6 +298,7 @@ static child_step_fn *const child_steps[] = {
     child_pivot_root,
     child_mask_paths,
     child_set_hostname,
+    child_write_resolv_conf,
     child_loopback_up,
     child_setup_fds,
     child_set_rlimits,
@@ -491,6 +513,7 @@ static void plan_child(struct spawn_parent *p)
 	    .listen_fd = p->listen_fd,
 	    .exe_fd = req->init_exe_fd,
 	    .hostname = req->hostname ? req->hostname : req->id,
+	    .resolv_conf = req->resolv_conf,
 	    .join = &p->join,
 	    .cgroup = req->cgroup,
 	    .rlimits = req->rlimits,

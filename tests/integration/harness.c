@@ -1042,6 +1042,10 @@ static int celld_spawn(struct h_world *w, char *why, size_t why_len)
 	} else {
 		argv[n++] = "--no-tcp";
 	}
+	/* Sandboxes of the suites have no network unless a world asks for one (its extra
+	 * flags come later and win): no suite touches the host's network. */
+	argv[n++] = "--network-default";
+	argv[n++] = "none";
 	for (int i = 0; i < w->n_extra; i++)
 		argv[n++] = w->extra[i];
 	argv[n] = NULL;

@@ -568,11 +568,14 @@ START_TEST(unhonoured_create_fields)
 	    {"{\"volumes\":[{\"name\":\"ws\",\"mountPath\":\"/workspace\",\"ossfs\":{\"bucket\":"
 	     "\"b\"}}]}",
 	     "volumes[0].ossfs"},
-	    {"{\"networkPolicy\":{\"defaultAction\":\"allow\"}}", "networkPolicy"},
+	    {"{\"networkPolicy\":{\"defaultAction\":\"maybe\"}}", "networkPolicy.defaultAction"},
 	    {"{\"networkPolicy\":{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\","
-	     "\"target\":\"example.com\"}]}}",
-	     "networkPolicy"},
-	    {"{\"networkPolicy\":{}}", "networkPolicy"},
+	     "\"target\":\"example.com\"}]},\"extensions\":{\"cell.network\":\"none\"}}",
+	     "extensions.cell.network"},
+	    {"{\"networkPolicy\":{\"defaultAction\":\"deny\"},\"extensions\":{\"cell.network\":"
+	     "\"public\"}}",
+	     "extensions.cell.network"},
+	    {"{\"extensions\":{\"cell.network\":\"wide\"}}", "extensions.cell.network"},
 	    {"{\"networkPolicy\":\"deny\"}", "networkPolicy"},
 	    {"{\"platform\":{\"os\":\"windows\",\"arch\":\"amd64\"}}", "platform.os"},
 	    {"{\"platform\":{\"os\":\"linux\",\"arch\":\"riscv64\"}}", "platform.arch"},
@@ -603,12 +606,12 @@ START_TEST(unhonoured_create_fields)
 	const char *arch = "arm64";
 #endif
 	json_t *ok = json_pack(
-	    "{s:b, s:{}, s:{}, s:{s:s}, s:[], s:{s:s, s:[{s:s, s:s}]}, s:{s:s, s:s}, s:n, s:n, "
-	    "s:{}}",
+	    "{s:b, s:{}, s:{}, s:{s:s, s:s}, s:[], s:{s:s, s:[{s:s, s:s}]}, s:{s:s, s:s}, s:n, "
+	    "s:n, s:{}}",
 	    "secureAccess", 0, "env", "metadata", "extensions", "poolRef", "another provider's",
-	    "volumes", "networkPolicy", "defaultAction", "deny", "egress", "action", "deny",
-	    "target", "example.com", "platform", "os", "linux", "arch", arch, "snapshotId",
-	    "credentialProxy", "resourceRequests");
+	    "cell.network", "none", "volumes", "networkPolicy", "defaultAction", "deny", "egress",
+	    "action", "deny", "target", "example.com", "platform", "os", "linux", "arch", arch,
+	    "snapshotId", "credentialProxy", "resourceRequests");
 	ck_assert_ptr_nonnull(ok);
 	struct h_resp r;
 	long st = h_create_ex("busybox", ok, H_TCP, &r);

@@ -374,9 +374,9 @@ static bool pq_start(struct pq *pq, char *why, size_t size)
 	char *celld = h_fmt("%s/celld", H.bin);
 	char *init = h_fmt("%s/cell-init", H.bin);
 	char *policies = h_fmt("%s/policies", H.src);
-	char *argv[] = {celld,	      "--state-dir", pq->state,	 "--images", H.images,
-			"--socket",   pq->sock,	     "--no-tcp", "--init",   init,
-			"--policies", policies,	     NULL};
+	char *argv[] = {celld,	      "--state-dir", pq->state,		  "--images", H.images,
+			"--socket",   pq->sock,	     "--no-tcp",	  "--init",   init,
+			"--policies", policies,	     "--network-default", "none",     NULL};
 	pq->celld = h_spawn_celld(argv, pq->log);
 	free(celld);
 	free(init);

@@ -183,6 +183,8 @@ export async function startCelld() {
 		"--socket", socketPath,
 		"--init", CELL_INIT,
 		"--policies", path.join(REPO, "policies"),
+		// No sandbox of these tests needs a network unless it asks (useCelld({netns})).
+		"--network-default", "none",
 		...h.celldArgs,
 		...(process.env.CELLD_EXTRA_ARGS || "").split(/\s+/).filter(Boolean),
 	];

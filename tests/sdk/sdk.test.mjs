@@ -47,15 +47,16 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		let err = await rejectsWith(createSandbox({ image: "busybox", volumes }), 400, "INVALID_ARGUMENT");
 		assert.match(err.message, /volumes\[0\]\.ossfs/);
 		err = await rejectsWith(
-			createSandbox({ image: "busybox", networkPolicy: { defaultAction: "allow" } }),
+			createSandbox({ image: "busybox", networkPolicy: { defaultAction: "maybe" } }),
 			400,
 			"INVALID_ARGUMENT",
 		);
-		assert.match(err.message, /networkPolicy/);
-		// A policy that allows nothing is what a sandbox has: honoured.
+		assert.match(err.message, /networkPolicy\.defaultAction/);
+		// A policy that allows nothing, on a sandbox without a network: honoured.
 		const denied = await createSandbox({
 			image: "busybox",
-			networkPolicy: { egress: [{ action: "deny", target: "example.com" }] },
+			extensions: { "cell.network": "none" },
+			networkPolicy: { defaultAction: "deny", egress: [{ action: "deny", target: "example.com" }] },
 		});
 		assert.equal(out(await denied.commands.run("echo ok")), "ok\n");
 		await denied.kill();

@@ -1,0 +1,781 @@
+/* A sandbox's network: see network.h. The order of a sandbox's set-up is the safety
+ * argument: its nftables chain exists before either end of its veth comes up, so no packet
+ * of it passes unpoliced; its resolver socket exists before the first command runs. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cell/cleanup.h"
+#include "cell/fsutil.h"
+#include "cell/log.h"
+#include "cell/netlink.h"
+#include "cell/nft.h"
+#include "config.h"
+#include "network.h"
+#include "registry.h"
+#include "resolver.h"
+#include "sandbox.h"
+#include "store.h"
+
+#define PUBLIC_FILE  "network/public.json"
+#define LIMITED_FILE "network/limited.json"
+#define LIMITED_MAX  (256 * 1024)
+/* In the state dir: the table of this state dir was made once, so a restart reconciles it
+ * even when no sandbox it adopts has a network. */
+#define MARKER_FILE "network"
+
+static const char *const mode_names[] = {
+    [NETWORK_NONE] = "none",
+    [NETWORK_PUBLIC] = "public",
+    [NETWORK_LIMITED] = "limited",
+    [NETWORK_CUSTOM] = "custom",
+};
+
+/* The host side: made once, at the first sandbox with a network (net.ready). */
+static struct {
+	pthread_mutex_t lock; /* the host's rtnetlink handle, set-up and tear-down of sandboxes */
+	bool ready;
+	struct cell_nft *nft; /* has its own lock; fixed once ready */
+	struct cell_nl host;
+	char table[CELL_NFT_NAME_MAX];
+	struct cell_nft_range *blocked;
+	size_t n_blocked;
+	struct netpolicy limited;
+} net = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Where a sandbox is: its host-side interface and the two addresses of its pair. */
+struct sb_link {
+	char ifname[IFNAMSIZ];
+	struct in_addr host, addr;
+};
+
+const char *network_mode_name(enum network_mode mode)
+{
+	return mode_names[mode];
+}
+
+int network_mode_parse(const char *name, enum network_mode *out)
+{
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(mode_names); i++) {
+		if (name && !strcmp(name, mode_names[i])) {
+			*out = (enum network_mode)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int sb_link_of(int slot, struct sb_link *l, struct cell_error *err)
+{
+	uint64_t size = 1ull << (32 - celld.subnet_prefix);
+	uint64_t host = 2ull * ((uint64_t)slot + 1);
+	if (slot < 0 || host + 2 >= size)
+		return cell_err_msg(err, ENOSPC,
+				    "uid slot %d has no address in --subnet: it has room for %llu "
+				    "sandboxes",
+				    slot, (unsigned long long)(size / 2 - 2));
+	l->host.s_addr = htonl(celld.subnet + (uint32_t)host);
+	l->addr.s_addr = htonl(celld.subnet + (uint32_t)host + 1);
+	snprintf(l->ifname, sizeof(l->ifname), "cell%d", slot);
+	return 0;
+}
+
+/* ---- policies ---- */
+
+static int load_limited(struct cell_error *err)
+{
+	_cleanup_free_ char *text = NULL;
+	struct cell_error rerr = {0};
+	int r = cell_read_file_at(celld.policies_fd, LIMITED_FILE, LIMITED_MAX, &text, NULL, &rerr);
+	if (r < 0)
+		return cell_err_msg(err, -r, "%s/%s: %s", celld.policies_dir, LIMITED_FILE,
+				    rerr.msg);
+	json_error_t jerr;
+	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root)
+		return cell_err_msg(err, EINVAL, "%s/%s: line %d: %s", celld.policies_dir,
+				    LIMITED_FILE, jerr.line, jerr.text);
+	r = netpolicy_from_json(json_object_get(root, "networkPolicy"), "networkPolicy",
+				&net.limited, err);
+	json_decref(root);
+	if (r < 0)
+		cell_err_wrap(err, "%s/%s: ", celld.policies_dir, LIMITED_FILE);
+	return r;
+}
+
+int network_load_policies(struct cell_error *err)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", celld.policies_dir, PUBLIC_FILE);
+	int r = cell_nft_policy_load(path, &net.blocked, &net.n_blocked, err);
+	if (r == 0)
+		r = load_limited(err);
+	if (r == 0)
+		r = cell_nft_table_name(celld.state_dir, net.table, sizeof(net.table));
+	return r;
+}
+
+/* IP and CIDR rules, as nftables can hold them now: an allowlist's /32s. */
+int network_check_policy(const struct netpolicy *p, const char *field, struct cell_error *err)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		const struct netpolicy_rule *rule = &p->rules[i];
+		if (rule->kind != NETPOLICY_IPV4 && rule->kind != NETPOLICY_CIDR4)
+			continue;
+		if (p->default_allow)
+			return cell_err_msg(
+			    err, EINVAL,
+			    "%s.egress[%zu].target: an address rule (%s) under "
+			    "defaultAction \"allow\" is not supported: deny names, "
+			    "or use defaultAction \"deny\" and allow what is needed",
+			    field, i, rule->target);
+		if (rule->allow && rule->prefix != 32)
+			return cell_err_msg(err, EINVAL,
+					    "%s.egress[%zu].target: allowing a range (%s) is not "
+					    "supported; allow single addresses or names",
+					    field, i, rule->target);
+	}
+	return 0;
+}
+
+static bool netpolicy_allows_any(const struct netpolicy *p)
+{
+	bool any = p->default_allow;
+	for (size_t i = 0; i < p->n; i++)
+		any = any || p->rules[i].allow;
+	return any;
+}
+
+int network_spec(const char *mode_name, json_t *policy_json, json_t **out, struct cell_error *err)
+{
+	enum network_mode mode = NETWORK_NONE;
+	*out = NULL;
+	if (mode_name && (network_mode_parse(mode_name, &mode) < 0 || mode == NETWORK_CUSTOM))
+		return cell_err_msg(err, EINVAL,
+				    "extensions.cell.network must be none, public or limited");
+	if (mode_name && policy_json && mode != NETWORK_NONE)
+		return cell_err_msg(err, EINVAL,
+				    "extensions.cell.network and networkPolicy exclude each other: "
+				    "networkPolicy alone sets the sandbox's egress");
+	if (!policy_json) {
+		if (!mode_name)
+			network_mode_parse(celld.network_default, &mode);
+		*out = json_pack("{s:s}", "mode", network_mode_name(mode));
+		return *out ? 0 : -ENOMEM;
+	}
+	struct netpolicy p;
+	int r = netpolicy_from_json(policy_json, "networkPolicy", &p, err);
+	if (r == 0)
+		r = network_check_policy(&p, "networkPolicy", err);
+	/* "none" with a policy that allows nothing: no interface at all (a policy that
+	 * allows nothing alone gets one, for the egress API to open later). */
+	if (r == 0 && mode_name && netpolicy_allows_any(&p))
+		r = cell_err_msg(err, EINVAL,
+				 "networkPolicy allows egress but extensions.cell.network is "
+				 "\"none\"");
+	if (r == 0 && mode_name) {
+		*out = json_pack("{s:s}", "mode", "none");
+		r = *out ? 0 : -ENOMEM;
+	} else if (r == 0) {
+		*out = json_pack("{s:s, s:o}", "mode", "custom", "policy", netpolicy_to_json(&p));
+		r = *out ? 0 : -ENOMEM;
+	}
+	netpolicy_free(&p);
+	return r;
+}
+
+/* sb's mode and, unless none, its policy in force (from the record; limited: the
+ * operator's file as loaded now; public: allow all). */
+static int policy_of(struct sandbox *sb, enum network_mode *mode, struct netpolicy *p,
+		     struct cell_error *err)
+{
+	registry_lock();
+	json_t *o = json_incref(sb->network);
+	registry_unlock();
+	memset(p, 0, sizeof(*p));
+	const char *name = json_string_value(json_object_get(o, "mode"));
+	int r = 0;
+	*mode = NETWORK_NONE;
+	if (o && network_mode_parse(name, mode) < 0)
+		r = cell_err_msg(err, EINVAL, "state.json: network.mode '%s' is unknown",
+				 name ? name : "");
+	else if (*mode == NETWORK_PUBLIC)
+		p->default_allow = true;
+	else if (*mode == NETWORK_LIMITED)
+		r = netpolicy_copy(&net.limited, p);
+	else if (*mode == NETWORK_CUSTOM)
+		r = netpolicy_from_json(json_object_get(o, "policy"), "state.json: network.policy",
+					p, err);
+	json_decref(o);
+	return r;
+}
+
+static bool has_network(struct sandbox *sb)
+{
+	registry_lock();
+	const char *name = json_string_value(json_object_get(sb->network, "mode"));
+	bool on = name && strcmp(name, "none");
+	registry_unlock();
+	return on;
+}
+
+/* ---- the host side, once ---- */
+
+static void on_answer(void *ctx, const char *key, const struct in_addr *addrs, size_t n,
+		      unsigned ttl_s)
+{
+	(void)ctx;
+	struct cell_error err = {0};
+	if (cell_nft_allow_add(net.nft, key, addrs, n, ttl_s, &err) < 0)
+		log_warn("network: pinning a DNS answer for %s: %s", key, err.msg);
+}
+
+static int upstream(struct sockaddr_in *up, struct cell_error *err)
+{
+	if (celld.dns_upstream)
+		return resolver_parse_upstream(celld.dns_upstream, up, err);
+	return resolver_default_upstream(up, err);
+}
+
+static int forwarding_on(struct cell_error *err)
+{
+	char v[4] = "";
+	int fd = open("/proc/sys/net/ipv4/ip_forward", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, v, sizeof(v) - 1);
+		v[n > 0 ? n : 0] = '\0';
+		close(fd);
+	}
+	if (v[0] == '1')
+		return 0;
+	int r = cell_net_sysctl(-1, "net/ipv4/ip_forward", "1", err);
+	if (r == 0)
+		log_info("network: turned on IPv4 forwarding (net.ipv4.ip_forward was off)");
+	return r;
+}
+
+static void mark_made(void)
+{
+	int fd = openat(celld.sandboxes_fd, "../" MARKER_FILE,
+			O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+}
+
+static bool was_made(void)
+{
+	struct stat st;
+	return fstatat(celld.sandboxes_fd, "../" MARKER_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static int ready_locked(struct cell_error *err)
+{
+	if (net.ready)
+		return 0;
+	struct sockaddr_in up;
+	int r = upstream(&up, err);
+	if (r < 0)
+		return r;
+	struct cell_nft_table_opts opts = {
+	    .name = net.table,
+	    .subnet = {htonl(celld.subnet)},
+	    .prefix = celld.subnet_prefix,
+	    .blocked = net.blocked,
+	    .n_blocked = net.n_blocked,
+	};
+	r = cell_nft_open(&opts, &net.nft, err);
+	if (r == 0)
+		r = cell_nl_open(&net.host, -1, err);
+	if (r == 0)
+		r = forwarding_on(err);
+	if (r == 0)
+		r = resolver_start(&up, on_answer, NULL, err);
+	if (r < 0) {
+		cell_nl_close(&net.host);
+		cell_nft_close(net.nft);
+		net.nft = NULL;
+		return cell_err_wrap(err, "setting up sandbox networking: "), r;
+	}
+	mark_made();
+	char sub[INET_ADDRSTRLEN], dns[INET_ADDRSTRLEN];
+	struct in_addr s = {htonl(celld.subnet)};
+	inet_ntop(AF_INET, &s, sub, sizeof(sub));
+	inet_ntop(AF_INET, &up.sin_addr, dns, sizeof(dns));
+	log_info("network: table inet %s (%zu blocked ranges from %s/%s), subnet %s/%u, DNS "
+		 "upstream %s:%u",
+		 net.table, net.n_blocked, celld.policies_dir, PUBLIC_FILE, sub,
+		 celld.subnet_prefix, dns, ntohs(up.sin_port));
+	net.ready = true;
+	return 0;
+}
+
+/* ---- one sandbox ---- */
+
+static void resolver_rules_of(const struct netpolicy *p, struct resolver_rule *rules,
+			      struct resolver_rules *out)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct netpolicy_rule *rule = &p->rules[i];
+		if (rule->kind != NETPOLICY_DOMAIN && rule->kind != NETPOLICY_WILDCARD)
+			continue;
+		rules[n].allow = rule->allow;
+		snprintf(rules[n].pattern, sizeof(rules[n].pattern), "%s", rule->target);
+		n++;
+	}
+	*out = (struct resolver_rules){.default_allow = p->default_allow, .rules = rules, .n = n};
+}
+
+/* An allowlist's single addresses, allowed for as long as nftables keeps a timeout (a
+ * restart or a policy change adds them again). */
+static int pin_addresses(const char *ifname, const struct netpolicy *p, struct cell_error *err)
+{
+	if (p->default_allow)
+		return 0;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct netpolicy_rule *rule = &p->rules[i];
+		if (rule->allow &&
+		    (rule->kind == NETPOLICY_IPV4 || rule->kind == NETPOLICY_CIDR4)) {
+			struct in_addr a = {htonl(rule->addr)};
+			int r =
+			    cell_nft_allow_add(net.nft, ifname, &a, 1, CELL_NFT_TIMEOUT_MAX, err);
+			if (r < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
+static int resolver_join(struct sandbox *sb, const struct sb_link *l, const struct netpolicy *p,
+			 struct cell_error *err)
+{
+	struct resolver_rule *rules = calloc(p->n ? p->n : 1, sizeof(*rules));
+	if (!rules)
+		return -ENOMEM;
+	struct resolver_rules rr;
+	resolver_rules_of(p, rules, &rr);
+	int r = resolver_add(l->ifname, sb->id, l->host, &rr, !p->default_allow, err);
+	free(rules);
+	return r;
+}
+
+static int nft_join(const struct sb_link *l, const struct netpolicy *p, struct cell_error *err)
+{
+	struct cell_nft_sandbox ns = {
+	    .addr = l->addr,
+	    .host_addr = l->host,
+	    .policy = p->default_allow ? CELL_NFT_PUBLIC : CELL_NFT_ALLOWLIST,
+	};
+	snprintf(ns.ifname, sizeof(ns.ifname), "%s", l->ifname);
+	int r = cell_nft_sandbox_add(net.nft, &ns, err);
+	if (r == 0)
+		r = pin_addresses(l->ifname, p, err);
+	return r;
+}
+
+/* The host's end: no IPv6, strict reverse-path filtering (a packet whose source is not the
+ * sandbox's own address is dropped before nftables sees it, as the chain's anti-spoof rule
+ * would), no proxy ARP, no local sources; its address, the sandbox's /32 route; up. */
+static int host_side(const struct sb_link *l, struct cell_error *err)
+{
+	static const char *const sysctls[][2] = {
+	    {"net/ipv6/conf/%s/disable_ipv6", "1"},   {"net/ipv4/conf/%s/rp_filter", "1"},
+	    {"net/ipv4/conf/%s/proxy_arp", "0"},      {"net/ipv4/conf/%s/accept_local", "0"},
+	    {"net/ipv4/conf/%s/send_redirects", "0"},
+	};
+	char path[128];
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < CELL_ARRAY_SIZE(sysctls); i++) {
+		snprintf(path, sizeof(path), sysctls[i][0], l->ifname);
+		r = cell_net_sysctl(-1, path, sysctls[i][1], err);
+	}
+	if (r == 0)
+		r = cell_nl_addr_add4(&net.host, l->ifname, l->host, 32, &l->addr, err);
+	if (r == 0)
+		r = cell_nl_link_set_up(&net.host, l->ifname, true, err);
+	return r;
+}
+
+/* The sandbox's end, eth0: its address, up, the default route via the host side. */
+static int sandbox_side(int netns_fd, const struct sb_link *l, struct cell_error *err)
+{
+	struct cell_nl in = {0};
+	int r = cell_nl_open(&in, netns_fd, err);
+	if (r == 0)
+		r = cell_nl_addr_add4(&in, "eth0", l->addr, 32, &l->host, err);
+	if (r == 0)
+		r = cell_nl_link_set_up(&in, "eth0", true, err);
+	if (r == 0)
+		r = cell_nl_route_add4_default_onlink(&in, "eth0", l->host, err);
+	cell_nl_close(&in);
+	return r;
+}
+
+/* Whatever exists of the sandbox on link l, in the reverse order of its making. The veth
+ * goes with the sandbox's namespace when its last process has gone, in the kernel's own
+ * time: deleting it here (about 20 ms of RCU grace periods) is done only for a link whose
+ * sandbox may still be alive (a failed set-up) or a leftover in the way of a new one. */
+static void teardown_locked(const struct sb_link *l, bool delete_link)
+{
+	struct cell_error err = {0};
+	resolver_remove(l->ifname);
+	if (cell_nft_sandbox_remove(net.nft, l->ifname, &err) < 0)
+		log_warn("network: %s", err.msg);
+	int r = delete_link ? cell_nl_link_delete(&net.host, l->ifname, &err) : 0;
+	if (r < 0 && r != -ENODEV)
+		log_warn("network: %s", err.msg);
+}
+
+/* The network namespace of sb's init, checked to still be that process's after opening
+ * it (its pidfd still live: the pid was not recycled in between). */
+static int open_netns(struct sandbox *sb, struct cell_error *err)
+{
+	registry_lock();
+	pid_t pid = sb->pid;
+	int pidfd = sb->pidfd;
+	registry_unlock();
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+	int fd = pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (fd < 0 || (pidfd >= 0 && syscall(SYS_pidfd_send_signal, pidfd, 0, NULL, 0) < 0)) {
+		int e = fd < 0 && pid > 0 ? errno : ESRCH;
+		if (fd >= 0)
+			close(fd);
+		return cell_err_msg(err, e, "opening the network namespace of pid %d: %s", (int)pid,
+				    strerror(e));
+	}
+	return fd;
+}
+
+static int attach_locked(struct sandbox *sb, const struct sb_link *l, const struct netpolicy *p,
+			 struct cell_error *err)
+{
+	_cleanup_close_ int ns = open_netns(sb, err);
+	if (ns < 0)
+		return ns;
+	/* Before eth0 exists there, so it never gets an IPv6 link-local address. */
+	int r = cell_net_sysctl(ns, "net/ipv6/conf/all/disable_ipv6", "1", err);
+	if (r == 0)
+		r = cell_net_sysctl(ns, "net/ipv6/conf/default/disable_ipv6", "1", err);
+	if (r == 0)
+		r = nft_join(l, p, err);
+	if (r == 0)
+		r = cell_nl_veth_create(&net.host, l->ifname, "eth0", ns, err);
+	if (r == 0)
+		r = host_side(l, err);
+	if (r == 0)
+		r = sandbox_side(ns, l, err);
+	if (r == 0)
+		r = resolver_join(sb, l, p, err);
+	return r;
+}
+
+int network_attach(struct sandbox *sb, struct cell_error *err)
+{
+	enum network_mode mode;
+	struct netpolicy p;
+	struct sb_link l;
+	int r = policy_of(sb, &mode, &p, err);
+	if (r < 0 || mode == NETWORK_NONE) {
+		netpolicy_free(&p);
+		return r;
+	}
+	r = sb_link_of(sb->slot, &l, err);
+	pthread_mutex_lock(&net.lock);
+	if (r == 0)
+		r = ready_locked(err);
+	if (r == 0) {
+		/* A chain or link of this slot's is a leftover of an earlier run (its sandbox
+		 * is gone: the slot is ours): removed, not trusted. */
+		teardown_locked(&l, cell_nl_link_index(&net.host, l.ifname, NULL) > 0);
+		r = attach_locked(sb, &l, &p, err);
+		if (r < 0)
+			teardown_locked(&l, true);
+	}
+	pthread_mutex_unlock(&net.lock);
+	netpolicy_free(&p);
+	if (r == 0) {
+		char a[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &l.addr, a, sizeof(a));
+		log_info("sandbox %s: network %s, address %s on %s", sb->id,
+			 network_mode_name(mode), a, l.ifname);
+	}
+	return r;
+}
+
+void network_detach(struct sandbox *sb)
+{
+	struct sb_link l;
+	if (!has_network(sb) || sb_link_of(sb->slot, &l, NULL) < 0)
+		return;
+	pthread_mutex_lock(&net.lock);
+	if (net.ready)
+		teardown_locked(&l, false);
+	pthread_mutex_unlock(&net.lock);
+}
+
+int network_adopt(struct sandbox *sb, struct cell_error *err)
+{
+	enum network_mode mode;
+	struct netpolicy p;
+	struct sb_link l;
+	int r = policy_of(sb, &mode, &p, err);
+	if (r < 0 || mode == NETWORK_NONE) {
+		netpolicy_free(&p);
+		return r;
+	}
+	r = sb_link_of(sb->slot, &l, err);
+	pthread_mutex_lock(&net.lock);
+	if (r == 0)
+		r = ready_locked(err);
+	if (r == 0 && cell_nl_link_index(&net.host, l.ifname, NULL) < 0)
+		r = cell_err_msg(err, ENODEV, "its interface %s is gone", l.ifname);
+	if (r == 0) {
+		/* Its chain and the answers pinned in its set survive a restart of celld;
+		 * the chain is made again only if someone removed it. */
+		r = nft_join(&l, &p, err);
+		if (r == -EEXIST)
+			r = pin_addresses(l.ifname, &p, err);
+	}
+	if (r == 0)
+		r = resolver_join(sb, &l, &p, err);
+	pthread_mutex_unlock(&net.lock);
+	netpolicy_free(&p);
+	return r;
+}
+
+/* Is ifname the interface of a sandbox in the table that keeps a network? */
+static bool in_use(const char *ifname, struct sandbox **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct sb_link l;
+		registry_lock();
+		bool live = v[i]->state == SBX_RUNNING || v[i]->state == SBX_PAUSED;
+		registry_unlock();
+		if (live && has_network(v[i]) && sb_link_of(v[i]->slot, &l, NULL) == 0 &&
+		    !strcmp(l.ifname, ifname))
+			return true;
+	}
+	return false;
+}
+
+void network_reconcile(void)
+{
+	struct cell_error err = {0};
+	if (!was_made())
+		return;
+	pthread_mutex_lock(&net.lock);
+	int r = ready_locked(&err);
+	char(*names)[CELL_NFT_IFNAME_MAX + 1] = NULL;
+	size_t n = 0;
+	if (r == 0)
+		r = cell_nft_sandbox_list(net.nft, &names, &n, &err);
+	if (r < 0) {
+		pthread_mutex_unlock(&net.lock);
+		log_warn("network: reconciling: %s", err.msg);
+		return;
+	}
+	struct sandbox **v;
+	size_t nv = registry_snapshot(&v);
+	for (size_t i = 0; i < n; i++) {
+		if (in_use(names[i], v, nv))
+			continue;
+		struct sb_link l = {0};
+		snprintf(l.ifname, sizeof(l.ifname), "%s", names[i]);
+		log_info("network: removing %s of no sandbox", l.ifname);
+		teardown_locked(&l, true);
+	}
+	sandbox_unref_all(v, nv);
+	pthread_mutex_unlock(&net.lock);
+	free(names);
+}
+
+int network_resolv_conf(struct sandbox *sb, char *buf, size_t size, struct cell_error *err)
+{
+	struct sb_link l;
+	buf[0] = '\0';
+	if (!has_network(sb))
+		return 0;
+	int r = sb_link_of(sb->slot, &l, err);
+	if (r < 0)
+		return r;
+	char a[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &l.host, a, sizeof(a));
+	snprintf(buf, size,
+		 "# The sandbox's resolver, on the host side of its network (written by cell at "
+		 "each start).\nnameserver %s\n",
+		 a);
+	return 0;
+}
+
+/* ---- the policy of a running sandbox ---- */
+
+int network_policy_get(struct sandbox *sb, struct netpolicy *out, struct cell_error *err)
+{
+	enum network_mode mode;
+	int r = policy_of(sb, &mode, out, err);
+	if (r == 0 && mode == NETWORK_NONE)
+		r = cell_err_msg(err, ENOTSUP, "sandbox %s has no network (mode none)", sb->id);
+	if (r < 0)
+		netpolicy_free(out);
+	return r;
+}
+
+json_t *network_policy_json(struct sandbox *sb, struct cell_error *err)
+{
+	enum network_mode mode;
+	struct netpolicy p;
+	if (policy_of(sb, &mode, &p, err) < 0)
+		return NULL;
+	json_t *o = NULL;
+	if (mode == NETWORK_NONE)
+		cell_err_msg(err, ENOENT, "sandbox %s has no network (mode none)", sb->id);
+	else
+		o = json_pack("{s:s, s:o}", "mode", network_mode_name(mode), "policy",
+			      netpolicy_to_json(&p));
+	netpolicy_free(&p);
+	return o;
+}
+
+/* Empty sb's allowed set: a policy change closes what it no longer allows at once (the
+ * names still allowed are pinned again at their next lookup). */
+static int unpin_all(const char *ifname, struct cell_error *err)
+{
+	struct cell_nft_allowed *pins = NULL;
+	size_t n = 0;
+	int r = cell_nft_allow_list(net.nft, ifname, &pins, &n, err);
+	struct in_addr *addrs = r == 0 && n ? calloc(n, sizeof(*addrs)) : NULL;
+	if (r == 0 && n && !addrs)
+		r = -ENOMEM;
+	for (size_t i = 0; r == 0 && i < n; i++)
+		addrs[i].s_addr = htonl(pins[i].addr);
+	if (r == 0 && n)
+		r = cell_nft_allow_del(net.nft, ifname, addrs, n, err);
+	free(addrs);
+	free(pins);
+	return r;
+}
+
+static int apply_locked(const struct sb_link *l, const struct netpolicy *p, struct cell_error *err)
+{
+	struct resolver_rule *rules = calloc(p->n ? p->n : 1, sizeof(*rules));
+	if (!rules)
+		return -ENOMEM;
+	struct resolver_rules rr;
+	resolver_rules_of(p, rules, &rr);
+	int r = resolver_set_rules(l->ifname, &rr, !p->default_allow, err);
+	free(rules);
+	if (r == 0 && !p->default_allow)
+		r = unpin_all(l->ifname, err);
+	if (r == 0)
+		r = pin_addresses(l->ifname, p, err);
+	return r;
+}
+
+int network_policy_replace(struct sandbox *sb, const struct netpolicy *p, struct cell_error *err)
+{
+	enum network_mode mode;
+	struct netpolicy old;
+	struct sb_link l;
+	int r = policy_of(sb, &mode, &old, err);
+	if (r == 0 && mode == NETWORK_NONE)
+		r = cell_err_msg(err, ENOTSUP, "sandbox %s has no network (mode none)", sb->id);
+	if (r == 0 && old.default_allow != p->default_allow)
+		r = cell_err_msg(err, ENOTSUP,
+				 "changing defaultAction of a running sandbox is not supported");
+	if (r == 0)
+		r = network_check_policy(p, "policy", err);
+	netpolicy_free(&old);
+	if (r == 0)
+		r = sb_link_of(sb->slot, &l, err);
+	json_t *rec = NULL;
+	if (r == 0) {
+		rec = json_pack("{s:s, s:o}", "mode", "custom", "policy", netpolicy_to_json(p));
+		r = rec ? 0 : -ENOMEM;
+	}
+	if (r < 0)
+		return r;
+	/* Under net.lock from the rules to the record, so two changes apply and are recorded
+	 * in one order. */
+	pthread_mutex_lock(&net.lock);
+	r = net.ready ? apply_locked(&l, p, err)
+		      : cell_err_msg(err, ENOTSUP, "sandbox %s has no network yet", sb->id);
+	if (r == 0) {
+		registry_lock();
+		json_t *prev = sb->network;
+		sb->network = rec;
+		rec = prev;
+		registry_unlock();
+		r = store_save(sb, err);
+	}
+	pthread_mutex_unlock(&net.lock);
+	json_decref(rec);
+	return r;
+}
+
+/* ---- what cell inspect shows ---- */
+
+static json_t *counter_json(const struct cell_nft_counter *c)
+{
+	return json_pack("{s:I, s:I}", "packets", (json_int_t)c->packets, "bytes",
+			 (json_int_t)c->bytes);
+}
+
+static void add_counters(json_t *o, const char *ifname)
+{
+	struct cell_nft_counters c;
+	struct resolver_stats rs;
+	if (cell_nft_sandbox_counters(net.nft, ifname, &c, NULL) == 0)
+		json_object_set_new(
+		    o, "counters",
+		    json_pack("{s:o, s:o, s:o, s:o}", "allowed", counter_json(&c.allowed),
+			      "blocked", counter_json(&c.blocked), "denied",
+			      counter_json(&c.denied), "spoofed", counter_json(&c.spoofed)));
+	if (resolver_stats(ifname, &rs) == 0)
+		json_object_set_new(
+		    o, "dns",
+		    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "queries", (json_int_t)rs.queries,
+			      "forwarded", (json_int_t)rs.forwarded, "answered",
+			      (json_int_t)rs.answered, "refused", (json_int_t)rs.refused,
+			      "rateLimited", (json_int_t)rs.rate_limited, "failed",
+			      (json_int_t)rs.failed));
+	struct cell_nft_allowed *pins = NULL;
+	size_t n = 0;
+	if (cell_nft_allow_list(net.nft, ifname, &pins, &n, NULL) == 0)
+		json_object_set_new(o, "pinnedAddresses", json_integer((json_int_t)n));
+	free(pins);
+}
+
+json_t *network_inspect_json(struct sandbox *sb)
+{
+	enum network_mode mode;
+	struct netpolicy p;
+	struct sb_link l;
+	if (policy_of(sb, &mode, &p, NULL) < 0)
+		return json_pack("{s:s}", "mode", "unknown");
+	json_t *o = json_pack("{s:s}", "mode", network_mode_name(mode));
+	if (mode != NETWORK_NONE && o && sb_link_of(sb->slot, &l, NULL) == 0) {
+		char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &l.addr, a, sizeof(a));
+		inet_ntop(AF_INET, &l.host, g, sizeof(g));
+		json_object_set_new(o, "policy", netpolicy_to_json(&p));
+		json_object_set_new(o, "interface", json_string(l.ifname));
+		json_object_set_new(o, "address", json_string(a));
+		json_object_set_new(o, "gateway", json_string(g));
+		json_object_set_new(o, "resolver", json_string(g));
+		pthread_mutex_lock(&net.lock);
+		if (net.ready)
+			add_counters(o, l.ifname);
+		pthread_mutex_unlock(&net.lock);
+	}
+	netpolicy_free(&p);
+	return o;
+}
