@@ -129,11 +129,17 @@ static int edit(struct http_req *r, enum edit what)
 	}
 	rc = network_policy_replace(sb, &p, &err);
 	pthread_mutex_unlock(&edit_lock);
-	if (rc == -ENOTSUP)
-		no_network(r, sb);
-	else if (rc < 0)
+	if (rc == -EINVAL) {
+		/* What nftables cannot enforce (network_check_policy), named in the merged
+		 * policy, whose order GET shows. */
+		cell_err_wrap(&err, "the policy after this change: ");
 		http_internal(r, &err);
-	else
+	} else if (rc == -ENOTSUP) {
+		/* Its network not (or no longer) there to change. */
+		http_error(r, 409, "CONFLICT", "%s", err.msg);
+	} else if (rc < 0) {
+		http_internal(r, &err);
+	} else
 		answer(r, &p, "cell.network custom");
 out:
 	netpolicy_free(&p);

@@ -172,6 +172,9 @@ START_TEST(bad_bodies)
 	     "rules[0].action is required", 400},
 	    {"PATCH", "[{\"action\":\"deny\",\"target\":\"a\\u0000.test\"}]", "INVALID_ARGUMENT",
 	     "rules[0].target: the target holds a NUL byte", 400},
+	    /* What nftables cannot enforce, named where GET shows the rule. */
+	    {"PATCH", "[{\"action\":\"allow\",\"target\":\"198.51.100.0/24\"}]", "INVALID_ARGUMENT",
+	     "the policy after this change: policy.egress[0].target: allowing a range", 400},
 	    {"DELETE", "{\"targets\":[\"a.test\"]}", "INVALID_ARGUMENT",
 	     "targets must be a JSON array", 400},
 	    {"DELETE", "[]", "INVALID_ARGUMENT", "targets is empty", 400},
@@ -280,6 +283,36 @@ START_TEST(no_network)
 }
 END_TEST
 
+/* cell.network public: allow-all as a policy; a change makes it custom. */
+START_TEST(public_sandbox)
+{
+	json_t *extra = json_pack("{s:{s:s}}", "extensions", "cell.network", "public");
+	char *id = h_create("busybox", extra);
+	json_decref(extra);
+	struct h_resp r;
+	ck_assert_int_eq(policy_req("GET", id, NULL, H_TCP, &r), 200);
+	expect_policy(&r, "allow_all", "{\"defaultAction\":\"allow\",\"egress\":[]}");
+	ck_assert_str_eq(h_jstr(r.json, "reason"), "cell.network public");
+	h_resp_free(&r);
+	ck_assert_int_eq(
+	    policy_req("PATCH", id, "[{\"action\":\"deny\",\"target\":\"*.bad.test\"}]", H_TCP, &r),
+	    200);
+	expect_policy(
+	    &r, "enforcing",
+	    "{\"defaultAction\":\"allow\",\"egress\":[{\"action\":\"deny\",\"target\":\"*."
+	    "bad.test\"}]}");
+	h_resp_free(&r);
+	ck_assert_int_eq(policy_req("GET", id, NULL, H_TCP, &r), 200);
+	ck_assert_str_eq(h_jstr(r.json, "reason"), "cell.network custom");
+	expect_policy(
+	    &r, "enforcing",
+	    "{\"defaultAction\":\"allow\",\"egress\":[{\"action\":\"deny\",\"target\":\"*."
+	    "bad.test\"}]}");
+	h_resp_free(&r);
+	free(id);
+}
+END_TEST
+
 START_TEST(cli_network)
 {
 	char *id = create_allow_only();
@@ -335,6 +368,7 @@ static Suite *egress_suite(void)
 	tcase_add_test(tc, bad_bodies);
 	tcase_add_test(tc, auth_and_unknown);
 	tcase_add_test(tc, no_network);
+	tcase_add_test(tc, public_sandbox);
 	tcase_add_test(tc, cli_network);
 	return s;
 }

@@ -43,7 +43,7 @@ describe("the egress API through @alibaba-group/opensandbox", { skip }, () => {
 			{ action: "allow", target: "*.allowed.test" },
 			{ action: "deny", target: "Allowed.Test." },
 			{ action: "allow", target: "allowed.test" },
-			{ action: "allow", target: "198.51.100.0/24" },
+			{ action: "allow", target: "198.51.100.7" },
 		]);
 		assert.equal(r, undefined);
 		assert.deepEqual(await sbx.getEgressPolicy(), {
@@ -51,7 +51,7 @@ describe("the egress API through @alibaba-group/opensandbox", { skip }, () => {
 			egress: [
 				{ action: "allow", target: "*.allowed.test" },
 				{ action: "deny", target: "allowed.test" },
-				{ action: "allow", target: "198.51.100.0/24" },
+				{ action: "allow", target: "198.51.100.7" },
 			],
 		});
 	});
@@ -84,7 +84,7 @@ describe("the egress API through @alibaba-group/opensandbox", { skip }, () => {
 			defaultAction: "deny",
 			egress: [
 				{ action: "allow", target: "*.allowed.test" },
-				{ action: "allow", target: "198.51.100.0/24" },
+				{ action: "allow", target: "198.51.100.7" },
 			],
 		};
 		assert.deepEqual(await sbx.getEgressPolicy(), expected);
@@ -92,7 +92,7 @@ describe("the egress API through @alibaba-group/opensandbox", { skip }, () => {
 		assert.deepEqual(await sbx.getEgressPolicy(), expected);
 		const err = await rejectsWith(sbx.deleteEgressRules(["ok.test", "a..test"]), 400, "INVALID_ARGUMENT");
 		assert.match(err.message, /targets\[1\]/);
-		await sbx.deleteEgressRules(["*.allowed.test", "198.51.100.0/24"]);
+		await sbx.deleteEgressRules(["*.allowed.test", "198.51.100.7"]);
 		assert.deepEqual(await sbx.getEgressPolicy(), { defaultAction: "deny", egress: [] });
 		await sbx.kill();
 		h.created.delete(sbx.id);
