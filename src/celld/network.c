@@ -461,10 +461,10 @@ static int attach_locked(struct sandbox *sb, const struct sb_link *l, const stru
 	_cleanup_close_ int ns = open_netns(sb, err);
 	if (ns < 0)
 		return ns;
-	/* Before eth0 exists there, so it never gets an IPv6 link-local address. */
-	int r = cell_net_sysctl(ns, "net/ipv6/conf/all/disable_ipv6", "1", err);
-	if (r == 0)
-		r = cell_net_sysctl(ns, "net/ipv6/conf/default/disable_ipv6", "1", err);
+	/* Before eth0 exists there, so it is born without IPv6 (not even a link-local
+	 * address); loopback keeps ::1. Root inside may turn it on again: the table drops a
+	 * sandbox's IPv6 whatever its sysctls say. */
+	int r = cell_net_sysctl(ns, "net/ipv6/conf/default/disable_ipv6", "1", err);
 	if (r == 0)
 		r = nft_join(l, p, err);
 	if (r == 0)
