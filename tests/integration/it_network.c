@@ -546,6 +546,57 @@ START_TEST(allowlist_follows_dns_change)
 }
 END_TEST
 
+/* PATCH or DELETE /policy under the sandbox's endpoint of port 18080 (the egress API),
+ * asserting 200. */
+static void egress(const char *method, const char *id, const char *body)
+{
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/18080/policy", id);
+	struct h_resp r;
+	long st =
+	    h_world_request(W, &(struct h_req){.method = method, .path = path, .body = body}, &r);
+	ck_assert_msg(st == 200, "%s %s %s: HTTP %ld %s", method, path, body, st,
+		      r.body ? r.body : "");
+	h_resp_free(&r);
+	free(path);
+}
+
+START_TEST(egress_api_opens_and_closes_live)
+{
+	lab_world();
+	static const char *const allow[] = {"allowed.test", NULL};
+	char *id = create_allowlist(allow);
+	assert_reaches(id, "allowed.test", NETLAB_WEB1);
+	assert_no_answer(id, "web2.test", 80);
+	/* Opened live: the running sandbox reaches the new name at once. */
+	egress("PATCH", id, "[{\"action\":\"allow\",\"target\":\"web2.test\"}]");
+	assert_reaches(id, "web2.test", NETLAB_WEB2);
+	assert_reaches(id, NETLAB_WEB2, NETLAB_WEB2);
+	/* Closed live: neither the name nor the address it had opened. */
+	egress("DELETE", id, "[\"web2.test\"]");
+	assert_no_answer(id, "web2.test", 80);
+	assert_no_answer(id, NETLAB_WEB2, 80);
+	assert_reaches(id, "allowed.test", NETLAB_WEB1);
+	free(id);
+	lab_end();
+}
+END_TEST
+
+START_TEST(egress_api_denies_live)
+{
+	lab_world();
+	char *id = h_world_create(W, "busybox", NULL);
+	assert_reaches(id, "web1.test", NETLAB_WEB1);
+	assert_reaches(id, "web2.test", NETLAB_WEB2);
+	/* A public sandbox loses a name live (celld refuses address rules under
+	 * defaultAction allow: names only); the other name stays open. */
+	egress("PATCH", id, "[{\"action\":\"deny\",\"target\":\"web1.test\"}]");
+	assert_no_answer(id, "web1.test", 80);
+	assert_reaches(id, "web2.test", NETLAB_WEB2);
+	free(id);
+	lab_end();
+}
+END_TEST
+
 START_TEST(limited_admits_registries_only)
 {
 	lab_world();
@@ -739,6 +790,8 @@ static Suite *network_suite(void)
 	ONE(s, public_no_other_resolver, 120);
 	ONE(s, allowlist_admits_only_allowed, 180);
 	ONE(s, allowlist_follows_dns_change, 120);
+	ONE(s, egress_api_opens_and_closes_live, 120);
+	ONE(s, egress_api_denies_live, 120);
 	ONE(s, limited_admits_registries_only, 120);
 	ONE(s, none_has_no_network, 120);
 	ONE(s, root_cannot_spoof, 180);
