@@ -8,6 +8,13 @@ BENCH_EXEC := $(BUILD)/bench-exec
 $(BENCH_EXEC): $(call obj,tools/bench-exec.c $(CLIENT_SRC) $(COMMON_SRC))
 	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.o,$^) -Wl,--gc-sections -lcurl -ljansson -lcrypto
 
+# The throughput leg's two ends: static, so that one binary runs on the host and in a busybox
+# sandbox.
+BENCH_TCP := $(BUILD)/bench-tcp
+
+$(BENCH_TCP): tools/bench-tcp.c
+	$(CC) $(CFLAGS) -static -o $@ $<
+
 .PHONY: bench
-bench: all $(BENCH_EXEC)
+bench: all $(BENCH_EXEC) $(BENCH_TCP)
 	BUILD=$(BUILD) tools/bench

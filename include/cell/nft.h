@@ -28,7 +28,9 @@
  *     iifname @sandbox_ifs counter drop                      resolver), nothing else of
  *   }                                                        the host: no address, no port
  *   chain postrouting { type nat hook postrouting priority srcnat; policy accept;
- *     ip saddr SUBNET ip daddr != SUBNET masquerade
+ *     meta nfproto ipv4 iifname @sandbox_ifs masquerade   (by interface: a --subnet
+ *                                                 changed under running sandboxes keeps
+ *                                                 their egress)
  *   }
  *
  * and per sandbox (host-side interface IF, sandbox address A):
@@ -126,7 +128,7 @@ struct cell_nft_range {
 
 struct cell_nft_table_opts {
 	const char *name;      /* "cell" or cell_nft_table_name's */
-	struct in_addr subnet; /* the sandboxes' subnet, masqueraded on the way out */
+	struct in_addr subnet; /* the sandboxes' subnet (kept for the log and callers) */
 	unsigned prefix;       /* its prefix length, 1..32 */
 	const struct cell_nft_range *blocked; /* any order, may overlap (merged here) */
 	size_t n_blocked;
@@ -165,8 +167,10 @@ struct cell_nft_counters {
 int cell_nft_table_name(const char *state_dir, char *buf, size_t size);
 
 /* Read a network policy's blocked list (policies/network/public.json: {"blocked": [{"cidr":
- * "10.0.0.0/8", "name": …, "why": …}, …]}). Each cidr is a.b.c.d/len with no host bits set;
- * at most CELL_NFT_RANGES_MAX entries. *out is malloc'd; the caller frees it. */
+ * "10.0.0.0/8", "name": …, "why": …}, …], "allowed": [same form]}). Each cidr is
+ * a.b.c.d/len with no host bits set; at most CELL_NFT_RANGES_MAX entries each. The
+ * optional "allowed" list is the operator's exceptions (an internal mirror): they are cut
+ * out of the blocked ranges. *out (sorted, disjoint) is malloc'd; the caller frees it. */
 int cell_nft_policy_load(const char *path, struct cell_nft_range **out, size_t *n,
 			 struct cell_error *err);
 

@@ -49,7 +49,8 @@ int network_resolv_conf(struct sandbox *sb, char *buf, size_t size, struct cell_
  * needed, then its chain, veth, addresses, routes and resolver. Nothing is left on
  * failure. 0 at once for mode none. */
 int network_attach(struct sandbox *sb, struct cell_error *err);
-/* Remove whatever exists of sb's network (after its processes are gone). */
+/* Remove sb's chain, set elements and resolver socket (after its processes are gone; its
+ * veth goes with its network namespace, in the kernel's time). */
 void network_detach(struct sandbox *sb);
 /* After a restart of celld, for a running sandbox: take its network back (chain and pinned
  * answers kept, resolver socket opened again). -ENODEV when its interface is gone. */

@@ -164,6 +164,59 @@ static int parse_cidr(const char *s, struct cell_nft_range *r)
 	return 0;
 }
 
+static size_t merge_ranges(struct cell_nft_range *r, size_t n);
+
+/* list[] of {cidr, name, why} (key names the list) into r[0..count-1]. */
+static int parse_list(const char *path, const char *key, json_t *list, struct cell_nft_range *r,
+		      struct cell_error *err)
+{
+	for (size_t i = 0; i < json_array_size(list); i++) {
+		json_t *e = json_array_get(list, i);
+		const char *cidr = json_string_value(json_object_get(e, "cidr"));
+		const char *name = json_string_value(json_object_get(e, "name"));
+		const char *why = json_string_value(json_object_get(e, "why"));
+		if (!json_is_object(e) || !cidr || parse_cidr(cidr, &r[i]))
+			return cell_err_msg(
+			    err, EINVAL,
+			    "%s: %s[%zu].cidr: not an IPv4 a.b.c.d/len with no host "
+			    "bits set",
+			    path, key, i);
+		if (!name || !*name || !why || !*why)
+			return cell_err_msg(err, EINVAL,
+					    "%s: %s[%zu] (%s): name and why must say what it is "
+					    "and why it is listed",
+					    path, key, i, cidr);
+	}
+	return 0;
+}
+
+/* Remove the exception e from the sorted, disjoint ranges r[0..n-1] (room for n + 1). */
+static size_t subtract_range(struct cell_nft_range *r, size_t n, struct cell_nft_range e)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct cell_nft_range b = r[i];
+		if (e.last < b.first || e.first > b.last)
+			continue;
+		bool left = e.first > b.first, right = e.last < b.last;
+		if (left && right) { /* split in two */
+			memmove(&r[i + 2], &r[i + 1], (n - i - 1) * sizeof(*r));
+			r[i].last = e.first - 1;
+			r[i + 1] = (struct cell_nft_range){e.last + 1, b.last};
+			return n + 1;
+		}
+		if (left)
+			r[i].last = e.first - 1;
+		else if (right)
+			r[i].first = e.last + 1;
+		else { /* wholly inside the exception */
+			memmove(&r[i], &r[i + 1], (n - i - 1) * sizeof(*r));
+			n--;
+			i--;
+		}
+	}
+	return n;
+}
+
 int cell_nft_policy_load(const char *path, struct cell_nft_range **out, size_t *n,
 			 struct cell_error *err)
 {
@@ -186,31 +239,33 @@ int cell_nft_policy_load(const char *path, struct cell_nft_range **out, size_t *
 				  CELL_NFT_RANGES_MAX);
 		goto out;
 	}
-	r = calloc(count ? count : 1, sizeof(*r));
+	/* Each exception may split one range in two. */
+	r = calloc(2 * count + 2 * json_array_size(json_object_get(root, "allowed")) + 1,
+		   sizeof(*r));
 	if (!r) {
 		rc = cell_err(err, ENOMEM, "%s", path);
 		goto out;
 	}
-	for (size_t i = 0; i < count; i++) {
-		json_t *e = json_array_get(list, i);
-		const char *cidr = json_string_value(json_object_get(e, "cidr"));
-		const char *name = json_string_value(json_object_get(e, "name"));
-		const char *why = json_string_value(json_object_get(e, "why"));
-		if (!json_is_object(e) || !cidr || parse_cidr(cidr, &r[i])) {
-			rc = cell_err_msg(err, EINVAL,
-					  "%s: blocked[%zu].cidr: not an IPv4 a.b.c.d/len with no "
-					  "host bits set",
-					  path, i);
-			goto out;
-		}
-		if (!name || !*name || !why || !*why) {
-			rc = cell_err_msg(err, EINVAL,
-					  "%s: blocked[%zu] (%s): name and why must say what it is "
-					  "and why it is blocked",
-					  path, i, cidr);
-			goto out;
-		}
+	json_t *allowed = json_object_get(root, "allowed");
+	size_t n_allowed = json_array_size(allowed);
+	if (allowed && (!json_is_array(allowed) || n_allowed > CELL_NFT_RANGES_MAX)) {
+		rc = cell_err_msg(err, EINVAL, "%s: allowed: not an array of at most %d", path,
+				  CELL_NFT_RANGES_MAX);
+		goto out;
 	}
+	struct cell_nft_range *ex = calloc(n_allowed ? n_allowed : 1, sizeof(*ex));
+	if (!ex || parse_list(path, "blocked", list, r, err) < 0 ||
+	    parse_list(path, "allowed", allowed, ex, err) < 0) {
+		rc = ex ? -EINVAL : cell_err(err, ENOMEM, "%s", path);
+		free(ex);
+		goto out;
+	}
+	/* The operator's exceptions (an internal mirror, say) cut holes in the blocked
+	 * ranges: what remains is what the table blocks. */
+	count = merge_ranges(r, count);
+	for (size_t i = 0; i < n_allowed; i++)
+		count = subtract_range(r, count, ex[i]);
+	free(ex);
 	*out = r;
 	*n = count;
 	r = NULL;
@@ -969,17 +1024,13 @@ static void base_rules(struct batch *bt)
 		drop_chain_rules(bt, CHAIN_DROP_IPV6, "ipv6");
 	}
 
-	/* postrouting: ip saddr SUBNET ip daddr != SUBNET masquerade */
-	uint32_t mask = htonl(nft->prefix ? 0xffffffffu << (32 - nft->prefix) : 0);
-	uint32_t net = nft->subnet.s_addr & mask, zero = 0;
+	/* postrouting: meta nfproto ipv4 iifname @sandbox_ifs masquerade. By interface, not
+	 * by the subnet: a sandbox started under an earlier --subnet keeps its egress when
+	 * celld restarts with another (what reaches postrouting from a sandbox interface is
+	 * on its way out: the forward chain drops what would enter another sandbox). */
 	rule_begin(&r, nft, "postrouting");
 	x_ipv4(&r);
-	x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_SADDR, 4, NFT_REG_1);
-	x_bitwise(&r, &mask, &zero, 4);
-	x_cmp(&r, NFT_CMP_EQ, &net, 4);
-	x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG_1);
-	x_bitwise(&r, &mask, &zero, 4);
-	x_cmp(&r, NFT_CMP_NEQ, &net, 4);
+	x_ifname_in(&r, NFT_META_IIFNAME, SET_IFS);
 	x_simple(&r, "masq");
 	rule_end(bt, &r, "sandboxes out");
 }
