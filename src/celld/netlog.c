@@ -32,10 +32,8 @@
 static const struct {
 	const char *prefix, *why;
 } reasons[] = {
-    {"spoofed", "spoofed source address"},
-    {"blocked", "blocked range"},
-    {"denied", "not allowed by its policy"},
-    {"host", "the host: only its DNS resolver is open"},
+    {"spoofed", "spoofed source address"},   {"blocked", "blocked range"},
+    {"denied", "not allowed by its policy"}, {"host", "the host: only its DNS resolver is open"},
     {"ipv6", "IPv6: sandboxes have none"},
 };
 
@@ -132,8 +130,8 @@ int netlog_parse(const void *msg, size_t len, struct netlog_packet *out)
 	if (k == sizeof(reasons) / sizeof(reasons[0]))
 		return -ENOENT;
 	snprintf(out->reason, sizeof(out->reason), "%s", reasons[k].prefix);
-	const struct nlattr *dev = tb[NFULA_IFINDEX_INDEV] ? tb[NFULA_IFINDEX_INDEV]
-							   : tb[NFULA_IFINDEX_PHYSINDEV];
+	const struct nlattr *dev =
+	    tb[NFULA_IFINDEX_INDEV] ? tb[NFULA_IFINDEX_INDEV] : tb[NFULA_IFINDEX_PHYSINDEV];
 	if (dev)
 		out->ifindex = ntohl(mnl_attr_get_u32(dev));
 	if (tb[NFULA_PAYLOAD]) {
@@ -496,11 +494,12 @@ static int bind_group(uint16_t group, struct cell_error *err)
 			return 0;
 		/* The kernel's answer when another socket holds the group. */
 		if (errno == EPERM || errno == EBUSY)
-			return cell_err_msg(err, EBUSY,
-					    "packet log: NFLOG group %u is bound by another program "
-					    "of this network namespace (another celld? give each its "
-					    "own --nflog-group)",
-					    group);
+			return cell_err_msg(
+			    err, EBUSY,
+			    "packet log: NFLOG group %u is bound by another program "
+			    "of this network namespace (another celld? give each its "
+			    "own --nflog-group)",
+			    group);
 		return cell_err(err, errno, "packet log: binding NFLOG group %u", group);
 	}
 }

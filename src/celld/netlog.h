@@ -30,10 +30,10 @@
 
 /* What a log message says about one dropped packet. */
 struct netlog_packet {
-	char reason[16];   /* the rule's prefix: spoofed, blocked, denied, host, ipv6 */
-	uint32_t ifindex;  /* the interface it came in on (0: none given) */
-	int family;	   /* AF_INET or AF_INET6 of its headers; 0 when they are unreadable */
-	uint8_t proto;	   /* IPPROTO_*, or IPv6's first next header */
+	char reason[16];  /* the rule's prefix: spoofed, blocked, denied, host, ipv6 */
+	uint32_t ifindex; /* the interface it came in on (0: none given) */
+	int family;	  /* AF_INET or AF_INET6 of its headers; 0 when they are unreadable */
+	uint8_t proto;	  /* IPPROTO_*, or IPv6's first next header */
 	uint8_t src[16], dst[16]; /* addresses: 4 or 16 bytes, network order */
 	bool has_ports;		  /* TCP or UDP, first fragment: sport, dport */
 	uint16_t sport, dport;	  /* host order */
