@@ -6,7 +6,13 @@
  * addresses with a blocked host (10.0.0.1) beside them. No packet can leave the machine,
  * and everything goes with the namespaces when the test's process exits. The log's lines go
  * to stderr, which each test points at a file and reads. The flood test prints what the
- * log cost (never asserted: timings decide nothing). */
+ * log cost (never asserted: timings decide nothing).
+ *
+ * The last test is the whole path in a celld: the test moves into a fresh network
+ * namespace whose only uplink is a veth pair with nobody behind it (a packet that passed
+ * the table would go nowhere)
+ * and starts a second world there, whose sandbox tries a blocked address; celld's log must
+ * name the sandbox. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -28,6 +34,7 @@
 #include <unistd.h>
 
 #include "cell/nft.h"
+#include "harness.h"
 #include "netlog.h"
 
 #define TABLE	  "celltest"
@@ -381,8 +388,8 @@ START_TEST(test_flood_bounded)
 	int more = count(text, "more packets, not logged");
 	/* windows of one second each: at most NETLOG_LINES_PER_S lines in each */
 	int most = NETLOG_LINES_PER_S * ((int)wall + 2);
-	ck_assert_msg(lines >= NETLOG_LINES_PER_S && lines <= most, "%d lines (at most %d)",
-		      lines, most);
+	ck_assert_msg(lines >= NETLOG_LINES_PER_S && lines <= most, "%d lines (at most %d)", lines,
+		      most);
 	ck_assert_int_ge(more, 1);
 	ck_assert_uint_ge(dropped, (uint64_t)(rate * secs * 0.5));
 	/* what the kernel handed over: its burst and rate, never the flood */
@@ -392,8 +399,7 @@ START_TEST(test_flood_bounded)
 	ck_assert_uint_eq(st.lines + st.suppressed, st.packets);
 	printf("it_netlog: flood of %llu blocked packets in %.1f s: %llu reached celld's log, "
 	       "%d lines + %d summaries written, %.3f s CPU in the log's process\n",
-	       (unsigned long long)dropped, wall, (unsigned long long)st.packets, lines, more,
-	       cpu);
+	       (unsigned long long)dropped, wall, (unsigned long long)st.packets, lines, more, cpu);
 	free(text);
 
 	/* Accepted traffic with the log on, then off (same rules, the drops' ends differ). */
@@ -432,6 +438,49 @@ START_TEST(test_flood_bounded)
 }
 END_TEST
 
+/* A celld in a network namespace of the test's own: its public sandbox's connection to a
+ * blocked range is in celld's log, naming the sandbox, the address and the reason. */
+START_TEST(test_celld_logs_blocked)
+{
+	ck_assert_msg(unshare(CLONE_NEWNET) == 0, "unshare: %s", strerror(errno));
+	sh("ip link set lo up && ip link add uplink0 type veth peer name uplink1 && "
+	   "ip link set uplink0 up && ip link set uplink1 up && "
+	   "ip addr add 203.0.113.1/24 dev uplink0 && ip route add default via 203.0.113.2");
+	static const char *const flags[] = {"--network-default",
+					    "public",
+					    "--dns-upstream",
+					    "203.0.113.2",
+					    "--nflog-group",
+					    "4245",
+					    NULL};
+	struct h_world *w = h_world_add(&(struct h_world_opts){.name = "net", .flags = flags});
+	char *id = h_world_create(w, "busybox", NULL);
+	/* dropped: no answer, nc times out (busybox nc: exit 1, "timed out") */
+	char *out = h_world_sh(w, id, "nc -w 2 10.1.2.3 80 </dev/null 2>&1; echo rc=$?");
+	ck_assert_msg(strstr(out, "timed out") && strstr(out, "rc=1"), "%s", out);
+	free(out);
+	json_t *ins = h_world_inspect(w, id);
+	char want[160];
+	snprintf(want, sizeof(want), "sandbox %s: blocked tcp %s:", id,
+		 h_jstr(ins, "network.address"));
+	json_decref(ins);
+	char *log = NULL;
+	for (int i = 0; i < 30; i++) {
+		free(log);
+		log = h_read_file(w->log);
+		if (strstr(log, want) && strstr(log, " -> 10.1.2.3:80 (blocked range)"))
+			break;
+		sleep_ms(100);
+	}
+	ck_assert_msg(strstr(log, want) && strstr(log, " -> 10.1.2.3:80 (blocked range)"),
+		      "no '%s… -> 10.1.2.3:80 (blocked range)' in celld's log:\n%s", want,
+		      h_world_log_tail(w));
+	ck_assert(strstr(log, "network: logging dropped packets from NFLOG group 4245"));
+	free(log);
+	free(id);
+}
+END_TEST
+
 int main(void)
 {
 	if (geteuid() != 0) {
@@ -446,9 +495,7 @@ int main(void)
 	tcase_add_test(tc, test_group_taken);
 	tcase_add_test(tc, test_flood_bounded);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	TCase *tw = h_tcase(s, "celld", 180);
+	tcase_add_test(tw, test_celld_logs_blocked);
+	return h_main(s);
 }

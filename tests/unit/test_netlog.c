@@ -84,8 +84,8 @@ START_TEST(test_reasons_and_protocols)
 	char d[256];
 	size_t n = ipv4(ip, IPPROTO_UDP, "198.19.0.3", "203.0.113.9", 5353, 53);
 	describe(packet("denied", 7, ip, n), d, sizeof(d));
-	ck_assert_str_eq(d,
-			 "blocked udp 198.19.0.3:5353 -> 203.0.113.9:53 (not allowed by its policy)");
+	ck_assert_str_eq(
+	    d, "blocked udp 198.19.0.3:5353 -> 203.0.113.9:53 (not allowed by its policy)");
 	n = ipv4(ip, IPPROTO_ICMP, "198.19.0.3", "198.19.0.2", 0x0800, 0);
 	describe(packet("host", 7, ip, n), d, sizeof(d));
 	ck_assert_str_eq(d, "blocked icmp 198.19.0.3 -> 198.19.0.2 type 8 (the host: only its DNS "
@@ -190,8 +190,8 @@ START_TEST(test_malformed)
 	ck_assert_int_eq(netlog_parse(nlh, nlh->nlmsg_len, &p), -EINVAL);
 	/* an attribute claiming more than the message holds */
 	nlh = packet("blocked", 7, ip, n);
-	struct nlattr *last = (struct nlattr *)((char *)nlh + nlh->nlmsg_len -
-						MNL_ALIGN(sizeof(struct nlattr) + n));
+	struct nlattr *last =
+	    (struct nlattr *)((char *)nlh + nlh->nlmsg_len - MNL_ALIGN(sizeof(struct nlattr) + n));
 	ck_assert_uint_eq(mnl_attr_get_type(last), NFULA_PAYLOAD);
 	last->nla_len = (uint16_t)(sizeof(struct nlattr) + n + 64);
 	ck_assert_int_eq(netlog_parse(nlh, nlh->nlmsg_len, &p), -EINVAL);
