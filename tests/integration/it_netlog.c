@@ -12,7 +12,8 @@
  * namespace whose only uplink is a veth pair with nobody behind it (a packet that passed
  * the table would go nowhere)
  * and starts a second world there, whose sandbox tries a blocked address; celld's log must
- * name the sandbox. */
+ * name the sandbox. Then the test floods from the sandbox's namespace: celld's lines stay
+ * bounded, and the test prints the CPU celld spent meanwhile. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
@@ -316,13 +317,13 @@ END_TEST
 
 /* UDP datagrams from S to dst:9, rate a second for secs seconds, from a child process;
  * rate 0: n = secs of them as fast as they go. */
-static pid_t flood(const char *dst, int rate, double secs)
+static pid_t flood_from(int ns, const char *dst, int rate, double secs)
 {
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid)
 		return pid;
-	if (setns(S.ns, CLONE_NEWNET) < 0)
+	if (setns(ns, CLONE_NEWNET) < 0)
 		_exit(1);
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(9)};
@@ -348,6 +349,11 @@ static pid_t flood(const char *dst, int rate, double secs)
 		usleep(1000);
 	}
 	_exit(0);
+}
+
+static pid_t flood(const char *dst, int rate, double secs)
+{
+	return flood_from(S.ns, dst, rate, secs);
 }
 
 static double cpu_s(void)
@@ -438,6 +444,22 @@ START_TEST(test_flood_bounded)
 }
 END_TEST
 
+/* utime + stime of a process, in seconds. */
+static double proc_cpu_s(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	char *st = h_read_file(path);
+	const char *p = strrchr(st, ')');
+	ck_assert_ptr_nonnull(p);
+	unsigned long long ut = 0, stt = 0;
+	/* after the comm: state (3), then fields 4..13, utime (14), stime (15) */
+	ck_assert_int_eq(
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &stt), 2);
+	free(st);
+	return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* A celld in a network namespace of the test's own: its public sandbox's connection to a
  * blocked range is in celld's log, naming the sandbox, the address and the reason. */
 START_TEST(test_celld_logs_blocked)
@@ -463,7 +485,6 @@ START_TEST(test_celld_logs_blocked)
 	char want[160];
 	snprintf(want, sizeof(want), "sandbox %s: blocked tcp %s:", id,
 		 h_jstr(ins, "network.address"));
-	json_decref(ins);
 	char *log = NULL;
 	for (int i = 0; i < 30; i++) {
 		free(log);
@@ -477,6 +498,37 @@ START_TEST(test_celld_logs_blocked)
 		      h_world_log_tail(w));
 	ck_assert(strstr(log, "network: logging dropped packets from NFLOG group 4245"));
 	free(log);
+
+	/* 100k blocked datagrams a second for 5 s from the sandbox's own namespace */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)h_jint(ins, "pid"));
+	json_decref(ins);
+	int ns = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(ns, 0);
+	double cpu0 = proc_cpu_s(h_world_pid(w)), t0 = now_s();
+	int status;
+	pid_t pid = flood_from(ns, "10.1.2.3", 100000, 5);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "flooder: %d", status);
+	sleep_ms(1200);
+	double wall = now_s() - t0, cpu = proc_cpu_s(h_world_pid(w)) - cpu0;
+	close(ns);
+	log = h_read_file(w->log);
+	snprintf(want, sizeof(want), "sandbox %s: blocked udp ", id);
+	int lines = count(log, want);
+	int more = count(log, "more packets, not logged");
+	free(log);
+	ck_assert_msg(lines >= 1 && lines <= NETLOG_LINES_PER_S * ((int)wall + 2), "%d lines",
+		      lines);
+	ck_assert_int_ge(more, 1);
+	ins = h_world_inspect(w, id);
+	long long blocked = h_jint(ins, "network.counters.blocked.packets");
+	printf("it_netlog: celld under %lld blocked packets in %.1f s: %d lines + %d summaries, "
+	       "%.3f s of celld's CPU\n",
+	       blocked, wall, lines, more, cpu);
+	fflush(stdout);
+	ck_assert_int_ge(blocked, 250000);
+	json_decref(ins);
 	free(id);
 }
 END_TEST
