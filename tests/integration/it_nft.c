@@ -996,6 +996,7 @@ START_TEST(test_packet_log)
 	   "ip route add 203.0.113.0/24 via 198.51.100.10 && "
 	   "ip route add 10.0.0.1/32 via 198.51.100.10");
 	sh("%s sh -c 'ip link set lo up && ip addr add 192.0.2.2/32 dev eth0 && "
+	   "ip addr add 192.0.2.9/32 dev eth0 && "
 	   "ip link set eth0 up && ip route add 192.0.2.1/32 dev eth0 && "
 	   "ip route add default via 192.0.2.1 dev eth0 src 192.0.2.2'",
 	   sp);
@@ -1003,6 +1004,19 @@ START_TEST(test_packet_log)
 	   "ip addr add 203.0.113.10/32 dev eth0 && ip addr add 10.0.0.1/32 dev eth0 && "
 	   "ip link set eth0 up && ip route add 192.0.2.0/24 via 198.51.100.1'",
 	   ip);
+	/* IPv6 on, as if the setup forgot it, with the router's neighbour entry fixed in S (the
+	 * input chain drops the sandbox's neighbour solicitations to the host) */
+	sh("echo 1 >/proc/sys/net/ipv6/conf/all/forwarding && "
+	   "ip -6 addr add 2001:db8:1::1/64 dev cellp0001 nodad && "
+	   "ip -6 addr add 2001:db8:2::1/64 dev uplink nodad");
+	char *mac = sh_out("ip -o link show cellp0001 | "
+			   "sed -n 's/.*link\\/ether \\([0-9a-f:]*\\).*/\\1/p' | tr -d '\\n'");
+	ck_assert_uint_eq(strlen(mac), 17);
+	sh("%s sh -c 'ip -6 addr add 2001:db8:1::2/64 dev eth0 nodad && "
+	   "ip -6 neigh add 2001:db8:1::1 lladdr %s dev eth0 && "
+	   "ip -6 route add default via 2001:db8:1::1'",
+	   sp, mac);
+	free(mac);
 	enter(I.ns);
 	int web = listener(80);
 	int sink = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -1072,6 +1086,20 @@ START_TEST(test_packet_log)
 	ck_assert_msg(lg.n >= 1 && lg.n <= most, "%d logged of 2000 in %.2f s (at most %d)", lg.n,
 		      secs, most);
 	ck_assert_str_eq(lg.prefix[0], "blocked");
+
+	/* a spoofed source: "spoofed"; IPv6 out: "ipv6" */
+	sleep_ms(2100); /* the limit's bucket refills */
+	memset(&lg, 0, sizeof(lg));
+	ck_assert(!reach(S.ns, "192.0.2.9", "203.0.113.10", 80));
+	nflog_read(nl, 100, &lg);
+	ck_assert_int_ge(lg.n, 1);
+	ck_assert_str_eq(lg.prefix[0], "spoofed");
+	memset(&lg, 0, sizeof(lg));
+	ck_assert(!reach(S.ns, NULL, "2001:db8:2::10", 80));
+	nflog_read(nl, 100, &lg);
+	ck_assert_int_ge(lg.n, 1);
+	ck_assert_str_eq(lg.prefix[0], "ipv6");
+	ck_assert_uint_eq(lg.indev[0], ifindex);
 
 	/* denied (an allowlist with nothing in it) */
 	del(nft, "cellp0001");
