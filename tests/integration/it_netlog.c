@@ -133,6 +133,11 @@ static void setup(enum cell_nft_policy policy)
 	S = hold_netns();
 	I = hold_netns();
 	sh("ip link set lo up && echo 1 >/proc/sys/net/ipv4/ip_forward");
+	/* no IPv6 in S, as in a sandbox (its solicitations would be logged too) */
+	sh("nsenter --net=/proc/%d/ns/net sh -c "
+	   "'echo 1 >/proc/sys/net/ipv6/conf/all/disable_ipv6 && "
+	   "echo 1 >/proc/sys/net/ipv6/conf/default/disable_ipv6'",
+	   S.pid);
 	sh("ip link add cellp0001 type veth peer name eth0 netns %d", S.pid);
 	sh("ip link add uplink type veth peer name eth0 netns %d", I.pid);
 	sh("ip addr add 192.0.2.1/32 dev cellp0001 && ip link set cellp0001 up && "
