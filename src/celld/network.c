@@ -335,15 +335,29 @@ static bool sandbox_of_ifname(const char *ifname, char *id, size_t size)
 }
 
 /* Without the log, sandboxes still have their network: the drops do not depend on it. */
-static void netlog_on(void)
+static void netlog_on(uint16_t group)
 {
 	struct cell_error err = {0};
-	if (celld.nflog_group == 0)
-		log_info("network: no log of dropped packets (--nflog-group 0)");
-	else if (netlog_start((uint16_t)celld.nflog_group, sandbox_of_ifname, &err) < 0)
+	if (group == 0)
+		log_info("network: no log of dropped packets");
+	else if (netlog_start(group, sandbox_of_ifname, &err) < 0)
 		log_warn("network: %s; dropped packets are not logged", err.msg);
 	else
-		log_info("network: logging dropped packets from NFLOG group %u", celld.nflog_group);
+		log_info("network: logging dropped packets from NFLOG group %u", group);
+}
+
+/* The table, with the log's rules when it can: a kernel without nftables' log expression
+ * (or nfnetlink_log) gets the table without them rather than no network. */
+static int nft_open_logged(struct cell_nft_table_opts *opts, struct cell_error *err)
+{
+	struct cell_error lerr = {0};
+	if (opts->log_group && cell_nft_open(opts, &net.nft, &lerr) == 0)
+		return 0;
+	if (opts->log_group)
+		log_warn("network: %s; making the table without the log of dropped packets",
+			 lerr.msg);
+	opts->log_group = 0;
+	return cell_nft_open(opts, &net.nft, err);
 }
 
 static int ready_locked(struct cell_error *err)
@@ -362,7 +376,7 @@ static int ready_locked(struct cell_error *err)
 	    .n_blocked = net.n_blocked,
 	    .log_group = (uint16_t)celld.nflog_group,
 	};
-	r = cell_nft_open(&opts, &net.nft, err);
+	r = nft_open_logged(&opts, err);
 	if (r == 0)
 		r = cell_nl_open(&net.host, -1, err);
 	if (r == 0)
@@ -376,7 +390,7 @@ static int ready_locked(struct cell_error *err)
 		return cell_err_wrap(err, "setting up sandbox networking: "), r;
 	}
 	mark_made();
-	netlog_on();
+	netlog_on(opts.log_group);
 	char sub[INET_ADDRSTRLEN], dns[INET_ADDRSTRLEN];
 	struct in_addr s = {htonl(celld.subnet)};
 	inet_ntop(AF_INET, &s, sub, sizeof(sub));
