@@ -192,7 +192,8 @@ int cell_nft_table_delete(struct cell_nft *nft, struct cell_error *err);
 int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
 			 struct cell_error *err);
 /* Remove whatever the table holds of the sandbox on interface ifname (its jump, interface
- * and DNS elements, chain and set) in one batch. 0 when nothing of it was there. */
+ * and DNS elements, chain, drop chains and set) in one batch. 0 when nothing of it was
+ * there. */
 int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cell_error *err);
 /* The interfaces of the sandboxes the table holds (a chain sb-IF, or an element of
  * sandbox_ifs or sandbox_chains), sorted, no duplicates. *out is malloc'd (n entries). */
