@@ -578,14 +578,19 @@ int network_attach(struct sandbox *sb, struct cell_error *err)
 	pthread_mutex_lock(&net.lock);
 	if (r == 0)
 		r = ready_locked(err);
-	if (r == 0) {
-		/* A chain or link of this slot's is a leftover of an earlier run (its sandbox
-		 * is gone: the slot is ours): removed, not trusted. */
-		teardown_locked(&l, cell_nl_link_index(&net.host, l.ifname, NULL) > 0);
+	bool tried = r == 0;
+	if (r == 0)
 		r = attach_locked(sb, &l, &p, err);
-		if (r < 0)
-			teardown_locked(&l, true);
+	if (r == -EEXIST) {
+		/* A chain or link of this slot's is a leftover of an earlier run (its sandbox
+		 * is gone: the slot is ours): removed, not trusted, and the set-up made anew. */
+		log_info("sandbox %s: removing a leftover network of %s", sb->id, l.ifname);
+		teardown_locked(&l, true);
+		cell_err_clear(err);
+		r = attach_locked(sb, &l, &p, err);
 	}
+	if (r < 0 && tried)
+		teardown_locked(&l, true);
 	pthread_mutex_unlock(&net.lock);
 	netpolicy_free(&p);
 	if (r == 0) {
