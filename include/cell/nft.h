@@ -67,6 +67,33 @@
  * Counters (cell_nft_sandbox_counters): packets dropped as spoofed, as blocked ranges, by
  * the policy ("denied"), and connections accepted ("allowed": the first packet of each).
  *
+ * The packet log (opts.log_group != 0): every drop of a sandbox's packets also hands the
+ * packet's headers (CELL_NFT_LOG_SNAPLEN bytes) to NFLOG group log_group, with a prefix
+ * naming the reason: "spoofed", "blocked", "denied" (its chain), "host" (the input chain),
+ * "ipv6" (the forward chain). Each logging rule is limited in the kernel
+ * (CELL_NFT_LOG_RATE a second, burst CELL_NFT_LOG_BURST: a flood costs one limit check a
+ * packet, nothing reaches user space past it); the limit governs only the log, never the
+ * drop. Nothing of the log is on the path of accepted traffic: a drop whose rule matches
+ * something ("ip daddr @blocked4") jumps to a chain of its own that logs, then drops,
+ *
+ *   rule in sb-IF:  ip saddr != A counter jump sb-IF/spoofed comment "spoofed"
+ *                   ip daddr @blocked4 counter jump sb-IF/blocked comment "blocked"
+ *                   …
+ *                   limit rate R/second burst B packets log prefix "denied" group G
+ *                   counter drop comment "denied"
+ *   chain sb-IF/spoofed, sb-IF/blocked { limit … log prefix "<reason>" group G …; drop }
+ *   chain drop-host, drop-ipv6         { limit … log prefix "host"/"ipv6" …; drop }
+ *   forward: iifname @sandbox_ifs meta nfproto ipv6 counter jump drop-ipv6
+ *   input:   iifname @sandbox_ifs counter jump drop-host
+ *
+ * so a packet that matched pays for the jump and the limit, one that did not pays nothing
+ * more than before (the "denied" log rule is reached only by packets the next rule drops).
+ * The limits of drop-host and drop-ipv6 are shared by all sandboxes; those of a sandbox's
+ * chains are its own. With log_group 0 the rules are the plain `counter drop`s above (the
+ * two base drop chains exist, empty). A sandbox chain made with another log_group (or
+ * none, by an older celld) keeps it until the sandbox is removed; a table create
+ * refreshes the base chains' group.
+ *
  * Restart: cell_nft_table_create on an existing table reuses it: it flushes and refills
  * only its base chains' rules and the blocked set (the policy file may have changed) in one
  * batch, and keeps every sandbox's chain, set and elements, so running sandboxes keep their
@@ -105,7 +132,14 @@ struct cell_nft_table_opts {
 	unsigned prefix;       /* its prefix length, 1..32 */
 	const struct cell_nft_range *blocked; /* any order, may overlap (merged here) */
 	size_t n_blocked;
+	uint16_t log_group; /* NFLOG group of the packet log (see above); 0: no log */
 };
+
+/* The packet log's limit per logging rule, and the bytes of each packet it copies (the
+ * IPv4 header with options and the ports, or the IPv6 header and the ports). */
+#define CELL_NFT_LOG_RATE    10
+#define CELL_NFT_LOG_BURST   20
+#define CELL_NFT_LOG_SNAPLEN 64
 
 enum cell_nft_policy {
 	CELL_NFT_NONE,	    /* nothing leaves (loopback inside only) */
@@ -158,7 +192,8 @@ int cell_nft_table_delete(struct cell_nft *nft, struct cell_error *err);
 int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
 			 struct cell_error *err);
 /* Remove whatever the table holds of the sandbox on interface ifname (its jump, interface
- * and DNS elements, chain and set) in one batch. 0 when nothing of it was there. */
+ * and DNS elements, chain, drop chains and set) in one batch. 0 when nothing of it was
+ * there. */
 int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cell_error *err);
 /* The interfaces of the sandboxes the table holds (a chain sb-IF, or an element of
  * sandbox_ifs or sandbox_chains), sorted, no duplicates. *out is malloc'd (n entries). */

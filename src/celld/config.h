@@ -39,6 +39,8 @@ struct celld_config {
 	unsigned subnet_prefix;
 	char *dns_upstream;
 	char network_default[16];
+	/* The NFLOG group of the log of dropped packets (--nflog-group; netlog.h), 0: none. */
+	unsigned nflog_group;
 };
 
 extern struct celld_config celld;
@@ -52,3 +54,8 @@ int config_set_subnet(const char *cidr);
 /* The default of --subnet: outside RFC 1918, in the benchmarking range of RFC 2544 that no
  * public host and few internal networks use. */
 #define CELLD_DEFAULT_SUBNET "198.19.0.0/16"
+/* The default of --nflog-group. NFLOG groups are shared by every program of a network
+ * namespace and only one socket may bind each: 0 is the default of iptables' NFLOG and of
+ * ulogd's examples, the small numbers are what other tools' examples use; 4242 is clear of
+ * them. A second celld on the same host gives its own. */
+#define CELLD_DEFAULT_NFLOG_GROUP 4242

@@ -98,6 +98,11 @@ static void usage(FILE *out)
 	    "  --dns-upstream ADDR[:PORT]\n"
 	    "                      where the sandboxes' resolver forwards the names it allows\n"
 	    "                      (default: the first IPv4 nameserver of /etc/resolv.conf)\n"
+	    "  --nflog-group N     the NFLOG group (1 to 65535) through which the kernel hands\n"
+	    "                      celld the packets it drops for sandboxes, each logged with\n"
+	    "                      its sandbox; 0: no packet log (default %u; only one program\n"
+	    "                      of a network namespace may bind a group: give a second\n"
+	    "                      celld on this host another)\n"
 	    "  --uid-ranges-dir DIR\n"
 	    "                      host-wide uid range reservations, shared by every celld on\n"
 	    "                      the host (default " CELLD_UID_RANGES_DIR ", 0700 root)\n"
@@ -105,7 +110,7 @@ static void usage(FILE *out)
 	    "  --version           print the version and the cgroup backend\n"
 	    "  --help              this text\n",
 	    CELLD_DEFAULT_PENDING_MAX, CELLD_DEFAULT_PENDING_PER_IP, CELLD_DEFAULT_HEAD_TIMEOUT_S,
-	    CELL_LIBEXEC_DIR, CELL_DATA_DIR);
+	    CELL_LIBEXEC_DIR, CELL_DATA_DIR, CELLD_DEFAULT_NFLOG_GROUP);
 }
 
 /* optarg as a whole number from 1 to max. */
@@ -118,6 +123,19 @@ static int uint_flag(const char *name, unsigned max, unsigned *out)
 		return -EINVAL;
 	}
 	*out = (unsigned)v;
+	return 0;
+}
+
+/* --nflog-group: 0 (no packet log) to 65535. */
+static int nflog_group_flag(const char *arg)
+{
+	int64_t v;
+	if (parse_int64(arg, 0, 65535, &v) < 0) {
+		fprintf(stderr,
+			"celld: --nflog-group %s: expected a whole number from 0 to 65535\n", arg);
+		return -EINVAL;
+	}
+	celld.nflog_group = (unsigned)v;
 	return 0;
 }
 
@@ -153,6 +171,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"network-default", required_argument, NULL, 'N'},
 	    {"subnet", required_argument, NULL, 'A'},
 	    {"dns-upstream", required_argument, NULL, 'D'},
+	    {"nflog-group", required_argument, NULL, 'G'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
@@ -214,6 +233,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'D':
 			celld.dns_upstream = optarg;
+			break;
+		case 'G':
+			r = nflog_group_flag(optarg);
 			break;
 		case 'd':
 			f->debug = true;

@@ -19,6 +19,7 @@
 #include "cell/netlink.h"
 #include "cell/nft.h"
 #include "config.h"
+#include "netlog.h"
 #include "network.h"
 #include "registry.h"
 #include "resolver.h"
@@ -313,6 +314,52 @@ static bool was_made(void)
 	return fstatat(celld.sandboxes_fd, "../" MARKER_FILE, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* ---- the log of dropped packets (netlog.h) ---- */
+
+/* netlog's lookup: the sandbox whose host-side interface is ifname. */
+static bool sandbox_of_ifname(const char *ifname, char *id, size_t size)
+{
+	struct sandbox **v;
+	size_t n = registry_snapshot(&v);
+	bool found = false;
+	for (size_t i = 0; i < n && !found; i++) {
+		struct sb_link l;
+		if (has_network(v[i]) && sb_link_of(v[i]->slot, &l, NULL) == 0 &&
+		    !strcmp(l.ifname, ifname)) {
+			snprintf(id, size, "%s", v[i]->id);
+			found = true;
+		}
+	}
+	sandbox_unref_all(v, n);
+	return found;
+}
+
+/* Without the log, sandboxes still have their network: the drops do not depend on it. */
+static void netlog_on(uint16_t group)
+{
+	struct cell_error err = {0};
+	if (group == 0)
+		log_info("network: no log of dropped packets");
+	else if (netlog_start(group, sandbox_of_ifname, &err) < 0)
+		log_warn("network: %s; dropped packets are not logged", err.msg);
+	else
+		log_info("network: logging dropped packets from NFLOG group %u", group);
+}
+
+/* The table, with the log's rules when it can: a kernel without nftables' log expression
+ * (or nfnetlink_log) gets the table without them rather than no network. */
+static int nft_open_logged(struct cell_nft_table_opts *opts, struct cell_error *err)
+{
+	struct cell_error lerr = {0};
+	if (opts->log_group && cell_nft_open(opts, &net.nft, &lerr) == 0)
+		return 0;
+	if (opts->log_group)
+		log_warn("network: %s; making the table without the log of dropped packets",
+			 lerr.msg);
+	opts->log_group = 0;
+	return cell_nft_open(opts, &net.nft, err);
+}
+
 static int ready_locked(struct cell_error *err)
 {
 	if (net.ready)
@@ -327,8 +374,9 @@ static int ready_locked(struct cell_error *err)
 	    .prefix = celld.subnet_prefix,
 	    .blocked = net.blocked,
 	    .n_blocked = net.n_blocked,
+	    .log_group = (uint16_t)celld.nflog_group,
 	};
-	r = cell_nft_open(&opts, &net.nft, err);
+	r = nft_open_logged(&opts, err);
 	if (r == 0)
 		r = cell_nl_open(&net.host, -1, err);
 	if (r == 0)
@@ -342,6 +390,7 @@ static int ready_locked(struct cell_error *err)
 		return cell_err_wrap(err, "setting up sandbox networking: "), r;
 	}
 	mark_made();
+	netlog_on(opts.log_group);
 	char sub[INET_ADDRSTRLEN], dns[INET_ADDRSTRLEN];
 	struct in_addr s = {htonl(celld.subnet)};
 	inet_ntop(AF_INET, &s, sub, sizeof(sub));

@@ -41,6 +41,12 @@
 #define MAP_CHAINS     "sandbox_chains"
 #define CHAIN_PREFIX   "sb-"
 #define ALLOWED_SUFFIX "-allowed"
+/* The drop chains of the packet log: a sandbox's "sb-IF/<reason>" ('/' is outside the
+ * interface names' characters, so cell_nft_sandbox_list never takes one for a sandbox),
+ * and the base chains' two. */
+#define LOG_SEP		"/"
+#define CHAIN_DROP_HOST "drop-host"
+#define CHAIN_DROP_IPV6 "drop-ipv6"
 
 /* A batch holds a few dozen messages, a table create the blocked set's elements too. */
 #define BATCH_BUF  (256 * 1024)
@@ -54,7 +60,8 @@ struct cell_nft {
 	char table[CELL_NFT_NAME_MAX];
 	struct in_addr subnet;
 	unsigned prefix;
-	char *buf; /* BATCH_BUF: batches and dump replies */
+	uint16_t log_group; /* 0: no packet log */
+	char *buf;	    /* BATCH_BUF: batches and dump replies */
 };
 
 /* ---- names ---- */
@@ -110,6 +117,12 @@ static void chain_name(char *buf, size_t size, const char *ifname)
 static void allowed_name(char *buf, size_t size, const char *ifname)
 {
 	snprintf(buf, size, CHAIN_PREFIX "%s" ALLOWED_SUFFIX, ifname);
+}
+
+/* The drop chain of a sandbox's drops for reason ("spoofed", "blocked"). */
+static void drop_chain_name(char *buf, size_t size, const char *ifname, const char *reason)
+{
+	snprintf(buf, size, CHAIN_PREFIX "%s" LOG_SEP "%s", ifname, reason);
 }
 
 static void ifkey(char key[IFNAMSIZ], const char *ifname)
@@ -795,6 +808,40 @@ static void x_verdict(struct rule *r, int verdict)
 	rule_expr(r, e);
 }
 
+static void x_jump(struct rule *r, const char *chain)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("immediate");
+	if (e) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, (uint32_t)NFT_JUMP);
+		nftnl_expr_set_str(e, NFTNL_EXPR_IMM_CHAIN, chain);
+	}
+	rule_expr(r, e);
+}
+
+/* limit rate CELL_NFT_LOG_RATE/second burst CELL_NFT_LOG_BURST packets, then
+ * log prefix "<prefix>" group G snaplen CELL_NFT_LOG_SNAPLEN: past the limit the rule stops
+ * at the limit, before the log. */
+static void x_limited_log(struct rule *r, uint16_t group, const char *prefix)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("limit");
+	if (e) {
+		nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_RATE, CELL_NFT_LOG_RATE);
+		nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_UNIT, 1);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_BURST, CELL_NFT_LOG_BURST);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_FLAGS, 0);
+	}
+	rule_expr(r, e);
+	e = nftnl_expr_alloc("log");
+	if (e) {
+		nftnl_expr_set_str(e, NFTNL_EXPR_LOG_PREFIX, prefix);
+		nftnl_expr_set_u16(e, NFTNL_EXPR_LOG_GROUP, group);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LOG_SNAPLEN, CELL_NFT_LOG_SNAPLEN);
+	}
+	rule_expr(r, e);
+}
+
 /* meta nfproto ipv4 (a rule of an inet chain that reads IPv4 headers starts with it). */
 static void x_ipv4(struct rule *r)
 {
@@ -876,6 +923,29 @@ static void rule_end(struct batch *bt, struct rule *r, const char *comment)
 	r->r = NULL;
 }
 
+/* The end of a drop rule: `counter drop`, or with the packet log `counter jump CHAIN`, whose
+ * chain (drop_chain_rules) logs and drops. */
+static void x_drop(struct rule *r, struct cell_nft *nft, const char *chain)
+{
+	x_simple(r, "counter");
+	if (nft->log_group)
+		x_jump(r, chain);
+	else
+		x_verdict(r, NF_DROP);
+}
+
+/* A drop chain's rules: the limited log, then the drop whatever the limit said. */
+static void drop_chain_rules(struct batch *bt, const char *chain, const char *reason)
+{
+	struct rule r;
+	rule_begin(&r, bt->nft, chain);
+	x_limited_log(&r, bt->nft->log_group, reason);
+	rule_end(bt, &r, NULL);
+	rule_begin(&r, bt->nft, chain);
+	x_verdict(&r, NF_DROP);
+	rule_end(bt, &r, NULL);
+}
+
 static void flush_chain(struct batch *bt, const char *chain)
 {
 	struct nftnl_rule *r = nftnl_rule_alloc();
@@ -921,8 +991,7 @@ static void base_rules(struct batch *bt)
 	proto = NFPROTO_IPV6;
 	x_meta(&r, NFT_META_NFPROTO, NFT_REG_1);
 	x_cmp(&r, NFT_CMP_EQ, &proto, 1);
-	x_simple(&r, "counter");
-	x_verdict(&r, NF_DROP);
+	x_drop(&r, nft, CHAIN_DROP_IPV6);
 	rule_end(bt, &r, "ipv6 from a sandbox");
 
 	rule_begin(&r, nft, "forward");
@@ -947,9 +1016,13 @@ static void base_rules(struct batch *bt)
 	}
 	rule_begin(&r, nft, "input");
 	x_ifname_in(&r, NFT_META_IIFNAME, SET_IFS);
-	x_simple(&r, "counter");
-	x_verdict(&r, NF_DROP);
+	x_drop(&r, nft, CHAIN_DROP_HOST);
 	rule_end(bt, &r, "sandbox to host");
+
+	if (nft->log_group) {
+		drop_chain_rules(bt, CHAIN_DROP_HOST, "host");
+		drop_chain_rules(bt, CHAIN_DROP_IPV6, "ipv6");
+	}
 
 	/* postrouting: meta nfproto ipv4 iifname @sandbox_ifs masquerade. By interface, not
 	 * by the subnet: a sandbox started under an earlier --subnet keeps its egress when
@@ -1050,9 +1123,13 @@ static int table_create(struct cell_nft *nft, const struct cell_nft_range *block
 	put_chain(bt, "forward", "filter", NF_INET_FORWARD, 0, NLM_F_CREATE);
 	put_chain(bt, "input", "filter", NF_INET_LOCAL_IN, 0, NLM_F_CREATE);
 	put_chain(bt, "postrouting", "nat", NF_INET_POST_ROUTING, 100, NLM_F_CREATE);
+	put_chain(bt, CHAIN_DROP_HOST, NULL, 0, 0, NLM_F_CREATE);
+	put_chain(bt, CHAIN_DROP_IPV6, NULL, 0, 0, NLM_F_CREATE);
 	flush_chain(bt, "forward");
 	flush_chain(bt, "input");
 	flush_chain(bt, "postrouting");
+	flush_chain(bt, CHAIN_DROP_HOST);
+	flush_chain(bt, CHAIN_DROP_IPV6);
 	base_rules(bt);
 
 	int rc = batch_run(bt, err);
@@ -1089,6 +1166,7 @@ int cell_nft_open(const struct cell_nft_table_opts *opts, struct cell_nft **out,
 	snprintf(nft->table, sizeof(nft->table), "%s", opts->name);
 	nft->subnet = opts->subnet;
 	nft->prefix = opts->prefix;
+	nft->log_group = opts->log_group;
 	nft->seq = 1;
 	int rc;
 	nft->nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
@@ -1170,21 +1248,26 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 {
 	struct cell_nft *nft = bt->nft;
 	struct rule r;
+	char spoofed[NFT_CHAIN_MAXNAMELEN], blocked[NFT_CHAIN_MAXNAMELEN];
+	drop_chain_name(spoofed, sizeof(spoofed), sb->ifname, "spoofed");
+	drop_chain_name(blocked, sizeof(blocked), sb->ifname, "blocked");
+	if (nft->log_group) {
+		drop_chain_rules(bt, spoofed, "spoofed");
+		drop_chain_rules(bt, blocked, "blocked");
+	}
 
 	rule_begin(&r, nft, chain);
 	x_ipv4(&r);
 	x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_SADDR, 4, NFT_REG_1);
 	x_cmp(&r, NFT_CMP_NEQ, &sb->addr.s_addr, 4);
-	x_simple(&r, "counter");
-	x_verdict(&r, NF_DROP);
+	x_drop(&r, nft, spoofed);
 	rule_end(bt, &r, "spoofed");
 
 	rule_begin(&r, nft, chain);
 	x_ipv4(&r);
 	x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG_1);
 	x_lookup(&r, NFT_REG_1, SET_BLOCKED, ~0u);
-	x_simple(&r, "counter");
-	x_verdict(&r, NF_DROP);
+	x_drop(&r, nft, blocked);
 	rule_end(bt, &r, "blocked");
 
 	rule_begin(&r, nft, chain);
@@ -1205,6 +1288,12 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 		rule_end(bt, &r, "allowed");
 	}
 
+	/* Only packets the next rule drops get here. */
+	if (nft->log_group) {
+		rule_begin(&r, nft, chain);
+		x_limited_log(&r, nft->log_group, "denied");
+		rule_end(bt, &r, NULL);
+	}
 	rule_begin(&r, nft, chain);
 	x_simple(&r, "counter");
 	x_verdict(&r, NF_DROP);
@@ -1242,6 +1331,13 @@ int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb
 	}
 	put_set(bt, s, NFT_MSG_NEWSET, NLM_F_CREATE | NLM_F_EXCL, "adding");
 	put_chain(bt, chain, NULL, 0, 0, NLM_F_CREATE | NLM_F_EXCL);
+	if (nft->log_group) {
+		char drop[NFT_CHAIN_MAXNAMELEN];
+		drop_chain_name(drop, sizeof(drop), sb->ifname, "spoofed");
+		put_chain(bt, drop, NULL, 0, 0, NLM_F_CREATE | NLM_F_EXCL);
+		drop_chain_name(drop, sizeof(drop), sb->ifname, "blocked");
+		put_chain(bt, drop, NULL, 0, 0, NLM_F_CREATE | NLM_F_EXCL);
+	}
 	sandbox_rules(bt, sb, chain, allowed);
 
 	s = set_new(nft->table, SET_IFS);
@@ -1343,8 +1439,16 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 	}
 	if (ds)
 		put_set(bt, ds, NFT_MSG_DELSETELEM, 0, "deleting an element of");
+	/* Its chain first: its jumps go with it, then the drop chains they jumped to. */
 	if (names_has(&chains, chain))
 		del_chain(bt, chain);
+	static const char *const reasons[] = {"spoofed", "blocked"};
+	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+		char drop[NFT_CHAIN_MAXNAMELEN];
+		drop_chain_name(drop, sizeof(drop), ifname, reasons[i]);
+		if (names_has(&chains, drop))
+			del_chain(bt, drop);
+	}
 	if (names_has(&sets, allowed))
 		put_set(bt, set_new(nft->table, allowed), NFT_MSG_DELSET, 0, "deleting");
 	rc = bt->n ? batch_run(bt, err) : 0;

@@ -12,6 +12,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <libmnl/libmnl.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_log.h>
+#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -221,12 +225,19 @@ START_TEST(test_table_and_sandboxes)
 
 	struct seen s;
 	objects(TABLE, &s);
-	const char *want[] = {"chain:forward",		 "chain:input",
-			      "chain:postrouting",	 "chain:sb-cellt0001",
-			      "chain:sb-cellt0002",	 "set:blocked4",
-			      "set:sandbox_ifs",	 "set:sandbox_dns",
-			      "map:sandbox_chains",	 "set:sb-cellt0001-allowed",
-			      "set:sb-cellt0002-allowed"};
+	const char *want[] = {"chain:forward",
+			      "chain:input",
+			      "chain:postrouting",
+			      "chain:sb-cellt0001",
+			      "chain:sb-cellt0002",
+			      "set:blocked4",
+			      "set:sandbox_ifs",
+			      "set:sandbox_dns",
+			      "map:sandbox_chains",
+			      "set:sb-cellt0001-allowed",
+			      "set:sb-cellt0002-allowed",
+			      "chain:drop-host",
+			      "chain:drop-ipv6"};
 	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
 		ck_assert_msg(seen(&s, want[i]), "%s missing from the table", want[i]);
 	ck_assert_int_eq(s.n, (int)(sizeof(want) / sizeof(*want)));
@@ -849,6 +860,335 @@ static int dcmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* ---- the packet log (opts.log_group) ---- */
+
+#define LOG_GROUP 4243
+
+static void sleep_ms(int ms)
+{
+	struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
+	while (nanosleep(&t, &t) < 0 && errno == EINTR)
+		;
+}
+
+/* An NFLOG listener on group g in the current namespace, as celld's netlog binds one. */
+static struct mnl_socket *nflog_listen(uint16_t g)
+{
+	struct mnl_socket *nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	ck_assert_ptr_nonnull(nl);
+	ck_assert_int_eq(mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID), 0);
+	char buf[256];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = (NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_CONFIG;
+	nlh->nlmsg_flags = NLM_F_REQUEST;
+	struct nfgenmsg *nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+	nfg->nfgen_family = AF_UNSPEC;
+	nfg->version = NFNETLINK_V0;
+	nfg->res_id = htons(g);
+	struct nfulnl_msg_config_cmd cmd = {.command = NFULNL_CFG_CMD_BIND};
+	mnl_attr_put(nlh, NFULA_CFG_CMD, sizeof(cmd), &cmd);
+	struct nfulnl_msg_config_mode mode = {.copy_range = htonl(128),
+					      .copy_mode = NFULNL_COPY_PACKET};
+	mnl_attr_put(nlh, NFULA_CFG_MODE, sizeof(mode), &mode);
+	mnl_attr_put_u32(nlh, NFULA_CFG_QTHRESH, htonl(1)); /* each packet at once */
+	nlh->nlmsg_flags |= NLM_F_ACK;
+	ck_assert_int_ge(mnl_socket_sendto(nl, nlh, nlh->nlmsg_len), 0);
+	struct pollfd p = {.fd = mnl_socket_get_fd(nl), .events = POLLIN};
+	ck_assert_int_eq(poll(&p, 1, 1000), 1);
+	ssize_t got = recv(p.fd, buf, sizeof(buf), 0);
+	ck_assert_int_ge(got, (ssize_t)sizeof(struct nlmsghdr));
+	nlh = (struct nlmsghdr *)buf;
+	ck_assert_int_eq(nlh->nlmsg_type, NLMSG_ERROR);
+	const struct nlmsgerr *e = mnl_nlmsg_get_payload(nlh);
+	ck_assert_msg(e->error == 0, "binding NFLOG group %u: %s", g, strerror(-e->error));
+	return nl;
+}
+
+struct logged {
+	int n;
+	char prefix[8][32];
+	uint32_t indev[8];
+	uint8_t proto[8];
+	uint32_t daddr[8];
+};
+
+static int nflog_attr(const struct nlattr *a, void *data)
+{
+	const struct nlattr **tb = data;
+	if (mnl_attr_type_valid(a, NFULA_MAX) > 0)
+		tb[mnl_attr_get_type(a)] = a;
+	return MNL_CB_OK;
+}
+
+/* Read what the listener has after waiting ms: count packets, keep the first 8. */
+static void nflog_read(struct mnl_socket *nl, int ms, struct logged *out)
+{
+	sleep_ms(ms);
+	char buf[65536];
+	ssize_t got;
+	while ((got = recv(mnl_socket_get_fd(nl), buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+		size_t left = (size_t)got;
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; mnl_nlmsg_ok(h, (int)left);
+		     h = mnl_nlmsg_next(h, (int *)&left)) {
+			if (h->nlmsg_type != ((NFNL_SUBSYS_ULOG << 8) | NFULNL_MSG_PACKET))
+				continue;
+			const struct nlattr *tb[NFULA_MAX + 1] = {0};
+			mnl_attr_parse(h, sizeof(struct nfgenmsg), nflog_attr, tb);
+			int i = out->n++;
+			if (i >= 8)
+				continue;
+			if (tb[NFULA_PREFIX])
+				snprintf(out->prefix[i], sizeof(out->prefix[i]), "%.*s",
+					 (int)mnl_attr_get_payload_len(tb[NFULA_PREFIX]),
+					 (const char *)mnl_attr_get_payload(tb[NFULA_PREFIX]));
+			if (tb[NFULA_IFINDEX_INDEV])
+				out->indev[i] = ntohl(mnl_attr_get_u32(tb[NFULA_IFINDEX_INDEV]));
+			if (tb[NFULA_PAYLOAD] &&
+			    mnl_attr_get_payload_len(tb[NFULA_PAYLOAD]) >= 20) {
+				const uint8_t *ip = mnl_attr_get_payload(tb[NFULA_PAYLOAD]);
+				out->proto[i] = ip[9];
+				memcpy(&out->daddr[i], ip + 16, 4);
+			}
+		}
+	}
+}
+
+/* Did one of the first packets read come with prefix from interface ifindex? */
+static bool logged(const struct logged *lg, const char *prefix, uint32_t ifindex)
+{
+	for (int i = 0; i < lg->n && i < 8; i++)
+		if (!strcmp(lg->prefix[i], prefix) && lg->indev[i] == ifindex)
+			return true;
+	return false;
+}
+
+/* n UDP datagrams from namespace ns to dst:port, as fast as they go. */
+static void udp_flood(int ns, const char *dst, int port, int n)
+{
+	enter(ns);
+	struct sockaddr_storage d;
+	socklen_t dl = sockaddr_of(dst, port, &d);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	for (int i = 0; i < n; i++)
+		ck_assert_int_eq(sendto(fd, "x", 1, 0, (struct sockaddr *)&d, dl), 1);
+	close(fd);
+	enter(self_ns);
+}
+
+static int udp_count(int fd)
+{
+	char b[16];
+	int n = 0;
+	while (recv(fd, b, sizeof(b), MSG_DONTWAIT) >= 0)
+		n++;
+	return n;
+}
+
+/* A blocked connection reaches the log with its reason and interface; a flood of blocked
+ * packets is logged up to the limit and dropped whole; accepted traffic logs nothing. */
+START_TEST(test_packet_log)
+{
+	fresh_netns();
+	self_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ge(self_ns, 0);
+	struct holder S = hold_netns(), I = hold_netns();
+	char sp[64], ip[64];
+	snprintf(sp, sizeof(sp), "nsenter --net=/proc/%d/ns/net", S.pid);
+	snprintf(ip, sizeof(ip), "nsenter --net=/proc/%d/ns/net", I.pid);
+	sh("ip link set lo up && echo 1 >/proc/sys/net/ipv4/ip_forward");
+	/* no IPv6 in S until the IPv6 step: its solicitations would be logged as "host" */
+	sh("%s sh -c 'echo 1 >/proc/sys/net/ipv6/conf/all/disable_ipv6 && "
+	   "echo 1 >/proc/sys/net/ipv6/conf/default/disable_ipv6'",
+	   sp);
+	sh("ip link add cellp0001 type veth peer name eth0 netns %d", S.pid);
+	sh("ip link add uplink type veth peer name eth0 netns %d", I.pid);
+	sh("ip addr add 192.0.2.1/32 dev cellp0001 && ip link set cellp0001 up && "
+	   "ip route add 192.0.2.2/32 dev cellp0001");
+	sh("ip addr add 198.51.100.1/24 dev uplink && ip link set uplink up && "
+	   "ip route add 203.0.113.0/24 via 198.51.100.10 && "
+	   "ip route add 10.0.0.1/32 via 198.51.100.10");
+	sh("%s sh -c 'ip link set lo up && ip addr add 192.0.2.2/32 dev eth0 && "
+	   "ip addr add 192.0.2.9/32 dev eth0 && "
+	   "ip link set eth0 up && ip route add 192.0.2.1/32 dev eth0 && "
+	   "ip route add default via 192.0.2.1 dev eth0 src 192.0.2.2'",
+	   sp);
+	sh("%s sh -c 'ip link set lo up && ip addr add 198.51.100.10/24 dev eth0 && "
+	   "ip addr add 203.0.113.10/32 dev eth0 && ip addr add 10.0.0.1/32 dev eth0 && "
+	   "ip link set eth0 up && ip route add 192.0.2.0/24 via 198.51.100.1'",
+	   ip);
+	/* IPv6 on the host side (S turns it on for the IPv6 step), as if the setup forgot it */
+	sh("echo 1 >/proc/sys/net/ipv6/conf/all/forwarding && "
+	   "ip -6 addr add 2001:db8:1::1/64 dev cellp0001 nodad && "
+	   "ip -6 addr add 2001:db8:2::1/64 dev uplink nodad");
+	char *mac = sh_out("ip -o link show cellp0001 | "
+			   "sed -n 's/.*link\\/ether \\([0-9a-f:]*\\).*/\\1/p' | tr -d '\\n'");
+	ck_assert_uint_eq(strlen(mac), 17);
+	enter(I.ns);
+	int web = listener(80);
+	int sink = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_storage sa;
+	socklen_t sl = sockaddr_of("10.0.0.1", 9, &sa);
+	ck_assert_int_eq(bind(sink, (struct sockaddr *)&sa, sl), 0);
+	enter(self_ns);
+	int api = listener(8080);
+	unsigned ifindex = if_nametoindex("cellp0001");
+	ck_assert_uint_gt(ifindex, 0);
+
+	struct cell_nft_range *r = NULL;
+	size_t n = 0;
+	struct cell_error err = {0};
+	ck_assert_int_eq(cell_nft_policy_load(policy_path(), &r, &n, &err), 0);
+	struct cell_nft_table_opts o = {
+	    .name = TABLE, .prefix = 24, .blocked = r, .n_blocked = n, .log_group = LOG_GROUP};
+	inet_pton(AF_INET, "192.0.2.0", &o.subnet);
+	struct cell_nft *nft = NULL;
+	ck_assert_msg(cell_nft_open(&o, &nft, &err) == 0, "%s", err.msg);
+	free(r);
+	struct mnl_socket *nl = nflog_listen(LOG_GROUP);
+	struct logged lg = {0};
+
+	/* Control: with no sandbox in the table, the flood arrives (the count can fail). */
+	udp_flood(S.ns, "10.0.0.1", 9, 50);
+	sleep_ms(100);
+	ck_assert_int_eq(udp_count(sink), 50);
+
+	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC));
+	/* accepted traffic: no log */
+	ck_assert(reach(S.ns, NULL, "203.0.113.10", 80));
+	nflog_read(nl, 200, &lg);
+	ck_assert_int_eq(lg.n, 0);
+
+	/* a blocked connection: logged as "blocked", from the sandbox's interface */
+	ck_assert(!reach(S.ns, NULL, "10.0.0.1", 80));
+	nflog_read(nl, 100, &lg);
+	ck_assert_int_ge(lg.n, 1);
+	ck_assert_str_eq(lg.prefix[0], "blocked");
+	ck_assert_uint_eq(lg.indev[0], ifindex);
+	ck_assert_uint_eq(lg.proto[0], IPPROTO_TCP);
+	char d[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &lg.daddr[0], d, sizeof(d));
+	ck_assert_str_eq(d, "10.0.0.1");
+
+	/* the host: "host" */
+	memset(&lg, 0, sizeof(lg));
+	ck_assert(!reach(S.ns, NULL, "192.0.2.1", 8080));
+	nflog_read(nl, 100, &lg);
+	ck_assert_int_ge(lg.n, 1);
+	ck_assert_str_eq(lg.prefix[0], "host");
+
+	/* A flood: all of it dropped (the counter counts it, none arrives), the log stops at
+	 * the limit's burst (plus what the rate refills meanwhile). */
+	struct cell_nft_counters c0, c1;
+	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c0, &err), 0);
+	memset(&lg, 0, sizeof(lg));
+	double t0 = now_us();
+	udp_flood(S.ns, "10.0.0.1", 9, 2000);
+	double secs = (now_us() - t0) / 1e6;
+	nflog_read(nl, 200, &lg);
+	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c1, &err), 0);
+	ck_assert_uint_eq(c1.blocked.packets - c0.blocked.packets, 2000);
+	ck_assert_int_eq(udp_count(sink), 0);
+	int most = CELL_NFT_LOG_BURST + (int)(CELL_NFT_LOG_RATE * (secs + 0.3)) + 1;
+	ck_assert_msg(lg.n >= 1 && lg.n <= most, "%d logged of 2000 in %.2f s (at most %d)", lg.n,
+		      secs, most);
+	ck_assert_str_eq(lg.prefix[0], "blocked");
+
+	/* a spoofed source: "spoofed"; IPv6 out: "ipv6" */
+	sleep_ms(2100); /* the limit's bucket refills */
+	memset(&lg, 0, sizeof(lg));
+	ck_assert(!reach(S.ns, "192.0.2.9", "203.0.113.10", 80));
+	nflog_read(nl, 100, &lg);
+	ck_assert_msg(logged(&lg, "spoofed", ifindex), "%d logged, first %s", lg.n, lg.prefix[0]);
+	/* S with IPv6, the router's neighbour entry fixed (the input chain drops the sandbox's
+	 * neighbour solicitations to the host: logged as "host", beside) */
+	sh("%s sh -c 'echo 0 >/proc/sys/net/ipv6/conf/eth0/accept_dad && "
+	   "echo 0 >/proc/sys/net/ipv6/conf/eth0/router_solicitations && "
+	   "echo 0 >/proc/sys/net/ipv6/conf/all/disable_ipv6 && "
+	   "echo 0 >/proc/sys/net/ipv6/conf/eth0/disable_ipv6 && "
+	   "ip -6 addr add 2001:db8:1::2/64 dev eth0 nodad && "
+	   "ip -6 neigh add 2001:db8:1::1 lladdr %s dev eth0 && "
+	   "ip -6 route add default via 2001:db8:1::1'",
+	   sp, mac);
+	free(mac);
+	memset(&lg, 0, sizeof(lg));
+	ck_assert(!reach(S.ns, NULL, "2001:db8:2::10", 80));
+	nflog_read(nl, 100, &lg);
+	ck_assert_msg(logged(&lg, "ipv6", ifindex), "%d logged, first %s", lg.n, lg.prefix[0]);
+	sh("%s sh -c 'echo 1 >/proc/sys/net/ipv6/conf/all/disable_ipv6'", sp);
+
+	/* denied (an allowlist with nothing in it) */
+	del(nft, "cellp0001");
+	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
+	sleep_ms(2100); /* the limit's bucket refills */
+	memset(&lg, 0, sizeof(lg));
+	ck_assert(!reach(S.ns, NULL, "203.0.113.10", 80));
+	nflog_read(nl, 100, &lg);
+	ck_assert_msg(logged(&lg, "denied", ifindex), "%d logged, first %s", lg.n, lg.prefix[0]);
+
+	/* Removed: its drop chains go with it; the path is open again. */
+	del(nft, "cellp0001");
+	char *t = sh_out("nft list table inet " TABLE);
+	ck_assert_msg(!strstr(t, "cellp0001"), "%s", t);
+	free(t);
+	ck_assert(reach(S.ns, NULL, "10.0.0.1", 80));
+
+	mnl_socket_close(nl);
+	ck_assert_int_eq(cell_nft_table_delete(nft, &err), 0);
+	cell_nft_close(nft);
+	close(web);
+	close(sink);
+	close(api);
+	release(&S);
+	release(&I);
+	close(self_ns);
+}
+END_TEST
+
+/* A restart that turns the log on (or off) keeps the sandboxes the other made: their
+ * chains work as made and are removed whole. */
+START_TEST(test_log_restart)
+{
+	fresh_netns();
+	struct cell_nft *nft = open_public(TABLE); /* no log */
+	add(nft, sandbox("cellr0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC));
+	cell_nft_close(nft);
+	struct cell_nft_table_opts o = {.name = TABLE, .prefix = 24, .log_group = LOG_GROUP};
+	inet_pton(AF_INET, "192.0.2.0", &o.subnet);
+	struct cell_error err = {0};
+	ck_assert_msg(cell_nft_open(&o, &nft, &err) == 0, "%s", err.msg);
+	add(nft, sandbox("cellr0002", "192.0.2.4", "192.0.2.3", CELL_NFT_PUBLIC));
+	char *t = sh_out("nft list table inet " TABLE);
+	ck_assert_msg(strstr(t, "chain sb-cellr0002/blocked {") &&
+			  strstr(t, "chain sb-cellr0002/spoofed {") &&
+			  !strstr(t, "sb-cellr0001/") && count(t, "log prefix") == 5 &&
+			  count(t, "group 4243") == 5 && count(t, "limit rate 10/second") == 5,
+		      "%s", t);
+	free(t);
+	/* the list names sandboxes, never a drop chain */
+	char(*names)[CELL_NFT_IFNAME_MAX + 1] = NULL;
+	size_t nn = 0;
+	ck_assert_int_eq(cell_nft_sandbox_list(nft, &names, &nn, &err), 0);
+	ck_assert_uint_eq(nn, 2);
+	ck_assert_str_eq(names[0], "cellr0001");
+	ck_assert_str_eq(names[1], "cellr0002");
+	free(names);
+	cell_nft_close(nft);
+
+	nft = open_table(TABLE, NULL, 0); /* the log off again */
+	t = sh_out("nft list table inet " TABLE);
+	ck_assert_msg(count(t, "log prefix") == 3 && strstr(t, "chain drop-host {"), "%s", t);
+	free(t);
+	del(nft, "cellr0001");
+	del(nft, "cellr0002");
+	t = sh_out("nft list table inet " TABLE);
+	ck_assert_msg(!strstr(t, "cellr"), "%s", t);
+	free(t);
+	ck_assert_int_eq(cell_nft_table_delete(nft, &err), 0);
+	cell_nft_close(nft);
+}
+END_TEST
+
 /* Prints what a sandbox's objects cost (for the bench numbers; asserts only that it works). */
 START_TEST(test_costs)
 {
@@ -911,6 +1251,8 @@ int main(void)
 	tcase_add_test(tc, test_remove_one_sandbox);
 	tcase_add_test(tc, test_create_is_idempotent);
 	tcase_add_test(tc, test_packets);
+	tcase_add_test(tc, test_packet_log);
+	tcase_add_test(tc, test_log_restart);
 	tcase_add_test(tc, test_costs);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
