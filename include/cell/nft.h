@@ -152,6 +152,10 @@ struct cell_nft_sandbox {
 	struct in_addr addr;		      /* the sandbox's own address */
 	struct in_addr host_addr;	      /* the host side's address (its DNS resolver) */
 	enum cell_nft_policy policy;
+	/* What the sandbox may send, in bytes a second (0: no limit): packets over the rate
+	 * (with a burst of a quarter second, at least 64 KiB) are dropped, established
+	 * connections included, so TCP slows down to it (a policer, not a shaper). */
+	uint64_t egress_bytes_per_s;
 };
 
 struct cell_nft_counter {
@@ -160,6 +164,7 @@ struct cell_nft_counter {
 
 struct cell_nft_counters {
 	struct cell_nft_counter spoofed, blocked, allowed, denied;
+	struct cell_nft_counter egress_limited; /* dropped over egress_bytes_per_s */
 };
 
 /* The table name for a state dir: "cell" for CELL_DEFAULT_STATE_DIR, else "cell-" and the

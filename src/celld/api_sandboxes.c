@@ -322,7 +322,7 @@ static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 	json_t *np = json_object_get(body, "networkPolicy");
 	if (rc == 0)
 		rc = invalid(network_spec(spec->network_mode, json_is_null(np) ? NULL : np,
-					  &spec->network, err),
+					  spec->resource_limits, &spec->network, err),
 			     err);
 	if (rc == 0)
 		rc = invalid(

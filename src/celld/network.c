@@ -184,6 +184,42 @@ int network_check_policy(const struct netpolicy *p, const char *field, struct ce
 	return 0;
 }
 
+/* resourceLimits["cell.egress"]: "<n>[.<frac>]{bit,Kbit,Mbit,Gbit}" (decimal units, as
+ * tc spells them) into bytes a second, 64Kbit to 100Gbit. */
+#define EGRESS_FIELD "resourceLimits.cell.egress"
+static int parse_egress(const char *text, uint64_t *out, struct cell_error *err)
+{
+	char *end = NULL;
+	double v = text && *text >= '0' && *text <= '9' ? strtod(text, &end) : -1;
+	double scale = 0;
+	if (end && !strcasecmp(end, "bit"))
+		scale = 1;
+	else if (end && !strcasecmp(end, "kbit"))
+		scale = 1e3;
+	else if (end && !strcasecmp(end, "mbit"))
+		scale = 1e6;
+	else if (end && !strcasecmp(end, "gbit"))
+		scale = 1e9;
+	double bits = v * scale;
+	if (!scale || bits < 64e3 || bits > 100e9)
+		return cell_err_msg(err, EINVAL,
+				    EGRESS_FIELD
+				    " '%.32s': expected a rate from 64Kbit to 100Gbit, "
+				    "such as \"20Mbit\"",
+				    text ? text : "");
+	*out = (uint64_t)(bits / 8);
+	return 0;
+}
+
+static uint64_t egress_of(struct sandbox *sb)
+{
+	registry_lock();
+	uint64_t v =
+	    (uint64_t)json_integer_value(json_object_get(sb->network, "egressBytesPerSecond"));
+	registry_unlock();
+	return v;
+}
+
 static bool netpolicy_allows_any(const struct netpolicy *p)
 {
 	bool any = p->default_allow;
@@ -192,7 +228,31 @@ static bool netpolicy_allows_any(const struct netpolicy *p)
 	return any;
 }
 
-int network_spec(const char *mode_name, json_t *policy_json, json_t **out, struct cell_error *err)
+static int network_spec_mode(const char *mode_name, json_t *policy_json, json_t **out,
+			     struct cell_error *err);
+
+int network_spec(const char *mode_name, json_t *policy_json, json_t *resource_limits, json_t **out,
+		 struct cell_error *err)
+{
+	json_t *egress = json_object_get(resource_limits, "cell.egress");
+	uint64_t rate = 0;
+	int r = egress ? parse_egress(json_string_value(egress), &rate, err) : 0;
+	if (r == 0)
+		r = network_spec_mode(mode_name, policy_json, out, err);
+	if (r == 0 && rate && !strcmp(json_string_value(json_object_get(*out, "mode")), "none"))
+		r = cell_err_msg(err, EINVAL, EGRESS_FIELD ": the sandbox has no network to limit");
+	if (r == 0 && rate &&
+	    json_object_set_new(*out, "egressBytesPerSecond", json_integer((json_int_t)rate)))
+		r = -ENOMEM;
+	if (r < 0) {
+		json_decref(*out);
+		*out = NULL;
+	}
+	return r;
+}
+
+static int network_spec_mode(const char *mode_name, json_t *policy_json, json_t **out,
+			     struct cell_error *err)
 {
 	enum network_mode mode = NETWORK_NONE;
 	*out = NULL;
@@ -453,12 +513,14 @@ static int resolver_join(struct sandbox *sb, const struct sb_link *l, const stru
 	return r;
 }
 
-static int nft_join(const struct sb_link *l, const struct netpolicy *p, struct cell_error *err)
+static int nft_join(const struct sb_link *l, const struct netpolicy *p, uint64_t egress,
+		    struct cell_error *err)
 {
 	struct cell_nft_sandbox ns = {
 	    .addr = l->addr,
 	    .host_addr = l->host,
 	    .policy = p->default_allow ? CELL_NFT_PUBLIC : CELL_NFT_ALLOWLIST,
+	    .egress_bytes_per_s = egress,
 	};
 	snprintf(ns.ifname, sizeof(ns.ifname), "%s", l->ifname);
 	int r = cell_nft_sandbox_add(net.nft, &ns, err);
@@ -552,7 +614,7 @@ static int attach_locked(struct sandbox *sb, const struct sb_link *l, const stru
 	 * sandbox's IPv6 whatever its sysctls say. */
 	int r = cell_net_sysctl(ns, "net/ipv6/conf/default/disable_ipv6", "1", err);
 	if (r == 0)
-		r = nft_join(l, p, err);
+		r = nft_join(l, p, egress_of(sb), err);
 	if (r == 0)
 		r = cell_nl_veth_create(&net.host, l->ifname, "eth0", ns, err);
 	if (r == 0)
@@ -633,7 +695,7 @@ int network_adopt(struct sandbox *sb, struct cell_error *err)
 	if (r == 0) {
 		/* Its chain and the answers pinned in its set survive a restart of celld;
 		 * the chain is made again only if someone removed it. */
-		r = nft_join(&l, &p, err);
+		r = nft_join(&l, &p, egress_of(sb), err);
 		if (r == -EEXIST)
 			r = pin_addresses(l.ifname, &p, err);
 	}
@@ -834,9 +896,10 @@ static void add_counters(json_t *o, const char *ifname)
 	if (cell_nft_sandbox_counters(net.nft, ifname, &c, NULL) == 0)
 		json_object_set_new(
 		    o, "counters",
-		    json_pack("{s:o, s:o, s:o, s:o}", "allowed", counter_json(&c.allowed),
+		    json_pack("{s:o, s:o, s:o, s:o, s:o}", "allowed", counter_json(&c.allowed),
 			      "blocked", counter_json(&c.blocked), "denied",
-			      counter_json(&c.denied), "spoofed", counter_json(&c.spoofed)));
+			      counter_json(&c.denied), "spoofed", counter_json(&c.spoofed),
+			      "egressLimited", counter_json(&c.egress_limited)));
 	if (resolver_stats(ifname, &rs) == 0)
 		json_object_set_new(
 		    o, "dns",
@@ -869,6 +932,10 @@ json_t *network_inspect_json(struct sandbox *sb)
 		json_object_set_new(o, "address", json_string(a));
 		json_object_set_new(o, "gateway", json_string(g));
 		json_object_set_new(o, "resolver", json_string(g));
+		uint64_t egress = egress_of(sb);
+		if (egress)
+			json_object_set_new(o, "egressBytesPerSecond",
+					    json_integer((json_int_t)egress));
 		pthread_mutex_lock(&net.lock);
 		if (net.ready)
 			add_counters(o, l.ifname);

@@ -39,9 +39,11 @@ int network_load_policies(struct cell_error *err);
  * -EINVAL naming the rule otherwise. */
 int network_check_policy(const struct netpolicy *p, const char *field, struct cell_error *err);
 /* The record's "network" of a create (a new reference in *out) from
- * extensions["cell.network"] (mode_name, NULL if absent) and networkPolicy (NULL if
- * absent): -EINVAL naming the field. */
-int network_spec(const char *mode_name, json_t *policy_json, json_t **out, struct cell_error *err);
+ * extensions["cell.network"] (mode_name, NULL if absent), networkPolicy (NULL if absent)
+ * and resourceLimits["cell.egress"] (a rate, "20Mbit": egressBytesPerSecond): -EINVAL
+ * naming the field. */
+int network_spec(const char *mode_name, json_t *policy_json, json_t *resource_limits, json_t **out,
+		 struct cell_error *err);
 
 /* The text of sb's /etc/resolv.conf, or "" for a sandbox without a network. */
 int network_resolv_conf(struct sandbox *sb, char *buf, size_t size, struct cell_error *err);

@@ -842,6 +842,23 @@ static void x_limited_log(struct rule *r, uint16_t group, const char *prefix)
 	rule_expr(r, e);
 }
 
+/* limit rate over RATE bytes/second burst max(RATE / 4, 64 KiB) bytes: matches what exceeds
+ * the rate. */
+static void x_bytes_over(struct rule *r, uint64_t rate)
+{
+	uint64_t burst = rate / 4 > (64u << 10) ? rate / 4 : (64u << 10);
+	struct nftnl_expr *e = nftnl_expr_alloc("limit");
+	if (e) {
+		nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_RATE, rate);
+		nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_UNIT, 1);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_BURST,
+				   burst > UINT32_MAX ? UINT32_MAX : (uint32_t)burst);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKT_BYTES);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_FLAGS, NFT_LIMIT_F_INV);
+	}
+	rule_expr(r, e);
+}
+
 /* meta nfproto ipv4 (a rule of an inet chain that reads IPv4 headers starts with it). */
 static void x_ipv4(struct rule *r)
 {
@@ -1270,6 +1287,16 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 	x_drop(&r, nft, blocked);
 	rule_end(bt, &r, "blocked");
 
+	/* Before anything accepts: the limit holds for established connections too. Not
+	 * logged: it is the sandbox's bandwidth, not an attempt. */
+	if (sb->egress_bytes_per_s) {
+		rule_begin(&r, nft, chain);
+		x_bytes_over(&r, sb->egress_bytes_per_s);
+		x_simple(&r, "counter");
+		x_verdict(&r, NF_DROP);
+		rule_end(bt, &r, "egress limit");
+	}
+
 	rule_begin(&r, nft, chain);
 	x_ct_state(&r, CT_ESTABLISHED_RELATED);
 	x_verdict(&r, NF_ACCEPT);
@@ -1558,11 +1585,12 @@ static int counters_cb(const struct nlmsghdr *nlh, void *data)
 	memcpy(comment, nftnl_udata_get(cm),
 	       nftnl_udata_len(cm) < sizeof(comment) - 1 ? nftnl_udata_len(cm)
 							 : sizeof(comment) - 1);
-	struct cell_nft_counter *dst = !strcmp(comment, "spoofed")   ? &cx->out->spoofed
-				       : !strcmp(comment, "blocked") ? &cx->out->blocked
-				       : !strcmp(comment, "allowed") ? &cx->out->allowed
-				       : !strcmp(comment, "denied")  ? &cx->out->denied
-								     : NULL;
+	struct cell_nft_counter *dst = !strcmp(comment, "spoofed")	  ? &cx->out->spoofed
+				       : !strcmp(comment, "blocked")	  ? &cx->out->blocked
+				       : !strcmp(comment, "allowed")	  ? &cx->out->allowed
+				       : !strcmp(comment, "denied")	  ? &cx->out->denied
+				       : !strcmp(comment, "egress limit") ? &cx->out->egress_limited
+									  : NULL;
 	if (!dst)
 		goto out;
 	struct nftnl_expr_iter *it = nftnl_expr_iter_create(r);

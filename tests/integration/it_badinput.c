@@ -576,6 +576,11 @@ START_TEST(unhonoured_create_fields)
 	     "\"public\"}}",
 	     "extensions.cell.network"},
 	    {"{\"extensions\":{\"cell.network\":\"wide\"}}", "extensions.cell.network"},
+	    {"{\"resourceLimits\":{\"cell.egress\":\"fast\"}}", "resourceLimits.cell.egress"},
+	    {"{\"resourceLimits\":{\"cell.egress\":\"200Gbit\"}}", "resourceLimits.cell.egress"},
+	    {"{\"resourceLimits\":{\"cell.egress\":\"20Mbit\"},\"extensions\":{\"cell.network\":"
+	     "\"none\"}}",
+	     "resourceLimits.cell.egress"},
 	    {"{\"networkPolicy\":\"deny\"}", "networkPolicy"},
 	    {"{\"platform\":{\"os\":\"windows\",\"arch\":\"amd64\"}}", "platform.os"},
 	    {"{\"platform\":{\"os\":\"linux\",\"arch\":\"riscv64\"}}", "platform.arch"},

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <libmnl/libmnl.h>
@@ -820,6 +821,34 @@ START_TEST(test_packets)
 	ck_assert_uint_eq(c.allowed.packets, 1);
 	ck_assert_uint_ge(c.denied.packets, 3);
 	ck_assert_uint_ge(c.blocked.packets, 1);
+
+	/* An egress limit of 100 KB/s (burst 64 KiB): 300 KB sent at once from the sandbox are
+	 * cut, counted apart from the policy's verdicts, and a connection still works. */
+	del(nft, "cellp0001");
+	struct cell_nft_sandbox lim =
+	    sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC);
+	lim.egress_bytes_per_s = 100000;
+	add(nft, lim);
+	char *t = sh_out("nft list chain inet " TABLE " sb-cellp0001");
+	ck_assert_msg(strstr(t, "limit rate over 100000 bytes/second burst 64 kbytes"), "%s", t);
+	free(t);
+	ck_assert(reach(S.ns, NULL, "203.0.113.10", 80));
+	accepted_from(web, from, sizeof(from));
+	enter(S.ns);
+	int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	enter(self_ns);
+	ck_assert_int_ge(u, 0);
+	struct sockaddr_in discard = {.sin_family = AF_INET, .sin_port = htons(9)};
+	inet_pton(AF_INET, "203.0.113.10", &discard.sin_addr);
+	static char datagram[1000];
+	for (int i = 0; i < 300; i++)
+		sendto(u, datagram, sizeof(datagram), 0, (struct sockaddr *)&discard,
+		       sizeof(discard));
+	close(u);
+	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
+	ck_assert_msg(c.egress_limited.packets >= 100 && c.egress_limited.packets < 300,
+		      "%" PRIu64 " of 300 datagrams over the limit", c.egress_limited.packets);
+	ck_assert_uint_eq(c.denied.packets, 0);
 
 	/* none */
 	del(nft, "cellp0001");
