@@ -85,6 +85,7 @@ static void expect_ok(const char *id, const char *what, const char *cmd, const c
 
 #define APT_UPDATE  APT_SOURCES "timeout 120 apt-get update 2>&1"
 #define APT_INSTALL "DEBIAN_FRONTEND=noninteractive timeout 120 apt-get install -y cell-hello 2>&1"
+/* pip ignores an index over plain HTTP unless its host is trusted. */
 #define PIP_INSTALL                                                                                \
 	"timeout 120 pip install --no-cache-dir --index-url http://pypi.org/simple "               \
 	"--trusted-host pypi.org --trusted-host files.pythonhosted.org cell-hello 2>&1"
@@ -150,6 +151,21 @@ static void unreachable(const char *id, const char *addr)
 	ck_assert_uint_eq(netlab_hits(lab, NETLAB_TCP, addr, NETLAB_HTTP_PORT, NULL), 0);
 }
 
+/* The mirror's address, asked by IP for PyPI's page, answers nothing: no request reached it
+ * at all. */
+static void mirror_closed(const char *id)
+{
+	char *out = NULL;
+	run(id,
+	    "curl -sS -m 5 -H 'Host: pypi.org' http://" MIRROR_ADDR "/simple/cell-hello/; "
+	    "echo \"curl $?\"",
+	    &out);
+	ck_assert_msg(!strstr(out, "cell_hello") && !strstr(out, "curl 0") && strstr(out, "curl "),
+		      "the mirror answered the sandbox by IP: %s", tail(out, 1000));
+	free(out);
+	ck_assert_uint_eq(mirror_count(mir, NULL, NULL, -1), 0);
+}
+
 /* ------------------------------------------------------------------------------------ */
 
 START_TEST(mirror_selftest)
@@ -199,6 +215,8 @@ START_TEST(limited_reaches_registries_only)
 	unresolved(id, "web2.test");
 	unreachable(id, NETLAB_WEB1);
 	unreachable(id, NETLAB_WEB2);
+	/* The registries' address too, before any of their names was resolved. */
+	mirror_closed(id);
 	apt_works(id);
 	pip_works(id);
 	npm_works(id);

@@ -746,7 +746,8 @@ unsigned mirror_count(struct mirror *m, const char *host, const char *suffix, in
 	for (int i = 0; i < m->n_log; i++) {
 		char h[128], p[256];
 		int st = 0;
-		if (sscanf(m->log[i], "%127s %255s %d", h, p, &st) != 3 || st != status)
+		if (sscanf(m->log[i], "%127s %255s %d", h, p, &st) != 3 ||
+		    (status >= 0 && st != status))
 			continue;
 		size_t pl = strlen(p), sl = suffix ? strlen(suffix) : 0;
 		if ((!host || !strcmp(h, host)) &&

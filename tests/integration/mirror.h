@@ -47,8 +47,8 @@ void mirror_free(struct mirror *m);
  * image's: debootstrap built it here). */
 const char *mirror_deb_arch(const struct mirror *m);
 
-/* Requests answered with status for host (NULL: any) whose path ends with suffix (NULL:
- * any). */
+/* Requests answered with status (< 0: any) for host (NULL: any) whose path ends with suffix
+ * (NULL: any). */
 unsigned mirror_count(struct mirror *m, const char *host, const char *suffix, int status);
 /* The request log, one "host path status" line each (malloc'd). */
 char *mirror_log(struct mirror *m);
