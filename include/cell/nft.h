@@ -28,7 +28,9 @@
  *     iifname @sandbox_ifs counter drop                      resolver), nothing else of
  *   }                                                        the host: no address, no port
  *   chain postrouting { type nat hook postrouting priority srcnat; policy accept;
- *     ip saddr SUBNET ip daddr != SUBNET masquerade
+ *     meta nfproto ipv4 iifname @sandbox_ifs masquerade   (by interface: a --subnet
+ *                                                 changed under running sandboxes keeps
+ *                                                 their egress)
  *   }
  *
  * and per sandbox (host-side interface IF, sandbox address A):
@@ -99,7 +101,7 @@ struct cell_nft_range {
 
 struct cell_nft_table_opts {
 	const char *name;      /* "cell" or cell_nft_table_name's */
-	struct in_addr subnet; /* the sandboxes' subnet, masqueraded on the way out */
+	struct in_addr subnet; /* the sandboxes' subnet (kept for the log and callers) */
 	unsigned prefix;       /* its prefix length, 1..32 */
 	const struct cell_nft_range *blocked; /* any order, may overlap (merged here) */
 	size_t n_blocked;

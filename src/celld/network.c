@@ -88,6 +88,43 @@ static int sb_link_of(int slot, struct sb_link *l, struct cell_error *err)
 	return 0;
 }
 
+/* The link sb was given at its start, as its record says (its addresses stay what they
+ * were should --subnet change while it runs); from its slot for a record without them. */
+static int recorded_link(struct sandbox *sb, struct sb_link *l, struct cell_error *err)
+{
+	int r = sb_link_of(sb->slot, l, err);
+	snprintf(l->ifname, sizeof(l->ifname), "cell%d", sb->slot);
+	registry_lock();
+	const char *a = json_string_value(json_object_get(sb->network, "address"));
+	const char *g = json_string_value(json_object_get(sb->network, "gateway"));
+	struct in_addr ra, rg;
+	if (a && g && inet_pton(AF_INET, a, &ra) == 1 && inet_pton(AF_INET, g, &rg) == 1) {
+		l->addr = ra;
+		l->host = rg;
+		r = 0;
+	}
+	registry_unlock();
+	return r;
+}
+
+/* Record the link sb was given (saved with the Running record that follows its start). */
+static void record_link(struct sandbox *sb, const struct sb_link *l)
+{
+	char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &l->addr, a, sizeof(a));
+	inet_ntop(AF_INET, &l->host, g, sizeof(g));
+	registry_lock();
+	json_t *o = json_copy(sb->network);
+	if (o && !json_object_set_new(o, "address", json_string(a)) &&
+	    !json_object_set_new(o, "gateway", json_string(g))) {
+		json_t *prev = sb->network;
+		sb->network = o;
+		o = prev;
+	}
+	registry_unlock();
+	json_decref(o);
+}
+
 /* ---- policies ---- */
 
 static int load_limited(struct cell_error *err)
@@ -461,10 +498,10 @@ static int attach_locked(struct sandbox *sb, const struct sb_link *l, const stru
 	_cleanup_close_ int ns = open_netns(sb, err);
 	if (ns < 0)
 		return ns;
-	/* Before eth0 exists there, so it never gets an IPv6 link-local address. */
-	int r = cell_net_sysctl(ns, "net/ipv6/conf/all/disable_ipv6", "1", err);
-	if (r == 0)
-		r = cell_net_sysctl(ns, "net/ipv6/conf/default/disable_ipv6", "1", err);
+	/* Before eth0 exists there, so it is born without IPv6 (not even a link-local
+	 * address); loopback keeps ::1. Root inside may turn it on again: the table drops a
+	 * sandbox's IPv6 whatever its sysctls say. */
+	int r = cell_net_sysctl(ns, "net/ipv6/conf/default/disable_ipv6", "1", err);
 	if (r == 0)
 		r = nft_join(l, p, err);
 	if (r == 0)
@@ -503,6 +540,7 @@ int network_attach(struct sandbox *sb, struct cell_error *err)
 	pthread_mutex_unlock(&net.lock);
 	netpolicy_free(&p);
 	if (r == 0) {
+		record_link(sb, &l);
 		char a[INET_ADDRSTRLEN];
 		inet_ntop(AF_INET, &l.addr, a, sizeof(a));
 		log_info("sandbox %s: network %s, address %s on %s", sb->id,
@@ -514,7 +552,7 @@ int network_attach(struct sandbox *sb, struct cell_error *err)
 void network_detach(struct sandbox *sb)
 {
 	struct sb_link l;
-	if (!has_network(sb) || sb_link_of(sb->slot, &l, NULL) < 0)
+	if (!has_network(sb) || recorded_link(sb, &l, NULL) < 0)
 		return;
 	pthread_mutex_lock(&net.lock);
 	if (net.ready)
@@ -532,7 +570,7 @@ int network_adopt(struct sandbox *sb, struct cell_error *err)
 		netpolicy_free(&p);
 		return r;
 	}
-	r = sb_link_of(sb->slot, &l, err);
+	r = recorded_link(sb, &l, err);
 	pthread_mutex_lock(&net.lock);
 	if (r == 0)
 		r = ready_locked(err);
@@ -560,7 +598,7 @@ static bool in_use(const char *ifname, struct sandbox **v, size_t n)
 		registry_lock();
 		bool live = v[i]->state == SBX_RUNNING || v[i]->state == SBX_PAUSED;
 		registry_unlock();
-		if (live && has_network(v[i]) && sb_link_of(v[i]->slot, &l, NULL) == 0 &&
+		if (live && has_network(v[i]) && recorded_link(v[i], &l, NULL) == 0 &&
 		    !strcmp(l.ifname, ifname))
 			return true;
 	}
@@ -695,14 +733,20 @@ int network_policy_replace(struct sandbox *sb, const struct netpolicy *p, struct
 		r = network_check_policy(p, "policy", err);
 	netpolicy_free(&old);
 	if (r == 0)
-		r = sb_link_of(sb->slot, &l, err);
+		r = recorded_link(sb, &l, err);
 	json_t *rec = NULL;
 	if (r == 0) {
-		rec = json_pack("{s:s, s:o}", "mode", "custom", "policy", netpolicy_to_json(p));
-		r = rec ? 0 : -ENOMEM;
+		registry_lock();
+		rec = json_copy(sb->network); /* its link stays as recorded */
+		registry_unlock();
+		if (!rec || json_object_set_new(rec, "mode", json_string("custom")) ||
+		    json_object_set_new(rec, "policy", netpolicy_to_json(p)))
+			r = -ENOMEM;
 	}
-	if (r < 0)
+	if (r < 0) {
+		json_decref(rec);
 		return r;
+	}
 	/* Under net.lock from the rules to the record, so two changes apply and are recorded
 	 * in one order. */
 	pthread_mutex_lock(&net.lock);
@@ -762,7 +806,7 @@ json_t *network_inspect_json(struct sandbox *sb)
 	if (policy_of(sb, &mode, &p, NULL) < 0)
 		return json_pack("{s:s}", "mode", "unknown");
 	json_t *o = json_pack("{s:s}", "mode", network_mode_name(mode));
-	if (mode != NETWORK_NONE && o && sb_link_of(sb->slot, &l, NULL) == 0) {
+	if (mode != NETWORK_NONE && o && recorded_link(sb, &l, NULL) == 0) {
 		char a[INET_ADDRSTRLEN], g[INET_ADDRSTRLEN];
 		inet_ntop(AF_INET, &l.addr, a, sizeof(a));
 		inet_ntop(AF_INET, &l.host, g, sizeof(g));

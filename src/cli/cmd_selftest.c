@@ -452,6 +452,7 @@ struct selftest {
 	char secret[48];	       /* the victim's marker */
 	long long victim_pid;
 	char *victim_dir;
+	char *victim_addr; /* its network address, NULL without a network */
 	char *state_dir, *images_dir, *cgroup, *version;
 };
 
@@ -691,6 +692,7 @@ static int inspect_victim(struct selftest *t, struct cell_error *err)
 		return r;
 	t->victim_pid = json_integer_value(json_object_get(j, "pid"));
 	t->victim_dir = jdup(j, "dir");
+	t->victim_addr = jdup(json_object_get(j, "network"), "address");
 	json_decref(j);
 	return 0;
 }
@@ -768,6 +770,10 @@ static int run_battery(struct selftest *t)
 	if (t->victim_dir) {
 		argv[n++] = "--victim-dir";
 		argv[n++] = t->victim_dir;
+	}
+	if (t->victim_addr) {
+		argv[n++] = "--net-peer";
+		argv[n++] = t->victim_addr;
 	}
 	argv[n++] = "--host-pid";
 	argv[n++] = pid;
@@ -1105,6 +1111,7 @@ int cmd_selftest(int argc, char **argv)
 	}
 	report_free(&t.rep);
 	free(t.victim_dir);
+	free(t.victim_addr);
 	free(t.state_dir);
 	free(t.images_dir);
 	free(t.cgroup);

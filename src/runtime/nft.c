@@ -951,17 +951,13 @@ static void base_rules(struct batch *bt)
 	x_verdict(&r, NF_DROP);
 	rule_end(bt, &r, "sandbox to host");
 
-	/* postrouting: ip saddr SUBNET ip daddr != SUBNET masquerade */
-	uint32_t mask = htonl(nft->prefix ? 0xffffffffu << (32 - nft->prefix) : 0);
-	uint32_t net = nft->subnet.s_addr & mask, zero = 0;
+	/* postrouting: meta nfproto ipv4 iifname @sandbox_ifs masquerade. By interface, not
+	 * by the subnet: a sandbox started under an earlier --subnet keeps its egress when
+	 * celld restarts with another (what reaches postrouting from a sandbox interface is
+	 * on its way out: the forward chain drops what would enter another sandbox). */
 	rule_begin(&r, nft, "postrouting");
 	x_ipv4(&r);
-	x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_SADDR, 4, NFT_REG_1);
-	x_bitwise(&r, &mask, &zero, 4);
-	x_cmp(&r, NFT_CMP_EQ, &net, 4);
-	x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG_1);
-	x_bitwise(&r, &mask, &zero, 4);
-	x_cmp(&r, NFT_CMP_NEQ, &net, 4);
+	x_ifname_in(&r, NFT_META_IIFNAME, SET_IFS);
 	x_simple(&r, "masq");
 	rule_end(bt, &r, "sandboxes out");
 }

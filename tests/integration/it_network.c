@@ -546,6 +546,27 @@ START_TEST(allowlist_follows_dns_change)
 }
 END_TEST
 
+START_TEST(limited_admits_registries_only)
+{
+	lab_world();
+	/* The lab's DNS stands in for the registries' (policies/network/limited.json): the
+	 * names resolve only here, to the lab's web servers. */
+	netlab_dns_set(lab, "pypi.org", NETLAB_WEB1);
+	netlab_dns_set(lab, "deb.debian.org", NETLAB_WEB2);
+	json_t *ext = json_pack("{s:{s:s}}", "extensions", "cell.network", "limited");
+	char *id = h_world_create(W, "busybox", ext);
+	json_decref(ext);
+	assert_no_answer(id, NETLAB_WEB1, 80);
+	assert_no_answer(id, "web1.test", 80);
+	assert_reaches(id, "pypi.org", NETLAB_WEB1);
+	assert_reaches(id, "deb.debian.org", NETLAB_WEB2);
+	assert_no_answer(id, "metadata.test", 80);
+	assert_forbidden_untouched();
+	free(id);
+	lab_end();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------ */
 /* none                                                                                   */
 
@@ -595,6 +616,11 @@ START_TEST(root_cannot_spoof)
 	ck_assert_int_ne(h_world_sh_code(W, id, "ip route add 10.0.0.0/8 dev eth0"), 0);
 	ck_assert_int_ne(h_world_sh_code(W, id, "ip route replace default dev eth0"), 0);
 	ck_assert_int_ne(h_world_sh_code(W, id, "ip link set eth0 address 02:00:00:00:00:01"), 0);
+	ck_assert_int_ne(h_world_sh_code(W, id,
+					 "ip neigh add 198.19.250.1 lladdr 02:00:00:00:00:02 "
+					 "dev eth0 nud permanent"),
+			 0);
+	ck_assert_int_ne(h_world_sh_code(W, id, "ip link add dummy0 type dummy"), 0);
 	/* Forged sources: whatever the kernel inside lets through never arrives. */
 	static const char *const forged[] = {"198.19.250.1", NETLAB_HOST_ADDR, "10.1.2.99",
 					     NETLAB_WEB2, NULL};
@@ -623,14 +649,18 @@ START_TEST(restart_keeps_network)
 	lab_world();
 	char *a = h_world_create(W, "busybox", NULL);
 	char *b = h_world_create(W, "busybox", NULL);
+	static const char *const allow[] = {"allowed.test", NULL};
+	char *c = create_allowlist(allow);
 	assert_reaches(a, NETLAB_WEB1, NETLAB_WEB1);
 	assert_reaches(a, "web1.test", NETLAB_WEB1);
+	assert_reaches(c, "allowed.test", NETLAB_WEB1);
+	assert_no_answer(c, "web2.test", 80);
 	char *links = host_cell_links(), *chains = host_sb_chains(), *tables = host_tables();
-	ck_assert_msg(count_lines(links) == 2, "two veths for two sandboxes: '%s'", links);
-	ck_assert_msg(count_lines(chains) == 2, "two chains for two sandboxes: '%s'", chains);
+	ck_assert_msg(count_lines(links) == 3, "three veths for three sandboxes: '%s'", links);
+	ck_assert_msg(count_lines(chains) == 3, "three chains for three sandboxes: '%s'", chains);
 	ck_assert_msg(count_lines(tables) == 1, "one table of celld's: '%s'", tables);
 	char *resolvers = host_resolvers();
-	ck_assert_msg(count_lines(resolvers) == 2, "two resolvers for two sandboxes: '%s'",
+	ck_assert_msg(count_lines(resolvers) == 3, "three resolvers for three sandboxes: '%s'",
 		      resolvers);
 	h_world_kill(W);
 	h_world_start(W);
@@ -639,6 +669,11 @@ START_TEST(restart_keeps_network)
 	assert_reaches(a, "web1.test", NETLAB_WEB1);
 	assert_reaches(b, "web2.test", NETLAB_WEB2);
 	assert_no_answer(a, "metadata.test", 80);
+	/* The allowlist too: its allowed name (pinned before or resolved again), never
+	 * another. */
+	assert_reaches(c, "allowed.test", NETLAB_WEB1);
+	assert_no_answer(c, "web2.test", 80);
+	assert_no_answer(c, NETLAB_WEB2, 80);
 	/* Nothing duplicated, nothing renamed. */
 	char *links2 = host_cell_links(), *chains2 = host_sb_chains(), *tables2 = host_tables();
 	ck_assert_str_eq(links2, links);
@@ -657,6 +692,7 @@ START_TEST(restart_keeps_network)
 	free(chains2);
 	free(a);
 	free(b);
+	free(c);
 	lab_end();
 }
 END_TEST
@@ -703,6 +739,7 @@ static Suite *network_suite(void)
 	ONE(s, public_no_other_resolver, 120);
 	ONE(s, allowlist_admits_only_allowed, 180);
 	ONE(s, allowlist_follows_dns_change, 120);
+	ONE(s, limited_admits_registries_only, 120);
 	ONE(s, none_has_no_network, 120);
 	ONE(s, root_cannot_spoof, 180);
 	ONE(s, restart_keeps_network, 180);

@@ -100,7 +100,7 @@ static struct cell_nft *open_public(const char *name)
 	struct cell_error err = {0};
 	int rc = cell_nft_policy_load(policy_path(), &r, &n, &err);
 	ck_assert_msg(rc == 0, "loading %s: %s", policy_path(), err.msg);
-	ck_assert_uint_ge(n, 12);
+	ck_assert_uint_ge(n, 8); /* merged: 169.254.169.254 lies inside 169.254/16, ... */
 	struct cell_nft *nft = open_table(name, r, n);
 	free(r);
 	return nft;
@@ -272,7 +272,7 @@ START_TEST(test_table_and_sandboxes)
 	    "iifname . ip daddr @sandbox_dns tcp dport 53 accept",
 	    "iifname @sandbox_ifs counter packets 0 bytes 0 drop",
 	    "type nat hook postrouting priority srcnat; policy accept;",
-	    "ip saddr 192.0.2.0/24 ip daddr != 192.0.2.0/24 masquerade",
+	    "meta nfproto ipv4 iifname @sandbox_ifs masquerade",
 	    "chain sb-cellt0001 {",
 	    "ip saddr != 192.0.2.2 counter packets 0 bytes 0 drop comment \"spoofed\"",
 	    "ip daddr @blocked4 counter packets 0 bytes 0 drop comment \"blocked\"",
@@ -497,9 +497,10 @@ START_TEST(test_policy_file)
 	size_t n = 0;
 	struct cell_error err = {0};
 	ck_assert_int_eq(cell_nft_policy_load(policy_path(), &r, &n, &err), 0);
+	/* merged: the metadata address lies inside the link-local range */
 	bool metadata = false;
 	for (size_t i = 0; i < n; i++)
-		metadata |= r[i].first == 0xa9fea9fe && r[i].last == 0xa9fea9fe;
+		metadata |= r[i].first <= 0xa9fea9fe && 0xa9fea9fe <= r[i].last;
 	ck_assert(metadata);
 	free(r);
 	char path[] = "/tmp/cell-it-nft-XXXXXX";

@@ -59,7 +59,8 @@ enum netlab_proto { NETLAB_TCP, NETLAB_UDP };
 
 struct netlab;
 
-/* Build the lab (about 10 ms); asserts. */
+/* Build the lab; asserts. Call it from the test's own thread: the holders
+ * die with the thread that forked them (PR_SET_PDEATHSIG follows the thread). */
 struct netlab *netlab_new(void);
 /* Stop the servers, close everything, end both namespaces (their links with them). NULL is
  * a no-op. */

@@ -31,6 +31,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -39,6 +40,7 @@
 #include <limits.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -128,7 +130,8 @@ static struct {
 	pid_t host_pid;		/* a process outside every sandbox (the cell CLI) */
 	const char *host_paths[8];
 	int n_host_paths;
-	const char *volume; /* a host directory mounted here (--volume) */
+	const char *volume;   /* a host directory mounted here (--volume) */
+	const char *net_peer; /* the victim sandbox's address (--net-peer), or NULL */
 } opt;
 
 static struct result *R;
@@ -2159,6 +2162,109 @@ static int t_gdb(void)
 		"ordinary", name, fn, 600                                                          \
 	}
 
+/* ---- the network: nothing of the host, the internal ranges or another sandbox ---- */
+
+/* The default gateway of this sandbox (its host side), from /proc/net/route; 0 if none. */
+static uint32_t default_gateway(void)
+{
+	FILE *f = fopen("/proc/net/route", "re");
+	char line[256];
+	uint32_t gw = 0;
+	while (f && fgets(line, sizeof(line), f)) {
+		char ifname[32];
+		unsigned dst, g;
+		if (sscanf(line, "%31s %x %x", ifname, &dst, &g) == 3 && dst == 0 && g)
+			gw = g; /* network byte order, as the kernel prints it */
+	}
+	if (f)
+		fclose(f);
+	return gw;
+}
+
+struct net_target {
+	char what[64];
+	struct sockaddr_in sa;
+	int fd;
+	int err; /* 0 while pending; ETIMEDOUT when nothing answered */
+};
+
+static void net_target(struct net_target *t, const char *what, uint32_t addr_be, int port)
+{
+	snprintf(t->what, sizeof(t->what), "%s", what);
+	t->sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	t->sa.sin_addr.s_addr = addr_be;
+	t->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	t->err = t->fd < 0 ? errno : 0;
+	if (t->fd >= 0 && connect(t->fd, (struct sockaddr *)&t->sa, sizeof(t->sa)) < 0 &&
+	    errno != EINPROGRESS)
+		t->err = errno;
+	else if (t->fd >= 0 && !t->err)
+		t->err = EINPROGRESS;
+}
+
+/* TCP connects to the host (its side of this sandbox's link, on ports other than DNS),
+ * cloud metadata, the private and CGNAT ranges and the victim sandbox, all at once: each
+ * must time out or be unreachable. A connection, or a refusal (a reset: the packet reached
+ * something), fails. Dropped in the host's table, no packet leaves the machine. */
+static int t_net_blocked(void)
+{
+	struct net_target t[12];
+	size_t n = 0;
+	uint32_t gw = default_gateway();
+	struct in_addr a;
+	if (gw) {
+		net_target(&t[n++], "the host (gateway) port 22", gw, 22);
+		net_target(&t[n++], "the host (gateway) port 80", gw, 80);
+		net_target(&t[n++], "the host (gateway) port 44772", gw, 44772);
+	}
+	static const char *const internal[] = {"169.254.169.254", "10.0.0.1", "172.16.0.1",
+					       "192.168.0.1", "100.64.0.1"};
+	for (size_t i = 0; i < sizeof(internal) / sizeof(internal[0]); i++) {
+		inet_pton(AF_INET, internal[i], &a);
+		char w[64];
+		snprintf(w, sizeof(w), "%s port 80", internal[i]);
+		net_target(&t[n++], w, a.s_addr, 80);
+	}
+	if (opt.net_peer && inet_pton(AF_INET, opt.net_peer, &a) == 1) {
+		net_target(&t[n++], "the victim sandbox port 80", a.s_addr, 80);
+		net_target(&t[n++], "the victim sandbox port 22", a.s_addr, 22);
+	}
+	/* Two seconds for every attempt together: a dropped SYN is retried after one. */
+	for (int waited = 0; waited < 2000; waited += 50) {
+		bool pending = false;
+		for (size_t i = 0; i < n; i++) {
+			if (t[i].err != EINPROGRESS)
+				continue;
+			struct pollfd p = {.fd = t[i].fd, .events = POLLOUT};
+			if (poll(&p, 1, 0) == 1) {
+				int e = 0;
+				socklen_t len = sizeof(e);
+				getsockopt(t[i].fd, SOL_SOCKET, SO_ERROR, &e, &len);
+				t[i].err = e ? e : EISCONN;
+			} else {
+				pending = true;
+			}
+		}
+		if (!pending)
+			break;
+		usleep(50000);
+	}
+	char reached[1024] = "";
+	for (size_t i = 0; i < n; i++) {
+		int e = t[i].err == EINPROGRESS ? ETIMEDOUT : t[i].err;
+		if (e == EISCONN || e == ECONNREFUSED)
+			snprintf(reached + strlen(reached), sizeof(reached) - strlen(reached),
+				 "%s%.63s (%s)", reached[0] ? ", " : "", t[i].what,
+				 e == EISCONN ? "connected" : "answered with a reset");
+		if (t[i].fd >= 0)
+			close(t[i].fd);
+	}
+	if (reached[0])
+		return note(FAIL, "reached: %s", reached);
+	return note(PASS, "%zu targets: none answered%s", n,
+		    gw ? "" : " (no network: every one unreachable)");
+}
+
 static const struct attempt battery[] = {
     T("syscalls", "add_key, keyctl and request_key (keyrings) are denied with EPERM", t_keyrings),
     T("syscalls", "bpf(BPF_MAP_CREATE) is denied with EPERM", t_bpf),
@@ -2208,6 +2314,10 @@ static const struct attempt battery[] = {
     T("capabilities", "CAP_NET_ADMIN: setting lo's MTU is denied with EPERM", t_net_admin),
     T("capabilities", "CAP_SYS_ADMIN: sethostname is denied with EPERM", t_sys_admin),
     T("capabilities", "CAP_NET_RAW: raw IP and packet sockets are denied with EPERM", t_net_raw),
+    T("network",
+      "the host, cloud metadata, the private and CGNAT ranges and the other sandbox "
+      "answer no connection",
+      t_net_blocked),
     T("capabilities", "CAP_SYS_RESOURCE: raising a hard rlimit is denied with EPERM",
       t_sys_resource),
     T("capabilities", "CAP_SYS_NICE: raising its own priority is denied with EACCES", t_sys_nice),
@@ -2658,7 +2768,7 @@ static int make_links(const char *hostdir)
 static void usage(FILE *f)
 {
 	fprintf(f, "Usage: cell-escape [--victim MARKER] [--victim-pid PID] [--victim-dir DIR]\n"
-		   "                   [--host-pid PID] [--host-path PATH]...\n"
+		   "                   [--host-pid PID] [--host-path PATH]... [--net-peer ADDR]\n"
 		   "       cell-escape --plant MARKER | --links HOSTDIR | --volume DIR | --list\n"
 		   "Runs cell's escape battery inside a sandbox (as its root) and prints TAP.\n"
 		   "Normally run by `cell selftest`.\n");
@@ -2702,6 +2812,8 @@ int main(int argc, char **argv)
 			links = v;
 		else if (!strcmp(a, "--volume"))
 			opt.volume = v;
+		else if (!strcmp(a, "--net-peer"))
+			opt.net_peer = v;
 		else {
 			usage(stderr);
 			return 2;
