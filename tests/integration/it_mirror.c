@@ -17,6 +17,9 @@
 #include "mirror.h"
 #include "netlab.h"
 
+/* The image's ordinary account (rootfs/build-image). */
+#define USER_UID 1000
+
 static struct netlab *lab;
 static struct mirror *mir;
 static struct h_world *W;
@@ -40,11 +43,12 @@ static void lab_end(void)
 	lab = NULL;
 }
 
-/* Run cmd in the sandbox (a hang guard of 240 s); its exit code, its output (stdout then
- * stderr) in *out. */
-static int run(const char *id, const char *cmd, char **out)
+/* Run cmd in the sandbox (a hang guard of 240 s) as uid (and gid uid; < 0: root); its exit
+ * code, its output (stdout then stderr) in *out. */
+static int run_as(const char *id, const char *cmd, int uid, char **out)
 {
-	struct h_exec_opts o = {.max_seconds = 240};
+	struct h_exec_opts o = {
+	    .max_seconds = 240, .as_user = uid >= 0, .uid = uid, .gid = uid >= 0 ? uid : -1};
 	struct h_exec r;
 	h_world_exec(W, id, cmd, &o, &r);
 	ck_assert_msg(r.status == 200 && (r.complete || r.errored), "`%s`: HTTP %ld, no end", cmd,
@@ -55,6 +59,11 @@ static int run(const char *id, const char *cmd, char **out)
 	return code;
 }
 
+static int run(const char *id, const char *cmd, char **out)
+{
+	return run_as(id, cmd, -1, out);
+}
+
 /* The last n bytes of s (Check's messages are bounded). */
 static const char *tail(const char *s, size_t n)
 {
@@ -62,11 +71,12 @@ static const char *tail(const char *s, size_t n)
 	return l > n ? s + l - n : s;
 }
 
-/* cmd must exit 0 and print want (somewhere in its output). */
-static void expect_ok(const char *id, const char *what, const char *cmd, const char *want)
+/* cmd, run as uid (< 0: root), must exit 0 and print want (somewhere in its output). */
+static void expect_ok_as(const char *id, int uid, const char *what, const char *cmd,
+			 const char *want)
 {
 	char *out = NULL;
-	int code = run(id, cmd, &out);
+	int code = run_as(id, cmd, uid, &out);
 	if (code != 0 || !strstr(out, want)) {
 		char *log = mirror_log(mir);
 		ck_abort_msg(
@@ -74,6 +84,11 @@ static void expect_ok(const char *id, const char *what, const char *cmd, const c
 		    code, want, tail(out, 1500), tail(log, 600), tail(h_world_log_tail(W), 800));
 	}
 	free(out);
+}
+
+static void expect_ok(const char *id, const char *what, const char *cmd, const char *want)
+{
+	expect_ok_as(id, -1, what, cmd, want);
 }
 
 /* The sandbox's apt sources: the mirror's suite only (the image's own entries name
@@ -89,6 +104,12 @@ static void expect_ok(const char *id, const char *what, const char *cmd, const c
 #define PIP_INSTALL                                                                                \
 	"timeout 120 pip install --no-cache-dir --index-url http://pypi.org/simple "               \
 	"--trusted-host pypi.org --trusted-host files.pythonhosted.org cell-hello 2>&1"
+#define PIP_INSTALL_USER                                                                           \
+	"timeout 120 pip install --user --no-cache-dir --index-url http://pypi.org/simple "        \
+	"--trusted-host pypi.org --trusted-host files.pythonhosted.org cell-hello 2>&1"
+#define NPM_INSTALL_USER                                                                           \
+	"cd /workspace && timeout 120 npm install --no-audit --no-fund "                           \
+	"--registry http://registry.npmjs.org/ cell-hello 2>&1"
 #define NPM_INSTALL                                                                                \
 	"mkdir -p /tmp/np && cd /tmp/np && timeout 120 npm install --no-audit --no-fund "          \
 	"--registry http://registry.npmjs.org/ cell-hello 2>&1"
@@ -204,6 +225,38 @@ START_TEST(public_mirrors)
 }
 END_TEST
 
+/* The image's ordinary account installs for itself: pip into its home (--user), npm into
+ * /workspace. */
+START_TEST(user_installs)
+{
+	lab_world();
+	char *id = h_world_create(W, "default", NULL);
+	expect_ok_as(id, USER_UID, "pip install --user", PIP_INSTALL_USER,
+		     "Successfully installed cell-hello-1.0");
+	expect_ok_as(id, USER_UID, "import cell_hello as user",
+		     "cd / && python3 -c 'import cell_hello, os; print(cell_hello.__file__)'",
+		     MIRROR_GREETING " (pypi)\n/home/user/.local/lib/python3");
+	expect_ok_as(id, USER_UID, "npm install as user", NPM_INSTALL_USER, "added 1 package");
+	expect_ok_as(id, USER_UID, "require('cell-hello') as user",
+		     "cd /workspace && node -e 'console.log(require(\"cell-hello\"))' && "
+		     "stat -c %U node_modules/cell-hello/index.js",
+		     MIRROR_GREETING " (npm)\nuser\n");
+	ck_assert_uint_eq(
+	    mirror_count(mir, "files.pythonhosted.org", "/cell_hello-1.0-py3-none-any.whl", 200),
+	    1);
+	ck_assert_uint_eq(
+	    mirror_count(mir, "registry.npmjs.org", "/cell-hello/-/cell-hello-1.0.0.tgz", 200), 1);
+	/* Root's system is untouched: the package is the user's alone. */
+	char *out = NULL;
+	run(id, "cd / && python3 -c 'import cell_hello' 2>&1; echo \"python $?\"", &out);
+	ck_assert_msg(strstr(out, "No module named 'cell_hello'") && strstr(out, "python 1"),
+		      "root imports the user's package: %s", tail(out, 1000));
+	free(out);
+	free(id);
+	lab_end();
+}
+END_TEST
+
 START_TEST(limited_reaches_registries_only)
 {
 	lab_world();
@@ -265,6 +318,7 @@ static Suite *mirror_suite(void)
 	Suite *s = suite_create("mirror");
 	ONE(s, mirror_selftest, 60);
 	ONE(s, public_mirrors, 600);
+	ONE(s, user_installs, 600);
 	ONE(s, limited_reaches_registries_only, 600);
 	ONE(s, allowlist_one_registry, 600);
 	return s;
