@@ -162,7 +162,7 @@ static void unresolved(const char *id, const char *name)
 /* addr, a web server of the lab, fetched by IP, answers nothing: it saw no connection. */
 static void unreachable(const char *id, const char *addr)
 {
-	char *cmd = h_fmt("curl -sS -m 5 http://%s/; echo \"curl $?\"", addr);
+	char *cmd = h_fmt("curl -sS -m 3 http://%s/; echo \"curl $?\"", addr);
 	char *out = NULL;
 	run(id, cmd, &out);
 	ck_assert_msg(!strstr(out, "hello from") && !strstr(out, "curl 0") && strstr(out, "curl "),
@@ -178,7 +178,7 @@ static void mirror_closed(const char *id)
 {
 	char *out = NULL;
 	run(id,
-	    "curl -sS -m 5 -H 'Host: pypi.org' http://" MIRROR_ADDR "/simple/cell-hello/; "
+	    "curl -sS -m 3 -H 'Host: pypi.org' http://" MIRROR_ADDR "/simple/cell-hello/; "
 	    "echo \"curl $?\"",
 	    &out);
 	ck_assert_msg(!strstr(out, "cell_hello") && !strstr(out, "curl 0") && strstr(out, "curl "),
