@@ -1,7 +1,7 @@
 /* The OpenSandbox API (API.md): its route table, its auth (OPEN-SANDBOX-API-KEY), its error
  * body {"code": "...", "message": "..."} (api_opensandbox.c), and the route handlers of
- * api_sandboxes.c, api_execd.c, api_files.c and api_metrics.c. Handlers answer on r and
- * return 0; they map failures through the errno table (http_fail, http_internal). */
+ * api_sandboxes.c, api_execd.c, api_files.c, api_metrics.c and api_egress.c. Handlers answer on r
+ * and return 0; they map failures through the errno table (http_fail, http_internal). */
 #pragma once
 
 #include <stdbool.h>
@@ -77,3 +77,9 @@ int api_files_replace(struct http_req *r);
 
 int api_execd_metrics(struct http_req *r);
 int api_execd_metrics_watch(struct http_req *r);
+
+/* ---- api_egress.c: the egress API, /policy under the endpoint of port 18080 ---- */
+
+int api_egress_get(struct http_req *r);
+int api_egress_patch(struct http_req *r);
+int api_egress_delete(struct http_req *r);

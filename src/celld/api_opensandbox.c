@@ -14,6 +14,8 @@
 #define KEY_HEADER "OPEN-SANDBOX-API-KEY"
 
 #define EXECD "sandboxes/{id}/proxy/44772/"
+/* OpenSandbox's egress sidecar port: cell answers its /policy itself (api_egress.c). */
+#define EGRESS "sandboxes/{id}/proxy/18080/"
 
 #define SHORT	 ROUTE_SHORT
 #define STREAMED ROUTE_STREAMED
@@ -60,6 +62,9 @@ static const struct route routes[] = {
     {"POST", EXECD "files/replace", JSON, SHORT, api_files_replace, NULL, NULL},
     {"GET", EXECD "metrics", NONE, SHORT, api_execd_metrics, NULL, NULL},
     {"GET", EXECD "metrics/watch", NONE, STREAMED, api_execd_metrics_watch, NULL, NULL},
+    {"GET", EGRESS "policy", NONE, SHORT, api_egress_get, NULL, NULL},
+    {"PATCH", EGRESS "policy", JSON, SHORT, api_egress_patch, NULL, NULL},
+    {"DELETE", EGRESS "policy", JSON, SHORT, api_egress_delete, NULL, NULL},
 };
 
 static bool authorized(const struct http_req *r)

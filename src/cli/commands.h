@@ -13,6 +13,7 @@ int cmd_cp(int argc, char **argv);
 int cmd_fs(int argc, char **argv);
 int cmd_image(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
+int cmd_network(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 int cmd_version(int argc, char **argv);

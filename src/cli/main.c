@@ -31,6 +31,7 @@ static const struct cli_command commands[] = {
     {"fs", cmd_fs, "list, find, stat, make, move, chmod and remove files in a sandbox"},
     {"image", cmd_image, "build and list local images"},
     {"volume", cmd_volume, "list and remove named volumes"},
+    {"network", cmd_network, "show or change a sandbox's egress policy live"},
     {"info", cmd_info, "show celld's version, cgroup backend and directories"},
     {"selftest", cmd_selftest, "run the escape battery on this host and kernel (TAP report)"},
     {"version", cmd_version, "print the version of cell"},
@@ -50,7 +51,8 @@ static void usage(FILE *f)
 	    "\n"
 	    "Global options:\n"
 	    "  --socket PATH  celld's Unix socket (env CELL_SOCKET, default %s)\n"
-	    "  --json         machine-readable output (ls, inspect, create, info, image ls, fs)\n"
+	    "  --json         machine-readable output (ls, inspect, create, info, image ls, fs,\n"
+	    "                 network)\n"
 	    "  -h, --help     this help ('cell COMMAND --help' for one command)\n"
 	    "  -V, --version  print the version\n"
 	    "\n"

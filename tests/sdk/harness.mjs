@@ -50,6 +50,9 @@ export const h = {
 	tag: `sdk-${crypto.randomBytes(4).toString("hex")}`,
 	created: new Set(), // sandbox ids to delete in the end
 	closers: [], // SDK objects whose transport must be closed
+	netns: false, // celld in a private network namespace (useCelld({netns: true}))
+	celldArgs: [], // extra celld arguments of this file (useCelld({celldArgs}))
+	bridge: null, // net.Server: 127.0.0.1:port -> celld's Unix socket (netns only)
 };
 
 export function sleep(ms) {
@@ -139,20 +142,50 @@ export function prepareImages() {
 	return images;
 }
 
+// celld in a private network namespace (unshare --net: only a loopback, down) cannot send
+// a packet off this machine, whatever its sandboxes' networks do, and never touches the
+// host's interfaces, routes or nftables. It listens on its Unix socket only; the SDK reaches
+// it through a bridge here, 127.0.0.1:port to that socket (the Unix socket is trusted:
+// celld checks no API key there).
+function startBridge(socketPath) {
+	return new Promise((resolve, reject) => {
+		const server = net.createServer((client) => {
+			const up = net.connect(socketPath);
+			const drop = () => {
+				client.destroy();
+				up.destroy();
+			};
+			client.on("error", drop);
+			up.on("error", drop);
+			client.pipe(up);
+			up.pipe(client);
+		});
+		server.on("error", reject);
+		server.listen(0, "127.0.0.1", () => resolve(server));
+	});
+}
+
 export async function startCelld() {
-	h.port = await freePort();
+	const socketPath = path.join(h.tmp, "cell.sock");
+	if (h.netns) {
+		h.bridge = await startBridge(socketPath);
+		h.port = h.bridge.address().port;
+	} else {
+		h.port = await freePort();
+	}
 	const keyFile = path.join(h.tmp, "api-key");
 	fs.writeFileSync(keyFile, h.apiKey, { mode: 0o600 });
 	const args = [
 		"--state-dir", h.state,
 		"--images", h.images,
-		"--listen", `127.0.0.1:${h.port}`,
+		...(h.netns ? ["--no-tcp"] : ["--listen", `127.0.0.1:${h.port}`]),
 		"--api-key-file", keyFile,
-		"--socket", path.join(h.tmp, "cell.sock"),
+		"--socket", socketPath,
 		"--init", CELL_INIT,
 		"--policies", path.join(REPO, "policies"),
-		// No sandbox of these tests needs a network; those that do start their own.
+		// No sandbox of these tests needs a network unless it asks (useCelld({netns})).
 		"--network-default", "none",
+		...h.celldArgs,
 		...(process.env.CELLD_EXTRA_ARGS || "").split(/\s+/).filter(Boolean),
 	];
 	h.logPath = path.join(h.tmp, "celld.log");
@@ -160,7 +193,10 @@ export async function startCelld() {
 	// CELL_API_KEY would override the key file.
 	const env = { ...process.env };
 	delete env.CELL_API_KEY;
-	const child = spawn(CELLD, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+	// unshare execs celld in place: the child's pid is celld's.
+	const child = h.netns
+		? spawn("unshare", ["--net", "--", CELLD, ...args], { env, stdio: ["ignore", "pipe", "pipe"] })
+		: spawn(CELLD, args, { env, stdio: ["ignore", "pipe", "pipe"] });
 	const keep = (chunk) => {
 		log.write(chunk);
 		h.logTail.push(...chunk.toString().split("\n").filter(Boolean));
@@ -203,6 +239,10 @@ export function tail() {
 }
 
 export async function stopCelld() {
+	if (h.bridge) {
+		h.bridge.close();
+		h.bridge = null;
+	}
 	const child = h.celld;
 	if (!child) return null;
 	h.celld = null;
@@ -347,9 +387,12 @@ export const rawOut = (r) => r.logs.stdout.map((m) => m.text).join("");
 export const skip = !IS_ROOT ? "needs root (celld creates namespaces and cgroups)" : false;
 
 // Called inside a test file's describe: a private celld for its cases, everything it made
-// deleted in the end, even when a case fails.
-export function useCelld() {
+// deleted in the end, even when a case fails. opts.netns: celld in a private network
+// namespace (see startBridge); opts.celldArgs: more celld arguments.
+export function useCelld(opts = {}) {
 	before(async () => {
+		h.netns = !!opts.netns;
+		h.celldArgs = opts.celldArgs || [];
 		for (const bin of [CELLD, CELL_INIT])
 			assert.ok(fs.existsSync(bin), `${bin} missing: run make all (or set CELL_BUILD)`);
 		h.tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cell-sdk-"));
