@@ -3,16 +3,16 @@
 # tools/install-deps --vm. Included by the top Makefile; uses its BUILD, IMAGES_DIR and
 # tests/Makefile.inc's IT_TESTS and TEST_IMAGE_CACHE.
 #
-# VM_SUITES: the suites to run; by default every it_*. it_default and it_security need the
-# default image, which the VM cannot build (no network): it is copied in from where `make
-# integration` finds it ($(IMAGES_DIR) when current, else $(TEST_IMAGE_CACHE)). With the
-# default VM_SUITES and no current default image there, those two are left out, and said
+# VM_SUITES: the suites to run; by default every it_*. it_default, it_security and it_mirror
+# need the default image, which the VM cannot build (no network): it is copied in from where
+# `make integration` finds it ($(IMAGES_DIR) when current, else $(TEST_IMAGE_CACHE)). With the
+# default VM_SUITES and no current default image there, those three are left out, and said
 # so; a VM_SUITES given on the command line is run as given.
 # VMTEST_FLAGS: more tools/vmtest options (--timeout S, --mem MIB, --keep ...).
 # Results: $(BUILD)/vmcheck/ (report.tap, console.log, each suite's log and TAP).
 VM_SUITES    ?= $(notdir $(IT_TESTS))
 VMTEST_FLAGS ?=
-VM_DEFAULT_IMAGE_SUITES := it_default it_security
+VM_DEFAULT_IMAGE_SUITES := it_default it_security it_mirror
 
 vmcheck: all $(IT_TESTS)
 	@if [ "$$(id -u)" != 0 ]; then echo "make vmcheck: needs root" >&2; exit 1; fi
