@@ -41,6 +41,8 @@
  *     ip daddr @blocked4 counter drop comment "blocked"    before anything that accepts, so
  *                                                          an allowlisted name resolving to
  *                                                          metadata or RFC 1918 stays blocked
+ *     meta l4proto {udp,tcp} th dport 53 drop comment "dns"  DNS to any resolver but its
+ *                                                          own (the input chain's): denied
  *     ct state established,related accept                  a reply, or a connection opened
  *                                                          while its address was allowed
  *     public:    ct state new counter accept comment "allowed"

@@ -34,7 +34,7 @@ static const struct {
 } reasons[] = {
     {"spoofed", "spoofed source address"},   {"blocked", "blocked range"},
     {"denied", "not allowed by its policy"}, {"host", "the host: only its DNS resolver is open"},
-    {"ipv6", "IPv6: sandboxes have none"},
+    {"ipv6", "IPv6: sandboxes have none"},   {"dns", "DNS to a resolver other than its own"},
 };
 
 /* ---- parsing ---- */

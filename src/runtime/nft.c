@@ -47,6 +47,7 @@
 #define LOG_SEP		"/"
 #define CHAIN_DROP_HOST "drop-host"
 #define CHAIN_DROP_IPV6 "drop-ipv6"
+#define CHAIN_DROP_DNS	"drop-dns"
 
 /* A batch holds a few dozen messages, a table create the blocked set's elements too. */
 #define BATCH_BUF  (256 * 1024)
@@ -224,6 +225,8 @@ int cell_nft_policy_load(const char *path, struct cell_nft_range **out, size_t *
 	*n = 0;
 	json_error_t je;
 	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!root && je.line < 1) /* not read at all: jansson's text names the file */
+		return cell_err_msg(err, errno ? errno : EINVAL, "%s", je.text);
 	if (!root)
 		return cell_err_msg(err, EINVAL, "%s: line %d: %s", path, je.line, je.text);
 	int rc = 0;
@@ -1039,6 +1042,7 @@ static void base_rules(struct batch *bt)
 	if (nft->log_group) {
 		drop_chain_rules(bt, CHAIN_DROP_HOST, "host");
 		drop_chain_rules(bt, CHAIN_DROP_IPV6, "ipv6");
+		drop_chain_rules(bt, CHAIN_DROP_DNS, "dns");
 	}
 
 	/* postrouting: meta nfproto ipv4 iifname @sandbox_ifs masquerade. By interface, not
@@ -1142,11 +1146,13 @@ static int table_create(struct cell_nft *nft, const struct cell_nft_range *block
 	put_chain(bt, "postrouting", "nat", NF_INET_POST_ROUTING, 100, NLM_F_CREATE);
 	put_chain(bt, CHAIN_DROP_HOST, NULL, 0, 0, NLM_F_CREATE);
 	put_chain(bt, CHAIN_DROP_IPV6, NULL, 0, 0, NLM_F_CREATE);
+	put_chain(bt, CHAIN_DROP_DNS, NULL, 0, 0, NLM_F_CREATE);
 	flush_chain(bt, "forward");
 	flush_chain(bt, "input");
 	flush_chain(bt, "postrouting");
 	flush_chain(bt, CHAIN_DROP_HOST);
 	flush_chain(bt, CHAIN_DROP_IPV6);
+	flush_chain(bt, CHAIN_DROP_DNS);
 	base_rules(bt);
 
 	int rc = batch_run(bt, err);
@@ -1286,6 +1292,21 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 	x_lookup(&r, NFT_REG_1, SET_BLOCKED, ~0u);
 	x_drop(&r, nft, blocked);
 	rule_end(bt, &r, "blocked");
+
+	/* DNS goes to the sandbox's own resolver (the host's input chain), in every mode: a
+	 * query to any other resolver (udp or tcp port 53) is dropped, so names are answered,
+	 * refused and logged in one place. Counted as denied. */
+	for (int i = 0; i < 2; i++) {
+		uint8_t proto = i == 0 ? IPPROTO_UDP : IPPROTO_TCP;
+		uint16_t port = htons(53);
+		rule_begin(&r, nft, chain);
+		x_meta(&r, NFT_META_L4PROTO, NFT_REG_1);
+		x_cmp(&r, NFT_CMP_EQ, &proto, 1);
+		x_payload(&r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1);
+		x_cmp(&r, NFT_CMP_EQ, &port, 2);
+		x_drop(&r, nft, CHAIN_DROP_DNS);
+		rule_end(bt, &r, "dns");
+	}
 
 	/* Before anything accepts: the limit holds for established connections too. Not
 	 * logged: it is the sandbox's bandwidth, not an attempt. */
@@ -1589,6 +1610,7 @@ static int counters_cb(const struct nlmsghdr *nlh, void *data)
 				       : !strcmp(comment, "blocked")	  ? &cx->out->blocked
 				       : !strcmp(comment, "allowed")	  ? &cx->out->allowed
 				       : !strcmp(comment, "denied")	  ? &cx->out->denied
+				       : !strcmp(comment, "dns")	  ? &cx->out->denied
 				       : !strcmp(comment, "egress limit") ? &cx->out->egress_limited
 									  : NULL;
 	if (!dst)

@@ -614,6 +614,12 @@ static char *policy_dir(const char *name, const char *json)
 	mkdir(res, 0755);
 	if (access(seccomp, F_OK) != 0)
 		ck_assert_int_eq(symlink(real_seccomp, seccomp), 0);
+	char *network = h_fmt("%s/network", pol);
+	char *real_network = h_fmt("%s/policies/network", H.src);
+	if (access(network, F_OK) != 0)
+		ck_assert_int_eq(symlink(real_network, network), 0);
+	free(network);
+	free(real_network);
 	h_write_file(file, json, 0644);
 	free(real_seccomp);
 	free(seccomp);

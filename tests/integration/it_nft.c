@@ -238,7 +238,8 @@ START_TEST(test_table_and_sandboxes)
 			      "set:sb-cellt0001-allowed",
 			      "set:sb-cellt0002-allowed",
 			      "chain:drop-host",
-			      "chain:drop-ipv6"};
+			      "chain:drop-ipv6",
+			      "chain:drop-dns"};
 	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
 		ck_assert_msg(seen(&s, want[i]), "%s missing from the table", want[i]);
 	ck_assert_int_eq(s.n, (int)(sizeof(want) / sizeof(*want)));
@@ -1190,8 +1191,8 @@ START_TEST(test_log_restart)
 	char *t = sh_out("nft list table inet " TABLE);
 	ck_assert_msg(strstr(t, "chain sb-cellr0002/blocked {") &&
 			  strstr(t, "chain sb-cellr0002/spoofed {") &&
-			  !strstr(t, "sb-cellr0001/") && count(t, "log prefix") == 5 &&
-			  count(t, "group 4243") == 5 && count(t, "limit rate 10/second") == 5,
+			  !strstr(t, "sb-cellr0001/") && count(t, "log prefix") == 6 &&
+			  count(t, "group 4243") == 6 && count(t, "limit rate 10/second") == 6,
 		      "%s", t);
 	free(t);
 	/* the list names sandboxes, never a drop chain */

@@ -13,15 +13,15 @@
 
 #include "harness.h"
 
-/* A policies dir: the suite's seccomp and resources, and this quotas file. */
+/* A policies dir: the suite's seccomp, resources and network, and this quotas file. */
 static char *policies_with(const char *name, const char *quotas)
 {
 	char *dir = h_fmt("%s/%s", H.dir, name);
 	char *q = h_fmt("%s/quotas", dir);
 	mkdir(dir, 0755);
 	mkdir(q, 0755);
-	static const char *const kept[] = {"seccomp", "resources"};
-	for (size_t i = 0; i < 2; i++) {
+	static const char *const kept[] = {"seccomp", "resources", "network"};
+	for (size_t i = 0; i < 3; i++) {
 		char *from = h_fmt("%s/policies/%s", H.src, kept[i]);
 		char *to = h_fmt("%s/%s", dir, kept[i]);
 		if (access(to, F_OK) != 0)
