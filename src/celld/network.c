@@ -626,16 +626,27 @@ static int attach_locked(struct sandbox *sb, const struct sb_link *l, const stru
 	return r;
 }
 
+/* policy_of for a sandbox that has a network: 1 with *p (netpolicy_free), 0 for mode none
+ * (nothing to free), or -errno. */
+static int networked_policy(struct sandbox *sb, enum network_mode *mode, struct netpolicy *p,
+			    struct cell_error *err)
+{
+	int r = policy_of(sb, mode, p, err);
+	if (r < 0 || *mode == NETWORK_NONE) {
+		netpolicy_free(p);
+		return r < 0 ? r : 0;
+	}
+	return 1;
+}
+
 int network_attach(struct sandbox *sb, struct cell_error *err)
 {
 	enum network_mode mode;
 	struct netpolicy p;
 	struct sb_link l;
-	int r = policy_of(sb, &mode, &p, err);
-	if (r < 0 || mode == NETWORK_NONE) {
-		netpolicy_free(&p);
+	int r = networked_policy(sb, &mode, &p, err);
+	if (r <= 0)
 		return r;
-	}
 	r = sb_link_of(sb->slot, &l, err);
 	pthread_mutex_lock(&net.lock);
 	if (r == 0)
@@ -681,11 +692,9 @@ int network_adopt(struct sandbox *sb, struct cell_error *err)
 	enum network_mode mode;
 	struct netpolicy p;
 	struct sb_link l;
-	int r = policy_of(sb, &mode, &p, err);
-	if (r < 0 || mode == NETWORK_NONE) {
-		netpolicy_free(&p);
+	int r = networked_policy(sb, &mode, &p, err);
+	if (r <= 0)
 		return r;
-	}
 	r = recorded_link(sb, &l, err);
 	pthread_mutex_lock(&net.lock);
 	if (r == 0)
