@@ -781,31 +781,18 @@ int network_resolv_conf(struct sandbox *sb, char *buf, size_t size, struct cell_
 
 /* ---- the policy of a running sandbox ---- */
 
-int network_policy_get(struct sandbox *sb, struct netpolicy *out, struct cell_error *err)
+int network_policy_get(struct sandbox *sb, enum network_mode *mode, struct netpolicy *out,
+		       struct cell_error *err)
 {
-	enum network_mode mode;
-	int r = policy_of(sb, &mode, out, err);
-	if (r == 0 && mode == NETWORK_NONE)
+	enum network_mode m;
+	int r = policy_of(sb, &m, out, err);
+	if (r == 0 && m == NETWORK_NONE)
 		r = cell_err_msg(err, ENOTSUP, "sandbox %s has no network (mode none)", sb->id);
 	if (r < 0)
 		netpolicy_free(out);
+	if (mode)
+		*mode = m;
 	return r;
-}
-
-json_t *network_policy_json(struct sandbox *sb, struct cell_error *err)
-{
-	enum network_mode mode;
-	struct netpolicy p;
-	if (policy_of(sb, &mode, &p, err) < 0)
-		return NULL;
-	json_t *o = NULL;
-	if (mode == NETWORK_NONE)
-		cell_err_msg(err, ENOENT, "sandbox %s has no network (mode none)", sb->id);
-	else
-		o = json_pack("{s:s, s:o}", "mode", network_mode_name(mode), "policy",
-			      netpolicy_to_json(&p));
-	netpolicy_free(&p);
-	return o;
 }
 
 /* Empty sb's allowed set: a policy change closes what it no longer allows at once (the

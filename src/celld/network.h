@@ -64,12 +64,11 @@ void network_reconcile(void);
  * counters (connections allowed, packets blocked/denied/spoofed), resolver counters. */
 json_t *network_inspect_json(struct sandbox *sb);
 
-/* What GET /policy answers: {"mode", "policy": NetworkPolicy} of sb, a new reference; NULL
- * with err (-ENOENT) for a sandbox without a network. */
-json_t *network_policy_json(struct sandbox *sb, struct cell_error *err);
 /* Replace sb's policy with p (validated by netpolicy.c) live: the resolver's rules, the
  * nft allowed set's static addresses, the record. The mode becomes "custom". -ENOTSUP
  * with err for a sandbox whose mode is "none" (it has no interface to open). */
 int network_policy_replace(struct sandbox *sb, const struct netpolicy *p, struct cell_error *err);
-/* sb's policy in force, copied into *out (netpolicy_free). -ENOTSUP for mode "none". */
-int network_policy_get(struct sandbox *sb, struct netpolicy *out, struct cell_error *err);
+/* sb's policy in force, copied into *out (netpolicy_free), and its mode (mode may be
+ * NULL). -ENOTSUP for mode "none". */
+int network_policy_get(struct sandbox *sb, enum network_mode *mode, struct netpolicy *out,
+		       struct cell_error *err);
