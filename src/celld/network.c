@@ -465,9 +465,14 @@ static int ready_locked(struct cell_error *err)
 
 /* ---- one sandbox ---- */
 
-static void resolver_rules_of(const struct netpolicy *p, struct resolver_rule *rules,
-			      struct resolver_rules *out)
+/* p's name rules as the resolver takes them, in *out; returns the array *out points into
+ * (the caller frees it), NULL when out of memory. */
+static struct resolver_rule *resolver_rules_of(const struct netpolicy *p,
+					       struct resolver_rules *out)
 {
+	struct resolver_rule *rules = calloc(p->n ? p->n : 1, sizeof(*rules));
+	if (!rules)
+		return NULL;
 	size_t n = 0;
 	for (size_t i = 0; i < p->n; i++) {
 		const struct netpolicy_rule *rule = &p->rules[i];
@@ -478,6 +483,7 @@ static void resolver_rules_of(const struct netpolicy *p, struct resolver_rule *r
 		n++;
 	}
 	*out = (struct resolver_rules){.default_allow = p->default_allow, .rules = rules, .n = n};
+	return rules;
 }
 
 /* An allowlist's single addresses, allowed for as long as nftables keeps a timeout (a
@@ -503,11 +509,10 @@ static int pin_addresses(const char *ifname, const struct netpolicy *p, struct c
 static int resolver_join(struct sandbox *sb, const struct sb_link *l, const struct netpolicy *p,
 			 struct cell_error *err)
 {
-	struct resolver_rule *rules = calloc(p->n ? p->n : 1, sizeof(*rules));
+	struct resolver_rules rr;
+	struct resolver_rule *rules = resolver_rules_of(p, &rr);
 	if (!rules)
 		return -ENOMEM;
-	struct resolver_rules rr;
-	resolver_rules_of(p, rules, &rr);
 	int r = resolver_add(l->ifname, sb->id, l->host, &rr, !p->default_allow, err);
 	free(rules);
 	return r;
@@ -816,11 +821,10 @@ static int unpin_all(const char *ifname, struct cell_error *err)
 
 static int apply_locked(const struct sb_link *l, const struct netpolicy *p, struct cell_error *err)
 {
-	struct resolver_rule *rules = calloc(p->n ? p->n : 1, sizeof(*rules));
+	struct resolver_rules rr;
+	struct resolver_rule *rules = resolver_rules_of(p, &rr);
 	if (!rules)
 		return -ENOMEM;
-	struct resolver_rules rr;
-	resolver_rules_of(p, rules, &rr);
 	int r = resolver_set_rules(l->ifname, &rr, !p->default_allow, err);
 	free(rules);
 	if (r == 0 && !p->default_allow)
