@@ -1,12 +1,12 @@
 /* celld's configuration: one global, set by main.c before the daemons start and read-only
  * afterwards. A leaf, so every module can read it without depending on main.c. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cell/ipv4.h"
 #include "config.h"
 
 struct celld_config celld = {.init_fd = -1,
@@ -49,27 +49,18 @@ int config_add_volume_root(const char *dir)
 
 int config_set_subnet(const char *cidr)
 {
-	char addr[INET_ADDRSTRLEN];
-	const char *slash = strchr(cidr, '/');
-	struct in_addr in;
-	char *end;
-	unsigned long len = slash ? strtoul(slash + 1, &end, 10) : 0;
-	size_t n = slash ? (size_t)(slash - cidr) : 0;
-	if (!slash || n >= sizeof(addr) || !slash[1] || *end || len < 8 || len > 28) {
-		fprintf(stderr, "celld: --subnet %s: expected an IPv4 a.b.c.d/len with len 8..28\n",
-			cidr);
-		return -EINVAL;
-	}
-	memcpy(addr, cidr, n);
-	addr[n] = '\0';
-	uint32_t mask = ~0u << (32 - len);
-	if (inet_pton(AF_INET, addr, &in) != 1 || (ntohl(in.s_addr) & ~mask)) {
+	uint32_t first;
+	unsigned len;
+	int r = cell_ipv4_cidr_parse(cidr, &first, &len);
+	if (r == 0 && (len < 8 || len > 28))
+		r = -EINVAL;
+	if (r < 0) {
 		fprintf(stderr, "celld: --subnet %s: %s\n", cidr,
-			inet_pton(AF_INET, addr, &in) != 1 ? "not an IPv4 address"
-							   : "host bits are set");
+			r == -ERANGE ? "host bits are set"
+				     : "expected an IPv4 a.b.c.d/len with len 8..28");
 		return -EINVAL;
 	}
-	celld.subnet = ntohl(in.s_addr);
-	celld.subnet_prefix = (unsigned)len;
+	celld.subnet = first;
+	celld.subnet_prefix = len;
 	return 0;
 }

@@ -25,6 +25,7 @@
 
 #include "cell/cgroup.h"
 #include "cell/codec.h"
+#include "cell/ipv4.h"
 
 /* nftables' own datatype numbers (its src/datatype.h), which the kernel keeps for it and
  * `nft list` reads back to print a set's type. */
@@ -136,32 +137,12 @@ static void ifkey(char key[IFNAMSIZ], const char *ifname)
 
 static int parse_cidr(const char *s, struct cell_nft_range *r)
 {
-	char a[INET_ADDRSTRLEN];
-	const char *slash = strchr(s, '/');
-	if (!slash || (size_t)(slash - s) >= sizeof(a))
-		return -1;
-	memcpy(a, s, slash - s);
-	a[slash - s] = '\0';
-	struct in_addr in;
-	if (inet_pton(AF_INET, a, &in) != 1)
-		return -1;
-	const char *p = slash + 1;
-	unsigned len = 0;
-	if (!*p || strlen(p) > 2)
-		return -1;
-	for (; *p; p++) {
-		if (*p < '0' || *p > '9')
-			return -1;
-		len = len * 10 + (unsigned)(*p - '0');
-	}
-	if (len > 32 || (slash[1] == '0' && slash[2]))
-		return -1; /* no leading zeros: "08" */
-	uint32_t first = ntohl(in.s_addr);
-	uint32_t host = len == 32 ? 0 : 0xffffffffu >> len;
-	if (first & host)
+	uint32_t first;
+	unsigned len;
+	if (cell_ipv4_cidr_parse(s, &first, &len) < 0)
 		return -1;
 	r->first = first;
-	r->last = first | host;
+	r->last = first | (len == 32 ? 0 : 0xffffffffu >> len);
 	return 0;
 }
 
@@ -825,18 +806,24 @@ static void x_jump(struct rule *r, const char *chain)
 /* limit rate CELL_NFT_LOG_RATE/second burst CELL_NFT_LOG_BURST packets, then
  * log prefix "<prefix>" group G snaplen CELL_NFT_LOG_SNAPLEN: past the limit the rule stops
  * at the limit, before the log. */
-static void x_limited_log(struct rule *r, uint16_t group, const char *prefix)
+/* limit rate [over] RATE/second burst BURST, in packets or bytes (type). */
+static void x_limit(struct rule *r, uint32_t type, uint64_t rate, uint32_t burst, bool over)
 {
 	struct nftnl_expr *e = nftnl_expr_alloc("limit");
 	if (e) {
-		nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_RATE, CELL_NFT_LOG_RATE);
+		nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_RATE, rate);
 		nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_UNIT, 1);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_BURST, CELL_NFT_LOG_BURST);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_FLAGS, 0);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_BURST, burst);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_TYPE, type);
+		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_FLAGS, over ? NFT_LIMIT_F_INV : 0);
 	}
 	rule_expr(r, e);
-	e = nftnl_expr_alloc("log");
+}
+
+static void x_limited_log(struct rule *r, uint16_t group, const char *prefix)
+{
+	x_limit(r, NFT_LIMIT_PKTS, CELL_NFT_LOG_RATE, CELL_NFT_LOG_BURST, false);
+	struct nftnl_expr *e = nftnl_expr_alloc("log");
 	if (e) {
 		nftnl_expr_set_str(e, NFTNL_EXPR_LOG_PREFIX, prefix);
 		nftnl_expr_set_u16(e, NFTNL_EXPR_LOG_GROUP, group);
@@ -850,16 +837,8 @@ static void x_limited_log(struct rule *r, uint16_t group, const char *prefix)
 static void x_bytes_over(struct rule *r, uint64_t rate)
 {
 	uint64_t burst = rate / 4 > (64u << 10) ? rate / 4 : (64u << 10);
-	struct nftnl_expr *e = nftnl_expr_alloc("limit");
-	if (e) {
-		nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_RATE, rate);
-		nftnl_expr_set_u64(e, NFTNL_EXPR_LIMIT_UNIT, 1);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_BURST,
-				   burst > UINT32_MAX ? UINT32_MAX : (uint32_t)burst);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKT_BYTES);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_FLAGS, NFT_LIMIT_F_INV);
-	}
-	rule_expr(r, e);
+	x_limit(r, NFT_LIMIT_PKT_BYTES, rate, burst > UINT32_MAX ? UINT32_MAX : (uint32_t)burst,
+		true);
 }
 
 /* meta nfproto ipv4 (a rule of an inet chain that reads IPv4 headers starts with it). */
