@@ -2223,3 +2223,53 @@ int h_main_image(Suite *s, const char *image)
 	}
 	return world_run(s, image);
 }
+
+/* ---- network namespaces held by children ---- */
+
+void h_netns_hold(struct h_netns *ns)
+{
+	int ready[2], hold[2];
+	ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(hold, O_CLOEXEC), 0);
+	pid_t parent = getpid();
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		close(ready[0]);
+		close(hold[1]);
+		char c = unshare(CLONE_NEWNET) == 0 ? 'y' : 'n';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		close(ready[1]);
+		while (read(hold[0], &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(ready[1]);
+	close(hold[0]);
+	char c = 0;
+	ssize_t n = read(ready[0], &c, 1);
+	close(ready[0]);
+	ns->pid = pid;
+	ns->hold = hold[1];
+	ck_assert_msg(n == 1 && c == 'y', "a child could not unshare a network namespace");
+	snprintf(ns->path, sizeof(ns->path), "/proc/%d/ns/net", (int)pid);
+	ns->fd = open(ns->path, O_RDONLY | O_CLOEXEC);
+	ck_assert_msg(ns->fd >= 0, "open %s: %s", ns->path, strerror(errno));
+}
+
+void h_netns_release(struct h_netns *ns)
+{
+	if (ns->pid <= 0)
+		return;
+	close(ns->hold);
+	if (ns->fd >= 0)
+		close(ns->fd);
+	kill(ns->pid, SIGKILL);
+	waitpid(ns->pid, NULL, 0);
+	ns->pid = 0;
+	ns->fd = -1;
+}

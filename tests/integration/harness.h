@@ -367,3 +367,14 @@ char *h_read_file(const char *path);
 void h_sleep_ms(long ms);
 /* Tail of celld's log, for failure messages (static buffer). */
 const char *h_celld_log_tail(void);
+
+/* A network namespace held by a child of the test: it lives while the child does, and the
+ * child dies with the test process (failed or not), so the namespace cannot outlive it. */
+struct h_netns {
+	pid_t pid;     /* 0 when not held */
+	int hold;      /* write end of the pipe the child waits on */
+	int fd;	       /* the namespace (O_CLOEXEC) */
+	char path[64]; /* /proc/<pid>/ns/net */
+};
+void h_netns_hold(struct h_netns *ns);	  /* asserts */
+void h_netns_release(struct h_netns *ns); /* ends the child, closes fd; twice is fine */

@@ -40,59 +40,6 @@
 
 #define VETH "cell0badf00d"
 
-/* ---- namespaces held by children ---- */
-
-struct testns {
-	pid_t pid;
-	int hold; /* write end of the pipe the holder waits on */
-	int fd;	  /* /proc/<pid>/ns/net */
-};
-
-static void testns_start(struct testns *t)
-{
-	int ready[2], hold[2];
-	ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
-	ck_assert_int_eq(pipe2(hold, O_CLOEXEC), 0);
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		/* Dies with the test process, failed or not: the namespace goes with it. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(1);
-		close(ready[0]);
-		close(hold[1]);
-		char c = unshare(CLONE_NEWNET) == 0 ? 'y' : 'n';
-		if (write(ready[1], &c, 1) != 1)
-			_exit(1);
-		close(ready[1]);
-		while (read(hold[0], &c, 1) > 0)
-			;
-		_exit(0);
-	}
-	close(ready[1]);
-	close(hold[0]);
-	char c = 0;
-	ssize_t n = read(ready[0], &c, 1);
-	close(ready[0]);
-	ck_assert_msg(n == 1 && c == 'y', "child could not unshare a network namespace");
-	char *path = h_fmt("/proc/%d/ns/net", (int)pid);
-	t->fd = open(path, O_RDONLY | O_CLOEXEC);
-	ck_assert_msg(t->fd >= 0, "open %s: %s", path, strerror(errno));
-	free(path);
-	t->pid = pid;
-	t->hold = hold[1];
-}
-
-static void testns_stop(struct testns *t)
-{
-	close(t->hold);
-	close(t->fd);
-	kill(t->pid, SIGKILL);
-	waitpid(t->pid, NULL, 0);
-}
-
 /* ---- sockets made in a namespace (a socket keeps the namespace it was made in) ---- */
 
 struct sock_job {
@@ -244,9 +191,9 @@ static void configure(struct cell_nl *a, struct cell_nl *b, int ns_b)
 START_TEST(veth_connects_two_namespaces)
 {
 	probe_veth();
-	struct testns A, B;
-	testns_start(&A);
-	testns_start(&B);
+	struct h_netns A, B;
+	h_netns_hold(&A);
+	h_netns_hold(&B);
 	struct cell_nl a, b;
 	OK(cell_nl_open(&a, A.fd, E));
 	OK(cell_nl_open(&b, B.fd, E));
@@ -365,17 +312,17 @@ START_TEST(veth_connects_two_namespaces)
 	cell_nl_close(&a);
 	cell_nl_close(&b);
 	cell_nl_close(&b); /* twice is harmless */
-	testns_stop(&A);
-	testns_stop(&B);
+	h_netns_release(&A);
+	h_netns_release(&B);
 }
 END_TEST
 
 START_TEST(errors_name_the_interface)
 {
 	probe_veth();
-	struct testns A, B;
-	testns_start(&A);
-	testns_start(&B);
+	struct h_netns A, B;
+	h_netns_hold(&A);
+	h_netns_hold(&B);
 	struct cell_nl a, b;
 	OK(cell_nl_open(&a, A.fd, E));
 	OK(cell_nl_open(&b, B.fd, E));
@@ -469,8 +416,8 @@ START_TEST(errors_name_the_interface)
 
 	cell_nl_close(&a);
 	cell_nl_close(&b);
-	testns_stop(&A);
-	testns_stop(&B);
+	h_netns_release(&A);
+	h_netns_release(&B);
 }
 END_TEST
 
@@ -495,9 +442,9 @@ static long now_ns(void)
 START_TEST(timing_of_one_pair)
 {
 	probe_veth();
-	struct testns A, B;
-	testns_start(&A);
-	testns_start(&B);
+	struct h_netns A, B;
+	h_netns_hold(&A);
+	h_netns_hold(&B);
 	struct cell_nl a;
 	OK(cell_nl_open(&a, A.fd, E));
 	static long total[ROUNDS], setup[ROUNDS], del[ROUNDS], open_b[ROUNDS];
@@ -529,8 +476,8 @@ START_TEST(timing_of_one_pair)
 	       open_b[ROUNDS / 2] / 1e6, del[ROUNDS / 2] / 1e6, del[ROUNDS * 9 / 10] / 1e6,
 	       total[ROUNDS / 2] / 1e6, total[ROUNDS * 9 / 10] / 1e6, total[ROUNDS - 1] / 1e6);
 	cell_nl_close(&a);
-	testns_stop(&A);
-	testns_stop(&B);
+	h_netns_release(&A);
+	h_netns_release(&B);
 }
 END_TEST
 

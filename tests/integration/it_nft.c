@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "cell/nft.h"
+#include "harness.h"
 
 #define TABLE "celltest"
 
@@ -545,54 +546,6 @@ END_TEST
  * in between as the host. The sandboxes' subnet is TEST-NET-1 (192.0.2.0/24), outside the
  * blocked ranges on purpose: only the table's own rules keep one sandbox from another. ---- */
 
-struct holder {
-	pid_t pid;
-	int wake; /* closing it ends the holder */
-	int ns;	  /* its network namespace */
-};
-
-/* A child that unshares a network namespace and waits; the namespace lives while it does
- * (and while ns is open). */
-static struct holder hold_netns(void)
-{
-	int ready[2], wake[2];
-	ck_assert_int_eq(pipe(ready), 0);
-	ck_assert_int_eq(pipe(wake), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		close(ready[0]);
-		close(wake[1]);
-		if (unshare(CLONE_NEWNET) < 0)
-			_exit(1);
-		if (write(ready[1], "x", 1) != 1)
-			_exit(1);
-		char c;
-		while (read(wake[0], &c, 1) > 0)
-			;
-		_exit(0);
-	}
-	close(ready[1]);
-	close(wake[0]);
-	char c;
-	ck_assert_int_eq(read(ready[0], &c, 1), 1);
-	close(ready[0]);
-	char p[64];
-	snprintf(p, sizeof(p), "/proc/%d/ns/net", pid);
-	int ns = open(p, O_RDONLY | O_CLOEXEC);
-	ck_assert_int_ge(ns, 0);
-	return (struct holder){.pid = pid, .wake = wake[1], .ns = ns};
-}
-
-/* (A later holder inherited this one's wake pipe, so it is ended by its pid.) */
-static void release(struct holder *h)
-{
-	close(h->wake);
-	close(h->ns);
-	kill(h->pid, SIGKILL);
-	waitpid(h->pid, NULL, 0);
-}
-
 static int self_ns;
 
 static void enter(int ns)
@@ -698,7 +651,10 @@ START_TEST(test_packets)
 	fresh_netns();
 	self_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(self_ns, 0);
-	struct holder S = hold_netns(), I = hold_netns(), S2 = hold_netns();
+	struct h_netns S, I, S2;
+	h_netns_hold(&S);
+	h_netns_hold(&I);
+	h_netns_hold(&S2);
 	char sp[64], ip[64], s2p[64];
 	snprintf(sp, sizeof(sp), "nsenter --net=/proc/%d/ns/net", S.pid);
 	snprintf(ip, sizeof(ip), "nsenter --net=/proc/%d/ns/net", I.pid);
@@ -740,7 +696,7 @@ START_TEST(test_packets)
 	   "ip addr add 169.254.169.254/32 dev eth0 && ip link set eth0 up && "
 	   "ip route add 192.0.2.0/24 via 198.51.100.1'",
 	   ip);
-	enter(I.ns);
+	enter(I.fd);
 	int web = listener(80);
 	enter(self_ns);
 	/* IPv6 on, as it would be if the network setup forgot to turn it off: documentation
@@ -754,13 +710,13 @@ START_TEST(test_packets)
 	sh("%s sh -c 'ip -6 addr add 2001:db8:2::10/64 dev eth0 nodad && "
 	   "ip -6 route add 2001:db8:1::/64 via 2001:db8:2::1'",
 	   ip);
-	enter(I.ns);
+	enter(I.fd);
 	int web6 = listen_on(AF_INET6, 80);
 	enter(self_ns);
 	int host6 = listen_on(AF_INET6, 53);
-	enter(S2.ns);
+	enter(S2.fd);
 	int peer = listener(80);
-	enter(S.ns);
+	enter(S.fd);
 	int peer1 = listener(81);
 	enter(self_ns);
 	int dns = listener(53), api = listener(8080);
@@ -768,34 +724,34 @@ START_TEST(test_packets)
 
 	/* Control: with the table but no sandbox in it, every path works (the test can fail). */
 	struct cell_nft *nft = open_public(TABLE);
-	ck_assert(reach(S.ns, NULL, "10.0.0.1", 80));
-	ck_assert(reach(S.ns, NULL, "169.254.169.254", 80));
-	ck_assert(reach(S.ns, NULL, "192.0.2.1", 8080));
-	ck_assert(reach(S.ns, NULL, "192.0.2.3", 80));
-	ck_assert(reach(S2.ns, NULL, "192.0.2.2", 81));
-	ck_assert(reach(S.ns, NULL, "2001:db8:2::10", 80));
-	ck_assert(reach(S.ns, NULL, "2001:db8:1::1", 53));
-	ck_assert(reach(S.ns, "192.0.2.9", "203.0.113.10", 80));
+	ck_assert(reach(S.fd, NULL, "10.0.0.1", 80));
+	ck_assert(reach(S.fd, NULL, "169.254.169.254", 80));
+	ck_assert(reach(S.fd, NULL, "192.0.2.1", 8080));
+	ck_assert(reach(S.fd, NULL, "192.0.2.3", 80));
+	ck_assert(reach(S2.fd, NULL, "192.0.2.2", 81));
+	ck_assert(reach(S.fd, NULL, "2001:db8:2::10", 80));
+	ck_assert(reach(S.fd, NULL, "2001:db8:1::1", 53));
+	ck_assert(reach(S.fd, "192.0.2.9", "203.0.113.10", 80));
 	accepted_from(web, from, sizeof(from));
 
 	/* public; the other sandbox too, and neither reaches the other */
 	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC));
 	add(nft, sandbox("cellp0002", "192.0.2.3", "192.0.2.1", CELL_NFT_PUBLIC));
-	ck_assert(!reach(S.ns, NULL, "192.0.2.3", 80));
-	ck_assert(!reach(S2.ns, NULL, "192.0.2.2", 81));
-	ck_assert(reach(S2.ns, NULL, "203.0.113.10", 80));
-	ck_assert(reach(S.ns, NULL, "203.0.113.10", 80));
+	ck_assert(!reach(S.fd, NULL, "192.0.2.3", 80));
+	ck_assert(!reach(S2.fd, NULL, "192.0.2.2", 81));
+	ck_assert(reach(S2.fd, NULL, "203.0.113.10", 80));
+	ck_assert(reach(S.fd, NULL, "203.0.113.10", 80));
 	accepted_from(web, from, sizeof(from));
 	ck_assert_msg(!strcmp(from, "198.51.100.1"), "not masqueraded: from %s", from);
-	ck_assert(reach(S.ns, NULL, "198.51.100.10", 80));
-	ck_assert(!reach(S.ns, NULL, "10.0.0.1", 80));
-	ck_assert(!reach(S.ns, NULL, "169.254.169.254", 80));
-	ck_assert(reach(S.ns, NULL, "192.0.2.1", 53));		  /* its resolver */
-	ck_assert(!reach(S.ns, NULL, "192.0.2.1", 8080));	  /* any other port of the host */
-	ck_assert(!reach(S.ns, NULL, "198.51.100.1", 53));	  /* any other host address */
-	ck_assert(!reach(S.ns, "192.0.2.9", "203.0.113.10", 80)); /* spoofed */
-	ck_assert(!reach(S.ns, NULL, "2001:db8:2::10", 80));	  /* IPv6 forward */
-	ck_assert(!reach(S.ns, NULL, "2001:db8:1::1", 53));	  /* IPv6 to the host */
+	ck_assert(reach(S.fd, NULL, "198.51.100.10", 80));
+	ck_assert(!reach(S.fd, NULL, "10.0.0.1", 80));
+	ck_assert(!reach(S.fd, NULL, "169.254.169.254", 80));
+	ck_assert(reach(S.fd, NULL, "192.0.2.1", 53));		  /* its resolver */
+	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 8080));	  /* any other port of the host */
+	ck_assert(!reach(S.fd, NULL, "198.51.100.1", 53));	  /* any other host address */
+	ck_assert(!reach(S.fd, "192.0.2.9", "203.0.113.10", 80)); /* spoofed */
+	ck_assert(!reach(S.fd, NULL, "2001:db8:2::10", 80));	  /* IPv6 forward */
+	ck_assert(!reach(S.fd, NULL, "2001:db8:1::1", 53));	  /* IPv6 to the host */
 	struct cell_nft_counters c;
 	struct cell_error err = {0};
 	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
@@ -807,17 +763,17 @@ START_TEST(test_packets)
 	/* allowlist: only what the set holds, never a blocked range even if it holds it */
 	del(nft, "cellp0001");
 	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
-	ck_assert(!reach(S.ns, NULL, "203.0.113.10", 80));
+	ck_assert(!reach(S.fd, NULL, "203.0.113.10", 80));
 	struct in_addr a[2];
 	inet_pton(AF_INET, "203.0.113.10", &a[0]);
 	inet_pton(AF_INET, "10.0.0.1", &a[1]);
 	ck_assert_int_eq(cell_nft_allow_add(nft, "cellp0001", a, 2, 60, &err), 0);
-	ck_assert(reach(S.ns, NULL, "203.0.113.10", 80));
-	ck_assert(!reach(S.ns, NULL, "198.51.100.10", 80));
-	ck_assert(!reach(S.ns, NULL, "10.0.0.1", 80));
-	ck_assert(reach(S.ns, NULL, "192.0.2.1", 53));
+	ck_assert(reach(S.fd, NULL, "203.0.113.10", 80));
+	ck_assert(!reach(S.fd, NULL, "198.51.100.10", 80));
+	ck_assert(!reach(S.fd, NULL, "10.0.0.1", 80));
+	ck_assert(reach(S.fd, NULL, "192.0.2.1", 53));
 	ck_assert_int_eq(cell_nft_allow_del(nft, "cellp0001", a, 1, &err), 0);
-	ck_assert(!reach(S.ns, NULL, "203.0.113.10", 80));
+	ck_assert(!reach(S.fd, NULL, "203.0.113.10", 80));
 	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
 	ck_assert_uint_eq(c.allowed.packets, 1);
 	ck_assert_uint_ge(c.denied.packets, 3);
@@ -833,9 +789,9 @@ START_TEST(test_packets)
 	char *t = sh_out("nft list chain inet " TABLE " sb-cellp0001");
 	ck_assert_msg(strstr(t, "limit rate over 100000 bytes/second burst 64 kbytes"), "%s", t);
 	free(t);
-	ck_assert(reach(S.ns, NULL, "203.0.113.10", 80));
+	ck_assert(reach(S.fd, NULL, "203.0.113.10", 80));
 	accepted_from(web, from, sizeof(from));
-	enter(S.ns);
+	enter(S.fd);
 	int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	enter(self_ns);
 	ck_assert_int_ge(u, 0);
@@ -854,12 +810,12 @@ START_TEST(test_packets)
 	/* none */
 	del(nft, "cellp0001");
 	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_NONE));
-	ck_assert(!reach(S.ns, NULL, "203.0.113.10", 80));
-	ck_assert(reach(S.ns, NULL, "192.0.2.1", 53));
+	ck_assert(!reach(S.fd, NULL, "203.0.113.10", 80));
+	ck_assert(reach(S.fd, NULL, "192.0.2.1", 53));
 
 	/* Removed: the path is open again (nothing of the sandbox is left behind). */
 	del(nft, "cellp0001");
-	ck_assert(reach(S.ns, NULL, "10.0.0.1", 80));
+	ck_assert(reach(S.fd, NULL, "10.0.0.1", 80));
 
 	ck_assert_int_eq(cell_nft_table_delete(nft, &err), 0);
 	cell_nft_close(nft);
@@ -870,9 +826,9 @@ START_TEST(test_packets)
 	close(web6);
 	close(host6);
 	close(peer1);
-	release(&S);
-	release(&I);
-	release(&S2);
+	h_netns_release(&S);
+	h_netns_release(&I);
+	h_netns_release(&S2);
 	close(self_ns);
 }
 END_TEST
@@ -1022,7 +978,9 @@ START_TEST(test_packet_log)
 	fresh_netns();
 	self_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(self_ns, 0);
-	struct holder S = hold_netns(), I = hold_netns();
+	struct h_netns S, I;
+	h_netns_hold(&S);
+	h_netns_hold(&I);
 	char sp[64], ip[64];
 	snprintf(sp, sizeof(sp), "nsenter --net=/proc/%d/ns/net", S.pid);
 	snprintf(ip, sizeof(ip), "nsenter --net=/proc/%d/ns/net", I.pid);
@@ -1054,7 +1012,7 @@ START_TEST(test_packet_log)
 	char *mac = sh_out("ip -o link show cellp0001 | "
 			   "sed -n 's/.*link\\/ether \\([0-9a-f:]*\\).*/\\1/p' | tr -d '\\n'");
 	ck_assert_uint_eq(strlen(mac), 17);
-	enter(I.ns);
+	enter(I.fd);
 	int web = listener(80);
 	int sink = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_storage sa;
@@ -1079,18 +1037,18 @@ START_TEST(test_packet_log)
 	struct logged lg = {0};
 
 	/* Control: with no sandbox in the table, the flood arrives (the count can fail). */
-	udp_flood(S.ns, "10.0.0.1", 9, 50);
+	udp_flood(S.fd, "10.0.0.1", 9, 50);
 	sleep_ms(100);
 	ck_assert_int_eq(udp_count(sink), 50);
 
 	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC));
 	/* accepted traffic: no log */
-	ck_assert(reach(S.ns, NULL, "203.0.113.10", 80));
+	ck_assert(reach(S.fd, NULL, "203.0.113.10", 80));
 	nflog_read(nl, 200, &lg);
 	ck_assert_int_eq(lg.n, 0);
 
 	/* a blocked connection: logged as "blocked", from the sandbox's interface */
-	ck_assert(!reach(S.ns, NULL, "10.0.0.1", 80));
+	ck_assert(!reach(S.fd, NULL, "10.0.0.1", 80));
 	nflog_read(nl, 100, &lg);
 	ck_assert_int_ge(lg.n, 1);
 	ck_assert_str_eq(lg.prefix[0], "blocked");
@@ -1102,7 +1060,7 @@ START_TEST(test_packet_log)
 
 	/* the host: "host" */
 	memset(&lg, 0, sizeof(lg));
-	ck_assert(!reach(S.ns, NULL, "192.0.2.1", 8080));
+	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 8080));
 	nflog_read(nl, 100, &lg);
 	ck_assert_int_ge(lg.n, 1);
 	ck_assert_str_eq(lg.prefix[0], "host");
@@ -1113,7 +1071,7 @@ START_TEST(test_packet_log)
 	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c0, &err), 0);
 	memset(&lg, 0, sizeof(lg));
 	double t0 = now_us();
-	udp_flood(S.ns, "10.0.0.1", 9, 2000);
+	udp_flood(S.fd, "10.0.0.1", 9, 2000);
 	double secs = (now_us() - t0) / 1e6;
 	nflog_read(nl, 200, &lg);
 	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c1, &err), 0);
@@ -1127,7 +1085,7 @@ START_TEST(test_packet_log)
 	/* a spoofed source: "spoofed"; IPv6 out: "ipv6" */
 	sleep_ms(2100); /* the limit's bucket refills */
 	memset(&lg, 0, sizeof(lg));
-	ck_assert(!reach(S.ns, "192.0.2.9", "203.0.113.10", 80));
+	ck_assert(!reach(S.fd, "192.0.2.9", "203.0.113.10", 80));
 	nflog_read(nl, 100, &lg);
 	ck_assert_msg(logged(&lg, "spoofed", ifindex), "%d logged, first %s", lg.n, lg.prefix[0]);
 	/* S with IPv6, the router's neighbour entry fixed (the input chain drops the sandbox's
@@ -1142,7 +1100,7 @@ START_TEST(test_packet_log)
 	   sp, mac);
 	free(mac);
 	memset(&lg, 0, sizeof(lg));
-	ck_assert(!reach(S.ns, NULL, "2001:db8:2::10", 80));
+	ck_assert(!reach(S.fd, NULL, "2001:db8:2::10", 80));
 	nflog_read(nl, 100, &lg);
 	ck_assert_msg(logged(&lg, "ipv6", ifindex), "%d logged, first %s", lg.n, lg.prefix[0]);
 	sh("%s sh -c 'echo 1 >/proc/sys/net/ipv6/conf/all/disable_ipv6'", sp);
@@ -1152,7 +1110,7 @@ START_TEST(test_packet_log)
 	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST));
 	sleep_ms(2100); /* the limit's bucket refills */
 	memset(&lg, 0, sizeof(lg));
-	ck_assert(!reach(S.ns, NULL, "203.0.113.10", 80));
+	ck_assert(!reach(S.fd, NULL, "203.0.113.10", 80));
 	nflog_read(nl, 100, &lg);
 	ck_assert_msg(logged(&lg, "denied", ifindex), "%d logged, first %s", lg.n, lg.prefix[0]);
 
@@ -1161,7 +1119,7 @@ START_TEST(test_packet_log)
 	char *t = sh_out("nft list table inet " TABLE);
 	ck_assert_msg(!strstr(t, "cellp0001"), "%s", t);
 	free(t);
-	ck_assert(reach(S.ns, NULL, "10.0.0.1", 80));
+	ck_assert(reach(S.fd, NULL, "10.0.0.1", 80));
 
 	mnl_socket_close(nl);
 	ck_assert_int_eq(cell_nft_table_delete(nft, &err), 0);
@@ -1169,8 +1127,8 @@ START_TEST(test_packet_log)
 	close(web);
 	close(sink);
 	close(api);
-	release(&S);
-	release(&I);
+	h_netns_release(&S);
+	h_netns_release(&I);
 	close(self_ns);
 }
 END_TEST

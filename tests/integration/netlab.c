@@ -54,15 +54,8 @@ struct dns_entry {
 	struct in_addr addr;
 };
 
-struct holder {
-	pid_t pid;
-	int hold; /* write end of the pipe the holder waits on */
-	int fd;	  /* /proc/<pid>/ns/net */
-	char path[64];
-};
-
 struct netlab {
-	struct holder host, inet;
+	struct h_netns host, inet;
 	pthread_t thread;
 	bool running;
 	int stop[2];
@@ -82,58 +75,6 @@ static struct in_addr ip4(const char *s)
 	struct in_addr a;
 	ck_assert_msg(inet_pton(AF_INET, s, &a) == 1, "not an IPv4 address: %s", s);
 	return a;
-}
-
-/* ---- namespaces held by children ---- */
-
-static void holder_start(struct holder *h)
-{
-	int ready[2], hold[2];
-	ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
-	ck_assert_int_eq(pipe2(hold, O_CLOEXEC), 0);
-	pid_t parent = getpid();
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		/* Dies with the test process, failed or not: the namespace goes with it (unless
-		 * a celld still runs in it, and then with that celld). */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(1);
-		close(ready[0]);
-		close(hold[1]);
-		char c = unshare(CLONE_NEWNET) == 0 ? 'y' : 'n';
-		if (write(ready[1], &c, 1) != 1)
-			_exit(1);
-		close(ready[1]);
-		while (read(hold[0], &c, 1) > 0)
-			;
-		_exit(0);
-	}
-	close(ready[1]);
-	close(hold[0]);
-	char c = 0;
-	ssize_t n = read(ready[0], &c, 1);
-	close(ready[0]);
-	h->pid = pid;
-	h->hold = hold[1];
-	ck_assert_msg(n == 1 && c == 'y', "a child could not unshare a network namespace");
-	snprintf(h->path, sizeof(h->path), "/proc/%d/ns/net", (int)pid);
-	h->fd = open(h->path, O_RDONLY | O_CLOEXEC);
-	ck_assert_msg(h->fd >= 0, "open %s: %s", h->path, strerror(errno));
-}
-
-static void holder_stop(struct holder *h)
-{
-	if (h->pid <= 0)
-		return;
-	close(h->hold);
-	if (h->fd >= 0)
-		close(h->fd);
-	kill(h->pid, SIGKILL);
-	waitpid(h->pid, NULL, 0);
-	h->pid = 0;
-	h->fd = -1;
 }
 
 /* ---- running code in a namespace ---- */
@@ -595,8 +536,8 @@ struct netlab *netlab_new(void)
 	pthread_mutex_init(&lab->lock, NULL);
 	pthread_mutex_init(&lab->ready_lock, NULL);
 	pthread_cond_init(&lab->ready_cond, NULL);
-	holder_start(&lab->host);
-	holder_start(&lab->inet);
+	h_netns_hold(&lab->host);
+	h_netns_hold(&lab->inet);
 	build_links(lab);
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(initial_names); i++)
 		netlab_dns_set(lab, initial_names[i].name, initial_names[i].addr);
@@ -626,8 +567,8 @@ void netlab_free(struct netlab *lab)
 		close(lab->stop[0]);
 		close(lab->stop[1]);
 	}
-	holder_stop(&lab->inet);
-	holder_stop(&lab->host);
+	h_netns_release(&lab->inet);
+	h_netns_release(&lab->host);
 	pthread_mutex_destroy(&lab->lock);
 	pthread_mutex_destroy(&lab->ready_lock);
 	pthread_cond_destroy(&lab->ready_cond);
