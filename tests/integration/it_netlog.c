@@ -72,50 +72,8 @@ static void sleep_ms(int ms)
 
 /* ---- the namespaces ---- */
 
-struct holder {
-	pid_t pid;
-	int wake, ns;
-};
-
-static struct holder hold_netns(void)
-{
-	int ready[2], wake[2];
-	ck_assert_int_eq(pipe(ready), 0);
-	ck_assert_int_eq(pipe(wake), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		close(ready[0]);
-		close(wake[1]);
-		if (unshare(CLONE_NEWNET) < 0 || write(ready[1], "x", 1) != 1)
-			_exit(1);
-		char c;
-		while (read(wake[0], &c, 1) > 0)
-			;
-		_exit(0);
-	}
-	close(ready[1]);
-	close(wake[0]);
-	char c;
-	ck_assert_int_eq(read(ready[0], &c, 1), 1);
-	close(ready[0]);
-	char p[64];
-	snprintf(p, sizeof(p), "/proc/%d/ns/net", pid);
-	int ns = open(p, O_RDONLY | O_CLOEXEC);
-	ck_assert_int_ge(ns, 0);
-	return (struct holder){.pid = pid, .wake = wake[1], .ns = ns};
-}
-
-static void release(struct holder *h)
-{
-	close(h->wake);
-	close(h->ns);
-	kill(h->pid, SIGKILL);
-	waitpid(h->pid, NULL, 0);
-}
-
 static int self_ns;
-static struct holder S, I;
+static struct h_netns S, I;
 static struct cell_nft *nft;
 
 static void enter(int ns)
@@ -130,8 +88,8 @@ static void setup(enum cell_nft_policy policy)
 	ck_assert_msg(unshare(CLONE_NEWNET) == 0, "unshare: %s", strerror(errno));
 	self_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	ck_assert_int_ge(self_ns, 0);
-	S = hold_netns();
-	I = hold_netns();
+	h_netns_hold(&S);
+	h_netns_hold(&I);
 	sh("ip link set lo up && echo 1 >/proc/sys/net/ipv4/ip_forward");
 	/* no IPv6 in S, as in a sandbox (its solicitations would be logged too) */
 	sh("nsenter --net=/proc/%d/ns/net sh -c "
@@ -173,8 +131,8 @@ static void setup(enum cell_nft_policy policy)
 static void teardown_ns(void)
 {
 	cell_nft_close(nft);
-	release(&S);
-	release(&I);
+	h_netns_release(&S);
+	h_netns_release(&I);
 	close(self_ns);
 }
 
@@ -227,7 +185,7 @@ static int count(const char *hay, const char *needle)
 /* Connect from S to dst:port (nothing is listening: a dropped SYN, or a refusal). */
 static void try_tcp(const char *dst, int port)
 {
-	enter(S.ns);
+	enter(S.fd);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	ck_assert_int_ge(fd, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -366,7 +324,7 @@ static pid_t flood_from(int ns, const char *dst, int rate, double secs)
 
 static pid_t flood(const char *dst, int rate, double secs)
 {
-	return flood_from(S.ns, dst, rate, secs);
+	return flood_from(S.fd, dst, rate, secs);
 }
 
 static double cpu_s(void)
