@@ -88,12 +88,23 @@ int cell_cgroup_fs_mkdir(const char *hier, const char *rel, struct cell_error *e
 	}
 }
 
+/* RMDIR_BUSY_POLLS × 5 ms: at most 2 s for an emptied cgroup to be released. */
+#define RMDIR_BUSY_POLLS 400
+
 int cell_cgroup_fs_rmdir(const char *hier, const char *rel, struct cell_error *err)
 {
 	char path[PATH_MAX];
 	if (cell_cgroup_fs_path(path, sizeof(path), hier, rel, NULL) < 0)
 		return cell_err(err, ENAMETOOLONG, "cgroup path for %s", rel);
-	if (rmdir(path) < 0 && errno != ENOENT)
+	/* Emptied is not yet released: a killed task leaves cgroup.procs before the kernel
+	 * drops its hold on the cgroup, so rmdir may say EBUSY for a moment. */
+	const struct timespec pause = {.tv_sec = 0, .tv_nsec = 5 * 1000 * 1000};
+	int r = rmdir(path);
+	for (int i = 0; r < 0 && errno == EBUSY && i < RMDIR_BUSY_POLLS; i++) {
+		nanosleep(&pause, NULL);
+		r = rmdir(path);
+	}
+	if (r < 0 && errno != ENOENT)
 		return cell_err(err, errno, "removing cgroup %s", path);
 	/* The instance dir ("cell", "cell-xxxxxxxx") goes when its last sandbox went; another
 	 * sandbox still in it (EBUSY/ENOTEMPTY) or a concurrent removal is fine. */
