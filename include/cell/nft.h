@@ -36,6 +36,8 @@
  * and per sandbox (host-side interface IF, sandbox address A):
  *
  *   set sb-IF-allowed { type ipv4_addr; flags timeout; size 4096 }  DNS-pinned allowlist
+ *   set sb-IF-ranges  { type ipv4_addr; flags interval }   the policy's allowed addresses
+ *   set sb-IF-denied  { type ipv4_addr; flags interval }   and denied ones (IPs and CIDRs)
  *   chain sb-IF {
  *     ip saddr != A counter drop comment "spoofed"         anti-spoof
  *     ip daddr @blocked4 counter drop comment "blocked"    before anything that accepts, so
@@ -43,10 +45,13 @@
  *                                                          metadata or RFC 1918 stays blocked
  *     meta l4proto {udp,tcp} th dport 53 drop comment "dns"  DNS to any resolver but its
  *                                                          own (the input chain's): denied
+ *     ip daddr @sb-IF-denied counter drop comment "denied"  a deny rule wins over any allow
+ *                                                          and ends open connections too
  *     ct state established,related accept                  a reply, or a connection opened
  *                                                          while its address was allowed
  *     public:    ct state new counter accept comment "allowed"
  *     allowlist: ip daddr @sb-IF-allowed ct state new counter accept comment "allowed"
+ *                ip daddr @sb-IF-ranges ct state new counter accept comment "allowed"
  *     (all)      counter drop comment "denied"             none: everything ends here
  *   }
  *
@@ -83,7 +88,8 @@
  *                   …
  *                   limit rate R/second burst B packets log prefix "denied" group G
  *                   counter drop comment "denied"
- *   chain sb-IF/spoofed, sb-IF/blocked { limit … log prefix "<reason>" group G …; drop }
+ *   chain sb-IF/spoofed, sb-IF/blocked, sb-IF/denied
+ *                                      { limit … log prefix "<reason>" group G …; drop }
  *   chain drop-host, drop-ipv6         { limit … log prefix "host"/"ipv6" …; drop }
  *   forward: iifname @sandbox_ifs meta nfproto ipv6 counter jump drop-ipv6
  *   input:   iifname @sandbox_ifs counter jump drop-host
@@ -158,6 +164,11 @@ struct cell_nft_sandbox {
 	 * (with a burst of a quarter second, at least 64 KiB) are dropped, established
 	 * connections included, so TCP slows down to it (a policer, not a shaper). */
 	uint64_t egress_bytes_per_s;
+	/* The policy's address rules (any order, may overlap; at most CELL_NFT_RANGES_MAX
+	 * each): ranges an allowlist reaches besides its pinned answers, and ranges no packet
+	 * of the sandbox reaches in any policy (a denied range wins over an allowed one). */
+	const struct cell_nft_range *allow_ranges, *deny_ranges;
+	size_t n_allow_ranges, n_deny_ranges;
 };
 
 struct cell_nft_counter {
@@ -194,10 +205,19 @@ int cell_nft_table_create(struct cell_nft *nft, const struct cell_nft_range *blo
 /* Delete the whole table (everything of every sandbox). 0 when it is already gone. */
 int cell_nft_table_delete(struct cell_nft *nft, struct cell_error *err);
 
-/* Add a sandbox's set, chain and map elements in one batch. -EEXIST when its chain exists
+/* Add a sandbox's sets, chains and map elements in one batch. -EEXIST when its chain exists
  * (remove it first). */
 int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
 			 struct cell_error *err);
+/* Write a sandbox's chains again from sb, in one batch, creating what is missing of it (a
+ * sandbox added by an older celld) and keeping its allowed set's elements; the chains'
+ * counters start again from 0. */
+int cell_nft_sandbox_rebuild(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
+			     struct cell_error *err);
+/* Replace the address rules of the sandbox on sb->ifname with sb's ranges (the rest of sb
+ * is not used), in one batch. -ENOENT when its range sets are not there (rebuild it). */
+int cell_nft_ranges_set(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
+			struct cell_error *err);
 /* Remove whatever the table holds of the sandbox on interface ifname (its jump, interface
  * and DNS elements, chain, drop chains and set) in one batch. 0 when nothing of it was
  * there. */

@@ -125,12 +125,7 @@ static int edit(struct http_req *r, enum edit what)
 	}
 	rc = network_policy_replace(sb, &p, &err);
 	pthread_mutex_unlock(&edit_lock);
-	if (rc == -EINVAL) {
-		/* What nftables cannot enforce (network_check_policy), named in the merged
-		 * policy, whose order GET shows. */
-		cell_err_wrap(&err, "the policy after this change: ");
-		http_internal(r, &err);
-	} else if (rc == -ENOTSUP) {
+	if (rc == -ENOTSUP) {
 		/* Its network not (or no longer) there to change. */
 		http_error(r, 409, "CONFLICT", "%s", err.msg);
 	} else if (rc < 0) {

@@ -161,29 +161,6 @@ int network_load_policies(struct cell_error *err)
 	return r;
 }
 
-/* IP and CIDR rules, as nftables can hold them now: an allowlist's /32s. */
-int network_check_policy(const struct netpolicy *p, const char *field, struct cell_error *err)
-{
-	for (size_t i = 0; i < p->n; i++) {
-		const struct netpolicy_rule *rule = &p->rules[i];
-		if (rule->kind != NETPOLICY_IPV4 && rule->kind != NETPOLICY_CIDR4)
-			continue;
-		if (p->default_allow)
-			return cell_err_msg(
-			    err, EINVAL,
-			    "%s.egress[%zu].target: an address rule (%s) under "
-			    "defaultAction \"allow\" is not supported: deny names, "
-			    "or use defaultAction \"deny\" and allow what is needed",
-			    field, i, rule->target);
-		if (rule->allow && rule->prefix != 32)
-			return cell_err_msg(err, EINVAL,
-					    "%s.egress[%zu].target: allowing a range (%s) is not "
-					    "supported; allow single addresses or names",
-					    field, i, rule->target);
-	}
-	return 0;
-}
-
 /* resourceLimits["cell.egress"]: "<n>[.<frac>]{bit,Kbit,Mbit,Gbit}" (decimal units, as
  * tc spells them) into bytes a second, 64Kbit to 100Gbit. */
 #define EGRESS_FIELD "resourceLimits.cell.egress"
@@ -271,8 +248,6 @@ static int network_spec_mode(const char *mode_name, json_t *policy_json, json_t 
 	}
 	struct netpolicy p;
 	int r = netpolicy_from_json(policy_json, "networkPolicy", &p, err);
-	if (r == 0)
-		r = network_check_policy(&p, "networkPolicy", err);
 	/* "none" with a policy that allows nothing: no interface at all (a policy that
 	 * allows nothing alone gets one, for the egress API to open later). */
 	if (r == 0 && mode_name && netpolicy_allows_any(&p))
@@ -486,24 +461,41 @@ static struct resolver_rule *resolver_rules_of(const struct netpolicy *p,
 	return rules;
 }
 
-/* An allowlist's single addresses, allowed for as long as nftables keeps a timeout (a
- * restart or a policy change adds them again). */
-static int pin_addresses(const char *ifname, const struct netpolicy *p, struct cell_error *err)
+/* The address rules of p as ns's ranges: what an allowlist allows (under defaultAction
+ * allow everything is), and what p denies; policy_ranges_free frees them. */
+static int policy_ranges(const struct netpolicy *p, struct cell_nft_sandbox *ns)
 {
-	if (p->default_allow)
-		return 0;
+	struct cell_nft_range *allow = calloc(p->n + 1, sizeof(*allow));
+	struct cell_nft_range *deny = calloc(p->n + 1, sizeof(*deny));
+	if (!allow || !deny) {
+		free(allow);
+		free(deny);
+		return -ENOMEM;
+	}
+	size_t na = 0, nd = 0;
 	for (size_t i = 0; i < p->n; i++) {
 		const struct netpolicy_rule *rule = &p->rules[i];
-		if (rule->allow &&
-		    (rule->kind == NETPOLICY_IPV4 || rule->kind == NETPOLICY_CIDR4)) {
-			struct in_addr a = {htonl(rule->addr)};
-			int r =
-			    cell_nft_allow_add(net.nft, ifname, &a, 1, CELL_NFT_TIMEOUT_MAX, err);
-			if (r < 0)
-				return r;
-		}
+		if (rule->kind != NETPOLICY_IPV4 && rule->kind != NETPOLICY_CIDR4)
+			continue;
+		uint32_t host = rule->prefix ? UINT32_MAX >> rule->prefix : UINT32_MAX;
+		struct cell_nft_range r = {rule->addr, rule->addr | host};
+		if (!rule->allow)
+			deny[nd++] = r;
+		else if (!p->default_allow)
+			allow[na++] = r;
 	}
+	ns->allow_ranges = allow;
+	ns->n_allow_ranges = na;
+	ns->deny_ranges = deny;
+	ns->n_deny_ranges = nd;
 	return 0;
+}
+
+static void policy_ranges_free(struct cell_nft_sandbox *ns)
+{
+	free((void *)ns->allow_ranges);
+	free((void *)ns->deny_ranges);
+	ns->allow_ranges = ns->deny_ranges = NULL;
 }
 
 static int resolver_join(struct sandbox *sb, const struct sb_link *l, const struct netpolicy *p,
@@ -518,8 +510,12 @@ static int resolver_join(struct sandbox *sb, const struct sb_link *l, const stru
 	return r;
 }
 
-static int nft_join(const struct sb_link *l, const struct netpolicy *p, uint64_t egress,
-		    struct cell_error *err)
+/* sb's objects in celld's table as p says: NFT_ADD for a new sandbox; NFT_RULES for one
+ * already there: its address rules replaced, and its chains written again when an older
+ * celld made them (without the range sets). */
+enum nft_how { NFT_ADD, NFT_RULES };
+static int nft_put(const struct sb_link *l, const struct netpolicy *p, uint64_t egress,
+		   enum nft_how how, struct cell_error *err)
 {
 	struct cell_nft_sandbox ns = {
 	    .addr = l->addr,
@@ -528,9 +524,17 @@ static int nft_join(const struct sb_link *l, const struct netpolicy *p, uint64_t
 	    .egress_bytes_per_s = egress,
 	};
 	snprintf(ns.ifname, sizeof(ns.ifname), "%s", l->ifname);
-	int r = cell_nft_sandbox_add(net.nft, &ns, err);
-	if (r == 0)
-		r = pin_addresses(l->ifname, p, err);
+	if (policy_ranges(p, &ns) < 0)
+		return cell_err(err, ENOMEM, "the address rules of %s", l->ifname);
+	int r;
+	if (how == NFT_ADD) {
+		r = cell_nft_sandbox_add(net.nft, &ns, err);
+	} else {
+		r = cell_nft_ranges_set(net.nft, &ns, err);
+		if (r == -ENOENT)
+			r = cell_nft_sandbox_rebuild(net.nft, &ns, err);
+	}
+	policy_ranges_free(&ns);
 	return r;
 }
 
@@ -619,7 +623,7 @@ static int attach_locked(struct sandbox *sb, const struct sb_link *l, const stru
 	 * sandbox's IPv6 whatever its sysctls say. */
 	int r = cell_net_sysctl(ns, "net/ipv6/conf/default/disable_ipv6", "1", err);
 	if (r == 0)
-		r = nft_join(l, p, egress_of(sb), err);
+		r = nft_put(l, p, egress_of(sb), NFT_ADD, err);
 	if (r == 0)
 		r = cell_nl_veth_create(&net.host, l->ifname, "eth0", ns, err);
 	if (r == 0)
@@ -708,10 +712,12 @@ int network_adopt(struct sandbox *sb, struct cell_error *err)
 		r = cell_err_msg(err, ENODEV, "its interface %s is gone", l.ifname);
 	if (r == 0) {
 		/* Its chain and the answers pinned in its set survive a restart of celld;
-		 * the chain is made again only if someone removed it. */
-		r = nft_join(&l, &p, egress_of(sb), err);
+		 * its address rules are written again from the record (a crash may have come
+		 * between a change and its record); the chain is made again only if someone
+		 * removed it. */
+		r = nft_put(&l, &p, egress_of(sb), NFT_ADD, err);
 		if (r == -EEXIST)
-			r = pin_addresses(l.ifname, &p, err);
+			r = nft_put(&l, &p, egress_of(sb), NFT_RULES, err);
 	}
 	if (r == 0)
 		r = resolver_join(sb, &l, &p, err);
@@ -819,7 +825,8 @@ static int unpin_all(const char *ifname, struct cell_error *err)
 	return r;
 }
 
-static int apply_locked(const struct sb_link *l, const struct netpolicy *p, struct cell_error *err)
+static int apply_locked(const struct sb_link *l, const struct netpolicy *p, uint64_t egress,
+			struct cell_error *err)
 {
 	struct resolver_rules rr;
 	struct resolver_rule *rules = resolver_rules_of(p, &rr);
@@ -830,7 +837,7 @@ static int apply_locked(const struct sb_link *l, const struct netpolicy *p, stru
 	if (r == 0 && !p->default_allow)
 		r = unpin_all(l->ifname, err);
 	if (r == 0)
-		r = pin_addresses(l->ifname, p, err);
+		r = nft_put(l, p, egress, NFT_RULES, err);
 	return r;
 }
 
@@ -845,8 +852,6 @@ int network_policy_replace(struct sandbox *sb, const struct netpolicy *p, struct
 	if (r == 0 && old.default_allow != p->default_allow)
 		r = cell_err_msg(err, ENOTSUP,
 				 "changing defaultAction of a running sandbox is not supported");
-	if (r == 0)
-		r = network_check_policy(p, "policy", err);
 	netpolicy_free(&old);
 	if (r == 0)
 		r = recorded_link(sb, &l, err);
@@ -866,7 +871,7 @@ int network_policy_replace(struct sandbox *sb, const struct netpolicy *p, struct
 	/* Under net.lock from the rules to the record, so two changes apply and are recorded
 	 * in one order. */
 	pthread_mutex_lock(&net.lock);
-	r = net.ready ? apply_locked(&l, p, err)
+	r = net.ready ? apply_locked(&l, p, egress_of(sb), err)
 		      : cell_err_msg(err, ENOTSUP, "sandbox %s has no network yet", sb->id);
 	if (r == 0) {
 		registry_lock();

@@ -35,9 +35,6 @@ int network_mode_parse(const char *name, enum network_mode *out);
 /* At start: read policies/network/public.json (the blocked ranges) and limited.json (the
  * limited mode's policy), name the table. Touches nothing of the host. */
 int network_load_policies(struct cell_error *err);
-/* What nftables can enforce of p's address rules now (field names p in messages):
- * -EINVAL naming the rule otherwise. */
-int network_check_policy(const struct netpolicy *p, const char *field, struct cell_error *err);
 /* The record's "network" of a create (a new reference in *out) from
  * extensions["cell.network"] (mode_name, NULL if absent), networkPolicy (NULL if absent)
  * and resourceLimits["cell.egress"] (a rate, "20Mbit": egressBytesPerSecond): -EINVAL

@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 
 #include "cell/cgroup.h"
+#include "cell/cleanup.h"
 #include "cell/codec.h"
 #include "cell/ipv4.h"
 
@@ -42,6 +43,8 @@
 #define MAP_CHAINS     "sandbox_chains"
 #define CHAIN_PREFIX   "sb-"
 #define ALLOWED_SUFFIX "-allowed"
+#define RANGES_SUFFIX  "-ranges"
+#define DENIED_SUFFIX  "-denied"
 /* The drop chains of the packet log: a sandbox's "sb-IF/<reason>" ('/' is outside the
  * interface names' characters, so cell_nft_sandbox_list never takes one for a sandbox),
  * and the base chains' two. */
@@ -119,6 +122,12 @@ static void chain_name(char *buf, size_t size, const char *ifname)
 static void allowed_name(char *buf, size_t size, const char *ifname)
 {
 	snprintf(buf, size, CHAIN_PREFIX "%s" ALLOWED_SUFFIX, ifname);
+}
+
+/* The sets of a sandbox's address rules: ranges it may reach, ranges it may not. */
+static void ranges_name(char *buf, size_t size, const char *ifname, bool denied)
+{
+	snprintf(buf, size, CHAIN_PREFIX "%s%s", ifname, denied ? DENIED_SUFFIX : RANGES_SUFFIX);
 }
 
 /* The drop chain of a sandbox's drops for reason ("spoofed", "blocked"). */
@@ -963,6 +972,53 @@ static void flush_chain(struct batch *bt, const char *chain)
 	nftnl_rule_free(r);
 }
 
+/* ---- interval sets of IPv4 ranges ---- */
+
+static void put_interval_set(struct batch *bt, const char *name, uint16_t flags)
+{
+	struct nftnl_set *s = set_new(bt->nft->table, name);
+	if (s) {
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, NFT_TYPE_IPADDR);
+		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, 4);
+		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL);
+	}
+	put_set(bt, s, NFT_MSG_NEWSET, flags, "adding");
+}
+
+/* Replace what interval set name holds with ranges (any order, may overlap: the kernel
+ * wants them disjoint, so they are merged first). An interval set holds the start of each
+ * range and, as an end element, the address after it; the gap before the first range
+ * starts with an end element at 0. */
+static void fill_ranges(struct batch *bt, const char *name, const struct cell_nft_range *ranges,
+			size_t n)
+{
+	put_set(bt, set_new(bt->nft->table, name), NFT_MSG_DELSETELEM, 0, "flushing");
+	if (!n)
+		return;
+	struct cell_nft_range *r = malloc(n * sizeof(*r));
+	struct nftnl_set *s = r ? set_new(bt->nft->table, name) : NULL;
+	if (!s) {
+		free(r);
+		bt->overflow = true;
+		return;
+	}
+	memcpy(r, ranges, n * sizeof(*r));
+	n = merge_ranges(r, n);
+	uint32_t zero = 0;
+	if (r[0].first != 0)
+		elem_add(s, &zero, 4, NFT_SET_ELEM_INTERVAL_END, 0);
+	for (size_t i = 0; i < n; i++) {
+		uint32_t a = htonl(r[i].first);
+		elem_add(s, &a, 4, 0, 0);
+		if (r[i].last != UINT32_MAX) {
+			uint32_t e = htonl(r[i].last + 1);
+			elem_add(s, &e, 4, NFT_SET_ELEM_INTERVAL_END, 0);
+		}
+	}
+	free(r);
+	put_set(bt, s, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "filling");
+}
+
 /* ---- the table ---- */
 
 static void base_rules(struct batch *bt)
@@ -1041,18 +1097,9 @@ static int table_create(struct cell_nft *nft, const struct cell_nft_range *block
 	if (nb > CELL_NFT_RANGES_MAX)
 		return cell_err_msg(err, E2BIG, "blocked list: %zu ranges, at most %d", nb,
 				    CELL_NFT_RANGES_MAX);
-	struct cell_nft_range *r = malloc((nb ? nb : 1) * sizeof(*r));
-	if (!r)
-		return cell_err(err, ENOMEM, "nftables table inet %s", nft->table);
-	if (nb)
-		memcpy(r, blocked, nb * sizeof(*r));
-	nb = merge_ranges(r, nb);
-
 	struct batch *bt = calloc(1, sizeof(*bt));
-	if (!bt) {
-		free(r);
+	if (!bt)
 		return cell_err(err, ENOMEM, "nftables table inet %s", nft->table);
-	}
 	batch_start(bt, nft);
 
 	struct nftnl_table *t = nftnl_table_alloc();
@@ -1071,14 +1118,8 @@ static int table_create(struct cell_nft *nft, const struct cell_nft_range *block
 	}
 
 	/* Sets (without NLM_F_EXCL: an existing one with the same type is reused). */
-	struct nftnl_set *s = set_new(nft->table, SET_BLOCKED);
-	if (s) {
-		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, NFT_TYPE_IPADDR);
-		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, 4);
-		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_INTERVAL);
-	}
-	put_set(bt, s, NFT_MSG_NEWSET, NLM_F_CREATE, "adding");
-	s = set_new(nft->table, SET_IFS);
+	put_interval_set(bt, SET_BLOCKED, NLM_F_CREATE);
+	struct nftnl_set *s = set_new(nft->table, SET_IFS);
 	if (s) {
 		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, NFT_TYPE_IFNAME);
 		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, IFNAMSIZ);
@@ -1101,24 +1142,7 @@ static int table_create(struct cell_nft *nft, const struct cell_nft_range *block
 	put_set(bt, s, NFT_MSG_NEWSET, NLM_F_CREATE, "adding");
 
 	/* The blocked ranges, replacing whatever the set held. */
-	put_set(bt, set_new(nft->table, SET_BLOCKED), NFT_MSG_DELSETELEM, 0, "flushing");
-	s = set_new(nft->table, SET_BLOCKED);
-	if (s && nb) {
-		uint32_t zero = 0;
-		if (r[0].first != 0)
-			elem_add(s, &zero, 4, NFT_SET_ELEM_INTERVAL_END, 0);
-		for (size_t i = 0; i < nb; i++) {
-			uint32_t a = htonl(r[i].first);
-			elem_add(s, &a, 4, 0, 0);
-			if (r[i].last != UINT32_MAX) {
-				uint32_t e = htonl(r[i].last + 1);
-				elem_add(s, &e, 4, NFT_SET_ELEM_INTERVAL_END, 0);
-			}
-		}
-		put_set(bt, s, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "filling");
-	} else if (s) {
-		nftnl_set_free(s);
-	}
+	fill_ranges(bt, SET_BLOCKED, blocked, nb);
 
 	put_chain(bt, "forward", "filter", NF_INET_FORWARD, 0, NLM_F_CREATE);
 	put_chain(bt, "input", "filter", NF_INET_LOCAL_IN, 0, NLM_F_CREATE);
@@ -1136,7 +1160,6 @@ static int table_create(struct cell_nft *nft, const struct cell_nft_range *block
 
 	int rc = batch_run(bt, err);
 	batch_free(bt);
-	free(r);
 	return rc;
 }
 
@@ -1245,18 +1268,47 @@ out:
 
 /* ---- sandboxes ---- */
 
-static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, const char *chain,
-			  const char *allowed)
+/* The reasons of a sandbox's drop chains (sb-IF/<reason>). */
+static const char *const sandbox_drops[] = {"spoofed", "blocked", "denied"};
+
+/* ip daddr @set: the destination is in one of the sandbox's sets. */
+static void x_daddr_in(struct rule *r, const char *set)
+{
+	x_ipv4(r);
+	x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG_1);
+	x_lookup(r, NFT_REG_1, set, ~0u);
+}
+
+/* An allowlist's accept of new connections to what set holds. */
+static void allow_rule(struct batch *bt, const char *chain, const char *set)
+{
+	struct rule r;
+	rule_begin(&r, bt->nft, chain);
+	x_daddr_in(&r, set);
+	x_ct_state(&r, CT_NEW);
+	x_simple(&r, "counter");
+	x_verdict(&r, NF_ACCEPT);
+	rule_end(bt, &r, "allowed");
+}
+
+static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, const char *chain)
 {
 	struct cell_nft *nft = bt->nft;
 	struct rule r;
-	char spoofed[NFT_CHAIN_MAXNAMELEN], blocked[NFT_CHAIN_MAXNAMELEN];
+	char spoofed[NFT_CHAIN_MAXNAMELEN], blocked[NFT_CHAIN_MAXNAMELEN],
+	    denied[NFT_CHAIN_MAXNAMELEN];
 	drop_chain_name(spoofed, sizeof(spoofed), sb->ifname, "spoofed");
 	drop_chain_name(blocked, sizeof(blocked), sb->ifname, "blocked");
+	drop_chain_name(denied, sizeof(denied), sb->ifname, "denied");
 	if (nft->log_group) {
 		drop_chain_rules(bt, spoofed, "spoofed");
 		drop_chain_rules(bt, blocked, "blocked");
+		drop_chain_rules(bt, denied, "denied");
 	}
+	char allowed[NFT_SET_MAXNAMELEN], ranges[NFT_SET_MAXNAMELEN], deny[NFT_SET_MAXNAMELEN];
+	allowed_name(allowed, sizeof(allowed), sb->ifname);
+	ranges_name(ranges, sizeof(ranges), sb->ifname, false);
+	ranges_name(deny, sizeof(deny), sb->ifname, true);
 
 	rule_begin(&r, nft, chain);
 	x_ipv4(&r);
@@ -1266,9 +1318,7 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 	rule_end(bt, &r, "spoofed");
 
 	rule_begin(&r, nft, chain);
-	x_ipv4(&r);
-	x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG_1);
-	x_lookup(&r, NFT_REG_1, SET_BLOCKED, ~0u);
+	x_daddr_in(&r, SET_BLOCKED);
 	x_drop(&r, nft, blocked);
 	rule_end(bt, &r, "blocked");
 
@@ -1287,6 +1337,13 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 		rule_end(bt, &r, "dns");
 	}
 
+	/* The policy's denied addresses win over anything that allows them, and end
+	 * connections opened before they were denied. */
+	rule_begin(&r, nft, chain);
+	x_daddr_in(&r, deny);
+	x_drop(&r, nft, denied);
+	rule_end(bt, &r, "denied");
+
 	/* Before anything accepts: the limit holds for established connections too. Not
 	 * logged: it is the sandbox's bandwidth, not an attempt. */
 	if (sb->egress_bytes_per_s) {
@@ -1302,17 +1359,15 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 	x_verdict(&r, NF_ACCEPT);
 	rule_end(bt, &r, NULL);
 
-	if (sb->policy == CELL_NFT_PUBLIC || sb->policy == CELL_NFT_ALLOWLIST) {
+	if (sb->policy == CELL_NFT_PUBLIC) {
 		rule_begin(&r, nft, chain);
-		if (sb->policy == CELL_NFT_ALLOWLIST) {
-			x_ipv4(&r);
-			x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG_1);
-			x_lookup(&r, NFT_REG_1, allowed, ~0u);
-		}
 		x_ct_state(&r, CT_NEW);
 		x_simple(&r, "counter");
 		x_verdict(&r, NF_ACCEPT);
 		rule_end(bt, &r, "allowed");
+	} else if (sb->policy == CELL_NFT_ALLOWLIST) {
+		allow_rule(bt, chain, allowed);
+		allow_rule(bt, chain, ranges);
 	}
 
 	/* Only packets the next rule drops get here. */
@@ -1327,20 +1382,35 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 	rule_end(bt, &r, "denied");
 }
 
-int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
-			 struct cell_error *err)
+static int check_ranges(const struct cell_nft_sandbox *sb, struct cell_error *err)
+{
+	if (sb->n_allow_ranges > CELL_NFT_RANGES_MAX || sb->n_deny_ranges > CELL_NFT_RANGES_MAX)
+		return cell_err_msg(
+		    err, E2BIG, "sandbox %s: %zu allowed and %zu denied ranges, at most %d each",
+		    sb->ifname, sb->n_allow_ranges, sb->n_deny_ranges, CELL_NFT_RANGES_MAX);
+	return 0;
+}
+
+/* The sandbox's objects (and, to rebuild, its chains emptied and written again) in one
+ * batch; its allowed set's elements are kept. */
+static int sandbox_put(struct cell_nft *nft, const struct cell_nft_sandbox *sb, bool rebuild,
+		       struct cell_error *err)
 {
 	int rc = check_ifname(sb->ifname, err);
-	if (rc < 0)
+	if (rc < 0 || (rc = check_ranges(sb, err)) < 0)
 		return rc;
 	if (sb->policy != CELL_NFT_NONE && sb->policy != CELL_NFT_PUBLIC &&
 	    sb->policy != CELL_NFT_ALLOWLIST)
 		return cell_err_msg(err, EINVAL, "sandbox %s: unknown network policy %d",
 				    sb->ifname, (int)sb->policy);
 	char chain[NFT_CHAIN_MAXNAMELEN], allowed[NFT_SET_MAXNAMELEN], key[IFNAMSIZ];
+	char ranges[NFT_SET_MAXNAMELEN], deny[NFT_SET_MAXNAMELEN];
 	chain_name(chain, sizeof(chain), sb->ifname);
 	allowed_name(allowed, sizeof(allowed), sb->ifname);
+	ranges_name(ranges, sizeof(ranges), sb->ifname, false);
+	ranges_name(deny, sizeof(deny), sb->ifname, true);
 	ifkey(key, sb->ifname);
+	uint16_t create = rebuild ? NLM_F_CREATE : NLM_F_CREATE | NLM_F_EXCL;
 
 	pthread_mutex_lock(&nft->lock);
 	struct batch *bt = calloc(1, sizeof(*bt));
@@ -1356,16 +1426,22 @@ int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb
 		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_TIMEOUT);
 		nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, CELL_NFT_ALLOWED_MAX);
 	}
-	put_set(bt, s, NFT_MSG_NEWSET, NLM_F_CREATE | NLM_F_EXCL, "adding");
-	put_chain(bt, chain, NULL, 0, 0, NLM_F_CREATE | NLM_F_EXCL);
-	if (nft->log_group) {
+	put_set(bt, s, NFT_MSG_NEWSET, create, "adding");
+	put_interval_set(bt, ranges, create);
+	put_interval_set(bt, deny, create);
+	fill_ranges(bt, ranges, sb->allow_ranges, sb->n_allow_ranges);
+	fill_ranges(bt, deny, sb->deny_ranges, sb->n_deny_ranges);
+	put_chain(bt, chain, NULL, 0, 0, create);
+	if (rebuild)
+		flush_chain(bt, chain);
+	for (size_t i = 0; nft->log_group && i < CELL_ARRAY_SIZE(sandbox_drops); i++) {
 		char drop[NFT_CHAIN_MAXNAMELEN];
-		drop_chain_name(drop, sizeof(drop), sb->ifname, "spoofed");
-		put_chain(bt, drop, NULL, 0, 0, NLM_F_CREATE | NLM_F_EXCL);
-		drop_chain_name(drop, sizeof(drop), sb->ifname, "blocked");
-		put_chain(bt, drop, NULL, 0, 0, NLM_F_CREATE | NLM_F_EXCL);
+		drop_chain_name(drop, sizeof(drop), sb->ifname, sandbox_drops[i]);
+		put_chain(bt, drop, NULL, 0, 0, create);
+		if (rebuild)
+			flush_chain(bt, drop);
 	}
-	sandbox_rules(bt, sb, chain, allowed);
+	sandbox_rules(bt, sb, chain);
 
 	s = set_new(nft->table, SET_IFS);
 	if (s)
@@ -1394,8 +1470,45 @@ int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb
 	put_set(bt, s, NFT_MSG_NEWSETELEM, NLM_F_CREATE, "adding an element to");
 	rc = batch_run(bt, err);
 	if (rc < 0)
-		cell_err_wrap(err, "adding sandbox %s: ", sb->ifname);
+		cell_err_wrap(err, "%s sandbox %s: ", rebuild ? "rebuilding" : "adding",
+			      sb->ifname);
 out:
+	batch_free(bt);
+	pthread_mutex_unlock(&nft->lock);
+	return rc;
+}
+
+int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
+			 struct cell_error *err)
+{
+	return sandbox_put(nft, sb, false, err);
+}
+
+int cell_nft_sandbox_rebuild(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
+			     struct cell_error *err)
+{
+	return sandbox_put(nft, sb, true, err);
+}
+
+int cell_nft_ranges_set(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
+			struct cell_error *err)
+{
+	int rc = check_ifname(sb->ifname, err);
+	if (rc < 0 || (rc = check_ranges(sb, err)) < 0)
+		return rc;
+	char ranges[NFT_SET_MAXNAMELEN], deny[NFT_SET_MAXNAMELEN];
+	ranges_name(ranges, sizeof(ranges), sb->ifname, false);
+	ranges_name(deny, sizeof(deny), sb->ifname, true);
+	pthread_mutex_lock(&nft->lock);
+	struct batch *bt = calloc(1, sizeof(*bt));
+	if (bt) {
+		batch_start(bt, nft);
+		fill_ranges(bt, ranges, sb->allow_ranges, sb->n_allow_ranges);
+		fill_ranges(bt, deny, sb->deny_ranges, sb->n_deny_ranges);
+		rc = batch_run(bt, err);
+	} else {
+		rc = cell_err(err, ENOMEM, "sandbox %s", sb->ifname);
+	}
 	batch_free(bt);
 	pthread_mutex_unlock(&nft->lock);
 	return rc;
@@ -1469,15 +1582,20 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 	/* Its chain first: its jumps go with it, then the drop chains they jumped to. */
 	if (names_has(&chains, chain))
 		del_chain(bt, chain);
-	static const char *const reasons[] = {"spoofed", "blocked"};
-	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(sandbox_drops); i++) {
 		char drop[NFT_CHAIN_MAXNAMELEN];
-		drop_chain_name(drop, sizeof(drop), ifname, reasons[i]);
+		drop_chain_name(drop, sizeof(drop), ifname, sandbox_drops[i]);
 		if (names_has(&chains, drop))
 			del_chain(bt, drop);
 	}
-	if (names_has(&sets, allowed))
-		put_set(bt, set_new(nft->table, allowed), NFT_MSG_DELSET, 0, "deleting");
+	char ranges[NFT_SET_MAXNAMELEN], deny[NFT_SET_MAXNAMELEN];
+	ranges_name(ranges, sizeof(ranges), ifname, false);
+	ranges_name(deny, sizeof(deny), ifname, true);
+	const char *const own_sets[] = {allowed, ranges, deny};
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(own_sets); i++)
+		if (names_has(&sets, own_sets[i]))
+			put_set(bt, set_new(nft->table, own_sets[i]), NFT_MSG_DELSET, 0,
+				"deleting");
 	rc = bt->n ? batch_run(bt, err) : 0;
 	if (rc < 0)
 		cell_err_wrap(err, "removing sandbox %s: ", ifname);

@@ -238,6 +238,10 @@ START_TEST(test_table_and_sandboxes)
 			      "map:sandbox_chains",
 			      "set:sb-cellt0001-allowed",
 			      "set:sb-cellt0002-allowed",
+			      "set:sb-cellt0001-ranges",
+			      "set:sb-cellt0002-ranges",
+			      "set:sb-cellt0001-denied",
+			      "set:sb-cellt0002-denied",
 			      "chain:drop-host",
 			      "chain:drop-ipv6",
 			      "chain:drop-dns"};
@@ -646,6 +650,116 @@ static void accepted_from(int lfd, char *buf, size_t size)
 	ck_assert_msg(last == 0, "no connection to accept");
 }
 
+static struct cell_nft_range range(const char *first, const char *last)
+{
+	struct in_addr a, b;
+	ck_assert_int_eq(inet_pton(AF_INET, first, &a), 1);
+	ck_assert_int_eq(inet_pton(AF_INET, last, &b), 1);
+	return (struct cell_nft_range){ntohl(a.s_addr), ntohl(b.s_addr)};
+}
+
+static void ranges_set(struct cell_nft *nft, struct cell_nft_sandbox sb)
+{
+	struct cell_error err = {0};
+	int rc = cell_nft_ranges_set(nft, &sb, &err);
+	ck_assert_msg(rc == 0, "address rules of %s: %d %s", sb.ifname, rc, err.msg);
+}
+
+/* Did a byte sent now on the connected socket fd (in ns) reach the server end srv? */
+static bool carries(int fd, int srv)
+{
+	ck_assert_int_eq(send(fd, "x", 1, MSG_NOSIGNAL), 1);
+	struct pollfd p = {.fd = srv, .events = POLLIN};
+	char c;
+	return poll(&p, 1, 800) == 1 && recv(srv, &c, 1, MSG_DONTWAIT) == 1;
+}
+
+/* A policy's address rules (the ranges sets): an allowlist reaches an allowed range but
+ * not a denied address inside it nor a blocked range it names; replacing them is live; a
+ * deny ends a connection opened before it; a rebuild keeps the pinned answers. Leaves
+ * sandbox S (cellp0001) in place, public, without rules. */
+static void address_rules(struct cell_nft *nft, int S, int web)
+{
+	struct cell_error err = {0};
+	del(nft, "cellp0001");
+	struct cell_nft_range allow[] = {range("203.0.113.0", "203.0.113.255"),
+					 range("10.0.0.0", "10.255.255.255")};
+	struct cell_nft_range deny[] = {range("203.0.113.10", "203.0.113.10")};
+	struct cell_nft_sandbox sb =
+	    sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_ALLOWLIST);
+	sb.allow_ranges = allow;
+	sb.n_allow_ranges = 2;
+	sb.deny_ranges = deny;
+	sb.n_deny_ranges = 1;
+	add(nft, sb);
+	ck_assert(reach(S, NULL, "203.0.113.11", 80));
+	ck_assert(!reach(S, NULL, "203.0.113.10", 80));	 /* denied inside the allowed range */
+	ck_assert(!reach(S, NULL, "10.0.0.1", 80));	 /* blocked wins over an allowed range */
+	ck_assert(!reach(S, NULL, "198.51.100.10", 80)); /* not allowed */
+	struct cell_nft_counters c;
+	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
+	ck_assert_uint_eq(c.allowed.packets, 1);
+	ck_assert_uint_ge(c.denied.packets, 2);
+	char *t = sh_out("nft list set inet " TABLE " sb-cellp0001-ranges");
+	ck_assert_msg(strstr(t, "203.0.113.0/24") && strstr(t, "10.0.0.0/8"), "%s", t);
+	free(t);
+
+	/* replaced live: another range, no denial */
+	sb.n_allow_ranges = 1;
+	struct cell_nft_range other = range("198.51.100.0", "198.51.100.255");
+	sb.allow_ranges = &other;
+	sb.n_deny_ranges = 0;
+	ranges_set(nft, sb);
+	ck_assert(reach(S, NULL, "198.51.100.10", 80));
+	ck_assert(!reach(S, NULL, "203.0.113.11", 80));
+
+	/* a rebuild writes the chain again and keeps what was pinned */
+	struct in_addr pin;
+	inet_pton(AF_INET, "203.0.113.11", &pin);
+	ck_assert_int_eq(cell_nft_allow_add(nft, "cellp0001", &pin, 1, 60, &err), 0);
+	ck_assert_int_eq(cell_nft_sandbox_rebuild(nft, &sb, &err), 0);
+	ck_assert(reach(S, NULL, "203.0.113.11", 80));
+	ck_assert(reach(S, NULL, "198.51.100.10", 80));
+	ck_assert(!reach(S, NULL, "203.0.113.10", 80));
+	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
+	ck_assert_uint_eq(c.allowed.packets, 2); /* counted from the rebuild on */
+
+	/* public with a deny: a connection opened before the deny carries nothing after it */
+	sb.policy = CELL_NFT_PUBLIC;
+	sb.n_allow_ranges = 0;
+	ck_assert_int_eq(cell_nft_sandbox_rebuild(nft, &sb, &err), 0);
+	for (int x; (x = accept4(web, NULL, NULL, SOCK_CLOEXEC)) >= 0;)
+		close(x); /* the earlier probes' connections */
+	enter(S);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	enter(self_ns);
+	struct sockaddr_storage d;
+	socklen_t dl = sockaddr_of("203.0.113.10", 80, &d);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&d, dl), 0);
+	struct pollfd pw = {.fd = web, .events = POLLIN};
+	ck_assert_int_eq(poll(&pw, 1, 2000), 1);
+	int srv = accept4(web, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(srv, 0);
+	ck_assert(carries(fd, srv));
+	sb.deny_ranges = deny;
+	sb.n_deny_ranges = 1;
+	ranges_set(nft, sb);
+	ck_assert(!carries(fd, srv));
+	ck_assert(!reach(S, NULL, "203.0.113.10", 80));
+	ck_assert(reach(S, NULL, "203.0.113.11", 80));
+	close(fd);
+	close(srv);
+	char from[64];
+	accepted_from(web, from, sizeof(from));
+
+	/* the rules of a sandbox the table does not hold */
+	struct cell_nft_sandbox none =
+	    sandbox("cellp0009", "192.0.2.4", "192.0.2.1", CELL_NFT_PUBLIC);
+	ck_assert_int_eq(cell_nft_ranges_set(nft, &none, &err), -ENOENT);
+	sb.n_deny_ranges = 0;
+	ck_assert_int_eq(cell_nft_sandbox_rebuild(nft, &sb, &err), 0);
+}
+
 START_TEST(test_packets)
 {
 	fresh_netns();
@@ -692,7 +806,8 @@ START_TEST(test_packets)
 	/* I: the test internet, its web server on TEST-NET and the hosts that must stay
 	 * unreachable; a route back to the sandboxes for when nothing masquerades. */
 	sh("%s sh -c 'ip link set lo up && ip addr add 198.51.100.10/24 dev eth0 && "
-	   "ip addr add 203.0.113.10/32 dev eth0 && ip addr add 10.0.0.1/32 dev eth0 && "
+	   "ip addr add 203.0.113.10/32 dev eth0 && ip addr add 203.0.113.11/32 dev eth0 && "
+	   "ip addr add 10.0.0.1/32 dev eth0 && "
 	   "ip addr add 169.254.169.254/32 dev eth0 && ip link set eth0 up && "
 	   "ip route add 192.0.2.0/24 via 198.51.100.1'",
 	   ip);
@@ -806,6 +921,8 @@ START_TEST(test_packets)
 	ck_assert_msg(c.egress_limited.packets >= 100 && c.egress_limited.packets < 300,
 		      "%" PRIu64 " of 300 datagrams over the limit", c.egress_limited.packets);
 	ck_assert_uint_eq(c.denied.packets, 0);
+
+	address_rules(nft, S.fd, web);
 
 	/* none */
 	del(nft, "cellp0001");
@@ -1149,8 +1266,9 @@ START_TEST(test_log_restart)
 	char *t = sh_out("nft list table inet " TABLE);
 	ck_assert_msg(strstr(t, "chain sb-cellr0002/blocked {") &&
 			  strstr(t, "chain sb-cellr0002/spoofed {") &&
-			  !strstr(t, "sb-cellr0001/") && count(t, "log prefix") == 6 &&
-			  count(t, "group 4243") == 6 && count(t, "limit rate 10/second") == 6,
+			  strstr(t, "chain sb-cellr0002/denied {") && !strstr(t, "sb-cellr0001/") &&
+			  count(t, "log prefix") == 7 && count(t, "group 4243") == 7 &&
+			  count(t, "limit rate 10/second") == 7,
 		      "%s", t);
 	free(t);
 	/* the list names sandboxes, never a drop chain */
@@ -1165,7 +1283,7 @@ START_TEST(test_log_restart)
 
 	nft = open_table(TABLE, NULL, 0); /* the log off again */
 	t = sh_out("nft list table inet " TABLE);
-	ck_assert_msg(count(t, "log prefix") == 3 && strstr(t, "chain drop-host {"), "%s", t);
+	ck_assert_msg(count(t, "log prefix") == 4 && strstr(t, "chain drop-host {"), "%s", t);
 	free(t);
 	del(nft, "cellr0001");
 	del(nft, "cellr0002");
