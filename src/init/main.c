@@ -315,6 +315,8 @@ int main(int argc, char **argv)
 	cell_log_set_prefix("cell-init");
 	if (parse_args(argc, argv) < 0)
 		return 2;
+	/* Executed from a memfd, PID 1's name would be "memfd:cell-init" in ps and top. */
+	prctl(PR_SET_NAME, "cell-init", 0, 0, 0);
 
 	/* Nobody inside may ptrace PID 1 or read its memory through /proc/1/mem: the
 	 * /proc/self/exe overwrite class of CVE-2019-5736 starts there. */

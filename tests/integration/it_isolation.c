@@ -55,6 +55,9 @@ START_TEST(pid1_is_cell_init)
 	char *out = h_sh(id, "tr '\\0' ' ' < /proc/1/cmdline");
 	ck_assert_msg(strstr(out, "cell-init"), "PID 1 is '%s'", out);
 	free(out);
+	out = h_sh(id, "cat /proc/1/comm");
+	ck_assert_str_eq(out, "cell-init\n"); /* ps and top show this, not memfd:cell-init */
+	free(out);
 	/* The command itself runs in the sandbox's pid namespace, with a small pid. */
 	out = h_sh(id, "echo $$");
 	ck_assert_int_gt(atoi(out), 1);
