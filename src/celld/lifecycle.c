@@ -469,11 +469,6 @@ static int spawn(struct sandbox *sb, struct cell_error *err)
 	cell_quota_close(&quota); /* the sandbox's overlay holds its layer now */
 	if (r < 0)
 		return r;
-	/* cell-init is not exempted from the OOM killer with -1000: a write by a process
-	 * holding CAP_SYS_RESOURCE also sets the floor (oom_score_adj_min) that every command
-	 * would inherit, letting any of them make itself unkillable. Instead each command
-	 * starts above init (cell-init's exec.c), so a memory hog, not PID 1, is what a
-	 * sandbox's OOM kill picks. */
 	registry_lock();
 	sb->pid = res.pid;
 	sb->pidfd = res.pidfd;

@@ -402,10 +402,10 @@ child_run(const struct exec_req *r, int out_w, int err_w, int errfd)
 	 * socket, other commands' pipes and the O_PATH root fd must never leak (the leaked-fd
 	 * class of CVE-2024-21626). */
 	close_fds_from(4);
-	/* Commands go first when the sandbox's memory runs out, PID 1 last: raising
-	 * oom_score_adj needs no privilege, and without CAP_SYS_RESOURCE a command can only
-	 * lower it back to init's 0 (the floor). A failure only changes which process an OOM
-	 * kill picks, and init, a few MiB, is never the largest. */
+	/* PID 1 runs at -1000, never an OOM victim (celld sets it: spawn.c's protect_init);
+	 * a command starts at 500, so a hog in it goes before anything else. Raising
+	 * oom_score_adj needs no privilege. A failure only changes which command an OOM kill
+	 * picks. */
 	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
 	if (oom >= 0) {
 		ssize_t w = write(oom, "500", 3);

@@ -11,6 +11,7 @@
  *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS) into the cgroup
  *                                          join the v1 cgroups, reset signals
  *   uid/gid maps 0 -> uid_base             waits for its mounts on the sync socket
+ *   oom_score_adj -1000 (PID 1 never the OOM victim)
  *   attach to the cgroup (fallback)
  *   idmapped image + overlay, volumes  --> receive the mount fds (SCM_RIGHTS)
  *                                          private propagation, host device nodes,
@@ -39,6 +40,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -52,7 +54,9 @@
 #include <linux/sched.h>
 
 #include "cell/cleanup.h"
+#include "cell/fsutil.h"
 #include "cell/id.h"
+#include "cell/log.h"
 #include "cell/proto.h"
 #include "cell/runtime.h"
 #include "internal.h"
@@ -588,6 +592,34 @@ static int write_id_maps(struct spawn_parent *p, struct cell_error *err)
 	return cell_userns_write_maps(p->pid, p->req->uid_base, err);
 }
 
+/* The sandbox's PID 1 is never the OOM killer's victim (-1000). Written from here, as
+ * root of the host, while the child still waits before its exec: no other process of the
+ * sandbox exists yet. Without it, a memory kill of the last other process of a sandbox
+ * that ends while its socket buffers are still charged (an exit frees the memory map
+ * before the files) leaves PID 1 as the only candidate of the next kill, which takes the
+ * whole sandbox along. The write also sets the floor that processes forked from PID 1
+ * inherit: cell-init raises each command to 500 (cell-init's exec.c), and a command may
+ * lower itself back as far as -1000, making itself unkillable inside its own sandbox
+ * only: its memory stays within the limit, and deleting or stopping the sandbox still
+ * kills it (cgroup.kill). Lowering takes CAP_SYS_RESOURCE: a celld without it (a
+ * container that withholds it) leaves PID 1 at 0, as the log says once. */
+static atomic_bool oom_unprotected_said;
+
+static int protect_init(struct spawn_parent *p, struct cell_error *err)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/oom_score_adj", (int)p->pid);
+	struct cell_error werr = {0};
+	int r = cell_write_string(path, "-1000", &werr);
+	if (r == -EACCES && !atomic_exchange(&oom_unprotected_said, true))
+		log_warn("sandboxes' PID 1 stays an OOM candidate (oom_score_adj 0): %s (celld "
+			 "lacks CAP_SYS_RESOURCE)",
+			 werr.msg);
+	if (r < 0 && r != -EACCES)
+		return cell_err_msg(err, -r, "%s", werr.msg);
+	return 0;
+}
+
 /* The parent's part of joining the cgroup, when the child could not be born into it. */
 static int attach_by_pid(struct spawn_parent *p, struct cell_error *err)
 {
@@ -725,6 +757,7 @@ static parent_step_fn *const parent_steps[] = {
     make_sync_sockets,
     clone_sandbox,
     write_id_maps,
+    protect_init,
     attach_by_pid,
     /* Network, the parent's half, goes here: move the sandbox's veth into the child's net
      * namespace (through p->pidfd). The child is still waiting for its mounts
