@@ -494,10 +494,34 @@ static int check_field(enum field f, const char *text, uint64_t *v, struct cell_
 	return 0;
 }
 
+/* A key cell does not enforce is refused rather than ignored: a client asking for a GPU
+ * must not get a sandbox without one. "gpu" is OpenSandbox's own key: "0" asks for
+ * nothing and is taken. "cell.egress" is the network's (network.c). */
+static int check_keys(json_t *request, struct cell_error *err)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(request, key, v)
+	{
+		bool known = !strcmp(key, "io") || !strcmp(key, "cell.egress");
+		for (int f = 0; f < F_COUNT && !known; f++)
+			known = !strcmp(key, field_names[f]);
+		if (known || (!strcmp(key, "gpu") && !strcmp(json_string_value(v), "0")))
+			continue;
+		return field_fail(err,
+				  "resourceLimits.%.40s is not supported by cell (it enforces cpu, "
+				  "memory, pids, disk, io and cell.egress%s)",
+				  key, strcmp(key, "gpu") ? "" : "; a sandbox has no GPU");
+	}
+	return 0;
+}
+
 int limits_resolve(json_t *request, struct cell_limits *out, bool check, struct cell_error *err)
 {
 	uint64_t v[F_COUNT];
 	*out = (struct cell_limits){0};
+	if (check && check_keys(request, err) < 0)
+		return -EINVAL;
 	for (int f = 0; f < F_COUNT; f++) {
 		json_t *given = json_object_get(request, field_names[f]);
 		v[f] = policy.defaults[f];

@@ -213,6 +213,10 @@ START_TEST(bad_limits_refused)
 	expect_400("{\"disk\":\"10 Gi\"}", "resourceLimits.disk");
 	expect_400("{\"io\":\"rbps=fast\"}", "resourceLimits.io");
 	expect_400("{\"memory\":512}", "resourceLimits");
+	/* What cell does not enforce is refused, not ignored (a GPU above all). */
+	expect_400("{\"gpu\":\"1\"}", "resourceLimits.gpu is not supported");
+	expect_400("{\"cpu\":\"1\",\"ephemeral-storage\":\"1Gi\"}",
+		   "resourceLimits.ephemeral-storage is not supported");
 	/* Within the policy's maximum (8 cores) but more than this host has: 503. */
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	if (cpus < 8) {
@@ -229,7 +233,8 @@ END_TEST
 
 START_TEST(usage_and_metrics)
 {
-	char *id = create_limited("{\"cpu\":\"1500m\",\"memory\":\"300Mi\"}");
+	/* "gpu": "0" asks for nothing, and is taken. */
+	char *id = create_limited("{\"cpu\":\"1500m\",\"memory\":\"300Mi\",\"gpu\":\"0\"}");
 	char *path = h_fmt("/v1/sandboxes/%s", id);
 	struct h_resp r;
 	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
