@@ -205,6 +205,20 @@ int cell_nft_table_create(struct cell_nft *nft, const struct cell_nft_range *blo
 /* Delete the whole table (everything of every sandbox). 0 when it is already gone. */
 int cell_nft_table_delete(struct cell_nft *nft, struct cell_error *err);
 
+/* What else the host's nftables holds, read once for celld's log (never changed): the
+ * other tables ("ip filter, inet firewalld", at most as many as fit), and their base
+ * chains for IPv4 that drop by default where a sandbox's packets pass: the forward hook
+ * (all of a sandbox's egress: Docker sets its FORWARD chain so) or the input hook (a
+ * sandbox's DNS to celld's resolver). A packet must pass every base chain of its hook, so
+ * such a chain drops what celld's table accepts unless it accepts the sandboxes' interfaces
+ * (cell*) itself. iptables-legacy rules are not nftables and not seen. */
+struct cell_nft_survey {
+	char tables[512];
+	char drops[1024];
+	size_t n_tables, forward_drops, input_drops;
+};
+int cell_nft_survey(struct cell_nft *nft, struct cell_nft_survey *out, struct cell_error *err);
+
 /* Add a sandbox's sets, chains and map elements in one batch. -EEXIST when its chain exists
  * (remove it first). */
 int cell_nft_sandbox_add(struct cell_nft *nft, const struct cell_nft_sandbox *sb,

@@ -395,6 +395,32 @@ static int nft_open_logged(struct cell_nft_table_opts *opts, struct cell_error *
 	return cell_nft_open(opts, &net.nft, err);
 }
 
+/* What else the host's nftables holds, in the log: celld leaves it as it is, but a base
+ * chain that drops by default where sandboxes' packets pass overrides celld's accept. */
+static void survey_host(void)
+{
+	struct cell_nft_survey sv;
+	struct cell_error err = {0};
+	if (cell_nft_survey(net.nft, &sv, &err) < 0) {
+		log_warn("network: %s", err.msg);
+		return;
+	}
+	if (sv.n_tables)
+		log_info("network: other nftables tables on this host, left as they are: %s",
+			 sv.tables);
+	else
+		log_info("network: no other nftables table on this host");
+	if (sv.forward_drops || sv.input_drops)
+		log_warn("network: %s drop%s by default where sandboxes' packets pass, and a packet "
+			 "must pass every table: sandboxes %s unless %s accept%s their interfaces "
+			 "(iifname \"cell*\" and oifname \"cell*\"; with Docker, in its "
+			 "DOCKER-USER chain)",
+			 sv.drops, sv.forward_drops + sv.input_drops > 1 ? "" : "s",
+			 sv.forward_drops ? "reach nothing" : "cannot resolve names",
+			 sv.forward_drops + sv.input_drops > 1 ? "they" : "it",
+			 sv.forward_drops + sv.input_drops > 1 ? "" : "s");
+}
+
 static int ready_locked(struct cell_error *err)
 {
 	if (net.ready)
@@ -426,6 +452,7 @@ static int ready_locked(struct cell_error *err)
 	}
 	mark_made();
 	netlog_on(opts.log_group);
+	survey_host();
 	char sub[INET_ADDRSTRLEN], dns[INET_ADDRSTRLEN];
 	struct in_addr s = {htonl(celld.subnet)};
 	inet_ntop(AF_INET, &s, sub, sizeof(sub));

@@ -414,12 +414,13 @@ static int batch_run(struct batch *bt, struct cell_error *err)
 
 typedef int (*dump_cb)(const struct nlmsghdr *nlh, void *data);
 
-/* A GET request built by build (NLM_F_DUMP), its replies to cb. -errno, err untouched. */
-static int dump(struct cell_nft *nft, uint16_t type, void (*build)(struct nlmsghdr *, void *),
-		void *obj, dump_cb cb, void *data)
+/* A GET request of family (NFPROTO_INET: our table's; NFPROTO_UNSPEC: every family) built
+ * by build (NLM_F_DUMP), its replies to cb. -errno, err untouched. */
+static int dump_family(struct cell_nft *nft, uint16_t family, uint16_t type,
+		       void (*build)(struct nlmsghdr *, void *), void *obj, dump_cb cb, void *data)
 {
 	uint32_t seq = nft->seq++;
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(nft->buf, type, NFPROTO_INET, NLM_F_DUMP, seq);
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(nft->buf, type, family, NLM_F_DUMP, seq);
 	if (build)
 		build(nlh, obj);
 	drain(nft);
@@ -435,6 +436,12 @@ static int dump(struct cell_nft *nft, uint16_t type, void (*build)(struct nlmsgh
 		if (rc == MNL_CB_STOP)
 			return 0;
 	}
+}
+
+static int dump(struct cell_nft *nft, uint16_t type, void (*build)(struct nlmsghdr *, void *),
+		void *obj, dump_cb cb, void *data)
+{
+	return dump_family(nft, NFPROTO_INET, type, build, obj, cb, data);
 }
 
 static void build_chain(struct nlmsghdr *nlh, void *c)
@@ -1850,4 +1857,115 @@ int cell_nft_allow_list(struct cell_nft *nft, const char *ifname, struct cell_nf
 	*out = v;
 	*n = k;
 	return 0;
+}
+
+/* ---- what else the host holds ---- */
+
+static const char *family_name(uint32_t f)
+{
+	switch (f) {
+	case NFPROTO_INET:
+		return "inet";
+	case NFPROTO_IPV4:
+		return "ip";
+	case NFPROTO_IPV6:
+		return "ip6";
+	case NFPROTO_BRIDGE:
+		return "bridge";
+	case NFPROTO_ARP:
+		return "arp";
+	case NFPROTO_NETDEV:
+		return "netdev";
+	default:
+		return "?";
+	}
+}
+
+/* Append ", item" (or "item") to buf, with "…" once it is full. */
+static void list_add(char *buf, size_t size, const char *item)
+{
+	size_t len = strlen(buf);
+	if (len + 4 >= size)
+		return;
+	int n = snprintf(buf + len, size - len, "%s%s", len ? ", " : "", item);
+	if (n < 0 || (size_t)n >= size - len)
+		snprintf(buf + size - 4, 4, "…");
+}
+
+struct survey_ctx {
+	const char *own;
+	struct cell_nft_survey *out;
+};
+
+static bool own_table(const struct survey_ctx *cx, uint32_t family, const char *table)
+{
+	return family == NFPROTO_INET && !strcmp(table, cx->own);
+}
+
+static int survey_table_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct survey_ctx *cx = data;
+	struct nftnl_table *t = nftnl_table_alloc();
+	if (!t)
+		return MNL_CB_ERROR;
+	if (nftnl_table_nlmsg_parse(nlh, t) == 0) {
+		uint32_t family = nftnl_table_get_u32(t, NFTNL_TABLE_FAMILY);
+		const char *name = nftnl_table_get_str(t, NFTNL_TABLE_NAME);
+		if (name && !own_table(cx, family, name)) {
+			char item[CELL_NFT_NAME_MAX * 2];
+			snprintf(item, sizeof(item), "%s %s", family_name(family), name);
+			list_add(cx->out->tables, sizeof(cx->out->tables), item);
+			cx->out->n_tables++;
+		}
+	}
+	nftnl_table_free(t);
+	return MNL_CB_OK;
+}
+
+/* A base chain of another table that drops by default on the way of a sandbox's packets
+ * (IPv4: ip, inet). */
+static int survey_chain_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct survey_ctx *cx = data;
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	if (!c)
+		return MNL_CB_ERROR;
+	if (nftnl_chain_nlmsg_parse(nlh, c) < 0)
+		goto out;
+	uint32_t family = nftnl_chain_get_u32(c, NFTNL_CHAIN_FAMILY);
+	const char *table = nftnl_chain_get_str(c, NFTNL_CHAIN_TABLE);
+	const char *name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+	if (!table || !name || own_table(cx, family, table))
+		goto out;
+	if (!nftnl_chain_is_set(c, NFTNL_CHAIN_HOOKNUM) || !nftnl_chain_is_set(c, NFTNL_CHAIN_POLICY) ||
+	    nftnl_chain_get_u32(c, NFTNL_CHAIN_POLICY) != NF_DROP ||
+	    (family != NFPROTO_INET && family != NFPROTO_IPV4))
+		goto out;
+	uint32_t hook = nftnl_chain_get_u32(c, NFTNL_CHAIN_HOOKNUM);
+	if (hook != NF_INET_FORWARD && hook != NF_INET_LOCAL_IN)
+		goto out;
+	char item[CELL_NFT_NAME_MAX * 3];
+	snprintf(item, sizeof(item), "%s %s chain %s (hook %s)", family_name(family), table, name,
+		 hook == NF_INET_FORWARD ? "forward" : "input");
+	list_add(cx->out->drops, sizeof(cx->out->drops), item);
+	if (hook == NF_INET_FORWARD)
+		cx->out->forward_drops++;
+	else
+		cx->out->input_drops++;
+out:
+	nftnl_chain_free(c);
+	return MNL_CB_OK;
+}
+
+int cell_nft_survey(struct cell_nft *nft, struct cell_nft_survey *out, struct cell_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	struct survey_ctx cx = {.own = nft->table, .out = out};
+	pthread_mutex_lock(&nft->lock);
+	int rc = dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETTABLE, NULL, NULL, survey_table_cb,
+			     &cx);
+	if (rc == 0)
+		rc = dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETCHAIN, NULL, NULL, survey_chain_cb, &cx);
+	pthread_mutex_unlock(&nft->lock);
+	return rc < 0 ? cell_err(err, -rc, "reading the host's nftables chains") : 0;
 }

@@ -1295,6 +1295,44 @@ START_TEST(test_log_restart)
 }
 END_TEST
 
+/* The survey names the other tables and the base chains that would drop sandboxes'
+ * packets by default, and never counts celld's own table nor changes anything. */
+START_TEST(test_survey)
+{
+	fresh_netns();
+	struct cell_nft *nft = open_public(TABLE);
+	struct cell_nft_survey sv;
+	struct cell_error err = {0};
+	ck_assert_int_eq(cell_nft_survey(nft, &sv, &err), 0);
+	ck_assert_uint_eq(sv.n_tables, 0);
+	ck_assert_uint_eq(sv.forward_drops + sv.input_drops, 0);
+	/* What Docker (through iptables-nft) and a host firewall leave. */
+	sh("nft add table ip filter && nft add chain ip filter FORWARD "
+	   "'{ type filter hook forward priority 0; policy drop; }' && "
+	   "nft add chain ip filter OUTPUT '{ type filter hook output priority 0; policy drop; }' "
+	   "&& nft add table inet fw && nft add chain inet fw in "
+	   "'{ type filter hook input priority 0; policy drop; }' && "
+	   "nft add chain inet fw passing '{ type filter hook forward priority 0; policy accept; }' "
+	   "&& nft add table ip6 six && nft add chain ip6 six f "
+	   "'{ type filter hook forward priority 0; policy drop; }'");
+	ck_assert_int_eq(cell_nft_survey(nft, &sv, &err), 0);
+	ck_assert_uint_eq(sv.n_tables, 3);
+	ck_assert_msg(strstr(sv.tables, "ip filter") && strstr(sv.tables, "inet fw") &&
+			  strstr(sv.tables, "ip6 six") && !strstr(sv.tables, TABLE),
+		      "%s", sv.tables);
+	ck_assert_uint_eq(sv.forward_drops, 1);
+	ck_assert_uint_eq(sv.input_drops, 1);
+	ck_assert_msg(strstr(sv.drops, "ip filter chain FORWARD (hook forward)") &&
+			  strstr(sv.drops, "inet fw chain in (hook input)") &&
+			  !strstr(sv.drops, "OUTPUT") && !strstr(sv.drops, "six"),
+		      "%s", sv.drops);
+	char *t = sh_out("nft list chain ip filter FORWARD");
+	ck_assert_msg(strstr(t, "policy drop") && !strstr(t, "cell"), "changed: %s", t);
+	free(t);
+	cell_nft_close(nft);
+}
+END_TEST
+
 /* Prints what a sandbox's objects cost (for the bench numbers; asserts only that it works). */
 START_TEST(test_costs)
 {
@@ -1359,6 +1397,7 @@ int main(void)
 	tcase_add_test(tc, test_packets);
 	tcase_add_test(tc, test_packet_log);
 	tcase_add_test(tc, test_log_restart);
+	tcase_add_test(tc, test_survey);
 	tcase_add_test(tc, test_costs);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
