@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,14 +180,16 @@ static char *host_tables(void)
 
 /* Every line of the lab host's ruleset that names a sandbox interface or a sandbox chain or
  * set ("cellN" elements of sandbox_ifs, sandbox_dns and the sandbox_chains map; sb-cellN
- * chains and sets), sorted; "" when there is none. */
+ * chains and sets; the rules' counters left out), sorted; "" when there is none. */
 static char *host_sb_mentions(void)
 {
-	char *const argv[] = {"/bin/sh", "-c",
-			      "nft list ruleset 2>/dev/null | "
-			      "grep -E '\"cell[0-9]+\"|sb-cell[0-9]' | sed 's/^[[:space:]]*//' | "
-			      "sort; true",
-			      NULL};
+	char *const argv[] = {
+	    "/bin/sh", "-c",
+	    "nft list ruleset 2>/dev/null | "
+	    "grep -E '\"cell[0-9]+\"|sb-cell[0-9]' | "
+	    "sed 's/^[[:space:]]*//; s/counter packets [0-9]* bytes [0-9]*/counter/' | "
+	    "sort; true",
+	    NULL};
 	return host_out(argv);
 }
 
@@ -1068,6 +1071,88 @@ START_TEST(paused_network_is_kept)
 }
 END_TEST
 
+/* A sandbox whose init dies (killed from the host) is Failed without a network: its chain,
+ * table elements, resolver and veth go; the other sandbox's stay. Started again (resume),
+ * it gets its network back on the same interface and reaches the internet by name; deleted,
+ * nothing is left. */
+START_TEST(failed_sandbox_network_follows)
+{
+	lab_world();
+	char *id = h_world_create(W, "busybox", NULL);
+	char *other = h_world_create(W, "busybox", NULL);
+	assert_reaches(id, "web1.test", NETLAB_WEB1);
+	char ifname[16], addr[16], oif[16], oaddr[16];
+	logged_link(id, ifname, addr);
+	logged_link(other, oif, oaddr);
+	char *links = host_cell_links(), *udp = host_resolvers(), *mentions = host_sb_mentions();
+	ck_assert_msg(count_lines(links) == 2, "two veths: '%s'", links);
+	ck_assert_msg(count_lines(udp) == 2, "two resolvers: '%s'", udp);
+	json_t *ins = h_world_inspect(W, id);
+	pid_t pid = (pid_t)h_jint(ins, "pid");
+	json_decref(ins);
+	ck_assert_int_gt(pid, 1);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_str_eq(h_world_wait_state(W, id, "Failed", 30), "Failed");
+	/* Only the other sandbox's network is left: wait until the probes show just it. */
+	char *want_link = h_fmt("%s\n", oif);
+	char *links2 = host_cell_links();
+	for (int i = 0; i < 100 && strcmp(links2, want_link); i++) {
+		free(links2);
+		h_sleep_ms(50);
+		links2 = host_cell_links();
+	}
+	ck_assert_msg(!strcmp(links2, want_link), "links of a Failed and a running sandbox: %s",
+		      links2);
+	char *mentions2 = host_sb_mentions(), *udp2 = host_resolvers(), *chains2 = host_sb_chains();
+	char *quoted = h_fmt("\"%s\"", ifname), *chain = h_fmt("sb-%s", ifname);
+	ck_assert_msg(!strstr(mentions2, quoted) && !strstr(mentions2, chain),
+		      "celld's table keeps the Failed sandbox's %s:\n%s", ifname, mentions2);
+	ck_assert_msg(count_sandbox_chains(chains2) == 1, "one chain: '%s'", chains2);
+	ck_assert_msg(count_lines(udp2) == 1, "one resolver: '%s'", udp2);
+	assert_reaches(other, "web2.test", NETLAB_WEB2);
+
+	sb_action(id, "resume");
+	ck_assert_str_eq(h_world_wait_state(W, id, "Running", 30), "Running");
+	assert_reaches(id, "web2.test", NETLAB_WEB2);
+	assert_no_answer(id, "metadata.test", 80);
+	json_t *in = h_world_inspect(W, id);
+	ck_assert_str_eq(h_jstr(in, "network.interface"), ifname);
+	ck_assert_str_eq(h_jstr(in, "network.address"), addr);
+	json_decref(in);
+	char *links3 = host_cell_links(), *udp3 = host_resolvers(), *mentions3 = host_sb_mentions();
+	ck_assert_str_eq(links3, links);
+	ck_assert_str_eq(udp3, udp);
+	ck_assert_str_eq(mentions3, mentions);
+
+	ck_assert_int_eq(h_world_delete(W, id), 204);
+	ck_assert_int_eq(h_world_delete(W, other), 204);
+	char *links4 = wait_empty(host_cell_links), *mentions4 = wait_empty(host_sb_mentions);
+	char *udp4 = wait_empty(host_resolvers);
+	ck_assert_msg(!*links4 && !*mentions4 && !*udp4, "left: links '%s', table '%s', udp '%s'",
+		      links4, mentions4, udp4);
+	assert_forbidden_untouched();
+	free(links4);
+	free(mentions4);
+	free(udp4);
+	free(links3);
+	free(udp3);
+	free(mentions3);
+	free(quoted);
+	free(chain);
+	free(mentions2);
+	free(udp2);
+	free(chains2);
+	free(links2);
+	free(want_link);
+	free(links);
+	free(udp);
+	free(mentions);
+	free(other);
+	free(id);
+	lab_end();
+}
+END_TEST
+
 /* The escape battery (cell-escape, as `cell selftest` runs it) inside a sandbox of the lab
  * with the public policy: its network attempt (the host's side of its link on ports 22, 80
  * and 44772, cloud metadata, the private and CGNAT ranges, another sandbox on 80 and 22)
@@ -1206,6 +1291,7 @@ static Suite *network_suite(void)
 	ONE(s, delete_leaves_nothing, 120);
 	ONE(s, failed_create_leaves_nothing, 120);
 	ONE(s, paused_network_is_kept, 180);
+	ONE(s, failed_sandbox_network_follows, 180);
 	ONE(s, network_escapes_inside_lab, 600);
 	return s;
 }
