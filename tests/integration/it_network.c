@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,67 @@ static char *host_tables(void)
 	return host_out(argv);
 }
 
+/* Every line of the lab host's ruleset that names a sandbox interface or a sandbox chain or
+ * set ("cellN" elements of sandbox_ifs, sandbox_dns and the sandbox_chains map; sb-cellN
+ * chains and sets; the rules' counters left out), sorted; "" when there is none. */
+static char *host_sb_mentions(void)
+{
+	char *const argv[] = {
+	    "/bin/sh", "-c",
+	    "nft list ruleset 2>/dev/null | "
+	    "grep -E '\"cell[0-9]+\"|sb-cell[0-9]' | "
+	    "sed 's/^[[:space:]]*//; s/counter packets [0-9]* bytes [0-9]*/counter/' | "
+	    "sort; true",
+	    NULL};
+	return host_out(argv);
+}
+
+/* The interface and address celld gave sandbox id, as its log says ("sandbox ID: network
+ * MODE, address A on IF"); asserts there is exactly one such line. */
+static void logged_link(const char *id, char ifname[16], char addr[16])
+{
+	char *log = h_read_file(W->log);
+	ck_assert_msg(log, "cannot read %s", W->log);
+	char *key = h_fmt("sandbox %s: network ", id);
+	const char *at = strstr(log, key);
+	ck_assert_msg(at, "celld never attached a network to %s:\n%s", id, h_world_log_tail(W));
+	ck_assert_msg(!strstr(at + 1, key), "two network lines for %s", id);
+	const char *a = strstr(at, ", address ");
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(sscanf(a, ", address %15s on %15s", addr, ifname), 2);
+	free(key);
+	free(log);
+}
+
+/* The id of the last sandbox celld's log names as attached to a network ("" when none). */
+static char *last_networked_id(void)
+{
+	char *log = h_read_file(W->log);
+	ck_assert_msg(log, "cannot read %s", W->log);
+	char id[128] = "";
+	for (char *save = NULL, *line = strtok_r(log, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		const char *p = strstr(line, "sandbox ");
+		char cand[128];
+		if (p && strstr(line, ", address ") && sscanf(p, "sandbox %127[^: ]", cand) == 1 &&
+		    !strncmp(p + strlen("sandbox ") + strlen(cand), ": network ", 10))
+			snprintf(id, sizeof(id), "%s", cand);
+	}
+	free(log);
+	return strdup(id);
+}
+
+/* POST /v1/sandboxes/{id}/ACTION (pause, resume), asserting a 2xx. */
+static void sb_action(const char *id, const char *action)
+{
+	char *path = h_fmt("/v1/sandboxes/%s/%s", id, action);
+	struct h_resp r;
+	long st = h_world_http(W, "POST", path, NULL, &r);
+	ck_assert_msg(st >= 200 && st < 300, "%s: HTTP %ld %s", path, st, r.body ? r.body : "");
+	h_resp_free(&r);
+	free(path);
+}
+
 /* Wait (at most 5 s) until probe() prints nothing: what a delete removes may go after its
  * answer (a veth's removal costs the kernel tens of ms). The last output. */
 static char *wait_empty(char *(*probe)(void))
@@ -214,6 +276,7 @@ static int count_sandbox_chains(const char *s)
  * must never reach. Counts what connected (accept) without answering. */
 struct host_listener {
 	int fd;
+	int port; /* 0: HOST_PORT */
 };
 
 static int listen_fn(void *arg)
@@ -224,7 +287,8 @@ static int listen_fn(void *arg)
 		return -errno;
 	int one = 1;
 	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(HOST_PORT)};
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)(l->port ? l->port : HOST_PORT))};
 	if (bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l->fd, 16) < 0)
 		return -errno;
 	return 0;
@@ -422,7 +486,7 @@ END_TEST
 START_TEST(public_never_host)
 {
 	lab_world();
-	struct host_listener l = {-1};
+	struct host_listener l = {-1, HOST_PORT};
 	ck_assert_int_eq(netlab_in_host(lab, listen_fn, &l), 0);
 	char *id = h_world_create(W, "busybox", NULL);
 	char *gw = sb_gateway(id);
@@ -788,6 +852,464 @@ START_TEST(delete_leaves_nothing)
 }
 END_TEST
 
+/* The uid reservation of the slot whose interface is ifname ("cell<slot>"), in celld's
+ * default host-wide dir (the harness's cellds use it): its content ("<state dir>\n<id>\n"),
+ * NULL when there is none. */
+#define UID_RANGES_DIR "/run/cell/uid-ranges"
+
+static char *slot_reservation(const char *ifname)
+{
+	ck_assert_msg(!strncmp(ifname, "cell", 4), "not a sandbox interface: %s", ifname);
+	char *path = h_fmt(UID_RANGES_DIR "/%d", atoi(ifname + 4));
+	char *text = h_read_file(path);
+	free(path);
+	return text;
+}
+
+/* A create refused while its request is read (a bad networkPolicy: 400) makes nothing; a
+ * create that fails after its network was attached (an entrypoint the image does not have:
+ * init runs, celld attaches the network before it waits for init, then the entrypoint is
+ * refused, 400) leaves no veth, no element, set or chain in celld's table, no resolver
+ * socket, no record and no uid reservation; a following create gets a network. */
+START_TEST(failed_create_leaves_nothing)
+{
+	lab_world();
+	struct stat dir;
+	ck_assert_msg(stat(UID_RANGES_DIR, &dir) == 0, "%s: %s", UID_RANGES_DIR, strerror(errno));
+	static const char *const bad[] = {
+	    "{\"defaultAction\":\"maybe\"}",
+	    "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\",\"target\":\"a b\"}]}",
+	    "{\"defaultAction\":\"deny\",\"egress\":[{\"action\":\"allow\",\"target\":\"10.0.0.0/"
+	    "99\"}]}",
+	    NULL};
+	for (size_t i = 0; bad[i]; i++) {
+		json_t *extra = json_pack("{s:o}", "networkPolicy", json_loads(bad[i], 0, NULL));
+		ck_assert_ptr_nonnull(extra);
+		struct h_resp r;
+		long st = h_world_create_ex(W, "busybox", extra, H_UNIX, &r);
+		json_decref(extra);
+		ck_assert_msg(st == 400 && strstr(r.body, "networkPolicy"),
+			      "networkPolicy %s: HTTP %ld %s", bad[i], st, r.body);
+		h_resp_free(&r);
+	}
+	/* Not even celld's table: its network code starts at the first networked sandbox. */
+	char *tables = host_tables(), *links = host_cell_links(), *udp = host_resolvers();
+	ck_assert_msg(!*tables && !*links && !*udp,
+		      "a refused networkPolicy left tables '%s', links '%s', resolvers '%s'",
+		      tables, links, udp);
+	free(tables);
+	free(links);
+	free(udp);
+	ck_assert_int_eq(h_world_sandbox_count(W), 0);
+
+	/* Fails after network_attach: the log names the network it was given. */
+	json_t *ep = json_pack("{s:[s]}", "entrypoint", "/no/such/entrypoint");
+	struct h_resp r;
+	long st = h_world_create_ex(W, "busybox", ep, H_UNIX, &r);
+	json_decref(ep);
+	ck_assert_msg(st == 400 && strstr(r.body, "/no/such/entrypoint"), "HTTP %ld %s", st,
+		      r.body);
+	h_resp_free(&r);
+	char *failed = last_networked_id();
+	ck_assert_msg(*failed, "the failed create was never given a network:\n%s",
+		      h_world_log_tail(W));
+	char fif[16], faddr[16];
+	logged_link(failed, fif, faddr);
+	char *links2 = wait_empty(host_cell_links), *chains2 = wait_empty(host_sb_chains);
+	char *mentions2 = wait_empty(host_sb_mentions), *udp2 = wait_empty(host_resolvers);
+	ck_assert_msg(!*links2, "after a failed create (%s), links: %s", fif, links2);
+	ck_assert_msg(!*chains2, "after a failed create (%s), chains: %s", fif, chains2);
+	ck_assert_msg(!*mentions2, "after a failed create (%s), celld's table still has:\n%s", fif,
+		      mentions2);
+	ck_assert_msg(!*udp2, "after a failed create (%s), resolvers: %s", fif, udp2);
+	/* Its table stays (celld's, made once); its record and its uid slot are gone. */
+	tables = host_tables();
+	ck_assert_msg(count_lines(tables) == 1, "one table of celld's: '%s'", tables);
+	free(tables);
+	ck_assert_int_eq(h_world_sandbox_count(W), 0);
+	char *sdir = h_fmt("%s/sandboxes/%s", W->state, failed);
+	ck_assert_msg(access(sdir, F_OK) < 0 && errno == ENOENT, "%s is left", sdir);
+	free(sdir);
+	char *res = slot_reservation(fif);
+	ck_assert_msg(!res || !strstr(res, failed), "the failed sandbox still holds its slot: %s",
+		      res);
+	free(res);
+
+	/* The next create gets a network (the lowest free slot host-wide: the failed one's
+	 * unless another celld of this machine took it meanwhile), with all of it. */
+	char *id = h_world_create(W, "busybox", NULL);
+	assert_reaches(id, "web1.test", NETLAB_WEB1);
+	char nif[16], naddr[16];
+	logged_link(id, nif, naddr);
+	char *links3 = host_cell_links(), *chains3 = host_sb_chains(), *udp3 = host_resolvers();
+	char *mentions3 = host_sb_mentions();
+	char *want = h_fmt("%s\n", nif);
+	ck_assert_str_eq(links3, want);
+	ck_assert_msg(count_sandbox_chains(chains3) == 1, "one chain: '%s'", chains3);
+	ck_assert_msg(count_lines(udp3) == 1, "one resolver: '%s'", udp3);
+	/* The ruleset helper sees a live sandbox's elements (so its "" above was no blindness):
+	 * its interface in sandbox_ifs, sandbox_dns and sandbox_chains, its chain and set. */
+	char *quoted = h_fmt("\"%s\"", nif), *chain = h_fmt("sb-%s", nif);
+	ck_assert_msg(count_lines(mentions3) >= 4 && strstr(mentions3, quoted) &&
+			  strstr(mentions3, chain),
+		      "celld's table for %s:\n%s", nif, mentions3);
+	res = slot_reservation(nif);
+	ck_assert_msg(res && strstr(res, id), "slot of %s: '%s'", nif, res ? res : "(none)");
+	free(res);
+
+	/* A bad networkPolicy beside a live sandbox changes nothing either. */
+	json_t *extra = json_pack("{s:{s:s}}", "networkPolicy", "defaultAction", "maybe");
+	st = h_world_create_ex(W, "busybox", extra, H_UNIX, &r);
+	json_decref(extra);
+	ck_assert_msg(st == 400, "HTTP %ld %s", st, r.body);
+	h_resp_free(&r);
+	char *links4 = host_cell_links(), *mentions4 = host_sb_mentions(), *udp4 = host_resolvers();
+	ck_assert_str_eq(links4, links3);
+	ck_assert_str_eq(mentions4, mentions3);
+	ck_assert_str_eq(udp4, udp3);
+	ck_assert_int_eq(h_world_sandbox_count(W), 1);
+	assert_reaches(id, NETLAB_WEB2, NETLAB_WEB2);
+	free(links4);
+	free(mentions4);
+	free(udp4);
+	free(quoted);
+	free(chain);
+	free(want);
+	free(links3);
+	free(chains3);
+	free(udp3);
+	free(mentions3);
+	free(links2);
+	free(chains2);
+	free(mentions2);
+	free(udp2);
+	free(id);
+	free(failed);
+	lab_end();
+}
+END_TEST
+
+/* A paused sandbox keeps its network (veth, chain, elements, resolver, what inspect shows),
+ * also across a restart of celld while paused; its processes send nothing while frozen;
+ * resumed, it reaches the internet by name again; deleted while paused, nothing is left.
+ * (From the lab host, nothing of a sandbox ever answers, paused or not: the table's input
+ * chain drops whatever a sandbox sends to the host but DNS, replies to the host's pings
+ * too; so a "nothing answers while paused" check from there would prove nothing.) */
+START_TEST(paused_network_is_kept)
+{
+	lab_world();
+	char *id = h_world_create(W, "busybox", NULL);
+	assert_reaches(id, "web1.test", NETLAB_WEB1);
+	char ifname[16], addr[16];
+	logged_link(id, ifname, addr);
+	char *links = host_cell_links(), *chains = host_sb_chains(), *udp = host_resolvers();
+	char *mentions = host_sb_mentions();
+	ck_assert_msg(count_lines(links) == 1, "one veth: '%s'", links);
+	ck_assert_msg(count_sandbox_chains(chains) == 1, "one chain: '%s'", chains);
+	ck_assert_msg(count_lines(udp) == 1, "one resolver: '%s'", udp);
+	/* A process of the sandbox sends a datagram to the sink every 100 ms. */
+	h_world_upload_helper(W, id, "net_probe");
+	free(h_world_sh(W, id,
+			"(while :; do /root/net_probe udp " NETLAB_WEB1 " 9 >/dev/null; "
+			"sleep 0.1; done >/dev/null 2>&1 &); true"));
+	ck_assert_uint_ge(wait_hits(NETLAB_UDP, NETLAB_WEB1, 9, NETLAB_HOST_ADDR, 3, 5000), 3);
+
+	sb_action(id, "pause");
+	ck_assert_str_eq(h_world_wait_state(W, id, "Paused", 30), "Paused");
+	/* Frozen: what was in flight has arrived after 300 ms, then nothing more. */
+	h_sleep_ms(300);
+	unsigned frozen = netlab_hits(lab, NETLAB_UDP, NETLAB_WEB1, 9, NULL);
+	h_sleep_ms(1500);
+	ck_assert_msg(netlab_hits(lab, NETLAB_UDP, NETLAB_WEB1, 9, NULL) == frozen,
+		      "a paused sandbox sent %u datagrams",
+		      netlab_hits(lab, NETLAB_UDP, NETLAB_WEB1, 9, NULL) - frozen);
+	for (int round = 0; round < 2; round++) {
+		char *l2 = host_cell_links(), *c2 = host_sb_chains(), *u2 = host_resolvers();
+		char *m2 = host_sb_mentions();
+		ck_assert_str_eq(l2, links);
+		ck_assert_str_eq(c2, chains);
+		ck_assert_str_eq(u2, udp);
+		ck_assert_str_eq(m2, mentions);
+		free(l2);
+		free(c2);
+		free(u2);
+		free(m2);
+		json_t *in = h_world_inspect(W, id);
+		ck_assert_str_eq(h_jstr(in, "state"), "Paused");
+		ck_assert_str_eq(h_jstr(in, "network.mode"), "public");
+		ck_assert_str_eq(h_jstr(in, "network.interface"), ifname);
+		ck_assert_str_eq(h_jstr(in, "network.address"), addr);
+		ck_assert_msg(*h_jstr(in, "network.gateway"), "inspect shows no gateway");
+		json_decref(in);
+		if (round == 0) {
+			/* celld killed and started again while the sandbox is paused: adopted
+			 * Paused, its network as it was, nothing duplicated. */
+			h_world_kill(W);
+			h_world_start(W);
+			ck_assert_str_eq(h_world_wait_state(W, id, "Paused", 30), "Paused");
+		}
+	}
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_UDP, NETLAB_WEB1, 9, NULL), frozen);
+
+	sb_action(id, "resume");
+	ck_assert_str_eq(h_world_wait_state(W, id, "Running", 30), "Running");
+	/* Its sender goes on, and names resolve through its resolver again. */
+	ck_assert_uint_ge(wait_hits(NETLAB_UDP, NETLAB_WEB1, 9, NULL, frozen + 3, 5000),
+			  frozen + 3);
+	unsigned web2 = netlab_hits(lab, NETLAB_TCP, NETLAB_WEB2, 80, NULL);
+	assert_reaches(id, "web2.test", NETLAB_WEB2);
+	assert_reaches(id, NETLAB_WEB1, NETLAB_WEB1);
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_TCP, NETLAB_WEB2, 80, NETLAB_HOST_ADDR),
+			  web2 + 1);
+	char *u3 = host_resolvers();
+	ck_assert_str_eq(u3, udp);
+	free(u3);
+	assert_forbidden_untouched();
+	/* Deleted while paused: nothing of its network is left. */
+	sb_action(id, "pause");
+	ck_assert_str_eq(h_world_wait_state(W, id, "Paused", 30), "Paused");
+	ck_assert_int_eq(h_world_delete(W, id), 204);
+	char *l4 = wait_empty(host_cell_links), *m4 = wait_empty(host_sb_mentions);
+	char *u4 = wait_empty(host_resolvers);
+	ck_assert_msg(!*l4 && !*m4 && !*u4,
+		      "after deleting a paused sandbox: links '%s', table '%s', resolvers '%s'", l4,
+		      m4, u4);
+	free(l4);
+	free(m4);
+	free(u4);
+	free(links);
+	free(chains);
+	free(udp);
+	free(mentions);
+	free(id);
+	lab_end();
+}
+END_TEST
+
+/* A sandbox whose init dies (killed from the host) is Failed without a network: its chain,
+ * table elements, resolver and veth go; the other sandbox's stay. Started again (resume),
+ * it gets its network back on the same interface and reaches the internet by name; deleted,
+ * nothing is left. */
+START_TEST(failed_sandbox_network_follows)
+{
+	lab_world();
+	char *id = h_world_create(W, "busybox", NULL);
+	char *other = h_world_create(W, "busybox", NULL);
+	assert_reaches(id, "web1.test", NETLAB_WEB1);
+	char ifname[16], addr[16], oif[16], oaddr[16];
+	logged_link(id, ifname, addr);
+	logged_link(other, oif, oaddr);
+	char *links = host_cell_links(), *udp = host_resolvers(), *mentions = host_sb_mentions();
+	ck_assert_msg(count_lines(links) == 2, "two veths: '%s'", links);
+	ck_assert_msg(count_lines(udp) == 2, "two resolvers: '%s'", udp);
+	json_t *ins = h_world_inspect(W, id);
+	pid_t pid = (pid_t)h_jint(ins, "pid");
+	json_decref(ins);
+	ck_assert_int_gt(pid, 1);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_str_eq(h_world_wait_state(W, id, "Failed", 30), "Failed");
+	/* Only the other sandbox's network is left: wait until the probes show just it. */
+	char *want_link = h_fmt("%s\n", oif);
+	char *links2 = host_cell_links();
+	for (int i = 0; i < 100 && strcmp(links2, want_link); i++) {
+		free(links2);
+		h_sleep_ms(50);
+		links2 = host_cell_links();
+	}
+	ck_assert_msg(!strcmp(links2, want_link), "links of a Failed and a running sandbox: %s",
+		      links2);
+	char *mentions2 = host_sb_mentions(), *udp2 = host_resolvers(), *chains2 = host_sb_chains();
+	char *quoted = h_fmt("\"%s\"", ifname), *chain = h_fmt("sb-%s", ifname);
+	ck_assert_msg(!strstr(mentions2, quoted) && !strstr(mentions2, chain),
+		      "celld's table keeps the Failed sandbox's %s:\n%s", ifname, mentions2);
+	ck_assert_msg(count_sandbox_chains(chains2) == 1, "one chain: '%s'", chains2);
+	ck_assert_msg(count_lines(udp2) == 1, "one resolver: '%s'", udp2);
+	assert_reaches(other, "web2.test", NETLAB_WEB2);
+
+	sb_action(id, "resume");
+	ck_assert_str_eq(h_world_wait_state(W, id, "Running", 30), "Running");
+	assert_reaches(id, "web2.test", NETLAB_WEB2);
+	assert_no_answer(id, "metadata.test", 80);
+	json_t *in = h_world_inspect(W, id);
+	ck_assert_str_eq(h_jstr(in, "network.interface"), ifname);
+	ck_assert_str_eq(h_jstr(in, "network.address"), addr);
+	json_decref(in);
+	char *links3 = host_cell_links(), *udp3 = host_resolvers(), *mentions3 = host_sb_mentions();
+	ck_assert_str_eq(links3, links);
+	ck_assert_str_eq(udp3, udp);
+	ck_assert_str_eq(mentions3, mentions);
+
+	ck_assert_int_eq(h_world_delete(W, id), 204);
+	ck_assert_int_eq(h_world_delete(W, other), 204);
+	char *links4 = wait_empty(host_cell_links), *mentions4 = wait_empty(host_sb_mentions);
+	char *udp4 = wait_empty(host_resolvers);
+	ck_assert_msg(!*links4 && !*mentions4 && !*udp4, "left: links '%s', table '%s', udp '%s'",
+		      links4, mentions4, udp4);
+	assert_forbidden_untouched();
+	free(links4);
+	free(mentions4);
+	free(udp4);
+	free(links3);
+	free(udp3);
+	free(mentions3);
+	free(quoted);
+	free(chain);
+	free(mentions2);
+	free(udp2);
+	free(chains2);
+	free(links2);
+	free(want_link);
+	free(links);
+	free(udp);
+	free(mentions);
+	free(other);
+	free(id);
+	lab_end();
+}
+END_TEST
+
+/* The escape battery (cell-escape, as `cell selftest` runs it) inside a sandbox of the lab
+ * with the public policy: its network attempt (the host's side of its link on ports 22, 80
+ * and 44772, cloud metadata, the private and CGNAT ranges, another sandbox on 80 and 22)
+ * passes with a real network around it, where each of those targets exists and counts. A
+ * second run names an address the policy lets through as the "other sandbox" and must
+ * report exactly that one as reached: the attempt sees what a sandbox can reach here. */
+static void run_battery(const char *id, const char *peer, struct h_exec *r)
+{
+	const char *const argv[] = {"/tmp/cell-escape", "--net-peer", peer, NULL};
+	struct h_exec_opts o = {.argv = argv, .max_seconds = 300};
+	h_world_exec(W, id, NULL, &o, r);
+}
+
+static int count_prefix(const char *out, const char *prefix)
+{
+	int n = 0;
+	size_t len = strlen(prefix);
+	for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		n += !strncmp(l, prefix, len);
+	return n;
+}
+
+/* Every "not ok" line of a battery's report, newline-separated ("" when none). */
+static char *not_ok_lines(const char *out)
+{
+	char *res = calloc(1, strlen(out) + 2);
+	ck_assert_ptr_nonnull(res);
+	for (const char *l = out; *l;) {
+		size_t len = strcspn(l, "\n");
+		if (!strncmp(l, "not ok ", 7))
+			strncat(strncat(res, l, len), "\n", 2);
+		l += len + (l[len] == '\n');
+	}
+	return res;
+}
+
+START_TEST(network_escapes_inside_lab)
+{
+	lab_world();
+	/* The host side: listeners on the battery's ports, on every address of the lab host. */
+	struct host_listener hl[] = {{-1, 22}, {-1, 80}, {-1, 44772}};
+	for (size_t i = 0; i < 3; i++)
+		ck_assert_int_eq(netlab_in_host(lab, listen_fn, &hl[i]), 0);
+	/* The victim serves on 80 and 22 and counts each connection in /tmp/hits. */
+	char *victim = h_world_create(W, "busybox", NULL);
+	char *vaddr = sb_addr(victim);
+	ck_assert_msg(*vaddr, "the victim has no address");
+	free(h_world_sh(
+	    W, victim,
+	    "printf '#!/bin/sh\\necho hit >>/tmp/hits\\n' >/tmp/hit; chmod 755 /tmp/hit; "
+	    "(nc -ll -p 80 -e /tmp/hit >/dev/null 2>&1 &); "
+	    "(nc -ll -p 22 -e /tmp/hit >/dev/null 2>&1 &); " H_WAIT_PIDOF("nc", 2)));
+	char *attacker = h_world_create(W, "busybox", NULL);
+	assert_reaches(attacker, NETLAB_WEB1, NETLAB_WEB1); /* it has a network */
+	char *path = h_fmt("%s/cell-escape", H.bin);
+	char *bin = h_read_file(path);
+	struct stat st;
+	ck_assert_msg(bin && stat(path, &st) == 0, "%s is missing", path);
+	struct h_resp up;
+	ck_assert_int_eq(
+	    h_world_upload(W, attacker, "/tmp/cell-escape", bin, (size_t)st.st_size, 0755, &up),
+	    200);
+	h_resp_free(&up);
+	unsigned web1_before = netlab_hits(lab, NETLAB_TCP, NETLAB_WEB1, 80, NULL);
+
+	struct h_exec r;
+	run_battery(attacker, vaddr, &r);
+	char *bad = not_ok_lines(r.out);
+	ck_assert_msg(r.exit_code == 0 && !*bad,
+		      "the battery in a networked sandbox: exit %d\n%.2000s%.500s", r.exit_code,
+		      bad, r.err);
+	free(bad);
+	/* Its network attempt passed (not skipped: no note). */
+	const char *net = strstr(r.out, " - network: the host, cloud metadata");
+	ck_assert_msg(net, "the battery has no network attempt:\n%s", r.out);
+	const char *bol = net;
+	while (bol > r.out && bol[-1] != '\n')
+		bol--;
+	char *netline = strndup(bol, strcspn(bol, "\n"));
+	ck_assert_msg(!strncmp(netline, "ok ", 3) && !strchr(netline, '#'), "%s", netline);
+	free(netline);
+	int planned = 0;
+	ck_assert_msg(sscanf(r.out, "1..%d", &planned) == 1 && planned > 0 &&
+			  count_prefix(r.out, "ok ") == planned,
+		      "the battery did not run to its end:\n%.3000s", r.out);
+	h_exec_free(&r);
+	/* Nothing of them got a connection: the host, the victim, the lab's servers. */
+	for (size_t i = 0; i < 3; i++)
+		ck_assert_msg(accepted(&hl[i]) == 0, "the lab host's port %d got a connection",
+			      hl[i].port);
+	char *hits = h_trim(h_world_sh(W, victim, "cat /tmp/hits 2>/dev/null; true"));
+	ck_assert_msg(!*hits, "the victim got connections: %s", hits);
+	free(hits);
+	assert_forbidden_untouched();
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_TCP, NETLAB_WEB1, 80, NULL), web1_before);
+
+	/* The same attempt with a reachable "other sandbox" (a web server of the internet)
+	 * reports it, and it alone: port 80 connected, port 22 reset by the server's host. */
+	run_battery(attacker, NETLAB_WEB1, &r);
+	bad = not_ok_lines(r.out);
+	ck_assert_msg(r.exit_code == 1 && count_prefix(r.out, "not ok ") == 1,
+		      "exit %d, not ok:\n%.2000s%.500s", r.exit_code, bad, r.err);
+	free(bad);
+	/* Its one "not ok" line, from its " - " on (the number before it is the battery's). */
+	const char *line = strstr(r.out, "not ok ");
+	char *got = strndup(line, strcspn(line, "\n"));
+	const char *dash = strstr(got, " - ");
+	ck_assert_msg(dash, "not a TAP line: %s", got);
+	ck_assert_str_eq(dash, " - network: the host, cloud metadata, the private and CGNAT ranges "
+			       "and the other sandbox answer no connection # reached: the victim "
+			       "sandbox port 80 (connected), the victim sandbox port 22 (answered "
+			       "with a reset)");
+	free(got);
+	h_exec_free(&r);
+	ck_assert_uint_eq(netlab_hits(lab, NETLAB_TCP, NETLAB_WEB1, 80, NETLAB_HOST_ADDR),
+			  web1_before + 1);
+	/* And the counters themselves see a connection (controls): the host's own to its
+	 * listeners, the victim's own to its server. */
+	char body[64];
+	for (size_t i = 0; i < 3; i++) {
+		netlab_http_get(netlab_host_fd(lab), NETLAB_HOST_ADDR, (uint16_t)hl[i].port, 300,
+				body, sizeof(body));
+		ck_assert_int_eq(accepted(&hl[i]), 1);
+		close(hl[i].fd);
+	}
+	char *cmd = h_fmt("timeout 5 nc -w 2 %s 80 </dev/null >/dev/null 2>&1; sleep 0.3; "
+			  "cat /tmp/hits 2>/dev/null; true",
+			  vaddr);
+	hits = h_trim(h_world_sh(W, victim, cmd));
+	ck_assert_str_eq(hits, "hit");
+	assert_forbidden_untouched();
+	free(hits);
+	free(cmd);
+	free(bin);
+	free(path);
+	free(attacker);
+	free(vaddr);
+	free(victim);
+	lab_end();
+}
+END_TEST
+
 /* Each test in a TCase of its own: the harness's teardown (which deletes the world "net",
  * its sandboxes and its celld) runs once per TCase. */
 #define ONE(s, test, timeout) tcase_add_test(h_tcase(s, #test, timeout), test)
@@ -811,6 +1333,10 @@ static Suite *network_suite(void)
 	ONE(s, root_cannot_spoof, 180);
 	ONE(s, restart_keeps_network, 180);
 	ONE(s, delete_leaves_nothing, 120);
+	ONE(s, failed_create_leaves_nothing, 120);
+	ONE(s, paused_network_is_kept, 180);
+	ONE(s, failed_sandbox_network_follows, 180);
+	ONE(s, network_escapes_inside_lab, 600);
 	return s;
 }
 
