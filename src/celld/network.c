@@ -411,14 +411,15 @@ static void survey_host(void)
 	else
 		log_info("network: no other nftables table on this host");
 	if (sv.forward_drops || sv.input_drops)
-		log_warn("network: %s drop%s by default where sandboxes' packets pass, and a packet "
-			 "must pass every table: sandboxes %s unless %s accept%s their interfaces "
-			 "(iifname \"cell*\" and oifname \"cell*\"; with Docker, in its "
-			 "DOCKER-USER chain)",
-			 sv.drops, sv.forward_drops + sv.input_drops > 1 ? "" : "s",
-			 sv.forward_drops ? "reach nothing" : "cannot resolve names",
-			 sv.forward_drops + sv.input_drops > 1 ? "they" : "it",
-			 sv.forward_drops + sv.input_drops > 1 ? "" : "s");
+		log_warn(
+		    "network: %s drop%s by default where sandboxes' packets pass, and a packet "
+		    "must pass every table: sandboxes %s unless %s accept%s their interfaces "
+		    "(iifname \"cell*\" and oifname \"cell*\"; with Docker, in its "
+		    "DOCKER-USER chain)",
+		    sv.drops, sv.forward_drops + sv.input_drops > 1 ? "" : "s",
+		    sv.forward_drops ? "reach nothing" : "cannot resolve names",
+		    sv.forward_drops + sv.input_drops > 1 ? "they" : "it",
+		    sv.forward_drops + sv.input_drops > 1 ? "" : "s");
 }
 
 static int ready_locked(struct cell_error *err)
@@ -504,7 +505,8 @@ static int policy_ranges(const struct netpolicy *p, struct cell_nft_sandbox *ns)
 		const struct netpolicy_rule *rule = &p->rules[i];
 		if (rule->kind != NETPOLICY_IPV4 && rule->kind != NETPOLICY_CIDR4)
 			continue;
-		uint32_t host = rule->prefix ? UINT32_MAX >> rule->prefix : UINT32_MAX;
+		/* The host bits of a /prefix (a shift by 32 is undefined in C). */
+		uint32_t host = rule->prefix >= 32 ? 0 : UINT32_MAX >> rule->prefix;
 		struct cell_nft_range r = {rule->addr, rule->addr | host};
 		if (!rule->allow)
 			deny[nd++] = r;
@@ -558,8 +560,12 @@ static int nft_put(const struct sb_link *l, const struct netpolicy *p, uint64_t 
 		r = cell_nft_sandbox_add(net.nft, &ns, err);
 	} else {
 		r = cell_nft_ranges_set(net.nft, &ns, err);
-		if (r == -ENOENT)
+		if (r == -ENOENT) {
+			log_info("network: writing the chain of %s again (its range sets are "
+				 "missing: made by an older celld, or changed by hand)",
+				 l->ifname);
 			r = cell_nft_sandbox_rebuild(net.nft, &ns, err);
+		}
 	}
 	policy_ranges_free(&ns);
 	return r;

@@ -1937,7 +1937,8 @@ static int survey_chain_cb(const struct nlmsghdr *nlh, void *data)
 	const char *name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
 	if (!table || !name || own_table(cx, family, table))
 		goto out;
-	if (!nftnl_chain_is_set(c, NFTNL_CHAIN_HOOKNUM) || !nftnl_chain_is_set(c, NFTNL_CHAIN_POLICY) ||
+	if (!nftnl_chain_is_set(c, NFTNL_CHAIN_HOOKNUM) ||
+	    !nftnl_chain_is_set(c, NFTNL_CHAIN_POLICY) ||
 	    nftnl_chain_get_u32(c, NFTNL_CHAIN_POLICY) != NF_DROP ||
 	    (family != NFPROTO_INET && family != NFPROTO_IPV4))
 		goto out;
@@ -1962,10 +1963,11 @@ int cell_nft_survey(struct cell_nft *nft, struct cell_nft_survey *out, struct ce
 	memset(out, 0, sizeof(*out));
 	struct survey_ctx cx = {.own = nft->table, .out = out};
 	pthread_mutex_lock(&nft->lock);
-	int rc = dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETTABLE, NULL, NULL, survey_table_cb,
-			     &cx);
+	int rc =
+	    dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETTABLE, NULL, NULL, survey_table_cb, &cx);
 	if (rc == 0)
-		rc = dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETCHAIN, NULL, NULL, survey_chain_cb, &cx);
+		rc = dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETCHAIN, NULL, NULL, survey_chain_cb,
+				 &cx);
 	pthread_mutex_unlock(&nft->lock);
 	return rc < 0 ? cell_err(err, -rc, "reading the host's nftables chains") : 0;
 }

@@ -1312,7 +1312,8 @@ START_TEST(test_survey)
 	   "nft add chain ip filter OUTPUT '{ type filter hook output priority 0; policy drop; }' "
 	   "&& nft add table inet fw && nft add chain inet fw in "
 	   "'{ type filter hook input priority 0; policy drop; }' && "
-	   "nft add chain inet fw passing '{ type filter hook forward priority 0; policy accept; }' "
+	   "nft add chain inet fw passing '{ type filter hook forward priority 0; policy accept; "
+	   "}' "
 	   "&& nft add table ip6 six && nft add chain ip6 six f "
 	   "'{ type filter hook forward priority 0; policy drop; }'");
 	ck_assert_int_eq(cell_nft_survey(nft, &sv, &err), 0);
