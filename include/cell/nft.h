@@ -43,8 +43,10 @@
  *     ip daddr @blocked4 counter drop comment "blocked"    before anything that accepts, so
  *                                                          an allowlisted name resolving to
  *                                                          metadata or RFC 1918 stays blocked
- *     meta l4proto {udp,tcp} th dport 53 drop comment "dns"  DNS to any resolver but its
- *                                                          own (the input chain's): denied
+ *     meta l4proto {udp,tcp} th dport 53 ip daddr != @sb-IF-ranges drop comment "dns"
+ *                                                          DNS to any resolver but its own
+ *                                                          (the input chain's) or one the
+ *                                                          policy allows: denied
  *     ip daddr @sb-IF-denied counter drop comment "denied"  a deny rule wins over any allow
  *                                                          and ends open connections too
  *     ct state established,related accept                  a reply, or a connection opened
@@ -165,8 +167,9 @@ struct cell_nft_sandbox {
 	 * connections included, so TCP slows down to it (a policer, not a shaper). */
 	uint64_t egress_bytes_per_s;
 	/* The policy's address rules (any order, may overlap; at most CELL_NFT_RANGES_MAX
-	 * each): ranges an allowlist reaches besides its pinned answers, and ranges no packet
-	 * of the sandbox reaches in any policy (a denied range wins over an allowed one). */
+	 * each): ranges allowed (an allowlist reaches them besides its pinned answers; in any
+	 * policy they may receive DNS queries), and ranges no packet of the sandbox reaches in
+	 * any policy (a denied range wins over an allowed one). */
 	const struct cell_nft_range *allow_ranges, *deny_ranges;
 	size_t n_allow_ranges, n_deny_ranges;
 };

@@ -489,8 +489,9 @@ static struct resolver_rule *resolver_rules_of(const struct netpolicy *p,
 	return rules;
 }
 
-/* The address rules of p as ns's ranges: what an allowlist allows (under defaultAction
- * allow everything is), and what p denies; policy_ranges_free frees them. */
+/* The address rules of p as ns's ranges: what p allows (under defaultAction allow that
+ * matters only for DNS to a resolver other than celld's), and what p denies;
+ * policy_ranges_free frees them. */
 static int policy_ranges(const struct netpolicy *p, struct cell_nft_sandbox *ns)
 {
 	struct cell_nft_range *allow = calloc(p->n + 1, sizeof(*allow));
@@ -508,10 +509,10 @@ static int policy_ranges(const struct netpolicy *p, struct cell_nft_sandbox *ns)
 		/* The host bits of a /prefix (a shift by 32 is undefined in C). */
 		uint32_t host = rule->prefix >= 32 ? 0 : UINT32_MAX >> rule->prefix;
 		struct cell_nft_range r = {rule->addr, rule->addr | host};
-		if (!rule->allow)
-			deny[nd++] = r;
-		else if (!p->default_allow)
+		if (rule->allow)
 			allow[na++] = r;
+		else
+			deny[nd++] = r;
 	}
 	ns->allow_ranges = allow;
 	ns->n_allow_ranges = na;

@@ -781,7 +781,8 @@ static void x_bitwise(struct rule *r, const void *mask, const void * xor, uint32
 }
 
 /* lookup reg sreg in set; dreg NFT_REG_VERDICT for a verdict map, ~0 for a plain set. */
-static void x_lookup(struct rule *r, uint32_t sreg, const char *set, uint32_t dreg)
+static void x_lookup_flags(struct rule *r, uint32_t sreg, const char *set, uint32_t dreg,
+			   uint32_t flags)
 {
 	struct nftnl_expr *e = nftnl_expr_alloc("lookup");
 	if (e) {
@@ -789,8 +790,15 @@ static void x_lookup(struct rule *r, uint32_t sreg, const char *set, uint32_t dr
 		nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, set);
 		if (dreg != ~0u)
 			nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_DREG, dreg);
+		if (flags)
+			nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS, flags);
 	}
 	rule_expr(r, e);
+}
+
+static void x_lookup(struct rule *r, uint32_t sreg, const char *set, uint32_t dreg)
+{
+	x_lookup_flags(r, sreg, set, dreg, 0);
 }
 
 static void x_simple(struct rule *r, const char *name)
@@ -1331,7 +1339,8 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 
 	/* DNS goes to the sandbox's own resolver (the host's input chain), in every mode: a
 	 * query to any other resolver (udp or tcp port 53) is dropped, so names are answered,
-	 * refused and logged in one place. Counted as denied. */
+	 * refused and logged in one place, unless the policy names that resolver's address
+	 * in an allow rule (the ranges set). Counted as denied. */
 	for (int i = 0; i < 2; i++) {
 		uint8_t proto = i == 0 ? IPPROTO_UDP : IPPROTO_TCP;
 		uint16_t port = htons(53);
@@ -1340,6 +1349,9 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 		x_cmp(&r, NFT_CMP_EQ, &proto, 1);
 		x_payload(&r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1);
 		x_cmp(&r, NFT_CMP_EQ, &port, 2);
+		x_ipv4(&r);
+		x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG_1);
+		x_lookup_flags(&r, NFT_REG_1, ranges, ~0u, NFT_LOOKUP_F_INV);
 		x_drop(&r, nft, CHAIN_DROP_DNS);
 		rule_end(bt, &r, "dns");
 	}

@@ -564,6 +564,30 @@ START_TEST(public_no_other_resolver)
 }
 END_TEST
 
+/* A resolver the policy allows by address is asked directly (a client's choice); any
+ * other one still is not. */
+START_TEST(allowed_resolver_reachable)
+{
+	lab_world();
+	json_t *body = json_pack("{s:{s:s,s:[{s:s,s:s}]}}", "networkPolicy", "defaultAction",
+				 "allow", "egress", "action", "allow", "target", NETLAB_ROGUE_DNS);
+	char *id = h_world_create(W, "busybox", body);
+	json_decref(body);
+	char *rogue = h_trim(h_world_sh(
+	    W, id, "timeout 10 nslookup web1.test " NETLAB_ROGUE_DNS " 2>&1; echo \"exit $?\""));
+	ck_assert_msg(strstr(rogue, NETLAB_ROGUE_ANSWER) && strstr(rogue, "exit 0"),
+		      "the allowed resolver did not answer:\n%s", rogue);
+	char *other = h_trim(h_world_sh(
+	    W, id, "timeout 10 nslookup web2.test " NETLAB_DNS " 2>&1; echo \"exit $?\""));
+	ck_assert_msg(!strstr(other, NETLAB_WEB2) && !strstr(other, "exit 0"),
+		      "a resolver the policy does not name answered:\n%s", other);
+	free(other);
+	free(rogue);
+	free(id);
+	lab_end();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------ */
 /* allowlist (networkPolicy defaultAction deny)                                           */
 
@@ -1407,6 +1431,7 @@ static Suite *network_suite(void)
 	ONE(s, public_never_host, 120);
 	ONE(s, public_never_other_sandbox, 120);
 	ONE(s, public_no_other_resolver, 120);
+	ONE(s, allowed_resolver_reachable, 120);
 	ONE(s, allowlist_admits_only_allowed, 180);
 	ONE(s, allowlist_follows_dns_change, 120);
 	ONE(s, egress_api_opens_and_closes_live, 120);
