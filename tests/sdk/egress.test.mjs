@@ -44,6 +44,7 @@ describe("the egress API through @alibaba-group/opensandbox", { skip }, () => {
 			{ action: "deny", target: "Allowed.Test." },
 			{ action: "allow", target: "allowed.test" },
 			{ action: "allow", target: "198.51.100.7" },
+			{ action: "allow", target: "203.0.113.0/24" },
 		]);
 		assert.equal(r, undefined);
 		assert.deepEqual(await sbx.getEgressPolicy(), {
@@ -52,6 +53,7 @@ describe("the egress API through @alibaba-group/opensandbox", { skip }, () => {
 				{ action: "allow", target: "*.allowed.test" },
 				{ action: "deny", target: "allowed.test" },
 				{ action: "allow", target: "198.51.100.7" },
+				{ action: "allow", target: "203.0.113.0/24" },
 			],
 		});
 	});
@@ -85,6 +87,7 @@ describe("the egress API through @alibaba-group/opensandbox", { skip }, () => {
 			egress: [
 				{ action: "allow", target: "*.allowed.test" },
 				{ action: "allow", target: "198.51.100.7" },
+				{ action: "allow", target: "203.0.113.0/24" },
 			],
 		};
 		assert.deepEqual(await sbx.getEgressPolicy(), expected);
@@ -92,7 +95,7 @@ describe("the egress API through @alibaba-group/opensandbox", { skip }, () => {
 		assert.deepEqual(await sbx.getEgressPolicy(), expected);
 		const err = await rejectsWith(sbx.deleteEgressRules(["ok.test", "a..test"]), 400, "INVALID_ARGUMENT");
 		assert.match(err.message, /targets\[1\]/);
-		await sbx.deleteEgressRules(["*.allowed.test", "198.51.100.7"]);
+		await sbx.deleteEgressRules(["*.allowed.test", "198.51.100.7", "203.0.113.0/24"]);
 		assert.deepEqual(await sbx.getEgressPolicy(), { defaultAction: "deny", egress: [] });
 		await sbx.kill();
 		h.created.delete(sbx.id);
