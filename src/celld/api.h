@@ -1,7 +1,8 @@
 /* The OpenSandbox API (API.md): its route table, its auth (OPEN-SANDBOX-API-KEY), its error
  * body {"code": "...", "message": "..."} (api_opensandbox.c), and the route handlers of
- * api_sandboxes.c, api_execd.c, api_files.c, api_metrics.c and api_egress.c. Handlers answer on r
- * and return 0; they map failures through the errno table (http_fail, http_internal). */
+ * api_sandboxes.c, api_execd.c, api_files.c, api_metrics.c, api_egress.c and api_proxy.c. Handlers
+ * answer on r and return 0; they map failures through the errno table (http_fail, http_internal).
+ */
 #pragma once
 
 #include <stdbool.h>
@@ -77,6 +78,14 @@ int api_files_replace(struct http_req *r);
 
 int api_execd_metrics(struct http_req *r);
 int api_execd_metrics_watch(struct http_req *r);
+
+/* ---- api_proxy.c: any other port, proxied to the sandbox's 127.0.0.1:{port} ---- */
+
+/* Streams: begin (connects, sends the head), data (the body as it comes), then the
+ * answer, streamed back. */
+int api_proxy_begin(struct http_req *r);
+int api_proxy_data(struct http_req *r, const char *data, size_t len);
+int api_proxy(struct http_req *r);
 
 /* ---- api_egress.c: the egress API, /policy under the endpoint of port 18080 ---- */
 

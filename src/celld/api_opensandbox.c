@@ -65,6 +65,10 @@ static const struct route routes[] = {
     {"GET", EGRESS "policy", NONE, SHORT, api_egress_get, NULL, NULL},
     {"PATCH", EGRESS "policy", JSON, SHORT, api_egress_patch, NULL, NULL},
     {"DELETE", EGRESS "policy", JSON, SHORT, api_egress_delete, NULL, NULL},
+    /* Last: any other port, any method, any path below it (a path the routes above know
+     * with another method stays their 405). */
+    {"*", "sandboxes/{id}/proxy/{port}/*", STREAM, STREAMED, api_proxy, api_proxy_begin,
+     api_proxy_data},
 };
 
 static bool authorized(const struct http_req *r)

@@ -10,6 +10,8 @@
 #define CELLD_DEFAULT_PENDING_MAX    1024
 #define CELLD_DEFAULT_PENDING_PER_IP 64
 #define CELLD_DEFAULT_HEAD_TIMEOUT_S 10
+/* Connections the port proxy (api_proxy.c) holds open to one sandbox's apps at once. */
+#define CELLD_DEFAULT_PROXY_MAX 128
 
 struct celld_config {
 	char *state_dir;  /* canonical absolute path */
@@ -27,6 +29,7 @@ struct celld_config {
 	unsigned tcp_pending_max;    /* held at once, in all */
 	unsigned tcp_pending_per_ip; /* held at once from one client (IPv6: one /64) */
 	unsigned tcp_head_timeout_s; /* for the whole head of the first request */
+	unsigned proxy_max;	     /* proxied connections per sandbox (--proxy-max-connections) */
 	/* Host directories TCP clients may mount below (--volume-root; canonical paths). */
 	char **volume_roots;
 	size_t n_volume_roots;

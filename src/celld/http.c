@@ -31,6 +31,16 @@ const char *http_raw_path(const struct http_req *r)
 	return r->raw_path ? r->raw_path : "";
 }
 
+const char *http_key_header(const struct http_req *r)
+{
+	return r->api ? r->api->key_header : NULL;
+}
+
+const char *http_raw_query(const struct http_req *r)
+{
+	return r->raw_query;
+}
+
 int http_socket(const struct http_req *r)
 {
 	const union MHD_ConnectionInfo *ci =
@@ -51,6 +61,26 @@ struct adm_principal *http_principal(const struct http_req *r)
 const char *http_header(const struct http_req *r, const char *name)
 {
 	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+struct headers_each {
+	bool (*fn)(void *cls, const char *name, const char *value);
+	void *cls;
+};
+
+static enum MHD_Result each_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				   const char *value)
+{
+	(void)kind;
+	struct headers_each *e = cls;
+	return e->fn(e->cls, key, value ? value : "") ? MHD_YES : MHD_NO;
+}
+
+void http_headers_each(const struct http_req *r,
+		       bool (*fn)(void *cls, const char *name, const char *value), void *cls)
+{
+	struct headers_each e = {fn, cls};
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, each_header, &e);
 }
 
 const char *http_query(const struct http_req *r, const char *key)

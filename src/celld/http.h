@@ -44,10 +44,17 @@ const char *http_param(const struct http_req *r, unsigned i);
 /* The method and the raw path as sent (before unescaping). */
 const char *http_method(const struct http_req *r);
 const char *http_raw_path(const struct http_req *r);
+/* The query as sent (after '?', still escaped), or NULL when the request had none. */
+const char *http_raw_query(const struct http_req *r);
 bool http_is_tcp(const struct http_req *r);
+/* The header holding the API key of r's API (NULL when it has none): never forwarded. */
+const char *http_key_header(const struct http_req *r);
 /* The client connection's socket (-1 if unknown), valid while the request is answered. */
 int http_socket(const struct http_req *r);
 const char *http_header(const struct http_req *r, const char *name);
+/* Call fn for each request header in the order sent, until it returns false. */
+void http_headers_each(const struct http_req *r,
+		       bool (*fn)(void *cls, const char *name, const char *value), void *cls);
 /* First value of a query parameter, or NULL. */
 const char *http_query(const struct http_req *r, const char *key);
 /* All values of a repeated query parameter (at most max); returns how many. */

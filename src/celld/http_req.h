@@ -24,7 +24,8 @@ struct http_req {
 	/* The client's X-Request-ID when it sent a valid one (request_id_take), else one
 	 * made for the request. */
 	char request_id[HTTP_REQUEST_ID_MAX + 1];
-	char *raw_path; /* as sent, before any unescaping: segments are decoded one by one */
+	char *raw_path;	 /* as sent, before any unescaping: segments are decoded one by one */
+	char *raw_query; /* what followed the '?', as sent; NULL when none */
 	const char *method;
 	struct router_match match;
 	bool started, queued, too_large;

@@ -69,6 +69,9 @@ static void usage(FILE *out)
 	    "                      for the whole head of a TCP connection's first request, at\n"
 	    "                      most " GATE_HEAD_MAX_TEXT " (default %u); then the connection "
 	    "is closed\n"
+	    "  --proxy-max-connections N\n"
+	    "                      requests the port proxy (/proxy/{port}/) forwards to one\n"
+	    "                      sandbox at once (default %u); past it, 429\n"
 	    "  --api-key-file F    API key file (default <state>/api-key; generated when "
 	    "missing;\n"
 	    "                      the environment variable CELL_API_KEY overrides it)\n"
@@ -110,7 +113,7 @@ static void usage(FILE *out)
 	    "  --version           print the version and the cgroup backend\n"
 	    "  --help              this text\n",
 	    CELLD_DEFAULT_PENDING_MAX, CELLD_DEFAULT_PENDING_PER_IP, CELLD_DEFAULT_HEAD_TIMEOUT_S,
-	    CELL_LIBEXEC_DIR, CELL_DATA_DIR, CELLD_DEFAULT_NFLOG_GROUP);
+	    CELLD_DEFAULT_PROXY_MAX, CELL_LIBEXEC_DIR, CELL_DATA_DIR, CELLD_DEFAULT_NFLOG_GROUP);
 }
 
 /* optarg as a whole number from 1 to max. */
@@ -161,6 +164,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"tcp-pending-max", required_argument, NULL, 'm'},
 	    {"tcp-pending-per-ip", required_argument, NULL, 'p'},
 	    {"tcp-head-timeout", required_argument, NULL, 't'},
+	    {"proxy-max-connections", required_argument, NULL, 'X'},
 	    {"api-key-file", required_argument, NULL, 'k'},
 	    {"init", required_argument, NULL, 'I'},
 	    {"uid-ranges-dir", required_argument, NULL, 'U'},
@@ -203,6 +207,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 't':
 			r = uint_flag("--tcp-head-timeout", 300, &celld.tcp_head_timeout_s);
+			break;
+		case 'X':
+			r = uint_flag("--proxy-max-connections", 65536, &celld.proxy_max);
 			break;
 		case 'k':
 			f->key_file = optarg;

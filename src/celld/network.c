@@ -627,7 +627,7 @@ static void teardown_locked(const struct sb_link *l, bool delete_link)
 
 /* The network namespace of sb's init, checked to still be that process's after opening
  * it (its pidfd still live: the pid was not recycled in between). */
-static int open_netns(struct sandbox *sb, struct cell_error *err)
+int network_open_netns(struct sandbox *sb, struct cell_error *err)
 {
 	registry_lock();
 	pid_t pid = sb->pid;
@@ -649,7 +649,7 @@ static int open_netns(struct sandbox *sb, struct cell_error *err)
 static int attach_locked(struct sandbox *sb, const struct sb_link *l, const struct netpolicy *p,
 			 struct cell_error *err)
 {
-	_cleanup_close_ int ns = open_netns(sb, err);
+	_cleanup_close_ int ns = network_open_netns(sb, err);
 	if (ns < 0)
 		return ns;
 	/* Before eth0 exists there, so it is born without IPv6 (not even a link-local

@@ -44,6 +44,10 @@ int network_spec(const char *mode_name, json_t *policy_json, json_t *resource_li
 
 /* The text of sb's /etc/resolv.conf, or "" for a sandbox without a network. */
 int network_resolv_conf(struct sandbox *sb, char *buf, size_t size, struct cell_error *err);
+/* An fd of the network namespace of sb's init (O_RDONLY, for setns), checked to still be
+ * that process's after opening it (its pidfd live: the pid was not recycled); -ESRCH when
+ * it has no init. Any mode, none included: every sandbox has its own namespace. */
+int network_open_netns(struct sandbox *sb, struct cell_error *err);
 /* Give sb, whose init runs (sb->pid, sb->pidfd), its network: the host side made first if
  * needed, then its chain, veth, addresses, routes and resolver. Nothing is left on
  * failure. 0 at once for mode none. */

@@ -60,6 +60,10 @@ static int match_pattern(struct router_match *m, const char *pattern, char **seg
 		char *s = strtok_r(p, "/", &save);
 		if (!s)
 			break;
+		if (!strcmp(s, "*")) {
+			i = n;
+			break;
+		}
 		if (i >= n)
 			return 0;
 		if (s[0] == '{') {
@@ -108,6 +112,9 @@ enum router_result router_route(const struct route_table *t, const char *method,
 		return ROUTER_BAD_PATH;
 	bool path_known = false;
 	for (size_t i = 0; i < t->n; i++) {
+		bool any = !strcmp(t->routes[i].method, "*");
+		if (any && path_known)
+			continue;
 		int r = match_pattern(m, t->routes[i].pattern, segs, n);
 		if (r < 0) {
 			router_match_free(m);
@@ -115,7 +122,7 @@ enum router_result router_route(const struct route_table *t, const char *method,
 		}
 		if (!r)
 			continue;
-		if (strcmp(t->routes[i].method, method)) {
+		if (!any && strcmp(t->routes[i].method, method)) {
 			path_known = true;
 			router_match_free(m);
 			continue;

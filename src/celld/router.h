@@ -8,7 +8,7 @@
 
 struct http_req;
 
-#define ROUTER_SEGS_MAX	  16
+#define ROUTER_SEGS_MAX	  64
 #define ROUTER_PARAMS_MAX 4
 #define ROUTER_PATH_MAX	  4096
 
@@ -28,9 +28,13 @@ enum route_flags {
 };
 
 struct route {
+	/* "*": any method, but only for a path no route before it in the table knows (a known
+	 * path with another method stays a 405). */
 	const char *method;
 	/* Segments joined by '/'. "{id}" and "{cmd}" capture a cell id (refused unless valid,
-	 * before any handler sees it); any other "{name}" captures one segment as it is. */
+	 * before any handler sees it); any other "{name}" captures one segment as it is. A
+	 * last segment "*" matches whatever follows, nothing included (not captured: the
+	 * handler reads it from the raw path). */
 	const char *pattern;
 	enum route_body body;
 	unsigned flags;

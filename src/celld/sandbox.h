@@ -68,7 +68,8 @@ struct sandbox {
 	pthread_mutex_t meta_lock;  /* serialises metadata patches (read, merge, swap, save) */
 	struct cmd_table *cmds;
 
-	int refs; /* atomic */
+	int refs;	      /* atomic */
+	unsigned proxy_conns; /* atomic: the port proxy's open connections (api_proxy.c) */
 
 	/* Under the registry lock. Only O(1) work happens under it: the json members of an
 	 * entry are immutable once published (metadata is replaced whole), so readers take a

@@ -236,6 +236,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	size_t n = strcspn(uri, "?#");
 	if (n < ROUTER_PATH_MAX)
 		r->raw_path = strndup(uri, n);
+	if (uri[n] == '?' && strlen(uri + n + 1) < ROUTER_PATH_MAX)
+		r->raw_query = strndup(uri + n + 1, strcspn(uri + n + 1, "#"));
 	return r;
 }
 
@@ -266,6 +268,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		admission_put(r->who, ADM_STREAMS);
 	router_match_free(&r->match);
 	free(r->raw_path);
+	free(r->raw_query);
 	free(r->body);
 	free(r);
 }

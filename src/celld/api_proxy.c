@@ -1,0 +1,734 @@
+/* The port proxy: ANY /v1/sandboxes/{id}/proxy/{port}/<rest> forwarded over HTTP/1.1 to
+ * 127.0.0.1:<port> inside the sandbox's own network namespace. The socket is made in that
+ * namespace (a short thread enters it, makes the socket and ends: a socket keeps the
+ * namespace it was made in), so no host port is ever opened and a sandbox with network
+ * "none" is reached as well. Ports 44772 and 18080 stay the execd and egress APIs.
+ *
+ * One connection to the app per request ("Connection: close"). The request head goes to
+ * the app once the client's head is in, the body as it arrives (a route of kind
+ * ROUTE_BODY_STREAM), and the answer comes back through a callback response: its status,
+ * its headers, its body as the app sends it (by length, chunked, or until it closes). Bounded:
+ * the heads (PROXY_HEAD_MAX), the connect (PROXY_CONNECT_MS), the silence of the app
+ * (PROXY_IDLE_MS), and the connections one sandbox's proxy holds at once
+ * (--proxy-max-connections, 429 past it). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "cell/cleanup.h"
+#include "api.h"
+#include "config.h"
+#include "fields.h"
+#include "http.h"
+#include "network.h"
+#include "sandbox.h"
+#include "url.h"
+
+#define PROXY_HEAD_MAX	  (64u << 10) /* the request head to the app; the answer's head */
+#define PROXY_LINE_MAX	  4096	      /* a chunk-size or trailer line of a chunked answer */
+#define PROXY_CONNECT_MS  10000
+#define PROXY_IDLE_MS	  120000 /* the app silent this long: the request fails */
+#define PROXY_BLOCK	  (64u << 10)
+#define PROXY_HEADERS_MAX 256
+#define PORT_EXECD	  44772
+#define PORT_EGRESS	  18080
+
+enum body_kind { BODY_NONE, BODY_LENGTH, BODY_CHUNKED, BODY_CLOSE };
+enum chunk_state { CHUNK_SIZE, CHUNK_DATA, CHUNK_CRLF, CHUNK_DONE };
+
+struct proxy {
+	int refs; /* atomic: the request's state, and the response while it streams */
+	struct sandbox *sb;
+	bool counted; /* in sb->proxy_conns */
+	int fd;	      /* to the app */
+	unsigned port;
+	bool chunked_up;  /* the client's body goes to the app chunked */
+	bool send_failed; /* the app stopped taking the body: its answer is still read */
+	bool head_method;
+	/* What was read from the app and not used yet: buf[pos, len). */
+	char *buf;
+	size_t pos, len;
+	enum body_kind body;
+	enum chunk_state chunk;
+	uint64_t left; /* BODY_LENGTH: bytes to come; BODY_CHUNKED: of the current chunk */
+};
+
+static void proxy_unref(void *cls)
+{
+	struct proxy *p = cls;
+	if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (p->fd >= 0)
+		close(p->fd);
+	if (p->sb) {
+		if (p->counted)
+			__atomic_sub_fetch(&p->sb->proxy_conns, 1, __ATOMIC_RELAXED);
+		sandbox_unref(p->sb);
+	}
+	free(p->buf);
+	free(p);
+}
+
+/* ---- the socket in the sandbox's namespace ---- */
+
+struct ns_socket {
+	int nsfd, fd, err;
+};
+
+/* A thread of its own enters the namespace and ends there: the caller's thread never
+ * leaves celld's. */
+static void *ns_socket_thread(void *arg)
+{
+	struct ns_socket *n = arg;
+	if (setns(n->nsfd, CLONE_NEWNET) < 0) {
+		n->err = errno;
+		return NULL;
+	}
+	n->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (n->fd < 0)
+		n->err = errno;
+	return NULL;
+}
+
+static int socket_in(int nsfd, struct cell_error *err)
+{
+	struct ns_socket n = {.nsfd = nsfd, .fd = -1};
+	pthread_attr_t attr;
+	pthread_t t;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64u << 10);
+	int r = pthread_create(&t, &attr, ns_socket_thread, &n);
+	pthread_attr_destroy(&attr);
+	if (r)
+		return cell_err(err, r, "starting a thread to enter the sandbox's network");
+	pthread_join(t, NULL);
+	if (n.fd < 0)
+		return cell_err(err, n.err, "a socket in the sandbox's network namespace");
+	return n.fd;
+}
+
+/* poll fd for events for at most ms: 1 ready, 0 timed out, -errno. */
+static int wait_fd(int fd, short events, int ms)
+{
+	struct pollfd pfd = {.fd = fd, .events = events};
+	for (;;) {
+		int r = poll(&pfd, 1, ms);
+		if (r >= 0)
+			return r;
+		if (errno != EINTR)
+			return -errno;
+	}
+}
+
+/* Connected to 127.0.0.1:port in sb's namespace: the fd, or -errno (-ECONNREFUSED:
+ * nothing listens there, -ETIMEDOUT). */
+static int connect_app(struct sandbox *sb, unsigned port, struct cell_error *err)
+{
+	_cleanup_close_ int ns = network_open_netns(sb, err);
+	if (ns < 0)
+		return ns;
+	_cleanup_close_ int fd = socket_in(ns, err);
+	if (fd < 0)
+		return fd;
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		if (errno != EINPROGRESS)
+			return cell_err(err, errno, "connecting to port %u", port);
+		int r = wait_fd(fd, POLLOUT, PROXY_CONNECT_MS);
+		if (r == 0)
+			return cell_err(err, ETIMEDOUT, "connecting to port %u", port);
+		int soerr = 0;
+		socklen_t len = sizeof(soerr);
+		if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+			return cell_err(err, r < 0 ? -r : errno, "connecting to port %u", port);
+		if (soerr)
+			return cell_err(err, soerr, "connecting to port %u", port);
+	}
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return move_fd(fd);
+}
+
+static int send_all(int fd, const char *data, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			int r = wait_fd(fd, POLLOUT, PROXY_IDLE_MS);
+			if (r <= 0)
+				return r ? r : -ETIMEDOUT;
+			continue;
+		}
+		if (n < 0)
+			return -errno;
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Up to max bytes from the app into out: how many (0 at its end), or -errno. */
+static ssize_t recv_some(int fd, char *out, size_t max)
+{
+	for (;;) {
+		ssize_t n = recv(fd, out, max, 0);
+		if (n >= 0)
+			return n;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		int r = wait_fd(fd, POLLIN, PROXY_IDLE_MS);
+		if (r <= 0)
+			return r ? r : -ETIMEDOUT;
+	}
+}
+
+/* ---- the request to the app ---- */
+
+struct head {
+	char *text;
+	size_t len, cap;
+	bool too_long;
+};
+
+static void head_add(struct head *h, const char *a, const char *b, const char *c)
+{
+	const char *parts[] = {a, b, c};
+	for (size_t i = 0; i < 3; i++) {
+		size_t n = parts[i] ? strlen(parts[i]) : 0;
+		if (h->too_long || h->len + n + 1 > PROXY_HEAD_MAX) {
+			h->too_long = true;
+			return;
+		}
+		memcpy(h->text + h->len, parts[i], n);
+		h->len += n;
+	}
+	h->text[h->len] = '\0';
+}
+
+static bool hop_by_hop(const char *name)
+{
+	static const char *const names[] = {"Connection",      "Keep-Alive",	    "TE",
+					    "Trailer",	       "Transfer-Encoding", "Upgrade",
+					    "Proxy-Connection"};
+	if (!strncasecmp(name, "Proxy-", 6))
+		return true;
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(names); i++)
+		if (!strcasecmp(name, names[i]))
+			return true;
+	return false;
+}
+
+/* Whether name is one of the tokens of a Connection header's value list. */
+static bool in_list(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; *p;) {
+		p += strspn(p, " \t,");
+		size_t t = strcspn(p, " \t,");
+		if (t == n && !strncasecmp(p, name, n))
+			return true;
+		p += t;
+	}
+	return false;
+}
+
+struct head_walk {
+	struct head *h;
+	char connection[1024]; /* every Connection value, joined */
+	const char *key_header;
+	bool chunked_up;
+	const char *xff; /* the client's X-Forwarded-For, last one */
+};
+
+static bool collect_connection(void *cls, const char *name, const char *value)
+{
+	struct head_walk *w = cls;
+	if (!strcasecmp(name, "Connection")) {
+		size_t used = strlen(w->connection);
+		snprintf(w->connection + used, sizeof(w->connection) - used, ",%s", value);
+	}
+	return true;
+}
+
+static bool pass_header(void *cls, const char *name, const char *value)
+{
+	struct head_walk *w = cls;
+	if (hop_by_hop(name) || in_list(w->connection, name))
+		return true;
+	/* The key is celld's, never the app's. */
+	if (w->key_header && !strcasecmp(name, w->key_header))
+		return true;
+	/* Set by the proxy below (Expect: the client's "100 Continue" came from celld). */
+	if (!strcasecmp(name, "Host") || !strcasecmp(name, "Expect") ||
+	    !strcasecmp(name, "X-Forwarded-Proto") || !strcasecmp(name, "X-Forwarded-Host") ||
+	    !strcasecmp(name, "X-Forwarded-Prefix"))
+		return true;
+	if (!strcasecmp(name, "X-Forwarded-For")) {
+		w->xff = value;
+		return true;
+	}
+	if (w->chunked_up && !strcasecmp(name, "Content-Length"))
+		return true;
+	head_add(w->h, name, ": ", value);
+	head_add(w->h, "\r\n", NULL, NULL);
+	return true;
+}
+
+/* The client's address for X-Forwarded-For: "" when it has none (the Unix socket). */
+static void client_addr(struct http_req *r, char *out, size_t size)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	out[0] = '\0';
+	int fd = http_socket(r);
+	if (!http_is_tcp(r) || fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &len) < 0)
+		return;
+	if (ss.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, size);
+	else if (ss.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, out, size);
+}
+
+/* The raw path split at the end of ".../proxy/{port}": *prefix_len bytes of it, and the
+ * rest (the app's path, "" for none). */
+static const char *split_path(const char *raw, size_t *prefix_len)
+{
+	/* /v1 is optional: the router drops a first segment that decodes to it. */
+	char first[8] = "";
+	size_t n = strcspn(raw + 1, "/");
+	if (n < sizeof(first)) {
+		memcpy(first, raw + 1, n);
+		first[n] = '\0';
+		if (url_unescape(first, false) < 0)
+			first[0] = '\0';
+	}
+	unsigned skip = !strcmp(first, "v1") ? 5 : 4;
+	const char *p = raw;
+	for (unsigned i = 0; i < skip && *p; i++)
+		p = strchr(p + 1, '/') ? strchr(p + 1, '/') : p + strlen(p);
+	*prefix_len = (size_t)(p - raw);
+	return p;
+}
+
+static int send_head(struct http_req *r, struct proxy *p)
+{
+	struct head h = {.text = malloc(PROXY_HEAD_MAX)};
+	if (!h.text)
+		return -ENOMEM;
+	size_t prefix_len;
+	const char *raw = http_raw_path(r);
+	const char *rest = split_path(raw, &prefix_len);
+	const char *query = http_raw_query(r);
+	head_add(&h, http_method(r), " ", rest[0] ? rest : "/");
+	if (query)
+		head_add(&h, "?", query, NULL);
+	head_add(&h, " HTTP/1.1\r\n", NULL, NULL);
+	const char *host = http_header(r, "Host");
+	char port_host[32];
+	snprintf(port_host, sizeof(port_host), "127.0.0.1:%u", p->port);
+	head_add(&h, "Host: ", host && host[0] ? host : port_host, "\r\n");
+	struct head_walk w = {.h = &h, .key_header = http_key_header(r)};
+	w.chunked_up = p->chunked_up;
+	http_headers_each(r, collect_connection, &w);
+	http_headers_each(r, pass_header, &w);
+	char addr[INET6_ADDRSTRLEN];
+	client_addr(r, addr, sizeof(addr));
+	if (w.xff || addr[0]) {
+		head_add(&h, "X-Forwarded-For: ", w.xff ? w.xff : addr, NULL);
+		head_add(&h, w.xff && addr[0] ? ", " : "", w.xff && addr[0] ? addr : "", "\r\n");
+	}
+	head_add(&h, "X-Forwarded-Proto: http\r\n", NULL, NULL);
+	if (host && host[0])
+		head_add(&h, "X-Forwarded-Host: ", host, "\r\n");
+	char prefix[ROUTER_PATH_MAX];
+	snprintf(prefix, sizeof(prefix), "%.*s", (int)prefix_len, raw);
+	head_add(&h, "X-Forwarded-Prefix: ", prefix, "\r\n");
+	if (p->chunked_up)
+		head_add(&h, "Transfer-Encoding: chunked\r\n", NULL, NULL);
+	head_add(&h, "Connection: close\r\n\r\n", NULL, NULL);
+	int rc = h.too_long ? -E2BIG : send_all(p->fd, h.text, h.len);
+	free(h.text);
+	return rc;
+}
+
+/* ---- the answer from the app ---- */
+
+/* Read until buf[pos, len) holds a '\n': its offset, or -errno (-EPIPE when the app closed
+ * first, -E2BIG past bound bytes of line, or past the buffer). compact: what is before pos
+ * may go (a body's chunk lines); else it stays where it is (an answer's head, whose lines
+ * are used in place). */
+static ssize_t fill_line(struct proxy *p, size_t bound, bool compact)
+{
+	for (;;) {
+		char *nl = memchr(p->buf + p->pos, '\n', p->len - p->pos);
+		if (nl)
+			return nl - p->buf;
+		if (p->len - p->pos >= bound)
+			return -E2BIG;
+		if (compact && p->pos) {
+			memmove(p->buf, p->buf + p->pos, p->len - p->pos);
+			p->len -= p->pos;
+			p->pos = 0;
+		}
+		if (p->len >= PROXY_HEAD_MAX)
+			return -E2BIG;
+		ssize_t n = recv_some(p->fd, p->buf + p->len, PROXY_HEAD_MAX - p->len);
+		if (n <= 0)
+			return n ? n : -EPIPE;
+		p->len += (size_t)n;
+	}
+}
+
+/* The next line (its CR/LF cut), in place: NULL and *rc on failure. */
+static char *next_line(struct proxy *p, size_t bound, bool compact, ssize_t *rc)
+{
+	ssize_t nl = fill_line(p, bound, compact);
+	if (nl < 0) {
+		*rc = nl;
+		return NULL;
+	}
+	char *line = p->buf + p->pos;
+	p->buf[nl] = '\0';
+	if (nl > (ssize_t)p->pos && p->buf[nl - 1] == '\r')
+		p->buf[nl - 1] = '\0';
+	p->pos = (size_t)nl + 1;
+	return line;
+}
+
+struct header {
+	char *name, *value;
+};
+
+struct answer {
+	unsigned status;
+	struct header h[PROXY_HEADERS_MAX];
+	size_t n;
+	char connection[1024];
+	const char *length, *te;
+};
+
+/* Read the answer's head (1xx interim answers are skipped). Lines point into p->buf,
+ * which holds the whole head: nothing moves it until the body is read. */
+static int read_answer(struct proxy *p, struct answer *a, const char **why)
+{
+	p->pos = p->len = 0;
+	for (;;) {
+		*a = (struct answer){0};
+		ssize_t rc = 0;
+		char *line = next_line(p, PROXY_HEAD_MAX, false, &rc);
+		if (!line) {
+			*why = rc == -E2BIG ? "an answer head too large" : "no answer";
+			return (int)rc;
+		}
+		unsigned major, minor, status;
+		if (sscanf(line, "HTTP/%u.%u %3u", &major, &minor, &status) != 3 || major != 1 ||
+		    status < 100 || status > 599) {
+			*why = "an answer that is not HTTP/1";
+			return -EPROTO;
+		}
+		a->status = status;
+		for (;;) {
+			line = next_line(p, PROXY_HEAD_MAX, false, &rc);
+			if (!line) {
+				*why = rc == -E2BIG ? "an answer head too large"
+						    : "an answer cut short";
+				return (int)rc;
+			}
+			if (!line[0])
+				break;
+			char *colon = strchr(line, ':');
+			if (!colon || colon == line || a->n == PROXY_HEADERS_MAX) {
+				*why = colon ? "too many headers" : "a malformed header";
+				return -EPROTO;
+			}
+			*colon = '\0';
+			char *v = colon + 1;
+			v += strspn(v, " \t");
+			size_t vl = strlen(v);
+			while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+				v[--vl] = '\0';
+			if (!strcasecmp(line, "Connection")) {
+				size_t used = strlen(a->connection);
+				snprintf(a->connection + used, sizeof(a->connection) - used, ",%s",
+					 v);
+			} else if (!strcasecmp(line, "Content-Length")) {
+				a->length = v;
+			} else if (!strcasecmp(line, "Transfer-Encoding")) {
+				a->te = v;
+			}
+			a->h[a->n++] = (struct header){line, v};
+		}
+		if (status == 101) {
+			*why = "a protocol switch (WebSocket is not proxied yet)";
+			return -EPROTO;
+		}
+		if (status >= 200)
+			return 0;
+		/* An interim answer (100 Continue, 103): dropped, the next one read. */
+		memmove(p->buf, p->buf + p->pos, p->len - p->pos);
+		p->len -= p->pos;
+		p->pos = 0;
+	}
+}
+
+/* Up to max bytes of the body as it is sent: from what was read already, then the
+ * socket. 0 at the app's end. */
+static ssize_t take(struct proxy *p, char *out, size_t max)
+{
+	if (p->pos < p->len) {
+		size_t n = p->len - p->pos < max ? p->len - p->pos : max;
+		memcpy(out, p->buf + p->pos, n);
+		p->pos += n;
+		return (ssize_t)n;
+	}
+	return recv_some(p->fd, out, max);
+}
+
+static ssize_t read_chunked(struct proxy *p, char *out, size_t max)
+{
+	ssize_t rc = 0;
+	for (;;) {
+		switch (p->chunk) {
+		case CHUNK_SIZE: {
+			char *line = next_line(p, PROXY_LINE_MAX, true, &rc);
+			if (!line)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			char *end;
+			errno = 0;
+			unsigned long long size = strtoull(line, &end, 16);
+			if (end == line || errno ||
+			    (*end && *end != ';' && *end != ' ' && *end != '\t'))
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			p->left = size;
+			p->chunk = size ? CHUNK_DATA : CHUNK_DONE;
+			break;
+		}
+		case CHUNK_DATA: {
+			ssize_t n = take(p, out, p->left < max ? (size_t)p->left : max);
+			if (n <= 0)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			p->left -= (uint64_t)n;
+			if (!p->left)
+				p->chunk = CHUNK_CRLF;
+			return n;
+		}
+		case CHUNK_CRLF: {
+			char *line = next_line(p, PROXY_LINE_MAX, true, &rc);
+			if (!line || line[0])
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			p->chunk = CHUNK_SIZE;
+			break;
+		}
+		case CHUNK_DONE: {
+			/* Trailers, dropped, up to the empty line. */
+			char *line = next_line(p, PROXY_LINE_MAX, true, &rc);
+			if (!line)
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			if (!line[0])
+				return MHD_CONTENT_READER_END_OF_STREAM;
+			break;
+		}
+		}
+	}
+}
+
+static ssize_t read_body(void *cls, uint64_t pos, char *out, size_t max)
+{
+	(void)pos;
+	struct proxy *p = cls;
+	ssize_t n;
+	switch (p->body) {
+	case BODY_NONE:
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	case BODY_LENGTH:
+		if (!p->left)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		n = take(p, out, p->left < max ? (size_t)p->left : max);
+		if (n <= 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		p->left -= (uint64_t)n;
+		return n;
+	case BODY_CHUNKED:
+		return read_chunked(p, out, max);
+	case BODY_CLOSE:
+		n = take(p, out, max);
+		if (n < 0)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		return n ? n : MHD_CONTENT_READER_END_OF_STREAM;
+	}
+	return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/* ---- the route ---- */
+
+static bool chunked_value(const char *te)
+{
+	return te && in_list(te, "chunked");
+}
+
+int api_proxy_begin(struct http_req *r)
+{
+	int64_t port;
+	if (parse_int64(http_param(r, 1), 1, 65535, &port) < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "port '%.16s' must be a number between 1 and 65535",
+				  http_param(r, 1));
+	/* execd's and the egress sidecar's ports keep their own routes: a path neither has
+	 * is what it was before the proxy, an unknown endpoint. */
+	if (port == PORT_EXECD || port == PORT_EGRESS)
+		return http_error(r, 404, "NOT_FOUND", "no such endpoint");
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb)
+		return 0;
+	struct proxy *p = calloc(1, sizeof(*p));
+	if (!p) {
+		sandbox_unref(sb);
+		return http_error(r, 500, "INTERNAL", "out of memory");
+	}
+	p->refs = 1;
+	p->sb = sb;
+	p->fd = -1;
+	p->port = (unsigned)port;
+	http_set_state(r, p, proxy_unref);
+	p->counted = true;
+	unsigned open = __atomic_add_fetch(&sb->proxy_conns, 1, __ATOMIC_RELAXED);
+	if (open > celld.proxy_max)
+		return http_fail(r, EUSERS, "TOO_MANY_CONNECTIONS",
+				 "sandbox %s has %u proxied requests open, the most allowed "
+				 "(--proxy-max-connections); try again when one ends",
+				 sb->id, celld.proxy_max);
+	p->buf = malloc(PROXY_HEAD_MAX + 1);
+	if (!p->buf)
+		return http_error(r, 500, "INTERNAL", "out of memory");
+	p->chunked_up = http_header(r, "Transfer-Encoding") != NULL;
+	p->head_method = !strcmp(http_method(r), "HEAD");
+	struct cell_error err = {0};
+	p->fd = connect_app(sb, p->port, &err);
+	if (p->fd == -ECONNREFUSED)
+		return http_error(r, 502, "PROXY_CONNECT_FAILED",
+				  "nothing listens on port %u in sandbox %s (127.0.0.1:%u in its "
+				  "network namespace)",
+				  p->port, sb->id, p->port);
+	if (p->fd == -ETIMEDOUT)
+		return http_error(r, 504, "PROXY_TIMEOUT",
+				  "port %u in sandbox %s took longer than %d s to accept", p->port,
+				  sb->id, PROXY_CONNECT_MS / 1000);
+	if (p->fd < 0)
+		return http_error(r, 502, "PROXY_CONNECT_FAILED", "port %u in sandbox %s: %s",
+				  p->port, sb->id, err.msg);
+	int rc = send_head(r, p);
+	if (rc == -E2BIG)
+		return http_error(r, 431, "HEADERS_TOO_LARGE",
+				  "the request head for port %u is over %u bytes", p->port,
+				  PROXY_HEAD_MAX);
+	if (rc < 0)
+		return http_error(r, 502, "PROXY_SEND_FAILED",
+				  "sending the request to port %u in sandbox %s: %s", p->port,
+				  sb->id, strerror(-rc));
+	return 0;
+}
+
+int api_proxy_data(struct http_req *r, const char *data, size_t len)
+{
+	struct proxy *p = http_state(r);
+	if (!p || p->fd < 0 || p->send_failed)
+		return 0;
+	int rc = 0;
+	if (p->chunked_up) {
+		char size[24];
+		snprintf(size, sizeof(size), "%zx\r\n", len);
+		rc = send_all(p->fd, size, strlen(size));
+		if (rc == 0)
+			rc = send_all(p->fd, data, len);
+		if (rc == 0)
+			rc = send_all(p->fd, "\r\n", 2);
+	} else {
+		rc = send_all(p->fd, data, len);
+	}
+	/* The app may answer without reading the whole body: its answer is still read. */
+	if (rc < 0)
+		p->send_failed = true;
+	return 0;
+}
+
+static bool pass_answer_header(const struct answer *a, const char *name)
+{
+	return !hop_by_hop(name) && !in_list(a->connection, name) &&
+	       strcasecmp(name, "Content-Length") && strcasecmp(name, "X-Request-ID");
+}
+
+int api_proxy(struct http_req *r)
+{
+	struct proxy *p = http_state(r);
+	if (!p || p->fd < 0)
+		return http_error(r, 500, "INTERNAL", "proxy state lost");
+	if (p->chunked_up && !p->send_failed && send_all(p->fd, "0\r\n\r\n", 5) < 0)
+		p->send_failed = true;
+	struct answer a;
+	const char *why = "";
+	int rc = read_answer(p, &a, &why);
+	if (rc == -ETIMEDOUT)
+		return http_error(r, 504, "PROXY_TIMEOUT",
+				  "port %u in sandbox %s sent no answer within %d s", p->port,
+				  p->sb->id, PROXY_IDLE_MS / 1000);
+	if (rc < 0)
+		return http_error(r, 502, "PROXY_BAD_ANSWER", "port %u in sandbox %s sent %s",
+				  p->port, p->sb->id, why);
+	uint64_t size = MHD_SIZE_UNKNOWN;
+	int64_t length = -1;
+	if (a.length && parse_int64(a.length, 0, INT64_MAX, &length) < 0)
+		return http_error(r, 502, "PROXY_BAD_ANSWER",
+				  "port %u in sandbox %s sent a bad Content-Length", p->port,
+				  p->sb->id);
+	if (p->head_method || a.status == 204 || a.status == 304) {
+		p->body = BODY_NONE;
+		if (length >= 0 && p->head_method)
+			size = (uint64_t)length;
+	} else if (chunked_value(a.te)) {
+		p->body = BODY_CHUNKED;
+	} else if (a.te) {
+		return http_error(r, 502, "PROXY_BAD_ANSWER",
+				  "port %u in sandbox %s sent Transfer-Encoding '%.40s'", p->port,
+				  p->sb->id, a.te);
+	} else if (length >= 0) {
+		p->body = BODY_LENGTH;
+		p->left = (uint64_t)length;
+		size = (uint64_t)length;
+	} else {
+		p->body = BODY_CLOSE;
+	}
+	struct MHD_Response *resp;
+	if (p->body == BODY_NONE && size == MHD_SIZE_UNKNOWN) {
+		resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+	} else {
+		__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
+		resp =
+		    MHD_create_response_from_callback(size, PROXY_BLOCK, read_body, p, proxy_unref);
+		if (!resp)
+			proxy_unref(p);
+	}
+	if (!resp)
+		return http_error(r, 500, "INTERNAL", "out of memory");
+	for (size_t i = 0; i < a.n; i++)
+		if (pass_answer_header(&a, a.h[i].name))
+			MHD_add_response_header(resp, a.h[i].name, a.h[i].value);
+	return http_respond(r, a.status, resp);
+}
