@@ -255,7 +255,7 @@ struct head_walk {
 	char connection[1024]; /* every Connection value, joined */
 	const char *key_header;
 	bool chunked_up;
-	const char *xff; /* the client's X-Forwarded-For, last one */
+	char xff[1024]; /* the client's X-Forwarded-For values, joined */
 };
 
 static bool collect_connection(void *cls, const char *name, const char *value)
@@ -268,10 +268,16 @@ static bool collect_connection(void *cls, const char *name, const char *value)
 	return true;
 }
 
+/* No CR or LF may reach the app inside a header (one more header, a second request). */
+static bool one_line(const char *s)
+{
+	return !strpbrk(s, "\r\n");
+}
+
 static bool pass_header(void *cls, const char *name, const char *value)
 {
 	struct head_walk *w = cls;
-	if (hop_by_hop(name) || in_list(w->connection, name))
+	if (!one_line(name) || !one_line(value) || hop_by_hop(name) || in_list(w->connection, name))
 		return true;
 	/* The key is celld's, never the app's. */
 	if (w->key_header && !strcasecmp(name, w->key_header))
@@ -282,7 +288,8 @@ static bool pass_header(void *cls, const char *name, const char *value)
 	    !strcasecmp(name, "X-Forwarded-Prefix"))
 		return true;
 	if (!strcasecmp(name, "X-Forwarded-For")) {
-		w->xff = value;
+		size_t used = strlen(w->xff);
+		snprintf(w->xff + used, sizeof(w->xff) - used, "%s%s", used ? ", " : "", value);
 		return true;
 	}
 	if (w->chunked_up && !strcasecmp(name, "Content-Length"))
@@ -328,6 +335,16 @@ static const char *split_path(const char *raw, size_t *prefix_len)
 	return p;
 }
 
+/* Whether the app's request target may be sent as it is: no blank or control byte (the
+ * request line is split on blanks). */
+static bool target_ok(const char *s)
+{
+	for (; s && *s; s++)
+		if ((unsigned char)*s <= 0x20 || *s == 0x7f)
+			return false;
+	return true;
+}
+
 static int send_head(struct http_req *r, struct proxy *p)
 {
 	struct head h = {.text = malloc(PROXY_HEAD_MAX)};
@@ -351,9 +368,9 @@ static int send_head(struct http_req *r, struct proxy *p)
 	http_headers_each(r, pass_header, &w);
 	char addr[INET6_ADDRSTRLEN];
 	client_addr(r, addr, sizeof(addr));
-	if (w.xff || addr[0]) {
-		head_add(&h, "X-Forwarded-For: ", w.xff ? w.xff : addr, NULL);
-		head_add(&h, w.xff && addr[0] ? ", " : "", w.xff && addr[0] ? addr : "", "\r\n");
+	if (w.xff[0] || addr[0]) {
+		head_add(&h, "X-Forwarded-For: ", w.xff[0] ? w.xff : addr, NULL);
+		head_add(&h, w.xff[0] && addr[0] ? ", " : "", w.xff[0] ? addr : "", "\r\n");
 	}
 	head_add(&h, "X-Forwarded-Proto: http\r\n", NULL, NULL);
 	if (host && host[0])
@@ -618,6 +635,11 @@ int api_proxy_begin(struct http_req *r)
 	p->buf = malloc(PROXY_HEAD_MAX + 1);
 	if (!p->buf)
 		return http_error(r, 500, "INTERNAL", "out of memory");
+	if (!target_ok(http_raw_path(r)) || !target_ok(http_raw_query(r)))
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "the path and query for port %u must not contain blanks or "
+				  "control characters",
+				  p->port);
 	p->chunked_up = http_header(r, "Transfer-Encoding") != NULL;
 	p->head_method = !strcmp(http_method(r), "HEAD");
 	struct cell_error err = {0};
