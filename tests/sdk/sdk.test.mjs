@@ -540,6 +540,25 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		assert.equal(out(r), "hello world\n");
 	});
 
+	it("reaches a server in the sandbox through getEndpointUrl (the port proxy)", { timeout: STEP_MS }, async () => {
+		await sbx.files.writeFiles([{ path: "/www/index.html", data: "through the proxy\n" }]);
+		await sbx.commands.run("httpd -f -p 127.0.0.1:8080 -h /www", { background: true });
+		const url = await sbx.getEndpointUrl(8080);
+		assert.match(url, new RegExp(`/v1/sandboxes/${sbx.id}/proxy/8080$`));
+		let res;
+		for (let i = 0; i < 50; i++) {
+			res = await fetch(`${url}/index.html`, { headers: { "OPEN-SANDBOX-API-KEY": h.apiKey } });
+			if (res.status !== 502) break;
+			await res.arrayBuffer();
+			await sleep(100);
+		}
+		assert.equal(res.status, 200);
+		assert.equal(await res.text(), "through the proxy\n");
+		const nokey = await fetch(`${url}/index.html`);
+		assert.equal(nokey.status, 401);
+		await nokey.arrayBuffer();
+	});
+
 	it("kills the sandbox: later getInfo and connect are 404", { timeout: STEP_MS }, async () => {
 		const id = sbx.id;
 		await sbx.kill();
