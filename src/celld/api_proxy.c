@@ -359,6 +359,8 @@ static int send_head(struct http_req *r, struct proxy *p)
 		head_add(&h, "?", query, NULL);
 	head_add(&h, " HTTP/1.1\r\n", NULL, NULL);
 	const char *host = http_header(r, "Host");
+	if (host && !one_line(host))
+		host = NULL;
 	char port_host[32];
 	snprintf(port_host, sizeof(port_host), "127.0.0.1:%u", p->port);
 	head_add(&h, "Host: ", host && host[0] ? host : port_host, "\r\n");
