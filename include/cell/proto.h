@@ -35,6 +35,13 @@
  *        (a POSIX tar archive of it, ustar with pax headers) → END, or ERROR: before STAT
  *        when it cannot be archived, after DATA when the archive is cut short (a bound, a
  *        read error: the end-of-archive blocks are then never sent)
+ *   SESSION_OPEN {"id","cwd"?,"env":["K=V",...]} → OK {"pid","shell":"bash"|"sh"} once the
+ *        shell is ready, or ERROR (EEXIST, EMFILE at the cap, ENOENT a cwd it cannot enter)
+ *   SESSION_RUN {"id","command":"<base64>","cwd"?,"timeout_ms"?} → the conversation of EXEC
+ *        (STARTED {"pid": the shell's} → STDOUT/STDERR* → EXIT, SIGNAL from celld), or ERROR:
+ *        ENOENT no such session, EBUSY a run is going on, EPIPE its shell has exited
+ *   SESSION_CLOSE {"id"} → OK {"closed":true,"pid"} or ERROR ENOENT
+ *   An init older than these frames drops a connection that sends one (an unknown type).
  *
  * Everything init sends is hostile input to celld: the parser bounds sizes, refuses
  * unknown types and non-zero reserved bits, and the caller drops the connection on any
@@ -79,7 +86,10 @@ enum cell_frame_type {
 	CELL_FRAME_FILE_CHMOD = 22,
 	CELL_FRAME_FILE_REPLACE = 23,
 	CELL_FRAME_FILE_TAR = 24,
-	CELL_FRAME_TYPE_MAX = 24,
+	CELL_FRAME_SESSION_OPEN = 25,
+	CELL_FRAME_SESSION_RUN = 26,
+	CELL_FRAME_SESSION_CLOSE = 27,
+	CELL_FRAME_TYPE_MAX = 27,
 };
 
 struct cell_frame {

@@ -16,6 +16,7 @@
 #include "cell/cleanup.h"
 #include "cell/codec.h"
 #include "cell/id.h"
+#include "cell/log.h"
 #include "api.h"
 #include "commands.h"
 #include "lifecycle.h"
@@ -511,23 +512,21 @@ int api_execd_interrupt(struct http_req *r)
 
 /* ---- bash sessions: /session, /session/{sid}/run, DELETE /session/{sid} ----
  *
- * As execd keeps them: no shell stays running between runs. Each run is one command whose
- * script restores the session's exported variables and working directory, runs the
- * client's text, and saves both again. The saved state lives inside the sandbox, in a
- * directory only its root owns (checked before every use, so an ordinary user there
- * cannot plant what root will source); celld keeps only which sessions exist and their
- * first working directory. The directory is made 0700 again at every run and only root's own
- * files in it are sourced. The state is the sandbox's own: nothing of it reaches the host. */
+ * A session is one long-lived shell that cell-init keeps in the sandbox (bash, or sh when the
+ * image has none: src/init/session.c): a run is fed to it and streamed as a command's events,
+ * so its working directory, variables, functions, aliases, options and traps stay for the
+ * next run. Runs of one session go one at a time (a second one meanwhile: 409 SESSION_BUSY);
+ * a run's timeout or interrupt stops the processes it started, not the shell. The shells are
+ * the sandbox's own and die with it. cell-init knows the sessions by id, so they outlive a
+ * restart of celld; celld only counts them, for its caps. */
 
-#define SESSIONS_PER_SANDBOX 64
+#define SESSIONS_PER_SANDBOX 64 /* cell-init's SESSION_MAX too */
 #define SESSIONS_MAX	     4096
-#define SESSION_STATE_DIR    "/tmp/.cell-sessions"
 
 struct session {
 	uint64_t serial; /* the sandbox's (an id can come back after a delete) */
 	char sandbox[CELL_ID_MAX + 1];
 	char id[CELL_ID_RANDOM_LEN + 1];
-	char *cwd; /* NULL: the default working directory */
 };
 
 /* A leaf lock: taken before the registry lock (pruning), never under it. */
@@ -537,7 +536,6 @@ static size_t n_sessions;
 
 static void session_drop_locked(size_t i)
 {
-	free(sessions[i]->cwd);
 	free(sessions[i]);
 	sessions[i] = sessions[--n_sessions];
 }
@@ -557,111 +555,63 @@ static void sessions_prune_locked(void)
 	}
 }
 
-static ssize_t session_find_locked(const struct sandbox *sb, const char *id)
+static void session_forget(const struct sandbox *sb, const char *id)
 {
+	pthread_mutex_lock(&sessions_lock);
 	for (size_t i = 0; i < n_sessions; i++)
-		if (sessions[i]->serial == sb->serial && !strcmp(sessions[i]->id, id))
-			return (ssize_t)i;
-	return -1;
-}
-
-/* s in single quotes for sh ('\'' for each quote). NULL when out of memory. */
-static char *sh_quote(const char *s)
-{
-	size_t n = 3;
-	for (const char *p = s; *p; p++)
-		n += *p == '\'' ? 4 : 1;
-	char *q = malloc(n), *o = q;
-	if (!q)
-		return NULL;
-	*o++ = '\'';
-	for (const char *p = s; *p; p++) {
-		if (*p == '\'') {
-			memcpy(o, "'\\''", 4);
-			o += 4;
-		} else {
-			*o++ = *p;
+		if (sessions[i]->serial == sb->serial && !strcmp(sessions[i]->id, id)) {
+			session_drop_locked(i);
+			break;
 		}
-	}
-	*o++ = '\'';
-	*o = '\0';
-	return q;
+	pthread_mutex_unlock(&sessions_lock);
 }
 
-/* The script of one run: restore, cd, the client's text, save, exit with its status. A
- * failed cd goes on where the shell is, as execd's does. */
-static char *session_script(const char *sid, const char *command, const char *first_cwd,
-			    const char *cwd)
+static int session_path(const char *cwd, struct cell_error *err)
 {
-	_cleanup_free_ char *qfirst = first_cwd ? sh_quote(first_cwd) : NULL;
-	_cleanup_free_ char *qcwd = cwd ? sh_quote(cwd) : NULL;
-	if ((first_cwd && !qfirst) || (cwd && !qcwd))
-		return NULL;
-	_cleanup_free_ char *first = NULL;
-	if (qfirst ? asprintf(&first, "else mkdir -p -- %s && cd -- %s\n", qfirst, qfirst) < 0
-		   : !(first = strdup("")))
-		return NULL;
-	char *script = NULL;
-	int n = asprintf(
-	    &script,
-	    "__cell_d=" SESSION_STATE_DIR "; __cell_s=\"$__cell_d/%s\"\n"
-	    "mkdir -m 700 \"$__cell_d\" 2>/dev/null\n"
-	    "if [ -d \"$__cell_d\" ] && [ ! -h \"$__cell_d\" ] && [ -O \"$__cell_d\" ]; then\n"
-	    "  __cell_ok=1; chmod 700 \"$__cell_d\"\n"
-	    "  if [ -f \"$__cell_s.env\" ] && [ -O \"$__cell_s.env\" ]; then . \"$__cell_s.env\"; "
-	    "fi\n"
-	    "else\n"
-	    "  __cell_ok=; echo \"cell: $__cell_d is not root's own: the session's state is not "
-	    "kept\" >&2\n"
-	    "fi\n"
-	    "%s%s%s"
-	    "%s\n"
-	    "__cell_rc=$?\n"
-	    "if [ -n \"$__cell_ok\" ]; then export -p > \"$__cell_s.env\"; pwd > "
-	    "\"$__cell_s.cwd\"; "
-	    "fi\n"
-	    "exit $__cell_rc\n",
-	    sid,
-	    qcwd ? "cd -- "
-		 : "if [ -n \"$__cell_ok\" ] && [ -f \"$__cell_s.cwd\" ] && "
-		   "IFS= read -r __cell_w < \"$__cell_s.cwd\"; then cd -- \"$__cell_w\"\n",
-	    qcwd ? qcwd : first, qcwd ? "\n" : "fi\n", command);
-	return n < 0 ? NULL : script;
+	if (cwd && (cwd[0] != '/' || strlen(cwd) >= PATH_MAX))
+		return field_fail(err, "cwd must be an absolute path shorter than %d bytes",
+				  PATH_MAX);
+	return 0;
 }
 
 int api_execd_session_create(struct http_req *r)
 {
-	json_t *body = NULL;
+	json_t *body = NULL, *envs = NULL;
 	const char *len = http_header(r, "Content-Length");
 	bool empty = len && !strcmp(len, "0");
 	if (!empty && http_json_body(r, &body) < 0)
 		return 0;
 	const char *cwd = NULL;
 	struct cell_error err = {0};
-	if (body && field_string(body, "cwd", "cwd", false, &cwd, &err) < 0) {
+	const char *k;
+	json_t *v;
+	if (body && (field_string(body, "cwd", "cwd", false, &cwd, &err) < 0 ||
+		     field_string_map(body, "envs", "envs", &envs, &err) < 0 ||
+		     session_path(cwd, &err) < 0)) {
+		json_decref(envs);
 		json_decref(body);
 		return http_error(r, 400, "INVALID_ARGUMENT", "%s", err.msg);
 	}
-	if (cwd && (cwd[0] != '/' || strlen(cwd) >= PATH_MAX)) {
-		json_decref(body);
-		return http_error(r, 400, "INVALID_ARGUMENT",
-				  "cwd must be an absolute path shorter than %d bytes", PATH_MAX);
-	}
+	if (envs)
+		json_object_foreach(envs, k, v) if (!k[0] || strchr(k, '='))
+		{
+			http_error(r, 400, "INVALID_ARGUMENT", "envs key '%.64s' is invalid", k);
+			json_decref(envs);
+			json_decref(body);
+			return 0;
+		}
 	struct sandbox *sb = api_running_sandbox(r);
-	if (!sb) {
+	struct session *s = sb ? calloc(1, sizeof(*s)) : NULL;
+	if (!sb || !s || cell_id_random(s->id) < 0) {
+		free(s);
+		json_decref(envs);
 		json_decref(body);
+		if (sb) {
+			sandbox_unref(sb);
+			http_error(r, 500, "INTERNAL", "out of memory");
+		}
 		return 0;
 	}
-	struct session *s = calloc(1, sizeof(*s));
-	if (!s || (cwd && !(s->cwd = strdup(cwd))) || cell_id_random(s->id) < 0) {
-		json_decref(body);
-		sandbox_unref(sb);
-		if (s)
-			free(s->cwd);
-		free(s);
-		return http_error(r, 500, "INTERNAL", "out of memory");
-	}
-	json_decref(body);
 	s->serial = sb->serial;
 	snprintf(s->sandbox, sizeof(s->sandbox), "%s", sb->id);
 	pthread_mutex_lock(&sessions_lock);
@@ -674,16 +624,61 @@ int api_execd_session_create(struct http_req *r)
 	if (!full)
 		sessions[n_sessions++] = s;
 	pthread_mutex_unlock(&sessions_lock);
-	sandbox_unref(sb);
+	json_t *req = full ? NULL : command_session_open(sb, s->id, cwd, envs);
+	json_decref(envs);
+	json_decref(body);
 	if (full) {
-		free(s->cwd);
 		free(s);
+		sandbox_unref(sb);
 		return http_error(r, 409, "TOO_MANY_SESSIONS",
 				  "a sandbox keeps at most %d bash sessions (celld at most %d): "
 				  "delete one first",
 				  SESSIONS_PER_SANDBOX, SESSIONS_MAX);
 	}
-	return http_json(r, 200, json_pack("{s:s}", "session_id", s->id));
+	char id[sizeof(s->id)];
+	snprintf(id, sizeof(id), "%s", s->id); /* s is the table's from here on */
+	json_t *ok = NULL;
+	struct relay_error rerr = {0};
+	struct relay_budget b = RELAY_BUDGET_INIT;
+	int rc = req ? relay_file_op(sb, CELL_FRAME_SESSION_OPEN, req, &ok, &rerr, &b, &err)
+		     : cell_err(&err, ENOMEM, "out of memory");
+	json_decref(req);
+	if (rc != 0)
+		session_forget(sb, id);
+	sandbox_unref(sb);
+	if (rc < 0)
+		return http_internal(r, &err);
+	if (rc == 1) {
+		if (rerr.errnum == EMFILE || rerr.errnum == EEXIST)
+			return http_fail(r, EBUSY, "TOO_MANY_SESSIONS", "%s", rerr.message);
+		if (rerr.errnum == ENOENT)
+			return http_fail(r, EINVAL, NULL, "cwd: %s", rerr.message);
+		return http_fail(r, rerr.errnum, NULL, "%s", rerr.message);
+	}
+	const char *shell = json_string_value(json_object_get(ok, "shell"));
+	if (!shell || (strcmp(shell, "bash") && strcmp(shell, "sh")))
+		shell = "sh";
+	if (strcmp(shell, "bash"))
+		log_info("sandbox %s: session %s runs sh: the image has no bash", http_param(r, 0),
+			 id);
+	json_t *ans = json_pack("{s:s, s:s}", "session_id", id, "shell", shell);
+	json_decref(ok);
+	return http_json(r, 200, ans);
+}
+
+/* A session refused a run: no such session (404), busy or its shell gone (409). */
+static int session_refused(struct http_req *r, struct sandbox *sb, const char *sid,
+			   const struct relay_error *e)
+{
+	if (e->errnum == ENOENT) {
+		session_forget(sb, sid);
+		return http_error(r, 404, "SESSION_NOT_FOUND", "session %s not found", sid);
+	}
+	if (e->errnum == EBUSY)
+		return http_fail(r, EBUSY, "SESSION_BUSY", "%s", e->message);
+	if (e->errnum == EPIPE)
+		return http_fail(r, EBUSY, "SESSION_EXITED", "%s (delete it)", e->message);
+	return http_fail(r, e->errnum, NULL, "%s", e->message);
 }
 
 int api_execd_session_run(struct http_req *r)
@@ -698,9 +693,7 @@ int api_execd_session_run(struct http_req *r)
 	    field_string(body, "cwd", "cwd", false, &cwd, &err) < 0 ||
 	    field_int(body, "timeout", "timeout", 0, EXEC_TIMEOUT_MAX_MS, &timeout, &err) < 0 ||
 	    (!command[0] && field_fail(&err, "command must not be empty") < 0) ||
-	    (cwd && (cwd[0] != '/' || strlen(cwd) >= PATH_MAX) &&
-	     field_fail(&err, "cwd must be an absolute path shorter than %d bytes", PATH_MAX) <
-		 0)) {
+	    session_path(cwd, &err) < 0) {
 		json_decref(body);
 		return http_error(r, 400, "INVALID_ARGUMENT", "%s", err.msg);
 	}
@@ -710,71 +703,53 @@ int api_execd_session_run(struct http_req *r)
 		return 0;
 	}
 	const char *sid = http_param(r, 1);
-	_cleanup_free_ char *first = NULL;
-	pthread_mutex_lock(&sessions_lock);
-	ssize_t i = session_find_locked(sb, sid);
-	bool oom = i >= 0 && sessions[i]->cwd && !(first = strdup(sessions[i]->cwd));
-	pthread_mutex_unlock(&sessions_lock);
-	if (i < 0 || oom) {
-		json_decref(body);
-		sandbox_unref(sb);
-		return i < 0 ? http_error(r, 404, "SESSION_NOT_FOUND", "session %s not found", sid)
-			     : http_error(r, 500, "INTERNAL", "out of memory");
-	}
-	_cleanup_free_ char *script = session_script(sid, command, first, cwd);
-	json_decref(body);
 	_cleanup_free_ char *content = NULL;
-	json_t *req =
-	    script ? command_exec_request(sb, script, NULL, NULL, NULL, timeout, 0, 0, &content)
-		   : NULL;
+	json_t *req = command_session_run(sid, command, cwd, timeout, &content);
+	json_decref(body);
 	if (!req) {
 		sandbox_unref(sb);
 		return http_error(r, 500, "INTERNAL", "out of memory");
 	}
-	run_request(r, sb, req, content, false, false);
+	struct command *c = NULL;
+	struct relay_error rerr = {0};
+	int fd;
+	int rc = command_start_session(sb, req, content, http_principal(r), &c, &fd, &rerr, &err);
+	json_decref(req);
+	if (rc < 0)
+		http_internal(r, &err);
+	else if (rc == 1)
+		session_refused(r, sb, sid, &rerr);
+	else {
+		respond_stream(r, sb, c, fd, false);
+		command_unref(c);
+	}
 	sandbox_unref(sb);
 	return 0;
 }
 
 int api_execd_session_delete(struct http_req *r)
 {
-	struct sandbox *sb = api_find_sandbox(r);
+	struct sandbox *sb = api_running_sandbox(r);
 	if (!sb)
 		return 0;
 	const char *sid = http_param(r, 1);
-	pthread_mutex_lock(&sessions_lock);
-	ssize_t i = session_find_locked(sb, sid);
-	if (i >= 0)
-		session_drop_locked((size_t)i);
-	pthread_mutex_unlock(&sessions_lock);
-	if (i < 0) {
-		sandbox_unref(sb);
-		return http_error(r, 404, "SESSION_NOT_FOUND", "session %s not found", sid);
-	}
-	/* Its saved state goes too, when the sandbox can run the removal now (best effort: a
-	 * few bytes under the sandbox's /tmp otherwise). */
-	char rm[128];
-	snprintf(rm, sizeof(rm), "rm -f " SESSION_STATE_DIR "/%s.env " SESSION_STATE_DIR "/%s.cwd",
-		 sid, sid);
-	registry_lock();
-	bool running = sb->state == SBX_RUNNING && sb->busy == SBX_IDLE;
-	registry_unlock();
-	_cleanup_free_ char *content = NULL;
-	json_t *req =
-	    running ? command_exec_request(sb, rm, NULL, NULL, NULL, 10000, 0, 0, &content) : NULL;
+	json_t *req = json_pack("{s:s}", "id", sid);
+	json_t *ok = NULL;
+	struct relay_error rerr = {0};
+	struct relay_budget b = RELAY_BUDGET_INIT;
 	struct cell_error err = {0};
-	struct command *c;
-	struct relay_error rerr;
-	int fd;
-	int rc =
-	    req ? command_start(sb, req, content, http_principal(r), &c, &fd, &rerr, &err) : -1;
-	if (rc == 0)
-		command_drain(c, fd, &err);
-	if (rc >= 0)
-		command_unref(c);
-	else if (req)
-		cell_err_drop(&err, "a session's saved state stays in the sandbox");
+	int rc = req ? relay_file_op(sb, CELL_FRAME_SESSION_CLOSE, req, &ok, &rerr, &b, &err)
+		     : cell_err(&err, ENOMEM, "out of memory");
 	json_decref(req);
+	json_decref(ok);
+	if (rc >= 0)
+		session_forget(sb, sid);
 	sandbox_unref(sb);
+	if (rc < 0)
+		return http_internal(r, &err);
+	if (rc == 1)
+		return rerr.errnum == ENOENT
+			   ? http_error(r, 404, "SESSION_NOT_FOUND", "session %s not found", sid)
+			   : http_fail(r, rerr.errnum, NULL, "%s", rerr.message);
 	return http_empty(r, 200);
 }

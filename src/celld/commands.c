@@ -758,8 +758,9 @@ json_t *command_exec_request(const struct sandbox *sb, const char *command, json
 	return req;
 }
 
-int command_start(struct sandbox *sb, json_t *req, const char *content, struct adm_principal *who,
-		  struct command **out, int *fdp, struct relay_error *rerr, struct cell_error *err)
+static int start_as(struct sandbox *sb, uint16_t type, json_t *req, const char *content,
+		    struct adm_principal *who, struct command **out, int *fdp,
+		    struct relay_error *rerr, struct cell_error *err)
 {
 	struct command *c = NULL;
 	*out = NULL;
@@ -785,13 +786,21 @@ int command_start(struct sandbox *sb, json_t *req, const char *content, struct a
 		return fd;
 	}
 	pid_t pid;
-	r = relay_exec_start(fd, req, &pid, rerr, &b, err);
+	r = relay_exec_start(fd, type, req, &pid, rerr, &b, err);
 	if (r < 0) {
 		close(fd);
 		command_finish(c, -1, err->msg);
 		cmd_table_drop(sb->cmds, c);
 		command_unref(c);
 		return r;
+	}
+	if (r == 1 && type != CELL_FRAME_EXEC) {
+		/* A session refused the run: nothing ran, nothing is listed. */
+		close(fd);
+		command_finish(c, -1, rerr->message);
+		cmd_table_drop(sb->cmds, c);
+		command_unref(c);
+		return 1;
 	}
 	if (r == 1) {
 		/* init could not start it (bad cwd, no such program): it stays listed, finished
@@ -805,4 +814,52 @@ int command_start(struct sandbox *sb, json_t *req, const char *content, struct a
 	*out = c;
 	*fdp = fd;
 	return 0;
+}
+
+int command_start(struct sandbox *sb, json_t *req, const char *content, struct adm_principal *who,
+		  struct command **out, int *fdp, struct relay_error *rerr, struct cell_error *err)
+{
+	return start_as(sb, CELL_FRAME_EXEC, req, content, who, out, fdp, rerr, err);
+}
+
+int command_start_session(struct sandbox *sb, json_t *req, const char *content,
+			  struct adm_principal *who, struct command **out, int *fdp,
+			  struct relay_error *rerr, struct cell_error *err)
+{
+	return start_as(sb, CELL_FRAME_SESSION_RUN, req, content, who, out, fdp, rerr, err);
+}
+
+json_t *command_session_open(const struct sandbox *sb, const char *id, const char *cwd,
+			     json_t *envs)
+{
+	json_t *env = base_env(sb);
+	if (env && envs)
+		json_object_update(env, envs);
+	json_t *req = env ? json_pack("{s:s, s:o}", "id", id, "env", env_array(env)) : NULL;
+	json_decref(env);
+	if (req && cwd && json_object_set_new(req, "cwd", json_string(cwd)) < 0) {
+		json_decref(req);
+		return NULL;
+	}
+	return req;
+}
+
+json_t *command_session_run(const char *id, const char *command, const char *cwd,
+			    int64_t timeout_ms, char **content)
+{
+	*content = strdup(command);
+	json_t *cmd = b64_string(command);
+	json_t *req = *content && cmd ? json_pack("{s:s, s:O, s:I}", "id", id, "command", cmd,
+						  "timeout_ms", (json_int_t)timeout_ms)
+				      : NULL;
+	json_decref(cmd);
+	if (req && cwd && json_object_set_new(req, "cwd", json_string(cwd)) < 0) {
+		json_decref(req);
+		req = NULL;
+	}
+	if (!req) {
+		free(*content);
+		*content = NULL;
+	}
+	return req;
 }

@@ -61,6 +61,19 @@ json_t *command_exec_request(const struct sandbox *sb, const char *command, json
  * their quota). It counts as one of who's running commands until it finishes. */
 int command_start(struct sandbox *sb, json_t *req, const char *content, struct adm_principal *who,
 		  struct command **out, int *fdp, struct relay_error *rerr, struct cell_error *err);
+/* A run in a bash session: SESSION_RUN with command_session_run's payload. As command_start,
+ * except that a refusal (1: no such session, one busy or dead, rerr says which) records
+ * nothing and leaves *out NULL. */
+int command_start_session(struct sandbox *sb, json_t *req, const char *content,
+			  struct adm_principal *who, struct command **out, int *fdp,
+			  struct relay_error *rerr, struct cell_error *err);
+/* SESSION_OPEN's payload: the session id, its first working directory (may be NULL), the
+ * sandbox's environment plus envs (may be NULL). */
+json_t *command_session_open(const struct sandbox *sb, const char *id, const char *cwd,
+			     json_t *envs);
+/* SESSION_RUN's payload (*content: the text shown as the command's content). */
+json_t *command_session_run(const char *id, const char *command, const char *cwd,
+			    int64_t timeout_ms, char **content);
 /* The reported exit code: 124 on timeout, else exit_code (128+N for signal N). */
 int relay_exit_code(const struct relay_exit *ex);
 /* Human text for a non-zero exit. */

@@ -372,14 +372,14 @@ int relay_ping(const struct sandbox *sb, int timeout_ms, struct cell_error *err)
 	return r;
 }
 
-int relay_exec_start(int fd, json_t *req, pid_t *pid, struct relay_error *rerr,
+int relay_exec_start(int fd, uint16_t type, json_t *req, pid_t *pid, struct relay_error *rerr,
 		     struct relay_budget *b, struct cell_error *err)
 {
 	int64_t deadline = budget_deadline(b, err);
 	if (deadline < 0)
 		return (int)deadline;
 	struct cell_frame f;
-	int r = relay_send_json(fd, CELL_FRAME_EXEC, req, deadline, err);
+	int r = relay_send_json(fd, type, req, deadline, err);
 	if (r == 0)
 		r = recv_frame(fd, &f, deadline, err);
 	budget_spend(b, deadline);
@@ -393,8 +393,8 @@ int relay_exec_start(int fd, json_t *req, pid_t *pid, struct relay_error *rerr,
 	json_t *o = NULL;
 	long long p = 0;
 	if (f.type != CELL_FRAME_STARTED)
-		r = cell_err(err, EPROTO, "cell-init answered EXEC with %s",
-			     cell_frame_type_name(f.type));
+		r = cell_err(err, EPROTO, "cell-init answered %s with %s",
+			     cell_frame_type_name(type), cell_frame_type_name(f.type));
 	else if ((r = frame_json(&f, &o, err)) == 0 && get_int(o, "pid", 1, 1 << 22, &p) < 0)
 		r = cell_err(err, EPROTO, "cell-init sent STARTED without a valid pid");
 	json_decref(o);

@@ -65,8 +65,9 @@ int relay_connect(const struct sandbox *sb, struct relay_budget *b, struct cell_
 int relay_wait(int fd, int timeout_ms);
 /* PING → PONG within timeout_ms, all steps together. */
 int relay_ping(const struct sandbox *sb, int timeout_ms, struct cell_error *err);
-/* EXEC: send req, read STARTED (returns 0, *pid set) or ERROR (returns 1, rerr set). */
-int relay_exec_start(int fd, json_t *req, pid_t *pid, struct relay_error *rerr,
+/* EXEC (or SESSION_RUN, type): send req, read STARTED (returns 0, *pid set) or ERROR
+ * (returns 1, rerr set). */
+int relay_exec_start(int fd, uint16_t type, json_t *req, pid_t *pid, struct relay_error *rerr,
 		     struct relay_budget *b, struct cell_error *err);
 /* Next event of a running EXEC conversation. */
 int relay_exec_next(int fd, struct relay_event *ev, struct cell_error *err);

@@ -31,6 +31,9 @@ static const char *const frame_names[CELL_FRAME_TYPE_MAX + 1] = {
     [CELL_FRAME_FILE_CHMOD] = "FILE_CHMOD",
     [CELL_FRAME_FILE_REPLACE] = "FILE_REPLACE",
     [CELL_FRAME_FILE_TAR] = "FILE_TAR",
+    [CELL_FRAME_SESSION_OPEN] = "SESSION_OPEN",
+    [CELL_FRAME_SESSION_RUN] = "SESSION_RUN",
+    [CELL_FRAME_SESSION_CLOSE] = "SESSION_CLOSE",
 };
 
 const char *cell_frame_type_name(uint16_t type)

@@ -39,6 +39,7 @@
 #include "defer.h"
 #include "exec.h"
 #include "files.h"
+#include "session.h"
 #include "tar.h"
 #include "watch.h"
 
@@ -100,6 +101,15 @@ static void handle_request(struct conn *c, uint16_t type, uint8_t *payload, uint
 	case CELL_FRAME_FILE_TAR:
 		op = tar_start;
 		break;
+	case CELL_FRAME_SESSION_OPEN:
+		op = session_open;
+		break;
+	case CELL_FRAME_SESSION_RUN:
+		op = session_run;
+		break;
+	case CELL_FRAME_SESSION_CLOSE:
+		op = session_close;
+		break;
 	default:
 		conn_fail(c, EPROTO, "unexpected %s frame as a request",
 			  cell_frame_type_name(type));
@@ -130,7 +140,7 @@ static void reap_children(void)
 			continue;
 		}
 		/* Orphans reparented to us are reaped and forgotten. */
-		if (!exec_reaped(pid, status))
+		if (!exec_reaped(pid, status) && !session_reaped(pid, status))
 			log_debug("reaped orphan %d", (int)pid);
 	}
 }

@@ -811,7 +811,8 @@ int h_world_exec(struct h_world *w, const char *id, const char *cmd, const struc
 		EVP_DigestInit_ex(x.md, EVP_sha256(), NULL);
 	}
 	char *text = exec_body(cmd, opts);
-	char *path = h_fmt(EXECD_PREFIX "/command", id);
+	char *path = opts->session ? h_fmt(EXECD_PREFIX "/session/%s/run", id, opts->session)
+				   : h_fmt(EXECD_PREFIX "/command", id);
 	struct cell_client_buf other = {0};
 	struct cell_client_req req = {.method = "POST",
 				      .path = path,
@@ -836,6 +837,68 @@ int h_world_exec(struct h_world *w, const char *id, const char *cmd, const struc
 	cell_client_buf_free(&other);
 	exec_finish(&x);
 	return answered ? 0 : -EIO;
+}
+
+/* ---- bash sessions ---- */
+
+/* POST .../session with body; the session id (malloc'd), asserting 200 and the shell. */
+char *h_session_open(const char *id, const char *body, const char *shell)
+{
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/44772/session", id);
+	struct h_resp resp;
+	long st = h_http("POST", path, body, &resp);
+	ck_assert_msg(st == 200, "session: HTTP %ld %s", st, resp.body);
+	ck_assert_str_eq(h_jstr(resp.json, "shell"), shell);
+	char *sid = strdup(h_jstr(resp.json, "session_id"));
+	h_resp_free(&resp);
+	free(path);
+	return sid;
+}
+
+/* One run in session sid (execd's line events); asserts an answer came. */
+void h_session_run(const char *id, const char *sid, const char *cmd, long timeout_ms,
+		   struct h_exec *r)
+{
+	struct h_exec_opts o = {
+	    .session = sid, .lines = true, .timeout_ms = timeout_ms, .max_seconds = 60};
+	ck_assert_int_eq(h_exec(id, cmd, &o, r), 0);
+}
+
+/* The stdout events of r, each line ended by a newline again (malloc'd). */
+char *h_out_lines(const struct h_exec *r)
+{
+	char *out = strdup("");
+	size_t i;
+	json_t *ev;
+	json_array_foreach(r->events, i, ev)
+	{
+		if (strcmp(h_jstr(ev, "type"), "stdout"))
+			continue;
+		char *more = h_fmt("%s%s\n", out, h_jstr(ev, "text"));
+		free(out);
+		out = more;
+	}
+	return out;
+}
+
+/* srun that must complete; its stdout (malloc'd). */
+char *h_session_ok(const char *id, const char *sid, const char *cmd)
+{
+	struct h_exec r;
+	h_session_run(id, sid, cmd, 0, &r);
+	ck_assert_msg(r.status == 200 && r.complete, "%s: HTTP %ld exit %d err %s", cmd, r.status,
+		      r.exit_code, r.err);
+	char *out = h_out_lines(&r);
+	h_exec_free(&r);
+	return out;
+}
+
+long h_session_delete(const char *id, const char *sid)
+{
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/44772/session/%s", id, sid);
+	long st = h_http("DELETE", path, NULL, NULL);
+	free(path);
+	return st;
 }
 
 void h_exec_free(struct h_exec *res)

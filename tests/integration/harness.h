@@ -151,10 +151,11 @@ struct h_exec_opts {
 	const char *const *argv; /* cell's argv extension instead of a shell command */
 	bool hash_stdout;	 /* keep only sha256 + byte count of stdout (huge outputs) */
 	enum h_via via;
-	long max_seconds; /* hang guard for the whole request; default 300 */
-	bool as_user;	  /* run as uid:gid (execd's uid and gid) instead of root */
-	bool lines;	  /* execd's output events, one per line (default: rawOutput, exact) */
-	int uid, gid;	  /* gid < 0: uid alone (no gid sent) */
+	long max_seconds;    /* hang guard for the whole request; default 300 */
+	bool as_user;	     /* run as uid:gid (execd's uid and gid) instead of root */
+	bool lines;	     /* execd's output events, one per line (default: rawOutput, exact) */
+	int uid, gid;	     /* gid < 0: uid alone (no gid sent) */
+	const char *session; /* run in this bash session (POST .../session/{id}/run) instead */
 };
 
 struct h_exec {
@@ -180,6 +181,17 @@ int h_exec(const char *id, const char *cmd, const struct h_exec_opts *opts, stru
  * status (new reference, NULL when none came). */
 json_t *h_command_wait(const char *id, const char *cmd_id, int timeout_s);
 void h_exec_free(struct h_exec *res);
+/* Bash sessions (POST .../session, .../session/{sid}/run, DELETE .../session/{sid}). Open one
+ * with body (may be NULL), asserting 200 and that it runs shell ("bash" or "sh"); its id. */
+char *h_session_open(const char *id, const char *body, const char *shell);
+/* One run in session sid (execd's line events; timeout_ms 0: none), asserting an answer. */
+void h_session_run(const char *id, const char *sid, const char *cmd, long timeout_ms,
+		   struct h_exec *r);
+/* A run that must complete: its stdout lines, each ended by a newline (malloc'd). */
+char *h_session_ok(const char *id, const char *sid, const char *cmd);
+/* The stdout events of r, each ended by a newline again (malloc'd). */
+char *h_out_lines(const struct h_exec *r);
+long h_session_delete(const char *id, const char *sid);
 /* Run cmd through /bin/sh, assert it exits 0, return its stdout (malloc'd). */
 char *h_sh(const char *id, const char *cmd);
 /* Run cmd and return its exit code (-1 without an end event). */

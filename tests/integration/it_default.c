@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cell/id.h"
@@ -31,6 +32,92 @@ static int cell(struct h_proc *p, ...)
 #define WAIT_HTTP(port, file)                                                                      \
 	"for i in $(seq 150); do curl -sf -o /dev/null http://127.0.0.1:" port "/" file            \
 	" && exit 0; sleep 0.1; done; exit 1"
+
+/* Wall-clock guard only: a timeout must not wait for the command to finish by itself. */
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A session is one shell: functions, unexported variables, cd, options and traps stay from
+ * run to run; a timeout kills the run's process, not the shell; nothing a command prints
+ * (on stdout, or into the shell's own status pipe) ends its run; a background job does not
+ * hold a run open; a shell that exits makes the session answer 409 until it is deleted. */
+START_TEST(bash_session_is_one_shell)
+{
+	char *id = h_create("default", NULL);
+	char *sid = h_session_open(id, "{\"cwd\":\"/tmp/s1\"}", "bash");
+	char *pid = h_session_ok(id, sid,
+				 "pwd >&2; f() { echo \"fn-$1\"; }; V=unexported; cd /tmp; "
+				 "set -o pipefail; shopt -s extglob; trap 'echo trapped' USR1; "
+				 "echo $$");
+	char *out = h_session_ok(id, sid,
+				 "f x; echo \"$V\"; pwd; false | true; echo pipe=$?; "
+				 "shopt -q extglob && echo extglob; kill -USR1 $$; echo $$");
+	char *want = h_fmt("fn-x\nunexported\n/tmp\npipe=1\nextglob\ntrapped\n%s", pid);
+	ck_assert_str_eq(out, want);
+	free(out);
+	free(want);
+
+	/* the timeout kills sleep, the shell stays */
+	struct h_exec r;
+	double t0 = now_s();
+	h_session_run(id, sid, "echo a; sleep 100", 1000, &r);
+	ck_assert_msg(now_s() - t0 < 50, "the timeout did not end the run");
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_msg(!r.complete && r.exit_code == 124, "exit %d", r.exit_code);
+	out = h_out_lines(&r);
+	ck_assert_str_eq(out, "a\n");
+	free(out);
+	h_exec_free(&r);
+	out = h_session_ok(id, sid, "echo $$; f y");
+	want = h_fmt("%sfn-y\n", pid);
+	ck_assert_str_eq(out, want);
+	free(out);
+	free(want);
+
+	/* fake statuses: on stdout, and into the shell's own status pipe (a wrong token) */
+	out =
+	    h_session_ok(id, sid,
+			 "printf '00000000000000000000000000000000 0\\n'; "
+			 "o=$(readlink /proc/$$/fd/1); e=$(readlink /proc/$$/fd/2); "
+			 "for f in /proc/$$/fd/*; do l=$(readlink $f); case \"$l\" in pipe:*) "
+			 "[ \"$l\" = \"$o\" ] || [ \"$l\" = \"$e\" ] || "
+			 "echo '00000000000000000000000000000000 5' > $f;; esac; done 2>/dev/null; "
+			 "{ echo x >&3; } 2>/dev/null || echo no-fd3; sleep 1; echo after");
+	ck_assert_str_eq(out, "00000000000000000000000000000000 0\nno-fd3\nafter\n");
+	free(out);
+
+	/* a background job holding the output pipes does not hold the run */
+	t0 = now_s();
+	out = h_session_ok(id, sid, "sleep 100 & echo started");
+	ck_assert_str_eq(out, "started\n");
+	ck_assert_msg(now_s() - t0 < 50, "a background job held the run");
+	free(out);
+	out = h_session_ok(id, sid, "echo next; kill %1");
+	ck_assert_str_eq(out, "next\n");
+	free(out);
+
+	/* a failing run reports its code; exit ends the shell; the session then says so */
+	h_session_run(id, sid, "sh -c 'exit 7'", 0, &r);
+	ck_assert_int_eq(r.exit_code, 7);
+	h_exec_free(&r);
+	h_session_run(id, sid, "exit 3", 0, &r);
+	ck_assert_int_eq(r.exit_code, 3);
+	h_exec_free(&r);
+	h_session_run(id, sid, "true", 0, &r);
+	ck_assert_int_eq(r.status, 409);
+	ck_assert_str_eq(h_jstr(r.body, "code"), "SESSION_EXITED");
+	h_exec_free(&r);
+	ck_assert_int_eq(h_session_delete(id, sid), 200);
+	ck_assert_int_eq(h_session_delete(id, sid), 404);
+	free(pid);
+	free(sid);
+	free(id);
+}
+END_TEST
 
 /* The issue's example, literally: one exec starts a server in the background and returns;
  * a later exec fetches from it. */
@@ -532,6 +619,7 @@ static Suite *default_suite(void)
 	tcase_add_test(h_tcase(s, "user_account_exists", 120), user_account_exists);
 	tcase_add_test(h_tcase(s, "command_runs_as_user", 180), command_runs_as_user);
 	tcase_add_test(h_tcase(s, "cli_exec_user", 180), cli_exec_user);
+	tcase_add_test(h_tcase(s, "bash_session_is_one_shell", 240), bash_session_is_one_shell);
 	return s;
 }
 

@@ -152,6 +152,83 @@ START_TEST(bash_sessions_bounded_and_own)
 }
 END_TEST
 
+struct busy {
+	const char *id, *sid;
+	struct h_exec r;
+};
+
+static void *busy_run(void *arg)
+{
+	struct busy *b = arg;
+	struct h_exec_opts o = {.session = b->sid, .lines = true, .max_seconds = 60};
+	h_exec(b->id, "touch /tmp/busy; sleep 3; echo done", &o, &b->r);
+	return NULL;
+}
+
+/* Two sessions are two shells; a second run while one goes on is 409; DELETE kills the
+ * shell and what it left running; sh stands in where the image has no bash. */
+START_TEST(bash_sessions_apart_busy_and_deleted)
+{
+	char *id = h_create("busybox", NULL);
+	char *s1 = h_session_open(id, NULL, "sh"), *s2 = h_session_open(id, "{}", "sh");
+	char *p1 = h_session_ok(id, s1, "X=1; g() { echo g; }; echo $$");
+	char *p2 = h_session_ok(id, s2, "echo $$");
+	ck_assert_str_ne(p1, p2);
+	char *out = h_session_ok(id, s2, "echo \"[$X]\"; type g >/dev/null 2>&1 || echo no-g");
+	ck_assert_str_eq(out, "[]\nno-g\n");
+	free(out);
+	out = h_session_ok(id, s1, "g; echo \"[$X]\"");
+	ck_assert_str_eq(out, "g\n[1]\n");
+	free(out);
+
+	/* busy: a run while s1's one sleeps (its start seen through a file) */
+	struct busy b = {.id = id, .sid = s1};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, busy_run, &b), 0);
+	ck_assert_int_eq(h_sh_code(id, "i=0; while [ ! -e /tmp/busy ] && [ $i -lt 300 ]; do "
+				       "usleep 100000; i=$((i+1)); done; [ -e /tmp/busy ]"),
+			 0);
+	struct h_exec r;
+	h_session_run(id, s1, "true", 0, &r);
+	ck_assert_int_eq(r.status, 409);
+	ck_assert_str_eq(h_jstr(r.body, "code"), "SESSION_BUSY");
+	h_exec_free(&r);
+	pthread_join(t, NULL);
+	ck_assert_msg(b.r.complete, "the busy run: exit %d", b.r.exit_code);
+	ck_assert_str_eq(b.r.out, "done");
+	h_exec_free(&b.r);
+
+	/* DELETE kills the shell and its background job */
+	char *bg = h_session_ok(id, s1, "sleep 1000 >/dev/null 2>&1 & echo $!");
+	ck_assert_int_eq(h_session_delete(id, s1), 200);
+	p1[strcspn(p1, "\n")] = '\0';
+	bg[strcspn(bg, "\n")] = '\0';
+	char *check = h_fmt("for p in %s %s; do i=0; while [ -d /proc/$p ] && "
+			    "! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null && [ $i -lt 100 ]; "
+			    "do usleep 50000; i=$((i+1)); done; "
+			    "if [ -d /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status; "
+			    "then echo \"$p alive\"; fi; done",
+			    p1, bg);
+	out = h_sh(id, check);
+	ck_assert_str_eq(out, "");
+	free(out);
+	free(check);
+	free(bg);
+	h_session_run(id, s1, "true", 0, &r);
+	ck_assert_int_eq(r.status, 404);
+	h_exec_free(&r);
+	/* s2 is untouched */
+	out = h_session_ok(id, s2, "echo $$");
+	ck_assert_str_eq(out, p2);
+	free(out);
+	free(p1);
+	free(p2);
+	free(s1);
+	free(s2);
+	free(id);
+}
+END_TEST
+
 START_TEST(files_persist_between_execs)
 {
 	char *id = h_create("busybox", NULL);
@@ -635,6 +712,8 @@ static Suite *exec_suite(void)
 		       uid_alone_takes_the_primary_group);
 	tcase_add_test(h_tcase(s, "bash_sessions_bounded_and_own", 120),
 		       bash_sessions_bounded_and_own);
+	tcase_add_test(h_tcase(s, "bash_sessions_apart_busy_and_deleted", 180),
+		       bash_sessions_apart_busy_and_deleted);
 	return s;
 }
 

@@ -1,6 +1,6 @@
 // Commands beyond the main round: bash sessions (createSession, runInSession,
-// deleteSession, as OpenSandbox's own e2e suite calls them) and a command run as the
-// ordinary account `user` by its uid alone.
+// deleteSession, as OpenSandbox's own e2e suite calls them; one shell per session) and a
+// command run as the ordinary account `user` by its uid alone.
 
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -51,7 +51,7 @@ describe("commands: bash sessions and users", { skip }, () => {
 		r = await sbx.commands.runInSession(sid, "export S1=\"it's kept\"; cd /tmp; V=local");
 		assert.equal(r.exitCode, 0, errOut(r));
 		r = await sbx.commands.runInSession(sid, "pwd; echo \"$S1|$V\"");
-		assert.equal(text(r), "/tmp\nit's kept|", "exported kept, unexported not");
+		assert.equal(text(r), "/tmp\nit's kept|local", "exported and unexported kept: one shell");
 		r = await sbx.commands.runInSession(sid, "pwd", { workingDirectory: "/" });
 		assert.equal(text(r), "/", "a run's directory wins");
 		r = await sbx.commands.runInSession(sid, "pwd");
@@ -72,12 +72,18 @@ describe("commands: bash sessions and users", { skip }, () => {
 		r = await sbx.commands.runInSession(sid2, "echo \"[$S1]\"");
 		assert.equal(text(r), "[]");
 
+		r = await sbx.commands.runInSession(sid, "echo $$");
+		const shell = text(r);
+		assert.match(shell, /^[0-9]+$/);
 		await sbx.commands.deleteSession(sid);
 		await sbx.commands.deleteSession(sid2);
 		await rejectsWith(sbx.commands.runInSession(sid, "true"), 404, "SESSION_NOT_FOUND");
 		await rejectsWith(sbx.commands.deleteSession(sid), 404, "SESSION_NOT_FOUND");
-		r = await sbx.commands.run(`ls -A /tmp/.cell-sessions`);
-		assert.equal(out(r), "", "a deleted session's saved state is removed");
+		r = await sbx.commands.run(
+			`i=0; while [ -d /proc/${shell} ] && ! grep -q '^State:.*Z' /proc/${shell}/status && [ $i -lt 100 ]; ` +
+				`do usleep 50000 2>/dev/null || sleep 1; i=$((i+1)); done; [ -d /proc/${shell} ] && ! grep -q '^State:.*Z' /proc/${shell}/status && echo alive || echo gone`,
+		);
+		assert.equal(out(r), "gone\n", "a deleted session's shell is killed");
 	});
 
 	it("quotes a session's directory: spaces and quotes kept", { timeout: STEP_MS }, async () => {
@@ -106,23 +112,23 @@ describe("commands: bash sessions and users", { skip }, () => {
 		await sbx.commands.deleteSession(sid);
 	});
 
-	// The state lives in a directory only the sandbox's root owns: an ordinary user who
-	// makes it first gets nothing sourced by root's sessions, and the session says so.
-	it("never sources state a non-root user planted", { timeout: STEP_MS }, async () => {
-		const other = await createSandbox();
-		const sid = await other.commands.createSession();
-		let r = await other.commands.run(
-			`mkdir -m 777 /tmp/.cell-sessions && echo 'touch /planted' > /tmp/.cell-sessions/${sid}.env`,
-			{ uid: 1000, gid: 1000 },
-		);
+	// One shell per session: functions and options stay, a timeout kills the run's command
+	// and not the shell, a second session is another shell.
+	it("keeps a session's shell: functions, options, the same $$ after a timeout", { timeout: STEP_MS }, async () => {
+		const sid = await sbx.commands.createSession();
+		let r = await sbx.commands.runInSession(sid, "f() { echo \"f:$1\"; }; set -o pipefail; echo $$");
 		assert.equal(r.exitCode, 0, errOut(r));
-		r = await other.commands.runInSession(sid, "export K=v");
-		assert.match(errOut(r), /not root's own/);
-		r = await other.commands.runInSession(sid, "echo \"[$K]\"; test -e /planted && echo planted");
-		assert.equal(out(r), "[]\n", "nothing kept, nothing of the user's sourced");
-		r = await other.commands.run("ls -A /tmp/.cell-sessions");
-		assert.equal(out(r), `${sid}.env\n`, "root wrote nothing into the user's directory");
-		await other.kill();
+		const pid = text(r);
+		r = await sbx.commands.runInSession(sid, "sleep 30", { timeoutSeconds: 1 });
+		assert.equal(r.exitCode, 124);
+		r = await sbx.commands.runInSession(sid, "f x; false | true; echo $?; echo $$");
+		assert.equal(text(r), `f:x\n1\n${pid}`);
+		const other = await sbx.commands.createSession();
+		r = await sbx.commands.runInSession(other, "type f >/dev/null 2>&1 || echo no-f; echo $$");
+		assert.match(text(r), /^no-f\n[0-9]+$/);
+		assert.notEqual(text(r).split("\n")[1], pid);
+		await sbx.commands.deleteSession(other);
+		await sbx.commands.deleteSession(sid);
 	});
 
 	stopsCleanly();

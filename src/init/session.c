@@ -1,0 +1,922 @@
+/* Bash sessions: one shell per session, a direct child of cell-init, alive until the
+ * session is closed (or the sandbox stops).
+ *
+ * The shell (bash, or sh when the image has none) reads its script from a pipe on its
+ * stdin, writes output to two pipes (stdout, stderr) and run statuses to a third, its fd 3.
+ * A run is three lines written to the script pipe:
+ *
+ *     cd -- '<cwd>'                          (only when the run names one)
+ *     eval '<command>' </dev/null 3>&-
+ *     printf '%s %d\n' <token> "$?" >&3
+ *
+ * The command runs in the shell itself (eval), so its functions, variables, options, traps,
+ * aliases and working directory stay for the next run. It never has fd 3 (closed around the
+ * eval) nor the script pipe (stdin is /dev/null), and the token is 128 random bits drawn
+ * per run that the shell reads only after the eval: nothing the command prints, on any fd,
+ * can end its run early or forge its status. The run ends at its status line (output already
+ * in the pipes is sent first), so a background job that keeps the output pipes open does not
+ * hold it; output written between runs is read and dropped.
+ *
+ * Timeout and interrupt stop the run's processes, not the shell: every process of the
+ * shell's session (it is a session leader) started since the run began gets the signal
+ * (SIGTERM, SIGKILL after KILL_GRACE_MS). If the run still has not ended another grace period
+ * later (a loop of builtins runs in the shell itself), the shell is killed: the run ends, and
+ * the session answers EPIPE from then on. Closing a session kills its shell and every process
+ * left in its session (one that made a session of its own has left it). */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cell/codec.h"
+#include "cell/log.h"
+#include "cell/proto.h"
+#include "base.h"
+#include "conn.h"
+#include "defer.h"
+#include "session.h"
+#include "watch.h"
+
+#define SESSION_ID_MAX	 64
+#define DEFAULT_CWD	 "/workspace"
+#define OPEN_DEADLINE_MS 10000
+#define KILL_GRACE_MS	 2000
+#define STATUS_LINE_MAX	 128
+#define DRAIN_MAX	 (4u << 20) /* read at the end of a run at most, per pipe */
+#define TIMEOUT_MAX_MS	 (30ull * 24 * 3600 * 1000)
+
+enum sess_state { SESS_OPENING, SESS_IDLE, SESS_RUNNING, SESS_DEAD };
+
+struct session;
+
+struct sess_pipe {
+	struct init_watch w;
+	struct session *s;
+	uint16_t type; /* CELL_FRAME_STDOUT / STDERR; 0 for the status pipe */
+};
+
+struct session {
+	struct init_deferred dead;
+	char id[SESSION_ID_MAX + 1];
+	const char *shell; /* "bash" or "sh" */
+	pid_t pid;	   /* 0 once reaped */
+	int status;	   /* its wait status, once reaped */
+	enum sess_state state;
+	struct conn *conn; /* the SESSION_OPEN or the run being served */
+	struct sess_pipe out, err, st;
+	struct init_watch in; /* the script pipe, watched for EPOLLOUT while inbuf waits */
+	char *inbuf;
+	size_t inlen, inoff;
+	struct init_watch timer;
+	char token[33];
+	char line[STATUS_LINE_MAX];
+	size_t linelen;
+	bool line_skip; /* the current line is too long: dropped up to its newline */
+	uint64_t run_start_ticks, start_ns;
+	int stage; /* 0 running, 1 TERM sent, 2 KILL sent, 3 the shell killed */
+	bool timed_out, paused;
+};
+
+static struct session *sessions[SESSION_MAX];
+static size_t n_sessions;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Now in the clock ticks of /proc/<pid>/stat's starttime. */
+static uint64_t boot_ticks(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	long hz = sysconf(_SC_CLK_TCK);
+	if (hz <= 0)
+		hz = 100;
+	return (uint64_t)ts.tv_sec * (uint64_t)hz +
+	       (uint64_t)ts.tv_nsec / (1000000000u / (uint64_t)hz);
+}
+
+static struct session *find(const char *id)
+{
+	for (size_t i = 0; i < n_sessions; i++)
+		if (!strcmp(sessions[i]->id, id))
+			return sessions[i];
+	return NULL;
+}
+
+static bool id_valid(const char *id)
+{
+	size_t n = strlen(id);
+	if (!n || n > SESSION_ID_MAX)
+		return false;
+	for (const char *p = id; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_')
+			return false;
+	return true;
+}
+
+/* Send sig to the processes of s's session other than the shell; with since, only those
+ * started at or after that tick (the current run's). */
+static void signal_members(struct session *s, int sig, uint64_t since)
+{
+	if (s->pid <= 0)
+		return;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		long pid = strtol(e->d_name, &end, 10);
+		if (*end || pid <= 1 || pid == s->pid)
+			continue;
+		char path[64], buf[1024];
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = '\0';
+		/* After the command name's last ')': state ppid pgrp session ... field 22 is
+		 * starttime (the 20th after the name). */
+		char *p = strrchr(buf, ')');
+		if (!p)
+			continue;
+		unsigned long long f[20] = {0};
+		char st;
+		if (sscanf(p + 1,
+			   " %c %llu %llu %llu %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+			   "%*s %*s %*s %llu",
+			   &st, &f[0], &f[1], &f[2], &f[3]) != 5)
+			continue;
+		if ((pid_t)f[2] != s->pid || (since && f[3] < since))
+			continue;
+		kill((pid_t)pid, sig);
+	}
+	closedir(d);
+}
+
+static void watch_off(struct init_watch *w)
+{
+	if (w->fd < 0)
+		return;
+	init_watch_del(w);
+	close(w->fd);
+	w->fd = -1;
+}
+
+static void timer_set(struct session *s, uint64_t ms)
+{
+	if (s->timer.fd < 0)
+		return;
+	struct itimerspec its = {
+	    .it_value = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000}};
+	timerfd_settime(s->timer.fd, 0, &its, NULL);
+}
+
+/* ---- output ---- */
+
+static void pipes_resume(struct session *s)
+{
+	if (!s->paused)
+		return;
+	s->paused = false;
+	if (s->out.w.fd >= 0)
+		init_watch_mod(&s->out.w, EPOLLIN);
+	if (s->err.w.fd >= 0)
+		init_watch_mod(&s->err.w, EPOLLIN);
+}
+
+/* Send (or drop, with no run) what is in p now, up to DRAIN_MAX. */
+static void pipe_drain(struct sess_pipe *p)
+{
+	struct session *s = p->s;
+	size_t got = 0;
+	while (p->w.fd >= 0 && got < DRAIN_MAX) {
+		long n;
+		if (s->conn && s->state == SESS_RUNNING) {
+			n = conn_send_from_fd(s->conn, p->type, p->w.fd, CELL_FRAME_CHUNK, -1);
+		} else {
+			char buf[4096];
+			do
+				n = read(p->w.fd, buf, sizeof(buf));
+			while (n < 0 && errno == EINTR);
+			if (n < 0)
+				n = -errno;
+		}
+		if (n == 0)
+			watch_off(&p->w);
+		if (n <= 0)
+			return;
+		got += (size_t)n;
+	}
+}
+
+static void pipe_event(struct init_watch *w, uint32_t events)
+{
+	(void)events;
+	struct sess_pipe *p = init_container_of(w, struct sess_pipe, w);
+	struct session *s = p->s;
+	for (int i = 0; i < 16 && p->w.fd >= 0; i++) {
+		long n;
+		if (s->conn && s->state == SESS_RUNNING) {
+			if (conn_queued(s->conn) > CONN_HIGH_WATER) {
+				/* celld is slow: stop reading, so the command waits on a full pipe.
+				 */
+				s->paused = true;
+				init_watch_mod(&s->out.w, 0);
+				init_watch_mod(&s->err.w, 0);
+				conn_want_drain(s->conn);
+				return;
+			}
+			n = conn_send_from_fd(s->conn, p->type, p->w.fd, CELL_FRAME_CHUNK, -1);
+		} else {
+			char buf[4096];
+			do
+				n = read(p->w.fd, buf, sizeof(buf));
+			while (n < 0 && errno == EINTR);
+			if (n < 0)
+				n = -errno;
+		}
+		if (n == 0)
+			watch_off(&p->w);
+		if (n <= 0)
+			return;
+	}
+}
+
+/* ---- ending ---- */
+
+static void run_end(struct session *s, int code, int sig)
+{
+	pipe_drain(&s->out);
+	pipe_drain(&s->err);
+	pipes_resume(s);
+	timer_set(s, 0);
+	uint64_t ms = (now_ns() - s->start_ns) / 1000000u;
+	json_t *o = json_pack("{s:i,s:i,s:b,s:I}", "exit_code", code, "signal", sig, "timed_out",
+			      s->timed_out, "duration_ms", (json_int_t)ms);
+	struct conn *c = s->conn;
+	s->conn = NULL;
+	if (c) {
+		conn_send_json(c, CELL_FRAME_EXIT, o);
+		conn_finish(c);
+	} else {
+		json_decref(o);
+	}
+	if (s->state == SESS_RUNNING)
+		s->state = SESS_IDLE;
+}
+
+static void sess_free(struct session *s)
+{
+	watch_off(&s->out.w);
+	watch_off(&s->err.w);
+	watch_off(&s->st.w);
+	watch_off(&s->in);
+	watch_off(&s->timer);
+	free(s->inbuf);
+	s->inbuf = NULL;
+	for (size_t i = 0; i < n_sessions; i++)
+		if (sessions[i] == s) {
+			sessions[i] = sessions[--n_sessions];
+			break;
+		}
+	init_defer_free(&s->dead, s);
+}
+
+/* The shell is gone (reaped, or its pipes broke): end what was going on. */
+static void shell_gone(struct session *s)
+{
+	if (s->state == SESS_DEAD)
+		return;
+	enum sess_state was = s->state;
+	s->state = SESS_DEAD;
+	watch_off(&s->in);
+	watch_off(&s->st.w);
+	if (was == SESS_OPENING && s->conn) {
+		struct conn *c = s->conn;
+		s->conn = NULL;
+		conn_fail(c, ECHILD, "session %s: its shell (%s) exited before it was ready", s->id,
+			  s->shell);
+		sess_free(s);
+		return;
+	}
+	if (was == SESS_RUNNING) {
+		int st = s->status;
+		int sig = s->pid ? SIGKILL : (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+		int code = sig ? 128 + sig : WEXITSTATUS(st);
+		s->state = SESS_RUNNING; /* for run_end's drain into the run */
+		run_end(s, code, sig);
+		s->state = SESS_DEAD;
+	}
+	timer_set(s, 0);
+}
+
+static void kill_shell(struct session *s)
+{
+	if (s->pid > 0) {
+		signal_members(s, SIGKILL, 0);
+		kill(-s->pid, SIGKILL);
+		kill(s->pid, SIGKILL);
+	}
+}
+
+/* ---- the status pipe ---- */
+
+static void status_line(struct session *s)
+{
+	char tok[33];
+	int rc;
+	char extra;
+	if (sscanf(s->line, "%32s %d %c", tok, &rc, &extra) != 2 || strcmp(tok, s->token) ||
+	    rc < 0 || rc > 255)
+		return;
+	s->token[0] = '\0'; /* used once */
+	if (s->state == SESS_OPENING) {
+		struct conn *c = s->conn;
+		s->conn = NULL;
+		timer_set(s, 0);
+		if (rc) {
+			conn_fail(c, ENOENT, "session %s: cannot enter its working directory",
+				  s->id);
+			kill_shell(s);
+			sess_free(s);
+			return;
+		}
+		s->state = SESS_IDLE;
+		conn_send_json(c, CELL_FRAME_OK,
+			       json_pack("{s:i,s:s}", "pid", (int)s->pid, "shell", s->shell));
+		conn_finish(c);
+		return;
+	}
+	if (s->state == SESS_RUNNING)
+		run_end(s, rc, 0);
+}
+
+static void status_event(struct init_watch *w, uint32_t events)
+{
+	(void)events;
+	struct sess_pipe *p = init_container_of(w, struct sess_pipe, w);
+	struct session *s = p->s;
+	char buf[512];
+	ssize_t n;
+	do
+		n = read(w->fd, buf, sizeof(buf));
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN)
+		return;
+	if (n <= 0) {
+		/* Only the shell holds it: it is exiting. The reap tells how. */
+		watch_off(w);
+		return;
+	}
+	for (ssize_t i = 0; i < n && s->st.w.fd >= 0; i++) {
+		if (buf[i] != '\n') {
+			if (s->linelen < sizeof(s->line) - 1)
+				s->line[s->linelen++] = buf[i];
+			else
+				s->line_skip = true;
+			continue;
+		}
+		s->line[s->linelen] = '\0';
+		bool skip = s->line_skip;
+		s->linelen = 0;
+		s->line_skip = false;
+		if (!skip)
+			status_line(s); /* may free s: memory stays until the batch ends */
+	}
+}
+
+/* ---- the script pipe ---- */
+
+static void script_flush(struct session *s)
+{
+	while (s->in.fd >= 0 && s->inoff < s->inlen) {
+		ssize_t n = write(s->in.fd, s->inbuf + s->inoff, s->inlen - s->inoff);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			init_watch_mod(&s->in, EPOLLOUT);
+			return;
+		}
+		if (n < 0) {
+			watch_off(&s->in); /* EPIPE: the shell is exiting; the reap ends the run */
+			break;
+		}
+		s->inoff += (size_t)n;
+	}
+	free(s->inbuf);
+	s->inbuf = NULL;
+	s->inlen = s->inoff = 0;
+	if (s->in.fd >= 0)
+		init_watch_mod(&s->in, 0);
+}
+
+static void script_event(struct init_watch *w, uint32_t events)
+{
+	struct session *s = init_container_of(w, struct session, in);
+	if (events & (EPOLLERR | EPOLLHUP))
+		watch_off(w); /* the shell is gone; its reap ends what was going on */
+	else
+		script_flush(s);
+}
+
+/* Append s in single quotes ('\'' for each quote) to b. */
+static size_t quoted_len(const char *str)
+{
+	size_t n = 2;
+	for (const char *p = str; *p; p++)
+		n += *p == '\'' ? 4 : 1;
+	return n;
+}
+
+static char *put_quoted(char *o, const char *str)
+{
+	*o++ = '\'';
+	for (const char *p = str; *p; p++) {
+		if (*p == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o++ = '\'';
+	return o;
+}
+
+static int new_token(struct session *s)
+{
+	uint8_t r[16];
+	if (getrandom(r, sizeof(r), 0) != sizeof(r))
+		return -EIO;
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(s->token + 2 * i, 3, "%02x", r[i]);
+	return 0;
+}
+
+/* Queue the script of one step: an optional cd, an optional eval of command, the status. */
+static int script_queue(struct session *s, const char *cwd, bool mkdir_cwd, const char *command)
+{
+	if (new_token(s) < 0)
+		return -EIO;
+	size_t n =
+	    128 + (cwd ? 3 * quoted_len(cwd) + 64 : 0) + (command ? quoted_len(command) + 32 : 0);
+	char *b = malloc(n), *o = b;
+	if (!b)
+		return -ENOMEM;
+	if (cwd && mkdir_cwd) {
+		o += sprintf(o, "{ [ -d ");
+		o = put_quoted(o, cwd);
+		o += sprintf(o, " ] || mkdir -p -- ");
+		o = put_quoted(o, cwd);
+		o += sprintf(o, "; } && ");
+	}
+	if (cwd) {
+		o += sprintf(o, "cd -- ");
+		o = put_quoted(o, cwd);
+		o += sprintf(o, "\n");
+	}
+	if (command) {
+		o += sprintf(o, "eval ");
+		o = put_quoted(o, command);
+		o += sprintf(o, " </dev/null 3>&-\n");
+	}
+	o += sprintf(o, "printf '%%s %%d\\n' %s \"$?\" >&3\n", s->token);
+	s->inbuf = b;
+	s->inlen = (size_t)(o - b);
+	s->inoff = 0;
+	script_flush(s);
+	return 0;
+}
+
+/* ---- the timer: open deadline, run timeout, kill stages ---- */
+
+static void timer_event(struct init_watch *w, uint32_t events)
+{
+	(void)events;
+	struct session *s = init_container_of(w, struct session, timer);
+	uint64_t x;
+	ssize_t n = read(w->fd, &x, sizeof(x));
+	(void)n;
+	if (s->state == SESS_OPENING) {
+		struct conn *c = s->conn;
+		s->conn = NULL;
+		conn_fail(c, ETIMEDOUT, "session %s: its shell (%s) did not start within %d ms",
+			  s->id, s->shell, OPEN_DEADLINE_MS);
+		kill_shell(s);
+		sess_free(s);
+		return;
+	}
+	if (s->state != SESS_RUNNING)
+		return;
+	if (s->stage == 0) {
+		s->timed_out = true;
+		s->stage = 1;
+		signal_members(s, SIGTERM, s->run_start_ticks);
+	} else if (s->stage == 1) {
+		s->stage = 2;
+		signal_members(s, SIGKILL, s->run_start_ticks);
+	} else {
+		/* The run goes on in the shell itself: only its death ends it. */
+		s->stage = 3;
+		kill_shell(s);
+		return;
+	}
+	timer_set(s, KILL_GRACE_MS);
+}
+
+/* ---- frames during a run ---- */
+
+static void run_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
+{
+	struct session *s = op;
+	if (type != CELL_FRAME_SIGNAL) {
+		conn_fail(c, EPROTO, "unexpected %s frame while a session runs",
+			  cell_frame_type_name(type));
+		return;
+	}
+	json_t *req = conn_parse_json(c, payload, len, "SIGNAL");
+	if (!req)
+		return;
+	json_t *j = json_object_get(req, "signal");
+	json_int_t sig = json_is_integer(j) ? json_integer_value(j) : -1;
+	json_decref(req);
+	if (sig < 1 || sig >= NSIG) {
+		conn_fail(c, EINVAL, "SIGNAL: signal must be an integer in 1..%d", NSIG - 1);
+		return;
+	}
+	if (s->state != SESS_RUNNING || s->conn != c)
+		return;
+	signal_members(s, (int)sig, s->run_start_ticks);
+	if (s->stage == 0) {
+		s->stage = sig == SIGKILL ? 2 : 1;
+		timer_set(s, KILL_GRACE_MS);
+	}
+}
+
+static void run_drain(void *op, struct conn *c)
+{
+	(void)c;
+	pipes_resume(op);
+}
+
+static void run_closed(void *op, struct conn *c)
+{
+	struct session *s = op;
+	if (s->conn == c) {
+		/* celld hung up: the run goes on, its output dropped, its end not reported. */
+		s->conn = NULL;
+		pipes_resume(s);
+	}
+}
+
+static const struct conn_handler run_handler = {
+    .frame = run_frame,
+    .drain = run_drain,
+    .closed = run_closed,
+    .keep_on_eof = true,
+};
+
+static void open_closed(void *op, struct conn *c)
+{
+	struct session *s = op;
+	if (s->conn == c)
+		s->conn = NULL; /* the shell is kept: celld asked for it */
+}
+
+static void open_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
+{
+	(void)op;
+	(void)payload;
+	(void)len;
+	conn_fail(c, EPROTO, "unexpected %s frame while a session opens",
+		  cell_frame_type_name(type));
+}
+
+static const struct conn_handler open_handler = {
+    .frame = open_frame,
+    .closed = open_closed,
+    .keep_on_eof = true,
+};
+
+/* ---- requests ---- */
+
+static const char *req_id(struct conn *c, json_t *req, const char *what)
+{
+	json_t *j = json_object_get(req, "id");
+	const char *id = json_is_string(j) ? json_string_value(j) : NULL;
+	if (!id || !id_valid(id)) {
+		conn_fail(c, EINVAL, "%s: id must be 1-%d letters, digits, '-' or '_'", what,
+			  SESSION_ID_MAX);
+		return NULL;
+	}
+	return id;
+}
+
+static const char *req_path(struct conn *c, json_t *req, const char *what, bool *bad)
+{
+	json_t *j = json_object_get(req, "cwd");
+	*bad = false;
+	if (!j)
+		return NULL;
+	const char *p = json_is_string(j) ? json_string_value(j) : NULL;
+	if (!p || p[0] != '/' || strlen(p) >= 4096) {
+		conn_fail(c, EINVAL, "%s: cwd must be an absolute path", what);
+		*bad = true;
+		return NULL;
+	}
+	return p;
+}
+
+static int make_pipe(int p[2], bool nonblock_read)
+{
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	if (nonblock_read && fcntl(p[0], F_SETFL, O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+static void __attribute__((noreturn)) shell_child(const char *path, const char *name, char **envp,
+						  int in_r, int out_w, int err_w, int st_w)
+{
+	setsid();
+	struct sigaction sa = {.sa_handler = SIG_DFL};
+	for (int sig = 1; sig < NSIG; sig++)
+		sigaction(sig, &sa, NULL);
+	/* Moved above 3 first, so no dup2 below overwrites one still to be moved. */
+	int fds[4] = {in_r, out_w, err_w, st_w};
+	for (int i = 0; i < 4; i++) {
+		fds[i] = fcntl(fds[i], F_DUPFD, 10);
+		if (fds[i] < 0)
+			_exit(126);
+	}
+	for (int i = 0; i < 4; i++)
+		if (dup2(fds[i], i) < 0)
+			_exit(126);
+	if (syscall(SYS_close_range, 4u, ~0u, 0) < 0)
+		for (int fd = 4; fd < 65536; fd++)
+			close(fd);
+	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+	if (oom >= 0) {
+		ssize_t w = write(oom, "500", 3);
+		(void)w;
+		close(oom);
+	}
+	if (init_base.nofile_orig.rlim_cur)
+		setrlimit(RLIMIT_NOFILE, &init_base.nofile_orig);
+	if (chdir(DEFAULT_CWD) < 0 && chdir("/") < 0)
+		_exit(126);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	char *argv[] = {(char *)name, NULL, NULL, NULL};
+	if (!strcmp(name, "bash")) {
+		argv[1] = "--noprofile";
+		argv[2] = "--norc";
+	}
+	execve(path, argv, envp);
+	_exit(127);
+}
+
+void session_open(struct conn *c, json_t *req)
+{
+	const char *id = req_id(c, req, "SESSION_OPEN");
+	bool bad;
+	const char *cwd = id ? req_path(c, req, "SESSION_OPEN", &bad) : NULL;
+	if (!id || bad)
+		return;
+	if (find(id)) {
+		conn_fail(c, EEXIST, "session %s exists", id);
+		return;
+	}
+	if (n_sessions >= SESSION_MAX) {
+		conn_fail(c, EMFILE, "a sandbox keeps at most %d sessions", SESSION_MAX);
+		return;
+	}
+	json_t *env = json_object_get(req, "env");
+	size_t ne = json_is_array(env) ? json_array_size(env) : 0;
+	if (env && (!json_is_array(env) || ne > 4096)) {
+		conn_fail(c, EINVAL, "SESSION_OPEN: env must be an array of at most 4096 strings");
+		return;
+	}
+	char **envp = calloc(ne + 1, sizeof(char *));
+	if (!envp) {
+		conn_fail(c, ENOMEM, "SESSION_OPEN: env");
+		return;
+	}
+	for (size_t i = 0; i < ne; i++) {
+		json_t *e = json_array_get(env, i);
+		if (!json_is_string(e) || !strchr(json_string_value(e), '=')) {
+			free(envp);
+			conn_fail(c, EINVAL, "SESSION_OPEN: env[%zu] must be a K=V string", i);
+			return;
+		}
+		envp[i] = (char *)json_string_value(e);
+	}
+	const char *path = "/bin/bash", *name = "bash";
+	if (access(path, X_OK) < 0) {
+		path = "/usr/bin/bash";
+		if (access(path, X_OK) < 0) {
+			path = "/bin/sh";
+			name = "sh";
+		}
+	}
+	struct session *s = calloc(1, sizeof(*s));
+	int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, st[2] = {-1, -1};
+	int rc = s ? 0 : -ENOMEM;
+	if (!rc)
+		rc = make_pipe(in, false);
+	if (!rc)
+		rc = make_pipe(out, true);
+	if (!rc)
+		rc = make_pipe(err, true);
+	if (!rc)
+		rc = make_pipe(st, true);
+	if (!rc && fcntl(in[1], F_SETFL, O_NONBLOCK) < 0)
+		rc = -errno;
+	int tfd = rc ? -1 : timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (!rc && tfd < 0)
+		rc = -errno;
+	pid_t pid = rc ? -1 : fork();
+	if (pid == 0)
+		shell_child(path, name, envp, in[0], out[1], err[1], st[1]);
+	free(envp);
+	if (!rc && pid < 0)
+		rc = -errno;
+	close(in[0]);
+	close(out[1]);
+	close(err[1]);
+	close(st[1]);
+	if (rc) {
+		if (tfd >= 0)
+			close(tfd);
+		if (in[1] >= 0)
+			close(in[1]);
+		if (out[0] >= 0)
+			close(out[0]);
+		if (err[0] >= 0)
+			close(err[0]);
+		if (st[0] >= 0)
+			close(st[0]);
+		free(s);
+		conn_fail(c, -rc, "SESSION_OPEN: starting its shell: %s", strerror(-rc));
+		return;
+	}
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	s->shell = name;
+	s->pid = pid;
+	s->state = SESS_OPENING;
+	s->conn = c;
+	s->out = (struct sess_pipe){
+	    .w = {.fn = pipe_event, .fd = out[0]}, .s = s, .type = CELL_FRAME_STDOUT};
+	s->err = (struct sess_pipe){
+	    .w = {.fn = pipe_event, .fd = err[0]}, .s = s, .type = CELL_FRAME_STDERR};
+	s->st = (struct sess_pipe){.w = {.fn = status_event, .fd = st[0]}, .s = s};
+	s->in = (struct init_watch){.fn = script_event, .fd = in[1]};
+	s->timer = (struct init_watch){.fn = timer_event, .fd = tfd};
+	sessions[n_sessions++] = s;
+	conn_attach(c, &open_handler, s);
+	if (init_watch_add(&s->out.w, EPOLLIN) < 0 || init_watch_add(&s->err.w, EPOLLIN) < 0 ||
+	    init_watch_add(&s->st.w, EPOLLIN) < 0 || init_watch_add(&s->in, 0) < 0 ||
+	    init_watch_add(&s->timer, EPOLLIN) < 0 || script_queue(s, cwd, true, NULL) < 0) {
+		s->conn = NULL;
+		conn_fail(c, ENOMEM, "SESSION_OPEN: watching its shell");
+		kill_shell(s);
+		sess_free(s);
+		return;
+	}
+	timer_set(s, OPEN_DEADLINE_MS);
+	log_debug("session %s: %s started as %d", s->id, s->shell, (int)pid);
+}
+
+void session_run(struct conn *c, json_t *req)
+{
+	const char *id = req_id(c, req, "SESSION_RUN");
+	bool bad;
+	const char *cwd = id ? req_path(c, req, "SESSION_RUN", &bad) : NULL;
+	if (!id || bad)
+		return;
+	struct session *s = find(id);
+	if (!s) {
+		conn_fail(c, ENOENT, "session %s not found", id);
+		return;
+	}
+	json_t *tj = json_object_get(req, "timeout_ms");
+	if (tj && (!json_is_integer(tj) || json_integer_value(tj) < 0 ||
+		   (uint64_t)json_integer_value(tj) > TIMEOUT_MAX_MS)) {
+		conn_fail(c, EINVAL, "SESSION_RUN: timeout_ms must be an integer in 0..%llu",
+			  (unsigned long long)TIMEOUT_MAX_MS);
+		return;
+	}
+	json_t *cj = json_object_get(req, "command");
+	uint8_t *cmd = NULL;
+	size_t clen = 0;
+	if (!json_is_string(cj) ||
+	    cell_base64_decode(json_string_value(cj), json_string_length(cj), &cmd, &clen) < 0) {
+		conn_fail(c, EINVAL, "SESSION_RUN: command must be a base64 string");
+		return;
+	}
+	if (memchr(cmd, '\0', clen)) {
+		free(cmd);
+		conn_fail(c, EINVAL, "SESSION_RUN: command contains a NUL byte");
+		return;
+	}
+	if (s->state == SESS_DEAD) {
+		free(cmd);
+		int st = s->status;
+		if (WIFSIGNALED(st))
+			conn_fail(c, EPIPE, "session %s: its shell was killed by signal %d", id,
+				  WTERMSIG(st));
+		else
+			conn_fail(c, EPIPE, "session %s: its shell exited with code %d", id,
+				  WEXITSTATUS(st));
+		return;
+	}
+	if (s->state != SESS_IDLE || s->inbuf) {
+		free(cmd);
+		conn_fail(c, EBUSY, "session %s is running another command", id);
+		return;
+	}
+	/* Output left from between runs is not this run's. */
+	pipe_drain(&s->out);
+	pipe_drain(&s->err);
+	int rc = script_queue(s, cwd, false, (char *)cmd);
+	free(cmd);
+	if (rc < 0) {
+		conn_fail(c, -rc, "SESSION_RUN: %s", strerror(-rc));
+		return;
+	}
+	s->state = SESS_RUNNING;
+	s->conn = c;
+	s->stage = 0;
+	s->timed_out = false;
+	s->start_ns = now_ns();
+	s->run_start_ticks = boot_ticks();
+	conn_attach(c, &run_handler, s);
+	conn_send_json(c, CELL_FRAME_STARTED, json_pack("{s:i}", "pid", (int)s->pid));
+	if (tj && json_integer_value(tj) > 0)
+		timer_set(s, (uint64_t)json_integer_value(tj));
+	if (s->in.fd < 0)
+		shell_gone(s); /* the script pipe broke: the reap will not come again */
+}
+
+void session_close(struct conn *c, json_t *req)
+{
+	const char *id = req_id(c, req, "SESSION_CLOSE");
+	if (!id)
+		return;
+	struct session *s = find(id);
+	if (!s) {
+		conn_fail(c, ENOENT, "session %s not found", id);
+		return;
+	}
+	int pid = s->pid;
+	kill_shell(s);
+	if (s->state == SESS_RUNNING) {
+		s->stage = 3;
+		run_end(s, 128 + SIGKILL, SIGKILL);
+	} else if (s->state == SESS_OPENING && s->conn) {
+		struct conn *oc = s->conn;
+		s->conn = NULL;
+		conn_fail(oc, ECANCELED, "session %s was closed", id);
+	}
+	sess_free(s);
+	conn_send_json(c, CELL_FRAME_OK, json_pack("{s:b,s:i}", "closed", 1, "pid", pid));
+	conn_finish(c);
+}
+
+bool session_reaped(int pid, int status)
+{
+	for (size_t i = 0; i < n_sessions; i++) {
+		struct session *s = sessions[i];
+		if (s->pid != pid)
+			continue;
+		s->status = status;
+		s->pid = 0;
+		log_debug("session %s: its shell %d ended (status 0x%x)", s->id, pid, status);
+		shell_gone(s);
+		return true;
+	}
+	return false;
+}
