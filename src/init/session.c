@@ -7,13 +7,18 @@
  *
  *     cd -- '<cwd>'                          (only when the run names one)
  *     eval '<command>' </dev/null 3>&-
- *     printf '%s %d\n' <token> "$?" >&3
+ *     printf '%s %d %s\n' <token> "$?" '' >&3
  *
+ * (The first step, at the open, is a cd to the first directory, made when missing, and a
+ * status whose third word is "bash" when the shell is bash: PID 1 never looks up a path of
+ * the sandbox's to choose; the child tries bash's execve, then sh's.)
  * The command runs in the shell itself (eval), so its functions, variables, options, traps,
  * aliases and working directory stay for the next run. It never has fd 3 (closed around the
  * eval) nor the script pipe (stdin is /dev/null), and the token is 128 random bits drawn
  * per run that the shell reads only after the eval: nothing the command prints, on any fd,
- * can end its run early or forge its status. The run ends at its status line (output already
+ * can end its run early or forge its status. (Root in the sandbox can reach the shell's
+ * pipes through /proc and read the token there: that only disturbs its own session, which
+ * it could end anyway.) The run ends at its status line (output already
  * in the pipes is sent first), so a background job that keeps the output pipes open does not
  * hold it; output written between runs is read and dropped.
  *
@@ -315,8 +320,10 @@ static void shell_gone(struct session *s)
 	if (was == SESS_OPENING && s->conn) {
 		struct conn *c = s->conn;
 		s->conn = NULL;
-		conn_fail(c, ECHILD, "session %s: its shell (%s) exited before it was ready", s->id,
-			  s->shell);
+		conn_fail(
+		    c, ECHILD,
+		    "session %s: its shell exited before it was ready (no /bin/bash, no /bin/sh?)",
+		    s->id);
 		sess_free(s);
 		return;
 	}
@@ -344,11 +351,11 @@ static void kill_shell(struct session *s)
 
 static void status_line(struct session *s)
 {
-	char tok[33];
+	char tok[33], word[8] = "";
 	int rc;
 	char extra;
-	if (sscanf(s->line, "%32s %d %c", tok, &rc, &extra) != 2 || strcmp(tok, s->token) ||
-	    rc < 0 || rc > 255)
+	int n = sscanf(s->line, "%32s %d %7s %c", tok, &rc, word, &extra);
+	if (n < 2 || n > 3 || strcmp(tok, s->token) || rc < 0 || rc > 255)
 		return;
 	s->token[0] = '\0'; /* used once */
 	if (s->state == SESS_OPENING) {
@@ -362,6 +369,8 @@ static void status_line(struct session *s)
 			sess_free(s);
 			return;
 		}
+		/* The first status names the shell that runs: bash, or the sh it fell back to. */
+		s->shell = strcmp(word, "bash") ? "sh" : "bash";
 		s->state = SESS_IDLE;
 		conn_send_json(c, CELL_FRAME_OK,
 			       json_pack("{s:i,s:s}", "pid", (int)s->pid, "shell", s->shell));
@@ -501,7 +510,9 @@ static int script_queue(struct session *s, const char *cwd, bool mkdir_cwd, cons
 		o = put_quoted(o, command);
 		o += sprintf(o, " </dev/null 3>&-\n");
 	}
-	o += sprintf(o, "printf '%%s %%d\\n' %s \"$?\" >&3\n", s->token);
+	/* The opening step also says whether the shell is bash. */
+	o += sprintf(o, "printf '%%s %%d %%s\\n' %s \"$?\" %s >&3\n", s->token,
+		     command ? "" : "\"${BASH_VERSION:+bash}\"");
 	s->inbuf = b;
 	s->inlen = (size_t)(o - b);
 	s->inoff = 0;
@@ -521,8 +532,8 @@ static void timer_event(struct init_watch *w, uint32_t events)
 	if (s->state == SESS_OPENING) {
 		struct conn *c = s->conn;
 		s->conn = NULL;
-		conn_fail(c, ETIMEDOUT, "session %s: its shell (%s) did not start within %d ms",
-			  s->id, s->shell, OPEN_DEADLINE_MS);
+		conn_fail(c, ETIMEDOUT, "session %s: its shell did not start within %d ms", s->id,
+			  OPEN_DEADLINE_MS);
 		kill_shell(s);
 		sess_free(s);
 		return;
@@ -657,8 +668,10 @@ static int make_pipe(int p[2], bool nonblock_read)
 	return 0;
 }
 
-static void __attribute__((noreturn)) shell_child(const char *path, const char *name, char **envp,
-						  int in_r, int out_w, int err_w, int st_w)
+/* bash when the image has it (tried by execve in the child: PID 1 never looks up a path
+ * of the sandbox's), else sh. */
+static void __attribute__((noreturn))
+shell_child(char **envp, int in_r, int out_w, int err_w, int st_w)
 {
 	setsid();
 	struct sigaction sa = {.sa_handler = SIG_DFL};
@@ -690,12 +703,11 @@ static void __attribute__((noreturn)) shell_child(const char *path, const char *
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	char *argv[] = {(char *)name, NULL, NULL, NULL};
-	if (!strcmp(name, "bash")) {
-		argv[1] = "--noprofile";
-		argv[2] = "--norc";
-	}
-	execve(path, argv, envp);
+	char *bash[] = {"bash", "--noprofile", "--norc", NULL};
+	execve("/bin/bash", bash, envp);
+	execve("/usr/bin/bash", bash, envp);
+	char *sh[] = {"sh", NULL};
+	execve("/bin/sh", sh, envp);
 	_exit(127);
 }
 
@@ -734,14 +746,6 @@ void session_open(struct conn *c, json_t *req)
 		}
 		envp[i] = (char *)json_string_value(e);
 	}
-	const char *path = "/bin/bash", *name = "bash";
-	if (access(path, X_OK) < 0) {
-		path = "/usr/bin/bash";
-		if (access(path, X_OK) < 0) {
-			path = "/bin/sh";
-			name = "sh";
-		}
-	}
 	struct session *s = calloc(1, sizeof(*s));
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, st[2] = {-1, -1};
 	int rc = s ? 0 : -ENOMEM;
@@ -760,7 +764,7 @@ void session_open(struct conn *c, json_t *req)
 		rc = -errno;
 	pid_t pid = rc ? -1 : fork();
 	if (pid == 0)
-		shell_child(path, name, envp, in[0], out[1], err[1], st[1]);
+		shell_child(envp, in[0], out[1], err[1], st[1]);
 	free(envp);
 	if (!rc && pid < 0)
 		rc = -errno;
@@ -784,7 +788,7 @@ void session_open(struct conn *c, json_t *req)
 		return;
 	}
 	snprintf(s->id, sizeof(s->id), "%s", id);
-	s->shell = name;
+	s->shell = "shell"; /* until its first status line says which */
 	s->pid = pid;
 	s->state = SESS_OPENING;
 	s->conn = c;
@@ -807,7 +811,7 @@ void session_open(struct conn *c, json_t *req)
 		return;
 	}
 	timer_set(s, OPEN_DEADLINE_MS);
-	log_debug("session %s: %s started as %d", s->id, s->shell, (int)pid);
+	log_debug("session %s: its shell started as %d", s->id, (int)pid);
 }
 
 void session_run(struct conn *c, json_t *req)

@@ -153,7 +153,7 @@ START_TEST(bash_sessions_bounded_and_own)
 END_TEST
 
 struct busy {
-	const char *id, *sid;
+	const char *id, *sid, *cmd;
 	struct h_exec r;
 };
 
@@ -161,7 +161,7 @@ static void *busy_run(void *arg)
 {
 	struct busy *b = arg;
 	struct h_exec_opts o = {.session = b->sid, .lines = true, .max_seconds = 60};
-	h_exec(b->id, "touch /tmp/busy; sleep 3; echo done", &o, &b->r);
+	h_exec(b->id, b->cmd ? b->cmd : "touch /tmp/busy; sleep 3; echo done", &o, &b->r);
 	return NULL;
 }
 
@@ -171,6 +171,13 @@ START_TEST(bash_sessions_apart_busy_and_deleted)
 {
 	char *id = h_create("busybox", NULL);
 	char *s1 = h_session_open(id, NULL, "sh"), *s2 = h_session_open(id, "{}", "sh");
+	/* a first directory that cannot be made or entered is the request's fault */
+	struct h_resp resp;
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/44772/session", id);
+	ck_assert_int_eq(h_http("POST", path, "{\"cwd\":\"/proc/self/nope\"}", &resp), 400);
+	ck_assert_msg(strstr(resp.body, "cwd"), "%s", resp.body);
+	h_resp_free(&resp);
+	free(path);
 	char *p1 = h_session_ok(id, s1, "X=1; g() { echo g; }; echo $$");
 	char *p2 = h_session_ok(id, s2, "echo $$");
 	ck_assert_str_ne(p1, p2);
@@ -217,10 +224,31 @@ START_TEST(bash_sessions_apart_busy_and_deleted)
 	h_session_run(id, s1, "true", 0, &r);
 	ck_assert_int_eq(r.status, 404);
 	h_exec_free(&r);
-	/* s2 is untouched */
-	out = h_session_ok(id, s2, "echo $$");
+	/* s2 is untouched, and outlives a restart of celld (its shell is cell-init's) */
+	out = h_session_ok(id, s2, "Y=kept; echo $$");
 	ck_assert_str_eq(out, p2);
 	free(out);
+	h_celld_kill();
+	h_celld_start();
+	out = h_session_ok(id, s2, "echo $$ $Y");
+	p2[strcspn(p2, "\n")] = '\0';
+	char *want = h_fmt("%s kept\n", p2);
+	ck_assert_str_eq(out, want);
+	free(want);
+	free(out);
+
+	/* a DELETE while a run goes on ends that run (137), at once */
+	struct busy d = {.id = id, .sid = s2, .cmd = "touch /tmp/busy2; sleep 100; echo rest"};
+	ck_assert_int_eq(pthread_create(&t, NULL, busy_run, &d), 0);
+	ck_assert_int_eq(h_sh_code(id, "i=0; while [ ! -e /tmp/busy2 ] && [ $i -lt 300 ]; do "
+				       "usleep 100000; i=$((i+1)); done; [ -e /tmp/busy2 ]"),
+			 0);
+	ck_assert_int_eq(h_session_delete(id, s2), 200);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(d.r.status, 200);
+	ck_assert_msg(!d.r.complete && d.r.exit_code == 137, "exit %d", d.r.exit_code);
+	ck_assert_str_eq(d.r.out, "");
+	h_exec_free(&d.r);
 	free(p1);
 	free(p2);
 	free(s1);
