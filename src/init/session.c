@@ -317,13 +317,14 @@ static void shell_gone(struct session *s)
 	s->state = SESS_DEAD;
 	watch_off(&s->in);
 	watch_off(&s->st.w);
-	if (was == SESS_OPENING && s->conn) {
+	if (was == SESS_OPENING) {
 		struct conn *c = s->conn;
 		s->conn = NULL;
-		conn_fail(
-		    c, ECHILD,
-		    "session %s: its shell exited before it was ready (no /bin/bash, no /bin/sh?)",
-		    s->id);
+		if (c)
+			conn_fail(c, ECHILD,
+				  "session %s: its shell exited before it was ready (no /bin/bash, "
+				  "no /bin/sh?)",
+				  s->id);
 		sess_free(s);
 		return;
 	}
@@ -362,9 +363,10 @@ static void status_line(struct session *s)
 		struct conn *c = s->conn;
 		s->conn = NULL;
 		timer_set(s, 0);
-		if (rc) {
-			conn_fail(c, ENOENT, "session %s: cannot enter its working directory",
-				  s->id);
+		if (rc || !c) {
+			if (c)
+				conn_fail(c, ENOENT,
+					  "session %s: cannot enter its working directory", s->id);
 			kill_shell(s);
 			sess_free(s);
 			return;
@@ -532,8 +534,9 @@ static void timer_event(struct init_watch *w, uint32_t events)
 	if (s->state == SESS_OPENING) {
 		struct conn *c = s->conn;
 		s->conn = NULL;
-		conn_fail(c, ETIMEDOUT, "session %s: its shell did not start within %d ms", s->id,
-			  OPEN_DEADLINE_MS);
+		if (c)
+			conn_fail(c, ETIMEDOUT, "session %s: its shell did not start within %d ms",
+				  s->id, OPEN_DEADLINE_MS);
 		kill_shell(s);
 		sess_free(s);
 		return;
@@ -611,8 +614,14 @@ static const struct conn_handler run_handler = {
 static void open_closed(void *op, struct conn *c)
 {
 	struct session *s = op;
-	if (s->conn == c)
-		s->conn = NULL; /* the shell is kept: celld asked for it */
+	if (s->conn != c)
+		return;
+	/* celld went away before the answer: it never learns the session, so it goes. */
+	s->conn = NULL;
+	if (s->state == SESS_OPENING) {
+		kill_shell(s);
+		sess_free(s);
+	}
 }
 
 static void open_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
@@ -627,7 +636,7 @@ static void open_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload
 static const struct conn_handler open_handler = {
     .frame = open_frame,
     .closed = open_closed,
-    .keep_on_eof = true,
+    .keep_on_eof = false,
 };
 
 /* ---- requests ---- */

@@ -721,6 +721,8 @@ static int exec_event(void *ctx, const char *text, size_t len)
 	if (!strcmp(type, "init")) {
 		free(res->cmd_id);
 		res->cmd_id = strdup(h_jstr(ev, "text"));
+		if (x->opts->on_init)
+			x->opts->on_init(res->cmd_id, x->opts->on_init_arg);
 	} else if (!strcmp(type, "stdout") || !strcmp(type, "stderr")) {
 		bool is_out = type[3] == 'o';
 		if (!exec_output(x, ev, is_out))

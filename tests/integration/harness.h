@@ -156,6 +156,9 @@ struct h_exec_opts {
 	bool lines;	     /* execd's output events, one per line (default: rawOutput, exact) */
 	int uid, gid;	     /* gid < 0: uid alone (no gid sent) */
 	const char *session; /* run in this bash session (POST .../session/{id}/run) instead */
+	/* Called with the command id when the init event comes (from the calling thread). */
+	void (*on_init)(const char *cmd_id, void *arg);
+	void *on_init_arg;
 };
 
 struct h_exec {

@@ -155,12 +155,26 @@ END_TEST
 struct busy {
 	const char *id, *sid, *cmd;
 	struct h_exec r;
+	pthread_mutex_t lock;
+	char cmd_id[64]; /* the run's command id, once its init event came */
 };
+
+static void busy_init(const char *cmd_id, void *arg)
+{
+	struct busy *b = arg;
+	pthread_mutex_lock(&b->lock);
+	snprintf(b->cmd_id, sizeof(b->cmd_id), "%s", cmd_id);
+	pthread_mutex_unlock(&b->lock);
+}
 
 static void *busy_run(void *arg)
 {
 	struct busy *b = arg;
-	struct h_exec_opts o = {.session = b->sid, .lines = true, .max_seconds = 60};
+	struct h_exec_opts o = {.session = b->sid,
+				.lines = true,
+				.max_seconds = 60,
+				.on_init = busy_init,
+				.on_init_arg = b};
 	h_exec(b->id, b->cmd ? b->cmd : "touch /tmp/busy; sleep 3; echo done", &o, &b->r);
 	return NULL;
 }
@@ -189,7 +203,7 @@ START_TEST(bash_sessions_apart_busy_and_deleted)
 	free(out);
 
 	/* busy: a run while s1's one sleeps (its start seen through a file) */
-	struct busy b = {.id = id, .sid = s1};
+	struct busy b = {.id = id, .sid = s1, .lock = PTHREAD_MUTEX_INITIALIZER};
 	pthread_t t;
 	ck_assert_int_eq(pthread_create(&t, NULL, busy_run, &b), 0);
 	ck_assert_int_eq(h_sh_code(id, "i=0; while [ ! -e /tmp/busy ] && [ $i -lt 300 ]; do "
@@ -234,11 +248,43 @@ START_TEST(bash_sessions_apart_busy_and_deleted)
 	p2[strcspn(p2, "\n")] = '\0';
 	char *want = h_fmt("%s kept\n", p2);
 	ck_assert_str_eq(out, want);
-	free(want);
 	free(out);
 
+	/* an interrupt (DELETE .../command?id=) stops the run's sleep, not the shell */
+	struct busy in = {
+	    .id = id, .sid = s2, .cmd = "sleep 100", .lock = PTHREAD_MUTEX_INITIALIZER};
+	ck_assert_int_eq(pthread_create(&t, NULL, busy_run, &in), 0);
+	char cid[64] = "";
+	for (int i = 0; i < 600 && !cid[0]; i++) {
+		pthread_mutex_lock(&in.lock);
+		snprintf(cid, sizeof(cid), "%s", in.cmd_id);
+		pthread_mutex_unlock(&in.lock);
+		if (!cid[0])
+			usleep(50000);
+	}
+	ck_assert_msg(cid[0], "no init event for the run");
+	/* sleep has started when the shell has a child */
+	char *wait_child = h_fmt("i=0; while ! grep -q sleep /proc/[0-9]*/comm 2>/dev/null && "
+				 "[ $i -lt 300 ]; do usleep 50000; i=$((i+1)); done");
+	ck_assert_int_eq(h_sh_code(id, wait_child), 0);
+	free(wait_child);
+	char *ipath = h_fmt("/v1/sandboxes/%s/proxy/44772/command?id=%s", id, cid);
+	ck_assert_int_eq(h_http("DELETE", ipath, NULL, NULL), 200);
+	free(ipath);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(in.r.status, 200);
+	ck_assert_msg(!in.r.complete && in.r.exit_code == 143, "exit %d", in.r.exit_code);
+	h_exec_free(&in.r);
+	out = h_session_ok(id, s2, "echo $$ $Y");
+	ck_assert_str_eq(out, want);
+	free(out);
+	free(want);
+
 	/* a DELETE while a run goes on ends that run (137), at once */
-	struct busy d = {.id = id, .sid = s2, .cmd = "touch /tmp/busy2; sleep 100; echo rest"};
+	struct busy d = {.id = id,
+			 .sid = s2,
+			 .cmd = "touch /tmp/busy2; sleep 100; echo rest",
+			 .lock = PTHREAD_MUTEX_INITIALIZER};
 	ck_assert_int_eq(pthread_create(&t, NULL, busy_run, &d), 0);
 	ck_assert_int_eq(h_sh_code(id, "i=0; while [ ! -e /tmp/busy2 ] && [ $i -lt 300 ]; do "
 				       "usleep 100000; i=$((i+1)); done; [ -e /tmp/busy2 ]"),
