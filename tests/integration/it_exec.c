@@ -202,6 +202,25 @@ START_TEST(bash_sessions_apart_busy_and_deleted)
 	ck_assert_str_eq(out, "g\n[1]\n");
 	free(out);
 
+	/* output beyond what the relay holds at once: paced, none lost, then the next run */
+	struct h_exec big;
+	h_session_run(id, s1,
+		      "dd if=/dev/zero bs=1M count=8 2>/dev/null | tr '\\0' a | fold -w 1024", 0,
+		      &big);
+	ck_assert_msg(big.complete, "exit %d", big.exit_code);
+	size_t lines = 0, i;
+	json_t *ev;
+	json_array_foreach(big.events, i, ev) if (!strcmp(h_jstr(ev, "type"), "stdout"))
+	{
+		ck_assert_uint_eq(strlen(h_jstr(ev, "text")), 1024);
+		lines++;
+	}
+	ck_assert_uint_eq(lines, 8192);
+	h_exec_free(&big);
+	out = h_session_ok(id, s1, "echo $X");
+	ck_assert_str_eq(out, "1\n");
+	free(out);
+
 	/* busy: a run while s1's one sleeps (its start seen through a file) */
 	struct busy b = {.id = id, .sid = s1, .lock = PTHREAD_MUTEX_INITIALIZER};
 	pthread_t t;
@@ -255,7 +274,7 @@ START_TEST(bash_sessions_apart_busy_and_deleted)
 	    .id = id, .sid = s2, .cmd = "sleep 100", .lock = PTHREAD_MUTEX_INITIALIZER};
 	ck_assert_int_eq(pthread_create(&t, NULL, busy_run, &in), 0);
 	char cid[64] = "";
-	for (int i = 0; i < 600 && !cid[0]; i++) {
+	for (int k = 0; k < 600 && !cid[0]; k++) {
 		pthread_mutex_lock(&in.lock);
 		snprintf(cid, sizeof(cid), "%s", in.cmd_id);
 		pthread_mutex_unlock(&in.lock);
