@@ -204,10 +204,10 @@ static void pipes_resume(struct session *s)
 	if (!s->paused)
 		return;
 	s->paused = false;
-	if (s->out.w.fd >= 0)
-		init_watch_mod(&s->out.w, EPOLLIN);
-	if (s->err.w.fd >= 0)
-		init_watch_mod(&s->err.w, EPOLLIN);
+	if (s->out.w.fd >= 0 && !s->out.w.active)
+		init_watch_add(&s->out.w, EPOLLIN);
+	if (s->err.w.fd >= 0 && !s->err.w.active)
+		init_watch_add(&s->err.w, EPOLLIN);
 }
 
 /* Send (or drop, with no run) what is in p now, up to DRAIN_MAX. */
@@ -244,11 +244,12 @@ static void pipe_event(struct init_watch *w, uint32_t events)
 		long n;
 		if (s->conn && s->state == SESS_RUNNING) {
 			if (conn_queued(s->conn) > CONN_HIGH_WATER) {
-				/* celld is slow: stop reading, so the command waits on a full pipe.
-				 */
+				/* celld is slow: stop reading, so the command waits on a full
+				 * pipe. Out of the epoll set, not only masked: a hang-up would
+				 * still wake the loop. */
 				s->paused = true;
-				init_watch_mod(&s->out.w, 0);
-				init_watch_mod(&s->err.w, 0);
+				init_watch_del(&s->out.w);
+				init_watch_del(&s->err.w);
 				conn_want_drain(s->conn);
 				return;
 			}
