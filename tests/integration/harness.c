@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
@@ -15,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -2290,6 +2291,22 @@ int h_main_image(Suite *s, const char *image)
 }
 
 /* ---- network namespaces held by children ---- */
+
+int h_netns_enter_private(void)
+{
+	if (unshare(CLONE_NEWNET) < 0)
+		return -errno;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr = {0};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	int r = fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) < 0 ||
+			(ifr.ifr_flags |= IFF_UP, ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+		    ? -errno
+		    : 0;
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
 
 void h_netns_hold(struct h_netns *ns)
 {

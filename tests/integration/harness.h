@@ -391,5 +391,8 @@ struct h_netns {
 	int fd;	       /* the namespace (O_CLOEXEC) */
 	char path[64]; /* /proc/<pid>/ns/net */
 };
+/* Move this process into a new network namespace with its loopback up (nothing else): 0,
+ * or -errno. */
+int h_netns_enter_private(void);
 void h_netns_hold(struct h_netns *ns);	  /* asserts */
 void h_netns_release(struct h_netns *ns); /* ends the child, closes fd; twice is fine */

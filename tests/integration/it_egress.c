@@ -9,12 +9,9 @@
  * anything here: this suite checks the policy as data and its API. */
 #include <check.h>
 #include <errno.h>
-#include <net/if.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -382,27 +379,14 @@ static Suite *egress_suite(void)
 	return s;
 }
 
-/* This program, its celld and everything they start live in a network namespace of their
- * own, with only a loopback. */
-static void private_netns(void)
-{
-	if (unshare(CLONE_NEWNET) < 0) {
-		fprintf(stderr, "it_egress: unshare(CLONE_NEWNET): %s\n", strerror(errno));
-		exit(1);
-	}
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct ifreq ifr = {0};
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) < 0 ||
-	    (ifr.ifr_flags |= IFF_UP, ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)) {
-		fprintf(stderr, "it_egress: bringing lo up: %s\n", strerror(errno));
-		exit(1);
-	}
-	close(fd);
-}
-
 int main(void)
 {
-	private_netns();
+	/* This program, its celld and everything they start live in a network namespace of
+	 * their own, with only a loopback. */
+	int r = h_netns_enter_private();
+	if (r < 0) {
+		fprintf(stderr, "%s: a private network namespace: %s\n", "it_egress", strerror(-r));
+		return 1;
+	}
 	return h_main(egress_suite());
 }

@@ -13,14 +13,11 @@
 #include <check.h>
 #include <curl/curl.h>
 #include <errno.h>
-#include <net/if.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -630,27 +627,14 @@ static Suite *proxy_suite(void)
 	return s;
 }
 
-/* This program, its celld and everything they start live in a network namespace of their
- * own, with only a loopback. */
-static void private_netns(void)
-{
-	if (unshare(CLONE_NEWNET) < 0) {
-		fprintf(stderr, "it_proxy: unshare(CLONE_NEWNET): %s\n", strerror(errno));
-		exit(1);
-	}
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	struct ifreq ifr = {0};
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	if (fd < 0 || ioctl(fd, SIOCGIFFLAGS, &ifr) < 0 ||
-	    (ifr.ifr_flags |= IFF_UP, ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)) {
-		fprintf(stderr, "it_proxy: bringing lo up: %s\n", strerror(errno));
-		exit(1);
-	}
-	close(fd);
-}
-
 int main(void)
 {
-	private_netns();
+	/* This program, its celld and everything they start live in a network namespace of
+	 * their own, with only a loopback. */
+	int r = h_netns_enter_private();
+	if (r < 0) {
+		fprintf(stderr, "%s: a private network namespace: %s\n", "it_proxy", strerror(-r));
+		return 1;
+	}
 	return h_main(proxy_suite());
 }

@@ -10,7 +10,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <net/if.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -18,13 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "dns.h"
+#include "harness.h"
 #include "resolver.h"
 
 #define UPSTREAM_PORT 5300
@@ -34,15 +33,8 @@
 
 static void fresh_netns(void)
 {
-	ck_assert_msg(unshare(CLONE_NEWNET) == 0, "unshare(CLONE_NEWNET): %s", strerror(errno));
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	ck_assert_int_ge(fd, 0);
-	struct ifreq ifr = {0};
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
-	ck_assert_int_eq(ioctl(fd, SIOCGIFFLAGS, &ifr), 0);
-	ifr.ifr_flags |= IFF_UP;
-	ck_assert_msg(ioctl(fd, SIOCSIFFLAGS, &ifr) == 0, "lo up: %s", strerror(errno));
-	close(fd);
+	int r = h_netns_enter_private();
+	ck_assert_msg(r == 0, "a fresh network namespace, lo up: %s", strerror(-r));
 }
 
 static struct in_addr ip(const char *text)
