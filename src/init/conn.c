@@ -7,6 +7,7 @@
  * conn_queued() passes CONN_HIGH_WATER and ask for a call back with conn_want_drain(): the
  * queue never grows without bound, whatever a command prints. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -499,4 +500,25 @@ json_t *conn_parse_json(struct conn *c, const uint8_t *payload, uint32_t len, co
 		return NULL;
 	}
 	return o;
+}
+
+int conn_parse_signal(struct conn *c, uint16_t type, const uint8_t *payload, uint32_t len,
+		      const char *during)
+{
+	if (type != CELL_FRAME_SIGNAL) {
+		conn_fail(c, EPROTO, "unexpected %s frame while %s runs",
+			  cell_frame_type_name(type), during);
+		return -1;
+	}
+	json_t *req = conn_parse_json(c, payload, len, "SIGNAL");
+	if (!req)
+		return -1;
+	json_t *j = json_object_get(req, "signal");
+	json_int_t sig = json_is_integer(j) ? json_integer_value(j) : -1;
+	json_decref(req);
+	if (sig < 1 || sig >= NSIG) {
+		conn_fail(c, EINVAL, "SIGNAL: signal must be an integer in 1..%d", NSIG - 1);
+		return -1;
+	}
+	return (int)sig;
 }

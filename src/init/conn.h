@@ -62,3 +62,9 @@ void conn_set_request(conn_request_fn *fn);
 /* Parse a control payload as a JSON object; on failure sends ERROR, finishes c and returns
  * NULL. */
 json_t *conn_parse_json(struct conn *c, const uint8_t *payload, uint32_t len, const char *what);
+
+/* The signal of a SIGNAL frame, the one frame a running command or session run takes
+ * (during names it for the error: "a command", "a session"); anything else, or a signal
+ * outside 1..NSIG-1, sends ERROR, finishes c and returns -1. */
+int conn_parse_signal(struct conn *c, uint16_t type, const uint8_t *payload, uint32_t len,
+		      const char *during);

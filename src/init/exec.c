@@ -791,16 +791,6 @@ static void pipe_grow(struct pipe_end *p)
 	fcntl(p->w.fd, F_SETPIPE_SZ, PIPE_GROWN_SIZE);
 }
 
-static long pipe_discard(int fd)
-{
-	static char scratch[CELL_FRAME_CHUNK];
-	ssize_t n;
-	do
-		n = read(fd, scratch, sizeof(scratch));
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : n;
-}
-
 static void pipe_event(struct init_watch *w, uint32_t events)
 {
 	(void)events;
@@ -819,7 +809,7 @@ static void pipe_event(struct init_watch *w, uint32_t events)
 				conn_grow_sndbuf(cmd->conn);
 			}
 		} else {
-			n = pipe_discard(w->fd);
+			n = init_read_discard(w->fd);
 		}
 		if (n == -EAGAIN || n == -ENOMEM)
 			return;
@@ -1016,25 +1006,13 @@ void exec_kill_all(void)
 static void cmd_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
 {
 	struct cmd *cmd = op;
-	if (type != CELL_FRAME_SIGNAL) {
-		conn_fail(c, EPROTO, "unexpected %s frame while a command runs",
-			  cell_frame_type_name(type));
+	int sig = conn_parse_signal(c, type, payload, len, "a command");
+	if (sig < 0)
 		return;
-	}
-	json_t *req = conn_parse_json(c, payload, len, "SIGNAL");
-	if (!req)
-		return;
-	json_t *j = json_object_get(req, "signal");
-	json_int_t sig = json_is_integer(j) ? json_integer_value(j) : -1;
-	json_decref(req);
-	if (sig < 1 || sig >= NSIG) {
-		conn_fail(c, EINVAL, "SIGNAL: signal must be an integer in 1..%d", NSIG - 1);
-		return;
-	}
 	if (sig == SIGTERM)
 		cmd_terminate(cmd);
 	else
-		cmd_kill(cmd, (int)sig);
+		cmd_kill(cmd, sig);
 }
 
 static void cmd_drain(void *op, struct conn *c)

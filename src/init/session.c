@@ -210,23 +210,22 @@ static void pipes_resume(struct session *s)
 		init_watch_add(&s->err.w, EPOLLIN);
 }
 
+/* One chunk of p to the run's connection, or dropped when no run takes it (output written
+ * between runs): the bytes taken, 0 at end of file, -errno. */
+static long pipe_take(struct sess_pipe *p)
+{
+	struct session *s = p->s;
+	if (s->conn && s->state == SESS_RUNNING)
+		return conn_send_from_fd(s->conn, p->type, p->w.fd, CELL_FRAME_CHUNK, -1);
+	return init_read_discard(p->w.fd);
+}
+
 /* Send (or drop, with no run) what is in p now, up to DRAIN_MAX. */
 static void pipe_drain(struct sess_pipe *p)
 {
-	struct session *s = p->s;
 	size_t got = 0;
 	while (p->w.fd >= 0 && got < DRAIN_MAX) {
-		long n;
-		if (s->conn && s->state == SESS_RUNNING) {
-			n = conn_send_from_fd(s->conn, p->type, p->w.fd, CELL_FRAME_CHUNK, -1);
-		} else {
-			char buf[4096];
-			do
-				n = read(p->w.fd, buf, sizeof(buf));
-			while (n < 0 && errno == EINTR);
-			if (n < 0)
-				n = -errno;
-		}
+		long n = pipe_take(p);
 		if (n == 0)
 			watch_off(&p->w);
 		if (n <= 0)
@@ -241,27 +240,17 @@ static void pipe_event(struct init_watch *w, uint32_t events)
 	struct sess_pipe *p = init_container_of(w, struct sess_pipe, w);
 	struct session *s = p->s;
 	for (int i = 0; i < 16 && p->w.fd >= 0; i++) {
-		long n;
-		if (s->conn && s->state == SESS_RUNNING) {
-			if (conn_queued(s->conn) > CONN_HIGH_WATER) {
-				/* celld is slow: stop reading, so the command waits on a full
-				 * pipe. Out of the epoll set, not only masked: a hang-up would
-				 * still wake the loop. */
-				s->paused = true;
-				init_watch_del(&s->out.w);
-				init_watch_del(&s->err.w);
-				conn_want_drain(s->conn);
-				return;
-			}
-			n = conn_send_from_fd(s->conn, p->type, p->w.fd, CELL_FRAME_CHUNK, -1);
-		} else {
-			char buf[4096];
-			do
-				n = read(p->w.fd, buf, sizeof(buf));
-			while (n < 0 && errno == EINTR);
-			if (n < 0)
-				n = -errno;
+		if (s->conn && s->state == SESS_RUNNING && conn_queued(s->conn) > CONN_HIGH_WATER) {
+			/* celld is slow: stop reading, so the command waits on a full pipe. Out
+			 * of the epoll set, not only masked: a hang-up would still wake the
+			 * loop. */
+			s->paused = true;
+			init_watch_del(&s->out.w);
+			init_watch_del(&s->err.w);
+			conn_want_drain(s->conn);
+			return;
 		}
+		long n = pipe_take(p);
 		if (n == 0)
 			watch_off(&p->w);
 		if (n <= 0)
@@ -565,24 +554,10 @@ static void timer_event(struct init_watch *w, uint32_t events)
 static void run_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
 {
 	struct session *s = op;
-	if (type != CELL_FRAME_SIGNAL) {
-		conn_fail(c, EPROTO, "unexpected %s frame while a session runs",
-			  cell_frame_type_name(type));
+	int sig = conn_parse_signal(c, type, payload, len, "a session");
+	if (sig < 0 || s->state != SESS_RUNNING || s->conn != c)
 		return;
-	}
-	json_t *req = conn_parse_json(c, payload, len, "SIGNAL");
-	if (!req)
-		return;
-	json_t *j = json_object_get(req, "signal");
-	json_int_t sig = json_is_integer(j) ? json_integer_value(j) : -1;
-	json_decref(req);
-	if (sig < 1 || sig >= NSIG) {
-		conn_fail(c, EINVAL, "SIGNAL: signal must be an integer in 1..%d", NSIG - 1);
-		return;
-	}
-	if (s->state != SESS_RUNNING || s->conn != c)
-		return;
-	signal_members(s, (int)sig, s->run_start_ticks);
+	signal_members(s, sig, s->run_start_ticks);
 	if (s->stage == 0) {
 		s->stage = sig == SIGKILL ? 2 : 1;
 		timer_set(s, KILL_GRACE_MS);

@@ -2,9 +2,11 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include "cell/cleanup.h"
 #include "cell/log.h"
+#include "cell/proto.h"
 #include "watch.h"
 
 static int epfd = -1;
@@ -58,4 +60,14 @@ int init_watch_dispatch(void)
 			w->fn(w, evs[i].events);
 	}
 	return 0;
+}
+
+long init_read_discard(int fd)
+{
+	static char scratch[CELL_FRAME_CHUNK];
+	ssize_t n;
+	do
+		n = read(fd, scratch, sizeof(scratch));
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
 }

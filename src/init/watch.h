@@ -26,3 +26,6 @@ void init_watch_del(struct init_watch *w);
 /* Wait for one batch of events and call each active watch's fn; -errno when epoll_wait
  * failed (EINTR is not a failure: it returns 0). */
 int init_watch_dispatch(void);
+/* Read up to a chunk of what the non-blocking fd holds and drop it (output nobody takes any
+ * more): the bytes read, 0 at end of file, -errno (-EAGAIN when empty). */
+long init_read_discard(int fd);
