@@ -410,16 +410,16 @@ static void survey_host(void)
 			 sv.tables);
 	else
 		log_info("network: no other nftables table on this host");
+	bool many = sv.forward_drops + sv.input_drops > 1;
 	if (sv.forward_drops || sv.input_drops)
 		log_warn(
 		    "network: %s drop%s by default where sandboxes' packets pass, and a packet "
 		    "must pass every table: sandboxes %s unless %s accept%s their interfaces "
 		    "(iifname \"cell*\" and oifname \"cell*\"; with Docker, in its "
 		    "DOCKER-USER chain)",
-		    sv.drops, sv.forward_drops + sv.input_drops > 1 ? "" : "s",
+		    sv.drops, many ? "" : "s",
 		    sv.forward_drops ? "reach nothing" : "cannot resolve names",
-		    sv.forward_drops + sv.input_drops > 1 ? "they" : "it",
-		    sv.forward_drops + sv.input_drops > 1 ? "" : "s");
+		    many ? "they" : "it", many ? "" : "s");
 }
 
 static int ready_locked(struct cell_error *err)
