@@ -136,6 +136,20 @@ static void drop_chain_name(char *buf, size_t size, const char *ifname, const ch
 	snprintf(buf, size, CHAIN_PREFIX "%s" LOG_SEP "%s", ifname, reason);
 }
 
+/* The names of one sandbox's chain and sets. */
+struct sb_names {
+	char chain[NFT_CHAIN_MAXNAMELEN];
+	char allowed[NFT_SET_MAXNAMELEN], ranges[NFT_SET_MAXNAMELEN], denied[NFT_SET_MAXNAMELEN];
+};
+
+static void sb_names_of(const char *ifname, struct sb_names *n)
+{
+	chain_name(n->chain, sizeof(n->chain), ifname);
+	allowed_name(n->allowed, sizeof(n->allowed), ifname);
+	ranges_name(n->ranges, sizeof(n->ranges), ifname, false);
+	ranges_name(n->denied, sizeof(n->denied), ifname, true);
+}
+
 static void ifkey(char key[IFNAMSIZ], const char *ifname)
 {
 	memset(key, 0, IFNAMSIZ);
@@ -1306,8 +1320,10 @@ static void allow_rule(struct batch *bt, const char *chain, const char *set)
 	rule_end(bt, &r, "allowed");
 }
 
-static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, const char *chain)
+static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb,
+			  const struct sb_names *n)
 {
+	const char *chain = n->chain;
 	struct cell_nft *nft = bt->nft;
 	struct rule r;
 	char spoofed[NFT_CHAIN_MAXNAMELEN], blocked[NFT_CHAIN_MAXNAMELEN],
@@ -1320,10 +1336,6 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 		drop_chain_rules(bt, blocked, "blocked");
 		drop_chain_rules(bt, denied, "denied");
 	}
-	char allowed[NFT_SET_MAXNAMELEN], ranges[NFT_SET_MAXNAMELEN], deny[NFT_SET_MAXNAMELEN];
-	allowed_name(allowed, sizeof(allowed), sb->ifname);
-	ranges_name(ranges, sizeof(ranges), sb->ifname, false);
-	ranges_name(deny, sizeof(deny), sb->ifname, true);
 
 	rule_begin(&r, nft, chain);
 	x_ipv4(&r);
@@ -1351,7 +1363,7 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 		x_cmp(&r, NFT_CMP_EQ, &port, 2);
 		x_ipv4(&r);
 		x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG_1);
-		x_lookup_flags(&r, NFT_REG_1, ranges, ~0u, NFT_LOOKUP_F_INV);
+		x_lookup_flags(&r, NFT_REG_1, n->ranges, ~0u, NFT_LOOKUP_F_INV);
 		x_drop(&r, nft, CHAIN_DROP_DNS);
 		rule_end(bt, &r, "dns");
 	}
@@ -1359,7 +1371,7 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 	/* The policy's denied addresses win over anything that allows them, and end
 	 * connections opened before they were denied. */
 	rule_begin(&r, nft, chain);
-	x_daddr_in(&r, deny);
+	x_daddr_in(&r, n->denied);
 	x_drop(&r, nft, denied);
 	rule_end(bt, &r, "denied");
 
@@ -1385,8 +1397,8 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb, c
 		x_verdict(&r, NF_ACCEPT);
 		rule_end(bt, &r, "allowed");
 	} else if (sb->policy == CELL_NFT_ALLOWLIST) {
-		allow_rule(bt, chain, allowed);
-		allow_rule(bt, chain, ranges);
+		allow_rule(bt, chain, n->allowed);
+		allow_rule(bt, chain, n->ranges);
 	}
 
 	/* Only packets the next rule drops get here. */
@@ -1422,12 +1434,9 @@ static int sandbox_put(struct cell_nft *nft, const struct cell_nft_sandbox *sb, 
 	    sb->policy != CELL_NFT_ALLOWLIST)
 		return cell_err_msg(err, EINVAL, "sandbox %s: unknown network policy %d",
 				    sb->ifname, (int)sb->policy);
-	char chain[NFT_CHAIN_MAXNAMELEN], allowed[NFT_SET_MAXNAMELEN], key[IFNAMSIZ];
-	char ranges[NFT_SET_MAXNAMELEN], deny[NFT_SET_MAXNAMELEN];
-	chain_name(chain, sizeof(chain), sb->ifname);
-	allowed_name(allowed, sizeof(allowed), sb->ifname);
-	ranges_name(ranges, sizeof(ranges), sb->ifname, false);
-	ranges_name(deny, sizeof(deny), sb->ifname, true);
+	struct sb_names n;
+	char key[IFNAMSIZ];
+	sb_names_of(sb->ifname, &n);
 	ifkey(key, sb->ifname);
 	uint16_t create = rebuild ? NLM_F_CREATE : NLM_F_CREATE | NLM_F_EXCL;
 
@@ -1438,7 +1447,7 @@ static int sandbox_put(struct cell_nft *nft, const struct cell_nft_sandbox *sb, 
 		goto out;
 	}
 	batch_start(bt, nft);
-	struct nftnl_set *s = set_new(nft->table, allowed);
+	struct nftnl_set *s = set_new(nft->table, n.allowed);
 	if (s) {
 		nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, NFT_TYPE_IPADDR);
 		nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, 4);
@@ -1446,13 +1455,13 @@ static int sandbox_put(struct cell_nft *nft, const struct cell_nft_sandbox *sb, 
 		nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, CELL_NFT_ALLOWED_MAX);
 	}
 	put_set(bt, s, NFT_MSG_NEWSET, create, "adding");
-	put_interval_set(bt, ranges, create);
-	put_interval_set(bt, deny, create);
-	fill_ranges(bt, ranges, sb->allow_ranges, sb->n_allow_ranges);
-	fill_ranges(bt, deny, sb->deny_ranges, sb->n_deny_ranges);
-	put_chain(bt, chain, NULL, 0, 0, create);
+	put_interval_set(bt, n.ranges, create);
+	put_interval_set(bt, n.denied, create);
+	fill_ranges(bt, n.ranges, sb->allow_ranges, sb->n_allow_ranges);
+	fill_ranges(bt, n.denied, sb->deny_ranges, sb->n_deny_ranges);
+	put_chain(bt, n.chain, NULL, 0, 0, create);
 	if (rebuild)
-		flush_chain(bt, chain);
+		flush_chain(bt, n.chain);
 	for (size_t i = 0; nft->log_group && i < CELL_ARRAY_SIZE(sandbox_drops); i++) {
 		char drop[NFT_CHAIN_MAXNAMELEN];
 		drop_chain_name(drop, sizeof(drop), sb->ifname, sandbox_drops[i]);
@@ -1460,7 +1469,7 @@ static int sandbox_put(struct cell_nft *nft, const struct cell_nft_sandbox *sb, 
 		if (rebuild)
 			flush_chain(bt, drop);
 	}
-	sandbox_rules(bt, sb, chain);
+	sandbox_rules(bt, sb, &n);
 
 	s = set_new(nft->table, SET_IFS);
 	if (s)
@@ -1480,7 +1489,7 @@ static int sandbox_put(struct cell_nft *nft, const struct cell_nft_sandbox *sb, 
 		if (e) {
 			nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, IFNAMSIZ);
 			nftnl_set_elem_set_u32(e, NFTNL_SET_ELEM_VERDICT, NFT_JUMP);
-			nftnl_set_elem_set_str(e, NFTNL_SET_ELEM_CHAIN, chain);
+			nftnl_set_elem_set_str(e, NFTNL_SET_ELEM_CHAIN, n.chain);
 			nftnl_set_elem_add(s, e);
 		} else {
 			bt->overflow = true;
@@ -1515,15 +1524,14 @@ int cell_nft_ranges_set(struct cell_nft *nft, const struct cell_nft_sandbox *sb,
 	int rc = check_ifname(sb->ifname, err);
 	if (rc < 0 || (rc = check_ranges(sb, err)) < 0)
 		return rc;
-	char ranges[NFT_SET_MAXNAMELEN], deny[NFT_SET_MAXNAMELEN];
-	ranges_name(ranges, sizeof(ranges), sb->ifname, false);
-	ranges_name(deny, sizeof(deny), sb->ifname, true);
+	struct sb_names n;
+	sb_names_of(sb->ifname, &n);
 	pthread_mutex_lock(&nft->lock);
 	struct batch *bt = calloc(1, sizeof(*bt));
 	if (bt) {
 		batch_start(bt, nft);
-		fill_ranges(bt, ranges, sb->allow_ranges, sb->n_allow_ranges);
-		fill_ranges(bt, deny, sb->deny_ranges, sb->n_deny_ranges);
+		fill_ranges(bt, n.ranges, sb->allow_ranges, sb->n_allow_ranges);
+		fill_ranges(bt, n.denied, sb->deny_ranges, sb->n_deny_ranges);
 		rc = batch_run(bt, err);
 	} else {
 		rc = cell_err(err, ENOMEM, "sandbox %s", sb->ifname);
@@ -1548,9 +1556,9 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 	int rc = check_ifname(ifname, err);
 	if (rc < 0)
 		return rc;
-	char chain[NFT_CHAIN_MAXNAMELEN], allowed[NFT_SET_MAXNAMELEN], key[IFNAMSIZ];
-	chain_name(chain, sizeof(chain), ifname);
-	allowed_name(allowed, sizeof(allowed), ifname);
+	struct sb_names n;
+	char key[IFNAMSIZ];
+	sb_names_of(ifname, &n);
 	ifkey(key, ifname);
 
 	pthread_mutex_lock(&nft->lock);
@@ -1599,18 +1607,15 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 	if (ds)
 		put_set(bt, ds, NFT_MSG_DELSETELEM, 0, "deleting an element of");
 	/* Its chain first: its jumps go with it, then the drop chains they jumped to. */
-	if (names_has(&chains, chain))
-		del_chain(bt, chain);
+	if (names_has(&chains, n.chain))
+		del_chain(bt, n.chain);
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(sandbox_drops); i++) {
 		char drop[NFT_CHAIN_MAXNAMELEN];
 		drop_chain_name(drop, sizeof(drop), ifname, sandbox_drops[i]);
 		if (names_has(&chains, drop))
 			del_chain(bt, drop);
 	}
-	char ranges[NFT_SET_MAXNAMELEN], deny[NFT_SET_MAXNAMELEN];
-	ranges_name(ranges, sizeof(ranges), ifname, false);
-	ranges_name(deny, sizeof(deny), ifname, true);
-	const char *const own_sets[] = {allowed, ranges, deny};
+	const char *const own_sets[] = {n.allowed, n.ranges, n.denied};
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(own_sets); i++)
 		if (names_has(&sets, own_sets[i]))
 			put_set(bt, set_new(nft->table, own_sets[i]), NFT_MSG_DELSET, 0,
