@@ -41,6 +41,27 @@
  *        (STARTED {"pid": the shell's} → STDOUT/STDERR* → EXIT, SIGNAL from celld), or ERROR:
  *        ENOENT no such session, EBUSY a run is going on, EPIPE its shell has exited
  *   SESSION_CLOSE {"id"} → OK {"closed":true,"pid"} or ERROR ENOENT
+ *   PTY_CREATE {"id","cwd"?,"command"?:"<base64>","env":["K=V",...],"uid"?,"gid"?}
+ *        → OK {"id"} or ERROR (EEXIST, EMFILE at the cap, EINVAL a bad field). Nothing
+ *        starts yet: the process (command, or the login shell) starts on the first attach.
+ *   PTY_ATTACH {"id","pty":bool,"since"?:N,"takeover"?:bool,"cols"?,"rows"?}
+ *        → ERROR ENOENT (no such session) or EBUSY (another connection is attached and
+ *        takeover is false), or OK {"mode":"pty"|"pipe","pid","output_offset"}, starting the
+ *        process when none runs (in the mode asked; a running one keeps its own), then
+ *        REPLAY (u64 big-endian offset of its first byte, then the kept bytes from since on;
+ *        only when since < output_offset), then live STDOUT (and STDERR in pipe mode), then
+ *        EXIT {"exit_code","signal"} when the process ends; the conversation ends there.
+ *        A takeover ends the previous holder's conversation with ERROR ECONNABORTED
+ *        ("taken over"). While attached, celld sends STDIN (raw bytes), STDIN_CLOSE (pipe
+ *        mode: close its stdin; pty mode: the terminal's EOF character), RESIZE
+ *        {"cols","rows"}, SIGNAL {"signal":N} (to its process group). Closing the
+ *        connection detaches: the process runs on and its output goes to the scrollback.
+ *   PTY_STATUS {"id"} → OK {"running","output_offset","mode"?,"pid"?,"exit_code"?} or
+ *        ERROR ENOENT
+ *   PTY_CLOSE {"id"} → OK {"closed":true} (its process group killed) or ERROR ENOENT
+ *   EXEC with "stdin":true: the command's stdin is a pipe fed by STDIN frames on its EXEC
+ *        connection, closed by STDIN_CLOSE or by the connection's end (without it, stdin
+ *        is /dev/null).
  *   An init older than these frames drops a connection that sends one (an unknown type).
  *
  * Everything init sends is hostile input to celld: the parser bounds sizes, refuses
@@ -89,7 +110,15 @@ enum cell_frame_type {
 	CELL_FRAME_SESSION_OPEN = 25,
 	CELL_FRAME_SESSION_RUN = 26,
 	CELL_FRAME_SESSION_CLOSE = 27,
-	CELL_FRAME_TYPE_MAX = 27,
+	CELL_FRAME_PTY_CREATE = 28,
+	CELL_FRAME_PTY_ATTACH = 29,
+	CELL_FRAME_PTY_STATUS = 30,
+	CELL_FRAME_PTY_CLOSE = 31,
+	CELL_FRAME_STDIN = 32,
+	CELL_FRAME_STDIN_CLOSE = 33,
+	CELL_FRAME_RESIZE = 34,
+	CELL_FRAME_REPLAY = 35,
+	CELL_FRAME_TYPE_MAX = 35,
 };
 
 struct cell_frame {

@@ -282,7 +282,8 @@ static void on_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, c
 	up->fn(up->cls, sock, extra, extra_len, up);
 }
 
-int http_upgrade(struct http_req *r, const char *protocol, http_upgrade_fn fn, void *cls)
+int http_upgrade(struct http_req *r, const char *protocol, const char *const *headers,
+		 http_upgrade_fn fn, void *cls)
 {
 	struct http_upgrade *up = calloc(1, sizeof(*up));
 	if (!up)
@@ -294,6 +295,8 @@ int http_upgrade(struct http_req *r, const char *protocol, http_upgrade_fn fn, v
 		return -ENOMEM;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_UPGRADE, protocol);
+	for (size_t i = 0; headers && headers[i] && headers[i + 1]; i += 2)
+		MHD_add_response_header(resp, headers[i], headers[i + 1]);
 	int rc = http_respond(r, MHD_HTTP_SWITCHING_PROTOCOLS, resp);
 	if (rc < 0) {
 		free(up);

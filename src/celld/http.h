@@ -84,13 +84,15 @@ int http_fail(struct http_req *r, int errnum, const char *code, const char *fmt,
 /* The same for a cell_error from a lower layer: err->code through the table. */
 int http_internal(struct http_req *r, const struct cell_error *err);
 
-/* Connection upgrade (the WebSocket/PTY routes): answer 101 with the headers the caller
- * adds to the response made here, then hand the raw socket to fn on the connection's own
- * thread. fn owns the conversation until it calls http_upgrade_done(handle); bytes the
- * client sent after its request head are passed in extra. It takes r's per-request state
- * (http_set_state). Needs a listener started with transport_listener.upgrades. */
+/* Connection upgrade (the WebSocket/PTY routes, the port proxy): answer 101 with
+ * Upgrade: protocol plus headers (name, value pairs ending with NULL; may be NULL), then
+ * hand the raw socket to fn on the connection's own thread. fn owns the conversation until it calls
+ * http_upgrade_done(handle); bytes the client sent after its request head are passed in extra. It
+ * takes r's per-request state (http_set_state). Needs a listener started with
+ * transport_listener.upgrades. */
 struct http_upgrade;
 typedef void (*http_upgrade_fn)(void *cls, int fd, const char *extra, size_t extra_len,
 				struct http_upgrade *handle);
-int http_upgrade(struct http_req *r, const char *protocol, http_upgrade_fn fn, void *cls);
+int http_upgrade(struct http_req *r, const char *protocol, const char *const *headers,
+		 http_upgrade_fn fn, void *cls);
 void http_upgrade_done(struct http_upgrade *handle);
