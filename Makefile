@@ -24,7 +24,8 @@ CLIENT_SRC  := $(wildcard src/client/*.c)
 obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
 # libmnl: rtnetlink (src/runtime/netlink.c); libnftnl: celld's nftables table (src/runtime/nft.c).
-CELLD_LIBS := -lmicrohttpd -ljansson -lcrypto -lpthread -lcap -lseccomp -lnftnl -lmnl
+# libwslay: WebSocket framing (the PTY routes), the handshake and I/O are ours.
+CELLD_LIBS := -lmicrohttpd -ljansson -lcrypto -lpthread -lcap -lseccomp -lnftnl -lmnl -lwslay
 # The CLI's HTTP client is libcurl; --as-needed keeps the loader from mapping libraries no
 # symbol of cell comes from (each mapped object costs start-up time on every `cell run`);
 # --gc-sections drops the functions of the client library that cell never calls.
