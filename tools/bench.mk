@@ -6,7 +6,7 @@
 BENCH_EXEC := $(BUILD)/bench-exec
 
 $(BENCH_EXEC): $(call obj,tools/bench-exec.c $(CLIENT_SRC) $(COMMON_SRC))
-	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.o,$^) -Wl,--gc-sections -lcurl -ljansson -lcrypto
+	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.o,$^) -Wl,--gc-sections -lcurl -ljansson -lcrypto -lwslay
 
 # The throughput leg's two ends: static, so that one binary runs on the host and in a busybox
 # sandbox.
