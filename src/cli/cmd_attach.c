@@ -49,9 +49,9 @@ int cmd_attach(int argc, char **argv)
 		case OPT_SINCE:
 			a.since = strtoll(optarg, &end, 10);
 			if (*end || a.since < 0)
-				return cli_error_usage("attach", CLI_EXIT_RUN_FAIL,
-						       "--since '%s': expected an offset (0 or more)",
-						       optarg);
+				return cli_error_usage(
+				    "attach", CLI_EXIT_RUN_FAIL,
+				    "--since '%s': expected an offset (0 or more)", optarg);
 			continue;
 		case OPT_NO_REPLAY:
 			a.since = -1;
@@ -75,8 +75,8 @@ int cmd_attach(int argc, char **argv)
 		return CLI_EXIT_RUN_FAIL;
 	if (!*a.session || strspn(a.session, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 					     "0123456789_.-") != strlen(a.session))
-		return cli_error_usage("attach", CLI_EXIT_RUN_FAIL,
-				       "'%s' is not a session id", a.session);
+		return cli_error_usage("attach", CLI_EXIT_RUN_FAIL, "'%s' is not a session id",
+				       a.session);
 	cli_signals_install();
 	struct cell_error err = {0};
 	int code = CLI_EXIT_RUN_FAIL;

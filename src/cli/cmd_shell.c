@@ -14,18 +14,19 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: cell shell [OPTIONS] ID\n"
-		   "\n"
-		   "Open a login shell (bash, or sh where the image has none) in sandbox ID on a\n"
-		   "terminal in the sandbox wired to this one: raw mode, the window size followed,\n"
-		   "^C and job control inside. Exits with the shell's exit code. ^P^Q detaches and\n"
-		   "leaves the shell running (cell attach ID SESSION comes back); otherwise the\n"
-		   "session is removed when the shell ends.\n"
-		   "\n"
-		   "Options:\n"
-		   "  -w, --workdir DIR   working directory (default: /workspace)\n"
-		   "      --socket PATH   celld's socket\n"
-		   "  -h, --help          this help\n");
+	fprintf(f,
+		"Usage: cell shell [OPTIONS] ID\n"
+		"\n"
+		"Open a login shell (bash, or sh where the image has none) in sandbox ID on a\n"
+		"terminal in the sandbox wired to this one: raw mode, the window size followed,\n"
+		"^C and job control inside. Exits with the shell's exit code. ^P^Q detaches and\n"
+		"leaves the shell running (cell attach ID SESSION comes back); otherwise the\n"
+		"session is removed when the shell ends.\n"
+		"\n"
+		"Options:\n"
+		"  -w, --workdir DIR   working directory (default: /workspace)\n"
+		"      --socket PATH   celld's socket\n"
+		"  -h, --help          this help\n");
 }
 
 int cmd_shell(int argc, char **argv)

@@ -166,7 +166,8 @@ static void pump(struct term *t, bool tty, const sigset_t *waitmask)
 			if (r > 0) {
 				keyboard(t, buf, (size_t)r, tty);
 			} else if (r == 0 || errno != EINTR) {
-				/* Input ended (not a terminal): the terminal's end-of-file character. */
+				/* Input ended (not a terminal): the terminal's end-of-file
+				 * character. */
 				in_open = false;
 				send_input(t, (const uint8_t *)"\x04", 1);
 			}
@@ -181,8 +182,7 @@ static int link_error(struct term *t, struct cell_error *err)
 	uint16_t code = cell_client_ws_close_code(t->ws);
 	if (code == 4001)
 		return cell_err_msg(err, ECONNABORTED,
-				    "PTY session %s: another client took it over",
-				    t->a->session),
+				    "PTY session %s: another client took it over", t->a->session),
 		       -ECONNABORTED;
 	if (t->error[0])
 		return cell_err_msg(err, EIO, "PTY session %s: %s", t->a->session, t->error), -EIO;
@@ -292,8 +292,9 @@ int cli_term_create(const char *id, const char *command, const char *cwd, char *
 	const char *sid = json_string_value(json_object_get(out, "session_id"));
 	if (!sid || !(*session = strdup(sid))) {
 		json_decref(out);
-		return cell_err_msg(err, EPROTO, "create PTY session: celld's answer has no "
-						 "session_id"),
+		return cell_err_msg(err, EPROTO,
+				    "create PTY session: celld's answer has no "
+				    "session_id"),
 		       -EPROTO;
 	}
 	json_decref(out);

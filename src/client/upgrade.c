@@ -16,9 +16,9 @@
 #define BODY_MAX (64u << 10) /* a refusal's body kept for its message, at most */
 
 struct cell_client_upgraded {
-	CURL *h;	 /* the client's handle, now this stream's */
+	CURL *h; /* the client's handle, now this stream's */
 	curl_socket_t fd;
-	char *pending;	 /* bytes after the answer's head, handed out first */
+	char *pending; /* bytes after the answer's head, handed out first */
 	size_t pending_len, pending_off;
 };
 
@@ -105,9 +105,9 @@ static char *request_head(struct cell_client *c, const char *method, const char 
 {
 	struct cell_client_buf b = {0};
 	char *line = NULL;
-	int rc = asprintf(&line,
-			  "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: %s\r\n",
-			  method, path, c->socket ? "localhost" : "celld", protocol);
+	int rc =
+	    asprintf(&line, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: %s\r\n",
+		     method, path, c->socket ? "localhost" : "celld", protocol);
 	if (rc < 0)
 		return NULL;
 	rc = cell_client_buf_append(&b, line, strlen(line), HEAD_MAX);

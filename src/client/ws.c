@@ -27,8 +27,7 @@ struct cell_client_ws {
 	bool closed; /* the peer's close arrived, or the stream ended */
 };
 
-static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
-		       void *user)
+static ssize_t ws_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
 	(void)flags;
 	struct cell_client_ws *ws = user;
@@ -82,7 +81,8 @@ static void ws_on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_m
 	if (arg->opcode != WSLAY_TEXT_FRAME && arg->opcode != WSLAY_BINARY_FRAME)
 		return;
 	if (ws->on_msg)
-		ws->on_msg(ws->msg_ctx, arg->opcode == WSLAY_BINARY_FRAME, arg->msg, arg->msg_length);
+		ws->on_msg(ws->msg_ctx, arg->opcode == WSLAY_BINARY_FRAME, arg->msg,
+			   arg->msg_length);
 }
 
 /* The Sec-WebSocket-Accept that answers key. */
@@ -113,7 +113,8 @@ int cell_client_ws_open(struct cell_client *c, const char *path, cell_client_ws_
 	if (!ws)
 		return cell_err(err, ENOMEM, "%s", what), -ENOMEM;
 	_cleanup_free_ char *head = NULL;
-	int rc = cell_client_upgrade(c, "GET", path, "websocket", headers, what, &ws->u, &head, err);
+	int rc =
+	    cell_client_upgrade(c, "GET", path, "websocket", headers, what, &ws->u, &head, err);
 	if (rc < 0) {
 		free(ws);
 		return rc;
@@ -122,8 +123,8 @@ int cell_client_ws_open(struct cell_client *c, const char *path, cell_client_ws_
 	_cleanup_free_ char *got = cell_client_head_header(head, "Sec-WebSocket-Accept");
 	if (!want || !got || strcmp(want, got)) {
 		cell_client_ws_free(ws);
-		return cell_err_msg(err, EPROTO, "%s: celld's WebSocket answer has a wrong accept key",
-				    what),
+		return cell_err_msg(err, EPROTO,
+				    "%s: celld's WebSocket answer has a wrong accept key", what),
 		       -EPROTO;
 	}
 	static const struct wslay_event_callbacks cbs = {
