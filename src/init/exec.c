@@ -46,7 +46,9 @@
 #include "conn.h"
 #include "defer.h"
 #include "exec.h"
+#include "feed.h"
 #include "files.h"
+#include "proc.h"
 #include "watch.h"
 
 #define DEFAULT_CWD   "/workspace"
@@ -68,6 +70,7 @@ struct exec_req {
 	uint64_t timeout_ms;
 	uint32_t uid, gid;
 	bool set_ids;
+	bool stdin_pipe; /* "stdin":true: STDIN frames feed a pipe instead of /dev/null */
 };
 
 struct cmd;
@@ -85,15 +88,17 @@ struct cmd {
 	pid_t pid; /* 0 while the spawner has not reported it (cmd_pid() knows it earlier) */
 	struct exec_req req;  /* until the child has its own copy (forked, or exec'd) */
 	json_t *req_json;     /* holds the strings req.envp points at */
-	int child_fd[3];      /* PID 1's copies of the child's stdout, stderr, error pipe */
+	int child_fd[4];      /* PID 1's copies of the child's stdout, stderr, error pipe, stdin */
 	uint64_t queued_sigs; /* bit N-1: signal N asked for before the child existed */
 	bool spawning;	      /* the spawner thread is cloning it */
 	struct conn *conn;    /* NULL once EXIT is sent or celld hung up */
 	struct pipe_end out, err;
 	struct init_watch errp;	 /* read end of the exec error pipe */
 	struct init_watch timer; /* the timeout, then the SIGKILL grace */
+	struct feed in;		 /* its stdin pipe with "stdin":true (fd -1 otherwise) */
 	int status;
 	bool started, reaped, timed_out, grace, paused;
+	bool stdin_asked; /* "stdin":true: STDIN and STDIN_CLOSE frames are welcome */
 	uint64_t start_ns, end_ns;
 	uint64_t timeout_ms; /* 0: none */
 };
@@ -276,6 +281,10 @@ static int req_parse(json_t *req, struct exec_req *r, struct cell_error *err)
 	if (has_uid && !has_gid)
 		r->gid = files_user_gid(r->uid, &pg) && pg <= ID_MAX ? pg : 0;
 	r->set_ids = has_uid || has_gid;
+	json_t *in = json_object_get(req, "stdin");
+	if (in && !json_is_boolean(in))
+		return cell_err(err, EINVAL, "EXEC: stdin must be a boolean");
+	r->stdin_pipe = json_is_true(in);
 	return 0;
 }
 
@@ -294,17 +303,6 @@ child_fail(int errfd, int e, const char *fmt, ...)
 	ssize_t w = write(errfd, &ce, sizeof(ce));
 	(void)w;
 	_exit(127);
-}
-
-static void close_fds_from(int first)
-{
-	if (syscall(SYS_close_range, (unsigned)first, ~0u, 0) == 0)
-		return;
-	/* Kernel without close_range: close up to our own descriptor limit. */
-	struct rlimit rl;
-	long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (long)rl.rlim_cur : 65536;
-	for (long fd = first; fd < max; fd++)
-		close((int)fd);
 }
 
 static const char *env_get(const char *const *envp, const char *name)
@@ -382,16 +380,16 @@ static void __attribute__((noreturn)) exec_search(char **argv, const char **envp
 }
 
 static void __attribute__((noreturn))
-child_run(const struct exec_req *r, int out_w, int err_w, int errfd)
+child_run(const struct exec_req *r, int in_r, int out_w, int err_w, int errfd)
 {
 	if (setsid() < 0)
 		child_fail(errfd, errno, "setsid");
 	/* cell-init blocks every signal and reads them from a signalfd; the command starts
 	 * from a clean slate. The mask itself is cleared last, just before execve. */
-	struct sigaction sa = {.sa_handler = SIG_DFL};
-	for (int sig = 1; sig < NSIG; sig++)
-		sigaction(sig, &sa, NULL);
-	if (dup2(init_base.devnull_fd, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
+	proc_default_signals();
+	/* stdin: the pipe of "stdin":true, else /dev/null. */
+	if (dup2(in_r >= 0 ? in_r : init_base.devnull_fd, 0) < 0 || dup2(out_w, 1) < 0 ||
+	    dup2(err_w, 2) < 0)
 		child_fail(errfd, errno, "setting up stdio");
 	if (errfd != 3) {
 		if (dup3(errfd, 3, O_CLOEXEC) < 0)
@@ -401,41 +399,21 @@ child_run(const struct exec_req *r, int out_w, int err_w, int errfd)
 	/* Only 0-2 (and the CLOEXEC error pipe) survive into the command: the relay
 	 * socket, other commands' pipes and the O_PATH root fd must never leak (the leaked-fd
 	 * class of CVE-2024-21626). */
-	close_fds_from(4);
-	/* PID 1 runs at -1000, never an OOM victim (celld sets it: spawn.c's protect_init);
-	 * a command starts at 500, so a hog in it goes before anything else. Raising
-	 * oom_score_adj needs no privilege. A failure only changes which command an OOM kill
-	 * picks. */
-	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-	if (oom >= 0) {
-		ssize_t w = write(oom, "500", 3);
-		(void)w;
-		close(oom);
-	}
-	if (init_base.nofile_orig.rlim_cur)
-		setrlimit(RLIMIT_NOFILE, &init_base.nofile_orig);
+	proc_close_fds_from(4);
+	proc_command_limits();
 	if (r->set_ids) {
-		/* Raw system calls: glibc's set*id in a threaded process has every thread
-		 * change its ids too (SIGSETXID), which a child running on the spawner's
-		 * memory must never start. An id change also makes the kernel set the mm's
-		 * dumpable flag from fs.suid_dumpable; only forked children get here with
-		 * other ids (spawn_child), so PID 1's own flag stays 0. setgroups may be
-		 * denied in a user namespace; that is only a failure when there is a group
-		 * left to drop (the runtime normally starts us with none). */
-		if (syscall(SYS_setgroups, 0, NULL) < 0 && getgroups(0, NULL) != 0)
-			child_fail(errfd, errno, "dropping supplementary groups");
-		if (syscall(SYS_setresgid, r->gid, r->gid, r->gid) < 0)
-			child_fail(errfd, errno, "setgid %u", r->gid);
-		if (syscall(SYS_setresuid, r->uid, r->uid, r->uid) < 0)
-			child_fail(errfd, errno, "setuid %u", r->uid);
+		/* Only forked children get here with other ids (spawn_child), so PID 1's own
+		 * dumpable flag stays 0. */
+		const char *step = "";
+		int e = proc_set_ids(r->uid, r->gid, &step);
+		if (e < 0)
+			child_fail(errfd, -e, "%s %u:%u", step, r->uid, r->gid);
 	}
 	/* After the id change, so the directory is checked with the command's own
 	 * permissions. */
 	if (chdir(r->cwd) < 0)
 		child_fail(errfd, errno, "cwd %s", r->cwd);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	proc_unblock_signals();
 	exec_search(r->argv, r->envp, errfd);
 }
 
@@ -464,7 +442,7 @@ child_run(const struct exec_req *r, int out_w, int err_w, int errfd)
 
 struct child_args {
 	const struct exec_req *r;
-	int out_w, err_w, errfd;
+	int in_r, out_w, err_w, errfd;
 };
 
 /* The one start the spawner works on. The main thread fills it while the spawner is idle
@@ -485,7 +463,7 @@ static gid_t self_gid;
 static int child_entry(void *p)
 {
 	const struct child_args *a = p;
-	child_run(a->r, a->out_w, a->err_w, a->errfd);
+	child_run(a->r, a->in_r, a->out_w, a->err_w, a->errfd);
 }
 
 static void *spawner_main(void *arg)
@@ -567,7 +545,7 @@ static pid_t cmd_pid(const struct cmd *cmd)
 
 static void child_fds_close(struct cmd *cmd)
 {
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		if (cmd->child_fd[i] >= 0)
 			close(cmd->child_fd[i]);
 		cmd->child_fd[i] = -1;
@@ -588,8 +566,8 @@ static int spawn_child(struct cmd *cmd)
 	bool same_ids = !r->set_ids || (r->uid == self_uid && r->gid == self_gid);
 	if (same_ids && child_stack_top && !slot.cmd) {
 		slot.cmd = cmd;
-		slot.args =
-		    (struct child_args){r, cmd->child_fd[0], cmd->child_fd[1], cmd->child_fd[2]};
+		slot.args = (struct child_args){r, cmd->child_fd[3], cmd->child_fd[0],
+						cmd->child_fd[1], cmd->child_fd[2]};
 		slot.tid = 0;
 		slot.pid = 0;
 		cmd->spawning = true;
@@ -602,7 +580,8 @@ static int spawn_child(struct cmd *cmd)
 	}
 	pid_t pid = fork();
 	if (pid == 0)
-		child_run(r, cmd->child_fd[0], cmd->child_fd[1], cmd->child_fd[2]);
+		child_run(r, cmd->child_fd[3], cmd->child_fd[0], cmd->child_fd[1],
+			  cmd->child_fd[2]);
 	int e = errno;
 	child_fds_close(cmd);
 	req_release(cmd);
@@ -632,6 +611,7 @@ static void cmd_maybe_free(struct cmd *cmd)
 	if (cmd->conn)
 		conn_finish(cmd->conn); /* calls cmd_closed */
 	watch_close(&cmd->timer);
+	feed_drop(&cmd->in);
 	*cmd->pprev = cmd->next;
 	if (cmd->next)
 		cmd->next->pprev = cmd->pprev;
@@ -1006,6 +986,23 @@ void exec_kill_all(void)
 static void cmd_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
 {
 	struct cmd *cmd = op;
+	if (type == CELL_FRAME_STDIN || type == CELL_FRAME_STDIN_CLOSE) {
+		if (!cmd->stdin_asked) {
+			conn_fail(c, EPROTO, "%s: the command was started without \"stdin\":true",
+				  cell_frame_type_name(type));
+			return;
+		}
+		if (type == CELL_FRAME_STDIN_CLOSE) {
+			feed_close(&cmd->in);
+			return;
+		}
+		/* After a STDIN_CLOSE, or once the command closed its stdin: dropped. */
+		if (feed_write(&cmd->in, payload, len) == -ENOBUFS)
+			conn_fail(c, ENOBUFS,
+				  "STDIN: more than %u bytes wait for the command to read them",
+				  FEED_MAX);
+		return;
+	}
 	int sig = conn_parse_signal(c, type, payload, len, "a command");
 	if (sig < 0)
 		return;
@@ -1026,7 +1023,8 @@ static void cmd_closed(void *op, struct conn *c)
 	(void)c;
 	struct cmd *cmd = op;
 	cmd->conn = NULL;
-	cmd_resume(cmd); /* discard from now on, never leave the writer blocked */
+	feed_close(&cmd->in); /* what was sent still goes in, then end of file */
+	cmd_resume(cmd);      /* discard from now on, never leave the writer blocked */
 }
 
 static const struct conn_handler cmd_handler = {
@@ -1044,9 +1042,10 @@ static void close_pair(int p[2])
 	p[0] = p[1] = -1;
 }
 
-static int make_pipes(int out[2], int err[2], int errp[2])
+static int make_pipes(int out[2], int err[2], int errp[2], int in[2])
 {
-	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0)
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+	    (in && pipe2(in, O_CLOEXEC) < 0))
 		return -errno;
 	if (fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 || fcntl(err[0], F_SETFL, O_NONBLOCK) < 0 ||
 	    fcntl(errp[0], F_SETFL, O_NONBLOCK) < 0)
@@ -1106,19 +1105,21 @@ void exec_start(struct conn *c, json_t *req)
 		conn_fail(c, ENOMEM, "EXEC: out of memory");
 		return;
 	}
-	cmd->child_fd[0] = cmd->child_fd[1] = cmd->child_fd[2] = -1;
+	cmd->child_fd[0] = cmd->child_fd[1] = cmd->child_fd[2] = cmd->child_fd[3] = -1;
+	cmd->in = (struct feed){.w = {.fd = -1}};
 	if (req_parse(req, &cmd->req, &err) < 0) {
 		req_free(&cmd->req);
 		free(cmd);
 		conn_fail(c, err.code, "%s", err.msg);
 		return;
 	}
-	int out[2] = {-1, -1}, errs[2] = {-1, -1}, errp[2] = {-1, -1};
-	int ret = make_pipes(out, errs, errp);
+	int out[2] = {-1, -1}, errs[2] = {-1, -1}, errp[2] = {-1, -1}, in[2] = {-1, -1};
+	int ret = make_pipes(out, errs, errp, cmd->req.stdin_pipe ? in : NULL);
 	if (ret < 0) {
 		close_pair(out);
 		close_pair(errs);
 		close_pair(errp);
+		close_pair(in);
 		req_free(&cmd->req);
 		free(cmd);
 		conn_fail(c, -ret, "EXEC: creating pipes: %s", strerror(-ret));
@@ -1130,6 +1131,8 @@ void exec_start(struct conn *c, json_t *req)
 	cmd->child_fd[0] = out[1];
 	cmd->child_fd[1] = errs[1];
 	cmd->child_fd[2] = errp[1];
+	cmd->child_fd[3] = in[0];
+	cmd->stdin_asked = cmd->req.stdin_pipe;
 	cmd->out = (struct pipe_end){
 	    .w = {.fn = pipe_event, .fd = out[0]}, .cmd = cmd, .type = CELL_FRAME_STDOUT};
 	cmd->err = (struct pipe_end){
@@ -1143,9 +1146,13 @@ void exec_start(struct conn *c, json_t *req)
 	cmds = cmd;
 	cmd->conn = c;
 	conn_attach(c, &cmd_handler, cmd);
+	/* PID 1 holds the write end of the stdin pipe: STDIN frames go in from the start (a
+	 * pipe's worth is taken even before the execve). */
+	ret = feed_open(&cmd->in, in[1]);
 
 	/* Supervised from before it exists: a child nobody watches must not run. */
-	ret = init_watch_add(&cmd->errp, EPOLLIN);
+	if (ret == 0)
+		ret = init_watch_add(&cmd->errp, EPOLLIN);
 	if (ret == 0 && !start_watch_armed)
 		start_watch_arm(START_DEADLINE_MS);
 	if (ret == 0)

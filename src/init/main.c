@@ -39,6 +39,7 @@
 #include "defer.h"
 #include "exec.h"
 #include "files.h"
+#include "pty.h"
 #include "session.h"
 #include "tar.h"
 #include "watch.h"
@@ -110,6 +111,18 @@ static void handle_request(struct conn *c, uint16_t type, uint8_t *payload, uint
 	case CELL_FRAME_SESSION_CLOSE:
 		op = session_close;
 		break;
+	case CELL_FRAME_PTY_CREATE:
+		op = pty_create;
+		break;
+	case CELL_FRAME_PTY_ATTACH:
+		op = pty_attach;
+		break;
+	case CELL_FRAME_PTY_STATUS:
+		op = pty_status;
+		break;
+	case CELL_FRAME_PTY_CLOSE:
+		op = pty_close;
+		break;
 	default:
 		conn_fail(c, EPROTO, "unexpected %s frame as a request",
 			  cell_frame_type_name(type));
@@ -140,7 +153,8 @@ static void reap_children(void)
 			continue;
 		}
 		/* Orphans reparented to us are reaped and forgotten. */
-		if (!exec_reaped(pid, status) && !session_reaped(pid, status))
+		if (!exec_reaped(pid, status) && !session_reaped(pid, status) &&
+		    !pty_reaped(pid, status))
 			log_debug("reaped orphan %d", (int)pid);
 	}
 }
@@ -382,6 +396,7 @@ int main(int argc, char **argv)
 	}
 
 	exec_kill_all();
+	pty_kill_all();
 	if (test_path)
 		unlink(test_path);
 	return 0;

@@ -29,7 +29,6 @@
  * the session answers EPIPE from then on. Closing a session kills its shell and every process
  * left in its session (one that made a session of its own has left it). */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -39,7 +38,6 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
-#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -48,9 +46,9 @@
 #include "cell/codec.h"
 #include "cell/log.h"
 #include "cell/proto.h"
-#include "base.h"
 #include "conn.h"
 #include "defer.h"
+#include "proc.h"
 #include "session.h"
 #include "watch.h"
 
@@ -104,18 +102,6 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Now in the clock ticks of /proc/<pid>/stat's starttime. */
-static uint64_t boot_ticks(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	long hz = sysconf(_SC_CLK_TCK);
-	if (hz <= 0)
-		hz = 100;
-	return (uint64_t)ts.tv_sec * (uint64_t)hz +
-	       (uint64_t)ts.tv_nsec / (1000000000u / (uint64_t)hz);
-}
-
 static struct session *find(const char *id)
 {
 	for (size_t i = 0; i < n_sessions; i++)
@@ -139,44 +125,7 @@ static bool id_valid(const char *id)
  * started at or after that tick (the current run's). */
 static void signal_members(struct session *s, int sig, uint64_t since)
 {
-	if (s->pid <= 0)
-		return;
-	DIR *d = opendir("/proc");
-	if (!d)
-		return;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char *end;
-		long pid = strtol(e->d_name, &end, 10);
-		if (*end || pid <= 1 || pid == s->pid)
-			continue;
-		char path[64], buf[1024];
-		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		ssize_t n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		buf[n] = '\0';
-		/* After the command name's last ')': state ppid pgrp session ... field 22 is
-		 * starttime (the 20th after the name). */
-		char *p = strrchr(buf, ')');
-		if (!p)
-			continue;
-		unsigned long long f[20] = {0};
-		char st;
-		if (sscanf(p + 1,
-			   " %c %llu %llu %llu %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-			   "%*s %*s %*s %llu",
-			   &st, &f[0], &f[1], &f[2], &f[3]) != 5)
-			continue;
-		if ((pid_t)f[2] != s->pid || (since && f[3] < since))
-			continue;
-		kill((pid_t)pid, sig);
-	}
-	closedir(d);
+	proc_signal_session(s->pid, sig, since);
 }
 
 static void watch_off(struct init_watch *w)
@@ -659,9 +608,7 @@ static void __attribute__((noreturn))
 shell_child(char **envp, int in_r, int out_w, int err_w, int st_w)
 {
 	setsid();
-	struct sigaction sa = {.sa_handler = SIG_DFL};
-	for (int sig = 1; sig < NSIG; sig++)
-		sigaction(sig, &sa, NULL);
+	proc_default_signals();
 	/* Moved above 3 first, so no dup2 below overwrites one still to be moved. */
 	int fds[4] = {in_r, out_w, err_w, st_w};
 	for (int i = 0; i < 4; i++) {
@@ -672,22 +619,11 @@ shell_child(char **envp, int in_r, int out_w, int err_w, int st_w)
 	for (int i = 0; i < 4; i++)
 		if (dup2(fds[i], i) < 0)
 			_exit(126);
-	if (syscall(SYS_close_range, 4u, ~0u, 0) < 0)
-		for (int fd = 4; fd < 65536; fd++)
-			close(fd);
-	int oom = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-	if (oom >= 0) {
-		ssize_t w = write(oom, "500", 3);
-		(void)w;
-		close(oom);
-	}
-	if (init_base.nofile_orig.rlim_cur)
-		setrlimit(RLIMIT_NOFILE, &init_base.nofile_orig);
+	proc_close_fds_from(4);
+	proc_command_limits();
 	if (chdir(DEFAULT_CWD) < 0 && chdir("/") < 0)
 		_exit(126);
-	sigset_t none;
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	proc_unblock_signals();
 	char *bash[] = {"bash", "--noprofile", "--norc", NULL};
 	execve("/bin/bash", bash, envp);
 	execve("/usr/bin/bash", bash, envp);
@@ -861,7 +797,7 @@ void session_run(struct conn *c, json_t *req)
 	s->stage = 0;
 	s->timed_out = false;
 	s->start_ns = now_ns();
-	s->run_start_ticks = boot_ticks();
+	s->run_start_ticks = proc_boot_ticks();
 	conn_attach(c, &run_handler, s);
 	conn_send_json(c, CELL_FRAME_STARTED, json_pack("{s:i}", "pid", (int)s->pid));
 	if (tj && json_integer_value(tj) > 0)
