@@ -34,6 +34,7 @@
 #include "websocket.h"
 
 #define PTY_COMMAND_MAX (64u << 10)
+#define PTY_DIM_MAX	1000	   /* columns and rows, as cell-init bounds them */
 #define WS_MSG_MAX	(1u << 20) /* a client message; larger ones close with 1009 */
 #define WS_PING_MS	30000	   /* as execd */
 #define WS_IDLE_MS	60000	   /* a client silent this long is dropped (as execd) */
@@ -121,8 +122,7 @@ int api_pty_create(struct http_req *r)
 	 * fields plus the command). */
 	json_t *req = cell_id_random(id) == 0 ? command_session_open(sb, id, cwd, NULL) : NULL;
 	_cleanup_free_ char *b64 = command ? cell_base64_encode(command, strlen(command)) : NULL;
-	if (req && command &&
-	    (!b64 || json_object_set_new(req, "command", json_string(b64)) < 0)) {
+	if (req && command && (!b64 || json_object_set_new(req, "command", json_string(b64)) < 0)) {
 		json_decref(req);
 		req = NULL;
 	}
@@ -256,8 +256,8 @@ static const struct {
 	const char *name;
 	int sig;
 } signals[] = {
-    {"SIGINT", SIGINT},	  {"SIGTERM", SIGTERM}, {"SIGKILL", SIGKILL}, {"SIGQUIT", SIGQUIT},
-    {"SIGHUP", SIGHUP},	  {"SIGTSTP", SIGTSTP}, {"SIGCONT", SIGCONT}, {"SIGUSR1", SIGUSR1},
+    {"SIGINT", SIGINT},	  {"SIGTERM", SIGTERM},	  {"SIGKILL", SIGKILL}, {"SIGQUIT", SIGQUIT},
+    {"SIGHUP", SIGHUP},	  {"SIGTSTP", SIGTSTP},	  {"SIGCONT", SIGCONT}, {"SIGUSR1", SIGUSR1},
     {"SIGUSR2", SIGUSR2}, {"SIGWINCH", SIGWINCH},
 };
 
@@ -268,7 +268,8 @@ static void on_text(struct term *t, const uint8_t *data, size_t len)
 	const char *type = json_string_value(json_object_get(o, "type"));
 	char msg[200];
 	if (!json_is_object(o) || !type) {
-		send_error(t, "INVALID_FRAME", "a text frame must be a JSON object with a \"type\"");
+		send_error(t, "INVALID_FRAME",
+			   "a text frame must be a JSON object with a \"type\"");
 	} else if (!strcmp(type, "ping")) {
 		send_json(t, json_pack("{s:s}", "type", "pong"));
 	} else if (!strcmp(type, "stdin")) {
@@ -281,9 +282,9 @@ static void on_text(struct term *t, const uint8_t *data, size_t len)
 	} else if (!strcmp(type, "resize")) {
 		json_t *c = json_object_get(o, "cols"), *rw = json_object_get(o, "rows");
 		json_int_t cols = json_integer_value(c), rows = json_integer_value(rw);
-		if (!json_is_integer(c) || !json_is_integer(rw) || cols < 1 || cols > 65535 ||
-		    rows < 1 || rows > 65535)
-			send_error(t, "INVALID_FRAME", "resize: cols and rows must be 1-65535");
+		if (!json_is_integer(c) || !json_is_integer(rw) || cols < 1 || cols > PTY_DIM_MAX ||
+		    rows < 1 || rows > PTY_DIM_MAX)
+			send_error(t, "INVALID_FRAME", "resize: cols and rows must be 1-1000");
 		else
 			to_relay(t, CELL_FRAME_RESIZE, NULL, 0,
 				 json_pack("{s:I, s:I}", "cols", cols, "rows", rows));
@@ -294,8 +295,9 @@ static void on_text(struct term *t, const uint8_t *data, size_t len)
 			if (!strcmp(name, signals[i].name))
 				sig = signals[i].sig;
 		if (!sig) {
-			snprintf(msg, sizeof(msg), "signal: unknown signal '%.40s' (SIGINT, SIGTERM, "
-						   "SIGKILL, SIGQUIT, SIGHUP, ...)",
+			snprintf(msg, sizeof(msg),
+				 "signal: unknown signal '%.40s' (SIGINT, SIGTERM, "
+				 "SIGKILL, SIGQUIT, SIGHUP, ...)",
 				 name ? name : "");
 			send_error(t, "INVALID_FRAME", msg);
 		} else {
@@ -453,9 +455,11 @@ int api_pty_ws(struct http_req *r)
 	const char *sid = http_param(r, 1);
 	bool pty, takeover;
 	int64_t since, cols, rows;
-	if (query_flag(r, "pty", true, &pty) < 0 || query_flag(r, "takeover", false, &takeover) < 0 ||
+	if (query_flag(r, "pty", true, &pty) < 0 ||
+	    query_flag(r, "takeover", false, &takeover) < 0 ||
 	    query_num(r, "since", 0, INT64_MAX, &since) < 0 ||
-	    query_num(r, "cols", 1, 65535, &cols) < 0 || query_num(r, "rows", 1, 65535, &rows) < 0)
+	    query_num(r, "cols", 1, PTY_DIM_MAX, &cols) < 0 ||
+	    query_num(r, "rows", 1, PTY_DIM_MAX, &rows) < 0)
 		return 0;
 	char accept[WEBSOCKET_ACCEPT_LEN + 1];
 	struct cell_error herr = {0};

@@ -47,17 +47,19 @@ int websocket_check(const struct websocket_handshake *h, char accept[WEBSOCKET_A
 	if (!h->method || strcmp(h->method, "GET"))
 		return cell_err(err, EINVAL, "a WebSocket handshake is a GET");
 	if (!h->upgrade || !has_token(h->upgrade, "websocket"))
-		return cell_err(err, EINVAL, "not a WebSocket handshake: header Upgrade must be "
-					     "'websocket'");
+		return cell_err(err, EINVAL,
+				"not a WebSocket handshake: header Upgrade must be "
+				"'websocket'");
 	if (!h->connection || !has_token(h->connection, "upgrade"))
-		return cell_err(err, EINVAL, "not a WebSocket handshake: header Connection must "
-					     "name 'Upgrade'");
+		return cell_err(err, EINVAL,
+				"not a WebSocket handshake: header Connection must "
+				"name 'Upgrade'");
 	if (!h->version || strcmp(h->version, "13"))
 		return cell_err(err, EINVAL, "header Sec-WebSocket-Version must be 13");
 	uint8_t *raw = NULL;
 	size_t raw_len = 0;
-	if (!h->key || strlen(h->key) != 24 ||
-	    cell_base64_decode(h->key, 24, &raw, &raw_len) < 0 || raw_len != 16) {
+	if (!h->key || strlen(h->key) != 24 || cell_base64_decode(h->key, 24, &raw, &raw_len) < 0 ||
+	    raw_len != 16) {
 		free(raw);
 		return cell_err(err, EINVAL, "header Sec-WebSocket-Key must be 16 bytes in base64");
 	}
@@ -93,8 +95,7 @@ struct websocket {
 	char close_reason[124];
 };
 
-static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
-		       void *user)
+static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
 	(void)flags;
 	struct websocket *ws = user;
@@ -149,8 +150,7 @@ static void on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_
 	(void)ctx;
 	struct websocket *ws = user;
 	if (arg->opcode == WSLAY_TEXT_FRAME || arg->opcode == WSLAY_BINARY_FRAME)
-		ws->on_message(ws->cls, arg->opcode == WSLAY_TEXT_FRAME, arg->msg,
-			       arg->msg_length);
+		ws->on_message(ws->cls, arg->opcode == WSLAY_TEXT_FRAME, arg->msg, arg->msg_length);
 	/* Ping (answered by wslay), pong and close need nothing here. */
 }
 
@@ -169,9 +169,7 @@ struct websocket *websocket_new(int fd, const char *extra, size_t extra_len, siz
 				 .cls = cls,
 				 .heard_ms = celld_now_ms()};
 	static const struct wslay_event_callbacks cbs = {
-	    .recv_callback = on_recv,
-	    .send_callback = on_send,
-	    .on_msg_recv_callback = on_msg};
+	    .recv_callback = on_recv, .send_callback = on_send, .on_msg_recv_callback = on_msg};
 	if (wslay_event_context_server_init(&ws->ctx, &cbs, ws) != 0) {
 		free(ws);
 		cell_err(err, ENOMEM, "WebSocket");

@@ -38,8 +38,7 @@ struct websocket;
 typedef void (*websocket_message_fn)(void *cls, bool text, const uint8_t *data, size_t len);
 
 struct websocket *websocket_new(int fd, const char *extra, size_t extra_len, size_t max_msg,
-				websocket_message_fn on_message, void *cls,
-				struct cell_error *err);
+				websocket_message_fn on_message, void *cls, struct cell_error *err);
 void websocket_free(struct websocket *ws);
 /* Queue a message (copied). -EPIPE once a close was queued, -ENOMEM. */
 int websocket_send(struct websocket *ws, bool text, const void *data, size_t len);

@@ -23,7 +23,7 @@
 
 #include "harness.h"
 
-#define EXECD "/v1/sandboxes/%s/proxy/44772"
+#define EXECD	"/v1/sandboxes/%s/proxy/44772"
 #define WAIT_MS 20000
 
 /* ---- a WebSocket client ---- */
@@ -50,8 +50,7 @@ struct wsc {
 	size_t out_len;
 };
 
-static ssize_t c_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
-		      void *user)
+static ssize_t c_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
 	(void)flags;
 	struct wsc *c = user;
@@ -83,8 +82,8 @@ static ssize_t c_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t l
 	ssize_t n = send(c->fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n >= 0)
 		return n;
-	wslay_event_set_error(ctx, errno == EAGAIN ? WSLAY_ERR_WOULDBLOCK
-						   : WSLAY_ERR_CALLBACK_FAILURE);
+	wslay_event_set_error(ctx,
+			      errno == EAGAIN ? WSLAY_ERR_WOULDBLOCK : WSLAY_ERR_CALLBACK_FAILURE);
 	return -1;
 }
 
@@ -324,7 +323,8 @@ static void wsc_wait(struct wsc *c, const char *needle)
 		struct msg *m = wsc_next(c, (int)left);
 		ck_assert_msg(m, "closed (%u %s) before '%s' came: %.*s", c->close_code,
 			      c->close_reason, needle, (int)c->out_len, c->out ? c->out : "");
-		if (m->opcode == WSLAY_BINARY_FRAME && m->len && (m->data[0] == 1 || m->data[0] == 2)) {
+		if (m->opcode == WSLAY_BINARY_FRAME && m->len &&
+		    (m->data[0] == 1 || m->data[0] == 2)) {
 			c->out = realloc(c->out, c->out_len + m->len);
 			memcpy(c->out + c->out_len, m->data + 1, m->len - 1);
 			c->out_len += m->len - 1;
@@ -449,6 +449,22 @@ static long pty_status(const char *id, const char *sid, json_t **out)
 	return st;
 }
 
+static long long info_int(const char *path)
+{
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", "/v1/info", NULL, &r), 200);
+	long long v = h_jint(r.json, path);
+	h_resp_free(&r);
+	return v;
+}
+
+static void wait_info(const char *path, long long want)
+{
+	for (int i = 0; i < 300 && info_int(path) != want; i++)
+		h_sleep_ms(50);
+	ck_assert_int_eq(info_int(path), want);
+}
+
 /* ---- tests ---- */
 
 /* A terminal: its size from the query, resize, a prompt answered, ^C as a signal to a
@@ -547,6 +563,8 @@ START_TEST(second_client_and_takeover)
 	ck_assert_msg(strstr(body, "ALREADY_CONNECTED"), "409 body: %s", body);
 	free(body);
 	free(path);
+	/* A WebSocket over TCP is one of the key's open streams while it lasts. */
+	wait_info("quotas.streams.used", 1);
 	struct wsc *b = pty_open(id, sid, "takeover=1");
 	expect_connected(b, sid, "pty");
 	ck_assert_uint_eq(wsc_closed(a), 4001);
@@ -555,6 +573,7 @@ START_TEST(second_client_and_takeover)
 	wsc_wait(b, "mine-9");
 	wsc_free(a);
 	wsc_bye(b);
+	wait_info("quotas.streams.used", 0);
 	free(sid);
 	free(id);
 }
@@ -577,8 +596,9 @@ START_TEST(pipe_mode_splits_stderr)
 				err_seen = true;
 			if (m->data[0] == 0x01 && strstr((char *)m->data + 1, "to-out-4"))
 				out_seen = true;
-			ck_assert_msg(!(m->data[0] == 0x01 && strstr((char *)m->data + 1, "to-err")),
-				      "stderr on stdout's channel");
+			ck_assert_msg(
+			    !(m->data[0] == 0x01 && strstr((char *)m->data + 1, "to-err")),
+			    "stderr on stdout's channel");
 		}
 		msg_free(m);
 	}
@@ -738,9 +758,9 @@ START_TEST(command_stdin)
 	char *id = h_create("busybox", NULL);
 	struct h_resp r;
 	char *path = h_fmt(EXECD "/command", id);
-	ck_assert_int_eq(h_http("POST", path,
-				"{\"command\":\"wc -c\",\"stdin\":true,\"background\":true}", &r),
-			 200);
+	ck_assert_int_eq(
+	    h_http("POST", path, "{\"command\":\"wc -c\",\"stdin\":true,\"background\":true}", &r),
+	    200);
 	const char *p = strstr(r.body, "\"text\":\"");
 	ck_assert_msg(p, "no init event: %s", r.body);
 	char *cmd = strndup(p + 8, strcspn(p + 8, "\""));
