@@ -129,7 +129,8 @@ static int connect_to(enum h_via via)
 {
 	if (via == H_UNIX) {
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", H.socket);
+		ck_assert_uint_lt(strlen(H.socket), sizeof(sa.sun_path));
+		memcpy(sa.sun_path, H.socket, strlen(H.socket) + 1);
 		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 		return fd;
@@ -705,7 +706,13 @@ START_TEST(bad_requests)
 	free(body);
 	free(unknown);
 
-	struct wsc *c = pty_open(id, sid, NULL);
+	/* The Unix socket's listener upgrades too (no key there). */
+	struct wsc *c = wsc_open_ex(H_UNIX, path, NULL, &status, NULL);
+	ck_assert_msg(c, "over the Unix socket: %d", status);
+	expect_connected(c, sid, "pty");
+	wsc_bye(c);
+
+	c = pty_open(id, sid, NULL);
 	expect_connected(c, sid, "pty");
 	wsc_text(c, "{\"type\":\"ping\"}");
 	json_t *o = wsc_json(c);
@@ -789,10 +796,40 @@ START_TEST(command_stdin)
 	h_resp_free(&r);
 	stdin_post(id, cmd2, NULL, "x", 1, 409);
 	stdin_post(id, cmd2, "?close=maybe", "x", 1, 400);
+	char *huge = calloc(1, (1u << 20) + 1);
+	stdin_post(id, cmd2, NULL, huge, (1u << 20) + 1, 413);
+	free(huge);
 	free(cmd2);
 	free(chunk);
 	free(cmd);
 	free(path);
+	free(id);
+}
+END_TEST
+
+/* A client that stops answering (no pong to the pings of every 30 s) is dropped after 60 s
+ * of silence; its terminal runs on, free for the next client. */
+START_TEST(silent_client_dropped)
+{
+	char *id = h_create("busybox", NULL);
+	char *sid = pty_new(id, NULL);
+	struct wsc *c = pty_open(id, sid, NULL);
+	expect_connected(c, sid, "pty");
+	/* Read nothing, answer nothing, for longer than celld waits. */
+	h_sleep_ms(66000);
+	int64_t until = ms_now() + WAIT_MS;
+	while (!c->eof && !c->closed && ms_now() < until)
+		msg_free(wsc_next(c, 1000));
+	ck_assert_msg(c->eof || c->closed, "a silent client was not dropped");
+	wsc_free(c);
+	json_t *st;
+	ck_assert_int_eq(pty_status(id, sid, &st), 200);
+	ck_assert_msg(json_is_true(json_object_get(st, "running")), "the shell died with it");
+	json_decref(st);
+	c = pty_open(id, sid, NULL); /* no takeover needed: the old one is gone */
+	expect_connected(c, sid, "pty");
+	wsc_bye(c);
+	free(sid);
 	free(id);
 }
 END_TEST
@@ -807,6 +844,7 @@ static Suite *terminal_suite(void)
 	tcase_add_test(h_tcase(s, "exit_frame_and_delete", 120), exit_frame_and_delete);
 	tcase_add_test(h_tcase(s, "bad_requests", 120), bad_requests);
 	tcase_add_test(h_tcase(s, "command_stdin", 120), command_stdin);
+	tcase_add_test(h_tcase(s, "silent_client_dropped", 180), silent_client_dropped);
 	return s;
 }
 
