@@ -521,8 +521,10 @@ static int start(struct pty *p, bool want_pty, unsigned cols, unsigned rows)
 		rc = open_terminal(p, cols, rows, &mfd, &sfd);
 		if (!rc && (infd = fcntl(mfd, F_DUPFD_CLOEXEC, 3)) < 0)
 			rc = -errno;
-	} else if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC | O_NONBLOCK) < 0 ||
-		   pipe2(err, O_CLOEXEC | O_NONBLOCK) < 0) {
+	} else if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+		   pipe2(err, O_CLOEXEC) < 0 || fcntl(out[0], F_SETFL, O_NONBLOCK) < 0 ||
+		   fcntl(err[0], F_SETFL, O_NONBLOCK) < 0) {
+		/* Non-blocking on PID 1's ends only: the process writes as to any pipe. */
 		rc = -errno;
 	}
 	char extra[3][PATH_MAX + 8];

@@ -559,6 +559,107 @@ START_TEST(exec_stdin)
 }
 END_TEST
 
+/* STDIN_CLOSE on a terminal is its EOF character: cat ends; the session's uid owns the
+ * process and its terminal. */
+START_TEST(terminal_eof_and_user)
+{
+	char *id = h_create("busybox", NULL);
+	char *cmd = b64("echo U-$(id -u)-U O-$(stat -c %u $(tty))-O; cat; echo cat-ended");
+	char *req = h_fmt("{\"id\":\"e1\",\"command\":\"%s\",\"uid\":65534}", cmd);
+	create(id, req);
+	int fd = relay(id);
+	json_decref(attach(fd, "{\"id\":\"e1\",\"pty\":true}"));
+	struct conv c = {0};
+	expect(fd, &c, "U-65534-U O-65534-O");
+	tx_text(fd, "abc\n");
+	expect(fd, &c, "abc\r\nabc\r\n"); /* the terminal's echo, then cat's */
+	tx(fd, CELL_FRAME_STDIN_CLOSE, NULL, 0);
+	ck_assert(until(fd, &c, NULL, 15000));
+	ck_assert_msg(strstr(c.out, "cat-ended"), "%s", c.out);
+	ck_assert(c.exited);
+	ck_assert_int_eq(c.exit_code, 0);
+	close(fd);
+	conv_free(&c);
+	free(req);
+	free(cmd);
+	free(id);
+}
+END_TEST
+
+static json_t *status(const char *id, const char *sid)
+{
+	char *req = h_fmt("{\"id\":\"%s\"}", sid);
+	json_t *st = ask(id, CELL_FRAME_PTY_STATUS, CELL_FRAME_OK, req);
+	free(req);
+	return st;
+}
+
+/* An attached client that reads nothing holds the process back (its output stays bounded
+ * while PID 1 goes on answering); detached, the process runs to its end with only the
+ * ring's last MiB kept, which a replay from 0 returns. */
+START_TEST(slow_client_backpressure)
+{
+	char *id = h_create("busybox", NULL);
+	const long total = 20L << 20;
+	char *cmd = b64("dd if=/dev/zero bs=65536 count=320 2>/dev/null; echo done-output");
+	char *req = h_fmt("{\"id\":\"b1\",\"command\":\"%s\"}", cmd);
+	create(id, req);
+	int slow = relay(id);
+	json_decref(attach(slow, "{\"id\":\"b1\",\"pty\":false}"));
+	/* Until the offset stands still (the process waits on a full pipe). */
+	long long last = -1, now;
+	for (int still = 0; still < 5;) {
+		json_t *st = status(id, "b1");
+		ck_assert_msg(json_is_true(json_object_get(st, "running")),
+			      "the process ran to its end with nobody reading");
+		now = jint(st, "output_offset");
+		json_decref(st);
+		still = now == last ? still + 1 : 0;
+		last = now;
+		h_sleep_ms(100);
+	}
+	ck_assert_msg(last > 0 && last < (6L << 20), "%lld bytes read for a client that reads none",
+		      last);
+	close(slow);
+
+	long end = now_ms() + 30000;
+	json_t *st;
+	for (;;) {
+		st = status(id, "b1");
+		if (json_is_false(json_object_get(st, "running")))
+			break;
+		json_decref(st);
+		ck_assert_msg(now_ms() < end, "not done 30 s after the slow client left");
+		h_sleep_ms(100);
+	}
+	long long off = jint(st, "output_offset");
+	ck_assert_int_eq(off, total + (long)strlen("done-output\n"));
+	ck_assert_int_eq(jint(st, "exit_code"), 0);
+	json_decref(st);
+
+	/* A replay from 0 gives what the ring kept: its last bytes, the offset of the first. */
+	int fd = relay(id);
+	json_t *ok = attach(fd, "{\"id\":\"b1\",\"pty\":false,\"since\":0}");
+	ck_assert_int_eq(jint(ok, "output_offset"), off);
+	json_decref(ok);
+	struct cell_frame f;
+	ck_assert(rx(fd, &f, 10000));
+	ck_assert_int_eq(f.type, CELL_FRAME_REPLAY);
+	ck_assert_uint_eq(f.len, CELL_FRAME_MAX);
+	uint64_t first = 0;
+	for (int i = 0; i < 8; i++)
+		first = first << 8 | f.payload[i];
+	ck_assert_uint_eq(first, (uint64_t)off - (CELL_FRAME_MAX - 8));
+	ck_assert(!memcmp(f.payload + f.len - 12, "done-output\n", 12));
+	cell_frame_free(&f);
+	close(fd);
+	json_decref(ask(id, CELL_FRAME_PTY_CLOSE, CELL_FRAME_OK, "{\"id\":\"b1\"}"));
+	free(req);
+	free(cmd);
+	free(id);
+}
+END_TEST
+
 static Suite *pty_suite(void)
 {
 	Suite *s = suite_create("pty");
@@ -567,6 +668,8 @@ static Suite *pty_suite(void)
 	tcase_add_test(h_tcase(s, "pipe_mode", 120), pipe_mode);
 	tcase_add_test(h_tcase(s, "limits_and_bad_input", 120), limits_and_bad_input);
 	tcase_add_test(h_tcase(s, "exec_stdin", 120), exec_stdin);
+	tcase_add_test(h_tcase(s, "terminal_eof_and_user", 120), terminal_eof_and_user);
+	tcase_add_test(h_tcase(s, "slow_client_backpressure", 180), slow_client_backpressure);
 	return s;
 }
 
