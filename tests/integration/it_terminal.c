@@ -610,6 +610,34 @@ START_TEST(pipe_mode_splits_stderr)
 }
 END_TEST
 
+/* Output of megabytes comes whole and in order through the relay's frames and the
+ * WebSocket's queue, also to a client that reads nothing for a while: celld stops reading
+ * the relay while 1 MiB waits for the client, and the process is held back, not cut. */
+START_TEST(large_output_intact)
+{
+	char *id = h_create("busybox", NULL);
+	char *sid = pty_new(id, NULL);
+	struct wsc *c = pty_open(id, sid, "pty=0");
+	expect_connected(c, sid, "pipe");
+	wsc_type(c, "seq 1 600000; echo END$((1+1))\n");
+	h_sleep_ms(3000);
+	wsc_wait(c, "END2");
+	char *out = wsc_take(c);
+	long want = 1;
+	for (char *p = out; *p && want <= 600000; want++) {
+		char *end;
+		long v = strtol(p, &end, 10);
+		ck_assert_msg(v == want && *end == '\n', "line %ld: %.20s", want, p);
+		p = end + 1;
+	}
+	ck_assert_int_eq(want, 600001);
+	free(out);
+	wsc_bye(c);
+	free(sid);
+	free(id);
+}
+END_TEST
+
 /* exit 3: an exit frame with 3, then close 1000; DELETE ends a session (then 404). */
 START_TEST(exit_frame_and_delete)
 {
@@ -842,6 +870,7 @@ static Suite *terminal_suite(void)
 	tcase_add_test(h_tcase(s, "second_client_and_takeover", 120), second_client_and_takeover);
 	tcase_add_test(h_tcase(s, "pipe_mode_splits_stderr", 120), pipe_mode_splits_stderr);
 	tcase_add_test(h_tcase(s, "exit_frame_and_delete", 120), exit_frame_and_delete);
+	tcase_add_test(h_tcase(s, "large_output_intact", 120), large_output_intact);
 	tcase_add_test(h_tcase(s, "bad_requests", 120), bad_requests);
 	tcase_add_test(h_tcase(s, "command_stdin", 120), command_stdin);
 	tcase_add_test(h_tcase(s, "silent_client_dropped", 180), silent_client_dropped);
