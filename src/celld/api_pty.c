@@ -482,8 +482,9 @@ int api_pty_ws(struct http_req *r)
 	if (!sb)
 		return 0;
 	json_t *req = json_pack("{s:s, s:b, s:b}", "id", sid, "pty", pty, "takeover", takeover);
-	if (req && since >= 0)
-		json_object_set_new(req, "since", json_integer(since));
+	/* No since is 0, as execd takes it: an attach replays all the kept output. */
+	if (req)
+		json_object_set_new(req, "since", json_integer(since >= 0 ? since : 0));
 	if (req && cols > 0)
 		json_object_set_new(req, "cols", json_integer(cols));
 	if (req && rows > 0)
