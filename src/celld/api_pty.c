@@ -186,7 +186,8 @@ struct term {
 	char fail[300]; /* the process could not start: sent as START_FAILED, then closed */
 	struct relay_reader rd;
 	struct websocket *ws;
-	bool over; /* stop reading the client: a fatal error or the end was sent */
+	bool over;	 /* stop reading the client: a fatal error or the end was sent */
+	bool input_gone; /* init closed its side: what it sent last (ERROR, EXIT) tells why */
 };
 
 static void term_free(void *cls)
@@ -237,7 +238,7 @@ static void relay_failed(struct term *t, const char *what, const struct cell_err
 
 static void to_relay(struct term *t, uint16_t type, const void *data, size_t len, json_t *ctl)
 {
-	if (t->relay < 0) {
+	if (t->relay < 0 || t->input_gone) {
 		json_decref(ctl);
 		return; /* the process has ended: input goes nowhere */
 	}
@@ -245,6 +246,12 @@ static void to_relay(struct term *t, uint16_t type, const void *data, size_t len
 	int rc = type == CELL_FRAME_STDIN ? relay_send_bytes(t->relay, type, data, len, &err)
 					  : relay_send_control(t->relay, type, ctl, &err);
 	json_decref(ctl);
+	if (rc == -EPIPE || rc == -ECONNRESET) {
+		/* init ended the conversation (a takeover, the process's end, a bound): the
+		 * frames it sent before that are still to be read, and say which. */
+		t->input_gone = true;
+		return;
+	}
 	if (rc < 0) {
 		send_error(t, type == CELL_FRAME_STDIN ? "STDIN_WRITE_FAILED" : "RUNTIME_ERROR",
 			   err.msg);
