@@ -1,7 +1,8 @@
 /* The OpenSandbox API (API.md): its route table, its auth (OPEN-SANDBOX-API-KEY), its error
  * body {"code": "...", "message": "..."} (api_opensandbox.c), and the route handlers of
- * api_sandboxes.c, api_execd.c, api_files.c, api_metrics.c, api_egress.c and api_proxy.c. Handlers
- * answer on r and return 0; they map failures through the errno table (http_fail, http_internal).
+ * api_sandboxes.c, api_execd.c, api_pty.c, api_files.c, api_metrics.c, api_egress.c and
+ * api_proxy.c. Handlers answer on r and return 0; they map failures through the errno table
+ * (http_fail, http_internal).
  */
 #pragma once
 
@@ -56,6 +57,15 @@ int api_execd_interrupt(struct http_req *r);
 int api_execd_session_create(struct http_req *r);
 int api_execd_session_run(struct http_req *r);
 int api_execd_session_delete(struct http_req *r);
+/* cell's extension: the stdin of a command started with "stdin": true. */
+int api_execd_stdin(struct http_req *r);
+
+/* ---- api_pty.c: execd's terminals, /pty and its WebSocket ---- */
+
+int api_pty_create(struct http_req *r);
+int api_pty_status(struct http_req *r);
+int api_pty_delete(struct http_req *r);
+int api_pty_ws(struct http_req *r);
 
 /* ---- api_files.c: execd's files ---- */
 

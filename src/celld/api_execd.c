@@ -50,7 +50,7 @@ int api_execd_ping(struct http_req *r)
 struct exec_opts {
 	const char *command, *cwd;
 	json_t *argv, *envs;
-	bool background, raw;
+	bool background, raw, stdin; /* stdin: cell's extension, fed by POST .../stdin */
 	int64_t timeout, uid, gid;
 };
 
@@ -63,6 +63,7 @@ static int parse_opts(json_t *body, struct exec_opts *o, struct cell_error *err)
 	    field_string(body, "cwd", "cwd", false, &o->cwd, err) < 0 ||
 	    field_bool(body, "background", "background", &o->background, err) < 0 ||
 	    field_bool(body, "rawOutput", "rawOutput", &o->raw, err) < 0 ||
+	    field_bool(body, "stdin", "stdin", &o->stdin, err) < 0 ||
 	    field_int(body, "timeout", "timeout", 0, EXEC_TIMEOUT_MAX_MS, &o->timeout, err) < 0 ||
 	    field_string_map(body, "envs", "envs", &o->envs, err) < 0 ||
 	    (has_uid = field_int(body, "uid", "uid", 0, CELL_UID_RANGE - 1, &o->uid, err)) < 0 ||
@@ -346,8 +347,11 @@ static void run_request(struct http_req *r, struct sandbox *sb, json_t *req, con
 	struct command *c;
 	struct relay_error rerr;
 	int fd;
+	bool takes_stdin = json_is_true(json_object_get(req, "stdin"));
 	int rc = command_start(sb, req, content, http_principal(r), &c, &fd, &rerr, &err);
 	json_decref(req);
+	if (rc == 0 && takes_stdin)
+		command_take_stdin(c);
 	if (rc < 0)
 		http_internal(r, &err);
 	else if (rc == 1)
@@ -398,7 +402,8 @@ int api_execd_command(struct http_req *r)
 	json_decref(body);
 	if (!sb)
 		return 0;
-	if (!req) {
+	if (!req || (o.stdin && json_object_set_new(req, "stdin", json_true()) < 0)) {
+		json_decref(req);
 		sandbox_unref(sb);
 		return http_error(r, 500, "INTERNAL", "out of memory");
 	}
@@ -508,6 +513,43 @@ int api_execd_interrupt(struct http_req *r)
 	if (rc < 0 && rc != -ESRCH)
 		return http_internal(r, &err);
 	return http_empty(r, 200);
+}
+
+/* ---- POST /command/{cmd}/stdin (cell's extension) ----
+ *
+ * The body's raw bytes (at most HTTP_JSON_MAX per request, read whole before this runs) go
+ * to the stdin of a command started with "stdin": true, in order, one request at a time;
+ * ?close=true closes its stdin afterwards (the command sees EOF). */
+int api_execd_stdin(struct http_req *r)
+{
+	const char *cl = http_query(r, "close");
+	bool close_it = false;
+	if (cl && !strcmp(cl, "true"))
+		close_it = true;
+	else if (cl && strcmp(cl, "false"))
+		return http_error(r, 400, "INVALID_ARGUMENT", "close must be true or false");
+	size_t len = 0;
+	const char *data = http_body(r, &len);
+	if (!len && !close_it)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "a request body (the bytes for stdin) or close=true is required");
+	struct sandbox *sb = api_find_sandbox(r);
+	if (!sb)
+		return 0;
+	struct command *c = find_command(r, sb, http_param(r, 1));
+	sandbox_unref(sb);
+	if (!c)
+		return 0;
+	struct cell_error err = {0};
+	int rc = command_stdin(c, data, len, close_it, &err);
+	command_unref(c);
+	if (rc == -ESRCH || rc == -EPIPE)
+		return http_error(r, 409, rc == -ESRCH ? "COMMAND_ENDED" : "STDIN_CLOSED", "%s",
+				  err.msg);
+	if (rc < 0)
+		return http_internal(r, &err);
+	return http_json(r, 200,
+			 json_pack("{s:I, s:b}", "written", (json_int_t)len, "closed", close_it));
 }
 
 /* ---- bash sessions: /session, /session/{sid}/run, DELETE /session/{sid} ----

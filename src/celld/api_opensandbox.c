@@ -45,6 +45,12 @@ static const struct route routes[] = {
     {"DELETE", EXECD "command", NONE, SHORT, api_execd_interrupt, NULL, NULL},
     {"GET", EXECD "command/status/{cmd}", NONE, SHORT, api_execd_status, NULL, NULL},
     {"GET", EXECD "command/{cmd}/logs", NONE, STREAMED, api_execd_logs, NULL, NULL},
+    /* cell's extension: the raw body (read whole, as a JSON one) is the command's stdin. */
+    {"POST", EXECD "command/{cmd}/stdin", JSON, SHORT, api_execd_stdin, NULL, NULL},
+    {"POST", EXECD "pty", JSON, SHORT, api_pty_create, NULL, NULL},
+    {"GET", EXECD "pty/{cmd}", NONE, SHORT, api_pty_status, NULL, NULL},
+    {"DELETE", EXECD "pty/{cmd}", NONE, SHORT, api_pty_delete, NULL, NULL},
+    {"GET", EXECD "pty/{cmd}/ws", NONE, STREAMED, api_pty_ws, NULL, NULL},
     {"POST", EXECD "session", JSON, SHORT, api_execd_session_create, NULL, NULL},
     {"POST", EXECD "session/{cmd}/run", JSON, STREAMED, api_execd_session_run, NULL, NULL},
     {"DELETE", EXECD "session/{cmd}", NONE, SHORT, api_execd_session_delete, NULL, NULL},

@@ -52,6 +52,10 @@ struct command {
 	int64_t started_ms, finished_ms;
 	struct cmdlog log; /* its newest output; dropped: went to the table's cap or budget */
 	int relay_fd;	   /* where SIGNAL goes while it runs; owned by the reader */
+	bool stdin_open;   /* it takes STDIN frames (EXEC "stdin":true), not closed yet */
+	/* Frames celld writes to the relay (SIGNAL, STDIN, STDIN_CLOSE) go one whole frame at a
+	 * time: two requests never interleave their bytes. Taken without c->lock. */
+	pthread_mutex_t write_lock;
 	/* The sandbox's cgroup and its OOM-kill count when the command started: a SIGKILL
 	 * while the count grew is reported as an OOM kill. */
 	char cgroup_rel[sizeof(((struct sandbox *)0)->cgroup_rel)];
@@ -178,6 +182,7 @@ void command_unref(struct command *c)
 	if (!c || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	pthread_mutex_destroy(&c->lock);
+	pthread_mutex_destroy(&c->write_lock);
 	free(c->content);
 	free(c->error);
 	cmdlog_free(&c->log);
@@ -213,6 +218,7 @@ static int cmd_table_add(struct cmd_table *t, const char *content, struct comman
 		return cell_err(err, ENOMEM, "command");
 	}
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_init(&c->write_lock, NULL);
 	c->refs = 2; /* the table's and the caller's */
 	c->running = true;
 	c->relay_fd = -1;
@@ -504,8 +510,44 @@ int command_signal(struct command *c, int sig, struct cell_error *err)
 		return cell_err(err, ESRCH, "command %s is not running", c->id);
 	if (fd < 0)
 		return cell_err(err, errno, "command %s: relay", c->id);
+	pthread_mutex_lock(&c->write_lock);
 	int r = relay_signal(fd, sig, err);
+	pthread_mutex_unlock(&c->write_lock);
 	close(fd);
+	return r;
+}
+
+void command_take_stdin(struct command *c)
+{
+	pthread_mutex_lock(&c->lock);
+	c->stdin_open = true;
+	pthread_mutex_unlock(&c->lock);
+}
+
+int command_stdin(struct command *c, const void *data, size_t len, bool close_it,
+		  struct cell_error *err)
+{
+	pthread_mutex_lock(&c->write_lock);
+	pthread_mutex_lock(&c->lock);
+	bool open = c->stdin_open, running = c->running;
+	int fd = running && open && c->relay_fd >= 0 ? fcntl(c->relay_fd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (fd >= 0 && close_it)
+		c->stdin_open = false;
+	pthread_mutex_unlock(&c->lock);
+	int r = 0;
+	if (!running)
+		r = cell_err(err, ESRCH, "command %s has ended", c->id);
+	else if (!open)
+		r = cell_err(err, EPIPE, "command %s takes no stdin (or it was closed)", c->id);
+	else if (fd < 0)
+		r = cell_err(err, errno, "command %s: relay", c->id);
+	if (r == 0 && len)
+		r = relay_send_bytes(fd, CELL_FRAME_STDIN, data, len, err);
+	if (r == 0 && close_it)
+		r = relay_send_bytes(fd, CELL_FRAME_STDIN_CLOSE, NULL, 0, err);
+	pthread_mutex_unlock(&c->write_lock);
+	if (fd >= 0)
+		close(fd);
 	return r;
 }
 

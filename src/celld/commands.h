@@ -33,6 +33,12 @@ void command_finish(struct command *c, int exit_code, const char *error);
 /* The relay connection a SIGNAL goes to (-1 when none). */
 void command_set_relay(struct command *c, int fd);
 int command_signal(struct command *c, int sig, struct cell_error *err);
+/* It was started with EXEC "stdin":true: command_stdin feeds it. */
+void command_take_stdin(struct command *c);
+/* Feed len bytes to its stdin, then close it when close_it. -ESRCH when it has ended,
+ * -EPIPE when it takes no stdin or it was closed. Serialised with command_signal. */
+int command_stdin(struct command *c, const void *data, size_t len, bool close_it,
+		  struct cell_error *err);
 /* Status JSON; "log_dropped":true and "log_note" when its log went to the table's cap. */
 json_t *command_status_json(struct command *c);
 /* The end offset of everything c ever wrote (monotonic). */

@@ -122,6 +122,12 @@ void http_set_state(struct http_req *r, void *state, void (*free_fn)(void *))
 	r->state_free = free_fn;
 }
 
+const char *http_body(const struct http_req *r, size_t *len)
+{
+	*len = r->body_len;
+	return r->body ? r->body : "";
+}
+
 static int json_body(struct http_req *r, json_t **out, bool any);
 
 int http_json_body(struct http_req *r, json_t **out)
@@ -260,6 +266,8 @@ int http_internal(struct http_req *r, const struct cell_error *err)
 struct http_upgrade {
 	http_upgrade_fn fn;
 	void *cls;
+	void (*cls_free)(void *cls); /* when fn never ran (http_upgrade_ex) */
+	bool ran;
 	struct MHD_UpgradeResponseHandle *urh;
 	int refs; /* atomic */
 };
@@ -267,8 +275,11 @@ struct http_upgrade {
 static void upgrade_unref(void *cls)
 {
 	struct http_upgrade *up = cls;
-	if (__atomic_sub_fetch(&up->refs, 1, __ATOMIC_ACQ_REL) == 0)
-		free(up);
+	if (__atomic_sub_fetch(&up->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (!up->ran && up->cls_free)
+		up->cls_free(up->cls);
+	free(up);
 }
 
 static void on_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, const char *extra,
@@ -279,16 +290,23 @@ static void on_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, c
 	struct http_upgrade *up = cls;
 	__atomic_add_fetch(&up->refs, 1, __ATOMIC_ACQ_REL);
 	up->urh = urh;
+	up->ran = true;
 	up->fn(up->cls, sock, extra, extra_len, up);
 }
 
 int http_upgrade(struct http_req *r, const char *protocol, const char *const *headers,
 		 http_upgrade_fn fn, void *cls)
 {
+	return http_upgrade_ex(r, protocol, headers, fn, cls, NULL);
+}
+
+int http_upgrade_ex(struct http_req *r, const char *protocol, const char *const *headers,
+		    http_upgrade_fn fn, void *cls, void (*cls_free)(void *cls))
+{
 	struct http_upgrade *up = calloc(1, sizeof(*up));
 	if (!up)
 		return -ENOMEM;
-	*up = (struct http_upgrade){.fn = fn, .cls = cls, .refs = 1};
+	*up = (struct http_upgrade){.fn = fn, .cls = cls, .cls_free = cls_free, .refs = 1};
 	struct MHD_Response *resp = MHD_create_response_for_upgrade(on_upgraded, up);
 	if (!resp) {
 		free(up);

@@ -59,6 +59,8 @@ void http_headers_each(const struct http_req *r,
 const char *http_query(const struct http_req *r, const char *key);
 /* All values of a repeated query parameter (at most max); returns how many. */
 size_t http_query_all(const struct http_req *r, const char *key, const char **vals, size_t max);
+/* The body as read (a ROUTE_BODY_JSON route's, whatever its bytes), "" when none. */
+const char *http_body(const struct http_req *r, size_t *len);
 /* Parse the body as a JSON object; on failure answers 400 and returns -EINVAL. */
 int http_json_body(struct http_req *r, json_t **out);
 /* The same for a body of any JSON value (an array). */
@@ -95,4 +97,8 @@ typedef void (*http_upgrade_fn)(void *cls, int fd, const char *extra, size_t ext
 				struct http_upgrade *handle);
 int http_upgrade(struct http_req *r, const char *protocol, const char *const *headers,
 		 http_upgrade_fn fn, void *cls);
+/* The same, with cls_free(cls) called when fn never runs (the client left before the
+ * switch); on a failure (-errno) neither runs and cls stays the caller's. */
+int http_upgrade_ex(struct http_req *r, const char *protocol, const char *const *headers,
+		    http_upgrade_fn fn, void *cls, void (*cls_free)(void *cls));
 void http_upgrade_done(struct http_upgrade *handle);

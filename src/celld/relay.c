@@ -210,6 +210,8 @@ static bool frame_len_ok(uint16_t type, uint32_t len)
 		return len <= CELL_FRAME_CHUNK;
 	case CELL_FRAME_END:
 		return len == 0;
+	case CELL_FRAME_REPLAY: /* its offset, then scrollback */
+		return len >= 8;
 	default:
 		return is_control(type) && len <= RELAY_CONTROL_MAX;
 	}
@@ -716,10 +718,30 @@ int relay_take_error(int fd, struct relay_error *rerr, int timeout_ms)
 	return r;
 }
 
+/* A request answered by OK or ERROR; with fdp, the conversation stays open after an OK. */
+static int op_conversation(const struct sandbox *sb, uint16_t type, json_t *req, int *fdp,
+			   json_t **ok, struct relay_error *rerr, struct relay_budget *b,
+			   struct cell_error *err);
+
 int relay_file_op(const struct sandbox *sb, uint16_t type, json_t *req, json_t **ok,
 		  struct relay_error *rerr, struct relay_budget *b, struct cell_error *err)
 {
+	return op_conversation(sb, type, req, NULL, ok, rerr, b, err);
+}
+
+int relay_pty_attach(const struct sandbox *sb, json_t *req, int *fdp, json_t **ok,
+		     struct relay_error *rerr, struct relay_budget *b, struct cell_error *err)
+{
+	return op_conversation(sb, CELL_FRAME_PTY_ATTACH, req, fdp, ok, rerr, b, err);
+}
+
+static int op_conversation(const struct sandbox *sb, uint16_t type, json_t *req, int *fdp,
+			   json_t **ok, struct relay_error *rerr, struct relay_budget *b,
+			   struct cell_error *err)
+{
 	*ok = NULL;
+	if (fdp)
+		*fdp = -1;
 	if (!req)
 		return cell_err(err, ENOMEM, "%s request", cell_frame_type_name(type));
 	int64_t deadline = budget_deadline(b, err);
@@ -743,7 +765,60 @@ int relay_file_op(const struct sandbox *sb, uint16_t type, json_t *req, json_t *
 	else
 		r = frame_json(&f, ok, err);
 	cell_frame_free(&f);
+	if (r == 0 && fdp)
+		*fdp = move_fd(fd);
 	return r;
+}
+
+int relay_pty_read(int fd, struct relay_reader *rd, struct relay_pty_event *ev,
+		   struct cell_error *err)
+{
+	memset(ev, 0, sizeof(*ev));
+	struct cell_frame f;
+	int r = recv_frame_into(fd, &f, &rd->buf, &rd->cap, -1, err);
+	if (r < 0)
+		return r;
+	ev->type = f.type;
+	switch (f.type) {
+	case CELL_FRAME_STDOUT:
+	case CELL_FRAME_STDERR:
+		ev->data = f.payload;
+		ev->len = f.len;
+		return 0;
+	case CELL_FRAME_REPLAY: /* len >= 8: frame_len_ok */
+		ev->data = f.payload;
+		ev->len = f.len;
+		for (int i = 0; i < 8; i++)
+			ev->offset = ev->offset << 8 | f.payload[i];
+		return 0;
+	case CELL_FRAME_EXIT:
+		return parse_exit(&f, &ev->exit, err);
+	case CELL_FRAME_ERROR:
+		return parse_error(&f, &ev->error, err);
+	default:
+		return cell_err(err, EPROTO, "cell-init sent %s on a terminal",
+				cell_frame_type_name(f.type));
+	}
+}
+
+int relay_send_bytes(int fd, uint16_t type, const void *data, size_t len, struct cell_error *err)
+{
+	int64_t deadline = celld_now_ms() + RELAY_BUDGET_MS;
+	const uint8_t *p = data;
+	do {
+		uint32_t n = len > CELL_FRAME_CHUNK ? CELL_FRAME_CHUNK : (uint32_t)len;
+		int r = send_frame_by(fd, type, p, n, deadline, err);
+		if (r < 0)
+			return r;
+		p += n;
+		len -= n;
+	} while (len);
+	return 0;
+}
+
+int relay_send_control(int fd, uint16_t type, json_t *payload, struct cell_error *err)
+{
+	return relay_send_json(fd, type, payload, celld_now_ms() + RELAY_BUDGET_MS, err);
 }
 
 int relay_file_list(const struct sandbox *sb, json_t *req, unsigned long max,

@@ -113,6 +113,29 @@ int relay_file_list(const struct sandbox *sb, json_t *req, unsigned long max,
 		    int (*each)(void *cls, const char *path, const struct relay_stat *st),
 		    void *cls, struct relay_error *rerr, struct relay_budget *b,
 		    struct cell_error *err);
+/* PTY_ATTACH: sends req, reads OK (0: *ok its JSON object, *fdp the open conversation) or
+ * ERROR (1, rerr); -errno otherwise. */
+int relay_pty_attach(const struct sandbox *sb, json_t *req, int *fdp, json_t **ok,
+		     struct relay_error *rerr, struct relay_budget *b, struct cell_error *err);
+/* The next frame of an attached terminal: STDOUT/STDERR (data, len), REPLAY (offset of its
+ * first byte; data and len are the whole payload, the 8 bytes of the offset first), EXIT
+ * (exit), ERROR (error: ECONNABORTED when another client took the terminal over). data
+ * points into rd's buffer until the next call. Any other frame is -EPROTO. */
+struct relay_pty_event {
+	uint16_t type; /* CELL_FRAME_* */
+	const uint8_t *data;
+	size_t len;
+	uint64_t offset;
+	struct relay_exit exit;
+	struct relay_error error;
+};
+int relay_pty_read(int fd, struct relay_reader *rd, struct relay_pty_event *ev,
+		   struct cell_error *err);
+/* Raw bytes as frames of type (STDIN), at most CELL_FRAME_CHUNK each; len 0 sends one
+ * empty frame (STDIN_CLOSE). Within RELAY_BUDGET_MS. */
+int relay_send_bytes(int fd, uint16_t type, const void *data, size_t len, struct cell_error *err);
+/* A JSON control frame (RESIZE, SIGNAL; payload may be NULL: empty), within RELAY_BUDGET_MS. */
+int relay_send_control(int fd, uint16_t type, json_t *payload, struct cell_error *err);
 /* Read an ERROR init sent (after a failed send, or early during a write) into rerr: 1 when
  * found, 0 when nothing came within timeout_ms, -EPROTO for any other frame. */
 int relay_take_error(int fd, struct relay_error *rerr, int timeout_ms);
