@@ -144,16 +144,20 @@ static void pump(struct term *t, bool tty, const sigset_t *waitmask)
 {
 	bool in_open = t->a->input;
 	while (!t->exited && !t->detached && !cli_signals_caught) {
+		/* Bytes already read in, then the size when it changed, then queued frames out,
+		 * before deciding what to wait for. */
+		if (cell_client_ws_pump(t->ws, 0) == 1)
+			return;
 		if (winch && t->connected && tty) {
 			winch = 0;
 			send_size(t);
+			if (cell_client_ws_pump(t->ws, 0) == 1)
+				return;
 		}
 		struct pollfd p[2] = {
 		    {.fd = in_open && t->connected ? 0 : -1, .events = POLLIN},
 		    {.fd = cell_client_ws_fd(t->ws), .events = cell_client_ws_events(t->ws)},
 		};
-		if (cell_client_ws_pump(t->ws, 0) == 1)
-			return;
 		int n = ppoll(p, 2, NULL, waitmask);
 		if (n < 0) {
 			if (errno == EINTR)

@@ -15,7 +15,7 @@
 #include "cell/codec.h"
 #include "internal.h"
 
-#define WS_GUID	   "258EAFA5-E914-47DA-95CA-C5AB0DC65B11"
+#define WS_GUID	   "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define WS_MSG_MAX (8u << 20) /* largest message taken from celld */
 
 struct cell_client_ws {

@@ -21,6 +21,8 @@
 
 #include "harness.h"
 
+/* h_run execs a path, not a name */
+#define TMUX	  "/usr/bin/tmux"
 #define PANE_COLS "100"
 #define PANE_ROWS "30"
 
@@ -30,7 +32,7 @@ struct tmux {
 
 static int tmux_v(const struct tmux *t, struct h_proc *p, const char *first, va_list ap)
 {
-	char *argv[24] = {"tmux", "-L", (char *)t->name, "-f", "/dev/null", (char *)first};
+	char *argv[24] = {TMUX, "-L", (char *)t->name, "-f", "/dev/null", (char *)first};
 	int n = 6;
 	const char *a;
 	while (n < 23 && (a = va_arg(ap, const char *)))
@@ -54,8 +56,9 @@ static void tmux(const struct tmux *t, const char *first, ...)
 static char *screen(const struct tmux *t, const char *target)
 {
 	struct h_proc p;
-	char *argv[] = {"tmux",	     "-L", (char *)t->name, "capture-pane", "-p", "-J", "-S",
-			"-200",	     "-t", (char *)target,  NULL};
+	char *argv[] = {TMUX, "-L", (char *)t->name, "capture-pane", "-p",
+			"-J", "-S", "-200",	     "-t",	     (char *)target,
+			NULL};
 	h_run(argv, NULL, 30, &p);
 	char *out = strdup(p.status == 0 && p.out ? p.out : "");
 	h_proc_free(&p);
@@ -94,7 +97,7 @@ static void keys(const struct tmux *t, const char *target, const char *text, boo
 static void tmux_start(struct tmux *t)
 {
 	struct h_proc p;
-	char *argv[] = {"tmux", "-V", NULL};
+	char *argv[] = {TMUX, "-V", NULL};
 	h_run(argv, NULL, 30, &p);
 	bool have = p.status == 0;
 	h_proc_free(&p);
@@ -106,14 +109,14 @@ static void tmux_start(struct tmux *t)
 static void tmux_stop(const struct tmux *t)
 {
 	struct h_proc p;
-	char *argv[] = {"tmux", "-L", (char *)t->name, "kill-server", NULL};
+	char *argv[] = {TMUX, "-L", (char *)t->name, "kill-server", NULL};
 	h_run(argv, NULL, 30, &p);
 	h_proc_free(&p);
 }
 
 /* A pane running `cell ARGS` whose exit code lands in file. */
-static void pane(const struct tmux *t, const char *target, const char *cell_args,
-		 const char *file, bool first)
+static void pane(const struct tmux *t, const char *target, const char *cell_args, const char *file,
+		 bool first)
 {
 	char *cmd = h_fmt("%s/cell --socket %s %s; echo EXIT=$? > %s; sleep 600", H.bin, H.socket,
 			  cell_args, file);
@@ -126,7 +129,8 @@ static void pane(const struct tmux *t, const char *target, const char *cell_args
 	free(cmd);
 }
 
-static char *wait_file(const char *path, int secs)
+/* The exit code file of the pane target, once written. */
+static char *wait_file(const struct tmux *t, const char *target, const char *path, int secs)
 {
 	for (int i = 0; i < secs * 10; i++) {
 		char *s = h_read_file(path);
@@ -135,7 +139,10 @@ static char *wait_file(const char *path, int secs)
 		free(s);
 		usleep(100 * 1000);
 	}
-	ck_abort_msg("%s never came", path);
+	char *s = screen(t, target);
+	fprintf(stderr, "pane %s:\n%s\n", target, s);
+	free(s);
+	ck_abort_msg("%s never came (the pane on stderr)", path);
 	return NULL;
 }
 
@@ -166,15 +173,15 @@ START_TEST(shell_on_a_real_terminal)
 	keys(&t, "t:sh", "yes", true);
 	free(wait_screen(&t, "t:sh", "got-yes", 20));
 	/* ^C reaches the foreground process, not the shell */
-	keys(&t, "t:sh", "sleep 100; echo slept", true);
+	keys(&t, "t:sh", "sleep 100; echo Z$((6*7))", true);
 	usleep(500 * 1000);
 	keys(&t, "t:sh", "C-c", false);
 	keys(&t, "t:sh", "echo R$((2+3))", true);
 	s = wait_screen(&t, "t:sh", "R5", 20);
-	ck_assert_msg(!strstr(s, "slept"), "^C did not stop sleep's list:\n%s", s);
+	ck_assert_msg(!strstr(s, "Z42"), "^C did not stop sleep's list:\n%s", s);
 	free(s);
 	keys(&t, "t:sh", "exit 3", true);
-	char *code = wait_file(exitf, 20);
+	char *code = wait_file(&t, "t:sh", exitf, 20);
 	ck_assert_str_eq(code, "EXIT=3\n");
 	free(code);
 	tmux_stop(&t);
@@ -198,7 +205,7 @@ START_TEST(exec_it_detach_and_attach)
 	/* ^P^Q: detached, exit 0, the way back printed */
 	keys(&t, "t:ex", "C-p", false);
 	keys(&t, "t:ex", "C-q", false);
-	char *code = wait_file(exit1, 20);
+	char *code = wait_file(&t, "t:ex", exit1, 20);
 	ck_assert_str_eq(code, "EXIT=0\n");
 	free(code);
 	char *s = wait_screen(&t, "t:ex", "[detached: cell attach ", 10);
@@ -215,7 +222,7 @@ START_TEST(exec_it_detach_and_attach)
 	free(wait_screen(&t, "t:at", "later-one", 20));
 	keys(&t, "t:at", "two", true);
 	free(wait_screen(&t, "t:at", "got-two", 20));
-	code = wait_file(exit2, 20);
+	code = wait_file(&t, "t:at", exit2, 20);
 	ck_assert_str_eq(code, "EXIT=5\n");
 	free(code);
 	tmux_stop(&t);
