@@ -219,6 +219,12 @@ void cell_client_exec_result_free(struct cell_client_exec_result *res);
 int cell_client_exec_interrupt(struct cell_client *c, const char *id, const char *cmd_id,
 			       struct cell_error *err);
 
+/* POST .../command/{cmd_id}/stdin: len bytes of data (may be 0) to the stdin of a command
+ * started with "stdin": true; close_it closes its stdin after them. -EEXIST (409) when the
+ * command takes no more input (it ended, or its stdin was closed). */
+int cell_client_exec_stdin(struct cell_client *c, const char *id, const char *cmd_id,
+			   const void *data, size_t len, bool close_it, struct cell_error *err);
+
 /* ---- files ---- */
 
 struct cell_client_upload {

@@ -134,10 +134,7 @@ int cmd_exec(int argc, char **argv)
 		code = exec_tty(&xr, interactive);
 		goto out;
 	}
-	if (interactive) {
-		cli_error_usage("exec", CLI_EXIT_RUN_FAIL, "-i needs -t (a terminal) for now");
-		goto out;
-	}
+	xr.input = interactive;
 	struct cell_error err = {0};
 	if (cli_exec_stream(&xr, &code, &err) < 0) {
 		cli_error("%s", err.msg);

@@ -9,6 +9,7 @@
  * - exec_it_detach_and_attach: ^P^Q detaches `cell exec -it` and says how to come back;
  *   `cell attach` shows what was written meanwhile and goes on live; the command's exit code
  *   comes through attach; the session is gone afterwards.
+ * - exec_i_feeds_a_pipe: -i alone pipes 3.6 MB whole into a command, also a slow one.
  * - exec_t_refusals: -it without a terminal, -t with --timeout, an -e name the command line
  *   cannot carry. */
 #include <check.h>
@@ -262,12 +263,47 @@ START_TEST(exec_t_refusals)
 }
 END_TEST
 
+/* -i without -t: our stdin, piped, is the command's; 3 MB arrive whole (celld holds the
+ * client back while the command has not read what came before); the exit code passes. */
+START_TEST(exec_i_feeds_a_pipe)
+{
+	char *id = h_create("busybox", NULL);
+	char *in = h_fmt("%s/input", H.dir);
+	FILE *f = fopen(in, "w");
+	ck_assert_ptr_nonnull(f);
+	for (int i = 0; i < 300000; i++)
+		fprintf(f, "line %06d\n", i); /* 12 bytes each */
+	fclose(f);
+	char *cmd = h_fmt("%s/cell --socket %s exec -i %s -- sh -c 'wc -c; exit 4' < %s", H.bin,
+			  H.socket, id, in);
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	struct h_proc p;
+	h_run(argv, NULL, 120, &p);
+	ck_assert_msg(p.status == 4, "exit %d: %s", p.status, p.err);
+	ck_assert_msg(atol(p.out) == 3600000, "wc -c: %s", p.out);
+	h_proc_free(&p);
+	/* a slow reader: every line comes, in order */
+	free(cmd);
+	cmd = h_fmt("%s/cell --socket %s exec -i %s -- sh -c 'sleep 2; tail -n 1; exit 0' < %s",
+		    H.bin, H.socket, id, in);
+	argv[2] = cmd;
+	h_run(argv, NULL, 120, &p);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, "line 299999\n");
+	h_proc_free(&p);
+	free(cmd);
+	free(in);
+	free(id);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("tty");
 	tcase_add_test(h_tcase(s, "shell_on_a_real_terminal", 180), shell_on_a_real_terminal);
 	tcase_add_test(h_tcase(s, "exec_it_detach_and_attach", 180), exec_it_detach_and_attach);
 	tcase_add_test(h_tcase(s, "exec_t_refusals", 120), exec_t_refusals);
+	tcase_add_test(h_tcase(s, "exec_i_feeds_a_pipe", 240), exec_i_feeds_a_pipe);
 	return s;
 }
 
