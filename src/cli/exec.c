@@ -145,8 +145,12 @@ static void *feed_stdin(void *arg)
 		if (n < 0 && errno == EINTR)
 			continue;
 		bool end = n <= 0;
-		if (cell_client_exec_stdin(&c, f->id, f->cmd_id, buf, end ? 0 : (size_t)n, end,
-					   &err) < 0) {
+		int r;
+		/* 503: the command has not read for a while; celld waited, so ask again. */
+		while ((r = cell_client_exec_stdin(&c, f->id, f->cmd_id, buf, end ? 0 : (size_t)n,
+						   end, &err)) == -EAGAIN)
+			;
+		if (r < 0) {
 			/* A command that stopped taking input is not an error of ours. */
 			if (err.code != EEXIST)
 				cli_error("%s", err.msg);
