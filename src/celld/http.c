@@ -261,14 +261,19 @@ struct http_upgrade {
 	http_upgrade_fn fn;
 	void *cls;
 	struct MHD_UpgradeResponseHandle *urh;
-	int refs; /* atomic */
+	void (*cls_free)(void *cls); /* http_upgrade_on_abort */
+	int refs;		     /* atomic */
 };
 
 static void upgrade_unref(void *cls)
 {
 	struct http_upgrade *up = cls;
-	if (__atomic_sub_fetch(&up->refs, 1, __ATOMIC_ACQ_REL) == 0)
-		free(up);
+	if (__atomic_sub_fetch(&up->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	/* Never switched: fn never got cls, so it is freed here. */
+	if (!up->urh && up->cls_free)
+		up->cls_free(up->cls);
+	free(up);
 }
 
 static void on_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, const char *extra,
@@ -304,6 +309,12 @@ int http_upgrade(struct http_req *r, const char *protocol, const char *const *he
 	}
 	http_set_state(r, up, upgrade_unref);
 	return 0;
+}
+
+void http_upgrade_on_abort(struct http_req *r, void (*cls_free)(void *cls))
+{
+	if (r->state_free == upgrade_unref && r->state)
+		((struct http_upgrade *)r->state)->cls_free = cls_free;
 }
 
 void http_upgrade_done(struct http_upgrade *up)

@@ -96,3 +96,7 @@ typedef void (*http_upgrade_fn)(void *cls, int fd, const char *extra, size_t ext
 int http_upgrade(struct http_req *r, const char *protocol, const char *const *headers,
 		 http_upgrade_fn fn, void *cls);
 void http_upgrade_done(struct http_upgrade *handle);
+/* Right after a successful http_upgrade: when the request ends before the switch (the
+ * client gone before the 101 went out), fn never runs and cls_free(cls) is called instead,
+ * so what cls holds (a socket, a count) is not lost. */
+void http_upgrade_on_abort(struct http_req *r, void (*cls_free)(void *cls));

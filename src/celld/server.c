@@ -11,6 +11,7 @@ int server_start(struct cell_error *err)
 	    .api = &api_opensandbox,
 	    .unix_path = celld.socket_path,
 	    .max_connections = 4096,
+	    .upgrades = true,
 	};
 	int r = transport_listen(&unix_socket, err);
 	if (r < 0 || !celld.listen)
@@ -21,6 +22,7 @@ int server_start(struct cell_error *err)
 	    .keyed = celld.api_key && celld.api_key[0],
 	    .who = admission_principal(celld.api_key),
 	    .max_connections = admission_tcp_connections(),
+	    .upgrades = true,
 	    .gate = {.pending_max = celld.tcp_pending_max,
 		     .pending_per_ip = celld.tcp_pending_per_ip,
 		     .head_timeout_s = celld.tcp_head_timeout_s},
@@ -30,5 +32,7 @@ int server_start(struct cell_error *err)
 
 void server_stop(void)
 {
+	/* Upgraded connections hold their threads until they end: ended first. */
+	api_proxy_stop();
 	transport_stop();
 }
