@@ -732,6 +732,7 @@ static bool pass_answer_header(const struct answer *a, const char *name)
 /* Readable once celld stops: every upgraded connection ends (api_proxy_stop). */
 static int stop_fd = -1;
 static pthread_once_t stop_once = PTHREAD_ONCE_INIT;
+static unsigned splices; /* atomic: upgraded connections being served */
 
 static void make_stop_fd(void)
 {
@@ -741,8 +742,13 @@ static void make_stop_fd(void)
 void api_proxy_stop(void)
 {
 	pthread_once(&stop_once, make_stop_fd);
-	if (stop_fd >= 0)
-		eventfd_write(stop_fd, 1);
+	if (stop_fd < 0)
+		return;
+	eventfd_write(stop_fd, 1);
+	/* Each closes its sockets and hands its connection back before the listeners stop
+	 * (bounded: 2 s). */
+	for (int i = 0; i < 200 && __atomic_load_n(&splices, __ATOMIC_ACQUIRE); i++)
+		usleep(10000);
 }
 
 /* One direction: what was read from `from` and not yet written to `to`, buf[pos, len). */
@@ -851,9 +857,11 @@ static void splice_run(void *cls, int fd, const char *extra, size_t extra_len,
 		       struct http_upgrade *handle)
 {
 	struct proxy *p = cls;
+	__atomic_add_fetch(&splices, 1, __ATOMIC_ACQ_REL);
 	relay(p, fd, extra, extra_len);
 	proxy_unref(p); /* the app's socket closed, the slot given back */
 	http_upgrade_done(handle);
+	__atomic_sub_fetch(&splices, 1, __ATOMIC_ACQ_REL);
 }
 
 /* The app switched protocols: celld's 101 with the app's headers (hop-by-hop ones aside:

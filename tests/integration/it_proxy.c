@@ -9,7 +9,8 @@
  * WebSocket (case "websocket"): ws_echo_probe, a static echo server, in the sandbox and a
  * libwslay client here: the switch and its headers both ways, messages intact (100 clients
  * at once, 4 MiB in pieces), an app refusing the switch, open WebSockets counted by the
- * limit, and clients vanishing mid-stream leaving no fd or thread behind in celld.
+ * limit, clients vanishing mid-stream leaving no fd or thread behind in celld, and celld
+ * stopping with a WebSocket open.
  *
  * The whole program runs in a network namespace of its own (main), so a sandbox with a
  * network ("public") can be proxied too without touching the host's network; every other
@@ -21,6 +22,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +38,7 @@
 #include <wslay/wslay.h>
 
 #include "cell/codec.h"
+#include "cell/fsutil.h"
 #include "harness.h"
 
 #define PORT	  8080
@@ -1274,6 +1277,40 @@ START_TEST(websocket_clients_vanish)
 }
 END_TEST
 
+/* celld stopping (SIGTERM) ends its open WebSockets itself: it exits without waiting for
+ * its shutdown watchdog, and the client sees the end. The sandbox keeps running (the
+ * teardown restarts this celld to delete it). */
+START_TEST(websocket_celld_stops)
+{
+	struct h_world *w = h_world_add(&(struct h_world_opts){.name = "s", .tcp = true});
+	char *id = h_world_create(w, "busybox", NULL);
+	ck_assert_str_eq(h_world_wait_state(w, id, "Running", 30), "Running");
+	start_ws_echo(w, id);
+	char why[256];
+	struct ws ws;
+	ws_open(w, id, "/", &ws);
+	ck_assert_int_eq(ws.status, 101);
+	ck_assert_msg(ws_echo(&ws, WSLAY_TEXT_FRAME, "before", 6, 0, why, sizeof(why)), "%s", why);
+	ck_assert_int_eq(kill(h_world_pid(w), SIGTERM), 0);
+	for (int i = 0; i < 400 && h_world_alive(w); i++)
+		h_sleep_ms(50);
+	ck_assert_msg(!h_world_alive(w), "celld still runs 20 s after SIGTERM");
+	char *log = NULL;
+	size_t len = 0;
+	ck_assert_int_eq(cell_read_file_at(AT_FDCWD, w->log, 16u << 20, &log, &len, NULL), 0);
+	ck_assert_msg(!strstr(log, "did not finish"), "celld waited for its connections: %s", log);
+	ck_assert_msg(!strstr(log, "was not closed"), "an upgraded connection was still open: %s",
+		      log);
+	free(log);
+	int fl = fcntl(ws.fd, F_GETFL);
+	fcntl(ws.fd, F_SETFL, fl & ~O_NONBLOCK);
+	char c;
+	ck_assert_int_le(recv(ws.fd, &c, 1, 0), 0);
+	ws_close(&ws);
+	free(id);
+}
+END_TEST
+
 static Suite *proxy_suite(void)
 {
 	Suite *s = suite_create("proxy");
@@ -1295,6 +1332,7 @@ static Suite *proxy_suite(void)
 	tcase_add_test(tc, hundred_websockets);
 	tcase_add_test(tc, websocket_limit);
 	tcase_add_test(tc, websocket_clients_vanish);
+	tcase_add_test(tc, websocket_celld_stops);
 	return s;
 }
 
