@@ -53,6 +53,18 @@ bool http_is_tcp(const struct http_req *r)
 	return r->tcp;
 }
 
+void http_reroute(struct http_req *r, char *raw_path)
+{
+	free(r->raw_path);
+	r->raw_path = raw_path;
+	r->rerouted = true;
+}
+
+bool http_rerouted(const struct http_req *r)
+{
+	return r->rerouted;
+}
+
 struct adm_principal *http_principal(const struct http_req *r)
 {
 	return r->who;
@@ -261,14 +273,19 @@ struct http_upgrade {
 	http_upgrade_fn fn;
 	void *cls;
 	struct MHD_UpgradeResponseHandle *urh;
-	int refs; /* atomic */
+	int refs;		 /* atomic */
+	bool switched;		 /* fn was called */
+	void (*drop)(void *cls); /* http_upgrade_set_drop */
 };
 
 static void upgrade_unref(void *cls)
 {
 	struct http_upgrade *up = cls;
-	if (__atomic_sub_fetch(&up->refs, 1, __ATOMIC_ACQ_REL) == 0)
-		free(up);
+	if (__atomic_sub_fetch(&up->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (!up->switched && up->drop)
+		up->drop(up->cls);
+	free(up);
 }
 
 static void on_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, const char *extra,
@@ -279,6 +296,7 @@ static void on_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, c
 	struct http_upgrade *up = cls;
 	__atomic_add_fetch(&up->refs, 1, __ATOMIC_ACQ_REL);
 	up->urh = urh;
+	up->switched = true;
 	up->fn(up->cls, sock, extra, extra_len, up);
 }
 
@@ -304,6 +322,13 @@ int http_upgrade(struct http_req *r, const char *protocol, const char *const *he
 	}
 	http_set_state(r, up, upgrade_unref);
 	return 0;
+}
+
+void http_upgrade_set_drop(struct http_req *r, void (*drop)(void *cls))
+{
+	struct http_upgrade *up = http_state(r);
+	if (up)
+		up->drop = drop;
 }
 
 void http_upgrade_done(struct http_upgrade *up)

@@ -11,6 +11,7 @@ int server_start(struct cell_error *err)
 	    .api = &api_opensandbox,
 	    .unix_path = celld.socket_path,
 	    .max_connections = 4096,
+	    .upgrades = true, /* the TCP tunnel (api_tunnel.c) */
 	};
 	int r = transport_listen(&unix_socket, err);
 	if (r < 0 || !celld.listen)
@@ -24,6 +25,7 @@ int server_start(struct cell_error *err)
 	    .gate = {.pending_max = celld.tcp_pending_max,
 		     .pending_per_ip = celld.tcp_pending_per_ip,
 		     .head_timeout_s = celld.tcp_head_timeout_s},
+	    .upgrades = true,
 	};
 	return transport_listen(&tcp, err);
 }
