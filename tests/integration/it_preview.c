@@ -4,7 +4,9 @@
  * cookie alone works, as a browser's later requests do), and never reaches the app; no
  * credential, another sandbox's token or another port's is 401. Host-name routing
  * (--preview-domain): "<port>-<id>.<domain>" at the app's "/", bad names 404. The secret
- * is kept across a restart (same token) and rotating it revokes the tokens.
+ * is kept across a restart (same token) and rotating it revokes the tokens. The TCP tunnel
+ * (cell forward's) takes the API key only, wants the upgrade (426), and after its 101
+ * carries raw bytes to the app and back.
  *
  * The whole program runs in a network namespace of its own with only a loopback. */
 #include <arpa/inet.h>
@@ -120,7 +122,6 @@ static void raw_exchange(const char *listen, const char *request, char *head, si
 	close(fd);
 	char *end = strstr(head, "\r\n\r\n");
 	ck_assert_msg(end, "no answer head to %s: %s", request, head);
-	end[2] = '\0';
 	ck_assert_int_eq(sscanf(head, "HTTP/1.%*u %d", status), 1);
 }
 
@@ -415,6 +416,53 @@ START_TEST(secret_kept_across_restart_and_rotated)
 }
 END_TEST
 
+START_TEST(tunnel_needs_the_key_and_the_upgrade)
+{
+	char *id = sandbox_with_httpd(&H);
+	json_t *ep = endpoint(&H, id, PORT);
+	char head[8192];
+	int status;
+	/* No key, or a preview token instead of it: 401. */
+	char *rq = h_fmt("POST /v1/sandboxes/%s/ports/%u/tunnel HTTP/1.1\r\nHost: x\r\n"
+			 "Connection: Upgrade\r\nUpgrade: cell-tcp\r\nContent-Length: 0\r\n\r\n",
+			 id, PORT);
+	raw_exchange(H.listen, rq, head, sizeof(head), &status);
+	ck_assert_int_eq(status, 401);
+	free(rq);
+	rq = h_fmt("POST /v1/sandboxes/%s/ports/%u/tunnel HTTP/1.1\r\nHost: x\r\n"
+		   "X-Cell-Preview-Token: %s\r\nConnection: Upgrade\r\nUpgrade: cell-tcp\r\n"
+		   "Content-Length: 0\r\n\r\n",
+		   id, PORT, token_of(ep));
+	raw_exchange(H.listen, rq, head, sizeof(head), &status);
+	ck_assert_int_eq(status, 401);
+	free(rq);
+	/* The key without the upgrade: 426. */
+	rq = h_fmt("POST /v1/sandboxes/%s/ports/%u/tunnel HTTP/1.1\r\nHost: x\r\n"
+		   "OPEN-SANDBOX-API-KEY: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+		   id, PORT, H.key);
+	raw_exchange(H.listen, rq, head, sizeof(head), &status);
+	ck_assert_int_eq(status, 426);
+	free(rq);
+	/* The key and the upgrade: 101, then HTTP to httpd through raw bytes. */
+	rq = h_fmt("POST /v1/sandboxes/%s/ports/%u/tunnel HTTP/1.1\r\nHost: x\r\n"
+		   "OPEN-SANDBOX-API-KEY: %s\r\nConnection: Upgrade\r\nUpgrade: cell-tcp\r\n"
+		   "Content-Length: 0\r\n\r\n"
+		   "GET /index.html HTTP/1.0\r\n\r\n",
+		   id, PORT, H.key);
+	char all[8192];
+	raw_exchange(H.listen, rq, all, sizeof(all), &status);
+	ck_assert_int_eq(status, 101);
+	ck_assert_msg(strstr(all, "\r\nUpgrade: cell-tcp\r\n"), "%s", all);
+	char *app = strstr(all, "\r\n\r\n") + 4;
+	ck_assert_msg(!strncmp(app, "HTTP/1.", 7) && strstr(app, " 200 ") &&
+			  strstr(app, "\r\n\r\nhello-from-the-app\n"),
+		      "after the 101: %s", app);
+	free(rq);
+	json_decref(ep);
+	free(id);
+}
+END_TEST
+
 static Suite *preview_suite(void)
 {
 	Suite *s = suite_create("preview");
@@ -423,6 +471,7 @@ static Suite *preview_suite(void)
 	tcase_add_test(tc, token_in_query_redirects_and_sets_cookie);
 	tcase_add_test(tc, host_name_routing);
 	tcase_add_test(tc, secret_kept_across_restart_and_rotated);
+	tcase_add_test(tc, tunnel_needs_the_key_and_the_upgrade);
 	return s;
 }
 
