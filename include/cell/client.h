@@ -127,6 +127,17 @@ int cell_client_request(struct cell_client *c, const struct cell_client_req *req
 char *cell_client_resp_header(const struct cell_client_resp *resp, const char *name);
 void cell_client_resp_free(struct cell_client_resp *resp);
 
+/* ---- the TCP tunnel ---- */
+
+/* A connection to celld switched to a raw TCP tunnel to 127.0.0.1:port inside sandbox id
+ * (POST /v1/sandboxes/{id}/ports/{port}/tunnel, "Upgrade: cell-tcp"): the fd, whose bytes
+ * are the app's both ways from here (cell/splice.h joins it to another socket), or -errno
+ * with err from celld's answer (nothing listens there: -EIO, "PROXY_CONNECT_FAILED").
+ * Uses c's endpoint, key and connect timeout only: a socket of its own, never c's
+ * libcurl handle, so threads may each open one with the same c. */
+int cell_client_tunnel(const struct cell_client *c, const char *id, unsigned port,
+		       struct cell_error *err);
+
 /* ---- JSON requests ---- */
 
 struct cell_client_answer {

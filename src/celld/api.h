@@ -104,3 +104,26 @@ void api_proxy_stop(void);
 int api_egress_get(struct http_req *r);
 int api_egress_patch(struct http_req *r);
 int api_egress_delete(struct http_req *r);
+
+/* ---- api_preview.c: preview tokens and preview host names for the port proxy ---- */
+
+/* The API's reroute hook: a Host "<port>-<id>.<--preview-domain>" becomes that sandbox's
+ * port proxy; -1 when it answered (404 for a bad name under the domain). */
+int api_preview_reroute(struct http_req *r);
+/* Whether r (a TCP request without the API key) may pass: the port proxy of an app's port
+ * with that port's preview token (header, cookie or query). */
+bool api_preview_authorized(const struct http_req *r);
+/* The same for the gate, from a first request's raw head. */
+bool api_preview_head_authorized(const char *head, size_t len);
+/* At the start of a proxied request to port of sandbox id: a token in the query is
+ * answered here (302 to the URL without it, setting the cookie; 401 when it is wrong):
+ * 1 when r was answered, 0 to proxy it. */
+int api_preview_begin(struct http_req *r, const char *id, unsigned port);
+/* The endpoint answer for an app's port: "endpoint" (host is the one the client used),
+ * "headers" with the token, and cell's "url" a browser opens. NULL when out of memory or
+ * the secret is not loaded. */
+json_t *api_preview_endpoint(struct http_req *r, const char *id, unsigned port, const char *host);
+
+/* ---- api_tunnel.c: a raw TCP tunnel to a port (cell forward) ---- */
+
+int api_tunnel(struct http_req *r);

@@ -71,16 +71,19 @@ static const struct route routes[] = {
     {"GET", EGRESS "policy", NONE, SHORT, api_egress_get, NULL, NULL},
     {"PATCH", EGRESS "policy", JSON, SHORT, api_egress_patch, NULL, NULL},
     {"DELETE", EGRESS "policy", JSON, SHORT, api_egress_delete, NULL, NULL},
+    {"POST", "sandboxes/{id}/ports/{port}/tunnel", NONE, SHORT, api_tunnel, NULL, NULL},
     /* Last: any other port, any method, any path below it (a path the routes above know
      * with another method stays their 405). */
     {"*", "sandboxes/{id}/proxy/{port}/*", STREAM, STREAMED, api_proxy, api_proxy_begin,
      api_proxy_data},
 };
 
+/* The API key, or (the port proxy of an app's port only) that port's preview token. */
 static bool authorized(const struct http_req *r)
 {
 	const char *key = http_header(r, KEY_HEADER);
-	return auth_key_equal(key, key ? strlen(key) : 0, celld.api_key);
+	return auth_key_equal(key, key ? strlen(key) : 0, celld.api_key) ||
+	       api_preview_authorized(r);
 }
 
 /* Accepts at least what the HTTP server's own check (authorized) accepts: the header's
@@ -89,8 +92,9 @@ static bool head_authorized(const char *head, size_t len)
 {
 	const char *v;
 	size_t vlen;
-	return head_value(head, len, KEY_HEADER, &v, &vlen) &&
-	       auth_key_equal(v, vlen, celld.api_key);
+	return (head_value(head, len, KEY_HEADER, &v, &vlen) &&
+		auth_key_equal(v, vlen, celld.api_key)) ||
+	       api_preview_head_authorized(head, len);
 }
 
 static json_t *error_body(unsigned status, const char *code, const char *message)
@@ -128,7 +132,9 @@ const struct http_api api_opensandbox = {
     .authorized = authorized,
     .head_authorized = head_authorized,
     .key_header = KEY_HEADER,
-    .unauthorized_message = "missing or wrong " KEY_HEADER " header",
+    .unauthorized_message = "missing or wrong " KEY_HEADER " header (or, for a sandbox's "
+			    "port, its preview token)",
     .error_body = error_body,
     .unrouted = unrouted,
+    .reroute = api_preview_reroute,
 };

@@ -1,14 +1,13 @@
 /* The port proxy: ANY /v1/sandboxes/{id}/proxy/{port}/<rest> forwarded over HTTP/1.1 to
- * 127.0.0.1:<port> inside the sandbox's own network namespace. The socket is made in that
- * namespace (a short thread enters it, makes the socket and ends: a socket keeps the
- * namespace it was made in), so no host port is ever opened and a sandbox with network
- * "none" is reached as well. Ports 44772 and 18080 stay the execd and egress APIs.
+ * 127.0.0.1:<port> inside the sandbox's own network namespace (portconn.c), so no host
+ * port is ever opened and a sandbox with network "none" is reached as well. Ports 44772 and 18080
+ * stay the execd and egress APIs.
  *
  * One connection to the app per request ("Connection: close"). The request head goes to
  * the app once the client's head is in, the body as it arrives (a route of kind
  * ROUTE_BODY_STREAM), and the answer comes back through a callback response: its status,
  * its headers, its body as the app sends it (by length, chunked, or until it closes). Bounded:
- * the heads (PROXY_HEAD_MAX), the connect (PROXY_CONNECT_MS), the silence of the app
+ * the heads (PROXY_HEAD_MAX), the connect (PORTCONN_CONNECT_MS), the silence of the app
  * (PROXY_IDLE_MS), and the connections one sandbox's proxy holds at once
  * (--proxy-max-connections, 429 past it).
  *
@@ -23,10 +22,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,14 +38,14 @@
 #include "config.h"
 #include "fields.h"
 #include "http.h"
-#include "network.h"
+#include "portconn.h"
+#include "preview.h"
 #include "sandbox.h"
 #include "url.h"
 
 #define PROXY_HEAD_MAX	  (64u << 10) /* the request head to the app; the answer's head */
 #define PROXY_LINE_MAX	  4096	      /* a chunk-size or trailer line of a chunked answer */
-#define PROXY_CONNECT_MS  10000
-#define PROXY_IDLE_MS	  120000 /* the app silent this long: the request fails */
+#define PROXY_IDLE_MS	  120000      /* the app silent this long: the request fails */
 #define PROXY_BLOCK	  (64u << 10)
 #define PROXY_HEADERS_MAX 256
 #define PROXY_SPLICE_MS	  (3600 * 1000) /* an upgraded connection silent both ways */
@@ -93,44 +89,6 @@ static void proxy_unref(void *cls)
 	free(p);
 }
 
-/* ---- the socket in the sandbox's namespace ---- */
-
-struct ns_socket {
-	int nsfd, fd, err;
-};
-
-/* A thread of its own enters the namespace and ends there: the caller's thread never
- * leaves celld's. */
-static void *ns_socket_thread(void *arg)
-{
-	struct ns_socket *n = arg;
-	if (setns(n->nsfd, CLONE_NEWNET) < 0) {
-		n->err = errno;
-		return NULL;
-	}
-	n->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (n->fd < 0)
-		n->err = errno;
-	return NULL;
-}
-
-static int socket_in(int nsfd, struct cell_error *err)
-{
-	struct ns_socket n = {.nsfd = nsfd, .fd = -1};
-	pthread_attr_t attr;
-	pthread_t t;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 64u << 10);
-	int r = pthread_create(&t, &attr, ns_socket_thread, &n);
-	pthread_attr_destroy(&attr);
-	if (r)
-		return cell_err(err, r, "starting a thread to enter the sandbox's network");
-	pthread_join(t, NULL);
-	if (n.fd < 0)
-		return cell_err(err, n.err, "a socket in the sandbox's network namespace");
-	return n.fd;
-}
-
 /* poll fd for events for at most ms: 1 ready, 0 timed out, -errno. */
 static int wait_fd(int fd, short events, int ms)
 {
@@ -142,37 +100,6 @@ static int wait_fd(int fd, short events, int ms)
 		if (errno != EINTR)
 			return -errno;
 	}
-}
-
-/* Connected to 127.0.0.1:port in sb's namespace: the fd, or -errno (-ECONNREFUSED:
- * nothing listens there, -ETIMEDOUT). */
-static int connect_app(struct sandbox *sb, unsigned port, struct cell_error *err)
-{
-	_cleanup_close_ int ns = network_open_netns(sb, err);
-	if (ns < 0)
-		return ns;
-	_cleanup_close_ int fd = socket_in(ns, err);
-	if (fd < 0)
-		return fd;
-	struct sockaddr_in sa = {.sin_family = AF_INET,
-				 .sin_port = htons((uint16_t)port),
-				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		if (errno != EINPROGRESS)
-			return cell_err(err, errno, "connecting to port %u", port);
-		int r = wait_fd(fd, POLLOUT, PROXY_CONNECT_MS);
-		if (r == 0)
-			return cell_err(err, ETIMEDOUT, "connecting to port %u", port);
-		int soerr = 0;
-		socklen_t len = sizeof(soerr);
-		if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
-			return cell_err(err, r < 0 ? -r : errno, "connecting to port %u", port);
-		if (soerr)
-			return cell_err(err, soerr, "connecting to port %u", port);
-	}
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return move_fd(fd);
 }
 
 static int send_all(int fd, const char *data, size_t len)
@@ -294,6 +221,19 @@ static bool pass_header(void *cls, const char *name, const char *value)
 	/* The key is celld's, never the app's. */
 	if (w->key_header && !strcasecmp(name, w->key_header))
 		return true;
+	/* So is the preview token: its header, and its cookie among the app's own. */
+	if (!strcasecmp(name, PREVIEW_HEADER))
+		return true;
+	if (!strcasecmp(name, "Cookie")) {
+		/* Never longer than the header it comes from; none at all when out of memory. */
+		char *rest = malloc(strlen(value) + 1);
+		if (rest && preview_cookie_strip(value, rest, strlen(value) + 1) > 0) {
+			head_add(w->h, name, ": ", rest);
+			head_add(w->h, "\r\n", NULL, NULL);
+		}
+		free(rest);
+		return true;
+	}
 	/* Set by the proxy below (Expect: the client's "100 Continue" came from celld). */
 	if (!strcasecmp(name, "Host") || !strcasecmp(name, "Expect") ||
 	    !strcasecmp(name, "X-Forwarded-Proto") || !strcasecmp(name, "X-Forwarded-Host") ||
@@ -389,9 +329,11 @@ static int send_head(struct http_req *r, struct proxy *p)
 	head_add(&h, "X-Forwarded-Proto: http\r\n", NULL, NULL);
 	if (host && host[0])
 		head_add(&h, "X-Forwarded-Host: ", host, "\r\n");
+	/* A preview host's request is at the app's own "/": no prefix. */
 	char prefix[ROUTER_PATH_MAX];
 	snprintf(prefix, sizeof(prefix), "%.*s", (int)prefix_len, raw);
-	head_add(&h, "X-Forwarded-Prefix: ", prefix, "\r\n");
+	if (!http_rerouted(r))
+		head_add(&h, "X-Forwarded-Prefix: ", prefix, "\r\n");
 	if (p->chunked_up)
 		head_add(&h, "Transfer-Encoding: chunked\r\n", NULL, NULL);
 	if (p->upgrade)
@@ -644,6 +586,11 @@ int api_proxy_begin(struct http_req *r)
 	struct sandbox *sb = api_running_sandbox(r);
 	if (!sb)
 		return 0;
+	/* A preview token in the query: answered by a redirect that sets its cookie. */
+	if (api_preview_begin(r, sb->id, (unsigned)port)) {
+		sandbox_unref(sb);
+		return 0;
+	}
 	struct proxy *p = calloc(1, sizeof(*p));
 	if (!p) {
 		sandbox_unref(sb);
@@ -673,7 +620,7 @@ int api_proxy_begin(struct http_req *r)
 	p->upgrade = wants_upgrade(r);
 	p->head_method = !strcmp(http_method(r), "HEAD");
 	struct cell_error err = {0};
-	p->fd = connect_app(sb, p->port, &err);
+	p->fd = portconn_open(sb, p->port, &err);
 	if (p->fd == -ECONNREFUSED)
 		return http_error(r, 502, "PROXY_CONNECT_FAILED",
 				  "nothing listens on port %u in sandbox %s (127.0.0.1:%u in its "
@@ -682,7 +629,7 @@ int api_proxy_begin(struct http_req *r)
 	if (p->fd == -ETIMEDOUT)
 		return http_error(r, 504, "PROXY_TIMEOUT",
 				  "port %u in sandbox %s took longer than %d s to accept", p->port,
-				  sb->id, PROXY_CONNECT_MS / 1000);
+				  sb->id, PORTCONN_CONNECT_MS / 1000);
 	if (p->fd < 0)
 		return http_error(r, 502, "PROXY_CONNECT_FAILED", "port %u in sandbox %s: %s",
 				  p->port, sb->id, err.msg);

@@ -656,10 +656,31 @@ int api_sandbox_endpoint(struct http_req *r)
 	if (!sb)
 		return 0;
 	char ep[512];
-	snprintf(ep, sizeof(ep), "%s/v1/sandboxes/%s/proxy/%lld", endpoint_host(r), sb->id,
-		 (long long)port);
+	/* execd's and egress's ports: celld's own routes, with the API key. */
+	if (port == 44772 || port == 18080) {
+		snprintf(ep, sizeof(ep), "%s/v1/sandboxes/%s/proxy/%lld", endpoint_host(r), sb->id,
+			 (long long)port);
+		sandbox_unref(sb);
+		return http_json(r, 200, json_pack("{s:s}", "endpoint", ep));
+	}
+	/* An app's port, for a browser too: over the Unix socket the Host means nothing, so
+	 * the TCP listener's address is named. */
+	const char *host = endpoint_host(r);
+	char listen_host[96];
+	if (!http_is_tcp(r) && celld.listen) {
+		/* A wildcard address is this host's loopback too. */
+		const char *colon = strrchr(celld.listen, ':');
+		bool any =
+		    !strncmp(celld.listen, "0.0.0.0:", 8) || !strncmp(celld.listen, "[::]:", 5);
+		snprintf(listen_host, sizeof(listen_host), "%s%s", any ? "localhost" : celld.listen,
+			 any && colon ? colon : "");
+		host = listen_host;
+	}
+	json_t *o = api_preview_endpoint(r, sb->id, (unsigned)port, host);
 	sandbox_unref(sb);
-	return http_json(r, 200, json_pack("{s:s}", "endpoint", ep));
+	if (!o)
+		return http_error(r, 500, "INTERNAL", "making the preview token failed");
+	return http_json(r, 200, o);
 }
 
 static json_t *namespaces_json(pid_t pid)

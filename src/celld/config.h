@@ -30,6 +30,9 @@ struct celld_config {
 	unsigned tcp_pending_per_ip; /* held at once from one client (IPv6: one /64) */
 	unsigned tcp_head_timeout_s; /* for the whole head of the first request */
 	unsigned proxy_max;	     /* proxied connections per sandbox (--proxy-max-connections) */
+	/* Host-name routing of preview URLs (--preview-domain): "<port>-<id>.<domain>" on the
+	 * API listeners is the port proxy of that sandbox and port; NULL: off. Lowercase. */
+	char *preview_domain;
 	/* Host directories TCP clients may mount below (--volume-root; canonical paths). */
 	char **volume_roots;
 	size_t n_volume_roots;

@@ -53,6 +53,18 @@ bool http_is_tcp(const struct http_req *r)
 	return r->tcp;
 }
 
+void http_reroute(struct http_req *r, char *raw_path)
+{
+	free(r->raw_path);
+	r->raw_path = raw_path;
+	r->rerouted = true;
+}
+
+bool http_rerouted(const struct http_req *r)
+{
+	return r->rerouted;
+}
+
 struct adm_principal *http_principal(const struct http_req *r)
 {
 	return r->who;

@@ -35,6 +35,10 @@ struct http_api {
 	/* The API's error body for status, code and message (a new reference, NULL when out
 	 * of memory). */
 	json_t *(*error_body)(unsigned status, const char *code, const char *message);
+	/* Before the auth check and the routing, on every request: may give r another path
+	 * (http_reroute: the host-name routing of preview URLs). Returns < 0 when it answered r
+	 * itself. NULL: none. */
+	int (*reroute)(struct http_req *r);
 	/* Answer a request no route took (ROUTER_BAD_PATH, _NO_PATH, _NO_METHOD, _BAD_ID). */
 	int (*unrouted)(struct http_req *r, enum router_result res, const struct router_match *m);
 };
@@ -47,6 +51,11 @@ const char *http_raw_path(const struct http_req *r);
 /* The query as sent (after '?', still escaped), or NULL when the request had none. */
 const char *http_raw_query(const struct http_req *r);
 bool http_is_tcp(const struct http_req *r);
+/* Route r as if it had come with raw_path (taken; malloc'd), before the auth check: an
+ * API's reroute hook. */
+void http_reroute(struct http_req *r, char *raw_path);
+/* Whether r was rerouted (its path is not the one sent). */
+bool http_rerouted(const struct http_req *r);
 /* The header holding the API key of r's API (NULL when it has none): never forwarded. */
 const char *http_key_header(const struct http_req *r);
 /* The client connection's socket (-1 if unknown), valid while the request is answered. */

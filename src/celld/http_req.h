@@ -26,6 +26,7 @@ struct http_req {
 	char request_id[HTTP_REQUEST_ID_MAX + 1];
 	char *raw_path;	 /* as sent, before any unescaping: segments are decoded one by one */
 	char *raw_query; /* what followed the '?', as sent; NULL when none */
+	bool rerouted;	 /* raw_path is the API's reroute hook's, not the one sent */
 	const char *method;
 	struct router_match match;
 	bool started, queued, too_large;

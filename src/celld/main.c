@@ -15,6 +15,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 #include "cell/cleanup.h"
@@ -37,6 +38,7 @@
 #include "fields.h"
 #include "gate.h"
 #include "limits.h"
+#include "preview.h"
 #include "server.h"
 
 #define DEFAULT_SOCKET	 "/run/cell/cell.sock"
@@ -72,6 +74,11 @@ static void usage(FILE *out)
 	    "  --proxy-max-connections N\n"
 	    "                      requests the port proxy (/proxy/{port}/) forwards to one\n"
 	    "                      sandbox at once (default %u); past it, 429\n"
+	    "  --preview-domain DOMAIN\n"
+	    "                      host-name routing of preview URLs: a request to\n"
+	    "                      <port>-<id>.DOMAIN is the port proxy of that sandbox and\n"
+	    "                      port, at the app's \"/\" (point a wildcard DNS name at the\n"
+	    "                      TCP listener, or a TLS proxy in front of it)\n"
 	    "  --api-key-file F    API key file (default <state>/api-key; generated when "
 	    "missing;\n"
 	    "                      the environment variable CELL_API_KEY overrides it)\n"
@@ -153,6 +160,30 @@ static int network_default_flag(const char *mode)
 	return 0;
 }
 
+/* --preview-domain: a DNS name of at least two labels, letters, digits and '-'. */
+static int preview_domain_flag(const char *arg)
+{
+	size_t n = strlen(arg);
+	bool ok =
+	    n >= 3 && n <= 200 && strchr(arg, '.') && arg[0] != '.' && arg[n - 1] != '.' &&
+	    !strstr(arg, "..") && arg[0] != '-' &&
+	    strspn(arg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") == n;
+	if (!ok) {
+		fprintf(stderr,
+			"celld: --preview-domain %s: expected a DNS name such as "
+			"preview.example.com (letters, digits, '-' and '.')\n",
+			arg);
+		return -EINVAL;
+	}
+	celld.preview_domain = strdup(arg);
+	if (!celld.preview_domain)
+		return -ENOMEM;
+	for (char *p = celld.preview_domain; *p; p++)
+		if (*p >= 'A' && *p <= 'Z')
+			*p = (char)(*p - 'A' + 'a');
+	return 0;
+}
+
 static int parse_flags(int argc, char **argv, struct flags *f)
 {
 	static const struct option opts[] = {
@@ -176,6 +207,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"subnet", required_argument, NULL, 'A'},
 	    {"dns-upstream", required_argument, NULL, 'D'},
 	    {"nflog-group", required_argument, NULL, 'G'},
+	    {"preview-domain", required_argument, NULL, 'H'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
@@ -243,6 +275,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'G':
 			r = nflog_group_flag(optarg);
+			break;
+		case 'H':
+			r = preview_domain_flag(optarg);
 			break;
 		case 'd':
 			f->debug = true;
@@ -498,6 +533,54 @@ static int load_key(const char *key_file, struct cell_error *err)
 	return 0;
 }
 
+/* ---- the preview secret ---- */
+
+/* <state>/preview-secret: 32 random bytes, root's alone (0600), made on the first start and
+ * kept, so preview tokens (preview.h) survive a restart; removing it (and restarting)
+ * revokes every token. */
+static int load_preview_secret(struct cell_error *err)
+{
+	_cleanup_close_ int sfd = open(celld.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sfd < 0)
+		return cell_err(err, errno, "opening %s", celld.state_dir);
+	unsigned char s[PREVIEW_SECRET_LEN];
+	char *text = NULL;
+	size_t len = 0;
+	struct cell_error rerr = {0};
+	int r = cell_read_file_at(sfd, "preview-secret", 4096, &text, &len, &rerr);
+	if (r == -ENOENT) {
+		if (RAND_bytes(s, sizeof(s)) != 1)
+			return cell_err(err, EIO, "generating the preview secret");
+		r = cell_write_file_atomic(sfd, "preview-secret", (const char *)s, sizeof(s), 0600,
+					   err);
+		if (r < 0)
+			return cell_err_wrap(err, "storing the preview secret: ");
+		log_info("preview secret: made %s/preview-secret", celld.state_dir);
+	} else if (r < 0) {
+		return cell_err(err, -r, "reading %s/preview-secret: %s", celld.state_dir,
+				rerr.msg);
+	} else {
+		bool ok = len == sizeof(s);
+		if (ok)
+			memcpy(s, text, sizeof(s));
+		OPENSSL_cleanse(text, len);
+		free(text);
+		if (!ok)
+			return cell_err(err, EINVAL,
+					"%s/preview-secret holds %zu bytes, not %zu: remove it to "
+					"make a new one (every preview token changes)",
+					celld.state_dir, len, sizeof(s));
+		struct stat st;
+		if (fstatat(sfd, "preview-secret", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    (st.st_mode & 077))
+			log_warn("%s/preview-secret is readable by others (mode %o)",
+				 celld.state_dir, st.st_mode & 0777);
+	}
+	preview_secret_set(s);
+	OPENSSL_cleanse(s, sizeof(s));
+	return 0;
+}
+
 /* ---- files celld loads at start ---- */
 
 /* The path of a file celld loads: flag when given, else <dir of celld>/beside when it is
@@ -573,7 +656,7 @@ static int run(const struct flags *f)
 {
 	struct cell_error err = {0};
 	if (setup_dirs(f, &err) < 0 || uidrange_init(f->uid_ranges, &err) < 0 ||
-	    volstore_init(celld.state_dir, &err) < 0)
+	    volstore_init(celld.state_dir, &err) < 0 || load_preview_secret(&err) < 0)
 		goto fail;
 	if (check_kernel(&err) < 0)
 		goto fail;

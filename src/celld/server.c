@@ -11,7 +11,7 @@ int server_start(struct cell_error *err)
 	    .api = &api_opensandbox,
 	    .unix_path = celld.socket_path,
 	    .max_connections = 4096,
-	    .upgrades = true, /* the terminals' WebSocket, the port proxy's upgrades */
+	    .upgrades = true, /* terminals' WebSockets, the proxy's upgrades, the TCP tunnel */
 	};
 	int r = transport_listen(&unix_socket, err);
 	if (r < 0 || !celld.listen)

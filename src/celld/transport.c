@@ -102,6 +102,8 @@ static void begin_request(struct http_req *r)
 			   "query parameter '%.64s' contains a NUL byte", bad);
 		return;
 	}
+	if (r->api->reroute && r->api->reroute(r) < 0)
+		return;
 	if (r->tcp && !r->api->authorized(r)) {
 		http_error(r, 401, "UNAUTHORIZED", "%s", r->api->unauthorized_message);
 		return;

@@ -16,6 +16,8 @@ int cmd_fs(int argc, char **argv);
 int cmd_image(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
 int cmd_network(int argc, char **argv);
+int cmd_port(int argc, char **argv);
+int cmd_forward(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 int cmd_version(int argc, char **argv);

@@ -34,6 +34,8 @@ static const struct cli_command commands[] = {
     {"image", cmd_image, "build and list local images"},
     {"volume", cmd_volume, "list and remove named volumes"},
     {"network", cmd_network, "show or change a sandbox's egress policy live"},
+    {"port", cmd_port, "print the preview URL of a port in a sandbox (with its token)"},
+    {"forward", cmd_forward, "forward a local TCP port to a port in a sandbox"},
     {"info", cmd_info, "show celld's version, cgroup backend and directories"},
     {"selftest", cmd_selftest, "run the escape battery on this host and kernel (TAP report)"},
     {"version", cmd_version, "print the version of cell"},
@@ -54,7 +56,7 @@ static void usage(FILE *f)
 	    "Global options:\n"
 	    "  --socket PATH  celld's Unix socket (env CELL_SOCKET, default %s)\n"
 	    "  --json         machine-readable output (ls, inspect, create, info, image ls, fs,\n"
-	    "                 network)\n"
+	    "                 network, port)\n"
 	    "  -h, --help     this help ('cell COMMAND --help' for one command)\n"
 	    "  -V, --version  print the version\n"
 	    "\n"

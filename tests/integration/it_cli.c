@@ -9,6 +9,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 
 #include "cell/codec.h"
 #include "cell/fsutil.h"
@@ -608,6 +613,188 @@ START_TEST(fs_errors)
 }
 END_TEST
 
+/* ---- cell port, cell forward ---- */
+
+START_TEST(port_prints_preview_url)
+{
+	char *id = h_create("busybox", NULL);
+	ck_assert_str_eq(h_wait_state(id, "Running", 30), "Running");
+	struct h_proc p;
+	h_cell(&p, "port", id, "8080", NULL);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	/* Over the socket, the URL names celld's TCP listener, with the port's token. */
+	char *want = h_fmt("http://%s/v1/sandboxes/%s/proxy/8080/?cell_token=", H.listen, id);
+	ck_assert_msg(!strncmp(p.out, want, strlen(want)), "%s", p.out);
+	ck_assert_uint_eq(strlen(p.out), strlen(want) + 43 + 1);
+	ck_assert_int_eq(p.out[strlen(p.out) - 1], '\n');
+	/* The same token the endpoint answer gives. */
+	char *path = h_fmt("/v1/sandboxes/%s/endpoints/8080", id);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	ck_assert_str_eq(p.out + strlen(want),
+			 h_fmt("%s\n", h_jstr(r.json, "headers.X-Cell-Preview-Token")));
+	h_resp_free(&r);
+	h_proc_free(&p);
+	h_cell(&p, "port", id, "44772", NULL);
+	ck_assert_msg(p.status == 1 && strstr(p.err, "no preview URL"), "exit %d: %s", p.status,
+		      p.err);
+	h_proc_free(&p);
+	h_cell(&p, "port", id, "0", NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "1 to 65535"), "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "port", "no-such-sandbox", "8080", NULL);
+	ck_assert_msg(p.status == 1, "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	free(path);
+	free(want);
+	free(id);
+}
+END_TEST
+
+/* `cell forward` started in the background: its pid, its stdout's first line read. */
+static pid_t start_forward(const char *id, const char *spec, int *err_fd, char *line, size_t size)
+{
+	int out[2], err[2];
+	ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(err, O_CLOEXEC), 0);
+	char *bin = h_fmt("%s/cell", H.bin);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		execl(bin, "cell", "--socket", H.socket, "forward", id, spec, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	size_t n = 0;
+	while (n + 1 < size) {
+		ssize_t r = read(out[0], line + n, 1);
+		if (r <= 0 || line[n] == '\n')
+			break;
+		n++;
+	}
+	line[n] = '\0';
+	close(out[0]);
+	*err_fd = err[0];
+	free(bin);
+	return pid;
+}
+
+static int connect_local(unsigned port)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct timeval tv = {.tv_sec = 30};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* Send len bytes through fd to an echo server, reading the echo as it comes: whether it
+ * came back whole and unchanged; then the half-close, and the server's end. */
+static void echo_round_trip(int fd, size_t len)
+{
+	unsigned char *data = malloc(len), *back = malloc(len);
+	ck_assert(data && back);
+	for (size_t i = 0; i < len; i++)
+		data[i] = (unsigned char)((i * 2654435761u) >> 11);
+	size_t sent = 0, got = 0;
+	while (got < len) {
+		if (sent < len) {
+			size_t n = len - sent < 16384 ? len - sent : 16384;
+			ssize_t w = send(fd, data + sent, n, MSG_NOSIGNAL);
+			ck_assert_int_gt(w, 0);
+			sent += (size_t)w;
+		}
+		while (got < sent) {
+			ssize_t r = recv(fd, back + got, sent - got, 0);
+			ck_assert_msg(r > 0, "the echo stopped at %zu of %zu bytes", got, len);
+			got += (size_t)r;
+		}
+	}
+	ck_assert(!memcmp(data, back, len));
+	ck_assert_int_eq(shutdown(fd, SHUT_WR), 0);
+	char c;
+	ck_assert_int_eq(recv(fd, &c, 1, 0), 0); /* cat saw the end, the server closed */
+	free(data);
+	free(back);
+}
+
+START_TEST(forward_joins_a_local_port)
+{
+	char *id = h_create("busybox", NULL);
+	ck_assert_str_eq(h_wait_state(id, "Running", 30), "Running");
+	free(h_sh(id, "nohup nc -ll -p 9000 -e cat >/dev/null 2>&1 &"));
+	char line[256];
+	int err_fd;
+	pid_t pid = start_forward(id, "0:9000", &err_fd, line, sizeof(line));
+	unsigned lport = 0;
+	char *want = h_fmt("-> %s:9000", id);
+	ck_assert_msg(sscanf(line, "Forwarding 127.0.0.1:%u", &lport) == 1 && lport &&
+			  strstr(line, want),
+		      "first line: %s", line);
+	/* nc may take a moment to listen: the first connection is retried. */
+	int ok = 0;
+	for (int i = 0; i < 50 && !ok; i++) {
+		int fd = connect_local(lport);
+		if (send(fd, "x", 1, MSG_NOSIGNAL) == 1) {
+			char c;
+			ok = recv(fd, &c, 1, 0) == 1 && c == 'x';
+		}
+		close(fd);
+		if (!ok)
+			h_sleep_ms(100);
+	}
+	ck_assert_msg(ok, "no echo through the forward");
+	/* Bytes intact both ways, twice at once. */
+	int a = connect_local(lport), b = connect_local(lport);
+	echo_round_trip(a, 3u << 20);
+	echo_round_trip(b, 100000);
+	close(a);
+	close(b);
+	/* ^C: it stops cleanly. */
+	ck_assert_int_eq(kill(pid, SIGINT), 0);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+	close(err_fd);
+
+	/* Nothing listens on the port: the local connection is closed, the reason told. */
+	pid = start_forward(id, "127.0.0.1:0:9001", &err_fd, line, sizeof(line));
+	ck_assert_int_eq(sscanf(line, "Forwarding 127.0.0.1:%u", &lport), 1);
+	int fd = connect_local(lport);
+	char c;
+	ck_assert_int_le(recv(fd, &c, 1, 0), 0);
+	close(fd);
+	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+	char errtext[2048];
+	ssize_t n = read(err_fd, errtext, sizeof(errtext) - 1);
+	errtext[n > 0 ? n : 0] = '\0';
+	ck_assert_msg(strstr(errtext, "PROXY_CONNECT_FAILED"), "stderr: %s", errtext);
+	close(err_fd);
+
+	/* Bad specs and ids are refused before anything listens. */
+	struct h_proc p;
+	h_cell(&p, "forward", id, "9000", NULL);
+	ck_assert_msg(p.status == 2, "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "forward", id, "0:70000", NULL);
+	ck_assert_msg(p.status == 2, "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "forward", "no-such-sandbox", "0:9000", NULL);
+	ck_assert_msg(p.status == 1, "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	free(want);
+	free(id);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -622,6 +809,8 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "fs_family", 120), fs_family);
 	tcase_add_test(h_tcase(s, "fs_errors", 120), fs_errors);
 	tcase_add_test(h_tcase(s, "fs_rm_recursive_takes_files", 120), fs_rm_recursive_takes_files);
+	tcase_add_test(h_tcase(s, "port_prints_preview_url", 120), port_prints_preview_url);
+	tcase_add_test(h_tcase(s, "forward_joins_a_local_port", 180), forward_joins_a_local_port);
 	return s;
 }
 

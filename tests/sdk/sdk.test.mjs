@@ -559,6 +559,34 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		await nokey.arrayBuffer();
 	});
 
+	it("opens the endpoint without the API key: its headers, and its url in a browser's way", { timeout: STEP_MS }, async () => {
+		const ep = await sbx.getEndpoint(8080);
+		const url = await sbx.getEndpointUrl(8080);
+		// The headers the spec says requests must carry (the port's preview token) suffice.
+		const token = ep.headers?.["X-Cell-Preview-Token"];
+		assert.equal(typeof token, "string");
+		assert.equal(token.length, 43);
+		const withHeaders = await fetch(`${url}/index.html`, { headers: ep.headers });
+		assert.equal(withHeaders.status, 200);
+		assert.equal(await withHeaders.text(), "through the proxy\n");
+		// cell's url: a redirect to the same page that sets the cookie, which then suffices.
+		assert.equal(ep.url, `${url}/?cell_token=${token}`);
+		const first = await fetch(ep.url, { redirect: "manual" });
+		assert.equal(first.status, 302);
+		assert.equal(first.headers.get("location"), new URL(url).pathname + "/");
+		const cookie = first.headers.get("set-cookie");
+		assert.match(cookie, /^cell_preview=[A-Za-z0-9_-]{43}; Path=\/v1\/sandboxes\/[a-z0-9-]+\/proxy\/8080; HttpOnly; SameSite=Lax$/);
+		await first.arrayBuffer();
+		const page = await fetch(`${url}/index.html`, { headers: { cookie: cookie.split(";")[0] } });
+		assert.equal(page.status, 200);
+		assert.equal(await page.text(), "through the proxy\n");
+		// Another port's token does not open this one.
+		const other = await sbx.getEndpoint(8081);
+		const wrong = await fetch(`${url}/index.html`, { headers: other.headers });
+		assert.equal(wrong.status, 401);
+		await wrong.arrayBuffer();
+	});
+
 	it("kills the sandbox: later getInfo and connect are 404", { timeout: STEP_MS }, async () => {
 		const id = sbx.id;
 		await sbx.kill();
