@@ -317,7 +317,9 @@ static void msg_free(struct msg *m)
 static void wsc_wait(struct wsc *c, const char *needle)
 {
 	int64_t until = ms_now() + WAIT_MS;
-	while (!c->out || !memmem(c->out, c->out_len, needle, strlen(needle))) {
+	size_t nlen = strlen(needle), from = 0; /* only new bytes are searched */
+	while (!c->out || !memmem(c->out + from, c->out_len - from, needle, nlen)) {
+		from = c->out_len > nlen ? c->out_len - nlen : 0;
 		int64_t left = until - ms_now();
 		ck_assert_msg(left > 0, "no '%s' in the output: %.*s", needle, (int)c->out_len,
 			      c->out ? c->out : "");
