@@ -405,19 +405,24 @@ static void term_run(void *cls, int fd, const char *extra, size_t extra_len,
 			revents = 0;
 			continue;
 		}
-		struct pollfd p[2] = {{.fd = fd, .events = want}, {.fd = -1}};
+		struct pollfd p[3] = {{.fd = fd, .events = want}, {.fd = -1}, {.fd = -1}};
 		if (t->relay >= 0 && websocket_queued(t->ws) < WS_QUEUE_MAX)
 			p[1] = (struct pollfd){.fd = t->relay, .events = POLLIN};
+		if (!t->over)
+			p[2] = (struct pollfd){.fd = http_upgrades_stopping_fd(), .events = POLLIN};
 		int64_t until = close_by ? close_by : next_ping;
 		int64_t idle = websocket_heard_ms(t->ws) + WS_IDLE_MS;
 		if (!t->over && idle < until)
 			until = idle;
-		int n = poll(p, 2, (int)(until > now ? until - now : 0));
+		int n = poll(p, 3, (int)(until > now ? until - now : 0));
 		if (n < 0 && errno != EINTR)
 			break;
 		revents = n > 0 ? p[0].revents : 0;
 		if (n > 0 && p[1].revents)
 			from_relay(t);
+		/* celld stops: detach (the process runs on in the sandbox) and say so. */
+		if (n > 0 && p[2].revents && !t->over)
+			term_end(t, WEBSOCKET_GOING_AWAY, "celld is stopping");
 	}
 	/* Leftover queued frames are dropped: the socket closes below either way. */
 out:

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -865,6 +866,38 @@ START_TEST(silent_client_dropped)
 }
 END_TEST
 
+/* celld stopping closes a terminal's WebSocket with 1001 at once; the terminal lives in the
+ * sandbox and is there after the restart, its output kept. */
+START_TEST(celld_restart_keeps_terminal)
+{
+	char *id = h_create("busybox", NULL);
+	char *sid = pty_new(id, NULL);
+	struct wsc *c = pty_open(id, sid, NULL);
+	expect_connected(c, sid, "pty");
+	wsc_type(c, "x=kept-$((7*6)); echo $x\n");
+	wsc_wait(c, "kept-42");
+	pid_t pid = h_celld_pid();
+	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	ck_assert_uint_eq(wsc_closed(c), 1001);
+	wsc_free(c);
+	for (int i = 0; i < 400 && h_world_alive(&H); i++)
+		h_sleep_ms(50);
+	ck_assert_msg(!h_world_alive(&H), "celld did not stop");
+	h_celld_start();
+	json_t *st;
+	ck_assert_int_eq(pty_status(id, sid, &st), 200);
+	ck_assert_msg(json_is_true(json_object_get(st, "running")), "the shell died with celld");
+	json_decref(st);
+	c = pty_open(id, sid, NULL);
+	expect_connected(c, sid, "pty");
+	wsc_type(c, "echo again-$x\n");
+	wsc_wait(c, "again-kept-42");
+	wsc_bye(c);
+	free(sid);
+	free(id);
+}
+END_TEST
+
 static Suite *terminal_suite(void)
 {
 	Suite *s = suite_create("terminal");
@@ -877,6 +910,8 @@ static Suite *terminal_suite(void)
 	tcase_add_test(h_tcase(s, "bad_requests", 120), bad_requests);
 	tcase_add_test(h_tcase(s, "command_stdin", 120), command_stdin);
 	tcase_add_test(h_tcase(s, "silent_client_dropped", 180), silent_client_dropped);
+	tcase_add_test(h_tcase(s, "celld_restart_keeps_terminal", 120),
+		       celld_restart_keeps_terminal);
 	return s;
 }
 
