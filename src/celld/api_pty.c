@@ -86,9 +86,9 @@ static int pty_op(struct http_req *r, uint16_t type, json_t *req, json_t **ok)
 int api_pty_create(struct http_req *r)
 {
 	json_t *body = NULL;
-	const char *len = http_header(r, "Content-Length");
-	bool empty = len && !strcmp(len, "0");
-	if (!empty && http_json_body(r, &body) < 0)
+	size_t len = 0;
+	http_body(r, &len);
+	if (len && http_json_body(r, &body) < 0) /* no body: the defaults, as execd */
 		return 0;
 	const char *cwd = NULL, *command = NULL;
 	struct cell_error err = {0};

@@ -400,7 +400,7 @@ static char *pty_new(const char *id, const char *body)
 {
 	struct h_resp r;
 	char *path = h_fmt(EXECD "/pty", id);
-	ck_assert_int_eq(h_http("POST", path, body ? body : "{}", &r), 201);
+	ck_assert_int_eq(h_http("POST", path, body, &r), 201);
 	char *sid = strdup(h_jstr(r.json, "session_id"));
 	ck_assert_msg(sid[0], "no session_id: %s", r.body);
 	h_resp_free(&r);
@@ -476,7 +476,7 @@ static void wait_info(const char *path, long long want)
 START_TEST(terminal_size_prompt_signal)
 {
 	char *id = h_create("busybox", NULL);
-	char *sid = pty_new(id, NULL);
+	char *sid = pty_new(id, NULL); /* no body at all */
 	json_t *st;
 	ck_assert_int_eq(pty_status(id, sid, &st), 200);
 	ck_assert_str_eq(h_jstr(st, "session_id"), sid);
@@ -557,7 +557,7 @@ END_TEST
 START_TEST(second_client_and_takeover)
 {
 	char *id = h_create("busybox", NULL);
-	char *sid = pty_new(id, NULL);
+	char *sid = pty_new(id, "{}");
 	struct wsc *a = pty_open(id, sid, NULL);
 	expect_connected(a, sid, "pty");
 	char *path = h_fmt(EXECD "/pty/%s/ws", id, sid);
@@ -706,6 +706,14 @@ START_TEST(bad_requests)
 	char *path = h_fmt(EXECD "/pty/%s/ws", id, sid);
 	int status;
 	char *body = NULL;
+	const char *bad_bodies[] = {"{\"cwd\":\"tmp\"}", "{\"command\":5}", "[1]", "{"};
+	char *create = h_fmt(EXECD "/pty", id);
+	for (size_t i = 0; i < sizeof(bad_bodies) / sizeof(bad_bodies[0]); i++) {
+		struct h_resp r;
+		ck_assert_int_eq(h_http("POST", create, bad_bodies[i], &r), 400);
+		h_resp_free(&r);
+	}
+	free(create);
 	ck_assert_ptr_null(wsc_open_ex(H_TCP_NOKEY, path, NULL, &status, &body));
 	ck_assert_int_eq(status, 401);
 	free(body);
