@@ -34,11 +34,13 @@
 #include "websocket.h"
 
 #define PTY_COMMAND_MAX (64u << 10)
-#define PTY_DIM_MAX	1000	   /* columns and rows, as cell-init bounds them */
-#define WS_MSG_MAX	(1u << 20) /* a client message; larger ones close with 1009 */
-#define WS_PING_MS	30000	   /* as execd */
-#define WS_IDLE_MS	60000	   /* a client silent this long is dropped (as execd) */
-#define WS_CLOSE_MS	5000	   /* the close handshake, then the socket is closed */
+/* Columns and rows as cell-init bounds them: a larger window (a wide screen, a small
+ * font) gets this many rather than a refusal; below 1 is an error. */
+#define PTY_DIM_MAX 1000
+#define WS_MSG_MAX  (1u << 20) /* a client message; larger ones close with 1009 */
+#define WS_PING_MS  30000      /* as execd */
+#define WS_IDLE_MS  60000      /* a client silent this long is dropped (as execd) */
+#define WS_CLOSE_MS 5000       /* the close handshake, then the socket is closed */
 /* Output read from the relay while this much waits for the client: a slow client slows
  * the terminal's output (it goes to the scrollback), never grows celld. */
 #define WS_QUEUE_MAX (1u << 20)
@@ -268,6 +270,11 @@ static const struct {
     {"SIGUSR2", SIGUSR2}, {"SIGWINCH", SIGWINCH},
 };
 
+static json_int_t dim(json_int_t v)
+{
+	return v > PTY_DIM_MAX ? PTY_DIM_MAX : v;
+}
+
 static void on_text(struct term *t, const uint8_t *data, size_t len)
 {
 	json_error_t jerr;
@@ -289,12 +296,12 @@ static void on_text(struct term *t, const uint8_t *data, size_t len)
 	} else if (!strcmp(type, "resize")) {
 		json_t *c = json_object_get(o, "cols"), *rw = json_object_get(o, "rows");
 		json_int_t cols = json_integer_value(c), rows = json_integer_value(rw);
-		if (!json_is_integer(c) || !json_is_integer(rw) || cols < 1 || cols > PTY_DIM_MAX ||
-		    rows < 1 || rows > PTY_DIM_MAX)
-			send_error(t, "INVALID_FRAME", "resize: cols and rows must be 1-1000");
+		if (!json_is_integer(c) || !json_is_integer(rw) || cols < 1 || rows < 1 ||
+		    cols > 65535 || rows > 65535)
+			send_error(t, "INVALID_FRAME", "resize: cols and rows must be 1-65535");
 		else
 			to_relay(t, CELL_FRAME_RESIZE, NULL, 0,
-				 json_pack("{s:I, s:I}", "cols", cols, "rows", rows));
+				 json_pack("{s:I, s:I}", "cols", dim(cols), "rows", dim(rows)));
 	} else if (!strcmp(type, "signal")) {
 		const char *name = json_string_value(json_object_get(o, "signal"));
 		int sig = 0;
@@ -470,8 +477,7 @@ int api_pty_ws(struct http_req *r)
 	if (query_flag(r, "pty", true, &pty) < 0 ||
 	    query_flag(r, "takeover", false, &takeover) < 0 ||
 	    query_num(r, "since", 0, INT64_MAX, &since) < 0 ||
-	    query_num(r, "cols", 1, PTY_DIM_MAX, &cols) < 0 ||
-	    query_num(r, "rows", 1, PTY_DIM_MAX, &rows) < 0)
+	    query_num(r, "cols", 1, 65535, &cols) < 0 || query_num(r, "rows", 1, 65535, &rows) < 0)
 		return 0;
 	char accept[WEBSOCKET_ACCEPT_LEN + 1];
 	struct cell_error herr = {0};
@@ -498,9 +504,9 @@ int api_pty_ws(struct http_req *r)
 	if (req)
 		json_object_set_new(req, "since", json_integer(since >= 0 ? since : 0));
 	if (req && cols > 0)
-		json_object_set_new(req, "cols", json_integer(cols));
+		json_object_set_new(req, "cols", json_integer(dim(cols)));
 	if (req && rows > 0)
-		json_object_set_new(req, "rows", json_integer(rows));
+		json_object_set_new(req, "rows", json_integer(dim(rows)));
 	struct term *t = calloc(1, sizeof(*t));
 	json_t *ok = NULL;
 	struct relay_error rerr = {0};

@@ -487,6 +487,9 @@ START_TEST(terminal_size_prompt_signal)
 	expect_size(c, 30, 100);
 	wsc_text(c, "{\"type\":\"resize\",\"cols\":120,\"rows\":40}");
 	expect_size(c, 40, 120);
+	/* Wider than cell-init keeps: its largest, not a refusal. */
+	wsc_text(c, "{\"type\":\"resize\",\"cols\":4000,\"rows\":40}");
+	expect_size(c, 40, 1000);
 	/* A prompt the typed line does not contain. */
 	wsc_type(c, "read -p \"$(echo Q)$((6*7))? \" ans; echo got-$ans-done\n");
 	wsc_wait(c, "Q42? ");
