@@ -29,7 +29,7 @@ CELLD_LIBS := -lmicrohttpd -ljansson -lcrypto -lpthread -lcap -lseccomp -lnftnl 
 # The CLI's HTTP client is libcurl; --as-needed keeps the loader from mapping libraries no
 # symbol of cell comes from (each mapped object costs start-up time on every `cell run`);
 # --gc-sections drops the functions of the client library that cell never calls.
-CLI_LIBS   := -Wl,--as-needed -Wl,-O1 -Wl,--gc-sections -lcurl -ljansson -lcrypto
+CLI_LIBS   := -Wl,--as-needed -Wl,-O1 -Wl,--gc-sections -lcurl -ljansson -lcrypto -lwslay
 # cell-init is static: it runs in any image, whatever libc (or none) the image has.
 INIT_LIBS  := -static -Wl,--gc-sections -ljansson -lcrypto -lpthread
 

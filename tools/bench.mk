@@ -1,15 +1,16 @@
 # `make bench` glue, included from the Makefile (-include tools/bench.mk).
 # The harness is tools/bench; tools/bench-exec.c is its HTTP latency/throughput client, built
 # on the client library (src/client, the objects cell links too).
-# Knobs (environment): BENCH_N, BENCH_EXEC_N, BENCH_BYTES, BENCH_WARMUP, BENCH_OUT, BENCH_KEEP.
+# Knobs (environment): BENCH_N, BENCH_EXEC_N, BENCH_BYTES, BENCH_WARMUP, BENCH_PROXY_BYTES,
+# BENCH_PROXY_N, BENCH_OUT, BENCH_KEEP.
 
 BENCH_EXEC := $(BUILD)/bench-exec
 
 $(BENCH_EXEC): $(call obj,tools/bench-exec.c $(CLIENT_SRC) $(COMMON_SRC))
-	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.o,$^) -Wl,--gc-sections -lcurl -ljansson -lcrypto
+	$(CC) $(CFLAGS) $(SAN) -o $@ $(filter %.o,$^) -Wl,--gc-sections -lcurl -ljansson -lcrypto -lwslay
 
-# The throughput leg's two ends: static, so that one binary runs on the host and in a busybox
-# sandbox.
+# The throughput leg's two ends and the proxy leg's app: static, so that one binary runs on the
+# host and in a busybox sandbox.
 BENCH_TCP := $(BUILD)/bench-tcp
 
 $(BENCH_TCP): tools/bench-tcp.c

@@ -219,6 +219,12 @@ void cell_client_exec_result_free(struct cell_client_exec_result *res);
 int cell_client_exec_interrupt(struct cell_client *c, const char *id, const char *cmd_id,
 			       struct cell_error *err);
 
+/* POST .../command/{cmd_id}/stdin: len bytes of data (may be 0) to the stdin of a command
+ * started with "stdin": true; close_it closes its stdin after them. -EEXIST (409) when the
+ * command takes no more input (it ended, or its stdin was closed). */
+int cell_client_exec_stdin(struct cell_client *c, const char *id, const char *cmd_id,
+			   const void *data, size_t len, bool close_it, struct cell_error *err);
+
 /* ---- files ---- */
 
 struct cell_client_upload {
@@ -247,3 +253,50 @@ int cell_client_download(struct cell_client *c, const char *id, const char *path
 typedef int cell_client_sink_fn(void *cls, const void *data, size_t len, struct cell_error *err);
 int cell_client_download_tar(struct cell_client *c, const char *id, const char *path,
 			     cell_client_sink_fn *sink, void *cls, struct cell_error *err);
+
+/* ---- upgraded connections ---- */
+
+/* A request answered with 101 Switching Protocols: the connection is then a raw byte stream
+ * (a WebSocket, a TCP tunnel). It is the client's own connection: make no other request on
+ * c while it is in use, and cell_client_close(c) after cell_client_upgraded_free. */
+struct cell_client_upgraded;
+/* method path with "Connection: Upgrade", "Upgrade: protocol", the API key and headers
+ * ("Name: value" lines, NULL-terminated). 0 on 101 (*out; *head, when asked, the answer's
+ * head, malloc'd); -errno otherwise, a refusal's status and message in err as
+ * cell_client_api says. */
+int cell_client_upgrade(struct cell_client *c, const char *method, const char *path,
+			const char *protocol, const char *const *headers, const char *what,
+			struct cell_client_upgraded **out, char **head, struct cell_error *err);
+/* Non-blocking I/O: bytes moved, 0 (recv: the peer closed), -EAGAIN, or -errno. */
+ssize_t cell_client_upgraded_send(struct cell_client_upgraded *u, const void *data, size_t len);
+ssize_t cell_client_upgraded_recv(struct cell_client_upgraded *u, void *buf, size_t len);
+/* Bytes already read from the socket wait to be received (poll would not say so). */
+bool cell_client_upgraded_buffered(const struct cell_client_upgraded *u);
+int cell_client_upgraded_fd(const struct cell_client_upgraded *u);
+void cell_client_upgraded_free(struct cell_client_upgraded *u);
+/* The value of header name in an answer's head, malloc'd, or NULL. */
+char *cell_client_head_header(const char *head, const char *name);
+
+/* ---- WebSocket ---- */
+
+/* A whole message from celld (text or binary); data is valid during the call only. */
+typedef void cell_client_ws_msg_fn(void *ctx, bool binary, const uint8_t *data, size_t len);
+struct cell_client_ws;
+/* GET path as a WebSocket (the accept key checked). Errors as cell_client_upgrade. The
+ * connection is c's own: cell_client_close(c) after cell_client_ws_free. */
+int cell_client_ws_open(struct cell_client *c, const char *path, cell_client_ws_msg_fn *on_msg,
+			void *msg_ctx, const char *what, struct cell_client_ws **out,
+			struct cell_error *err);
+/* The socket and the poll events it waits for now. */
+int cell_client_ws_fd(const struct cell_client_ws *ws);
+short cell_client_ws_events(const struct cell_client_ws *ws);
+/* Queue a message (sent by the next pump). */
+int cell_client_ws_send(struct cell_client_ws *ws, bool binary, const void *data, size_t len);
+/* Move what poll said is ready (revents; 0 when only queued output waits): messages go to
+ * on_msg. 0 to go on, 1 when the conversation is over (closed by either side, or broken). */
+int cell_client_ws_pump(struct cell_client_ws *ws, short revents);
+/* Start a close with code (1000 normal) and reason. */
+int cell_client_ws_close(struct cell_client_ws *ws, uint16_t code, const char *reason);
+/* The code of the peer's close frame (0: none came). */
+uint16_t cell_client_ws_close_code(const struct cell_client_ws *ws);
+void cell_client_ws_free(struct cell_client_ws *ws);

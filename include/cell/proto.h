@@ -61,7 +61,10 @@
  *   PTY_CLOSE {"id"} → OK {"closed":true} (its process group killed) or ERROR ENOENT
  *   EXEC with "stdin":true: the command's stdin is a pipe fed by STDIN frames on its EXEC
  *        connection, closed by STDIN_CLOSE or by the connection's end (without it, stdin
- *        is /dev/null).
+ *        is /dev/null). Init answers STDIN_TAKEN {"bytes":N} as the command takes input
+ *        (N bytes written to the pipe, or dropped once nobody reads it), so that celld
+ *        never has more than CELL_STDIN_WINDOW bytes sent and not taken: the window is
+ *        how a writer faster than the command waits instead of overflowing init.
  *   An init older than these frames drops a connection that sends one (an unknown type).
  *
  * Everything init sends is hostile input to celld: the parser bounds sizes, refuses
@@ -81,6 +84,7 @@
 #define CELL_FRAME_HEADER 8
 #define CELL_FRAME_MAX	  (1u << 20)  /* largest payload either side accepts */
 #define CELL_FRAME_CHUNK  (64u << 10) /* payload size used for streamed bytes */
+#define CELL_STDIN_WINDOW (1u << 20)  /* a command's input sent and not yet taken, at most */
 
 enum cell_frame_type {
 	CELL_FRAME_PING = 1,
@@ -118,7 +122,8 @@ enum cell_frame_type {
 	CELL_FRAME_STDIN_CLOSE = 33,
 	CELL_FRAME_RESIZE = 34,
 	CELL_FRAME_REPLAY = 35,
-	CELL_FRAME_TYPE_MAX = 35,
+	CELL_FRAME_STDIN_TAKEN = 36,
+	CELL_FRAME_TYPE_MAX = 36,
 };
 
 struct cell_frame {

@@ -224,6 +224,8 @@ static void stream_frame(struct exec_stream *s)
 		stream_exit(s, &ev.exit);
 		return;
 	}
+	if (ev.kind == RELAY_EV_STDIN_TAKEN)
+		return;
 	bool out = ev.kind == RELAY_EV_STDOUT;
 	const char *type = out ? "stdout" : "stderr";
 	int rc = s->raw ? sse_output_add(&s->out, type, out ? &s->u_out : &s->u_err,
@@ -546,6 +548,8 @@ int api_execd_stdin(struct http_req *r)
 	if (rc == -ESRCH || rc == -EPIPE)
 		return http_error(r, 409, rc == -ESRCH ? "COMMAND_ENDED" : "STDIN_CLOSED", "%s",
 				  err.msg);
+	if (rc == -EAGAIN)
+		return http_error(r, 503, "STDIN_FULL", "%s", err.msg);
 	if (rc < 0)
 		return http_internal(r, &err);
 	return http_json(r, 200,

@@ -10,7 +10,16 @@
  * its headers, its body as the app sends it (by length, chunked, or until it closes). Bounded:
  * the heads (PROXY_HEAD_MAX), the connect (PROXY_CONNECT_MS), the silence of the app
  * (PROXY_IDLE_MS), and the connections one sandbox's proxy holds at once
- * (--proxy-max-connections, 429 past it). */
+ * (--proxy-max-connections, 429 past it).
+ *
+ * A request asking for a protocol switch (Connection: Upgrade, Upgrade: websocket or any
+ * other) goes to the app with its Upgrade and "Connection: Upgrade" instead of "close". An
+ * app answering 101 gets celld's 101 sent to the client with the app's headers
+ * (Sec-WebSocket-Accept, -Protocol, -Extensions...), then the two sockets are joined byte
+ * for byte on the connection's thread (splice_run) until both sides closed, either failed,
+ * nothing moved for PROXY_SPLICE_MS, or celld stops (api_proxy_stop). No framing:
+ * whatever the app speaks passes. Any other answer goes back as a normal one. An upgraded
+ * connection holds its slot of --proxy-max-connections for as long as it lives. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -22,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -42,6 +52,7 @@
 #define PROXY_IDLE_MS	  120000 /* the app silent this long: the request fails */
 #define PROXY_BLOCK	  (64u << 10)
 #define PROXY_HEADERS_MAX 256
+#define PROXY_SPLICE_MS	  (3600 * 1000) /* an upgraded connection silent both ways */
 #define PORT_EXECD	  44772
 #define PORT_EGRESS	  18080
 
@@ -57,6 +68,7 @@ struct proxy {
 	bool chunked_up;  /* the client's body goes to the app chunked */
 	bool send_failed; /* the app stopped taking the body: its answer is still read */
 	bool head_method;
+	bool upgrade; /* the client asked for a protocol switch */
 	/* What was read from the app and not used yet: buf[pos, len). */
 	char *buf;
 	size_t pos, len;
@@ -382,7 +394,11 @@ static int send_head(struct http_req *r, struct proxy *p)
 	head_add(&h, "X-Forwarded-Prefix: ", prefix, "\r\n");
 	if (p->chunked_up)
 		head_add(&h, "Transfer-Encoding: chunked\r\n", NULL, NULL);
-	head_add(&h, "Connection: close\r\n\r\n", NULL, NULL);
+	if (p->upgrade)
+		head_add(&h, "Upgrade: ", http_header(r, "Upgrade"),
+			 "\r\nConnection: Upgrade\r\n\r\n");
+	else
+		head_add(&h, "Connection: close\r\n\r\n", NULL, NULL);
 	int rc = h.too_long ? -E2BIG : send_all(p->fd, h.text, h.len);
 	free(h.text);
 	return rc;
@@ -495,11 +511,11 @@ static int read_answer(struct proxy *p, struct answer *a, const char **why)
 			}
 			a->h[a->n++] = (struct header){line, v};
 		}
-		if (status == 101) {
-			*why = "a protocol switch (WebSocket is not proxied yet)";
+		if (status == 101 && !p->upgrade) {
+			*why = "a protocol switch the request did not ask for";
 			return -EPROTO;
 		}
-		if (status >= 200)
+		if (status >= 200 || status == 101)
 			return 0;
 		/* An interim answer (100 Continue, 103): dropped, the next one read. */
 		memmove(p->buf, p->buf + p->pos, p->len - p->pos);
@@ -603,6 +619,17 @@ static bool chunked_value(const char *te)
 	return te && in_list(te, "chunked");
 }
 
+/* Connection: Upgrade and an Upgrade header: the client asks for a protocol switch. */
+static bool wants_upgrade(struct http_req *r)
+{
+	const char *upgrade = http_header(r, "Upgrade");
+	if (!upgrade || !upgrade[0] || !one_line(upgrade))
+		return false;
+	struct head_walk w = {0};
+	http_headers_each(r, collect_connection, &w);
+	return in_list(w.connection, "Upgrade");
+}
+
 int api_proxy_begin(struct http_req *r)
 {
 	int64_t port;
@@ -643,6 +670,7 @@ int api_proxy_begin(struct http_req *r)
 				  "control characters",
 				  p->port);
 	p->chunked_up = http_header(r, "Transfer-Encoding") != NULL;
+	p->upgrade = wants_upgrade(r);
 	p->head_method = !strcmp(http_method(r), "HEAD");
 	struct cell_error err = {0};
 	p->fd = connect_app(sb, p->port, &err);
@@ -699,6 +727,171 @@ static bool pass_answer_header(const struct answer *a, const char *name)
 	       strcasecmp(name, "Content-Length") && strcasecmp(name, "X-Request-ID");
 }
 
+/* ---- an upgraded connection: bytes both ways ---- */
+
+/* Readable once celld stops: every upgraded connection ends (api_proxy_stop). */
+static int stop_fd = -1;
+static pthread_once_t stop_once = PTHREAD_ONCE_INIT;
+static unsigned splices; /* atomic: upgraded connections being served */
+
+static void make_stop_fd(void)
+{
+	stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+void api_proxy_stop(void)
+{
+	pthread_once(&stop_once, make_stop_fd);
+	if (stop_fd < 0)
+		return;
+	eventfd_write(stop_fd, 1);
+	/* Each closes its sockets and hands its connection back before the listeners stop
+	 * (bounded: 2 s). */
+	for (int i = 0; i < 200 && __atomic_load_n(&splices, __ATOMIC_ACQUIRE); i++)
+		usleep(10000);
+}
+
+/* One direction: what was read from `from` and not yet written to `to`, buf[pos, len). */
+struct leg {
+	int from, to;
+	char *buf;
+	size_t pos, len, cap;
+	bool eof;  /* from's end was read */
+	bool shut; /* to was shut down for writing after it */
+};
+
+static int leg_init(struct leg *l, int from, int to, const char *first, size_t first_len)
+{
+	*l = (struct leg){.from = from, .to = to};
+	l->cap = first_len > PROXY_BLOCK ? first_len : PROXY_BLOCK;
+	l->buf = malloc(l->cap);
+	if (!l->buf)
+		return -ENOMEM;
+	if (first_len)
+		memcpy(l->buf, first, first_len);
+	l->len = first_len;
+	return 0;
+}
+
+/* What leg l wants of fd this round: POLLIN of its source (room, not at its end), POLLOUT
+ * of its sink (bytes to write). Its end, once written out, is passed on as a half-close. */
+static short leg_events(struct leg *l, int fd)
+{
+	if (l->pos < l->len)
+		return fd == l->to ? POLLOUT : 0;
+	l->pos = l->len = 0;
+	if (!l->eof)
+		return fd == l->from ? POLLIN : 0;
+	if (!l->shut) {
+		shutdown(l->to, SHUT_WR);
+		l->shut = true;
+	}
+	return 0;
+}
+
+/* Moves what it can: 0, or -1 when the connection is over (an error on either socket). */
+static int leg_step(struct leg *l, int fd, short revents)
+{
+	if (!revents)
+		return 0;
+	if (fd == l->to && l->pos < l->len) {
+		ssize_t n =
+		    send(l->to, l->buf + l->pos, l->len - l->pos, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		l->pos += (size_t)n;
+	} else if (fd == l->from && l->pos == l->len && !l->eof) {
+		ssize_t n = recv(l->from, l->buf, l->cap, MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		if (n == 0)
+			l->eof = true;
+		l->pos = 0;
+		l->len = (size_t)n;
+	}
+	return 0;
+}
+
+/* Client and app joined until both ends closed (each half-close passed on), either
+ * failed, both were silent for PROXY_SPLICE_MS, or celld stops. What the client
+ * sent after its head (extra) goes to the app first, what the app sent after its 101 head
+ * to the client first. Sockets that want nothing this round are left out of the poll set,
+ * so a hung-up socket cannot spin the loop. */
+static void relay(struct proxy *p, int client, const char *extra, size_t extra_len)
+{
+	pthread_once(&stop_once, make_stop_fd);
+	struct leg up, down;
+	if (leg_init(&up, client, p->fd, extra, extra_len) < 0)
+		return;
+	if (leg_init(&down, p->fd, client, p->buf + p->pos, p->len - p->pos) < 0) {
+		free(up.buf);
+		return;
+	}
+	for (;;) {
+		int fds[2] = {client, p->fd};
+		short ev[2];
+		for (int i = 0; i < 2; i++)
+			ev[i] = leg_events(&up, fds[i]) | leg_events(&down, fds[i]);
+		if (up.shut && down.shut)
+			break;
+		struct pollfd pf[3] = {{.fd = ev[0] ? client : -1, .events = ev[0]},
+				       {.fd = ev[1] ? p->fd : -1, .events = ev[1]},
+				       {.fd = stop_fd, .events = POLLIN}};
+		int r = poll(pf, 3, PROXY_SPLICE_MS);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || pf[2].revents)
+			break;
+		bool over = false;
+		for (int i = 0; i < 2 && !over; i++)
+			over = leg_step(&up, fds[i], pf[i].revents) < 0 ||
+			       leg_step(&down, fds[i], pf[i].revents) < 0;
+		if (over)
+			break;
+	}
+	free(up.buf);
+	free(down.buf);
+}
+
+static void splice_run(void *cls, int fd, const char *extra, size_t extra_len,
+		       struct http_upgrade *handle)
+{
+	struct proxy *p = cls;
+	__atomic_add_fetch(&splices, 1, __ATOMIC_ACQ_REL);
+	relay(p, fd, extra, extra_len);
+	proxy_unref(p); /* the app's socket closed, the slot given back */
+	http_upgrade_done(handle);
+	__atomic_sub_fetch(&splices, 1, __ATOMIC_ACQ_REL);
+}
+
+/* The app switched protocols: celld's 101 with the app's headers (hop-by-hop ones aside:
+ * Upgrade and Connection are celld's), then splice_run once it went out. The request's
+ * reference to p passes to the switch. */
+static int switch_protocols(struct http_req *r, struct proxy *p, const struct answer *a)
+{
+	const char *protocol = NULL;
+	const char *headers[2 * PROXY_HEADERS_MAX + 1];
+	size_t n = 0;
+	for (size_t i = 0; i < a->n; i++) {
+		if (!strcasecmp(a->h[i].name, "Upgrade"))
+			protocol = a->h[i].value;
+		else if (pass_answer_header(a, a->h[i].name)) {
+			headers[n++] = a->h[i].name;
+			headers[n++] = a->h[i].value;
+		}
+	}
+	headers[n] = NULL;
+	if (!protocol || !protocol[0])
+		return http_error(r, 502, "PROXY_BAD_ANSWER",
+				  "port %u in sandbox %s switched protocols without an Upgrade "
+				  "header",
+				  p->port, p->sb->id);
+	int rc = http_upgrade_ex(r, protocol, headers, splice_run, p, proxy_unref);
+	if (rc < 0)
+		return http_error(r, 500, "INTERNAL", "switching protocols: %s", strerror(-rc));
+	return 0;
+}
+
 int api_proxy(struct http_req *r)
 {
 	struct proxy *p = http_state(r);
@@ -716,6 +909,8 @@ int api_proxy(struct http_req *r)
 	if (rc < 0)
 		return http_error(r, 502, "PROXY_BAD_ANSWER", "port %u in sandbox %s sent %s",
 				  p->port, p->sb->id, why);
+	if (a.status == 101)
+		return switch_protocols(r, p, &a);
 	uint64_t size = MHD_SIZE_UNKNOWN;
 	int64_t length = -1;
 	if (a.length && parse_int64(a.length, 0, INT64_MAX, &length) < 0)

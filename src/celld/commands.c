@@ -53,6 +53,10 @@ struct command {
 	struct cmdlog log; /* its newest output; dropped: went to the table's cap or budget */
 	int relay_fd;	   /* where SIGNAL goes while it runs; owned by the reader */
 	bool stdin_open;   /* it takes STDIN frames (EXEC "stdin":true), not closed yet */
+	/* Input sent and not yet taken by the command (CELL_STDIN_WINDOW at most); stdin_cond
+	 * tells a waiting writer that some was taken, or that the command ended. */
+	uint64_t stdin_unacked;
+	pthread_cond_t stdin_cond;
 	/* Frames celld writes to the relay (SIGNAL, STDIN, STDIN_CLOSE) go one whole frame at a
 	 * time: two requests never interleave their bytes. Taken without c->lock. */
 	pthread_mutex_t write_lock;
@@ -183,6 +187,7 @@ void command_unref(struct command *c)
 		return;
 	pthread_mutex_destroy(&c->lock);
 	pthread_mutex_destroy(&c->write_lock);
+	pthread_cond_destroy(&c->stdin_cond);
 	free(c->content);
 	free(c->error);
 	cmdlog_free(&c->log);
@@ -219,6 +224,7 @@ static int cmd_table_add(struct cmd_table *t, const char *content, struct comman
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutex_init(&c->write_lock, NULL);
+	pthread_cond_init(&c->stdin_cond, NULL);
 	c->refs = 2; /* the table's and the caller's */
 	c->running = true;
 	c->relay_fd = -1;
@@ -486,6 +492,7 @@ void command_finish(struct command *c, int exit_code, const char *error)
 		c->exit_code = exit_code;
 		c->error = error ? strdup(error) : NULL;
 		c->finished_ms = celld_now_ms();
+		pthread_cond_broadcast(&c->stdin_cond);
 	}
 	pthread_mutex_unlock(&c->lock);
 	if (was_running)
@@ -524,9 +531,34 @@ void command_take_stdin(struct command *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* Wait (c->lock held) until len more bytes fit in the window: 0, or -EAGAIN after
+ * STDIN_WAIT_MS without room (the command does not read), or 1 when it stopped taking input
+ * (ended, or its stdin closed). Reserves the room on 0. */
+#define STDIN_WAIT_MS 10000
+static int stdin_room(struct command *c, size_t len)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += STDIN_WAIT_MS / 1000;
+	while (c->running && c->stdin_open && c->stdin_unacked + len > CELL_STDIN_WINDOW)
+		if (pthread_cond_timedwait(&c->stdin_cond, &c->lock, &until) == ETIMEDOUT)
+			return -EAGAIN;
+	if (!c->running || !c->stdin_open)
+		return 1;
+	c->stdin_unacked += len;
+	return 0;
+}
+
 int command_stdin(struct command *c, const void *data, size_t len, bool close_it,
 		  struct cell_error *err)
 {
+	pthread_mutex_lock(&c->lock);
+	int room = len ? stdin_room(c, len) : 0;
+	pthread_mutex_unlock(&c->lock);
+	if (room == -EAGAIN)
+		return cell_err(err, EAGAIN,
+				"command %s has not taken its input for %d s: send it again later",
+				c->id, STDIN_WAIT_MS / 1000);
 	pthread_mutex_lock(&c->write_lock);
 	pthread_mutex_lock(&c->lock);
 	bool open = c->stdin_open, running = c->running;
@@ -620,6 +652,13 @@ void command_exit_text(const struct command *c, const struct relay_exit *ex, cha
 
 bool command_apply(struct command *c, const struct relay_event *ev)
 {
+	if (ev->kind == RELAY_EV_STDIN_TAKEN) {
+		pthread_mutex_lock(&c->lock);
+		c->stdin_unacked -= ev->taken < c->stdin_unacked ? ev->taken : c->stdin_unacked;
+		pthread_cond_broadcast(&c->stdin_cond);
+		pthread_mutex_unlock(&c->lock);
+		return false;
+	}
 	if (ev->kind != RELAY_EV_EXIT) {
 		command_append(c, ev->frame.payload, ev->frame.len);
 		return false;

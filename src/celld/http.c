@@ -280,6 +280,7 @@ static void upgrade_unref(void *cls)
 	struct http_upgrade *up = cls;
 	if (__atomic_sub_fetch(&up->refs, 1, __ATOMIC_ACQ_REL))
 		return;
+	/* Never switched: fn never got cls, so it is freed here. */
 	if (!up->ran && up->cls_free)
 		up->cls_free(up->cls);
 	free(up);

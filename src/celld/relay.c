@@ -193,6 +193,7 @@ static bool is_control(uint16_t type)
 	case CELL_FRAME_STAT:
 	case CELL_FRAME_OK:
 	case CELL_FRAME_ENTRIES:
+	case CELL_FRAME_STDIN_TAKEN:
 		return true;
 	default:
 		return false;
@@ -430,6 +431,18 @@ static int parse_exit(const struct cell_frame *f, struct relay_exit *ex, struct 
 	return 0;
 }
 
+static int parse_taken(const struct cell_frame *f, uint64_t *taken, struct cell_error *err)
+{
+	json_t *o = json_loadb((const char *)f->payload, f->len, 0, NULL);
+	long long n = 0;
+	int r = 0;
+	if (!json_is_object(o) || get_int(o, "bytes", 1, CELL_STDIN_WINDOW, &n) < 0)
+		r = cell_err(err, EPROTO, "cell-init sent an invalid STDIN_TAKEN");
+	json_decref(o);
+	*taken = (uint64_t)n;
+	return r;
+}
+
 /* Turn the frame in ev->frame into an event. Output frames stay in ev->frame for the
  * caller; any other frame is consumed here: parsed (EXIT, ERROR) or refused, then cleared
  * from ev->frame, its payload freed when `owned` (relay_exec_read's is borrowed). */
@@ -447,6 +460,10 @@ static int frame_event(struct relay_event *ev, bool owned, struct cell_error *er
 	case CELL_FRAME_EXIT:
 		ev->kind = RELAY_EV_EXIT;
 		r = parse_exit(&f, &ev->exit, err);
+		break;
+	case CELL_FRAME_STDIN_TAKEN:
+		ev->kind = RELAY_EV_STDIN_TAKEN;
+		r = parse_taken(&f, &ev->taken, err);
 		break;
 	case CELL_FRAME_ERROR: {
 		struct relay_error rerr;

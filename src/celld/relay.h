@@ -26,12 +26,14 @@ struct relay_exit {
 	int64_t duration_ms;
 };
 
-enum relay_ev { RELAY_EV_STDOUT, RELAY_EV_STDERR, RELAY_EV_EXIT };
+/* STDIN_TAKEN: the command took (or dropped) `taken` more bytes of its input. */
+enum relay_ev { RELAY_EV_STDOUT, RELAY_EV_STDERR, RELAY_EV_EXIT, RELAY_EV_STDIN_TAKEN };
 
 struct relay_event {
 	enum relay_ev kind;
 	struct cell_frame frame; /* STDOUT/STDERR bytes; cell_frame_free afterwards */
 	struct relay_exit exit;
+	uint64_t taken;
 };
 
 struct relay_stat {

@@ -11,7 +11,7 @@ int server_start(struct cell_error *err)
 	    .api = &api_opensandbox,
 	    .unix_path = celld.socket_path,
 	    .max_connections = 4096,
-	    .upgrades = true, /* the terminals' WebSocket */
+	    .upgrades = true, /* the terminals' WebSocket, the port proxy's upgrades */
 	};
 	int r = transport_listen(&unix_socket, err);
 	if (r < 0 || !celld.listen)
@@ -32,5 +32,7 @@ int server_start(struct cell_error *err)
 
 void server_stop(void)
 {
+	/* Upgraded connections hold their threads until they end: ended first. */
+	api_proxy_stop();
 	transport_stop();
 }

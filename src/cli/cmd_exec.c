@@ -2,6 +2,9 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "cell/cleanup.h"
 #include "client.h"
 #include "commands.h"
 #include "error.h"
@@ -9,40 +12,95 @@
 #include "global.h"
 #include "parse.h"
 #include "signals.h"
+#include "terminal.h"
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: cell exec [OPTIONS] ID -- CMD [ARG...]\n"
-		"\n"
-		"Run CMD (without a shell) in sandbox ID, stream its stdout and stderr here, and\n"
-		"exit with its exit code: 128+N when killed by signal N, 124 when --timeout\n"
-		"fired, 125 when cell itself failed. ^C interrupts CMD.\n"
-		"\n"
-		"Options:\n"
-		"  -w, --workdir DIR      working directory (default: /workspace)\n"
-		"  -e, --env K=V          environment variable (repeatable)\n"
-		"  -t, --timeout SECONDS  kill CMD after this long (exit code 124)\n"
-		"  -u, --user UID[:GID]   run CMD as this user and group (numbers, 0-65535; GID\n"
-		"                         defaults to UID; default: root). The default image's\n"
-		"                         ordinary account `user` is 1000; names are not resolved\n"
-		"      --socket PATH      celld's socket\n"
-		"  -h, --help             this help\n"
-		"\n"
-		"Example: cell exec 3f2a9c0d1b2e4f5a -- sh -c 'echo $HOME'\n");
+	fprintf(
+	    f,
+	    "Usage: cell exec [OPTIONS] ID -- CMD [ARG...]\n"
+	    "\n"
+	    "Run CMD (without a shell) in sandbox ID, stream its stdout and stderr here, and\n"
+	    "exit with its exit code: 128+N when killed by signal N, 124 when --timeout\n"
+	    "fired, 125 when cell itself failed. ^C interrupts CMD.\n"
+	    "With -it, CMD runs on a terminal in the sandbox (a PTY session) wired to this one:\n"
+	    "raw mode, the window size followed, ^C and job control inside; ^P^Q detaches\n"
+	    "(cell attach comes back).\n"
+	    "\n"
+	    "Options:\n"
+	    "  -i, --interactive      pass this terminal's input to CMD (with -t)\n"
+	    "  -t, --tty              run CMD on a terminal in the sandbox\n"
+	    "  -w, --workdir DIR      working directory (default: /workspace)\n"
+	    "  -e, --env K=V          environment variable (repeatable)\n"
+	    "  -T, --timeout SECONDS  kill CMD after this long (exit code 124; not with -t)\n"
+	    "  -u, --user UID[:GID]   run CMD as this user and group (numbers, 0-65535; GID\n"
+	    "                         defaults to UID; default: root). The default image's\n"
+	    "                         ordinary account `user` is 1000; names are not resolved;\n"
+	    "                         not with -t\n"
+	    "      --socket PATH      celld's socket\n"
+	    "  -h, --help             this help\n"
+	    "\n"
+	    "Examples: cell exec 3f2a9c0d1b2e4f5a -- sh -c 'echo $HOME'\n"
+	    "          cell exec -it 3f2a9c0d1b2e4f5a -- top\n");
+}
+
+/* -t: CMD on a PTY session, removed when it ends (kept when the user detaches). */
+static int exec_tty(const struct cli_exec_req *xr, bool interactive)
+{
+	if (xr->timeout_ms || xr->set_user) {
+		cli_error_usage("exec", CLI_EXIT_RUN_FAIL, "-t does not take %s",
+				xr->timeout_ms ? "--timeout" : "--user");
+		return CLI_EXIT_RUN_FAIL;
+	}
+	if (interactive && !isatty(0)) {
+		cli_error("exec -it: the input is not a terminal (pipe input with -i alone)");
+		return CLI_EXIT_RUN_FAIL;
+	}
+	_cleanup_free_ char *line = cli_term_command_line(xr->argv, xr->envs);
+	if (!line) {
+		cli_error("exec: an -e name is not a shell variable name");
+		return CLI_EXIT_RUN_FAIL;
+	}
+	struct cell_error err = {0};
+	_cleanup_free_ char *sid = NULL;
+	int code = CLI_EXIT_RUN_FAIL;
+	if (cli_term_create(xr->id, line, xr->cwd, &sid, &err) < 0) {
+		cli_error("%s", err.msg);
+		return code;
+	}
+	struct cli_term_attach a = {
+	    .id = xr->id, .session = sid, .since = 0, .input = interactive, .remove_at_end = true};
+	if (cli_term_attach(&a, &code, &err) < 0) {
+		cli_error("%s", err.msg);
+		code = CLI_EXIT_RUN_FAIL;
+	}
+	return code;
 }
 
 int cmd_exec(int argc, char **argv)
 {
-	static const struct option longopts[] = {CLI_EXEC_LONGOPTS, CLI_GLOBAL_LONGOPTS, {0}};
+	static const struct option longopts[] = {{"interactive", no_argument, NULL, 'i'},
+						 {"tty", no_argument, NULL, 't'},
+						 {"workdir", required_argument, NULL, 'w'},
+						 {"env", required_argument, NULL, 'e'},
+						 {"timeout", required_argument, NULL, 'T'},
+						 {"user", required_argument, NULL, 'u'},
+						 CLI_GLOBAL_LONGOPTS,
+						 {0}};
+	bool tty = false, interactive = false;
 	struct cli_exec_req xr = {0};
 	json_t *envs = json_object();
 	int code = CLI_EXIT_RUN_FAIL;
 	int c;
-	while ((c = getopt_long(argc, argv, "+hw:e:t:u:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hitw:e:T:u:", longopts, NULL)) != -1) {
 		if (cli_global_opt(c, optarg))
 			continue;
-		int r = cli_exec_opt(c, optarg, &xr, envs);
+		if (c == 'i' || c == 't') {
+			*(c == 'i' ? &interactive : &tty) = true;
+			continue;
+		}
+		/* exec's -t is the terminal (as users know it); the timeout is -T here. */
+		int r = cli_exec_opt(c == 'T' ? 't' : c, optarg, &xr, envs);
 		if (r < 0)
 			goto out;
 		if (r > 0)
@@ -72,6 +130,11 @@ int cmd_exec(int argc, char **argv)
 	xr.argv = argv + optind;
 	xr.envs = envs;
 	cli_signals_install();
+	if (tty) {
+		code = exec_tty(&xr, interactive);
+		goto out;
+	}
+	xr.input = interactive;
 	struct cell_error err = {0};
 	if (cli_exec_stream(&xr, &code, &err) < 0) {
 		cli_error("%s", err.msg);

@@ -1,6 +1,7 @@
 /* Running a command in a sandbox from the CLI: the options exec and run share, and the
  * command's output and exit code passed through. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,8 @@ static json_t *exec_body(const struct cli_exec_req *req)
 		json_object_set(body, "envs", req->envs);
 	if (req->timeout_ms > 0)
 		json_object_set_new(body, "timeout", json_integer(req->timeout_ms));
+	if (req->input)
+		json_object_set_new(body, "stdin", json_true());
 	if (req->set_user) {
 		json_object_set_new(body, "uid", json_integer(req->uid));
 		json_object_set_new(body, "gid", json_integer(req->gid));
@@ -116,6 +119,71 @@ static void exec_interrupt(const char *id, const char *cmd_id)
 		cli_error("%s", err.msg);
 }
 
+/* -i: a thread copies our stdin to the command's, over its own connection (the stream
+ * holds the CLI's), from the moment the init event names the command. Only its read of
+ * stdin may be cancelled: the end of the command ends it there. */
+struct feeder {
+	const char *id;
+	char cmd_id[129];
+	pthread_t thread;
+	bool started;
+};
+
+static void *feed_stdin(void *arg)
+{
+	struct feeder *f = arg;
+	struct cell_client c = *cli_client();
+	c.curl_ = NULL; /* a connection of its own */
+	c.json_headers_ = NULL;
+	c.interrupt = NULL;
+	static char buf[256 << 10]; /* under celld's bound per request */
+	struct cell_error err = {0};
+	for (;;) {
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		ssize_t n = read(0, buf, sizeof(buf));
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		bool end = n <= 0;
+		int r;
+		/* 503: the command has not read for a while; celld waited, so ask again. */
+		while ((r = cell_client_exec_stdin(&c, f->id, f->cmd_id, buf, end ? 0 : (size_t)n,
+						   end, &err)) == -EAGAIN)
+			;
+		if (r < 0) {
+			/* A command that stopped taking input is not an error of ours. */
+			if (err.code != EEXIST)
+				cli_error("%s", err.msg);
+			break;
+		}
+		if (end)
+			break;
+	}
+	cell_client_close(&c);
+	return NULL;
+}
+
+static void exec_event(void *ctx, json_t *ev)
+{
+	struct feeder *f = ctx;
+	const char *type = json_string_value(json_object_get(ev, "type"));
+	const char *cmd = json_string_value(json_object_get(ev, "text"));
+	if (f->started || !type || strcmp(type, "init") || !cmd)
+		return;
+	snprintf(f->cmd_id, sizeof(f->cmd_id), "%s", cmd);
+	f->started = pthread_create(&f->thread, NULL, feed_stdin, f) == 0;
+	if (!f->started)
+		cli_error("exec -i: cannot start the input thread");
+}
+
+static void feeder_stop(struct feeder *f)
+{
+	if (!f->started)
+		return;
+	pthread_cancel(f->thread);
+	pthread_join(f->thread, NULL);
+}
+
 int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_error *err)
 {
 	*exit_code = CLI_EXIT_RUN_FAIL;
@@ -127,8 +195,13 @@ int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_
 	if (!text)
 		return cell_err(err, ENOMEM, "building the command request");
 	static const struct cell_client_exec_ops ops = {.output = exec_output};
+	static const struct cell_client_exec_ops ops_input = {.output = exec_output,
+							      .event = exec_event};
+	struct feeder f = {.id = req->id};
 	struct cell_client_exec_result res;
-	int r = cell_client_exec(cli_client(), req->id, text, &ops, NULL, &res, err);
+	int r = cell_client_exec(cli_client(), req->id, text, req->input ? &ops_input : &ops, &f,
+				 &res, err);
+	feeder_stop(&f);
 	if (res.stream_failed && (r == -EPIPE || (r == -EINTR && cli_signals_caught))) {
 		/* The caller went away (^C, kill, closed pipe): stop the command too. */
 		exec_interrupt(req->id, res.cmd_id);

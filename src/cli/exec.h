@@ -15,6 +15,7 @@ struct cli_exec_req {
 	json_t *envs;	      /* object or NULL */
 	long long timeout_ms; /* 0: none */
 	bool set_user;	      /* --user given: run as uid:gid */
+	bool input;	      /* feed our stdin to the command's (-i) */
 	long long uid, gid;
 };
 

@@ -21,7 +21,9 @@ struct cli_command {
 static const struct cli_command commands[] = {
     {"run", cmd_run, "create a sandbox, run a command in it, pass its output and exit code"},
     {"create", cmd_create, "create a sandbox and print its id"},
-    {"exec", cmd_exec, "run a command in an existing sandbox"},
+    {"exec", cmd_exec, "run a command in an existing sandbox (-it: on a terminal)"},
+    {"shell", cmd_shell, "open an interactive shell in a sandbox"},
+    {"attach", cmd_attach, "wire this terminal to a sandbox's PTY session again"},
     {"ls", cmd_ls, "list sandboxes"},
     {"inspect", cmd_inspect, "show a sandbox's kernel-level details (JSON)"},
     {"rm", cmd_rm, "delete sandboxes"},

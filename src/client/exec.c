@@ -141,3 +141,26 @@ int cell_client_exec_interrupt(struct cell_client *c, const char *id, const char
 		return cell_err(err, ENOMEM, "interrupting the command");
 	return cell_client_api(c, "DELETE", path, NULL, "interrupting the command", NULL, err);
 }
+
+int cell_client_exec_stdin(struct cell_client *c, const char *id, const char *cmd_id,
+			   const void *data, size_t len, bool close_it, struct cell_error *err)
+{
+	_cleanup_free_ char *enc = cell_client_urlencode(cmd_id);
+	_cleanup_free_ char *path = NULL;
+	if (!enc ||
+	    asprintf(&path, "/v1/sandboxes/%s" CELL_CLIENT_EXECD_PREFIX "/command/%s/stdin%s", id,
+		     enc, close_it ? "?close=true" : "") < 0)
+		return cell_err(err, ENOMEM, "the command's input");
+	struct cell_client_req req = {.method = "POST",
+				      .path = path,
+				      .body = len ? data : "",
+				      .body_len = len,
+				      .content_type = "application/octet-stream"};
+	struct cell_client_resp resp = {0};
+	int rc = cell_client_request(c, &req, &resp, err);
+	if (rc == 0 && (resp.status < 200 || resp.status > 299))
+		rc = cell_client_status_error(resp.status, &resp.body, "the command's input", NULL,
+					      0, err);
+	cell_client_resp_free(&resp);
+	return rc;
+}

@@ -42,6 +42,7 @@ static const char *const frame_names[CELL_FRAME_TYPE_MAX + 1] = {
     [CELL_FRAME_STDIN_CLOSE] = "STDIN_CLOSE",
     [CELL_FRAME_RESIZE] = "RESIZE",
     [CELL_FRAME_REPLAY] = "REPLAY",
+    [CELL_FRAME_STDIN_TAKEN] = "STDIN_TAKEN",
 };
 
 const char *cell_frame_type_name(uint16_t type)

@@ -983,6 +983,15 @@ void exec_kill_all(void)
 
 /* ---- the connection's view ---- */
 
+/* The command took (or input dropped) n bytes: celld's window opens by as much. */
+static void cmd_stdin_taken(struct feed *f, size_t n)
+{
+	struct cmd *cmd = init_container_of(f, struct cmd, in);
+	if (cmd->conn)
+		conn_send_json(cmd->conn, CELL_FRAME_STDIN_TAKEN,
+			       json_pack("{s:I}", "bytes", (json_int_t)n));
+}
+
 static void cmd_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload, uint32_t len)
 {
 	struct cmd *cmd = op;
@@ -1106,7 +1115,7 @@ void exec_start(struct conn *c, json_t *req)
 		return;
 	}
 	cmd->child_fd[0] = cmd->child_fd[1] = cmd->child_fd[2] = cmd->child_fd[3] = -1;
-	cmd->in = (struct feed){.w = {.fd = -1}};
+	cmd->in = (struct feed){.w = {.fd = -1}, .taken = cmd_stdin_taken};
 	if (req_parse(req, &cmd->req, &err) < 0) {
 		req_free(&cmd->req);
 		free(cmd);

@@ -9,6 +9,12 @@
 #include "feed.h"
 #include "watch.h"
 
+void feed_taken(struct feed *f, size_t n)
+{
+	if (n && f->taken)
+		f->taken(f, n);
+}
+
 bool feed_is_open(const struct feed *f)
 {
 	return f->w.fd >= 0 && !f->closing;
@@ -16,6 +22,7 @@ bool feed_is_open(const struct feed *f)
 
 void feed_drop(struct feed *f)
 {
+	size_t dropped = f->len - f->off;
 	if (f->w.fd >= 0) {
 		init_watch_del(&f->w);
 		close(f->w.fd);
@@ -25,6 +32,7 @@ void feed_drop(struct feed *f)
 	f->buf = NULL;
 	f->len = f->off = 0;
 	f->closing = false;
+	feed_taken(f, dropped);
 }
 
 /* Write what waits; the watch wants EPOLLOUT only while something does. */
@@ -43,6 +51,7 @@ static void feed_flush(struct feed *f)
 			return;
 		}
 		f->off += (size_t)n;
+		feed_taken(f, (size_t)n);
 	}
 	free(f->buf);
 	f->buf = NULL;
@@ -68,7 +77,7 @@ static void feed_event(struct init_watch *w, uint32_t events)
 
 int feed_open(struct feed *f, int fd)
 {
-	*f = (struct feed){.w = {.fn = feed_event, .fd = -1}};
+	*f = (struct feed){.w = {.fn = feed_event, .fd = -1}, .taken = f->taken};
 	if (fd < 0)
 		return 0;
 	int fl = fcntl(fd, F_GETFL);
@@ -88,8 +97,10 @@ int feed_open(struct feed *f, int fd)
 
 int feed_write(struct feed *f, const void *data, size_t len)
 {
-	if (f->w.fd < 0 || f->closing)
+	if (f->w.fd < 0 || f->closing) {
+		feed_taken(f, len); /* dropped: nobody reads it */
 		return -EPIPE;
+	}
 	if (!len)
 		return 0;
 	size_t waiting = f->len - f->off;
@@ -103,11 +114,13 @@ int feed_write(struct feed *f, const void *data, size_t len)
 		while (n < 0 && errno == EINTR);
 		if (n < 0 && errno != EAGAIN) {
 			feed_drop(f);
+			feed_taken(f, len);
 			return -EPIPE;
 		}
 		if (n > 0) {
 			data = (const unsigned char *)data + n;
 			len -= (size_t)n;
+			feed_taken(f, (size_t)n);
 		}
 		if (!len)
 			return 0;

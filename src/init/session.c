@@ -24,10 +24,17 @@
  *
  * Timeout and interrupt stop the run's processes, not the shell: every process of the
  * shell's session (it is a session leader) started since the run began gets the signal
- * (SIGTERM, SIGKILL after KILL_GRACE_MS). If the run still has not ended another grace period
- * later (a loop of builtins runs in the shell itself), the shell is killed: the run ends, and
- * the session answers EPIPE from then on. Closing a session kills its shell and every process
- * left in its session (one that made a session of its own has left it). */
+ * (SIGTERM, SIGKILL after KILL_GRACE_MS). In bash the rest of the run is dropped too, so that
+ * `sleep 100; echo done` never prints "done" after its timeout: the opening step defines
+ * three functions (ABORT_FUNCS) and traps ABORT_SIGNAL, which init sends the shell with
+ * the first signal. The trap turns on a DEBUG trap under extdebug that skips every command
+ * (and returns from every function) of the run until the status step's __cell_end, which
+ * turns it off; the run's code is then 128 + the signal. A command that traps ABORT_SIGNAL or
+ * DEBUG itself, or a loop of builtins that skipping never ends, falls to the next stages. If the
+ * run still has not ended another grace period later (a loop of builtins runs in the shell itself),
+ * the shell is killed: the run ends, and the session answers EPIPE from then on. Closing a session
+ * kills its shell and every process left in its session (one that made a session of its own has
+ * left it). */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +67,19 @@
 #define DRAIN_MAX	 (4u << 20) /* read at the end of a run at most, per pipe */
 #define TIMEOUT_MAX_MS	 (30ull * 24 * 3600 * 1000)
 
+/* bash only (see the top): the ABORT_SIGNAL trap that drops the rest of a run, the DEBUG trap it
+ * sets (commands and functions of cell's own pass), and the end of a run that clears it
+ * and leaves the eval's status in __cell_rc. */
+#define ABORT_FUNCS                                                                                \
+	"__cell_abort() { __cell_aborting=1; shopt -s extdebug; trap __cell_skip DEBUG; }\n"       \
+	"__cell_skip() { [[ -z ${__cell_aborting-} || $BASH_COMMAND == __cell_* || "               \
+	"${FUNCNAME[1]-} == __cell_* ]] && return 0; [[ ${#FUNCNAME[@]} -gt 2 ]] && return 2; "    \
+	"return 1; }\n"                                                                            \
+	"__cell_end() { __cell_rc=$1; trap - DEBUG; shopt -u extdebug; __cell_aborting=; }\n"
+/* The signal that tells bash to drop the rest of a run: a real-time one, which a command\'s
+ * own traps (USR1, INT, ...) are unlikely to claim. */
+#define ABORT_SIGNAL (SIGRTMAX - 3)
+
 enum sess_state { SESS_OPENING, SESS_IDLE, SESS_RUNNING, SESS_DEAD };
 
 struct session;
@@ -88,7 +108,8 @@ struct session {
 	size_t linelen;
 	bool line_skip; /* the current line is too long: dropped up to its newline */
 	uint64_t run_start_ticks, start_ns;
-	int stage; /* 0 running, 1 TERM sent, 2 KILL sent, 3 the shell killed */
+	int stage;     /* 0 running, 1 TERM sent, 2 KILL sent, 3 the shell killed */
+	int abort_sig; /* the signal that stopped the run, once the shell was told (bash) */
 	bool timed_out, paused;
 };
 
@@ -319,7 +340,7 @@ static void status_line(struct session *s)
 		return;
 	}
 	if (s->state == SESS_RUNNING)
-		run_end(s, rc, 0);
+		run_end(s, s->abort_sig ? 128 + s->abort_sig : rc, s->abort_sig);
 }
 
 static void status_event(struct init_watch *w, uint32_t events)
@@ -429,11 +450,18 @@ static int script_queue(struct session *s, const char *cwd, bool mkdir_cwd, cons
 {
 	if (new_token(s) < 0)
 		return -EIO;
-	size_t n =
-	    128 + (cwd ? 3 * quoted_len(cwd) + 64 : 0) + (command ? quoted_len(command) + 32 : 0);
+	size_t n = 160 + (cwd ? 3 * quoted_len(cwd) + 64 : 0) +
+		   (command ? quoted_len(command) + 32 : quoted_len(ABORT_FUNCS) + 64);
 	char *b = malloc(n), *o = b;
 	if (!b)
 		return -ENOMEM;
+	if (!command) {
+		/* The opening step: bash gets the functions that drop an aborted run (first, so
+		 * that the status is the cd's). */
+		o += sprintf(o, "if [ -n \"${BASH_VERSION-}\" ]; then eval ");
+		o = put_quoted(o, ABORT_FUNCS);
+		o += sprintf(o, "; trap __cell_abort %d; fi\n", ABORT_SIGNAL);
+	}
 	if (cwd && mkdir_cwd) {
 		o += sprintf(o, "{ [ -d ");
 		o = put_quoted(o, cwd);
@@ -452,7 +480,9 @@ static int script_queue(struct session *s, const char *cwd, bool mkdir_cwd, cons
 		o += sprintf(o, " </dev/null 3>&-\n");
 	}
 	/* The opening step also says whether the shell is bash. */
-	o += sprintf(o, "printf '%%s %%d %%s\\n' %s \"$?\" %s >&3\n", s->token,
+	bool bash = command && s->shell && !strcmp(s->shell, "bash");
+	o += sprintf(o, "%sprintf '%%s %%d %%s\\n' %s \"%s\" %s >&3\n",
+		     bash ? "__cell_end $?; " : "", s->token, bash ? "$__cell_rc" : "$?",
 		     command ? "" : "\"${BASH_VERSION:+bash}\"");
 	s->inbuf = b;
 	s->inlen = (size_t)(o - b);
@@ -462,6 +492,16 @@ static int script_queue(struct session *s, const char *cwd, bool mkdir_cwd, cons
 }
 
 /* ---- the timer: open deadline, run timeout, kill stages ---- */
+
+/* Stop the run with sig: its processes get it, and bash drops the rest of the run. */
+static void run_stop(struct session *s, int sig)
+{
+	if (!s->abort_sig && s->pid > 0 && s->shell && !strcmp(s->shell, "bash")) {
+		s->abort_sig = sig;
+		kill(s->pid, ABORT_SIGNAL); /* pending until the command it waits for ends */
+	}
+	signal_members(s, sig, s->run_start_ticks);
+}
 
 static void timer_event(struct init_watch *w, uint32_t events)
 {
@@ -485,7 +525,7 @@ static void timer_event(struct init_watch *w, uint32_t events)
 	if (s->stage == 0) {
 		s->timed_out = true;
 		s->stage = 1;
-		signal_members(s, SIGTERM, s->run_start_ticks);
+		run_stop(s, SIGTERM);
 	} else if (s->stage == 1) {
 		s->stage = 2;
 		signal_members(s, SIGKILL, s->run_start_ticks);
@@ -506,7 +546,7 @@ static void run_frame(void *op, struct conn *c, uint16_t type, uint8_t *payload,
 	int sig = conn_parse_signal(c, type, payload, len, "a session");
 	if (sig < 0 || s->state != SESS_RUNNING || s->conn != c)
 		return;
-	signal_members(s, sig, s->run_start_ticks);
+	run_stop(s, sig);
 	if (s->stage == 0) {
 		s->stage = sig == SIGKILL ? 2 : 1;
 		timer_set(s, KILL_GRACE_MS);
@@ -795,6 +835,7 @@ void session_run(struct conn *c, json_t *req)
 	s->state = SESS_RUNNING;
 	s->conn = c;
 	s->stage = 0;
+	s->abort_sig = 0;
 	s->timed_out = false;
 	s->start_ns = now_ns();
 	s->run_start_ticks = proc_boot_ticks();

@@ -61,10 +61,11 @@ START_TEST(bash_session_is_one_shell)
 	free(out);
 	free(want);
 
-	/* the timeout kills sleep, the shell stays */
+	/* the timeout kills sleep and drops the rest of the run, also inside functions and
+	 * loops; the shell stays, with what the run set before it, and no trace of the abort */
 	struct h_exec r;
 	double t0 = now_s();
-	h_session_run(id, sid, "echo a; sleep 100", 1000, &r);
+	h_session_run(id, sid, "echo a; W=kept; sleep 100; echo not-after-sleep", 1000, &r);
 	ck_assert_msg(now_s() - t0 < 50, "the timeout did not end the run");
 	ck_assert_int_eq(r.status, 200);
 	ck_assert_msg(!r.complete && r.exit_code == 124, "exit %d", r.exit_code);
@@ -72,8 +73,19 @@ START_TEST(bash_session_is_one_shell)
 	ck_assert_str_eq(out, "a\n");
 	free(out);
 	h_exec_free(&r);
-	out = h_session_ok(id, sid, "echo $$; f y");
-	want = h_fmt("%sfn-y\n", pid);
+	h_session_run(id, sid,
+		      "g() { for i in 1 2; do sleep 100; echo in-g-$i; done; echo end-g; }; "
+		      "echo b; g; echo not-after-g",
+		      1000, &r);
+	ck_assert_msg(!r.complete && r.exit_code == 124, "exit %d", r.exit_code);
+	out = h_out_lines(&r);
+	ck_assert_str_eq(out, "b\n");
+	free(out);
+	h_exec_free(&r);
+	out = h_session_ok(id, sid,
+			   "echo $$; f y; echo \"$W\"; shopt -q extdebug || echo no-extdebug; "
+			   "trap -p DEBUG; kill -USR1 $$");
+	want = h_fmt("%sfn-y\nkept\nno-extdebug\ntrapped\n", pid);
 	ck_assert_str_eq(out, want);
 	free(out);
 	free(want);

@@ -6,25 +6,39 @@
  * sandboxes and auth, a paused sandbox resumed first, the execd and egress ports unchanged,
  * 100 clients at once, a 100 MB download compared by SHA-256 inside and out (its
  * throughput printed), and the per-sandbox limit of open proxied requests (429).
+ * WebSocket (case "websocket"): ws_echo_probe, a static echo server, in the sandbox and a
+ * libwslay client here: the switch and its headers both ways, messages intact (100 clients
+ * at once, 4 MiB in pieces), an app refusing the switch, open WebSockets counted by the
+ * limit, clients vanishing mid-stream leaving no fd or thread behind in celld, and celld
+ * stopping with a WebSocket open.
  *
  * The whole program runs in a network namespace of its own (main), so a sandbox with a
  * network ("public") can be proxied too without touching the host's network; every other
  * sandbox has network none (the harness's default): the proxy never needs one. */
 #include <check.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <wslay/wslay.h>
 
 #include "cell/codec.h"
+#include "cell/fsutil.h"
 #include "harness.h"
 
 #define PORT	  8080
@@ -144,6 +158,329 @@ static void raw_exchange(const char *request, struct raw *out)
 	out->body_len = len - hl;
 	ck_assert_int_eq(sscanf(all, "HTTP/1.%*u %d", &out->status), 1);
 	free(all);
+}
+
+/* ---- WebSocket through the proxy: ws_echo_probe in the sandbox, a wslay client here ---- */
+
+#define WS_PORT	    8090
+#define WS_HEAD_MAX 8192
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int read_full_fd(int fd, char *buf, size_t len)
+{
+	while (len) {
+		ssize_t n = recv(fd, buf, len, 0);
+		if (n <= 0)
+			return -1;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+struct ws {
+	int fd;
+	int status;		/* of the answer to the upgrade request */
+	char head[WS_HEAD_MAX]; /* the answer's head */
+	char body[1024];	/* its body when it is not a 101 (by Content-Length) */
+	wslay_event_context_ptr ctx;
+	unsigned char *msg; /* the last message received */
+	size_t msg_len;
+	int msg_op;
+	bool got, closed;
+	/* A message queued in pieces: src[src_pos, src_len), at most piece bytes a frame. */
+	const unsigned char *src;
+	size_t src_len, src_pos, piece;
+	unsigned pieces;
+};
+
+static ssize_t ws_recv_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags,
+			  void *user)
+{
+	(void)flags;
+	struct ws *ws = user;
+	ssize_t n = recv(ws->fd, buf, len, 0);
+	if (n > 0)
+		return n;
+	wslay_event_set_error(ctx, n < 0 && (errno == EAGAIN || errno == EINTR)
+				       ? WSLAY_ERR_WOULDBLOCK
+				       : WSLAY_ERR_CALLBACK_FAILURE);
+	return -1;
+}
+
+static ssize_t ws_send_cb(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags,
+			  void *user)
+{
+	(void)flags;
+	struct ws *ws = user;
+	ssize_t n = send(ws->fd, data, len, MSG_NOSIGNAL);
+	if (n >= 0)
+		return n;
+	wslay_event_set_error(ctx, errno == EAGAIN || errno == EINTR ? WSLAY_ERR_WOULDBLOCK
+								     : WSLAY_ERR_CALLBACK_FAILURE);
+	return -1;
+}
+
+static int ws_genmask_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, void *user)
+{
+	(void)ctx;
+	(void)user;
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)random();
+	return 0;
+}
+
+static void ws_msg_cb(wslay_event_context_ptr ctx, const struct wslay_event_on_msg_recv_arg *arg,
+		      void *user)
+{
+	(void)ctx;
+	struct ws *ws = user;
+	if (arg->opcode == WSLAY_CONNECTION_CLOSE) {
+		ws->closed = true;
+		return;
+	}
+	if (wslay_is_ctrl_frame(arg->opcode))
+		return;
+	free(ws->msg);
+	ws->msg = malloc(arg->msg_length + 1);
+	ck_assert_ptr_nonnull(ws->msg);
+	memcpy(ws->msg, arg->msg, arg->msg_length);
+	ws->msg[arg->msg_length] = '\0';
+	ws->msg_len = arg->msg_length;
+	ws->msg_op = arg->opcode;
+	ws->got = true;
+}
+
+static ssize_t ws_piece_cb(wslay_event_context_ptr ctx, uint8_t *buf, size_t len,
+			   const union wslay_event_msg_source *source, int *eof, void *user)
+{
+	(void)ctx;
+	(void)user;
+	struct ws *ws = source->data;
+	size_t n = ws->src_len - ws->src_pos;
+	if (n > len)
+		n = len;
+	if (n > ws->piece)
+		n = ws->piece;
+	memcpy(buf, ws->src + ws->src_pos, n);
+	ws->src_pos += n;
+	ws->pieces++;
+	if (ws->src_pos == ws->src_len)
+		*eof = 1;
+	return (ssize_t)n;
+}
+
+/* Sec-WebSocket-Accept for key (RFC 6455 4.2.2). */
+static void ws_accept_for(const char *key, char out[64])
+{
+	char cat[128];
+	snprintf(cat, sizeof(cat), "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11", key);
+	unsigned char digest[SHA_DIGEST_LENGTH];
+	SHA1((const unsigned char *)cat, strlen(cat), digest);
+	EVP_EncodeBlock((unsigned char *)out, digest, SHA_DIGEST_LENGTH);
+}
+
+/* A socket to w's celld: its TCP listener, or its Unix socket. */
+static int ws_dial(struct h_world *w, bool unix_socket)
+{
+	int fd;
+	if (unix_socket) {
+		struct sockaddr_un su = {.sun_family = AF_UNIX};
+		ck_assert_uint_lt(strlen(w->socket), sizeof(su.sun_path));
+		memcpy(su.sun_path, w->socket, strlen(w->socket) + 1);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(connect(fd, (struct sockaddr *)&su, sizeof(su)), 0);
+	} else {
+		const char *colon = strrchr(w->listen, ':');
+		ck_assert_ptr_nonnull(colon);
+		struct sockaddr_in sa = {.sin_family = AF_INET,
+					 .sin_port = htons((uint16_t)atoi(colon + 1))};
+		inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	return fd;
+}
+
+/* Ask w's celld to switch to WebSocket on path of port in sandbox id, with extra
+ * header lines (each ending in CRLF) and early bytes sent right after the head in the
+ * same write. ws->status is the answer's; on 101 the accept key is checked and the wslay
+ * client is ready, else ws->body holds the answer's body. */
+static void ws_open_ex(struct h_world *w, const char *id, unsigned port, const char *path,
+		       bool unix_socket, const char *extra, const void *early, size_t early_len,
+		       struct ws *ws)
+{
+	*ws = (struct ws){.fd = ws_dial(w, unix_socket)};
+	unsigned char raw[16];
+	for (size_t i = 0; i < sizeof(raw); i++)
+		raw[i] = (unsigned char)random();
+	char key[32];
+	EVP_EncodeBlock((unsigned char *)key, raw, sizeof(raw));
+	char *auth = unix_socket ? strdup("") : h_fmt("OPEN-SANDBOX-API-KEY: %s\r\n", w->key);
+	char *req = h_fmt("GET /v1/sandboxes/%s/proxy/%u%s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
+			  "Connection: Upgrade\r\nUpgrade: websocket\r\n"
+			  "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: %s\r\n%s\r\n",
+			  id, port, path, auth, key, extra ? extra : "");
+	size_t req_len = strlen(req);
+	char *all = malloc(req_len + early_len);
+	ck_assert_ptr_nonnull(all);
+	memcpy(all, req, req_len);
+	if (early_len)
+		memcpy(all + req_len, early, early_len);
+	ck_assert_int_eq(send(ws->fd, all, req_len + early_len, MSG_NOSIGNAL),
+			 (ssize_t)(req_len + early_len));
+	free(all);
+	free(req);
+	free(auth);
+	struct timeval tv = {.tv_sec = 30};
+	setsockopt(ws->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	/* Byte by byte: what follows the head is the app's, for wslay. */
+	size_t len = 0;
+	while (len < 4 || memcmp(ws->head + len - 4, "\r\n\r\n", 4)) {
+		ck_assert_uint_lt(len, sizeof(ws->head) - 1);
+		ssize_t n = recv(ws->fd, ws->head + len, 1, 0);
+		ck_assert_msg(n == 1, "the answer's head cut short after %zu bytes: %.*s", len,
+			      (int)len, ws->head);
+		len++;
+	}
+	ws->head[len] = '\0';
+	ck_assert_int_eq(sscanf(ws->head, "HTTP/1.1 %d", &ws->status), 1);
+	if (ws->status != 101) {
+		const char *cl = strcasestr(ws->head, "\r\nContent-Length:");
+		size_t want = cl ? strtoul(cl + 17, NULL, 10) : 0;
+		ck_assert_uint_lt(want, sizeof(ws->body));
+		ck_assert_int_eq(read_full_fd(ws->fd, ws->body, want), 0);
+		ws->body[want] = '\0';
+		return;
+	}
+	char accept[64], line[128];
+	ws_accept_for(key, accept);
+	snprintf(line, sizeof(line), "\r\nSec-WebSocket-Accept: %s\r\n", accept);
+	ck_assert_msg(strcasestr(ws->head, line), "want %s in %s", accept, ws->head);
+	ck_assert_msg(strcasestr(ws->head, "\r\nUpgrade: websocket\r\n"), "%s", ws->head);
+	ck_assert_msg(strcasestr(ws->head, "\r\nConnection: Upgrade\r\n"), "%s", ws->head);
+	int fl = fcntl(ws->fd, F_GETFL);
+	ck_assert_int_eq(fcntl(ws->fd, F_SETFL, fl | O_NONBLOCK), 0);
+	static const struct wslay_event_callbacks cbs = {.recv_callback = ws_recv_cb,
+							 .send_callback = ws_send_cb,
+							 .genmask_callback = ws_genmask_cb,
+							 .on_msg_recv_callback = ws_msg_cb};
+	ck_assert_int_eq(wslay_event_context_client_init(&ws->ctx, &cbs, ws), 0);
+}
+
+static void ws_open(struct h_world *w, const char *id, const char *path, struct ws *ws)
+{
+	ws_open_ex(w, id, WS_PORT, path, false, NULL, NULL, 0, ws);
+}
+
+/* Run the client until a message (or the close, when want_close) came: false on a
+ * failure or after 60 s, why filled. */
+static bool ws_wait(struct ws *ws, bool want_close, char *why, size_t why_len)
+{
+	int64_t end = now_ms() + 60000;
+	ws->got = false;
+	while (want_close ? !ws->closed : !ws->got) {
+		int64_t left = end - now_ms();
+		short ev = (short)((wslay_event_want_read(ws->ctx) ? POLLIN : 0) |
+				   (wslay_event_want_write(ws->ctx) ? POLLOUT : 0));
+		if (left <= 0 || !ev) {
+			snprintf(why, why_len, left <= 0 ? "no answer in 60 s" : "nothing to do");
+			return false;
+		}
+		struct pollfd pf = {.fd = ws->fd, .events = ev};
+		int r = poll(&pf, 1, (int)left);
+		if (r < 0 && errno != EINTR) {
+			snprintf(why, why_len, "poll: %s", strerror(errno));
+			return false;
+		}
+		if ((pf.revents & (POLLIN | POLLHUP | POLLERR)) && wslay_event_recv(ws->ctx)) {
+			snprintf(why, why_len, "the connection failed while reading");
+			return false;
+		}
+		if ((pf.revents & POLLOUT) && wslay_event_send(ws->ctx)) {
+			snprintf(why, why_len, "the connection failed while writing");
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Send data (in frames of at most piece bytes when piece > 0) and wait for it back: false
+ * with why on a failure or a different answer. */
+static bool ws_echo(struct ws *ws, int op, const void *data, size_t len, size_t piece, char *why,
+		    size_t why_len)
+{
+	int rc;
+	if (piece) {
+		ws->src = data;
+		ws->src_len = len;
+		ws->src_pos = 0;
+		ws->piece = piece;
+		ws->pieces = 0;
+		struct wslay_event_fragmented_msg fm = {
+		    .opcode = (uint8_t)op, .source.data = ws, .read_callback = ws_piece_cb};
+		rc = wslay_event_queue_fragmented_msg(ws->ctx, &fm);
+	} else {
+		struct wslay_event_msg m = {(uint8_t)op, data, len};
+		rc = wslay_event_queue_msg(ws->ctx, &m);
+	}
+	if (rc) {
+		snprintf(why, why_len, "queueing a message: %d", rc);
+		return false;
+	}
+	if (!ws_wait(ws, false, why, why_len))
+		return false;
+	if (ws->msg_op != op || ws->msg_len != len || memcmp(ws->msg, data, len)) {
+		snprintf(why, why_len, "sent %zu bytes (opcode %d), got %zu back (opcode %d)", len,
+			 op, ws->msg_len, ws->msg_op);
+		return false;
+	}
+	return true;
+}
+
+static void ws_close(struct ws *ws)
+{
+	if (ws->ctx)
+		wslay_event_context_free(ws->ctx);
+	if (ws->fd >= 0)
+		close(ws->fd);
+	free(ws->msg);
+	*ws = (struct ws){.fd = -1};
+}
+
+/* ws_echo_probe started in sandbox id of world w, answering through the proxy. */
+static void start_ws_echo(struct h_world *w, const char *id)
+{
+	h_world_upload_helper(w, id, "ws_echo_probe");
+	free(h_world_sh(w, id, "nohup /root/ws_echo_probe 8090 >/dev/null 2>&1 &"));
+	for (int i = 0; i < 100; i++) {
+		struct ws ws;
+		ws_open(w, id, "/", &ws);
+		int st = ws.status;
+		ws_close(&ws);
+		if (st == 101)
+			return;
+		ck_assert_msg(st == 502, "a WebSocket while the echo server starts: %d", st);
+		h_sleep_ms(50);
+	}
+	ck_abort_msg("the echo server never answered through the proxy");
+}
+
+/* Threads of ws_echo_probe in sandbox id (1 when it serves nobody). */
+static int ws_echo_threads(struct h_world *w, const char *id)
+{
+	char *out = h_world_sh(w, id, "ls /proc/$(pidof ws_echo_probe)/task | wc -l");
+	int n = atoi(out);
+	free(out);
+	return n;
 }
 
 /* ---- the tests ---- */
@@ -610,6 +947,370 @@ START_TEST(limit_per_sandbox)
 }
 END_TEST
 
+/* A WebSocket through the proxy to ws_echo_probe in a sandbox with network none: the app's
+ * 101 headers (accept key, subprotocol, its own) come back, the request the app got
+ * (Upgrade, Connection, Sec-WebSocket-*, X-Forwarded-*, never the key, the app's bytes
+ * after its 101), messages of every length encoding, a 4 MiB message in 16 KiB pieces, a
+ * frame sent in the same write as the request head, the Unix socket, and the close. */
+START_TEST(websocket_echo)
+{
+	char *id = h_create("busybox", NULL);
+	ck_assert_str_eq(h_wait_state(id, "Running", 30), "Running");
+	start_ws_echo(&H, id);
+	char why[256];
+	struct ws ws;
+	ws_open_ex(&H, id, WS_PORT, "/head?q=1", false,
+		   "Sec-WebSocket-Protocol: chat, superchat\r\nX-Custom: passes\r\n", NULL, 0, &ws);
+	ck_assert_int_eq(ws.status, 101);
+	ck_assert_msg(strcasestr(ws.head, "\r\nSec-WebSocket-Protocol: chat\r\n"), "%s", ws.head);
+	ck_assert_msg(strcasestr(ws.head, "\r\nX-Echo-App: yes\r\n"), "%s", ws.head);
+	/* The app's first message, sent with its 101: the head it got. */
+	ck_assert_msg(ws_wait(&ws, false, why, sizeof(why)), "%s", why);
+	const char *got = (const char *)ws.msg;
+	ck_assert_msg(!strncmp(got, "GET /head?q=1 HTTP/1.1\r\n", 24), "%s", got);
+	ck_assert_msg(strstr(got, "\r\nUpgrade: websocket\r\n"), "%s", got);
+	ck_assert_msg(strstr(got, "\r\nConnection: Upgrade\r\n"), "%s", got);
+	ck_assert_msg(strstr(got, "\r\nSec-WebSocket-Version: 13\r\n"), "%s", got);
+	ck_assert_msg(strstr(got, "\r\nSec-WebSocket-Key: "), "%s", got);
+	ck_assert_msg(strstr(got, "\r\nSec-WebSocket-Protocol: chat, superchat\r\n"), "%s", got);
+	ck_assert_msg(strstr(got, "\r\nX-Custom: passes\r\n"), "%s", got);
+	ck_assert_msg(strstr(got, "\r\nX-Forwarded-For: 127.0.0.1\r\n"), "%s", got);
+	char *prefix = h_fmt("\r\nX-Forwarded-Prefix: /v1/sandboxes/%s/proxy/%u\r\n", id, WS_PORT);
+	ck_assert_msg(strstr(got, prefix), "want %s in %s", prefix, got);
+	free(prefix);
+	ck_assert_msg(!strstr(got, H.key), "the API key reached the app: %s", got);
+	ck_assert_msg(!strcasestr(got, "Connection: close"), "%s", got);
+	/* Every length encoding, text and binary. */
+	static const size_t sizes[] = {0, 1, 125, 126, 127, 4096, 65535, 65536, 200000};
+	unsigned char *data = malloc(4u << 20);
+	ck_assert_ptr_nonnull(data);
+	for (size_t i = 0; i < (4u << 20); i++)
+		data[i] = (unsigned char)(i * 2654435761u >> 13);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		ck_assert_msg(ws_echo(&ws, WSLAY_BINARY_FRAME, data, sizes[i], 0, why, sizeof(why)),
+			      "%zu bytes: %s", sizes[i], why);
+		ck_assert_msg(
+		    ws_echo(&ws, WSLAY_TEXT_FRAME, "hello, proxy", 12, 0, why, sizeof(why)),
+		    "text: %s", why);
+	}
+	/* 4 MiB in pieces of 16 KiB, echoed piece by piece, whole at the end. */
+	ck_assert_msg(ws_echo(&ws, WSLAY_BINARY_FRAME, data, 4u << 20, 16u << 10, why, sizeof(why)),
+		      "4 MiB: %s", why);
+	ck_assert_uint_gt(ws.pieces, 64);
+	/* Closed by the client: the app answers the close and the proxy ends the connection. */
+	ck_assert_int_eq(wslay_event_queue_close(ws.ctx, 1000, NULL, 0), 0);
+	ck_assert_msg(ws_wait(&ws, true, why, sizeof(why)), "close: %s", why);
+	int fl = fcntl(ws.fd, F_GETFL);
+	fcntl(ws.fd, F_SETFL, fl & ~O_NONBLOCK);
+	char c;
+	ck_assert_int_eq(recv(ws.fd, &c, 1, 0), 0);
+	ws_close(&ws);
+
+	/* A frame in the same write as the head: the first thing the app gets. */
+	static const unsigned char early[] = {0x81,    0x85,	1,	 2,	  3,	  4,
+					      'e' ^ 1, 'a' ^ 2, 'r' ^ 3, 'l' ^ 4, 'y' ^ 1};
+	ws_open_ex(&H, id, WS_PORT, "/", false, NULL, early, sizeof(early), &ws);
+	ck_assert_int_eq(ws.status, 101);
+	ck_assert_msg(ws_wait(&ws, false, why, sizeof(why)), "%s", why);
+	ck_assert_uint_eq(ws.msg_len, 5);
+	ck_assert_str_eq((const char *)ws.msg, "early");
+	ck_assert_msg(ws_echo(&ws, WSLAY_TEXT_FRAME, "after", 5, 0, why, sizeof(why)), "%s", why);
+	ws_close(&ws);
+
+	/* Over the Unix socket. */
+	ws_open_ex(&H, id, WS_PORT, "/", true, NULL, NULL, 0, &ws);
+	ck_assert_int_eq(ws.status, 101);
+	ck_assert_msg(ws_echo(&ws, WSLAY_BINARY_FRAME, data, 100000, 0, why, sizeof(why)), "%s",
+		      why);
+	ws_close(&ws);
+	free(data);
+	free(id);
+}
+END_TEST
+
+/* The app refusing the switch: its answer comes back as a normal one. Nothing listening:
+ * 502, as for any request. */
+START_TEST(websocket_refused)
+{
+	char *id = h_create("busybox", NULL);
+	ck_assert_str_eq(h_wait_state(id, "Running", 30), "Running");
+	start_ws_echo(&H, id);
+	struct ws ws;
+	ws_open(&H, id, "/refuse", &ws);
+	ck_assert_int_eq(ws.status, 403);
+	ck_assert_str_eq(ws.body, "no websocket here\n");
+	ck_assert_msg(strcasestr(ws.head, "\r\nX-Echo-App: refused\r\n"), "%s", ws.head);
+	ck_assert_msg(!strcasestr(ws.head, "\r\nUpgrade:"), "%s", ws.head);
+	ws_close(&ws);
+	ws_open_ex(&H, id, 9, "/", false, NULL, NULL, 0, &ws);
+	ck_assert_int_eq(ws.status, 502);
+	ck_assert_msg(strstr(ws.body, "PROXY_CONNECT_FAILED"), "%s", ws.body);
+	ws_close(&ws);
+	free(id);
+}
+END_TEST
+
+struct ws_client {
+	struct h_world *w;
+	const char *id;
+	int n;
+	char why[256];
+	bool ok;
+};
+
+#define WS_MESSAGES 20
+
+static void *ws_client_run(void *arg)
+{
+	struct ws_client *c = arg;
+	struct ws ws;
+	ws_open(c->w, c->id, "/", &ws);
+	if (ws.status != 101) {
+		snprintf(c->why, sizeof(c->why), "HTTP %d: %.200s", ws.status, ws.body);
+		ws_close(&ws);
+		return NULL;
+	}
+	unsigned char *buf = malloc(70000);
+	for (int m = 0; m < WS_MESSAGES; m++) {
+		size_t len = (size_t)((c->n * 7919 + m * 104729) % 70000);
+		for (size_t i = 0; i < len; i++)
+			buf[i] = (unsigned char)(c->n + m + i * 31);
+		char why[200];
+		if (!ws_echo(&ws, WSLAY_BINARY_FRAME, buf, len, 0, why, sizeof(why))) {
+			snprintf(c->why, sizeof(c->why), "message %d (%zu bytes): %s", m, len, why);
+			free(buf);
+			ws_close(&ws);
+			return NULL;
+		}
+	}
+	free(buf);
+	ws_close(&ws);
+	c->ok = true;
+	return NULL;
+}
+
+/* 100 WebSockets at once, each echoing 20 messages of its own (the TCP gate raised as in
+ * hundred_clients). */
+START_TEST(hundred_websockets)
+{
+	static const char *const flags[] = {"--tcp-pending-per-ip", "256", NULL};
+	struct h_world *w =
+	    h_world_add(&(struct h_world_opts){.name = "w", .tcp = true, .flags = flags});
+	char *id = h_world_create(w, "busybox", NULL);
+	ck_assert_str_eq(h_world_wait_state(w, id, "Running", 30), "Running");
+	start_ws_echo(w, id);
+	struct ws_client cs[N_CLIENTS];
+	pthread_t th[N_CLIENTS];
+	for (int i = 0; i < N_CLIENTS; i++) {
+		cs[i] = (struct ws_client){.w = w, .id = id, .n = i};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, ws_client_run, &cs[i]), 0);
+	}
+	for (int i = 0; i < N_CLIENTS; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < N_CLIENTS; i++)
+		ck_assert_msg(cs[i].ok, "client %d: %s", i, cs[i].why);
+	free(id);
+}
+END_TEST
+
+/* Open WebSockets hold their slots of --proxy-max-connections: the fifth request is 429
+ * (a WebSocket or not) until one closes. */
+START_TEST(websocket_limit)
+{
+	static const char *const flags[] = {"--proxy-max-connections", "4", NULL};
+	struct h_world *w =
+	    h_world_add(&(struct h_world_opts){.name = "l", .tcp = true, .flags = flags});
+	char *id = h_world_create(w, "busybox", NULL);
+	ck_assert_str_eq(h_world_wait_state(w, id, "Running", 30), "Running");
+	start_ws_echo(w, id);
+	char why[256];
+	struct ws ws[LIMIT];
+	for (int i = 0; i < LIMIT; i++) {
+		ws_open(w, id, "/", &ws[i]);
+		ck_assert_int_eq(ws[i].status, 101);
+		ck_assert_msg(ws_echo(&ws[i], WSLAY_TEXT_FRAME, "x", 1, 0, why, sizeof(why)), "%s",
+			      why);
+	}
+	struct ws more;
+	ws_open(w, id, "/", &more);
+	ck_assert_int_eq(more.status, 429);
+	ck_assert_msg(strstr(more.body, "TOO_MANY_CONNECTIONS"), "%s", more.body);
+	ws_close(&more);
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/%u/", id, WS_PORT);
+	struct h_req req = {.method = "GET", .path = path, .via = H_TCP};
+	struct h_resp r;
+	ck_assert_int_eq(h_world_request(w, &req, &r), 429);
+	h_resp_free(&r);
+	free(path);
+	/* The ones open still work; one closed gives its slot back. */
+	ck_assert_msg(ws_echo(&ws[3], WSLAY_TEXT_FRAME, "y", 1, 0, why, sizeof(why)), "%s", why);
+	ws_close(&ws[0]);
+	int st = 0;
+	for (int i = 0; i < 200 && st != 101; i++) {
+		ws_open(w, id, "/", &more);
+		st = more.status;
+		if (st == 101)
+			ck_assert_msg(ws_echo(&more, WSLAY_TEXT_FRAME, "z", 1, 0, why, sizeof(why)),
+				      "%s", why);
+		else
+			ck_assert_int_eq(st, 429);
+		ws_close(&more);
+		if (st != 101)
+			h_sleep_ms(50);
+	}
+	ck_assert_int_eq(st, 101);
+	for (int i = 1; i < LIMIT; i++)
+		ws_close(&ws[i]);
+	free(id);
+}
+END_TEST
+
+/* celld's open fds and threads (/proc/PID). */
+static void celld_counts(pid_t pid, int *fds, int *threads)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	*fds = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		*fds += e->d_name[0] != '.';
+	closedir(d);
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[256];
+	*threads = -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Threads:", 8))
+			*threads = atoi(line + 8);
+	fclose(f);
+}
+
+#define VANISHING 24
+
+/* Clients that vanish mid-stream (before the 101 arrived, half-way through a frame, with
+ * the echo of a large message unread, with a reset): celld closes both sides and its fds
+ * and threads come back to where they were, the app's connections end. */
+START_TEST(websocket_clients_vanish)
+{
+	char *id = h_create("busybox", NULL);
+	ck_assert_str_eq(h_wait_state(id, "Running", 30), "Running");
+	start_ws_echo(&H, id);
+	for (int i = 0; i < 100 && ws_echo_threads(&H, id) != 1; i++)
+		h_sleep_ms(50);
+	ck_assert_int_eq(ws_echo_threads(&H, id), 1);
+	pid_t pid = h_celld_pid();
+	int fds0, threads0;
+	h_sleep_ms(200);
+	celld_counts(pid, &fds0, &threads0);
+	unsigned char *big = calloc(1, 4u << 20);
+	ck_assert_ptr_nonnull(big);
+	struct ws ws[VANISHING];
+	for (int i = 0; i < VANISHING; i++) {
+		int kind = i % 4;
+		if (kind == 0) {
+			/* Gone right after the request: maybe before the 101 went out. */
+			int fd = ws_dial(&H, false);
+			char *req = h_fmt("GET /v1/sandboxes/%s/proxy/%u/ HTTP/1.1\r\nHost: x\r\n"
+					  "OPEN-SANDBOX-API-KEY: %s\r\nConnection: Upgrade\r\n"
+					  "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+					  "Sec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\n\r\n",
+					  id, WS_PORT, H.key);
+			ck_assert_int_eq(send(fd, req, strlen(req), MSG_NOSIGNAL),
+					 (ssize_t)strlen(req));
+			free(req);
+			struct linger lg = {.l_onoff = 1, .l_linger = 0};
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+			close(fd);
+			ws[i] = (struct ws){.fd = -1};
+			continue;
+		}
+		ws_open(&H, id, "/", &ws[i]);
+		ck_assert_int_eq(ws[i].status, 101);
+		if (kind == 1) {
+			/* Half a frame: a header for 1000 bytes, 10 of them. */
+			static const unsigned char half[] = {
+			    0x82, 0x80 | 126, 0x03, 0xe8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+			ck_assert_int_eq(send(ws[i].fd, half, sizeof(half), MSG_NOSIGNAL),
+					 (ssize_t)sizeof(half));
+		} else {
+			/* A large message whose echo is never read: both sides' buffers full. */
+			struct wslay_event_msg m = {WSLAY_BINARY_FRAME, big, 4u << 20};
+			ck_assert_int_eq(wslay_event_queue_msg(ws[i].ctx, &m), 0);
+			for (int k = 0; k < 50 && wslay_event_want_write(ws[i].ctx); k++) {
+				if (wslay_event_send(ws[i].ctx))
+					break;
+				h_sleep_ms(5);
+			}
+			if (kind == 3) {
+				struct linger lg = {.l_onoff = 1, .l_linger = 0};
+				setsockopt(ws[i].fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+			}
+		}
+	}
+	h_sleep_ms(100);
+	for (int i = 0; i < VANISHING; i++)
+		ws_close(&ws[i]);
+	free(big);
+	int fds = 0, threads = 0;
+	for (int i = 0; i < 200; i++) {
+		celld_counts(pid, &fds, &threads);
+		if (fds <= fds0 && threads <= threads0)
+			break;
+		h_sleep_ms(50);
+	}
+	ck_assert_msg(fds <= fds0, "celld has %d fds, %d before", fds, fds0);
+	ck_assert_msg(threads <= threads0, "celld has %d threads, %d before", threads, threads0);
+	int app = 0;
+	for (int i = 0; i < 100 && (app = ws_echo_threads(&H, id)) != 1; i++)
+		h_sleep_ms(50);
+	ck_assert_msg(app == 1, "the app still serves %d connections", app - 1);
+	/* And the proxy still works. */
+	char why[256];
+	ws_open(&H, id, "/", &ws[0]);
+	ck_assert_int_eq(ws[0].status, 101);
+	ck_assert_msg(ws_echo(&ws[0], WSLAY_TEXT_FRAME, "still", 5, 0, why, sizeof(why)), "%s",
+		      why);
+	ws_close(&ws[0]);
+	free(id);
+}
+END_TEST
+
+/* celld stopping (SIGTERM) ends its open WebSockets itself: it exits without waiting for
+ * its shutdown watchdog, and the client sees the end. The sandbox keeps running (the
+ * teardown restarts this celld to delete it). */
+START_TEST(websocket_celld_stops)
+{
+	struct h_world *w = h_world_add(&(struct h_world_opts){.name = "s", .tcp = true});
+	char *id = h_world_create(w, "busybox", NULL);
+	ck_assert_str_eq(h_world_wait_state(w, id, "Running", 30), "Running");
+	start_ws_echo(w, id);
+	char why[256];
+	struct ws ws;
+	ws_open(w, id, "/", &ws);
+	ck_assert_int_eq(ws.status, 101);
+	ck_assert_msg(ws_echo(&ws, WSLAY_TEXT_FRAME, "before", 6, 0, why, sizeof(why)), "%s", why);
+	ck_assert_int_eq(kill(h_world_pid(w), SIGTERM), 0);
+	for (int i = 0; i < 400 && h_world_alive(w); i++)
+		h_sleep_ms(50);
+	ck_assert_msg(!h_world_alive(w), "celld still runs 20 s after SIGTERM");
+	char *log = NULL;
+	size_t len = 0;
+	ck_assert_int_eq(cell_read_file_at(AT_FDCWD, w->log, 16u << 20, &log, &len, NULL), 0);
+	ck_assert_msg(!strstr(log, "did not finish"), "celld waited for its connections: %s", log);
+	ck_assert_msg(!strstr(log, "was not closed"), "an upgraded connection was still open: %s",
+		      log);
+	free(log);
+	int fl = fcntl(ws.fd, F_GETFL);
+	fcntl(ws.fd, F_SETFL, fl & ~O_NONBLOCK);
+	char c;
+	ck_assert_int_le(recv(ws.fd, &c, 1, 0), 0);
+	ws_close(&ws);
+	free(id);
+}
+END_TEST
+
 static Suite *proxy_suite(void)
 {
 	Suite *s = suite_create("proxy");
@@ -624,6 +1325,14 @@ static Suite *proxy_suite(void)
 	tcase_add_test(tc, hundred_clients);
 	tcase_add_test(tc, big_download);
 	tcase_add_test(tc, limit_per_sandbox);
+	/* A case of its own: the worlds of the first are gone by then. */
+	tc = h_tcase(s, "websocket", 300);
+	tcase_add_test(tc, websocket_echo);
+	tcase_add_test(tc, websocket_refused);
+	tcase_add_test(tc, hundred_websockets);
+	tcase_add_test(tc, websocket_limit);
+	tcase_add_test(tc, websocket_clients_vanish);
+	tcase_add_test(tc, websocket_celld_stops);
 	return s;
 }
 

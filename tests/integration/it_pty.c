@@ -114,6 +114,7 @@ struct conv {
 	bool exited, eof;
 	int exit_code, exit_signal;
 	int error_errno; /* ERROR frame's errno, 0 when none */
+	long long taken; /* STDIN_TAKEN's bytes, summed */
 };
 
 static void conv_free(struct conv *c)
@@ -177,6 +178,13 @@ static bool until(int fd, struct conv *c, const char *needle, int ms)
 		}
 		case CELL_FRAME_STARTED:
 			break;
+		case CELL_FRAME_STDIN_TAKEN: {
+			json_t *o = json_loadb((const char *)f.payload, f.len, 0, NULL);
+			ck_assert_ptr_nonnull(o);
+			c->taken += jint(o, "bytes");
+			json_decref(o);
+			break;
+		}
 		default:
 			ck_abort_msg("unexpected %s frame", cell_frame_type_name(f.type));
 		}
@@ -508,6 +516,8 @@ START_TEST(exec_stdin)
 	ck_assert(c.exited);
 	ck_assert_int_eq(c.exit_code, 0);
 	ck_assert_int_eq(atol(c.out), 16 * (long)sizeof(chunk) + 3);
+	/* every byte the command took was reported: celld's window reopens by all of it */
+	ck_assert_int_eq(c.taken, 16 * (long)sizeof(chunk) + 3);
 	close(fd);
 	conv_free(&c);
 	free(cmd);
