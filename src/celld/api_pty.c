@@ -41,6 +41,7 @@
 #define WS_PING_MS  30000      /* as execd */
 #define WS_IDLE_MS  60000      /* a client silent this long is dropped (as execd) */
 #define WS_CLOSE_MS 5000       /* the close handshake, then the socket is closed */
+#define WS_STOP_MS  500	       /* the same when celld stops (its exit waits for this thread) */
 /* Output read from the relay while this much waits for the client: a slow client slows
  * the terminal's output (it goes to the scrollback), never grows celld. */
 #define WS_QUEUE_MAX (1u << 20)
@@ -428,8 +429,10 @@ static void term_run(void *cls, int fd, const char *extra, size_t extra_len,
 		if (n > 0 && p[1].revents)
 			from_relay(t);
 		/* celld stops: detach (the process runs on in the sandbox) and say so. */
-		if (n > 0 && p[2].revents && !t->over)
+		if (n > 0 && p[2].revents && !t->over) {
 			term_end(t, WEBSOCKET_GOING_AWAY, "celld is stopping");
+			close_by = celld_now_ms() + WS_STOP_MS;
+		}
 	}
 	/* Leftover queued frames are dropped: the socket closes below either way. */
 out:

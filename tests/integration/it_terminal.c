@@ -802,14 +802,15 @@ static void stdin_post(const char *id, const char *cmd, const char *query, const
 	free(path);
 }
 
-/* cell's stdin extension: three bodies, then close; wc -c counts them. */
+/* cell's stdin extension: bodies, then close; wc -c counts them. */
 START_TEST(command_stdin)
 {
 	char *id = h_create("busybox", NULL);
 	struct h_resp r;
 	char *path = h_fmt(EXECD "/command", id);
 	ck_assert_int_eq(
-	    h_http("POST", path, "{\"command\":\"wc -c\",\"stdin\":true,\"background\":true}", &r),
+	    h_http("POST", path,
+		   "{\"command\":\"sleep 2; wc -c\",\"stdin\":true,\"background\":true}", &r),
 	    200);
 	const char *p = strstr(r.body, "\"text\":\"");
 	ck_assert_msg(p, "no init event: %s", r.body);
@@ -817,8 +818,11 @@ START_TEST(command_stdin)
 	h_resp_free(&r);
 	char *chunk = malloc(100000);
 	memset(chunk, 'x', 100000);
+	/* 1.5 MB to a command that reads nothing for 2 s: past the 1 MiB that may wait in
+	 * the sandbox the requests wait for it to read instead of overflowing. */
 	stdin_post(id, cmd, NULL, "abc", 3, 200);
-	stdin_post(id, cmd, NULL, chunk, 100000, 200);
+	for (int i = 0; i < 15; i++)
+		stdin_post(id, cmd, NULL, chunk, 100000, 200);
 	stdin_post(id, cmd, NULL, "de\n", 3, 200);
 	stdin_post(id, cmd, "?close=true", NULL, 0, 200);
 	json_t *status = h_command_wait(id, cmd, 30);
@@ -826,7 +830,7 @@ START_TEST(command_stdin)
 	json_decref(status);
 	char *logs = h_fmt(EXECD "/command/%s/logs?cursor=0", id, cmd);
 	ck_assert_int_eq(h_http("GET", logs, NULL, &r), 200);
-	ck_assert_msg(strstr(r.body, "100006"), "wc -c said: %s", r.body);
+	ck_assert_msg(strstr(r.body, "1500006"), "wc -c said: %s", r.body);
 	h_resp_free(&r);
 	free(logs);
 	/* Ended (and closed): 409; unknown: 404; a command without stdin: 409. */
