@@ -34,11 +34,14 @@
 #include "websocket.h"
 
 #define PTY_COMMAND_MAX (64u << 10)
-#define PTY_DIM_MAX	1000	   /* columns and rows, as cell-init bounds them */
-#define WS_MSG_MAX	(1u << 20) /* a client message; larger ones close with 1009 */
-#define WS_PING_MS	30000	   /* as execd */
-#define WS_IDLE_MS	60000	   /* a client silent this long is dropped (as execd) */
-#define WS_CLOSE_MS	5000	   /* the close handshake, then the socket is closed */
+/* Columns and rows as cell-init bounds them: a larger window (a wide screen, a small
+ * font) gets this many rather than a refusal; below 1 is an error. */
+#define PTY_DIM_MAX 1000
+#define WS_MSG_MAX  (1u << 20) /* a client message; larger ones close with 1009 */
+#define WS_PING_MS  30000      /* as execd */
+#define WS_IDLE_MS  60000      /* a client silent this long is dropped (as execd) */
+#define WS_CLOSE_MS 5000       /* the close handshake, then the socket is closed */
+#define WS_STOP_MS  500	       /* the same when celld stops (its exit waits for this thread) */
 /* Output read from the relay while this much waits for the client: a slow client slows
  * the terminal's output (it goes to the scrollback), never grows celld. */
 #define WS_QUEUE_MAX (1u << 20)
@@ -86,9 +89,9 @@ static int pty_op(struct http_req *r, uint16_t type, json_t *req, json_t **ok)
 int api_pty_create(struct http_req *r)
 {
 	json_t *body = NULL;
-	const char *len = http_header(r, "Content-Length");
-	bool empty = len && !strcmp(len, "0");
-	if (!empty && http_json_body(r, &body) < 0)
+	size_t len = 0;
+	http_body(r, &len);
+	if (len && http_json_body(r, &body) < 0) /* no body: the defaults, as execd */
 		return 0;
 	const char *cwd = NULL, *command = NULL;
 	struct cell_error err = {0};
@@ -268,6 +271,11 @@ static const struct {
     {"SIGUSR2", SIGUSR2}, {"SIGWINCH", SIGWINCH},
 };
 
+static json_int_t dim(json_int_t v)
+{
+	return v > PTY_DIM_MAX ? PTY_DIM_MAX : v;
+}
+
 static void on_text(struct term *t, const uint8_t *data, size_t len)
 {
 	json_error_t jerr;
@@ -289,12 +297,12 @@ static void on_text(struct term *t, const uint8_t *data, size_t len)
 	} else if (!strcmp(type, "resize")) {
 		json_t *c = json_object_get(o, "cols"), *rw = json_object_get(o, "rows");
 		json_int_t cols = json_integer_value(c), rows = json_integer_value(rw);
-		if (!json_is_integer(c) || !json_is_integer(rw) || cols < 1 || cols > PTY_DIM_MAX ||
-		    rows < 1 || rows > PTY_DIM_MAX)
-			send_error(t, "INVALID_FRAME", "resize: cols and rows must be 1-1000");
+		if (!json_is_integer(c) || !json_is_integer(rw) || cols < 1 || rows < 1 ||
+		    cols > 65535 || rows > 65535)
+			send_error(t, "INVALID_FRAME", "resize: cols and rows must be 1-65535");
 		else
 			to_relay(t, CELL_FRAME_RESIZE, NULL, 0,
-				 json_pack("{s:I, s:I}", "cols", cols, "rows", rows));
+				 json_pack("{s:I, s:I}", "cols", dim(cols), "rows", dim(rows)));
 	} else if (!strcmp(type, "signal")) {
 		const char *name = json_string_value(json_object_get(o, "signal"));
 		int sig = 0;
@@ -405,19 +413,26 @@ static void term_run(void *cls, int fd, const char *extra, size_t extra_len,
 			revents = 0;
 			continue;
 		}
-		struct pollfd p[2] = {{.fd = fd, .events = want}, {.fd = -1}};
+		struct pollfd p[3] = {{.fd = fd, .events = want}, {.fd = -1}, {.fd = -1}};
 		if (t->relay >= 0 && websocket_queued(t->ws) < WS_QUEUE_MAX)
 			p[1] = (struct pollfd){.fd = t->relay, .events = POLLIN};
+		if (!t->over)
+			p[2] = (struct pollfd){.fd = http_upgrades_stopping_fd(), .events = POLLIN};
 		int64_t until = close_by ? close_by : next_ping;
 		int64_t idle = websocket_heard_ms(t->ws) + WS_IDLE_MS;
 		if (!t->over && idle < until)
 			until = idle;
-		int n = poll(p, 2, (int)(until > now ? until - now : 0));
+		int n = poll(p, 3, (int)(until > now ? until - now : 0));
 		if (n < 0 && errno != EINTR)
 			break;
 		revents = n > 0 ? p[0].revents : 0;
 		if (n > 0 && p[1].revents)
 			from_relay(t);
+		/* celld stops: detach (the process runs on in the sandbox) and say so. */
+		if (n > 0 && p[2].revents && !t->over) {
+			term_end(t, WEBSOCKET_GOING_AWAY, "celld is stopping");
+			close_by = celld_now_ms() + WS_STOP_MS;
+		}
 	}
 	/* Leftover queued frames are dropped: the socket closes below either way. */
 out:
@@ -465,8 +480,7 @@ int api_pty_ws(struct http_req *r)
 	if (query_flag(r, "pty", true, &pty) < 0 ||
 	    query_flag(r, "takeover", false, &takeover) < 0 ||
 	    query_num(r, "since", 0, INT64_MAX, &since) < 0 ||
-	    query_num(r, "cols", 1, PTY_DIM_MAX, &cols) < 0 ||
-	    query_num(r, "rows", 1, PTY_DIM_MAX, &rows) < 0)
+	    query_num(r, "cols", 1, 65535, &cols) < 0 || query_num(r, "rows", 1, 65535, &rows) < 0)
 		return 0;
 	char accept[WEBSOCKET_ACCEPT_LEN + 1];
 	struct cell_error herr = {0};
@@ -493,9 +507,9 @@ int api_pty_ws(struct http_req *r)
 	if (req)
 		json_object_set_new(req, "since", json_integer(since >= 0 ? since : 0));
 	if (req && cols > 0)
-		json_object_set_new(req, "cols", json_integer(cols));
+		json_object_set_new(req, "cols", json_integer(dim(cols)));
 	if (req && rows > 0)
-		json_object_set_new(req, "rows", json_integer(rows));
+		json_object_set_new(req, "rows", json_integer(dim(rows)));
 	struct term *t = calloc(1, sizeof(*t));
 	json_t *ok = NULL;
 	struct relay_error rerr = {0};

@@ -2,10 +2,13 @@
  * (X-Request-ID on each), errors in the body of the request's API, and the errno table's
  * answers (errors.h). The transport (transport.c) makes and runs requests. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
@@ -341,4 +344,28 @@ void http_upgrade_done(struct http_upgrade *up)
 {
 	MHD_upgrade_action(up->urh, MHD_UPGRADE_ACTION_CLOSE);
 	upgrade_unref(up);
+}
+
+/* One eventfd for every upgraded conversation, written once when the listeners stop and
+ * never read, so it stays readable for each of them. */
+static int stop_fd = -1;
+static pthread_once_t stop_once = PTHREAD_ONCE_INIT;
+
+static void stop_fd_make(void)
+{
+	stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+int http_upgrades_stopping_fd(void)
+{
+	pthread_once(&stop_once, stop_fd_make);
+	return stop_fd;
+}
+
+void http_upgrades_stop(void)
+{
+	int fd = http_upgrades_stopping_fd();
+	uint64_t one = 1;
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
+		log_warn("telling upgraded connections to stop: %s", strerror(errno));
 }

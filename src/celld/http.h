@@ -111,3 +111,8 @@ int http_upgrade(struct http_req *r, const char *protocol, const char *const *he
 int http_upgrade_ex(struct http_req *r, const char *protocol, const char *const *headers,
 		    http_upgrade_fn fn, void *cls, void (*cls_free)(void *cls));
 void http_upgrade_done(struct http_upgrade *handle);
+/* Readable once celld's listeners begin to stop (-1 if it could not be made): an upgraded
+ * conversation polls it and ends, since the HTTP server waits for its thread. */
+int http_upgrades_stopping_fd(void);
+/* Make it readable: called before the listeners stop. */
+void http_upgrades_stop(void);

@@ -479,6 +479,9 @@ int transport_listen(const struct transport_listener *cfg, struct cell_error *er
 
 void transport_stop(void)
 {
+	/* Upgraded connections (terminals) end by themselves once told: a daemon waits for
+	 * every connection's thread. */
+	http_upgrades_stop();
 	/* Gates first: nothing new is handed to a daemon being stopped. */
 	for (unsigned i = 0; i < n_listeners; i++)
 		if (listeners[i].gate)

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,7 +318,9 @@ static void msg_free(struct msg *m)
 static void wsc_wait(struct wsc *c, const char *needle)
 {
 	int64_t until = ms_now() + WAIT_MS;
-	while (!c->out || !memmem(c->out, c->out_len, needle, strlen(needle))) {
+	size_t nlen = strlen(needle), from = 0; /* only new bytes are searched */
+	while (!c->out || !memmem(c->out + from, c->out_len - from, needle, nlen)) {
+		from = c->out_len > nlen ? c->out_len - nlen : 0;
 		int64_t left = until - ms_now();
 		ck_assert_msg(left > 0, "no '%s' in the output: %.*s", needle, (int)c->out_len,
 			      c->out ? c->out : "");
@@ -397,7 +400,7 @@ static char *pty_new(const char *id, const char *body)
 {
 	struct h_resp r;
 	char *path = h_fmt(EXECD "/pty", id);
-	ck_assert_int_eq(h_http("POST", path, body ? body : "{}", &r), 201);
+	ck_assert_int_eq(h_http("POST", path, body, &r), 201);
 	char *sid = strdup(h_jstr(r.json, "session_id"));
 	ck_assert_msg(sid[0], "no session_id: %s", r.body);
 	h_resp_free(&r);
@@ -473,7 +476,7 @@ static void wait_info(const char *path, long long want)
 START_TEST(terminal_size_prompt_signal)
 {
 	char *id = h_create("busybox", NULL);
-	char *sid = pty_new(id, NULL);
+	char *sid = pty_new(id, NULL); /* no body at all */
 	json_t *st;
 	ck_assert_int_eq(pty_status(id, sid, &st), 200);
 	ck_assert_str_eq(h_jstr(st, "session_id"), sid);
@@ -484,6 +487,9 @@ START_TEST(terminal_size_prompt_signal)
 	expect_size(c, 30, 100);
 	wsc_text(c, "{\"type\":\"resize\",\"cols\":120,\"rows\":40}");
 	expect_size(c, 40, 120);
+	/* Wider than cell-init keeps: its largest, not a refusal. */
+	wsc_text(c, "{\"type\":\"resize\",\"cols\":4000,\"rows\":40}");
+	expect_size(c, 40, 1000);
 	/* A prompt the typed line does not contain. */
 	wsc_type(c, "read -p \"$(echo Q)$((6*7))? \" ans; echo got-$ans-done\n");
 	wsc_wait(c, "Q42? ");
@@ -554,7 +560,7 @@ END_TEST
 START_TEST(second_client_and_takeover)
 {
 	char *id = h_create("busybox", NULL);
-	char *sid = pty_new(id, NULL);
+	char *sid = pty_new(id, "{}");
 	struct wsc *a = pty_open(id, sid, NULL);
 	expect_connected(a, sid, "pty");
 	char *path = h_fmt(EXECD "/pty/%s/ws", id, sid);
@@ -703,6 +709,14 @@ START_TEST(bad_requests)
 	char *path = h_fmt(EXECD "/pty/%s/ws", id, sid);
 	int status;
 	char *body = NULL;
+	const char *bad_bodies[] = {"{\"cwd\":\"tmp\"}", "{\"command\":5}", "[1]", "{"};
+	char *create = h_fmt(EXECD "/pty", id);
+	for (size_t i = 0; i < sizeof(bad_bodies) / sizeof(bad_bodies[0]); i++) {
+		struct h_resp r;
+		ck_assert_int_eq(h_http("POST", create, bad_bodies[i], &r), 400);
+		h_resp_free(&r);
+	}
+	free(create);
 	ck_assert_ptr_null(wsc_open_ex(H_TCP_NOKEY, path, NULL, &status, &body));
 	ck_assert_int_eq(status, 401);
 	free(body);
@@ -788,14 +802,15 @@ static void stdin_post(const char *id, const char *cmd, const char *query, const
 	free(path);
 }
 
-/* cell's stdin extension: three bodies, then close; wc -c counts them. */
+/* cell's stdin extension: bodies, then close; wc -c counts them. */
 START_TEST(command_stdin)
 {
 	char *id = h_create("busybox", NULL);
 	struct h_resp r;
 	char *path = h_fmt(EXECD "/command", id);
 	ck_assert_int_eq(
-	    h_http("POST", path, "{\"command\":\"wc -c\",\"stdin\":true,\"background\":true}", &r),
+	    h_http("POST", path,
+		   "{\"command\":\"sleep 2; wc -c\",\"stdin\":true,\"background\":true}", &r),
 	    200);
 	const char *p = strstr(r.body, "\"text\":\"");
 	ck_assert_msg(p, "no init event: %s", r.body);
@@ -803,8 +818,11 @@ START_TEST(command_stdin)
 	h_resp_free(&r);
 	char *chunk = malloc(100000);
 	memset(chunk, 'x', 100000);
+	/* 1.5 MB to a command that reads nothing for 2 s: past the 1 MiB that may wait in
+	 * the sandbox the requests wait for it to read instead of overflowing. */
 	stdin_post(id, cmd, NULL, "abc", 3, 200);
-	stdin_post(id, cmd, NULL, chunk, 100000, 200);
+	for (int i = 0; i < 15; i++)
+		stdin_post(id, cmd, NULL, chunk, 100000, 200);
 	stdin_post(id, cmd, NULL, "de\n", 3, 200);
 	stdin_post(id, cmd, "?close=true", NULL, 0, 200);
 	json_t *status = h_command_wait(id, cmd, 30);
@@ -812,7 +830,7 @@ START_TEST(command_stdin)
 	json_decref(status);
 	char *logs = h_fmt(EXECD "/command/%s/logs?cursor=0", id, cmd);
 	ck_assert_int_eq(h_http("GET", logs, NULL, &r), 200);
-	ck_assert_msg(strstr(r.body, "100006"), "wc -c said: %s", r.body);
+	ck_assert_msg(strstr(r.body, "1500006"), "wc -c said: %s", r.body);
 	h_resp_free(&r);
 	free(logs);
 	/* Ended (and closed): 409; unknown: 404; a command without stdin: 409. */
@@ -863,6 +881,38 @@ START_TEST(silent_client_dropped)
 }
 END_TEST
 
+/* celld stopping closes a terminal's WebSocket with 1001 at once; the terminal lives in the
+ * sandbox and is there after the restart, its output kept. */
+START_TEST(celld_restart_keeps_terminal)
+{
+	char *id = h_create("busybox", NULL);
+	char *sid = pty_new(id, NULL);
+	struct wsc *c = pty_open(id, sid, NULL);
+	expect_connected(c, sid, "pty");
+	wsc_type(c, "x=kept-$((7*6)); echo $x\n");
+	wsc_wait(c, "kept-42");
+	pid_t pid = h_celld_pid();
+	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	ck_assert_uint_eq(wsc_closed(c), 1001);
+	wsc_free(c);
+	for (int i = 0; i < 400 && h_world_alive(&H); i++)
+		h_sleep_ms(50);
+	ck_assert_msg(!h_world_alive(&H), "celld did not stop");
+	h_celld_start();
+	json_t *st;
+	ck_assert_int_eq(pty_status(id, sid, &st), 200);
+	ck_assert_msg(json_is_true(json_object_get(st, "running")), "the shell died with celld");
+	json_decref(st);
+	c = pty_open(id, sid, NULL);
+	expect_connected(c, sid, "pty");
+	wsc_type(c, "echo again-$x\n");
+	wsc_wait(c, "again-kept-42");
+	wsc_bye(c);
+	free(sid);
+	free(id);
+}
+END_TEST
+
 static Suite *terminal_suite(void)
 {
 	Suite *s = suite_create("terminal");
@@ -875,6 +925,8 @@ static Suite *terminal_suite(void)
 	tcase_add_test(h_tcase(s, "bad_requests", 120), bad_requests);
 	tcase_add_test(h_tcase(s, "command_stdin", 120), command_stdin);
 	tcase_add_test(h_tcase(s, "silent_client_dropped", 180), silent_client_dropped);
+	tcase_add_test(h_tcase(s, "celld_restart_keeps_terminal", 120),
+		       celld_restart_keeps_terminal);
 	return s;
 }
 
