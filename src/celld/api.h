@@ -96,8 +96,6 @@ int api_execd_metrics_watch(struct http_req *r);
 int api_proxy_begin(struct http_req *r);
 int api_proxy_data(struct http_req *r, const char *data, size_t len);
 int api_proxy(struct http_req *r);
-/* Ends every upgraded connection of the proxy (WebSocket and the like): celld stops. */
-void api_proxy_stop(void);
 
 /* ---- api_egress.c: the egress API, /policy under the endpoint of port 18080 ---- */
 

@@ -16,7 +16,8 @@
  * app answering 101 gets celld's 101 sent to the client with the app's headers
  * (Sec-WebSocket-Accept, -Protocol, -Extensions...), then the two sockets are joined byte
  * for byte on the connection's thread (splice_run) until both sides closed, either failed,
- * nothing moved for PROXY_SPLICE_MS, or celld stops (api_proxy_stop). No framing:
+ * nothing moved for PROXY_SPLICE_MS, or celld stops (cell_splice, told by http.c's stop
+ * signal). No framing:
  * whatever the app speaks passes. Any other answer goes back as a normal one. An upgraded
  * connection holds its slot of --proxy-max-connections for as long as it lives. */
 #include <arpa/inet.h>
@@ -27,13 +28,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
 
 #include "cell/cleanup.h"
+#include "cell/log.h"
+#include "cell/splice.h"
 #include "api.h"
 #include "config.h"
 #include "fields.h"
@@ -676,139 +678,24 @@ static bool pass_answer_header(const struct answer *a, const char *name)
 
 /* ---- an upgraded connection: bytes both ways ---- */
 
-/* Readable once celld stops: every upgraded connection ends (api_proxy_stop). */
-static int stop_fd = -1;
-static pthread_once_t stop_once = PTHREAD_ONCE_INIT;
-static unsigned splices; /* atomic: upgraded connections being served */
-
-static void make_stop_fd(void)
-{
-	stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-}
-
-void api_proxy_stop(void)
-{
-	pthread_once(&stop_once, make_stop_fd);
-	if (stop_fd < 0)
-		return;
-	eventfd_write(stop_fd, 1);
-	/* Each closes its sockets and hands its connection back before the listeners stop
-	 * (bounded: 2 s). */
-	for (int i = 0; i < 200 && __atomic_load_n(&splices, __ATOMIC_ACQUIRE); i++)
-		usleep(10000);
-}
-
-/* One direction: what was read from `from` and not yet written to `to`, buf[pos, len). */
-struct leg {
-	int from, to;
-	char *buf;
-	size_t pos, len, cap;
-	bool eof;  /* from's end was read */
-	bool shut; /* to was shut down for writing after it */
-};
-
-static int leg_init(struct leg *l, int from, int to, const char *first, size_t first_len)
-{
-	*l = (struct leg){.from = from, .to = to};
-	l->cap = first_len > PROXY_BLOCK ? first_len : PROXY_BLOCK;
-	l->buf = malloc(l->cap);
-	if (!l->buf)
-		return -ENOMEM;
-	if (first_len)
-		memcpy(l->buf, first, first_len);
-	l->len = first_len;
-	return 0;
-}
-
-/* What leg l wants of fd this round: POLLIN of its source (room, not at its end), POLLOUT
- * of its sink (bytes to write). Its end, once written out, is passed on as a half-close. */
-static short leg_events(struct leg *l, int fd)
-{
-	if (l->pos < l->len)
-		return fd == l->to ? POLLOUT : 0;
-	l->pos = l->len = 0;
-	if (!l->eof)
-		return fd == l->from ? POLLIN : 0;
-	if (!l->shut) {
-		shutdown(l->to, SHUT_WR);
-		l->shut = true;
-	}
-	return 0;
-}
-
-/* Moves what it can: 0, or -1 when the connection is over (an error on either socket). */
-static int leg_step(struct leg *l, int fd, short revents)
-{
-	if (!revents)
-		return 0;
-	if (fd == l->to && l->pos < l->len) {
-		ssize_t n =
-		    send(l->to, l->buf + l->pos, l->len - l->pos, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0)
-			return errno == EAGAIN || errno == EINTR ? 0 : -1;
-		l->pos += (size_t)n;
-	} else if (fd == l->from && l->pos == l->len && !l->eof) {
-		ssize_t n = recv(l->from, l->buf, l->cap, MSG_DONTWAIT);
-		if (n < 0)
-			return errno == EAGAIN || errno == EINTR ? 0 : -1;
-		if (n == 0)
-			l->eof = true;
-		l->pos = 0;
-		l->len = (size_t)n;
-	}
-	return 0;
-}
-
-/* Client and app joined until both ends closed (each half-close passed on), either
- * failed, both were silent for PROXY_SPLICE_MS, or celld stops. What the client
- * sent after its head (extra) goes to the app first, what the app sent after its 101 head
- * to the client first. Sockets that want nothing this round are left out of the poll set,
- * so a hung-up socket cannot spin the loop. */
-static void relay(struct proxy *p, int client, const char *extra, size_t extra_len)
-{
-	pthread_once(&stop_once, make_stop_fd);
-	struct leg up, down;
-	if (leg_init(&up, client, p->fd, extra, extra_len) < 0)
-		return;
-	if (leg_init(&down, p->fd, client, p->buf + p->pos, p->len - p->pos) < 0) {
-		free(up.buf);
-		return;
-	}
-	for (;;) {
-		int fds[2] = {client, p->fd};
-		short ev[2];
-		for (int i = 0; i < 2; i++)
-			ev[i] = leg_events(&up, fds[i]) | leg_events(&down, fds[i]);
-		if (up.shut && down.shut)
-			break;
-		struct pollfd pf[3] = {{.fd = ev[0] ? client : -1, .events = ev[0]},
-				       {.fd = ev[1] ? p->fd : -1, .events = ev[1]},
-				       {.fd = stop_fd, .events = POLLIN}};
-		int r = poll(pf, 3, PROXY_SPLICE_MS);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0 || pf[2].revents)
-			break;
-		bool over = false;
-		for (int i = 0; i < 2 && !over; i++)
-			over = leg_step(&up, fds[i], pf[i].revents) < 0 ||
-			       leg_step(&down, fds[i], pf[i].revents) < 0;
-		if (over)
-			break;
-	}
-	free(up.buf);
-	free(down.buf);
-}
-
 static void splice_run(void *cls, int fd, const char *extra, size_t extra_len,
 		       struct http_upgrade *handle)
 {
 	struct proxy *p = cls;
-	__atomic_add_fetch(&splices, 1, __ATOMIC_ACQ_REL);
-	relay(p, fd, extra, extra_len);
+	/* What the client sent after its head goes to the app first, what the app sent after
+	 * its 101 head to the client first. */
+	struct cell_splice_opts o = {.a_first = extra,
+				     .a_first_len = extra_len,
+				     .b_first = p->buf + p->pos,
+				     .b_first_len = p->len - p->pos,
+				     .stop_fd = http_upgrades_stopping_fd(),
+				     .idle_ms = PROXY_SPLICE_MS};
+	int rc = cell_splice(fd, p->fd, &o);
+	if (rc < 0 && rc != -ECANCELED)
+		log_debug("upgraded connection to port %u of sandbox %s: %s", p->port, p->sb->id,
+			  strerror(-rc));
 	proxy_unref(p); /* the app's socket closed, the slot given back */
 	http_upgrade_done(handle);
-	__atomic_sub_fetch(&splices, 1, __ATOMIC_ACQ_REL);
 }
 
 /* The app switched protocols: celld's 101 with the app's headers (hop-by-hop ones aside:

@@ -46,7 +46,9 @@ static void tunnel_run(void *cls, int fd, const char *extra, size_t extra_len,
 {
 	struct tunnel *t = cls;
 	/* Either side sees its connection close; how it ended is only worth a debug line. */
-	int rc = cell_splice(fd, t->app, extra, extra_len);
+	struct cell_splice_opts o = {
+	    .a_first = extra, .a_first_len = extra_len, .stop_fd = http_upgrades_stopping_fd()};
+	int rc = cell_splice(fd, t->app, &o);
 	if (rc < 0)
 		log_debug("tunnel to port %u of sandbox %s: %s", t->port, t->sb->id, strerror(-rc));
 	tunnel_free(t);

@@ -275,6 +275,8 @@ int http_internal(struct http_req *r, const struct cell_error *err)
 
 /* ---- connection upgrade ---- */
 
+static unsigned upgraded_live; /* atomic: conversations between their switch and their end */
+
 /* Held by the request (its state slot) and, once the switch happened, by the upgraded
  * conversation: a client gone before the 101 went out frees it with the request; one that
  * switched frees it with whichever of the request's end and http_upgrade_done comes last. */
@@ -305,6 +307,7 @@ static void on_upgraded(void *cls, struct MHD_Connection *conn, void *req_cls, c
 	(void)req_cls;
 	struct http_upgrade *up = cls;
 	__atomic_add_fetch(&up->refs, 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&upgraded_live, 1, __ATOMIC_ACQ_REL);
 	up->urh = urh;
 	up->ran = true;
 	up->fn(up->cls, sock, extra, extra_len, up);
@@ -344,6 +347,7 @@ void http_upgrade_done(struct http_upgrade *up)
 {
 	MHD_upgrade_action(up->urh, MHD_UPGRADE_ACTION_CLOSE);
 	upgrade_unref(up);
+	__atomic_sub_fetch(&upgraded_live, 1, __ATOMIC_ACQ_REL);
 }
 
 /* One eventfd for every upgraded conversation, written once when the listeners stop and
@@ -368,4 +372,8 @@ void http_upgrades_stop(void)
 	uint64_t one = 1;
 	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
 		log_warn("telling upgraded connections to stop: %s", strerror(errno));
+	/* Each closes its sockets and hands its connection back to the daemon before the
+	 * listeners stop (which would otherwise find it still upgraded); 2 s at most. */
+	for (int i = 0; i < 200 && __atomic_load_n(&upgraded_live, __ATOMIC_ACQUIRE); i++)
+		usleep(10000);
 }

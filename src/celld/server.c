@@ -32,7 +32,5 @@ int server_start(struct cell_error *err)
 
 void server_stop(void)
 {
-	/* Upgraded connections hold their threads until they end: ended first. */
-	api_proxy_stop();
-	transport_stop();
+	transport_stop(); /* upgraded connections first (http_upgrades_stop) */
 }

@@ -128,7 +128,7 @@ static void *conn_thread(void *arg)
 	if (tunnel < 0) {
 		cli_error("forward: %s", err.msg);
 	} else {
-		int rc = cell_splice(c->local, tunnel, NULL, 0);
+		int rc = cell_splice(c->local, tunnel, NULL);
 		if (rc < 0 && rc != -ECONNRESET && rc != -EPIPE)
 			cli_error("forward: a connection to %s:%u: %s", c->fw->id, c->fw->port,
 				  strerror(-rc));

@@ -14,10 +14,11 @@
 /* One direction: what was read from `from` and not yet written to `to`. */
 struct dir {
 	int from, to;
-	char *buf;
+	char *buf, *block; /* what is being sent; its own SPLICE_BLOCK */
 	size_t pos, len;
 	bool eof;  /* from ended */
 	bool done; /* and all of it went to `to`, now shut for writing */
+	bool own;  /* buf is a block of its own (a first piece larger than SPLICE_BLOCK) */
 };
 
 /* Move what can move without blocking: -errno when a connection failed. */
@@ -42,6 +43,11 @@ static int pump(struct dir *d, short from_events)
 		else if (n < 0 && errno != EAGAIN && errno != EINTR)
 			return -errno;
 	}
+	if (d->own && d->len == d->pos) {
+		free(d->buf);
+		d->buf = d->block;
+		d->own = false;
+	}
 	if (d->eof && d->len == d->pos && !d->done) {
 		shutdown(d->to, SHUT_WR);
 		d->done = true;
@@ -56,48 +62,68 @@ static void nonblocking(int fd)
 		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-int cell_splice(int a, int b, const char *first, size_t first_len)
+/* Queue first (len bytes) into d's buffer (grown to hold it): it goes out before what d
+ * reads. */
+static int queue_first(struct dir *d, const char *first, size_t len)
 {
+	if (!len)
+		return 0;
+	if (len > SPLICE_BLOCK) {
+		char *big = malloc(len);
+		if (!big)
+			return -ENOMEM;
+		d->buf = big;
+		d->own = true;
+	}
+	memcpy(d->buf, first, len);
+	d->pos = 0;
+	d->len = len;
+	return 0;
+}
+
+/* poll's events for the two sockets this round, from what each direction wants. */
+static void want(const struct dir d[2], struct pollfd p[2])
+{
+	for (int i = 0; i < 2; i++) {
+		if (d[i].len == d[i].pos && !d[i].eof)
+			p[i].events |= POLLIN;
+		if (d[i].len > d[i].pos)
+			p[1 - i].events |= POLLOUT;
+	}
+}
+
+int cell_splice(int a, int b, const struct cell_splice_opts *o)
+{
+	static const struct cell_splice_opts none = {.stop_fd = -1};
+	if (!o)
+		o = &none;
 	char *bufs = malloc(2 * SPLICE_BLOCK);
 	if (!bufs)
 		return -ENOMEM;
 	nonblocking(a);
 	nonblocking(b);
-	struct dir d[2] = {{.from = a, .to = b, .buf = bufs},
-			   {.from = b, .to = a, .buf = bufs + SPLICE_BLOCK}};
-	int rc = 0;
-	/* first goes out before anything else, block by block through d[0]'s buffer. */
-	while (!rc && first_len) {
-		size_t n = first_len < SPLICE_BLOCK ? first_len : SPLICE_BLOCK;
-		memcpy(d[0].buf, first, n);
-		d[0].pos = 0;
-		d[0].len = n;
-		first += n;
-		first_len -= n;
-		while (!rc && d[0].pos < d[0].len) {
-			struct pollfd p = {.fd = b, .events = POLLOUT};
-			if (poll(&p, 1, -1) < 0 && errno != EINTR)
-				rc = -errno;
-			else if (p.revents & (POLLERR | POLLHUP))
-				rc = -EPIPE;
-			else
-				rc = pump(&d[0], 0);
-		}
-	}
+	struct dir d[2] = {
+	    {.from = a, .to = b, .buf = bufs, .block = bufs},
+	    {.from = b, .to = a, .buf = bufs + SPLICE_BLOCK, .block = bufs + SPLICE_BLOCK}};
+	int rc = queue_first(&d[0], o->a_first, o->a_first_len);
+	if (!rc)
+		rc = queue_first(&d[1], o->b_first, o->b_first_len);
 	while (!rc && !(d[0].done && d[1].done)) {
-		struct pollfd p[2] = {{.fd = a}, {.fd = b}};
-		if (d[0].len == d[0].pos && !d[0].eof)
-			p[0].events |= POLLIN;
-		if (d[0].len > d[0].pos)
-			p[1].events |= POLLOUT;
-		if (d[1].len == d[1].pos && !d[1].eof)
-			p[1].events |= POLLIN;
-		if (d[1].len > d[1].pos)
-			p[0].events |= POLLOUT;
-		if (poll(p, 2, -1) < 0) {
+		struct pollfd p[3] = {{.fd = a}, {.fd = b}, {.fd = o->stop_fd, .events = POLLIN}};
+		want(d, p);
+		int n = poll(p, 3, o->idle_ms > 0 ? o->idle_ms : -1);
+		if (n < 0) {
 			if (errno != EINTR)
 				rc = -errno;
 			continue;
+		}
+		if (n == 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (p[2].revents) {
+			rc = -ECANCELED;
+			break;
 		}
 		if ((p[0].revents | p[1].revents) & POLLERR) {
 			rc = -ECONNRESET;
@@ -111,6 +137,9 @@ int cell_splice(int a, int b, const char *first, size_t first_len)
 			    ((p[1].revents & POLLHUP) && d[0].len > d[0].pos)))
 			rc = -EPIPE;
 	}
+	for (int i = 0; i < 2; i++)
+		if (d[i].own)
+			free(d[i].buf);
 	free(bufs);
 	return rc;
 }

@@ -6,6 +6,7 @@
  * burst of output chunks costs one syscall. Producers (command pipes, file reads) stop when
  * conn_queued() passes CONN_HIGH_WATER and ask for a call back with conn_want_drain(): the
  * queue never grows without bound, whatever a command prints. */
+#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -521,4 +522,19 @@ int conn_parse_signal(struct conn *c, uint16_t type, const uint8_t *payload, uin
 		return -1;
 	}
 	return (int)sig;
+}
+
+const char *conn_req_id(struct conn *c, json_t *req, const char *what)
+{
+	const char *id = json_string_value(json_object_get(req, "id"));
+	size_t n = id ? strlen(id) : 0;
+	bool ok = n && n <= CONN_ID_MAX;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = isalnum((unsigned char)id[i]) || strchr("._-", id[i]);
+	if (!ok) {
+		conn_fail(c, EINVAL, "%s: id must be 1-%d letters, digits, '.', '-' or '_'", what,
+			  CONN_ID_MAX);
+		return NULL;
+	}
+	return id;
 }

@@ -61,6 +61,10 @@ void conn_set_request(conn_request_fn *fn);
 
 /* Parse a control payload as a JSON object; on failure sends ERROR, finishes c and returns
  * NULL. */
+/* The request's "id" (a bash or PTY session's): 1-CONN_ID_MAX letters, digits, '.', '-'
+ * or '_'; NULL after failing c with EINVAL naming what. */
+#define CONN_ID_MAX 64
+const char *conn_req_id(struct conn *c, json_t *req, const char *what);
 json_t *conn_parse_json(struct conn *c, const uint8_t *payload, uint32_t len, const char *what);
 
 /* The signal of a SIGNAL frame, the one frame a running command or session run takes

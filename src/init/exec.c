@@ -594,15 +594,6 @@ static int spawn_child(struct cmd *cmd)
 
 /* ---- the parent side ---- */
 
-static void watch_close(struct init_watch *w)
-{
-	if (w->fd < 0)
-		return;
-	init_watch_del(w);
-	close(w->fd);
-	w->fd = -1;
-}
-
 static void cmd_maybe_free(struct cmd *cmd)
 {
 	if (!cmd->reaped || cmd->spawning || cmd->errp.fd >= 0 || cmd->out.w.fd >= 0 ||
@@ -610,7 +601,7 @@ static void cmd_maybe_free(struct cmd *cmd)
 		return;
 	if (cmd->conn)
 		conn_finish(cmd->conn); /* calls cmd_closed */
-	watch_close(&cmd->timer);
+	init_watch_close(&cmd->timer);
 	feed_drop(&cmd->in);
 	*cmd->pprev = cmd->next;
 	if (cmd->next)
@@ -760,7 +751,7 @@ static void start_watch_event(struct init_watch *w, uint32_t events)
 
 static void pipe_close(struct pipe_end *p)
 {
-	watch_close(&p->w);
+	init_watch_close(&p->w);
 }
 
 /* A heavy producer gets a bigger pipe: fewer wakeups per megabyte. Pipes stay at the
@@ -855,10 +846,10 @@ static void start_failed(struct cmd *cmd, int e, const char *fmt, ...)
 		if (cmd->conn)
 			conn_finish(cmd->conn);
 	}
-	watch_close(&cmd->errp);
+	init_watch_close(&cmd->errp);
 	pipe_close(&cmd->out);
 	pipe_close(&cmd->err);
-	watch_close(&cmd->timer);
+	init_watch_close(&cmd->timer);
 	cmd_maybe_free(cmd);
 }
 
@@ -869,7 +860,7 @@ static void timeout_arm(struct cmd *cmd)
 	if (cmd->grace || cmd->reaped)
 		return;
 	if (!cmd->timeout_ms) {
-		watch_close(&cmd->timer);
+		init_watch_close(&cmd->timer);
 		return;
 	}
 	uint64_t ran = (now_ns() - cmd->start_ns) / 1000000;
@@ -883,7 +874,7 @@ static void timeout_arm(struct cmd *cmd)
 
 static void start_ok(struct cmd *cmd)
 {
-	watch_close(&cmd->errp);
+	init_watch_close(&cmd->errp);
 	cmd->started = true;
 	timeout_arm(cmd);
 	if (cmd->conn)
@@ -967,7 +958,7 @@ bool exec_reaped(int pid, int status)
 	cmd->end_ns = now_ns();
 	/* The timeout and the grace apply to the main process only: background children
 	 * it left behind keep running. */
-	watch_close(&cmd->timer);
+	init_watch_close(&cmd->timer);
 	if (cmd->started)
 		cmd_report_exit(cmd);
 	cmd_maybe_free(cmd);

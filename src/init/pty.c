@@ -49,7 +49,7 @@
 #include "pty.h"
 #include "watch.h"
 
-#define ID_LEN_MAX 64
+#define ID_LEN_MAX CONN_ID_MAX
 /* One REPLAY frame carries the whole ring after its 8-byte offset. */
 #define RING_SIZE	 (CELL_FRAME_MAX - 8)
 #define DRAIN_MAX	 (4u << 20) /* read at the reap at most, per fd */
@@ -108,15 +108,6 @@ static struct pty *find(const char *id)
 	return NULL;
 }
 
-static void watch_off(struct init_watch *w)
-{
-	if (w->fd < 0)
-		return;
-	init_watch_del(w);
-	close(w->fd);
-	w->fd = -1;
-}
-
 /* ---- the scrollback ---- */
 
 static void ring_put(struct pty *p, const unsigned char *d, size_t n)
@@ -170,10 +161,8 @@ static void resume_output(struct pty *p)
 	if (!p->paused)
 		return;
 	p->paused = false;
-	if (p->out.w.fd >= 0 && !p->out.w.active)
-		init_watch_add(&p->out.w, EPOLLIN);
-	if (p->err.w.fd >= 0 && !p->err.w.active)
-		init_watch_add(&p->err.w, EPOLLIN);
+	init_watch_resume(&p->out.w);
+	init_watch_resume(&p->err.w);
 }
 
 /* One read of o into the ring and to the attached connection: bytes, 0 at the end (EOF;
@@ -199,7 +188,7 @@ static void finish(struct pty *p);
 
 static void out_ended(struct pty_out *o)
 {
-	watch_off(&o->w);
+	init_watch_close(&o->w);
 	if (o->p->reaped && o->p->running)
 		finish(o->p);
 }
@@ -213,7 +202,7 @@ static void drain(struct pty_out *o)
 		if (n == -EAGAIN)
 			return;
 		if (n <= 0) {
-			watch_off(&o->w);
+			init_watch_close(&o->w);
 			return;
 		}
 		got += (size_t)n;
@@ -258,10 +247,10 @@ static void send_exit(struct conn *c, int code, int sig)
 /* Close what is left of the process and tell the attached connection how it ended. */
 static void finish(struct pty *p)
 {
-	watch_off(&p->out.w);
-	watch_off(&p->err.w);
+	init_watch_close(&p->out.w);
+	init_watch_close(&p->err.w);
 	feed_drop(&p->in);
-	watch_off(&p->timer);
+	init_watch_close(&p->timer);
 	p->running = false;
 	p->reaped = false;
 	p->paused = false;
@@ -686,32 +675,9 @@ static const struct conn_handler attached_handler = {
 
 /* ---- requests ---- */
 
-static bool id_valid(const char *id)
-{
-	size_t n = strlen(id);
-	if (!n || n > ID_LEN_MAX)
-		return false;
-	for (const char *s = id; *s; s++)
-		if (!isalnum((unsigned char)*s) && *s != '-' && *s != '_' && *s != '.')
-			return false;
-	return true;
-}
-
-static const char *req_id(struct conn *c, json_t *req, const char *what)
-{
-	json_t *j = json_object_get(req, "id");
-	const char *id = json_is_string(j) ? json_string_value(j) : NULL;
-	if (!id || !id_valid(id)) {
-		conn_fail(c, EINVAL, "%s: id must be 1-%d letters, digits, '.', '-' or '_'", what,
-			  ID_LEN_MAX);
-		return NULL;
-	}
-	return id;
-}
-
 static struct pty *req_find(struct conn *c, json_t *req, const char *what)
 {
-	const char *id = req_id(c, req, what);
+	const char *id = conn_req_id(c, req, what);
 	if (!id)
 		return NULL;
 	struct pty *p = find(id);
@@ -722,10 +688,10 @@ static struct pty *req_find(struct conn *c, json_t *req, const char *what)
 
 static void pty_free(struct pty *p)
 {
-	watch_off(&p->out.w);
-	watch_off(&p->err.w);
+	init_watch_close(&p->out.w);
+	init_watch_close(&p->err.w);
 	feed_drop(&p->in);
-	watch_off(&p->timer);
+	init_watch_close(&p->timer);
 	free(p->ring);
 	free(p->cwd);
 	free(p->command);
@@ -812,7 +778,7 @@ static int create_parse(struct pty *p, json_t *req, struct cell_error *err)
 
 void pty_create(struct conn *c, json_t *req)
 {
-	const char *id = req_id(c, req, "PTY_CREATE");
+	const char *id = conn_req_id(c, req, "PTY_CREATE");
 	if (!id)
 		return;
 	if (find(id)) {
@@ -846,7 +812,7 @@ void pty_create(struct conn *c, json_t *req)
 void pty_attach(struct conn *c, json_t *req)
 {
 	const char *what = "PTY_ATTACH";
-	const char *id = req_id(c, req, what);
+	const char *id = conn_req_id(c, req, what);
 	if (!id)
 		return;
 	json_t *jp = json_object_get(req, "pty");

@@ -59,7 +59,7 @@
 #include "session.h"
 #include "watch.h"
 
-#define SESSION_ID_MAX	 64
+#define SESSION_ID_MAX	 CONN_ID_MAX
 #define DEFAULT_CWD	 "/workspace"
 #define OPEN_DEADLINE_MS 10000
 #define KILL_GRACE_MS	 2000
@@ -131,31 +131,11 @@ static struct session *find(const char *id)
 	return NULL;
 }
 
-static bool id_valid(const char *id)
-{
-	size_t n = strlen(id);
-	if (!n || n > SESSION_ID_MAX)
-		return false;
-	for (const char *p = id; *p; p++)
-		if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_')
-			return false;
-	return true;
-}
-
 /* Send sig to the processes of s's session other than the shell; with since, only those
  * started at or after that tick (the current run's). */
 static void signal_members(struct session *s, int sig, uint64_t since)
 {
 	proc_signal_session(s->pid, sig, since);
-}
-
-static void watch_off(struct init_watch *w)
-{
-	if (w->fd < 0)
-		return;
-	init_watch_del(w);
-	close(w->fd);
-	w->fd = -1;
 }
 
 static void timer_set(struct session *s, uint64_t ms)
@@ -174,10 +154,8 @@ static void pipes_resume(struct session *s)
 	if (!s->paused)
 		return;
 	s->paused = false;
-	if (s->out.w.fd >= 0 && !s->out.w.active)
-		init_watch_add(&s->out.w, EPOLLIN);
-	if (s->err.w.fd >= 0 && !s->err.w.active)
-		init_watch_add(&s->err.w, EPOLLIN);
+	init_watch_resume(&s->out.w);
+	init_watch_resume(&s->err.w);
 }
 
 /* One chunk of p to the run's connection, or dropped when no run takes it (output written
@@ -197,7 +175,7 @@ static void pipe_drain(struct sess_pipe *p)
 	while (p->w.fd >= 0 && got < DRAIN_MAX) {
 		long n = pipe_take(p);
 		if (n == 0)
-			watch_off(&p->w);
+			init_watch_close(&p->w);
 		if (n <= 0)
 			return;
 		got += (size_t)n;
@@ -222,7 +200,7 @@ static void pipe_event(struct init_watch *w, uint32_t events)
 		}
 		long n = pipe_take(p);
 		if (n == 0)
-			watch_off(&p->w);
+			init_watch_close(&p->w);
 		if (n <= 0)
 			return;
 	}
@@ -253,11 +231,11 @@ static void run_end(struct session *s, int code, int sig)
 
 static void sess_free(struct session *s)
 {
-	watch_off(&s->out.w);
-	watch_off(&s->err.w);
-	watch_off(&s->st.w);
-	watch_off(&s->in);
-	watch_off(&s->timer);
+	init_watch_close(&s->out.w);
+	init_watch_close(&s->err.w);
+	init_watch_close(&s->st.w);
+	init_watch_close(&s->in);
+	init_watch_close(&s->timer);
 	free(s->inbuf);
 	s->inbuf = NULL;
 	for (size_t i = 0; i < n_sessions; i++)
@@ -275,8 +253,8 @@ static void shell_gone(struct session *s)
 		return;
 	enum sess_state was = s->state;
 	s->state = SESS_DEAD;
-	watch_off(&s->in);
-	watch_off(&s->st.w);
+	init_watch_close(&s->in);
+	init_watch_close(&s->st.w);
 	if (was == SESS_OPENING) {
 		struct conn *c = s->conn;
 		s->conn = NULL;
@@ -357,7 +335,7 @@ static void status_event(struct init_watch *w, uint32_t events)
 		return;
 	if (n <= 0) {
 		/* Only the shell holds it: it is exiting. The reap tells how. */
-		watch_off(w);
+		init_watch_close(w);
 		return;
 	}
 	for (ssize_t i = 0; i < n && s->st.w.fd >= 0; i++) {
@@ -390,7 +368,8 @@ static void script_flush(struct session *s)
 			return;
 		}
 		if (n < 0) {
-			watch_off(&s->in); /* EPIPE: the shell is exiting; the reap ends the run */
+			init_watch_close(
+			    &s->in); /* EPIPE: the shell is exiting; the reap ends the run */
 			break;
 		}
 		s->inoff += (size_t)n;
@@ -406,7 +385,7 @@ static void script_event(struct init_watch *w, uint32_t events)
 {
 	struct session *s = init_container_of(w, struct session, in);
 	if (events & (EPOLLERR | EPOLLHUP))
-		watch_off(w); /* the shell is gone; its reap ends what was going on */
+		init_watch_close(w); /* the shell is gone; its reap ends what was going on */
 	else
 		script_flush(s);
 }
@@ -606,18 +585,6 @@ static const struct conn_handler open_handler = {
 
 /* ---- requests ---- */
 
-static const char *req_id(struct conn *c, json_t *req, const char *what)
-{
-	json_t *j = json_object_get(req, "id");
-	const char *id = json_is_string(j) ? json_string_value(j) : NULL;
-	if (!id || !id_valid(id)) {
-		conn_fail(c, EINVAL, "%s: id must be 1-%d letters, digits, '-' or '_'", what,
-			  SESSION_ID_MAX);
-		return NULL;
-	}
-	return id;
-}
-
 static const char *req_path(struct conn *c, json_t *req, const char *what, bool *bad)
 {
 	json_t *j = json_object_get(req, "cwd");
@@ -674,7 +641,7 @@ shell_child(char **envp, int in_r, int out_w, int err_w, int st_w)
 
 void session_open(struct conn *c, json_t *req)
 {
-	const char *id = req_id(c, req, "SESSION_OPEN");
+	const char *id = conn_req_id(c, req, "SESSION_OPEN");
 	bool bad;
 	const char *cwd = id ? req_path(c, req, "SESSION_OPEN", &bad) : NULL;
 	if (!id || bad)
@@ -777,7 +744,7 @@ void session_open(struct conn *c, json_t *req)
 
 void session_run(struct conn *c, json_t *req)
 {
-	const char *id = req_id(c, req, "SESSION_RUN");
+	const char *id = conn_req_id(c, req, "SESSION_RUN");
 	bool bad;
 	const char *cwd = id ? req_path(c, req, "SESSION_RUN", &bad) : NULL;
 	if (!id || bad)
@@ -849,7 +816,7 @@ void session_run(struct conn *c, json_t *req)
 
 void session_close(struct conn *c, json_t *req)
 {
-	const char *id = req_id(c, req, "SESSION_CLOSE");
+	const char *id = conn_req_id(c, req, "SESSION_CLOSE");
 	if (!id)
 		return;
 	struct session *s = find(id);

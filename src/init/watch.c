@@ -71,3 +71,18 @@ long init_read_discard(int fd)
 	while (n < 0 && errno == EINTR);
 	return n < 0 ? -errno : n;
 }
+
+void init_watch_close(struct init_watch *w)
+{
+	if (w->fd < 0)
+		return;
+	init_watch_del(w);
+	close(w->fd);
+	w->fd = -1;
+}
+
+void init_watch_resume(struct init_watch *w)
+{
+	if (w->fd >= 0 && !w->active)
+		init_watch_add(w, EPOLLIN);
+}

@@ -23,6 +23,10 @@ int init_watch_setup(void);
 int init_watch_add(struct init_watch *w, uint32_t events);
 int init_watch_mod(struct init_watch *w, uint32_t events);
 void init_watch_del(struct init_watch *w);
+/* Delete and close w's fd (fd -1 afterwards); nothing when it is closed already. */
+void init_watch_close(struct init_watch *w);
+/* Watch an open, inactive w for EPOLLIN again (output resumed after a pause). */
+void init_watch_resume(struct init_watch *w);
 /* Wait for one batch of events and call each active watch's fn; -errno when epoll_wait
  * failed (EINTR is not a failure: it returns 0). */
 int init_watch_dispatch(void);
