@@ -1,4 +1,4 @@
-/* Base64 and SHA-256 (both through OpenSSL's libcrypto). */
+/* Base64, SHA-256 and the WebSocket accept key (through OpenSSL's libcrypto). */
 #pragma once
 
 #include <stddef.h>
@@ -16,3 +16,9 @@ int cell_base64_decode(const char *text, size_t text_len, uint8_t **out, size_t 
 #define CELL_SHA256_HEX_LEN 64
 /* Writes 64 lowercase hex digits and a NUL into hex[65]. */
 void cell_sha256_hex(const void *data, size_t len, char hex[CELL_SHA256_HEX_LEN + 1]);
+
+/* RFC 6455's Sec-WebSocket-Accept for a Sec-WebSocket-Key (base64 of SHA-1 of the key and
+ * the protocol's GUID): 28 characters and a NUL into accept; -ENOMEM or -EINVAL (a key
+ * longer than a handshake's). Both ends use it: celld's check, the client's. */
+#define CELL_WS_ACCEPT_LEN 28
+int cell_ws_accept(const char *key, char accept[CELL_WS_ACCEPT_LEN + 1]);

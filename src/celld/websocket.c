@@ -12,15 +12,12 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include <openssl/evp.h>
 #include <wslay/wslay.h>
 
 #include "cell/cleanup.h"
 #include "cell/codec.h"
 #include "timefmt.h"
 #include "websocket.h"
-
-#define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 /* ---- the opening handshake (RFC 6455 4.2) ---- */
 
@@ -64,16 +61,8 @@ int websocket_check(const struct websocket_handshake *h, char accept[WEBSOCKET_A
 		return cell_err(err, EINVAL, "header Sec-WebSocket-Key must be 16 bytes in base64");
 	}
 	free(raw);
-	char text[24 + sizeof(WS_GUID)];
-	snprintf(text, sizeof(text), "%s%s", h->key, WS_GUID);
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned md_len = 0;
-	if (!EVP_Digest(text, strlen(text), md, &md_len, EVP_sha1(), NULL) || md_len != 20)
-		return cell_err(err, ENOMEM, "SHA-1 of the WebSocket key");
-	_cleanup_free_ char *b64 = cell_base64_encode(md, md_len);
-	if (!b64 || strlen(b64) != WEBSOCKET_ACCEPT_LEN)
-		return cell_err(err, ENOMEM, "base64 of the WebSocket accept");
-	memcpy(accept, b64, WEBSOCKET_ACCEPT_LEN + 1);
+	if (cell_ws_accept(h->key, accept) < 0)
+		return cell_err(err, ENOMEM, "the WebSocket accept key");
 	return 0;
 }
 

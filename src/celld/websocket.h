@@ -7,10 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cell/codec.h"
 #include "cell/error.h"
 
 /* Sec-WebSocket-Accept: base64 of a SHA-1, 28 characters. */
-#define WEBSOCKET_ACCEPT_LEN 28
+#define WEBSOCKET_ACCEPT_LEN CELL_WS_ACCEPT_LEN
 
 /* Close codes (RFC 6455 7.4.1) and the application's own range. */
 #define WEBSOCKET_NORMAL	 1000

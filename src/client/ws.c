@@ -8,14 +8,12 @@
 #include <poll.h>
 
 #include <openssl/rand.h>
-#include <openssl/sha.h>
 #include <wslay/wslay.h>
 
 #include "cell/cleanup.h"
 #include "cell/codec.h"
 #include "internal.h"
 
-#define WS_GUID	   "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define WS_MSG_MAX (8u << 20) /* largest message taken from celld */
 
 struct cell_client_ws {
@@ -85,17 +83,6 @@ static void ws_on_msg(wslay_event_context_ptr ctx, const struct wslay_event_on_m
 			   arg->msg_length);
 }
 
-/* The Sec-WebSocket-Accept that answers key. */
-static char *accept_for(const char *key)
-{
-	_cleanup_free_ char *cat = NULL;
-	if (asprintf(&cat, "%s%s", key, WS_GUID) < 0)
-		return NULL;
-	uint8_t md[SHA_DIGEST_LENGTH];
-	SHA1((const uint8_t *)cat, strlen(cat), md);
-	return cell_base64_encode(md, sizeof(md));
-}
-
 int cell_client_ws_open(struct cell_client *c, const char *path, cell_client_ws_msg_fn *on_msg,
 			void *msg_ctx, const char *what, struct cell_client_ws **out,
 			struct cell_error *err)
@@ -119,9 +106,9 @@ int cell_client_ws_open(struct cell_client *c, const char *path, cell_client_ws_
 		free(ws);
 		return rc;
 	}
-	_cleanup_free_ char *want = accept_for(key);
+	char want[CELL_WS_ACCEPT_LEN + 1];
 	_cleanup_free_ char *got = cell_client_head_header(head, "Sec-WebSocket-Accept");
-	if (!want || !got || strcmp(want, got)) {
+	if (cell_ws_accept(key, want) < 0 || !got || strcmp(want, got)) {
 		cell_client_ws_free(ws);
 		return cell_err_msg(err, EPROTO,
 				    "%s: celld's WebSocket answer has a wrong accept key", what),

@@ -1,5 +1,6 @@
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <openssl/evp.h>
@@ -89,4 +90,25 @@ void cell_sha256_hex(const void *data, size_t len, char hex[CELL_SHA256_HEX_LEN 
 		hex[2 * i + 1] = digits[md[i] & 15];
 	}
 	hex[CELL_SHA256_HEX_LEN] = '\0';
+}
+
+int cell_ws_accept(const char *key, char accept[CELL_WS_ACCEPT_LEN + 1])
+{
+	static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+	char text[64 + sizeof(guid)];
+	if (strlen(key) > 64)
+		return -EINVAL;
+	snprintf(text, sizeof(text), "%s%s", key, guid);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned md_len = 0;
+	if (!EVP_Digest(text, strlen(text), md, &md_len, EVP_sha1(), NULL) || md_len != 20)
+		return -ENOMEM;
+	char *b64 = cell_base64_encode(md, md_len);
+	if (!b64 || strlen(b64) != CELL_WS_ACCEPT_LEN) {
+		free(b64);
+		return -ENOMEM;
+	}
+	memcpy(accept, b64, CELL_WS_ACCEPT_LEN + 1);
+	free(b64);
+	return 0;
 }
