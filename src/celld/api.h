@@ -7,6 +7,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 #include <jansson.h>
@@ -118,9 +119,10 @@ bool api_preview_head_authorized(const char *head, size_t len);
  * 1 when r was answered, 0 to proxy it. */
 int api_preview_begin(struct http_req *r, const char *id, unsigned port);
 /* The endpoint answer for an app's port: "endpoint" (host is the one the client used),
- * "headers" with the token, and cell's "url" a browser opens. NULL when out of memory or
- * the secret is not loaded. */
-json_t *api_preview_endpoint(struct http_req *r, const char *id, unsigned port, const char *host);
+ * "headers" with the token (dying after the Unix second expires, when > 0), and cell's
+ * "url" a browser opens. NULL when out of memory or the secret is not loaded. */
+json_t *api_preview_endpoint(struct http_req *r, const char *id, unsigned port, const char *host,
+			     uint64_t expires);
 
 /* ---- api_tunnel.c: a raw TCP tunnel to a port (cell forward) ---- */
 

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 #include <microhttpd.h>
@@ -225,8 +226,14 @@ int api_preview_begin(struct http_req *r, const char *id, unsigned port)
 	if (asprintf(&location, "%s%s%s", path[0] ? path : "/", rest_query[0] ? "?" : "",
 		     rest_query) < 0)
 		location = NULL;
-	if (asprintf(&cookie, "%s=%.*s; Path=%s; HttpOnly; SameSite=Lax%s", PREVIEW_COOKIE,
-		     (int)len, tok, cookie_path, https(r) ? "; Secure" : "") < 0)
+	/* An expiring token's cookie goes when the token does. */
+	char max_age[40] = "";
+	uint64_t expires = preview_token_expires(tok, len), now = (uint64_t)time(NULL);
+	if (expires)
+		snprintf(max_age, sizeof(max_age), "; Max-Age=%llu",
+			 (unsigned long long)(expires > now ? expires - now : 0));
+	if (asprintf(&cookie, "%s=%.*s; Path=%s; HttpOnly; SameSite=Lax%s%s", PREVIEW_COOKIE,
+		     (int)len, tok, cookie_path, max_age, https(r) ? "; Secure" : "") < 0)
 		cookie = NULL;
 	struct MHD_Response *resp =
 	    location && cookie
@@ -259,10 +266,12 @@ static const char *host_port(const char *host)
 	return colon;
 }
 
-json_t *api_preview_endpoint(struct http_req *r, const char *id, unsigned port, const char *host)
+json_t *api_preview_endpoint(struct http_req *r, const char *id, unsigned port, const char *host,
+			     uint64_t expires)
 {
-	char tok[PREVIEW_TOKEN_LEN + 1];
-	if (preview_token(id, port, tok) < 0)
+	char tok[PREVIEW_TOKEN_MAX + 1];
+	if ((expires ? preview_token_until(id, port, expires, tok) : preview_token(id, port, tok)) <
+	    0)
 		return NULL;
 	char ep[512];
 	if (celld.preview_domain)

@@ -1,5 +1,6 @@
 /* Lifecycle routes under /v1: create, list, get, delete, endpoints, inspect, renew,
  * metadata, info and the SDK's metrics events. */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -652,6 +653,28 @@ int api_sandbox_endpoint(struct http_req *r)
 	int64_t port;
 	if (parse_int64(http_param(r, 1), 1, 65535, &port) < 0)
 		return http_error(r, 400, "INVALID_ARGUMENT", "port must be between 1 and 65535");
+	/* OpenSandbox's signed endpoint: a token that dies after the Unix second expires. */
+	const char *exp_text = http_query(r, "expires");
+	uint64_t expires = 0;
+	if (exp_text) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(exp_text, &end, 10);
+		if (!exp_text[0] || *end || errno || !isdigit((unsigned char)exp_text[0]) ||
+		    (exp_text[0] == '0' && exp_text[1]) || strlen(exp_text) > 20 || v == 0)
+			return http_error(r, 400, "INVALID_ARGUMENT",
+					  "expires must be a Unix time in seconds (1 to 2^64-1)");
+		const char *proxy = http_query(r, "use_server_proxy");
+		if (proxy && !strcmp(proxy, "true"))
+			return http_error(r, 400, "INVALID_ARGUMENT",
+					  "expires cannot be combined with use_server_proxy=true");
+		if (port == 44772 || port == 18080)
+			return http_error(
+			    r, 400, "INVALID_ARGUMENT",
+			    "expires is for an app's port: port %lld takes the API key",
+			    (long long)port);
+		expires = v;
+	}
 	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
@@ -676,7 +699,7 @@ int api_sandbox_endpoint(struct http_req *r)
 			 any && colon ? colon : "");
 		host = listen_host;
 	}
-	json_t *o = api_preview_endpoint(r, sb->id, (unsigned)port, host);
+	json_t *o = api_preview_endpoint(r, sb->id, (unsigned)port, host, expires);
 	sandbox_unref(sb);
 	if (!o)
 		return http_error(r, 500, "INTERNAL", "making the preview token failed");

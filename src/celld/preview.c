@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -45,15 +46,32 @@ static void base64url(const unsigned char *in, size_t len, char *out)
 	out[o] = '\0';
 }
 
-int preview_token(const char *id, unsigned port, char out[PREVIEW_TOKEN_LEN + 1])
+/* v in base 36, lowercase, no leading zero ("0" for 0): at most 13 characters. */
+static void base36(uint64_t v, char out[14])
+{
+	char rev[14];
+	size_t n = 0;
+	do {
+		rev[n++] = "0123456789abcdefghijklmnopqrstuvwxyz"[v % 36];
+		v /= 36;
+	} while (v);
+	for (size_t i = 0; i < n; i++)
+		out[i] = rev[n - 1 - i];
+	out[n] = '\0';
+}
+
+/* The HMAC part of a token (expiry: its base-36 text, NULL for none) into out. */
+static int token_mac(const char *id, unsigned port, const char *expiry,
+		     char out[PREVIEW_TOKEN_LEN + 1])
 {
 	out[0] = '\0';
 	if (!secret_set)
 		return -EAGAIN;
 	if (!id || !cell_id_valid(id) || port < 1 || port > 65535)
 		return -EINVAL;
-	char msg[CELL_ID_MAX + 32];
-	int n = snprintf(msg, sizeof(msg), "cell-preview-v1\n%s\n%u", id, port);
+	char msg[CELL_ID_MAX + 48];
+	int n = expiry ? snprintf(msg, sizeof(msg), "cell-preview-v1\n%s\n%u\n%s", id, port, expiry)
+		       : snprintf(msg, sizeof(msg), "cell-preview-v1\n%s\n%u", id, port);
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	unsigned mac_len = 0;
 	if (!HMAC(EVP_sha256(), secret, sizeof(secret), (const unsigned char *)msg, (size_t)n, mac,
@@ -65,14 +83,74 @@ int preview_token(const char *id, unsigned port, char out[PREVIEW_TOKEN_LEN + 1]
 	return 0;
 }
 
-bool preview_token_ok(const char *id, unsigned port, const char *given, size_t len)
+int preview_token(const char *id, unsigned port, char out[PREVIEW_TOKEN_LEN + 1])
 {
-	char want[PREVIEW_TOKEN_LEN + 1];
-	if (!given || len != PREVIEW_TOKEN_LEN || preview_token(id, port, want) < 0)
+	return token_mac(id, port, NULL, out);
+}
+
+int preview_token_until(const char *id, unsigned port, uint64_t expires,
+			char out[PREVIEW_TOKEN_MAX + 1])
+{
+	char b36[14], mac[PREVIEW_TOKEN_LEN + 1];
+	if (!expires)
+		return -EINVAL;
+	base36(expires, b36);
+	int r = token_mac(id, port, b36, mac);
+	if (r == 0)
+		snprintf(out, PREVIEW_TOKEN_MAX + 1, "%s.%s", b36, mac);
+	OPENSSL_cleanse(mac, sizeof(mac));
+	return r;
+}
+
+uint64_t preview_token_expires(const char *given, size_t len)
+{
+	const char *dot = given ? memchr(given, '.', len) : NULL;
+	size_t n = dot ? (size_t)(dot - given) : 0;
+	if (!n || n > 13 || (n > 1 && given[0] == '0'))
+		return 0;
+	static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+	uint64_t v = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *d = given[i] ? strchr(digits, given[i]) : NULL;
+		if (!d)
+			return 0;
+		uint64_t digit = (uint64_t)(d - digits);
+		if (v > (UINT64_MAX - digit) / 36)
+			return 0; /* beyond 64 bits */
+		v = v * 36 + digit;
+	}
+	return v;
+}
+
+bool preview_token_ok_at(const char *id, unsigned port, const char *given, size_t len, uint64_t now)
+{
+	if (!given)
 		return false;
-	bool ok = CRYPTO_memcmp(want, given, PREVIEW_TOKEN_LEN) == 0;
+	const char *mac = given;
+	size_t mac_len = len;
+	char b36[14] = "";
+	if (memchr(given, '.', len)) {
+		uint64_t expires = preview_token_expires(given, len);
+		if (!expires || now > expires)
+			return false;
+		base36(expires, b36); /* the canonical text: the same as given's, checked below */
+		size_t n = strlen(b36);
+		if (len <= n + 1 || memcmp(given, b36, n) || given[n] != '.')
+			return false;
+		mac = given + n + 1;
+		mac_len = len - n - 1;
+	}
+	char want[PREVIEW_TOKEN_LEN + 1];
+	if (mac_len != PREVIEW_TOKEN_LEN || token_mac(id, port, b36[0] ? b36 : NULL, want) < 0)
+		return false;
+	bool ok = CRYPTO_memcmp(want, mac, PREVIEW_TOKEN_LEN) == 0;
 	OPENSSL_cleanse(want, sizeof(want));
 	return ok;
+}
+
+bool preview_token_ok(const char *id, unsigned port, const char *given, size_t len)
+{
+	return preview_token_ok_at(id, port, given, len, (uint64_t)time(NULL));
 }
 
 /* ---- Cookie: name=value; name=value ---- */

@@ -4,16 +4,21 @@
  *
  * A token is HMAC-SHA256(secret, "cell-preview-v1\n<id>\n<port>"), base64url without
  * padding: per sandbox and port, kept nowhere (celld recomputes it), dead with the
- * sandbox (its id is never reused) and with the secret (rotating it revokes every token). */
+ * sandbox (its id is never reused) and with the secret (rotating it revokes every token).
+ * An expiring one (OpenSandbox's signed endpoint, GET .../endpoints/{port}?expires=) is
+ * "<expires>.<mac>": the Unix second it dies at in base 36 (lowercase, no leading zero, as
+ * OpenSandbox encodes it), then the HMAC of "cell-preview-v1\n<id>\n<port>\n<expires>". */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cell/id.h"
 
 #define PREVIEW_SECRET_LEN 32
-#define PREVIEW_TOKEN_LEN  43 /* base64url of 32 bytes, no padding */
+#define PREVIEW_TOKEN_LEN  43				/* base64url of 32 bytes, no padding */
+#define PREVIEW_TOKEN_MAX  (13 + 1 + PREVIEW_TOKEN_LEN) /* with a base-36 expiry before */
 #define PREVIEW_HEADER	   "X-Cell-Preview-Token"
 #define PREVIEW_COOKIE	   "cell_preview"
 #define PREVIEW_QUERY	   "cell_token"
@@ -25,8 +30,16 @@ bool preview_secret_ready(void);
 /* The token of port in sandbox id into out (NUL-terminated): 0, or -EAGAIN without a
  * secret, -EINVAL for a bad id or port. */
 int preview_token(const char *id, unsigned port, char out[PREVIEW_TOKEN_LEN + 1]);
-/* given (len bytes) is the token of port in sandbox id, compared in constant time. */
+/* The same, dying after the Unix second expires (> 0). */
+int preview_token_until(const char *id, unsigned port, uint64_t expires,
+			char out[PREVIEW_TOKEN_MAX + 1]);
+/* given (len bytes) is a token of port in sandbox id alive at now (an expiring one until
+ * its second has passed), compared in constant time. preview_token_ok: now is the clock's. */
+bool preview_token_ok_at(const char *id, unsigned port, const char *given, size_t len,
+			 uint64_t now);
 bool preview_token_ok(const char *id, unsigned port, const char *given, size_t len);
+/* The expiry of a token (its Unix second), 0 when it has none or is malformed. */
+uint64_t preview_token_expires(const char *given, size_t len);
 
 /* Whether a Cookie header (its value) holds a PREVIEW_COOKIE valid for id and port (any of
  * them, when several are sent). */

@@ -6,7 +6,8 @@
  * (--preview-domain): "<port>-<id>.<domain>" at the app's "/", bad names 404. The secret
  * is kept across a restart (same token) and rotating it revokes the tokens. The TCP tunnel
  * (cell forward's) takes the API key only, wants the upgrade (426), and after its 101
- * carries raw bytes to the app and back.
+ * carries raw bytes to the app and back. The signed endpoint (?expires=) gives a token that
+ * dies at its second.
  *
  * The whole program runs in a network namespace of its own with only a loopback. */
 #include <arpa/inet.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -463,6 +465,89 @@ START_TEST(tunnel_needs_the_key_and_the_upgrade)
 }
 END_TEST
 
+/* The endpoint answer at (path's query): its status, its JSON in *out (a new reference). */
+static long endpoint_q(struct h_world *w, const char *id, unsigned port, const char *query,
+		       json_t **out)
+{
+	char *path = h_fmt("/v1/sandboxes/%s/endpoints/%u%s", id, port, query);
+	struct h_req req = {.method = "GET", .path = path, .via = H_TCP};
+	struct h_resp r;
+	long st = h_world_request(w, &req, &r);
+	*out = json_incref(r.json);
+	h_resp_free(&r);
+	free(path);
+	return st;
+}
+
+/* OpenSandbox's signed endpoint (?expires=<Unix seconds>): a token that opens the port until
+ * then and not after; a bad expires, one with use_server_proxy=true, one for execd's port
+ * are 400; the redirect's cookie lives no longer than the token. */
+START_TEST(expiring_token_from_signed_endpoint)
+{
+	char *id = sandbox_with_httpd(&H);
+	json_t *ep;
+	long long now = (long long)time(NULL);
+	char *q = h_fmt("?expires=%lld", now + 120);
+	ck_assert_int_eq(endpoint_q(&H, id, PORT, q, &ep), 200);
+	const char *tok = json_string_value(
+	    json_object_get(json_object_get(ep, "headers"), "X-Cell-Preview-Token"));
+	ck_assert_msg(tok && strchr(tok, '.') && strlen(tok) > 44, "token %s", tok ? tok : "-");
+	char *hdr = h_fmt("X-Cell-Preview-Token: %s", tok);
+	const char *with_hdr[] = {hdr, NULL};
+	struct h_resp r;
+	ck_assert_int_eq(get_nokey(&H, id, PORT, "/index.html", with_hdr, &r), 200);
+	h_resp_free(&r);
+	/* the redirect's cookie dies with the token (Max-Age about 120 s) */
+	char *req = h_fmt("GET /v1/sandboxes/%s/proxy/%u/?cell_token=%s HTTP/1.1\r\nHost: x\r\n"
+			  "Connection: close\r\n\r\n",
+			  id, PORT, tok);
+	char head[4096];
+	int status = 0;
+	raw_exchange(H.listen, req, head, sizeof(head), &status);
+	ck_assert_int_eq(status, 302);
+	char *ma = strstr(head, "Max-Age=");
+	ck_assert_msg(ma && atol(ma + 8) > 100 && atol(ma + 8) <= 120, "%s", head);
+	free(req);
+	json_decref(ep);
+	free(hdr);
+	free(q);
+
+	/* one whose second has passed is minted, and refused */
+	q = h_fmt("?expires=%lld", now - 5);
+	ck_assert_int_eq(endpoint_q(&H, id, PORT, q, &ep), 200);
+	tok = json_string_value(
+	    json_object_get(json_object_get(ep, "headers"), "X-Cell-Preview-Token"));
+	hdr = h_fmt("X-Cell-Preview-Token: %s", tok);
+	const char *old[] = {hdr, NULL};
+	ck_assert_int_eq(get_nokey(&H, id, PORT, "/index.html", old, &r), 401);
+	h_resp_free(&r);
+	json_decref(ep);
+	free(hdr);
+	free(q);
+
+	static const char *const bad[] = {"?expires=",
+					  "?expires=abc",
+					  "?expires=-1",
+					  "?expires=0",
+					  "?expires=012",
+					  "?expires=1e9",
+					  "?expires=99999999999999999999999"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(endpoint_q(&H, id, PORT, bad[i], &ep) == 400, "%s", bad[i]);
+		json_decref(ep);
+	}
+	q = h_fmt("?expires=%lld&use_server_proxy=true", now + 60);
+	ck_assert_int_eq(endpoint_q(&H, id, PORT, q, &ep), 400);
+	json_decref(ep);
+	free(q);
+	q = h_fmt("?expires=%lld", now + 60);
+	ck_assert_int_eq(endpoint_q(&H, id, 44772, q, &ep), 400);
+	json_decref(ep);
+	free(q);
+	free(id);
+}
+END_TEST
+
 static Suite *preview_suite(void)
 {
 	Suite *s = suite_create("preview");
@@ -472,6 +557,7 @@ static Suite *preview_suite(void)
 	tcase_add_test(tc, host_name_routing);
 	tcase_add_test(tc, secret_kept_across_restart_and_rotated);
 	tcase_add_test(tc, tunnel_needs_the_key_and_the_upgrade);
+	tcase_add_test(tc, expiring_token_from_signed_endpoint);
 	return s;
 }
 

@@ -587,6 +587,21 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		await wrong.arrayBuffer();
 	});
 
+	it("getSignedEndpoint: a token that opens the port until its expiry, and not after", { timeout: STEP_MS }, async () => {
+		const url = await sbx.getEndpointUrl(8080);
+		const now = Math.floor(Date.now() / 1000);
+		const ep = await sbx.getSignedEndpoint(8080, now + 120);
+		const token = ep.headers?.["X-Cell-Preview-Token"];
+		assert.match(token, /^[0-9a-z]{1,13}\.[A-Za-z0-9_-]{43}$/);
+		const ok = await fetch(`${url}/index.html`, { headers: ep.headers });
+		assert.equal(ok.status, 200);
+		assert.equal(await ok.text(), "through the proxy\n");
+		const past = await sbx.getSignedEndpoint(8080, now - 5);
+		const late = await fetch(`${url}/index.html`, { headers: past.headers });
+		assert.equal(late.status, 401);
+		await late.arrayBuffer();
+	});
+
 	it("kills the sandbox: later getInfo and connect are 404", { timeout: STEP_MS }, async () => {
 		const id = sbx.id;
 		await sbx.kill();

@@ -4,6 +4,7 @@
  * parameter found among others and taken out of them; host names parsed strictly. */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,6 +47,43 @@ START_TEST(tokens_per_sandbox_and_port)
 	ck_assert_int_eq(preview_token("Not-An-Id", 8080, t2), -EINVAL);
 	ck_assert_int_eq(preview_token("abc", 0, t2), -EINVAL);
 	ck_assert_int_eq(preview_token("abc", 65536, t2), -EINVAL);
+}
+END_TEST
+
+/* OpenSandbox's signed endpoint: "<expires in base 36>.<mac>", alive up to and including
+ * its second, the expiry part of what is signed (changing it breaks the token), encoded as
+ * OpenSandbox does (2000000000 is "x2qxvk"). */
+START_TEST(expiring_tokens)
+{
+	char t[PREVIEW_TOKEN_MAX + 1], forever[PREVIEW_TOKEN_LEN + 1], bad[PREVIEW_TOKEN_MAX + 8];
+	preview_secret_set(secret_a);
+	ck_assert_int_eq(preview_token_until("abc", 8080, 2000000000u, t), 0);
+	ck_assert_msg(!strncmp(t, "x2qxvk.", 7), "%s", t);
+	ck_assert_uint_eq(strlen(t), 7 + PREVIEW_TOKEN_LEN);
+	ck_assert_uint_eq(preview_token_expires(t, strlen(t)), 2000000000u);
+	ck_assert(preview_token_ok_at("abc", 8080, t, strlen(t), 1999999999u));
+	ck_assert(preview_token_ok_at("abc", 8080, t, strlen(t), 2000000000u));
+	ck_assert(!preview_token_ok_at("abc", 8080, t, strlen(t), 2000000001u));
+	ck_assert(!preview_token_ok_at("abc", 8081, t, strlen(t), 1));
+	ck_assert(!preview_token_ok_at("abd", 8080, t, strlen(t), 1));
+	/* the mac of a token that never expires is not one with an expiry put before it */
+	ck_assert_int_eq(preview_token("abc", 8080, forever), 0);
+	ck_assert_str_ne(t + 7, forever);
+	snprintf(bad, sizeof(bad), "x2qxvk.%s", forever);
+	ck_assert(!preview_token_ok_at("abc", 8080, bad, strlen(bad), 1));
+	/* a later expiry with the same mac, a leading zero, upper case, no expiry text */
+	snprintf(bad, sizeof(bad), "x2qxvl.%s", t + 7);
+	ck_assert(!preview_token_ok_at("abc", 8080, bad, strlen(bad), 1));
+	snprintf(bad, sizeof(bad), "0x2qxvk.%s", t + 7);
+	ck_assert(!preview_token_ok_at("abc", 8080, bad, strlen(bad), 1));
+	snprintf(bad, sizeof(bad), "X2QXVK.%s", t + 7);
+	ck_assert(!preview_token_ok_at("abc", 8080, bad, strlen(bad), 1));
+	snprintf(bad, sizeof(bad), ".%s", t + 7);
+	ck_assert(!preview_token_ok_at("abc", 8080, bad, strlen(bad), 1));
+	ck_assert_uint_eq(preview_token_expires(forever, strlen(forever)), 0);
+	ck_assert_uint_eq(preview_token_expires("3w5e11264sgsf.x", 15), UINT64_MAX);
+	ck_assert_uint_eq(preview_token_expires("3w5e11264sgsg.x", 15), 0); /* overflow */
+	ck_assert_int_eq(preview_token_until("abc", 8080, 0, t), -EINVAL);
 }
 END_TEST
 
@@ -139,6 +177,7 @@ static Suite *preview_suite(void)
 	Suite *s = suite_create("preview");
 	TCase *tc = tcase_create("preview");
 	tcase_add_test(tc, tokens_per_sandbox_and_port);
+	tcase_add_test(tc, expiring_tokens);
 	tcase_add_test(tc, cookie_found_and_stripped);
 	tcase_add_test(tc, query_found_and_stripped);
 	tcase_add_test(tc, host_names);
