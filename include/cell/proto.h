@@ -53,7 +53,8 @@
  *        EXIT {"exit_code","signal"} when the process ends; the conversation ends there.
  *        A takeover ends the previous holder's conversation with ERROR ECONNABORTED
  *        ("taken over"). While attached, celld sends STDIN (raw bytes), STDIN_CLOSE (pipe
- *        mode: close its stdin; pty mode: the terminal's EOF character), RESIZE
+ *        mode: close its stdin; pty mode: the terminal's EOF character; init answers
+ *        STDIN_TAKEN as for EXEC below, and celld keeps the same window), RESIZE
  *        {"cols","rows"}, SIGNAL {"signal":N} (to its process group). Closing the
  *        connection detaches: the process runs on and its output goes to the scrollback.
  *   PTY_STATUS {"id"} → OK {"running","output_offset","mode"?,"pid"?,"exit_code"?} or

@@ -191,6 +191,11 @@ struct term {
 	struct websocket *ws;
 	bool over;	 /* stop reading the client: a fatal error or the end was sent */
 	bool input_gone; /* init closed its side: what it sent last (ERROR, EXIT) tells why */
+	/* Input sent and not yet taken by the process (CELL_STDIN_WINDOW at most), and the one
+	 * message held back, the client unread meanwhile, until the window has room for it. */
+	uint64_t unacked;
+	uint8_t *held;
+	size_t held_len;
 };
 
 static void term_free(void *cls)
@@ -199,6 +204,7 @@ static void term_free(void *cls)
 	if (t->relay >= 0)
 		close(t->relay);
 	relay_reader_free(&t->rd);
+	free(t->held);
 	free(t);
 }
 
@@ -276,6 +282,42 @@ static json_int_t dim(json_int_t v)
 	return v > PTY_DIM_MAX ? PTY_DIM_MAX : v;
 }
 
+/* Input for the process: sent while the window has room for it, else held (one message, the
+ * client not read meanwhile) until STDIN_TAKEN makes room. */
+static void to_stdin(struct term *t, const void *data, size_t len)
+{
+	if (!t->held && t->unacked + len <= CELL_STDIN_WINDOW) {
+		t->unacked += len;
+		to_relay(t, CELL_FRAME_STDIN, data, len, NULL);
+		return;
+	}
+	uint8_t *h = realloc(t->held, t->held_len + len);
+	if (!h) {
+		send_error(t, "STDIN_WRITE_FAILED", "out of memory");
+		term_end(t, WEBSOCKET_INTERNAL, "out of memory");
+		return;
+	}
+	memcpy(h + t->held_len, data, len);
+	t->held = h;
+	t->held_len += len;
+	websocket_read_pause(t->ws, true);
+}
+
+static void stdin_taken(struct term *t, uint64_t n)
+{
+	t->unacked -= n < t->unacked ? n : t->unacked;
+	if (!t->held || t->unacked + t->held_len > CELL_STDIN_WINDOW)
+		return;
+	uint8_t *h = t->held;
+	size_t len = t->held_len;
+	t->held = NULL;
+	t->held_len = 0;
+	t->unacked += len;
+	to_relay(t, CELL_FRAME_STDIN, h, len, NULL);
+	free(h);
+	websocket_read_pause(t->ws, false);
+}
+
 static void on_text(struct term *t, const uint8_t *data, size_t len)
 {
 	json_error_t jerr;
@@ -292,8 +334,7 @@ static void on_text(struct term *t, const uint8_t *data, size_t len)
 		if (!json_is_string(d))
 			send_error(t, "INVALID_FRAME", "stdin: data must be a string");
 		else if (json_string_length(d))
-			to_relay(t, CELL_FRAME_STDIN, json_string_value(d), json_string_length(d),
-				 NULL);
+			to_stdin(t, json_string_value(d), json_string_length(d));
 	} else if (!strcmp(type, "resize")) {
 		json_t *c = json_object_get(o, "cols"), *rw = json_object_get(o, "rows");
 		json_int_t cols = json_integer_value(c), rows = json_integer_value(rw);
@@ -333,7 +374,7 @@ static void on_message(void *cls, bool text, const uint8_t *data, size_t len)
 	if (text)
 		on_text(t, data, len);
 	else if (len && data[0] == 0x00)
-		to_relay(t, CELL_FRAME_STDIN, data + 1, len - 1, NULL);
+		to_stdin(t, data + 1, len - 1);
 	else if (len)
 		send_error(t, "INVALID_FRAME", "a binary frame from the client is 0x00 then stdin");
 }
@@ -356,6 +397,9 @@ static void from_relay(struct term *t)
 		break;
 	case CELL_FRAME_REPLAY: /* its payload is already the offset, then the bytes */
 		websocket_send_prefixed(t->ws, 0x03, ev.data, ev.len);
+		break;
+	case CELL_FRAME_STDIN_TAKEN:
+		stdin_taken(t, ev.taken);
 		break;
 	case CELL_FRAME_EXIT:
 		send_json(t, json_pack("{s:s, s:i}", "type", "exit", "exit_code",
@@ -395,14 +439,15 @@ static void term_run(void *cls, int fd, const char *extra, size_t extra_len,
 		if (websocket_io(t->ws, revents) < 0)
 			break; /* the client is gone: detached, the process runs on */
 		short want = websocket_events(t->ws);
-		if (!want)
+		if (!want && !t->held)
 			break; /* the close handshake is over */
 		int64_t now = celld_now_ms();
 		if (t->over && !close_by)
 			close_by = now + WS_CLOSE_MS;
 		if (close_by && now >= close_by)
 			break;
-		if (!t->over && now - websocket_heard_ms(t->ws) >= WS_IDLE_MS) {
+		/* A client held back by the window is not silent: it is not being read. */
+		if (!t->over && !t->held && now - websocket_heard_ms(t->ws) >= WS_IDLE_MS) {
 			log_info("pty %s: the client was silent for %d s: dropped", t->sid,
 				 WS_IDLE_MS / 1000);
 			break;
@@ -420,7 +465,7 @@ static void term_run(void *cls, int fd, const char *extra, size_t extra_len,
 			p[2] = (struct pollfd){.fd = http_upgrades_stopping_fd(), .events = POLLIN};
 		int64_t until = close_by ? close_by : next_ping;
 		int64_t idle = websocket_heard_ms(t->ws) + WS_IDLE_MS;
-		if (!t->over && idle < until)
+		if (!t->over && !t->held && idle < until)
 			until = idle;
 		int n = poll(p, 3, (int)(until > now ? until - now : 0));
 		if (n < 0 && errno != EINTR)

@@ -812,6 +812,8 @@ int relay_pty_read(int fd, struct relay_reader *rd, struct relay_pty_event *ev,
 		return parse_exit(&f, &ev->exit, err);
 	case CELL_FRAME_ERROR:
 		return parse_error(&f, &ev->error, err);
+	case CELL_FRAME_STDIN_TAKEN:
+		return parse_taken(&f, &ev->taken, err);
 	default:
 		return cell_err(err, EPROTO, "cell-init sent %s on a terminal",
 				cell_frame_type_name(f.type));

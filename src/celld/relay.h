@@ -130,6 +130,7 @@ struct relay_pty_event {
 	uint64_t offset;
 	struct relay_exit exit;
 	struct relay_error error;
+	uint64_t taken; /* STDIN_TAKEN */
 };
 int relay_pty_read(int fd, struct relay_reader *rd, struct relay_pty_event *ev,
 		   struct cell_error *err);

@@ -82,12 +82,19 @@ struct websocket {
 	bool close_pending;
 	uint16_t close_code;
 	char close_reason[124];
+	bool read_paused; /* websocket_read_pause: nothing more is read from the peer */
+	bool read_kick;	  /* resumed: read once whatever poll says (wslay may hold bytes) */
 };
 
 static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
 	(void)flags;
 	struct websocket *ws = user;
+	if (ws->read_paused) {
+		/* Stops wslay after what it already read (its small buffer), not the socket. */
+		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return -1;
+	}
 	if (ws->extra_len) {
 		size_t n = ws->extra_len < len ? ws->extra_len : len;
 		memcpy(buf, ws->extra, n);
@@ -231,7 +238,7 @@ int websocket_close(struct websocket *ws, uint16_t code, const char *reason)
 short websocket_events(const struct websocket *ws)
 {
 	short ev = 0;
-	if (wslay_event_want_read(ws->ctx))
+	if (wslay_event_want_read(ws->ctx) && !ws->read_paused)
 		ev |= POLLIN;
 	if (wslay_event_want_write(ws->ctx))
 		ev |= POLLOUT;
@@ -240,7 +247,10 @@ short websocket_events(const struct websocket *ws)
 
 int websocket_io(struct websocket *ws, short revents)
 {
-	if ((revents & (POLLIN | POLLHUP | POLLERR)) || ws->extra_len) {
+	bool kick = ws->read_kick;
+	ws->read_kick = false;
+	if (((revents & (POLLIN | POLLHUP | POLLERR)) || ws->extra_len || kick) &&
+	    !ws->read_paused) {
 		if (wslay_event_want_read(ws->ctx) && wslay_event_recv(ws->ctx) != 0) {
 			if (ws->io_errno)
 				return -ws->io_errno;
@@ -275,4 +285,11 @@ bool websocket_closing(const struct websocket *ws)
 {
 	return ws->close_pending || wslay_event_get_close_sent(ws->ctx) ||
 	       wslay_event_get_close_received(ws->ctx);
+}
+
+void websocket_read_pause(struct websocket *ws, bool paused)
+{
+	if (ws->read_paused && !paused)
+		ws->read_kick = true;
+	ws->read_paused = paused;
 }

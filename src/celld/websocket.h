@@ -57,5 +57,8 @@ int websocket_io(struct websocket *ws, short revents);
 size_t websocket_queued(const struct websocket *ws);
 /* When anything last came from the client (celld_now_ms). */
 int64_t websocket_heard_ms(const struct websocket *ws);
+/* Stop (or go on) reading the peer after the message being delivered: the caller cannot
+ * take more now (backpressure through the socket). */
+void websocket_read_pause(struct websocket *ws, bool paused);
 /* The close the client sent or was sent (0 when none yet). */
 bool websocket_closing(const struct websocket *ws);

@@ -108,6 +108,16 @@ static struct pty *find(const char *id)
 	return NULL;
 }
 
+/* The process took (or input dropped) n bytes: the attached celld's window opens by as
+ * much (CELL_STDIN_WINDOW, proto.h). */
+static void stdin_taken(struct feed *f, size_t n)
+{
+	struct pty *p = init_container_of(f, struct pty, in);
+	if (p->conn)
+		conn_send_json(p->conn, CELL_FRAME_STDIN_TAKEN,
+			       json_pack("{s:I}", "bytes", (json_int_t)n));
+}
+
 /* ---- the scrollback ---- */
 
 static void ring_put(struct pty *p, const unsigned char *d, size_t n)
@@ -797,6 +807,7 @@ void pty_create(struct conn *c, json_t *req)
 	snprintf(p->id, sizeof(p->id), "%s", id);
 	p->out.w.fd = p->err.w.fd = -1;
 	p->timer = (struct init_watch){.fn = timer_event, .fd = -1};
+	p->in.taken = stdin_taken;
 	feed_open(&p->in, -1);
 	ptys[n_ptys++] = p;
 	struct cell_error err = {0};

@@ -29,12 +29,14 @@
  * three functions (ABORT_FUNCS) and traps ABORT_SIGNAL, which init sends the shell with
  * the first signal. The trap turns on a DEBUG trap under extdebug that skips every command
  * (and returns from every function) of the run until the status step's __cell_end, which
- * turns it off; the run's code is then 128 + the signal. A command that traps ABORT_SIGNAL or
- * DEBUG itself, or a loop of builtins that skipping never ends, falls to the next stages. If the
- * run still has not ended another grace period later (a loop of builtins runs in the shell itself),
- * the shell is killed: the run ends, and the session answers EPIPE from then on. Closing a session
- * kills its shell and every process left in its session (one that made a session of its own has
- * left it). */
+ * turns it off and writes the status; the next run's __cell_begin clears what a trap run late
+ * (after the end) left. The run's code is then 128 + the signal. A command that redefines
+ * __cell_end or __cell_begin owns its own status (it is its own shell). A command that traps
+ * ABORT_SIGNAL or DEBUG itself, or a loop of builtins that skipping never ends, falls to the next
+ * stages. If the run still has not ended another grace period later (a loop of builtins runs in the
+ * shell itself), the shell is killed: the run ends, and the session answers EPIPE from then on.
+ * Closing a session kills its shell and every process left in its session (one that made a session
+ * of its own has left it). */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -68,15 +70,18 @@
 #define TIMEOUT_MAX_MS	 (30ull * 24 * 3600 * 1000)
 
 /* bash only (see the top): the ABORT_SIGNAL trap that drops the rest of a run, the DEBUG trap it
- * sets (commands and functions of cell's own pass), and the end of a run that clears it
- * and leaves the eval's status in __cell_rc. */
+ * sets (commands and functions of cell's own pass), the start of a run that clears what a
+ * late trap may have left, and the end of a run that clears it and writes the status line
+ * (its token, the eval's code) to fd 3, all in one command the DEBUG trap lets pass. */
 #define ABORT_FUNCS                                                                                \
 	"__cell_abort() { __cell_aborting=1; shopt -s extdebug; trap __cell_skip DEBUG; }\n"       \
 	"__cell_skip() { [[ -z ${__cell_aborting-} || $BASH_COMMAND == __cell_* || "               \
 	"${FUNCNAME[1]-} == __cell_* ]] && return 0; [[ ${#FUNCNAME[@]} -gt 2 ]] && return 2; "    \
 	"return 1; }\n"                                                                            \
-	"__cell_end() { __cell_rc=$1; trap - DEBUG; shopt -u extdebug; __cell_aborting=; }\n"
-/* The signal that tells bash to drop the rest of a run: a real-time one, which a command\'s
+	"__cell_begin() { trap - DEBUG; shopt -u extdebug; __cell_aborting=; }\n"                  \
+	"__cell_end() { local rc=$1; __cell_begin; printf '%s %d %s\\n' \"$2\" \"$rc\" '' >&3; "   \
+	"}\n"
+/* The signal that tells bash to drop the rest of a run: a real-time one, which a command's
  * own traps (USR1, INT, ...) are unlikely to claim. */
 #define ABORT_SIGNAL (SIGRTMAX - 3)
 
@@ -453,16 +458,20 @@ static int script_queue(struct session *s, const char *cwd, bool mkdir_cwd, cons
 		o = put_quoted(o, cwd);
 		o += sprintf(o, "\n");
 	}
+	bool bash = command && s->shell && !strcmp(s->shell, "bash");
+	if (bash)
+		o += sprintf(o, "__cell_begin\n");
 	if (command) {
 		o += sprintf(o, "eval ");
 		o = put_quoted(o, command);
 		o += sprintf(o, " </dev/null 3>&-\n");
 	}
 	/* The opening step also says whether the shell is bash. */
-	bool bash = command && s->shell && !strcmp(s->shell, "bash");
-	o += sprintf(o, "%sprintf '%%s %%d %%s\\n' %s \"%s\" %s >&3\n",
-		     bash ? "__cell_end $?; " : "", s->token, bash ? "$__cell_rc" : "$?",
-		     command ? "" : "\"${BASH_VERSION:+bash}\"");
+	if (bash)
+		o += sprintf(o, "__cell_end $? %s\n", s->token);
+	else
+		o += sprintf(o, "printf '%%s %%d %%s\\n' %s \"$?\" %s >&3\n", s->token,
+			     command ? "" : "\"${BASH_VERSION:+bash}\"");
 	s->inbuf = b;
 	s->inlen = (size_t)(o - b);
 	s->inoff = 0;

@@ -645,6 +645,34 @@ START_TEST(large_output_intact)
 }
 END_TEST
 
+/* Input faster than the process takes it: 3 MiB sent while it sleeps all arrive, and the
+ * client is held back meanwhile (celld reads it only while cell-init's window has room),
+ * not dropped by cell-init's bound. */
+START_TEST(large_input_waits_for_the_reader)
+{
+	char *id = h_create("busybox", NULL);
+	char *sid = pty_new(id, "{\"command\":\"sleep 3; head -c 3145728 | wc -c; "
+				"echo END$((1+1))\"}");
+	struct wsc *c = pty_open(id, sid, "pty=0");
+	expect_connected(c, sid, "pipe");
+	static uint8_t chunk[1 + (64 << 10)];
+	chunk[0] = 0x00;
+	memset(chunk + 1, 'x', sizeof(chunk) - 1);
+	int64_t t0 = ms_now();
+	for (int i = 0; i < 48; i++)
+		wsc_send(c, WSLAY_BINARY_FRAME, chunk, sizeof(chunk));
+	wsc_wait(c, "END2");
+	char *out = wsc_take(c);
+	ck_assert_msg(strstr(out, "3145728\n"), "wc -c said: %s", out);
+	/* the sends waited for the sleeping reader: the window held them back */
+	ck_assert_msg(ms_now() - t0 >= 2000, "3 MiB went in %lld ms", (long long)(ms_now() - t0));
+	free(out);
+	wsc_bye(c);
+	free(sid);
+	free(id);
+}
+END_TEST
+
 /* exit 3: an exit frame with 3, then close 1000; DELETE ends a session (then 404). */
 START_TEST(exit_frame_and_delete)
 {
@@ -922,6 +950,8 @@ static Suite *terminal_suite(void)
 	tcase_add_test(h_tcase(s, "pipe_mode_splits_stderr", 120), pipe_mode_splits_stderr);
 	tcase_add_test(h_tcase(s, "exit_frame_and_delete", 120), exit_frame_and_delete);
 	tcase_add_test(h_tcase(s, "large_output_intact", 120), large_output_intact);
+	tcase_add_test(h_tcase(s, "large_input_waits_for_the_reader", 120),
+		       large_input_waits_for_the_reader);
 	tcase_add_test(h_tcase(s, "bad_requests", 120), bad_requests);
 	tcase_add_test(h_tcase(s, "command_stdin", 120), command_stdin);
 	tcase_add_test(h_tcase(s, "silent_client_dropped", 180), silent_client_dropped);
