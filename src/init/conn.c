@@ -5,7 +5,13 @@
  * written with sendmsg() of many iovecs at once at the end of each loop iteration, so a
  * burst of output chunks costs one syscall. Producers (command pipes, file reads) stop when
  * conn_queued() passes CONN_HIGH_WATER and ask for a call back with conn_want_drain(): the
- * queue never grows without bound, whatever a command prints. */
+ * queue never grows without bound, whatever a command prints.
+ *
+ * A send the kernel refuses for want of memory (ENOBUFS, ENOMEM: the sandbox's memory
+ * cgroup, which its socket buffers are charged to, is full, as when a command fills it with
+ * socket buffers of its own) is not the connection's end: the queue waits and is sent again
+ * every CONN_RETRY_MS (EPOLLOUT would fire at once and spin) until memory is back or
+ * CONN_RETRY_GIVE_UP_MS passed. */
 #include <ctype.h>
 #include <errno.h>
 #include <signal.h>
@@ -13,8 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -27,6 +35,8 @@
 
 #define CONN_IOV_MAX	       64
 #define CONN_FRAMES_PER_WAKEUP 64 /* fairness between connections */
+#define CONN_RETRY_MS	       20
+#define CONN_RETRY_GIVE_UP_MS  60000
 
 struct seg {
 	struct seg *next;
@@ -52,6 +62,8 @@ struct conn {
 	/* output */
 	struct seg *out_head, **out_tail;
 	size_t out_bytes;
+	struct init_watch retry; /* a timerfd while a send waits for memory; fd -1 otherwise */
+	uint64_t stalled_ms;	 /* when sends began to fail for memory; 0: they do not */
 
 	const struct conn_handler *h;
 	void *op;
@@ -98,6 +110,7 @@ static void conn_drop(struct conn *c)
 		return;
 	c->gone = true;
 	conn_detach(c);
+	init_watch_close(&c->retry);
 	init_watch_del(&c->w);
 	close(c->w.fd);
 	c->w.fd = -1;
@@ -120,7 +133,7 @@ static void conn_update_events(struct conn *c)
 	uint32_t ev = 0;
 	if (!c->closing && !c->in_eof)
 		ev |= EPOLLIN;
-	if (c->out_head || c->drain_wanted)
+	if ((c->out_head || c->drain_wanted) && !c->stalled_ms)
 		ev |= EPOLLOUT;
 	if (ev != c->events && init_watch_mod(&c->w, ev) == 0)
 		c->events = ev;
@@ -169,6 +182,49 @@ static int conn_write_some(struct conn *c)
 	return 0;
 }
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void conn_flush(struct conn *c);
+
+static void retry_event(struct init_watch *w, uint32_t events)
+{
+	(void)events;
+	struct conn *c = init_container_of(w, struct conn, retry);
+	uint64_t x;
+	ssize_t n = read(w->fd, &x, sizeof(x));
+	(void)n;
+	conn_flush(c);
+}
+
+/* A send failed for want of memory: 0 when it is tried again in CONN_RETRY_MS, -errno when
+ * the connection is to go (no timer, or it has waited CONN_RETRY_GIVE_UP_MS). */
+static int conn_retry_later(struct conn *c, int err)
+{
+	uint64_t now = mono_ms();
+	if (!c->stalled_ms) {
+		c->stalled_ms = now ? now : 1;
+		log_debug("relay connection: send: %s: trying again", strerror(err));
+	} else if (now - c->stalled_ms > CONN_RETRY_GIVE_UP_MS) {
+		return -err;
+	}
+	if (c->retry.fd < 0) {
+		c->retry = (struct init_watch){.fn = retry_event};
+		c->retry.fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (c->retry.fd < 0 || init_watch_add(&c->retry, EPOLLIN) < 0) {
+			init_watch_close(&c->retry);
+			return -err;
+		}
+	}
+	struct itimerspec its = {.it_value = {.tv_nsec = CONN_RETRY_MS * 1000000L}};
+	timerfd_settime(c->retry.fd, 0, &its, NULL);
+	return 0;
+}
+
 static void conn_flush(struct conn *c)
 {
 	if (c->gone)
@@ -176,6 +232,10 @@ static void conn_flush(struct conn *c)
 	c->flushing = true;
 	for (int round = 0; round < 2; round++) {
 		int r = conn_write_some(c);
+		if (r == -ENOBUFS || r == -ENOMEM)
+			r = conn_retry_later(c, -r);
+		else if (r == 0)
+			c->stalled_ms = 0;
 		if (r < 0) {
 			log_debug("relay connection: send: %s", strerror(-r));
 			c->flushing = false;
@@ -474,6 +534,7 @@ void conn_new(int fd)
 	}
 	c->w.fn = conn_event;
 	c->w.fd = fd;
+	c->retry.fd = -1;
 	c->out_tail = &c->out_head;
 	c->events = EPOLLIN;
 	if (init_watch_add(&c->w, EPOLLIN) < 0) {
