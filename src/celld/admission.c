@@ -134,21 +134,13 @@ static void fit_fd_limit(void)
 
 int admission_load(struct cell_error *err)
 {
-	_cleanup_free_ char *text = NULL;
-	struct cell_error rerr = {0};
-	int r = cell_read_file_at(celld.policies_fd, QUOTA_FILE, QUOTA_MAX, &text, NULL, &rerr);
+	json_t *root;
+	int r = config_policy_json(QUOTA_FILE, QUOTA_MAX, &root, err);
 	if (r == -ENOENT) {
 		log_info("quotas: no %s/%s; built-in quotas", celld.policies_dir, QUOTA_FILE);
 	} else if (r < 0) {
-		return cell_err(err, -r, "reading %s/%s", celld.policies_dir, QUOTA_FILE);
+		return r;
 	} else {
-		json_error_t jerr;
-		json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-		if (!json_is_object(root)) {
-			json_decref(root);
-			return cell_err_msg(err, EINVAL, "%s/%s: not a JSON object (line %d: %s)",
-					    celld.policies_dir, QUOTA_FILE, jerr.line, jerr.text);
-		}
 		r = load_section(root, "perKey", adm.per_key, err);
 		if (r == 0)
 			r = load_section(root, "allKeys", adm.all_keys, err);

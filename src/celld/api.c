@@ -17,16 +17,25 @@ struct sandbox *api_find_sandbox(struct http_req *r)
 	return sb;
 }
 
+struct sandbox *api_used_sandbox(struct http_req *r)
+{
+	struct sandbox *sb = api_find_sandbox(r);
+	if (sb)
+		sandbox_touch(sb);
+	return sb;
+}
+
 struct sandbox *api_running_sandbox(struct http_req *r)
 {
 	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return NULL;
-	/* Using a paused sandbox resumes it first (as a request to a stopped VM would wake
-	 * it), so clients never see exec or files fail on a sandbox an idle timer paused. */
+	/* Using a paused or stopped sandbox starts it first (as a request to a stopped VM
+	 * would wake it), so clients never see exec or files fail on a sandbox an idle timer
+	 * paused or stopped. It is activity: its idle timer starts again. */
+	sandbox_touch(sb);
 	struct cell_error perr = {0};
-	if (lifecycle_resume_if_paused(sb, &perr) < 0 && perr.code != EBUSY &&
-	    perr.code != ENOENT) {
+	if (lifecycle_wake(sb, &perr) < 0 && perr.code != EBUSY && perr.code != ENOENT) {
 		sandbox_unref(sb);
 		http_internal(r, &perr);
 		return NULL;

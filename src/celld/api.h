@@ -23,6 +23,9 @@ extern const struct http_api api_opensandbox;
 
 /* Resolve {id} (param 0) to a referenced sandbox; answers 404 SANDBOX_NOT_FOUND itself. */
 struct sandbox *api_find_sandbox(struct http_req *r);
+/* api_find_sandbox for a call that uses the sandbox (a command's status, logs, stdin or
+ * interrupt): its idle timer starts again. Reading its record or metrics is not use. */
+struct sandbox *api_used_sandbox(struct http_req *r);
 /* {id} resolved to a referenced sandbox that can run things (Running, not busy; a Paused
  * one is resumed first), or NULL with 404/409 answered. */
 struct sandbox *api_running_sandbox(struct http_req *r);
@@ -39,6 +42,9 @@ int api_sandbox_renew(struct http_req *r);
 int api_sandbox_patch_metadata(struct http_req *r);
 int api_sandbox_pause(struct http_req *r);
 int api_sandbox_resume(struct http_req *r);
+/* cell's own: stop (→ Stopped, disk kept) and keepalive (the idle timer starts again). */
+int api_sandbox_stop(struct http_req *r);
+int api_sandbox_keepalive(struct http_req *r);
 int api_metrics_event(struct http_req *r);
 int api_info(struct http_req *r);
 

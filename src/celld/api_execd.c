@@ -426,7 +426,7 @@ static struct command *find_command(struct http_req *r, struct sandbox *sb, cons
 
 int api_execd_status(struct http_req *r)
 {
-	struct sandbox *sb = api_find_sandbox(r);
+	struct sandbox *sb = api_used_sandbox(r);
 	if (!sb)
 		return 0;
 	struct command *c = find_command(r, sb, http_param(r, 1));
@@ -467,7 +467,7 @@ int api_execd_logs(struct http_req *r)
 	if (cur && cur[0] && parse_int64(cur, 0, INT64_MAX, &cursor) < 0)
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "cursor must be a byte offset (an integer >= 0)");
-	struct sandbox *sb = api_find_sandbox(r);
+	struct sandbox *sb = api_used_sandbox(r);
 	if (!sb)
 		return 0;
 	struct command *c = find_command(r, sb, http_param(r, 1));
@@ -501,7 +501,7 @@ int api_execd_interrupt(struct http_req *r)
 	const char *id = http_query(r, "id");
 	if (!id || !cell_id_valid(id))
 		return http_error(r, 400, "INVALID_ID", "query parameter id must be a command id");
-	struct sandbox *sb = api_find_sandbox(r);
+	struct sandbox *sb = api_used_sandbox(r);
 	if (!sb)
 		return 0;
 	struct command *c = find_command(r, sb, id);
@@ -535,7 +535,7 @@ int api_execd_stdin(struct http_req *r)
 	if (!len && !close_it)
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "a request body (the bytes for stdin) or close=true is required");
-	struct sandbox *sb = api_find_sandbox(r);
+	struct sandbox *sb = api_used_sandbox(r);
 	if (!sb)
 		return 0;
 	struct command *c = find_command(r, sb, http_param(r, 1));

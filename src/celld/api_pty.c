@@ -196,6 +196,9 @@ struct term {
 	uint64_t unacked;
 	uint8_t *held;
 	size_t held_len;
+	/* Referenced while attached, and counted in its streams: an attached terminal is
+	 * activity for the idle timer however quiet it is. */
+	struct sandbox *sb;
 };
 
 static void term_free(void *cls)
@@ -205,6 +208,11 @@ static void term_free(void *cls)
 		close(t->relay);
 	relay_reader_free(&t->rd);
 	free(t->held);
+	if (t->sb) {
+		__atomic_sub_fetch(&t->sb->streams, 1, __ATOMIC_RELAXED);
+		sandbox_touch(t->sb); /* idle from the moment it detached */
+		sandbox_unref(t->sb);
+	}
 	free(t);
 }
 
@@ -564,8 +572,8 @@ int api_pty_ws(struct http_req *r)
 	int rc = req && t ? relay_pty_attach(sb, req, &fd, &ok, &rerr, &b, &err)
 			  : cell_err(&err, ENOMEM, "out of memory");
 	json_decref(req);
-	sandbox_unref(sb);
 	if (rc < 0 || (rc == 1 && (rerr.errnum == ENOENT || rerr.errnum == EBUSY))) {
+		sandbox_unref(sb);
 		free(t);
 		if (rc < 0)
 			return http_internal(r, &err);
@@ -577,6 +585,8 @@ int api_pty_ws(struct http_req *r)
 				  sid);
 	}
 	t->relay = fd;
+	t->sb = sb; /* our reference moves to t */
+	__atomic_add_fetch(&sb->streams, 1, __ATOMIC_RELAXED);
 	snprintf(t->sid, sizeof(t->sid), "%s", sid);
 	const char *mode = json_string_value(json_object_get(ok, "mode"));
 	snprintf(t->mode, sizeof(t->mode), "%s", mode && !strcmp(mode, "pipe") ? "pipe" : "pty");

@@ -24,6 +24,7 @@
 #include "seccomp_log.h"
 #include "seccomp_policy.h"
 #include "timefmt.h"
+#include "timer_policy.h"
 #include "volumes.h"
 #include "fields.h"
 #include "limits.h"
@@ -78,14 +79,36 @@ static void view_release(struct sandbox_view *v)
 	json_decref(v->metadata);
 }
 
-static json_t *view_json(const struct sandbox *sb, const struct sandbox_view *v)
+/* status: {state, reason?, message?, lastTransitionAt}. A Stopped sandbox is reported as
+ * Paused with reason "Stopped": OpenSandbox has no Stopped state, and its clients act on a
+ * Paused one by resuming it, which is right for a Stopped one too (FastGPT's adapter maps
+ * a state it does not know to an error and gives the session up). */
+static json_t *status_json(const struct sandbox_view *v)
 {
-	json_t *status = json_pack("{s:s, s:o}", "state", sandbox_state_name(v->state),
-				   "lastTransitionAt", celld_time_json(v->transition_at));
-	if (status && v->reason) {
+	bool stopped = v->state == SBX_STOPPED;
+	json_t *status =
+	    json_pack("{s:s, s:o}", "state", sandbox_state_name(stopped ? SBX_PAUSED : v->state),
+		      "lastTransitionAt", celld_time_json(v->transition_at));
+	if (!status)
+		return NULL;
+	if (stopped) {
+		char msg[512];
+		snprintf(msg, sizeof(msg),
+			 "stopped%s%s: processes and memory are gone, the disk is kept; resume "
+			 "(or any use) starts it again",
+			 v->reason ? ", " : "", v->reason ? v->reason : "");
+		json_object_set_new(status, "reason", json_string("Stopped"));
+		json_object_set_new(status, "message", json_string(msg));
+	} else if (v->reason) {
 		json_object_set_new(status, "reason", json_string(v->reason));
 		json_object_set_new(status, "message", json_string(v->reason));
 	}
+	return status;
+}
+
+static json_t *view_json(const struct sandbox *sb, const struct sandbox_view *v)
+{
+	json_t *status = status_json(v);
 	json_t *o =
 	    json_pack("{s:s, s:{s:s?}, s:o, s:O, s:o, s:o, s:o}", "id", sb->id, "image", "uri",
 		      sb->image, "status", status, "metadata", v->metadata, "entrypoint",
@@ -173,14 +196,16 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	json_t *ext = NULL;
 	if (field_string_map(body, "extensions", "extensions", &ext, err) < 0)
 		return -EINVAL;
-	if (!ext)
-		return 0;
+	if (!ext) /* the policy's timers */
+		return timer_policy_resolve(NULL, &spec->timers, err);
 	int rc = 0;
 	const char *key = NULL, *vols = NULL;
 	/* Keys of other providers are theirs; a "cell." key cell does not know (a typo) would
 	 * otherwise be dropped without a word. */
-	static const char *const known[] = {"cell.sessionKey", "cell.volumes", "cell.seccomp",
-					    "cell.seccompLog", "cell.network"};
+	static const char *const known[] = {
+	    "cell.sessionKey", "cell.volumes",	    "cell.seccomp",
+	    "cell.seccompLog", "cell.network",	    "cell.idleTimeout",
+	    "cell.stopAfter",  "cell.reclaimAfter", "cell.onTimeout"};
 	const char *k;
 	json_t *v;
 	json_object_foreach(ext, k, v)
@@ -214,6 +239,8 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	if (!rc && field_string(ext, "cell.network", "extensions.cell.network", false,
 				&spec->network_mode, err) < 0)
 		rc = -EINVAL;
+	if (!rc)
+		rc = timer_policy_resolve(ext, &spec->timers, err);
 	/* The strings stay valid: body (their owner) outlives the spec. */
 	json_decref(ext);
 	return rc;
@@ -506,8 +533,10 @@ struct list_query {
 static bool list_matches_locked(const struct list_query *q, const struct sandbox *sb)
 {
 	bool ok = q->n_states == 0;
+	/* A Stopped sandbox is reported Paused (status_json): state=Paused finds it too. */
 	for (size_t k = 0; k < q->n_states; k++)
-		ok |= sb->state == q->want[k];
+		ok |= sb->state == q->want[k] ||
+		      (q->want[k] == SBX_PAUSED && sb->state == SBX_STOPPED);
 	return ok && (!q->filter || metadata_matches(sb->metadata, q->filter));
 }
 
@@ -776,6 +805,10 @@ int api_sandbox_inspect(struct http_req *r)
 	json_object_set_new(o, "seccomp",
 			    seccomp_log_json(sb->id, sb->seccomp_profile, sb->seccomp_log));
 	json_object_set_new(o, "network", network_inspect_json(sb));
+	registry_lock();
+	struct sbx_timers timers = sb->timers;
+	registry_unlock();
+	json_object_set_new(o, "timers", timer_policy_json(&timers));
 	sandbox_unref(sb);
 	return http_json(r, 200, o);
 }
@@ -803,6 +836,7 @@ int api_sandbox_renew(struct http_req *r)
 		http_error(r, 400, "INVALID_ARGUMENT", "expiresAt must be in the future");
 		goto out;
 	}
+	sandbox_touch(sb); /* a renewal is activity too */
 	int rc = lifecycle_renew(sb, t, &err);
 	if (rc == -EBUSY) {
 		http_error(r, 409, "CONFLICT", "%s", err.msg);
@@ -839,8 +873,21 @@ out:
 	return 0;
 }
 
-/* 202 once the new state holds (the freeze is synchronous); 409 with the OpenSandbox
- * server's codes when the sandbox is not in the state the call needs. */
+/* The answer to a state change that returned rc: 202 once the new state holds (the work is
+ * synchronous); 409 with conflict (the OpenSandbox server's code) when the sandbox is not
+ * in a state the call can start from. */
+static int answer_change(struct http_req *r, int rc, const char *conflict,
+			 const struct cell_error *err)
+{
+	if (rc == -EALREADY || rc == -EBUSY)
+		return http_fail(r, -rc, conflict, "%s", err->msg);
+	if (rc == -ENOENT)
+		return http_fail(r, ENOENT, "SANDBOX_NOT_FOUND", "%s", err->msg);
+	if (rc < 0)
+		return http_internal(r, err);
+	return http_empty(r, 202);
+}
+
 int api_sandbox_pause(struct http_req *r)
 {
 	struct sandbox *sb = api_find_sandbox(r);
@@ -849,13 +896,7 @@ int api_sandbox_pause(struct http_req *r)
 	struct cell_error err = {0};
 	int rc = lifecycle_pause(sb, &err);
 	sandbox_unref(sb);
-	if (rc == -EALREADY || rc == -EBUSY)
-		return http_fail(r, -rc, "DOCKER::SANDBOX_NOT_RUNNING", "%s", err.msg);
-	if (rc == -ENOENT)
-		return http_fail(r, ENOENT, "SANDBOX_NOT_FOUND", "%s", err.msg);
-	if (rc < 0)
-		return http_internal(r, &err);
-	return http_empty(r, 202);
+	return answer_change(r, rc, "DOCKER::SANDBOX_NOT_RUNNING", &err);
 }
 
 int api_sandbox_resume(struct http_req *r)
@@ -866,13 +907,37 @@ int api_sandbox_resume(struct http_req *r)
 	struct cell_error err = {0};
 	int rc = lifecycle_resume(sb, &err);
 	sandbox_unref(sb);
-	if (rc == -EALREADY || rc == -EBUSY)
-		return http_fail(r, -rc, "DOCKER::SANDBOX_NOT_PAUSED", "%s", err.msg);
-	if (rc == -ENOENT)
-		return http_fail(r, ENOENT, "SANDBOX_NOT_FOUND", "%s", err.msg);
-	if (rc < 0)
-		return http_internal(r, &err);
-	return http_empty(r, 202);
+	return answer_change(r, rc, "DOCKER::SANDBOX_NOT_PAUSED", &err);
+}
+
+/* Stopped: processes ended, memory and cgroup freed, disk kept. */
+int api_sandbox_stop(struct http_req *r)
+{
+	struct sandbox *sb = api_find_sandbox(r);
+	if (!sb)
+		return 0;
+	struct cell_error err = {0};
+	int rc = lifecycle_stop(sb, "on request", &err);
+	sandbox_unref(sb);
+	return answer_change(r, rc, "DOCKER::SANDBOX_NOT_RUNNING", &err);
+}
+
+/* The idle timer starts again (a paused or stopped sandbox stays so: its next use wakes
+ * it, and its stop or reclaim timer starts again too). */
+int api_sandbox_keepalive(struct http_req *r)
+{
+	struct sandbox *sb = api_find_sandbox(r);
+	if (!sb)
+		return 0;
+	sandbox_touch(sb);
+	registry_lock();
+	struct sbx_timers t = sb->timers;
+	registry_unlock();
+	json_t *o = json_pack("{s:o, s:o}", "lastActivityAt",
+			      celld_time_json((time_t)sandbox_active_at(sb)), "timers",
+			      timer_policy_json(&t));
+	sandbox_unref(sb);
+	return http_json(r, 200, o);
 }
 
 int api_metrics_event(struct http_req *r)

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cell/cleanup.h"
+#include "cell/fsutil.h"
 #include "cell/ipv4.h"
 #include "config.h"
 
@@ -63,5 +65,24 @@ int config_set_subnet(const char *cidr)
 	}
 	celld.subnet = first;
 	celld.subnet_prefix = len;
+	return 0;
+}
+
+int config_policy_json(const char *file, size_t max, json_t **out, struct cell_error *err)
+{
+	_cleanup_free_ char *text = NULL;
+	struct cell_error rerr = {0};
+	*out = NULL;
+	int r = cell_read_file_at(celld.policies_fd, file, max, &text, NULL, &rerr);
+	if (r < 0)
+		return cell_err(err, -r, "reading %s/%s", celld.policies_dir, file);
+	json_error_t jerr;
+	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return cell_err_msg(err, EINVAL, "%s/%s: not a JSON object (line %d: %s)",
+				    celld.policies_dir, file, jerr.line, jerr.text);
+	}
+	*out = root;
 	return 0;
 }

@@ -4,7 +4,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 #include "cell/cgroup.h"
+#include "cell/error.h"
 
 /* Unauthenticated TCP connections (gate.c): each costs celld one fd and a table slot. */
 #define CELLD_DEFAULT_PENDING_MAX    1024
@@ -50,6 +53,11 @@ struct celld_config {
 };
 
 extern struct celld_config celld;
+
+/* policies/<file> parsed: a JSON object in *out (a new reference); -ENOENT (err set) when
+ * the file is missing, -EINVAL with err naming the file and line when it is no JSON
+ * object, another -errno when it cannot be read. */
+int config_policy_json(const char *file, size_t max, json_t **out, struct cell_error *err);
 
 /* --volume-root DIR: DIR made canonical (it must exist and be a directory) and added;
  * prints why not and returns -errno. */

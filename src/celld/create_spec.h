@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "cell/runtime.h"
+#include "sandbox.h"
 
 struct adm_principal;
 
@@ -31,4 +32,5 @@ struct create_spec {
 	const char *network_mode; /* extensions["cell.network"], NULL if absent */
 	json_t *network;	  /* the record's "network" (network_spec) */
 	json_t *warnings;	  /* strings for the create's answer, or NULL */
+	struct sbx_timers timers; /* the idle timers (timer_policy.h): policy, then extensions */
 };

@@ -211,6 +211,7 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 		 spec->seccomp_profile ? spec->seccomp_profile : "default");
 	sb->seccomp_log = spec->seccomp_log;
 	sb->expires_at = spec->timeout ? sb->created_at + spec->timeout : 0;
+	sb->timers = spec->timers;
 	return 0;
 }
 
@@ -553,8 +554,9 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 	if (r < 0)
 		return r;
 	if (r == 1) {
-		/* create-or-resume: a paused session comes back running. */
-		r = lifecycle_resume_if_paused(existing, err);
+		/* create-or-resume: a paused or stopped session comes back running. */
+		sandbox_touch(existing);
+		r = lifecycle_wake(existing, err);
 		if (r < 0 && r != -EBUSY) {
 			sandbox_unref(existing);
 			return r;
@@ -603,11 +605,11 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 
 /* ---- delete ---- */
 
-int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
+/* End everything of sb that runs (init, the rest of its cgroup, its seccomp listener and
+ * its network's chain and resolver socket) and forget its init; its disk and uid range
+ * stay. sb is busy with the operation that calls this. */
+static int end_processes(struct sandbox *sb, struct cell_error *err)
 {
-	int r = sandbox_begin(sb, SBX_DELETING, err);
-	if (r < 0)
-		return r;
 	pid_t pid;
 	int pidfd;
 	uint64_t st;
@@ -615,15 +617,26 @@ int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
 	/* A frozen init cannot act on SIGKILL on v1 until thawed: the cgroup's kill (which
 	 * signals, then thaws, on v1; cgroup.kill ends frozen tasks on v2) goes first, so no
 	 * process of the sandbox runs again before it dies. (sb->state is stable while busy.) */
+	int r = 0;
 	if (sb->state == SBX_PAUSED)
 		r = celld.cgroup->kill_all(sb->cgroup_rel, err);
 	if (r == 0)
 		r = teardown(pid, pidfd, st, sb->cgroup_rel, err);
 	if (pidfd >= 0)
 		close(pidfd);
+	forget_init(sb);
 	seccomp_log_detach(sb->id);
 	if (r == 0)
 		network_detach(sb);
+	return r;
+}
+
+int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
+{
+	int r = sandbox_begin(sb, SBX_DELETING, err);
+	if (r < 0)
+		return r;
+	r = end_processes(sb, err);
 	if (r == 0)
 		r = remove_dir(sb->id, err);
 	if (r == 0) {
@@ -634,14 +647,35 @@ int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
 		return 0;
 	}
 	cell_err_wrap(err, "deleting sandbox %s: ", sb->id);
-	forget_init(sb);
 	sandbox_end(sb, SBX_DELETING, SBX_FAILED, err->msg);
 	struct cell_error e2;
 	store_save(sb, &e2);
 	return r;
 }
 
-/* ---- init died; a Failed sandbox started again ---- */
+/* ---- stop: processes and memory gone, the disk kept ---- */
+
+int lifecycle_stop(struct sandbox *sb, const char *why, struct cell_error *err)
+{
+	int r = sandbox_begin(sb, SBX_STOPPING, err);
+	if (r < 0)
+		return r;
+	r = end_processes(sb, err);
+	if (r < 0) {
+		cell_err_wrap(err, "stopping sandbox %s: ", sb->id);
+		sandbox_end(sb, SBX_STOPPING, SBX_FAILED, err->msg);
+	} else {
+		sandbox_end(sb, SBX_STOPPING, SBX_STOPPED, why);
+		log_info("sandbox %s stopped (%s)", sb->id, why);
+	}
+	/* Synced: a Stopped sandbox may stay so for days, and a restart must find it so. */
+	struct cell_error serr = {0};
+	if (store_save(sb, &serr) < 0)
+		log_error("%s", serr.msg);
+	return r;
+}
+
+/* ---- init died; a Failed or Stopped sandbox started again ---- */
 
 void lifecycle_init_died(struct sandbox *sb, const char *why)
 {
@@ -659,8 +693,8 @@ void lifecycle_init_died(struct sandbox *sb, const char *why)
 		log_error("%s", err.msg);
 }
 
-/* resume of a Failed sandbox: a cold start on its kept disk, from its record. A failed
- * start ends its processes again and leaves it Failed with the reason. */
+/* resume of a Failed or Stopped sandbox: a cold start on its kept disk, from its record. A
+ * failed start ends its processes again and leaves it Failed with the reason. */
 static int start_again(struct sandbox *sb, struct cell_error *err)
 {
 	int r = sandbox_begin(sb, SBX_STARTING, err);
@@ -671,14 +705,18 @@ static int start_again(struct sandbox *sb, struct cell_error *err)
 	 * is already). Refused, it stays Failed as it was. */
 	r = uidrange_adopt(sb->id, sb->slot, err);
 	if (r < 0) {
-		sandbox_end(sb, SBX_STARTING, SBX_FAILED, NULL);
+		sandbox_end(sb, SBX_STARTING, sb->state, NULL);
 		return r == -EALREADY ? -EBUSY : r;
 	}
+	enum sbx_state from = sb->state; /* stable while busy */
 	r = lifecycle_start(sb, err);
-	if (r == 0)
-		r = end_running(sb, SBX_STARTING, STORE_SYNCED, err);
 	if (r == 0) {
-		log_info("sandbox %s started again (pid %d)", sb->id, (int)sb->pid);
+		sandbox_touch(sb); /* its idle timer starts afresh */
+		r = end_running(sb, SBX_STARTING, STORE_SYNCED, err);
+	}
+	if (r == 0) {
+		log_info("sandbox %s started again from %s (pid %d)", sb->id,
+			 sandbox_state_name(from), (int)sb->pid);
 		return 0;
 	}
 	cell_err_wrap(err, "starting sandbox %s again: ", sb->id);
@@ -734,25 +772,45 @@ int lifecycle_pause(struct sandbox *sb, struct cell_error *err)
 int lifecycle_resume(struct sandbox *sb, struct cell_error *err)
 {
 	registry_lock();
-	bool failed = sb->state == SBX_FAILED;
+	bool cold = sb->state == SBX_FAILED || sb->state == SBX_STOPPED;
 	registry_unlock();
 	/* Read without the sandbox busy: if it changes before the begin, the begin's check
 	 * answers (a Failed one started meanwhile is "already Running"). */
-	return failed ? start_again(sb, err) : freeze(sb, false, err);
+	int r = cold ? start_again(sb, err) : freeze(sb, false, err);
+	if (r == 0)
+		sandbox_touch(sb);
+	return r;
 }
 
-int lifecycle_resume_if_paused(struct sandbox *sb, struct cell_error *err)
+/* Is an operation running on sb that ends Paused or Stopped, or begins from there? */
+static bool waking_busy(enum sbx_op op)
 {
-	registry_lock();
-	bool paused =
-	    sb->state == SBX_PAUSED || sb->busy == SBX_PAUSING || sb->busy == SBX_RESUMING;
-	registry_unlock();
-	if (!paused)
-		return 0;
-	int r = freeze(sb, false, err);
-	/* Someone else resumed it meanwhile, or it was being paused and is now Paused (then
-	 * the begin waited and the resume went through). */
-	return r == -EALREADY ? 0 : r;
+	return op == SBX_PAUSING || op == SBX_RESUMING || op == SBX_STOPPING || op == SBX_STARTING;
+}
+
+int lifecycle_wake(struct sandbox *sb, struct cell_error *err)
+{
+	/* Twice at most: a sandbox paused or stopped again between our look and our begin is
+	 * woken from its new state. */
+	for (int attempt = 0; attempt < 3; attempt++) {
+		registry_lock();
+		while (sb->in_table && waking_busy(sb->busy))
+			registry_wait();
+		enum sbx_state st = sb->state;
+		registry_unlock();
+		int r;
+		if (st == SBX_PAUSED)
+			r = freeze(sb, false, err);
+		else if (st == SBX_STOPPED)
+			r = start_again(sb, err);
+		else
+			return 0;
+		if (r == -EALREADY)
+			return 0;
+		if (r != -EBUSY)
+			return r;
+	}
+	return 0;
 }
 
 /* ---- the record's changes: expiry, metadata ---- */
@@ -777,12 +835,16 @@ int lifecycle_renew(struct sandbox *sb, time_t expires_at, struct cell_error *er
 	return r;
 }
 
-bool lifecycle_expired(struct sandbox *sb, time_t now)
+int lifecycle_expire_stop(struct sandbox *sb, struct cell_error *err)
 {
+	int r = lifecycle_stop(sb, "its timeout passed (cell.onTimeout: stop)", err);
+	if (r < 0 && r != -EALREADY)
+		return r;
+	/* Stopped, its expiry is spent: cleared, or the reaper would find it again. */
 	registry_lock();
-	bool expired = sb->expires_at && now >= sb->expires_at && sandbox_idle_locked(sb);
+	sb->expires_at = 0;
 	registry_unlock();
-	return expired;
+	return store_save(sb, err);
 }
 
 /* metadata with patch (a JSON merge patch: null deletes a key) applied, as a new object:
@@ -1005,7 +1067,8 @@ static void adopt_one(const char *id)
 	sandbox_end(sb, SBX_ADOPTING, why[0] ? SBX_FAILED : sb->state, why[0] ? why : NULL);
 	if (r == 0)
 		r = adopt_publish(sb, &err);
-	if (r == 0 && !why[0] && network_adopt(sb, &err) < 0)
+	bool live = sb->state == SBX_RUNNING || sb->state == SBX_PAUSED;
+	if (r == 0 && live && network_adopt(sb, &err) < 0)
 		log_warn("sandbox %s: taking its network back: %s", id, err.msg);
 	if (r < 0) {
 		if (sb->pidfd >= 0) {

@@ -35,13 +35,19 @@ void lifecycle_init_died(struct sandbox *sb, const char *why);
  * Running, or being deleted), -ENOENT (gone), or another -errno (the freezer failed; err
  * says why). */
 int lifecycle_pause(struct sandbox *sb, struct cell_error *err);
-/* Resume: a Paused sandbox is thawed; a Failed one (its init died) is started again on its
- * kept disk from its record. -EALREADY (Running), -EBUSY (neither, or being deleted),
- * -ENOENT, or another -errno (thawing or starting failed: a failed start leaves it Failed
- * with the reason). */
+/* Resume: a Paused sandbox is thawed; a Stopped one, or a Failed one (its init died), is
+ * started again on its kept disk from its record. -EALREADY (Running), -EBUSY (none of
+ * these, or being deleted), -ENOENT, or another -errno (thawing or starting failed: a
+ * failed start leaves it Failed with the reason). */
 int lifecycle_resume(struct sandbox *sb, struct cell_error *err);
-/* Resume sb when it is Paused (exec, files, ping and create-or-resume use it first). */
-int lifecycle_resume_if_paused(struct sandbox *sb, struct cell_error *err);
+/* Resume sb when it is Paused or Stopped (exec, files, ping and create-or-resume use it
+ * first); 0 when it is Running (or Failed: only an explicit resume starts that again). */
+int lifecycle_wake(struct sandbox *sb, struct cell_error *err);
+/* Stop: every process ended, memory and cgroup freed, the network's rules and resolver
+ * socket removed; the disk, uid range, policy and record kept. why is recorded as the
+ * reason ("on request", "idle"). -EALREADY (Stopped), -EBUSY (not Running or Paused, or
+ * being deleted), -ENOENT, or another -errno (the teardown failed: it is Failed). */
+int lifecycle_stop(struct sandbox *sb, const char *why, struct cell_error *err);
 
 /* A new expiry (in the future; checked by the caller) recorded: 0, or -EBUSY when sb is
  * being changed or gone, or the store's -errno (then nothing changed). */
@@ -51,5 +57,6 @@ int lifecycle_renew(struct sandbox *sb, time_t expires_at, struct cell_error *er
  * changed). Patches of one sandbox run one at a time. */
 int lifecycle_patch_metadata(struct sandbox *sb, json_t *patch, const struct field_caps *caps,
 			     struct cell_error *err);
-/* Has sb's expiry passed (and is it idle, so that deleting it is the next step)? */
-bool lifecycle_expired(struct sandbox *sb, time_t now);
+/* The expiry of a sandbox whose cell.onTimeout is "stop": it stops and has no expiry
+ * after (a later use starts it again). */
+int lifecycle_expire_stop(struct sandbox *sb, struct cell_error *err);

@@ -331,18 +331,10 @@ static void find_io_device(void)
 
 int limits_load(struct cell_error *err)
 {
-	_cleanup_free_ char *text = NULL;
-	struct cell_error rerr = {0};
-	int r = cell_read_file_at(celld.policies_fd, POLICY_FILE, POLICY_MAX, &text, NULL, &rerr);
+	json_t *root;
+	int r = config_policy_json(POLICY_FILE, POLICY_MAX, &root, err);
 	if (r < 0)
-		return cell_err(err, -r, "reading %s/%s", celld.policies_dir, POLICY_FILE);
-	json_error_t jerr;
-	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root || !json_is_object(root)) {
-		json_decref(root);
-		return cell_err_msg(err, EINVAL, "%s/%s: not a JSON object (line %d: %s)",
-				    celld.policies_dir, POLICY_FILE, jerr.line, jerr.text);
-	}
+		return r;
 	json_t *def = json_object_get(root, "defaults"), *max = json_object_get(root, "maximum");
 	r = 0;
 	if (!json_is_object(def))

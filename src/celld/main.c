@@ -31,6 +31,7 @@
 #include "network.h"
 #include "seccomp_log.h"
 #include "seccomp_policy.h"
+#include "timer_policy.h"
 #include "timers.h"
 #include "uidrange.h"
 #include "volstore.h"
@@ -670,7 +671,7 @@ static int run(const struct flags *f)
 			goto fail;
 	}
 	if (load_init(f->init, &err) < 0 || open_policies(f->policies, &err) < 0 ||
-	    limits_load(&err) < 0 || admission_load(&err) < 0)
+	    limits_load(&err) < 0 || admission_load(&err) < 0 || timer_policy_load(&err) < 0)
 		goto fail;
 	if (seccomp_policies_load(&err) < 0 || seccomp_log_start(&err) < 0 ||
 	    network_load_policies(&err) < 0)

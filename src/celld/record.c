@@ -30,6 +30,20 @@ static json_t *limits_encode(const struct cell_limits *l)
 			 l->socket_bytes ? json_integer((json_int_t)l->socket_bytes) : json_null());
 }
 
+static const char *const on_timeout_names[] = {
+    [SBX_TIMEOUT_DELETE] = "delete", [SBX_TIMEOUT_STOP] = "stop"};
+
+static json_t *lifecycle_encode(const struct record *rec)
+{
+	const struct sbx_timers *t = &rec->timers;
+	return json_pack("{s:I, s:I, s:I, s:s, s:o, s:I}", "idleTimeout",
+			 (json_int_t)t->idle_timeout, "stopAfter", (json_int_t)t->stop_after,
+			 "reclaimAfter", (json_int_t)t->reclaim_after, "onTimeout",
+			 on_timeout_names[t->on_timeout], "lastActivityAt",
+			 celld_time_json((time_t)rec->active_at), "runningSeconds",
+			 (json_int_t)rec->running_seconds);
+}
+
 json_t *record_encode(const struct record *rec)
 {
 	json_t *o =
@@ -55,6 +69,8 @@ json_t *record_encode(const struct record *rec)
 					      rec->seccomp_log));
 	if (o && rec->network)
 		json_object_set(o, "network", rec->network);
+	if (o && rec->has_lifecycle)
+		json_object_set_new(o, "lifecycle", lifecycle_encode(rec));
 	return o;
 }
 
@@ -230,6 +246,40 @@ static int get_seccomp(json_t *o, struct record *rec, struct cell_error *err)
 	return 0;
 }
 
+/* Absent in a record older than the idle timers: none run for that sandbox. */
+static int get_lifecycle(json_t *o, struct record *rec, struct cell_error *err)
+{
+	json_t *lc = json_object_get(o, "lifecycle");
+	rec->has_lifecycle = false;
+	if (!lc || json_is_null(lc))
+		return 0;
+	if (!json_is_object(lc))
+		return bad(err, "lifecycle must be an object");
+	static const char *const keys[] = {"idleTimeout", "stopAfter", "reclaimAfter",
+					   "runningSeconds"};
+	int64_t *dst[] = {&rec->timers.idle_timeout, &rec->timers.stop_after,
+			  &rec->timers.reclaim_after, &rec->running_seconds};
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		json_int_t v;
+		if (get_int(lc, keys[i], 0, INT64_MAX / 2, &v, err) < 0)
+			return bad(err, "lifecycle.%s must be an integer >= 0", keys[i]);
+		*dst[i] = v;
+	}
+	const char *on = json_string_value(json_object_get(lc, "onTimeout"));
+	if (on && !strcmp(on, "stop"))
+		rec->timers.on_timeout = SBX_TIMEOUT_STOP;
+	else if (on && !strcmp(on, "delete"))
+		rec->timers.on_timeout = SBX_TIMEOUT_DELETE;
+	else
+		return bad(err, "lifecycle.onTimeout must be \"delete\" or \"stop\"");
+	time_t at;
+	if (get_time(lc, "lastActivityAt", false, &at, err) < 0)
+		return bad(err, "lifecycle.lastActivityAt must be an RFC 3339 time");
+	rec->active_at = (int64_t)at;
+	rec->has_lifecycle = true;
+	return 0;
+}
+
 static int get_strings(json_t *o, struct record *rec, struct cell_error *err)
 {
 	int r = get_string(o, "image", true, &rec->image, err);
@@ -284,6 +334,8 @@ int record_decode(json_t *o, const char *id, struct record *rec, struct cell_err
 		r = get_limits(o, rec, err);
 	if (r == 0)
 		r = get_seccomp(o, rec, err);
+	if (r == 0)
+		r = get_lifecycle(o, rec, err);
 	if (r == -ENOMEM)
 		return cell_err(err, ENOMEM, "decoding the record of %s", id);
 	return r;

@@ -37,6 +37,11 @@ struct record {
 	bool has_seccomp; /* false in a record older than profiles: "" (no filter) */
 	char seccomp_profile[CELL_SECCOMP_NAME_MAX + 1];
 	bool seccomp_log;
+	/* "lifecycle": the idle timers, the last activity and the Running seconds before the
+	 * current spell; false in a record older than them (then no timers run). */
+	bool has_lifecycle;
+	struct sbx_timers timers;
+	int64_t active_at, running_seconds;
 };
 
 /* The JSON object of rec (a new reference), or NULL on allocation failure. */

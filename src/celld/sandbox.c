@@ -23,13 +23,15 @@
 #define ANY_STATE                                                                                  \
 	(BIT(SBX_PENDING) | BIT(SBX_RUNNING) | BIT(SBX_PAUSED) | BIT(SBX_STOPPED) | BIT(SBX_FAILED))
 
-/* Which state may follow which (besides itself). Stopped has no edge in or out: it is
- * reserved for the Stopped feature (idle stop, cold restart of a stopped sandbox). */
+/* Which state may follow which (besides itself). */
 static const unsigned next_states[] = {
     [SBX_PENDING] = BIT(SBX_RUNNING) | BIT(SBX_FAILED), /* create done / undo failed */
-    [SBX_RUNNING] = BIT(SBX_PAUSED) | BIT(SBX_FAILED),	/* pause / init died, delete failed */
-    [SBX_PAUSED] = BIT(SBX_RUNNING) | BIT(SBX_FAILED),	/* resume / delete failed, adoption */
-    [SBX_STOPPED] = 0,
+    /* pause, stop / init died, delete or stop failed */
+    [SBX_RUNNING] = BIT(SBX_PAUSED) | BIT(SBX_STOPPED) | BIT(SBX_FAILED),
+    /* resume, stop / delete or stop failed, adoption */
+    [SBX_PAUSED] = BIT(SBX_RUNNING) | BIT(SBX_STOPPED) | BIT(SBX_FAILED),
+    /* a cold start on its kept disk / delete failed, a start failed */
+    [SBX_STOPPED] = BIT(SBX_RUNNING) | BIT(SBX_FAILED),
     [SBX_FAILED] = BIT(SBX_RUNNING), /* resume: a cold start on its kept disk */
 };
 
@@ -50,8 +52,11 @@ static const struct op_rule op_rules[SBX_OPS] = {
     [SBX_DELETING] = {"deleting", ANY_STATE, "", -1, false},
     [SBX_PAUSING] = {"pausing", BIT(SBX_RUNNING), "Running", SBX_PAUSED, false},
     [SBX_RESUMING] = {"resuming", BIT(SBX_PAUSED), "Paused", SBX_RUNNING, false},
-    [SBX_STARTING] = {"starting", BIT(SBX_FAILED), "Failed", SBX_RUNNING, false},
+    [SBX_STARTING] = {"starting", BIT(SBX_FAILED) | BIT(SBX_STOPPED), "Failed or Stopped",
+		      SBX_RUNNING, false},
     [SBX_RECOVERING] = {"recovering", BIT(SBX_RUNNING), "Running", -1, false},
+    [SBX_STOPPING] = {"stopping", BIT(SBX_RUNNING) | BIT(SBX_PAUSED), "Running or Paused",
+		      SBX_STOPPED, false},
 };
 
 struct sandbox *sandbox_new(const char *id)
@@ -85,6 +90,7 @@ struct sandbox *sandbox_new(const char *id)
 	sb->slot = -1;
 	sb->state = SBX_PENDING;
 	sb->created_at = sb->transition_at = time(NULL);
+	sb->active_at = sb->active_at_saved = (int64_t)sb->created_at;
 	return sb;
 }
 
@@ -138,6 +144,14 @@ bool sandbox_idle_locked(const struct sandbox *sb)
 bool sandbox_settling_locked(const struct sandbox *sb)
 {
 	return sb->busy == SBX_CREATING || sb->busy == SBX_DELETING;
+}
+
+int64_t sandbox_active_seconds_locked(const struct sandbox *sb, time_t now)
+{
+	int64_t spell = sb->state == SBX_RUNNING && now > sb->transition_at
+			    ? (int64_t)(now - sb->transition_at)
+			    : 0;
+	return sb->running_seconds + spell;
 }
 
 /* Registry lock held. */
@@ -195,8 +209,13 @@ void sandbox_end(struct sandbox *sb, enum sbx_op op, enum sbx_state state, const
 	/* The audit log hooks in here: every state change of every sandbox passes this
 	 * point once, with the operation, the old and the new state and the reason. */
 	if (state != from || why) {
+		time_t now = time(NULL);
+		/* The Running spell so far joins the billable total (a new one starts now
+		 * when it stays Running). */
+		if (from == SBX_RUNNING)
+			sb->running_seconds = sandbox_active_seconds_locked(sb, now);
 		sb->state = state;
-		sb->transition_at = time(NULL);
+		sb->transition_at = now;
 		free(sb->reason);
 		sb->reason = why;
 		why = NULL;

@@ -22,9 +22,9 @@
 #include "cell/runtime.h"
 #include "cell/seccomp.h"
 
-/* What a client sees. SBX_STOPPED (processes gone, disk kept, as API.md describes) is
- * reserved for the coming Stopped feature: no transition reaches it yet, so the table
- * below has no edge into it; a record that names it is still loaded. */
+/* What a client sees. Stopped: no process, no memory, no cgroup; the writable layer, the
+ * uid range, the network policy and the record are kept, and a start (resume, or any use)
+ * cold-starts it on that disk. */
 enum sbx_state { SBX_PENDING, SBX_RUNNING, SBX_PAUSED, SBX_STOPPED, SBX_FAILED };
 
 /* The operation a sandbox is busy with: one at a time, SBX_IDLE for none. Long work
@@ -36,13 +36,24 @@ enum sbx_op {
 	SBX_DELETING,	/* lifecycle_delete: any → removed (Failed when teardown fails) */
 	SBX_PAUSING,	/* lifecycle_pause: Running → Paused */
 	SBX_RESUMING,	/* lifecycle_resume: Paused → Running (thaw) */
-	SBX_STARTING,	/* lifecycle_resume of a Failed one: Failed → Running (cold start) */
+	SBX_STARTING,	/* lifecycle_resume of a Failed or Stopped one: → Running (cold start) */
 	SBX_RECOVERING, /* lifecycle_init_died: Running → Failed */
+	SBX_STOPPING,	/* lifecycle_stop: Running or Paused → Stopped */
 	SBX_OPS
 };
 
 struct adm_principal;
 struct cmd_table;
+
+/* What a sandbox's expiry does (cell.onTimeout). */
+enum sbx_on_timeout { SBX_TIMEOUT_DELETE, SBX_TIMEOUT_STOP };
+
+/* The idle timers of a sandbox, in seconds (0: never): Running without activity that long
+ * → paused; Paused that long → stopped; Stopped (or Failed) that long → deleted. */
+struct sbx_timers {
+	int64_t idle_timeout, stop_after, reclaim_after;
+	enum sbx_on_timeout on_timeout;
+};
 
 struct sandbox {
 	/* Fixed once the entry is published. */
@@ -62,6 +73,7 @@ struct sandbox {
 	char seccomp_profile[CELL_SECCOMP_NAME_MAX + 1];
 	bool seccomp_log;	   /* denied calls are logged (user-notification listener) */
 	struct cell_limits limits; /* resourceLimits as enforced (policy defaults filled in) */
+	struct sbx_timers timers;  /* as recorded (policy defaults filled in at create) */
 	int slot;
 	uint32_t uid_base;
 	pthread_mutex_t store_lock; /* serialises state.json writes */
@@ -70,6 +82,11 @@ struct sandbox {
 
 	int refs;	      /* atomic */
 	unsigned proxy_conns; /* atomic: the port proxy's open connections (api_proxy.c) */
+	unsigned streams;     /* atomic: attached terminals and other live conversations */
+	/* atomic: the last activity (an API call that uses it, a keepalive), Unix seconds; and
+	 * the one state.json last holds (written lazily by the timers, at most every few
+	 * seconds, and with every other save). */
+	int64_t active_at, active_at_saved;
 
 	/* Under the registry lock. Only O(1) work happens under it: the json members of an
 	 * entry are immutable once published (metadata is replaced whole), so readers take a
@@ -83,9 +100,10 @@ struct sandbox {
 	json_t *network;
 	time_t expires_at; /* 0: never */
 	time_t transition_at;
-	char *reason; /* why Failed */
-	pid_t pid;    /* host pid of cell-init, 0 when none */
-	int pidfd;    /* -1 when none */
+	int64_t running_seconds; /* time spent Running before the current Running spell */
+	char *reason;		 /* why Failed */
+	pid_t pid;		 /* host pid of cell-init, 0 when none */
+	int pidfd;		 /* -1 when none */
 	uint64_t starttime;
 	bool watched; /* pidfd registered with the watcher */
 };
@@ -143,3 +161,15 @@ bool sandbox_idle_locked(const struct sandbox *sb);
 /* The registry lock held: is sb busy with an operation that ends in its removal or its
  * first Running (a create-or-resume waits for those)? */
 bool sandbox_settling_locked(const struct sandbox *sb);
+/* The registry lock held: seconds sb has been Running, all spells together (the billable
+ * figure, usage.activeSeconds). */
+int64_t sandbox_active_seconds_locked(const struct sandbox *sb, time_t now);
+/* Something used sb now: its idle timer starts again. Lock-free. */
+static inline void sandbox_touch(struct sandbox *sb)
+{
+	__atomic_store_n(&sb->active_at, (int64_t)time(NULL), __ATOMIC_RELAXED);
+}
+static inline int64_t sandbox_active_at(const struct sandbox *sb)
+{
+	return __atomic_load_n(&sb->active_at, __ATOMIC_RELAXED);
+}

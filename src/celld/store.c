@@ -55,6 +55,10 @@ static json_t *snapshot_locked(struct sandbox *sb, enum sbx_state state)
 	    .limits = sb->limits,
 	    .has_seccomp = true,
 	    .seccomp_log = sb->seccomp_log,
+	    .has_lifecycle = true,
+	    .timers = sb->timers,
+	    .active_at = sandbox_active_at(sb),
+	    .running_seconds = sb->running_seconds,
 	};
 	snprintf(rec.id, sizeof(rec.id), "%s", sb->id);
 	snprintf(rec.seccomp_profile, sizeof(rec.seccomp_profile), "%s", sb->seccomp_profile);
@@ -111,6 +115,7 @@ int store_save_as(struct sandbox *sb, enum sbx_state state, enum store_sync how,
 		  struct cell_error *err)
 {
 	pthread_mutex_lock(&sb->store_lock);
+	int64_t active_at = sandbox_active_at(sb);
 	registry_lock();
 	json_t *o = snapshot_locked(sb, (int)state < 0 ? sb->state : state);
 	registry_unlock();
@@ -131,6 +136,8 @@ int store_save_as(struct sandbox *sb, enum sbx_state state, enum store_sync how,
 		r = cell_write_file_atomic(sb->dirfd, STATE_FILE, text, len, 0600, err);
 	else
 		r = write_renamed(sb->dirfd, text, len, how, err);
+	if (r == 0) /* at least this recent (the snapshot read it after) */
+		__atomic_store_n(&sb->active_at_saved, active_at, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&sb->store_lock);
 	free(text);
 	if (r < 0)
@@ -175,6 +182,11 @@ static void take_record(struct sandbox *sb, struct record *rec)
 	limits_complete(sb->id, sb->resource_limits, &sb->limits);
 	snprintf(sb->seccomp_profile, sizeof(sb->seccomp_profile), "%s", rec->seccomp_profile);
 	sb->seccomp_log = rec->seccomp_log;
+	if (rec->has_lifecycle) {
+		sb->timers = rec->timers;
+		sb->running_seconds = rec->running_seconds;
+		sb->active_at = sb->active_at_saved = rec->active_at;
+	}
 }
 
 int store_load(const char *id, struct sandbox **out, struct cell_error *err)

@@ -1,4 +1,4 @@
-/* timers.c: the expiry reaper (a sandbox past its expiresAt is deleted). */
+/* timers.c: expiry and the idle timers (Running idle → Paused → Stopped → deleted). */
 #pragma once
 
 #include "cell/error.h"

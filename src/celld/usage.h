@@ -11,6 +11,7 @@ struct cell_quota_usage;
 /* The writable layer's quota and use (include/cell/quota.h), measured through the running
  * sandbox when its init is still the recorded one; false when unknown. */
 bool usage_disk(struct sandbox *sb, struct cell_quota_usage *du);
-/* The "usage" object of GET /v1/sandboxes/{id} and inspect; NULL when there is no cgroup.
- * disk: from usage_disk, or NULL when it gave nothing. */
+/* The "usage" object of GET /v1/sandboxes/{id} and inspect: activeSeconds (time Running,
+ * the billable figure) and lastActivityAt always, the cgroup's counters when it has one;
+ * NULL only when out of memory. disk: from usage_disk, or NULL when it gave nothing. */
 json_t *usage_json(struct sandbox *sb, const struct cell_quota_usage *disk);

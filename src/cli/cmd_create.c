@@ -32,7 +32,7 @@ static void usage(FILE *f)
 		   "  -t, --timeout SECONDS   delete the sandbox after this long (>= 60)\n"
 		   "      --seccomp NAME      seccomp profile (default: default)\n"
 		   "      --seccomp-log       record the sandbox's denied calls (cell "
-		   "inspect)\n" CLI_NETWORK_HELP
+		   "inspect)\n" CLI_NETWORK_HELP CLI_TIMER_HELP
 		   "      --json              print the sandbox's JSON instead of its id\n"
 		   "      --socket PATH       celld's socket\n"
 		   "  -h, --help              this help\n");
@@ -46,6 +46,7 @@ int cmd_create(int argc, char **argv)
 						 {"volume", required_argument, NULL, 'v'},
 						 {"timeout", required_argument, NULL, 't'},
 						 CLI_SECCOMP_LONGOPTS,
+						 CLI_TIMER_LONGOPTS,
 						 CLI_NETWORK_LONGOPTS,
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
@@ -55,7 +56,8 @@ int cmd_create(int argc, char **argv)
 	int rc = CLI_EXIT_FAIL;
 	int c;
 	while ((c = getopt_long(argc, argv, "+hi:s:e:v:t:", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &o))
+		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &o) ||
+		    cli_create_timer_opt(c, optarg, &o))
 			continue;
 		int nr = cli_create_network_opt(c, optarg, &o);
 		if (nr < 0)

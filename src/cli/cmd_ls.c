@@ -108,14 +108,19 @@ int cmd_ls(int argc, char **argv)
 	}
 	struct cli_table t;
 	cli_table_init(&t, 4);
+	/* celld reports a Stopped sandbox as Paused with reason Stopped (for OpenSandbox
+	 * clients, which know no Stopped); people are told what it is. */
 	cli_table_add(&t, (const char *const[]){"ID", "STATE", "IMAGE", "CREATED"});
 	size_t i;
 	json_t *sb;
 	json_array_foreach(all, i, sb)
 	{
+		json_t *status = json_object_get(sb, "status");
+		const char *reason = json_string_value(json_object_get(status, "reason"));
+		bool stopped = reason && !strcmp(reason, "Stopped");
 		const char *row[4] = {
 		    str_or(json_object_get(sb, "id"), "?"),
-		    str_or(json_object_get(json_object_get(sb, "status"), "state"), "?"),
+		    stopped ? "Stopped" : str_or(json_object_get(status, "state"), "?"),
 		    str_or(json_object_get(json_object_get(sb, "image"), "uri"), "-"),
 		    str_or(json_object_get(sb, "createdAt"), "-"),
 		};

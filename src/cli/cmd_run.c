@@ -44,7 +44,8 @@ static void usage(FILE *f)
 	    "  -s, --session KEY        create-or-resume the sandbox of this key\n"
 	    "      --seccomp NAME       seccomp profile (policies/seccomp/NAME.json)\n"
 	    "      --seccomp-log        record the sandbox's denied calls (cell "
-	    "inspect)\n" CLI_NETWORK_HELP "      --socket PATH        celld's socket\n"
+	    "inspect)\n" CLI_NETWORK_HELP CLI_TIMER_HELP
+	    "      --socket PATH        celld's socket\n"
 	    "  -h, --help               this help\n"
 	    "\n"
 	    "Example: cell run --rm -v \"$PWD\":/src:ro -w /src -- make -n\n");
@@ -60,6 +61,7 @@ int cmd_run(int argc, char **argv)
 						 {"session", required_argument, NULL, 's'},
 						 CLI_EXEC_LONGOPTS,
 						 CLI_SECCOMP_LONGOPTS,
+						 CLI_TIMER_LONGOPTS,
 						 CLI_NETWORK_LONGOPTS,
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
@@ -71,7 +73,8 @@ int cmd_run(int argc, char **argv)
 	int code = CLI_EXIT_RUN_FAIL;
 	int c;
 	while ((c = getopt_long(argc, argv, "+hi:v:w:e:t:u:s:", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &co))
+		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &co) ||
+		    cli_create_timer_opt(c, optarg, &co))
 			continue;
 		int nr = cli_create_network_opt(c, optarg, &co);
 		if (nr < 0)

@@ -20,6 +20,26 @@ bool cli_create_seccomp_opt(int c, const char *arg, struct cli_create_opts *o)
 	return c == CLI_OPT_SECCOMP || c == CLI_OPT_SECCOMP_LOG;
 }
 
+bool cli_create_timer_opt(int c, const char *arg, struct cli_create_opts *o)
+{
+	switch (c) {
+	case CLI_OPT_IDLE_TIMEOUT:
+		o->idle_timeout = arg;
+		return true;
+	case CLI_OPT_STOP_AFTER:
+		o->stop_after = arg;
+		return true;
+	case CLI_OPT_RECLAIM_AFTER:
+		o->reclaim_after = arg;
+		return true;
+	case CLI_OPT_ON_TIMEOUT:
+		o->on_timeout = arg;
+		return true;
+	default:
+		return false;
+	}
+}
+
 int cli_create_network_opt(int c, const char *arg, struct cli_create_opts *o)
 {
 	json_t **list = c == CLI_OPT_ALLOW_HOST	 ? &o->allow_hosts
@@ -82,6 +102,13 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 		json_object_set_new(ext, "cell.seccompLog", json_string("true"));
 	if (o->network)
 		json_object_set_new(ext, "cell.network", json_string(o->network));
+	const char *timers[][2] = {{"cell.idleTimeout", o->idle_timeout},
+				   {"cell.stopAfter", o->stop_after},
+				   {"cell.reclaimAfter", o->reclaim_after},
+				   {"cell.onTimeout", o->on_timeout}};
+	for (size_t i = 0; i < sizeof(timers) / sizeof(timers[0]); i++)
+		if (timers[i][1])
+			json_object_set_new(ext, timers[i][0], json_string(timers[i][1]));
 	json_t *np = network_policy(o);
 	if (np)
 		json_object_set_new(body, "networkPolicy", np);

@@ -21,6 +21,9 @@ struct cli_create_opts {
 	/* --allow-host / --deny-host: the networkPolicy's rules (arrays of strings, or
 	 * NULL); with any allow the default action is deny, else allow. */
 	json_t *allow_hosts, *deny_hosts;
+	/* extensions cell.idleTimeout, cell.stopAfter, cell.reclaimAfter, cell.onTimeout as
+	 * given (celld checks them); NULL: the policy's */
+	const char *idle_timeout, *stop_after, *reclaim_after, *on_timeout;
 };
 
 /* --seccomp NAME and --seccomp-log of create and run. */
@@ -32,6 +35,28 @@ enum { CLI_OPT_SECCOMP = 0x1100, CLI_OPT_SECCOMP_LOG };
 /* clang-format on */
 /* Handle one of CLI_SECCOMP_LONGOPTS into o: true when c was one. */
 bool cli_create_seccomp_opt(int c, const char *arg, struct cli_create_opts *o);
+
+/* --idle-timeout, --stop-after, --reclaim-after and --on-timeout of create and run. */
+enum {
+	CLI_OPT_IDLE_TIMEOUT = 0x1300,
+	CLI_OPT_STOP_AFTER,
+	CLI_OPT_RECLAIM_AFTER,
+	CLI_OPT_ON_TIMEOUT
+};
+/* clang-format off */
+#define CLI_TIMER_LONGOPTS                                                   \
+	{"idle-timeout", required_argument, NULL, CLI_OPT_IDLE_TIMEOUT},     \
+	{"stop-after", required_argument, NULL, CLI_OPT_STOP_AFTER},         \
+	{"reclaim-after", required_argument, NULL, CLI_OPT_RECLAIM_AFTER},   \
+	{"on-timeout", required_argument, NULL, CLI_OPT_ON_TIMEOUT}
+/* clang-format on */
+#define CLI_TIMER_HELP                                                                             \
+	"      --idle-timeout S     pause it after S seconds without use (0: never)\n"             \
+	"      --stop-after S       stop a paused one after S seconds (0: never)\n"                \
+	"      --reclaim-after S    delete a stopped one after S seconds (0: never)\n"             \
+	"      --on-timeout WHAT    at the end of --timeout: delete (default) or stop\n"
+/* Handle one of CLI_TIMER_LONGOPTS into o: true when c was one. */
+bool cli_create_timer_opt(int c, const char *arg, struct cli_create_opts *o);
 
 /* --network MODE, --allow-host H and --deny-host H (repeatable) of create and run. */
 enum { CLI_OPT_NETWORK = 0x1200, CLI_OPT_ALLOW_HOST, CLI_OPT_DENY_HOST };

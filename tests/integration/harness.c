@@ -1636,6 +1636,11 @@ int h_open_stream(enum h_via via, const char *path, int rcvbuf)
 	return world_open_stream(&H, via, path, rcvbuf);
 }
 
+const char *h_state_dir(void)
+{
+	return H.state;
+}
+
 pid_t h_celld_pid(void)
 {
 	return h_world_pid(&H);

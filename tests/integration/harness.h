@@ -240,6 +240,7 @@ long h_file_info(const char *id, const char *path, struct h_resp *resp);
 bool h_celld_alive(void);
 /* The running celld's pid (-1 when none) and its resident memory (VmRSS, KiB). */
 pid_t h_celld_pid(void);
+const char *h_state_dir(void); /* the default celld's --state-dir */
 long h_celld_rss_kib(void);
 /* SIGKILL celld and wait until it is gone. */
 void h_celld_kill(void);

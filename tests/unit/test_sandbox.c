@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "commands.h"
@@ -92,14 +93,17 @@ START_TEST(transition_table)
 	ck_assert(!sandbox_may_follow(SBX_PENDING, SBX_PAUSED));
 	ck_assert(!sandbox_may_follow(SBX_FAILED, SBX_PAUSED));
 	ck_assert(!sandbox_may_follow(SBX_RUNNING, SBX_PENDING));
-	/* Stopped is reserved: nothing leads to it or away from it yet. */
-	for (int s = SBX_PENDING; s <= SBX_FAILED; s++) {
+	/* Stopped: from Running or Paused (stop); to Running (a cold start) or Failed. */
+	ck_assert(sandbox_may_follow(SBX_RUNNING, SBX_STOPPED));
+	ck_assert(sandbox_may_follow(SBX_PAUSED, SBX_STOPPED));
+	ck_assert(sandbox_may_follow(SBX_STOPPED, SBX_RUNNING));
+	ck_assert(sandbox_may_follow(SBX_STOPPED, SBX_FAILED));
+	ck_assert(!sandbox_may_follow(SBX_PENDING, SBX_STOPPED));
+	ck_assert(!sandbox_may_follow(SBX_FAILED, SBX_STOPPED));
+	ck_assert(!sandbox_may_follow(SBX_STOPPED, SBX_PAUSED));
+	ck_assert(!sandbox_may_follow(SBX_STOPPED, SBX_PENDING));
+	for (int s = SBX_PENDING; s <= SBX_FAILED; s++)
 		ck_assert(sandbox_may_follow((enum sbx_state)s, (enum sbx_state)s));
-		if (s != SBX_STOPPED) {
-			ck_assert(!sandbox_may_follow((enum sbx_state)s, SBX_STOPPED));
-			ck_assert(!sandbox_may_follow(SBX_STOPPED, (enum sbx_state)s));
-		}
-	}
 }
 END_TEST
 
@@ -133,7 +137,39 @@ START_TEST(operations_begin_only_from_their_states)
 	ck_assert_int_eq(begin(sb, SBX_RECOVERING, msg, sizeof(msg)), -EBUSY);
 	ck_assert_str_eq(msg, "sandbox 0123456789abcdef is Paused, not Running");
 	ck_assert_int_eq(begin(sb, SBX_STARTING, msg, sizeof(msg)), -EBUSY);
-	ck_assert_str_eq(msg, "sandbox 0123456789abcdef is Paused, not Failed");
+	ck_assert_str_eq(msg, "sandbox 0123456789abcdef is Paused, not Failed or Stopped");
+	/* A paused one stops; a stopped one stops no more, and starts. */
+	ck_assert_int_eq(begin(sb, SBX_STOPPING, NULL, 0), 0);
+	sandbox_end(sb, SBX_STOPPING, SBX_STOPPED, "on request");
+	ck_assert_int_eq(begin(sb, SBX_STOPPING, msg, sizeof(msg)), -EALREADY);
+	ck_assert_str_eq(msg, "sandbox 0123456789abcdef is already Stopped");
+	ck_assert_int_eq(begin(sb, SBX_PAUSING, NULL, 0), -EBUSY);
+	ck_assert_int_eq(begin(sb, SBX_RESUMING, NULL, 0), -EBUSY);
+	ck_assert_int_eq(begin(sb, SBX_STARTING, NULL, 0), 0);
+	sandbox_end(sb, SBX_STARTING, SBX_RUNNING, NULL);
+	ck_assert_int_eq(sb->state, SBX_RUNNING);
+	ck_assert_ptr_null(sb->reason);
+	unpublish(sb);
+}
+END_TEST
+
+/* activeSeconds: the Running spells only, each ended by a transition. */
+START_TEST(active_seconds_add_up_running_spells)
+{
+	struct sandbox *sb = published(SBX_RUNNING);
+	time_t now = time(NULL);
+	sb->transition_at = now - 10; /* Running for 10 s */
+	registry_lock();
+	ck_assert_int_eq(sandbox_active_seconds_locked(sb, now), 10);
+	registry_unlock();
+	ck_assert_int_eq(begin(sb, SBX_PAUSING, NULL, 0), 0);
+	sandbox_end(sb, SBX_PAUSING, SBX_PAUSED, NULL);
+	registry_lock();
+	int64_t kept = sandbox_active_seconds_locked(sb, now + 100); /* paused: no more */
+	registry_unlock();
+	ck_assert_int_ge(kept, 10);
+	ck_assert_int_le(kept, 12);
+	ck_assert_int_eq(sb->running_seconds, kept);
 	unpublish(sb);
 }
 END_TEST
@@ -248,6 +284,7 @@ int main(void)
 	Suite *s = suite_create("sandbox");
 	TCase *tc = tcase_create("states");
 	tcase_add_test(tc, transition_table);
+	tcase_add_test(tc, active_seconds_add_up_running_spells);
 	tcase_add_test(tc, state_names);
 	tcase_add_test(tc, operations_begin_only_from_their_states);
 	tcase_add_test(tc, failed_starts_again_and_keeps_its_reason_until_then);

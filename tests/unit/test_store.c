@@ -47,6 +47,13 @@ static void full_record(struct record *rec)
 	rec->has_seccomp = true;
 	snprintf(rec->seccomp_profile, sizeof(rec->seccomp_profile), "strict");
 	rec->seccomp_log = true;
+	rec->has_lifecycle = true;
+	rec->timers = (struct sbx_timers){.idle_timeout = 300,
+					  .stop_after = 3600,
+					  .reclaim_after = 0,
+					  .on_timeout = SBX_TIMEOUT_STOP};
+	rec->active_at = 1700000100;
+	rec->running_seconds = 4242;
 }
 
 static void free_full(struct record *rec)
@@ -114,6 +121,10 @@ START_TEST(every_field_round_trips)
 	ck_assert(out.has_seccomp);
 	expect_str(out.seccomp_profile, "strict", "seccomp.profile");
 	ck_assert(out.seccomp_log);
+	ck_assert(out.has_lifecycle);
+	ck_assert_mem_eq(&out.timers, &in.timers, sizeof(in.timers));
+	ck_assert_int_eq(out.active_at, in.active_at);
+	ck_assert_int_eq(out.running_seconds, in.running_seconds);
 	/* What is written for operators is there, but not read back. */
 	expect_str(json_string_value(json_object_get(back, "dir")), in.dir, "dir");
 	expect_str(json_string_value(json_object_get(back, "cgroupRel")), in.cgroup_rel,
@@ -166,6 +177,7 @@ START_TEST(empty_members_round_trip)
 	/* A record older than limits, profiles and rootfs: marked as lacking them. */
 	ck_assert(!out.has_limits);
 	ck_assert(!out.has_seccomp);
+	ck_assert(!out.has_lifecycle); /* nor timers: none run for it */
 	ck_assert_str_eq(out.seccomp_profile, "");
 	ck_assert_ptr_null(out.rootfs);
 	record_free(&out);
@@ -227,6 +239,10 @@ START_TEST(malformed_records_name_the_field)
 	    {"limits.socketMemoryBytes", json_integer(-5), "limits.socketMemoryBytes"},
 	    {"seccomp.profile", json_string("../etc"), "seccomp.profile"},
 	    {"seccomp.log", json_string("yes"), "seccomp.log"},
+	    {"lifecycle", json_string("soon"), "lifecycle"},
+	    {"lifecycle.idleTimeout", json_integer(-3), "lifecycle.idleTimeout"},
+	    {"lifecycle.onTimeout", json_string("explode"), "lifecycle.onTimeout"},
+	    {"lifecycle.lastActivityAt", json_string("now"), "lifecycle.lastActivityAt"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		json_t *o = mutated(cases[i].key, cases[i].value);

@@ -1,0 +1,375 @@
+/* Stopped and the idle timers: stop ends every process and frees the cgroup but keeps the
+ * files; resume, an exec or a create with the session key start it again on that disk; a
+ * Stopped sandbox is reported Paused with reason Stopped and survives a celld restart;
+ * the timers (seconds here) pause an idle sandbox, stop a paused one and delete a stopped
+ * one, leaving nothing; keepalive and a running command hold the idle pause off; the
+ * expiry can stop instead of delete; activeSeconds and lastActivityAt; bad timer values
+ * are refused naming the field; `cell stop` and `cell keepalive`. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "harness.h"
+
+static long post(const char *id, const char *verb, struct h_resp *r)
+{
+	char *path = h_fmt("/v1/sandboxes/%s/%s", id, verb);
+	long st = h_http("POST", path, NULL, r);
+	free(path);
+	return st;
+}
+
+static void post_ok(const char *id, const char *verb, long want)
+{
+	struct h_resp r;
+	ck_assert_int_eq(post(id, verb, &r), want);
+	h_resp_free(&r);
+}
+
+/* "Running", "Paused", "Stopped" (reported as Paused with reason Stopped), or "HTTP 404". */
+static const char *state_of(const char *id)
+{
+	static char buf[64];
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	struct h_resp r;
+	long st = h_http("GET", path, NULL, &r);
+	if (st != 200)
+		snprintf(buf, sizeof(buf), "HTTP %ld", st);
+	else if (!strcmp(h_jstr(r.json, "status.reason"), "Stopped"))
+		snprintf(buf, sizeof(buf), "Stopped");
+	else
+		snprintf(buf, sizeof(buf), "%s", h_jstr(r.json, "status.state"));
+	h_resp_free(&r);
+	free(path);
+	return buf;
+}
+
+static const char *wait_for(const char *id, const char *want, int timeout_s)
+{
+	const char *st = state_of(id);
+	for (int i = 0; i < timeout_s * 10 && strcmp(st, want); i++) {
+		h_sleep_ms(100);
+		st = state_of(id);
+	}
+	return st;
+}
+
+/* A busybox sandbox made with extra (a create body's other members, dropped here). */
+static char *create_with(json_t *extra)
+{
+	char *id = h_create("busybox", extra);
+	json_decref(extra);
+	return id;
+}
+
+static json_t *timers(const char *idle, const char *stop, const char *reclaim)
+{
+	json_t *ext = json_object();
+	if (idle)
+		json_object_set_new(ext, "cell.idleTimeout", json_string(idle));
+	if (stop)
+		json_object_set_new(ext, "cell.stopAfter", json_string(stop));
+	if (reclaim)
+		json_object_set_new(ext, "cell.reclaimAfter", json_string(reclaim));
+	return json_pack("{s:o}", "extensions", ext);
+}
+
+/* Nothing of the sandbox runs: no process in its uid range, no cgroup. */
+static void assert_nothing_runs(const char *id, uint32_t base)
+{
+	pid_t first = 0;
+	ck_assert_int_eq(h_procs_in_uid_range(base, 65536, &first), 0);
+	char where[512];
+	ck_assert_msg(!h_cgroup_exists(id, where, sizeof(where)), "cgroup %s is left", where);
+}
+
+static uint32_t uid_base(const char *id)
+{
+	json_t *ins = h_inspect(id);
+	uint32_t base = (uint32_t)h_jint(ins, "uidMap.hostStart");
+	json_decref(ins);
+	return base;
+}
+
+static long list_count(const char *query)
+{
+	char *path = h_fmt("/v1/sandboxes?%s", query);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	long n = (long)h_jint(r.json, "pagination.totalItems");
+	h_resp_free(&r);
+	free(path);
+	return n;
+}
+
+START_TEST(stop_keeps_the_disk_and_an_exec_starts_it)
+{
+	char *id = h_create("busybox", NULL);
+	uint32_t base = uid_base(id);
+	free(h_sh(id, "echo kept > /root/f; (sleep 1000 &)"));
+	post_ok(id, "stop", 202);
+	ck_assert_str_eq(state_of(id), "Stopped");
+	struct h_resp r;
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	/* What an OpenSandbox client sees: Paused, and why. */
+	ck_assert_str_eq(h_jstr(r.json, "status.state"), "Paused");
+	ck_assert_msg(strstr(h_jstr(r.json, "status.message"), "disk is kept"), "%s",
+		      h_jstr(r.json, "status.message"));
+	ck_assert_int_ge(h_jint(r.json, "usage.activeSeconds"), 0);
+	h_resp_free(&r);
+	json_t *ins = h_inspect(id);
+	ck_assert_str_eq(h_jstr(ins, "state"), "Stopped");
+	ck_assert(json_is_null(h_jget(ins, "pid")));
+	json_decref(ins);
+	assert_nothing_runs(id, base);
+	ck_assert_int_eq(list_count("state=Stopped"), 1);
+	ck_assert_int_eq(list_count("state=Paused"), 1);
+	ck_assert_int_eq(list_count("state=Running"), 0);
+	post_ok(id, "stop", 409);
+
+	/* Cold start by use: the file is there, the process of before is not. */
+	char *out = h_sh(id, "cat /root/f; pgrep -x sleep || echo no-sleep");
+	ck_assert_str_eq(out, "kept\nno-sleep\n");
+	free(out);
+	ck_assert_str_eq(state_of(id), "Running");
+	free(path);
+	free(id);
+}
+END_TEST
+
+START_TEST(resume_starts_a_stopped_one_and_a_paused_one_stops)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "echo 1 > /root/n"));
+	post_ok(id, "pause", 202);
+	post_ok(id, "stop", 202); /* a paused sandbox stops as it is */
+	ck_assert_str_eq(state_of(id), "Stopped");
+	post_ok(id, "resume", 202);
+	ck_assert_str_eq(state_of(id), "Running");
+	post_ok(id, "resume", 409);
+	char *out = h_sh(id, "cat /root/n");
+	ck_assert_str_eq(out, "1\n");
+	free(out);
+	free(id);
+}
+END_TEST
+
+START_TEST(stopped_survives_celld_restart)
+{
+	char *id = h_create("busybox", NULL);
+	uint32_t base = uid_base(id);
+	free(h_sh(id, "echo before > /root/f"));
+	post_ok(id, "stop", 202);
+	h_celld_kill();
+	h_celld_start();
+	ck_assert_str_eq(state_of(id), "Stopped");
+	assert_nothing_runs(id, base);
+	char *out = h_sh(id, "cat /root/f");
+	ck_assert_str_eq(out, "before\n");
+	free(out);
+	free(id);
+}
+END_TEST
+
+START_TEST(session_key_create_starts_a_stopped_one)
+{
+	json_t *extra =
+	    json_pack("{s:{s:s}}", "extensions", "cell.sessionKey", "idle-test-session");
+	char *id = h_create("busybox", extra);
+	free(h_sh(id, "echo mine > /root/f"));
+	post_ok(id, "stop", 202);
+	struct h_resp r;
+	long st = h_create_ex("busybox", extra, H_UNIX, &r);
+	ck_assert_msg(st == 200 || st == 201 || st == 202, "create-or-resume: %ld", st);
+	ck_assert_str_eq(h_jstr(r.json, "id"), id);
+	ck_assert_str_eq(h_jstr(r.json, "status.state"), "Running");
+	h_resp_free(&r);
+	json_decref(extra);
+	char *out = h_sh(id, "cat /root/f");
+	ck_assert_str_eq(out, "mine\n");
+	free(out);
+	free(id);
+}
+END_TEST
+
+START_TEST(idle_pauses_then_stops_then_deletes)
+{
+	char *id = create_with(timers("2", "2", "2"));
+	uint32_t base = uid_base(id);
+	json_t *ins = h_inspect(id);
+	ck_assert_int_eq(h_jint(ins, "timers.idleTimeout"), 2);
+	ck_assert_int_eq(h_jint(ins, "timers.reclaimAfter"), 2);
+	json_decref(ins);
+	ck_assert_str_eq(wait_for(id, "Paused", 20), "Paused");
+	ck_assert_str_eq(wait_for(id, "Stopped", 20), "Stopped");
+	assert_nothing_runs(id, base);
+	ck_assert_str_eq(wait_for(id, "HTTP 404", 20), "HTTP 404");
+	char *dir = h_fmt("%s/sandboxes/%s", h_state_dir(), id);
+	struct stat st;
+	ck_assert_msg(stat(dir, &st) < 0, "%s is left", dir);
+	free(dir);
+	free(id);
+}
+END_TEST
+
+START_TEST(keepalive_and_a_running_command_hold_off_the_pause)
+{
+	char *id = create_with(timers("3", "0", "0"));
+	/* Keepalives every second for 6 s: still Running. */
+	for (int i = 0; i < 6; i++) {
+		struct h_resp r;
+		ck_assert_int_eq(post(id, "keepalive", &r), 200);
+		ck_assert_int_eq(h_jint(r.json, "timers.idleTimeout"), 3);
+		ck_assert_str_ne(h_jstr(r.json, "lastActivityAt"), "");
+		h_resp_free(&r);
+		h_sleep_ms(1000);
+		ck_assert_str_eq(state_of(id), "Running");
+	}
+	/* A command that runs 6 s is activity while it runs. */
+	struct h_exec e;
+	struct h_exec_opts bg = {.background = true};
+	ck_assert_int_eq(h_exec(id, "sleep 6", &bg, &e), 0);
+	h_exec_free(&e);
+	for (int i = 0; i < 5; i++) {
+		h_sleep_ms(1000);
+		ck_assert_str_eq(state_of(id), "Running");
+	}
+	/* Then it is idle, and paused. */
+	ck_assert_str_eq(wait_for(id, "Paused", 20), "Paused");
+	post_ok("0123456789abcdef", "keepalive", 404);
+	free(id);
+}
+END_TEST
+
+START_TEST(expiry_stops_with_on_timeout_stop)
+{
+	json_t *extra = timers(NULL, NULL, NULL);
+	json_object_set_new(json_object_get(extra, "extensions"), "cell.onTimeout",
+			    json_string("stop"));
+	char *id = create_with(extra);
+	free(h_sh(id, "echo x > /root/f"));
+	char when[64];
+	time_t t = time(NULL) + 2;
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+	char *body = h_fmt("{\"expiresAt\": \"%s\"}", when);
+	char *path = h_fmt("/v1/sandboxes/%s/renew-expiration", id);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("POST", path, body, &r), 200);
+	h_resp_free(&r);
+	ck_assert_str_eq(wait_for(id, "Stopped", 20), "Stopped");
+	char *get = h_fmt("/v1/sandboxes/%s", id);
+	ck_assert_int_eq(h_http("GET", get, NULL, &r), 200);
+	ck_assert_ptr_null(h_jget(r.json, "expiresAt")); /* spent */
+	h_resp_free(&r);
+	char *out = h_sh(id, "cat /root/f");
+	ck_assert_str_eq(out, "x\n");
+	free(out);
+	free(get);
+	free(path);
+	free(body);
+	free(id);
+}
+END_TEST
+
+START_TEST(active_seconds_count_running_time_only)
+{
+	char *id = h_create("busybox", NULL);
+	h_sleep_ms(2200);
+	post_ok(id, "stop", 202);
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	long long a = h_jint(r.json, "usage.activeSeconds");
+	ck_assert_int_ge(a, 2);
+	ck_assert_str_ne(h_jstr(r.json, "usage.lastActivityAt"), "");
+	h_resp_free(&r);
+	h_sleep_ms(2200); /* stopped: not billable */
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	ck_assert_int_eq(h_jint(r.json, "usage.activeSeconds"), a);
+	h_resp_free(&r);
+	/* Kept across a restart of celld. */
+	h_celld_kill();
+	h_celld_start();
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	ck_assert_int_eq(h_jint(r.json, "usage.activeSeconds"), a);
+	h_resp_free(&r);
+	free(path);
+	free(id);
+}
+END_TEST
+
+START_TEST(bad_timer_values_are_refused)
+{
+	static const char *const bad[][2] = {
+	    {"cell.idleTimeout", "abc"}, {"cell.idleTimeout", "-1"},
+	    {"cell.stopAfter", "1e3"},	 {"cell.reclaimAfter", "999999999999"},
+	    {"cell.onTimeout", "pause"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *extra = json_pack("{s:{s:s}}", "extensions", bad[i][0], bad[i][1]);
+		struct h_resp r;
+		ck_assert_int_eq(h_create_ex("busybox", extra, H_UNIX, &r), 400);
+		json_decref(extra);
+		ck_assert_msg(strstr(h_jstr(r.json, "message"), bad[i][0]), "%s: %s", bad[i][0],
+			      h_jstr(r.json, "message"));
+		h_resp_free(&r);
+	}
+	ck_assert_int_eq(h_sandbox_count(), 0);
+}
+END_TEST
+
+START_TEST(cli_stop_keepalive_and_ls)
+{
+	char *id = h_create("busybox", NULL);
+	struct h_proc p;
+	ck_assert_int_eq(h_cell(&p, "stop", id, NULL), 0);
+	ck_assert_str_eq(h_trim(p.out), id);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "ls", NULL), 0);
+	ck_assert_msg(strstr(p.out, "Stopped"), "%s", p.out);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "stop", id, NULL), 1);
+	ck_assert_msg(strstr(p.err, "already Stopped"), "%s", p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "keepalive", id, NULL), 0);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "resume", id, NULL), 0);
+	h_proc_free(&p);
+	ck_assert_str_eq(state_of(id), "Running");
+	free(id);
+}
+END_TEST
+
+static Suite *idle_suite(void)
+{
+	Suite *s = suite_create("idle");
+	tcase_add_test(h_tcase(s, "stop_keeps_the_disk_and_an_exec_starts_it", 120),
+		       stop_keeps_the_disk_and_an_exec_starts_it);
+	tcase_add_test(h_tcase(s, "resume_starts_a_stopped_one_and_a_paused_one_stops", 120),
+		       resume_starts_a_stopped_one_and_a_paused_one_stops);
+	tcase_add_test(h_tcase(s, "stopped_survives_celld_restart", 120),
+		       stopped_survives_celld_restart);
+	tcase_add_test(h_tcase(s, "session_key_create_starts_a_stopped_one", 120),
+		       session_key_create_starts_a_stopped_one);
+	tcase_add_test(h_tcase(s, "idle_pauses_then_stops_then_deletes", 120),
+		       idle_pauses_then_stops_then_deletes);
+	tcase_add_test(h_tcase(s, "keepalive_and_a_running_command_hold_off_the_pause", 120),
+		       keepalive_and_a_running_command_hold_off_the_pause);
+	tcase_add_test(h_tcase(s, "expiry_stops_with_on_timeout_stop", 120),
+		       expiry_stops_with_on_timeout_stop);
+	tcase_add_test(h_tcase(s, "active_seconds_count_running_time_only", 120),
+		       active_seconds_count_running_time_only);
+	tcase_add_test(h_tcase(s, "bad_timer_values_are_refused", 120),
+		       bad_timer_values_are_refused);
+	tcase_add_test(h_tcase(s, "cli_stop_keepalive_and_ls", 120), cli_stop_keepalive_and_ls);
+	return s;
+}
+
+int main(void)
+{
+	return h_main(idle_suite());
+}
