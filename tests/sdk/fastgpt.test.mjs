@@ -286,6 +286,26 @@ describe("FastGPT's OpenSandbox adapter: its SDK calls with its options", { skip
 		assert.equal((await execute(resumed, `cat ${ROOT}/fg/c.txt`)).stdout, "direct");
 	});
 
+	it("a stopped sandbox (celld's idle stop) is reported Paused and comes back through Sandbox.resume, its files kept", { timeout: STEP_MS }, async () => {
+		const bg = await execute(sbx, "sleep 1000 > /dev/null 2>&1 & echo started");
+		assert.equal(bg.stdout, "started");
+		const res = await fetch(`http://127.0.0.1:${h.port}/v1/sandboxes/${sbx.id}/stop`, {
+			method: "POST",
+			headers: { "OPEN-SANDBOX-API-KEY": h.apiKey },
+		});
+		assert.equal(res.status, 202);
+		// What the adapter reads: a state its map knows (Paused → its Stopped), and why.
+		const [item] = await listBySession(sessionId);
+		assert.equal(item.status.state, "Paused");
+		assert.equal(item.status.reason, "Stopped");
+		const resumed = await Sandbox.resume({ sandboxId: sbx.id, ...sdkOptions() });
+		h.closers.push(resumed);
+		assert.equal((await resumed.getInfo()).status.state, "Running");
+		assert.equal((await execute(resumed, `cat ${ROOT}/fg/c.txt`)).stdout, "direct", "files kept");
+		const ps = await execute(resumed, "pgrep -x sleep || echo none");
+		assert.equal(ps.stdout, "none", "a cold start: no process of before");
+	});
+
 	it("stop: kill, then getInfo until 404; the session finds nothing after", { timeout: STEP_MS }, async () => {
 		await sbx.kill();
 		let gone = false;
