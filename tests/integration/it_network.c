@@ -1197,6 +1197,44 @@ END_TEST
  * table elements, resolver and veth go; the other sandbox's stay. Started again (resume),
  * it gets its network back on the same interface and reaches the internet by name; deleted,
  * nothing is left. */
+/* A stopped sandbox has no network objects on the host (no veth, chain, set entries or
+ * resolver socket); its policy is kept, and a cold start brings the same network back. */
+START_TEST(stopped_sandbox_keeps_its_policy)
+{
+	lab_world();
+	static const char *const allow[] = {"allowed.test", NULL};
+	char *id = create_allowlist(allow);
+	assert_reaches(id, "allowed.test", NETLAB_WEB1);
+	assert_no_answer(id, "web2.test", 80);
+	char ifname[16], addr[16];
+	logged_link(id, ifname, addr);
+	sb_action(id, "stop");
+	char *links = wait_empty(host_cell_links), *mentions = wait_empty(host_sb_mentions);
+	char *udp = wait_empty(host_resolvers);
+	ck_assert_msg(!*links && !*mentions && !*udp,
+		      "a stopped sandbox keeps: links '%s', table '%s', udp '%s'", links, mentions,
+		      udp);
+	/* Any use starts it again, with its allowlist and its address. */
+	assert_reaches(id, "allowed.test", NETLAB_WEB1);
+	assert_no_answer(id, "web2.test", 80);
+	assert_no_answer(id, "metadata.test", 80);
+	json_t *in = h_world_inspect(W, id);
+	ck_assert_str_eq(h_jstr(in, "network.address"), addr);
+	json_decref(in);
+	ck_assert_int_eq(h_world_delete(W, id), 204);
+	char *links2 = wait_empty(host_cell_links), *mentions2 = wait_empty(host_sb_mentions);
+	ck_assert_msg(!*links2 && !*mentions2, "left: links '%s', table '%s'", links2, mentions2);
+	assert_forbidden_untouched();
+	free(links2);
+	free(mentions2);
+	free(links);
+	free(mentions);
+	free(udp);
+	free(id);
+	lab_end();
+}
+END_TEST
+
 START_TEST(failed_sandbox_network_follows)
 {
 	lab_world();
@@ -1446,6 +1484,7 @@ static Suite *network_suite(void)
 	ONE(s, failed_create_leaves_nothing, 120);
 	ONE(s, paused_network_is_kept, 180);
 	ONE(s, failed_sandbox_network_follows, 180);
+	ONE(s, stopped_sandbox_keeps_its_policy, 180);
 	ONE(s, network_escapes_inside_lab, 600);
 	return s;
 }
