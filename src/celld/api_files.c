@@ -264,6 +264,7 @@ static struct download *download_new(struct sandbox *sb, int fd)
 	}
 	d->sb = sb;
 	d->fd = fd;
+	sandbox_stream_begin(sb); /* a long download keeps the sandbox from idling */
 	return d;
 }
 
@@ -273,6 +274,7 @@ static void download_free(void *cls)
 	cell_frame_free(&d->cur);
 	if (d->fd >= 0)
 		close(d->fd);
+	sandbox_stream_end(d->sb);
 	sandbox_unref(d->sb);
 	free(d);
 }
@@ -488,6 +490,8 @@ static void upload_free(void *cls)
 	json_decref(u->pending);
 	free(u->meta);
 	free(u->chunk);
+	if (u->sb)
+		sandbox_stream_end(u->sb);
 	sandbox_unref(u->sb);
 	free(u);
 }
@@ -744,6 +748,7 @@ int api_files_upload_begin(struct http_req *r)
 		return http_error(r, 500, "INTERNAL", "out of memory");
 	}
 	u->sb = sb;
+	sandbox_stream_begin(sb); /* a long upload keeps the sandbox from idling */
 	u->fd = -1;
 	u->budget = (struct relay_budget)RELAY_BUDGET_INIT;
 	http_set_state(r, u, upload_free);

@@ -209,8 +209,7 @@ static void term_free(void *cls)
 	relay_reader_free(&t->rd);
 	free(t->held);
 	if (t->sb) {
-		__atomic_sub_fetch(&t->sb->streams, 1, __ATOMIC_RELAXED);
-		sandbox_touch(t->sb); /* idle from the moment it detached */
+		sandbox_stream_end(t->sb);
 		sandbox_unref(t->sb);
 	}
 	free(t);
@@ -586,7 +585,7 @@ int api_pty_ws(struct http_req *r)
 	}
 	t->relay = fd;
 	t->sb = sb; /* our reference moves to t */
-	__atomic_add_fetch(&sb->streams, 1, __ATOMIC_RELAXED);
+	sandbox_stream_begin(sb);
 	snprintf(t->sid, sizeof(t->sid), "%s", sid);
 	const char *mode = json_string_value(json_object_get(ok, "mode"));
 	snprintf(t->mode, sizeof(t->mode), "%s", mode && !strcmp(mode, "pipe") ? "pipe" : "pty");

@@ -82,7 +82,7 @@ struct sandbox {
 
 	int refs;	      /* atomic */
 	unsigned proxy_conns; /* atomic: the port proxy's open connections (api_proxy.c) */
-	unsigned streams;     /* atomic: attached terminals and other live conversations */
+	unsigned streams;     /* atomic: live conversations (sandbox_stream_begin) */
 	/* atomic: the last activity (an API call that uses it, a keepalive), Unix seconds; and
 	 * the one state.json last holds (written lazily by the timers, at most every few
 	 * seconds, and with every other save). */
@@ -168,6 +168,18 @@ int64_t sandbox_active_seconds_locked(const struct sandbox *sb, time_t now);
 static inline void sandbox_touch(struct sandbox *sb)
 {
 	__atomic_store_n(&sb->active_at, (int64_t)time(NULL), __ATOMIC_RELAXED);
+}
+/* A live conversation with sb begins (an attached terminal, a file streaming in or out):
+ * activity for as long as it lasts, however quiet. Ended by sandbox_stream_end, which
+ * counts as activity itself (idle from then on). Lock-free. */
+static inline void sandbox_stream_begin(struct sandbox *sb)
+{
+	__atomic_add_fetch(&sb->streams, 1, __ATOMIC_RELAXED);
+}
+static inline void sandbox_stream_end(struct sandbox *sb)
+{
+	__atomic_sub_fetch(&sb->streams, 1, __ATOMIC_RELAXED);
+	sandbox_touch(sb);
 }
 static inline int64_t sandbox_active_at(const struct sandbox *sb)
 {

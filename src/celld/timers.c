@@ -3,7 +3,8 @@
  * - expiry: past its expiresAt a sandbox is deleted, or stopped (cell.onTimeout: stop);
  * - idle: Running with no activity for idleTimeout → paused. Activity is an API call that
  *   uses it (api_running_sandbox), a keepalive or a renewal; a command still running, an
- *   open port-proxy connection or an attached terminal count as activity while they last;
+ *   open port-proxy connection, an attached terminal or a file transfer count as activity
+ *   while they last;
  * - Paused for stopAfter → stopped (memory freed, disk kept);
  * - Stopped (or Failed) for reclaimAfter → deleted, disk and all.
  *
@@ -54,7 +55,8 @@ static struct timer_view view_of(struct sandbox *sb)
 	return v;
 }
 
-/* Work that lasts (a command, a proxied connection, a terminal) is activity while it does. */
+/* Work that lasts (a command, a proxied connection, a terminal, a file transfer) is activity
+ * while it does. */
 static bool busy_inside(struct sandbox *sb)
 {
 	return __atomic_load_n(&sb->proxy_conns, __ATOMIC_RELAXED) ||
