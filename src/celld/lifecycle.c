@@ -837,7 +837,11 @@ int lifecycle_renew(struct sandbox *sb, time_t expires_at, struct cell_error *er
 
 int lifecycle_expire_stop(struct sandbox *sb, struct cell_error *err)
 {
-	int r = lifecycle_stop(sb, "its timeout passed (cell.onTimeout: stop)", err);
+	registry_lock();
+	bool live = sb->state == SBX_RUNNING || sb->state == SBX_PAUSED;
+	registry_unlock();
+	/* One already Stopped (or Failed) stays as it is; only its expiry is spent. */
+	int r = live ? lifecycle_stop(sb, "its timeout passed (cell.onTimeout: stop)", err) : 0;
 	if (r < 0 && r != -EALREADY)
 		return r;
 	/* Stopped, its expiry is spent: cleared, or the reaper would find it again. */

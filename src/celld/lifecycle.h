@@ -57,6 +57,6 @@ int lifecycle_renew(struct sandbox *sb, time_t expires_at, struct cell_error *er
  * changed). Patches of one sandbox run one at a time. */
 int lifecycle_patch_metadata(struct sandbox *sb, json_t *patch, const struct field_caps *caps,
 			     struct cell_error *err);
-/* The expiry of a sandbox whose cell.onTimeout is "stop": it stops and has no expiry
- * after (a later use starts it again). */
+/* The expiry of a sandbox whose cell.onTimeout is "stop": a running or paused one stops
+ * (a later use starts it again), and its expiry is cleared, spent. */
 int lifecycle_expire_stop(struct sandbox *sb, struct cell_error *err);

@@ -72,8 +72,7 @@ static void act(struct sandbox *sb, const char *what, int r, const struct cell_e
 static void expire(struct sandbox *sb, const struct timer_view *v)
 {
 	struct cell_error err = {0};
-	if (v->timers.on_timeout == SBX_TIMEOUT_STOP && v->state != SBX_STOPPED &&
-	    v->state != SBX_FAILED) {
+	if (v->timers.on_timeout == SBX_TIMEOUT_STOP) {
 		log_info("sandbox %s expired: stopping it (cell.onTimeout: stop)", sb->id);
 		act(sb, "stopping at its timeout", lifecycle_expire_stop(sb, &err), &err);
 		return;
