@@ -35,6 +35,8 @@ static const struct route routes[] = {
     {"PATCH", "sandboxes/{id}/metadata", JSON, SHORT, api_sandbox_patch_metadata, NULL, NULL},
     {"POST", "sandboxes/{id}/pause", NONE, SHORT, api_sandbox_pause, NULL, NULL},
     {"POST", "sandboxes/{id}/resume", NONE, SHORT, api_sandbox_resume, NULL, NULL},
+    {"GET", "sandboxes/{id}/events", NONE, STREAMED, api_sandbox_events, NULL, NULL},
+    {"GET", "audit", NONE, SHORT, api_audit, NULL, NULL},
     {"POST", "metrics/events", JSON, SHORT, api_metrics_event, NULL, NULL},
     {"GET", "info", NONE, SHORT, api_info, NULL, NULL},
     {"GET", "volumes", NONE, SHORT, api_volume_list, NULL, NULL},

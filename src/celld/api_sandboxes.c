@@ -22,6 +22,7 @@
 #include "registry.h"
 #include "network.h"
 #include "seccomp_log.h"
+#include "secrets.h"
 #include "seccomp_policy.h"
 #include "timefmt.h"
 #include "volumes.h"
@@ -120,6 +121,7 @@ static void spec_free(struct create_spec *spec)
 	json_decref(spec->volume_claims);
 	json_decref(spec->network);
 	json_decref(spec->warnings);
+	json_decref(spec->secrets);
 }
 
 static int check_env_keys(json_t *env, const char *name, struct cell_error *err)
@@ -174,13 +176,13 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	if (field_string_map(body, "extensions", "extensions", &ext, err) < 0)
 		return -EINVAL;
 	if (!ext)
-		return 0;
+		return secrets_parse(json_object_get(body, "secretEnv"), NULL, &spec->secrets, err);
 	int rc = 0;
 	const char *key = NULL, *vols = NULL;
 	/* Keys of other providers are theirs; a "cell." key cell does not know (a typo) would
 	 * otherwise be dropped without a word. */
 	static const char *const known[] = {"cell.sessionKey", "cell.volumes", "cell.seccomp",
-					    "cell.seccompLog", "cell.network"};
+					    "cell.seccompLog", "cell.network", "cell.secrets"};
 	const char *k;
 	json_t *v;
 	json_object_foreach(ext, k, v)
@@ -213,6 +215,12 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 		rc = invalid(parse_seccomp(ext, spec, err), err);
 	if (!rc && field_string(ext, "cell.network", "extensions.cell.network", false,
 				&spec->network_mode, err) < 0)
+		rc = -EINVAL;
+	const char *secrets = NULL;
+	if (!rc &&
+	    (field_string(ext, "cell.secrets", "extensions.cell.secrets", false, &secrets, err) <
+		 0 ||
+	     secrets_parse(json_object_get(body, "secretEnv"), secrets, &spec->secrets, err) < 0))
 		rc = -EINVAL;
 	/* The strings stay valid: body (their owner) outlives the spec. */
 	json_decref(ext);
@@ -776,6 +784,8 @@ int api_sandbox_inspect(struct http_req *r)
 	json_object_set_new(o, "seccomp",
 			    seccomp_log_json(sb->id, sb->seccomp_profile, sb->seccomp_log));
 	json_object_set_new(o, "network", network_inspect_json(sb));
+	/* The names of its secrets, never their values. */
+	json_object_set_new(o, "secretNames", secrets_names(sb->dirfd));
 	sandbox_unref(sb);
 	return http_json(r, 200, o);
 }

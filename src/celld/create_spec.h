@@ -31,4 +31,7 @@ struct create_spec {
 	const char *network_mode; /* extensions["cell.network"], NULL if absent */
 	json_t *network;	  /* the record's "network" (network_spec) */
 	json_t *warnings;	  /* strings for the create's answer, or NULL */
+	/* NAME → value (secrets.h: "secretEnv" and extensions["cell.secrets"]), or NULL:
+	 * written to the sandbox's secrets.json, never to its record. */
+	json_t *secrets;
 };

@@ -11,6 +11,8 @@ int cmd_inspect(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_pause(int argc, char **argv);
 int cmd_resume(int argc, char **argv);
+int cmd_events(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_fs(int argc, char **argv);
 int cmd_image(int argc, char **argv);

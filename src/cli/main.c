@@ -29,6 +29,8 @@ static const struct cli_command commands[] = {
     {"rm", cmd_rm, "delete sandboxes"},
     {"pause", cmd_pause, "freeze every process of sandboxes (memory kept)"},
     {"resume", cmd_resume, "thaw paused sandboxes"},
+    {"events", cmd_events, "print a sandbox's events (-f: and follow them)"},
+    {"audit", cmd_audit, "print celld's audit log (of one sandbox, since a time)"},
     {"cp", cmd_cp, "copy a file into or out of a sandbox, a directory out of it"},
     {"fs", cmd_fs, "list, find, stat, make, move, chmod and remove files in a sandbox"},
     {"image", cmd_image, "build and list local images"},
