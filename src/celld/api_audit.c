@@ -20,8 +20,8 @@
 #include "sandbox.h"
 #include "timefmt.h"
 
-#define EVENTS_PING_MS 15000 /* a comment line this often keeps proxies from timing out */
-#define EVENTS_WAKE_MS 1000  /* a follower looks at its sandbox (gone?) this often */
+#define EVENTS_PING_MS	    15000 /* a comment line this often keeps proxies from timing out */
+#define EVENTS_WAKE_MS	    1000  /* a follower looks at its sandbox (gone?) this often */
 #define AUDIT_LIMIT_DEFAULT 1000
 
 /* ---- GET /v1/sandboxes/{id}/events[?since=N][&follow=false] ---- */

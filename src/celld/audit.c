@@ -50,8 +50,8 @@ const char *audit_dir(void)
 
 static int open_log(int dfd, struct cell_error *err)
 {
-	int fd = openat(dfd, AUDIT_FILE, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-			0600);
+	int fd =
+	    openat(dfd, AUDIT_FILE, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return cell_err(err, errno, "opening %s/%s", lg.dir, AUDIT_FILE);
 	struct stat st;
@@ -163,10 +163,10 @@ char *audit_line(const char *time_text, const char *request_id, const char *who,
 	if (text && strlen(text) > AUDIT_LINE_MAX) {
 		/* Details larger than a line may be are dropped, the fact kept. */
 		free(text);
-		json_t *s = json_pack("{s:s, s:s, s:s, s:s?, s:s, s:b}", "time", time_text,
-				      "requestId", request_id ? request_id : "", "who",
-				      who ? who : "celld", "sandbox", sandbox_id, "action", action,
-				      "truncated", 1);
+		json_t *s =
+		    json_pack("{s:s, s:s, s:s, s:s?, s:s, s:b}", "time", time_text, "requestId",
+			      request_id ? request_id : "", "who", who ? who : "celld", "sandbox",
+			      sandbox_id, "action", action, "truncated", 1);
 		text = s ? json_dumps(s, JSON_COMPACT) : NULL;
 		json_decref(s);
 	}

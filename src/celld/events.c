@@ -197,9 +197,9 @@ void events_check_oom(const char *id, const char *cgroup_rel)
 	}
 	pthread_mutex_unlock(&ev.lock);
 	if (grew)
-		events_emit(id, "oom",
-			    json_pack("{s:I, s:I}", "killed", (json_int_t)grew, "total",
-				      (json_int_t)n));
+		events_emit(
+		    id, "oom",
+		    json_pack("{s:I, s:I}", "killed", (json_int_t)grew, "total", (json_int_t)n));
 }
 
 void events_forget(const char *id)
@@ -246,8 +246,7 @@ void events_wait(uint64_t gen, int timeout_ms)
 
 /* ---- readers ---- */
 
-void events_cursor_init(struct events_cursor *c, int sandboxes_fd, const char *id,
-			uint64_t since)
+void events_cursor_init(struct events_cursor *c, int sandboxes_fd, const char *id, uint64_t since)
 {
 	*c = (struct events_cursor){.sandboxes_fd = sandboxes_fd, .last = since, .fd = -1};
 	snprintf(c->id, sizeof(c->id), "%s", id);
@@ -278,8 +277,9 @@ int events_sse_append(const char *line, size_t n, char **out, size_t *len)
 	const char *type = json_string_value(json_object_get(o, "type"));
 	json_int_t seq = json_integer_value(json_object_get(o, "seq"));
 	char head[160];
-	int hn = snprintf(head, sizeof(head), "id: %" PRId64 "\nevent: %.100s\ndata: ",
-			  (int64_t)seq, type ? type : "event");
+	int hn =
+	    snprintf(head, sizeof(head), "id: %" PRId64 "\nevent: %.100s\ndata: ", (int64_t)seq,
+		     type ? type : "event");
 	json_decref(o);
 	if (grow(out, len, head, (size_t)hn) < 0 || grow(out, len, line, n) < 0 ||
 	    grow(out, len, "\n\n", 2) < 0)
@@ -351,9 +351,9 @@ int events_cursor_read(struct events_cursor *c, char **out, size_t *len)
 	if (!c->started) {
 		c->started = true;
 		/* The rotated file first, when it may hold what the reader wants. */
-		int old = dfd >= 0 ? openat(dfd, EVENTS_FILE ".1",
-					    O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-				   : -1;
+		int old = dfd >= 0
+			      ? openat(dfd, EVENTS_FILE ".1", O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+			      : -1;
 		if (old >= 0) {
 			uint64_t off = 0;
 			r = read_lines(c, old, &off, out, len);

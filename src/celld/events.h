@@ -50,8 +50,7 @@ struct events_cursor {
 	uint64_t off;  /* bytes of fd read (whole lines) */
 	bool started;  /* events.jsonl.1 was read */
 };
-void events_cursor_init(struct events_cursor *c, int sandboxes_fd, const char *id,
-			uint64_t since);
+void events_cursor_init(struct events_cursor *c, int sandboxes_fd, const char *id, uint64_t since);
 void events_cursor_close(struct events_cursor *c);
 /* Append to *out (a malloc'd buffer of *len bytes, grown) every whole event after c->last,
  * as server-sent events ("id: N\nevent: TYPE\ndata: {...}\n\n"), and move c on. Returns how

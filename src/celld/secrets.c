@@ -13,8 +13,8 @@
 static bool name_ok(const char *k)
 {
 	size_t n = strlen(k);
-	if (!n || n > SECRETS_NAME_MAX || !(k[0] == '_' || (k[0] >= 'A' && k[0] <= 'Z') ||
-					    (k[0] >= 'a' && k[0] <= 'z')))
+	if (!n || n > SECRETS_NAME_MAX ||
+	    !(k[0] == '_' || (k[0] >= 'A' && k[0] <= 'Z') || (k[0] >= 'a' && k[0] <= 'z')))
 		return false;
 	for (size_t i = 1; i < n; i++) {
 		char c = k[i];
@@ -26,8 +26,7 @@ static bool name_ok(const char *k)
 }
 
 /* Check map (named field) and add its pairs to out. */
-static int take(json_t *map, const char *field, json_t *out, size_t *total,
-		struct cell_error *err)
+static int take(json_t *map, const char *field, json_t *out, size_t *total, struct cell_error *err)
 {
 	if (!json_is_object(map))
 		return cell_err_msg(err, EINVAL, "%s must be an object of NAME: value strings",

@@ -16,18 +16,19 @@
 
 static void events_usage(FILE *f)
 {
-	fprintf(f, "Usage: cell events [-f] [--since SEQ] ID\n"
-		   "\n"
-		   "Print a sandbox's events, oldest first: its state transitions, OOM kills,\n"
-		   "network and seccomp denials, provisioning output. One line each: time,\n"
-		   "seq, type and the rest as JSON (--json: each event's JSON).\n"
-		   "\n"
-		   "Options:\n"
-		   "  -f, --follow       then wait for new ones until ^C or the sandbox is deleted\n"
-		   "      --since SEQ    only events after this seq\n"
-		   "      --json         one JSON object a line\n"
-		   "      --socket PATH  celld's socket\n"
-		   "  -h, --help         this help\n");
+	fprintf(f,
+		"Usage: cell events [-f] [--since SEQ] ID\n"
+		"\n"
+		"Print a sandbox's events, oldest first: its state transitions, OOM kills,\n"
+		"network and seccomp denials, provisioning output. One line each: time,\n"
+		"seq, type and the rest as JSON (--json: each event's JSON).\n"
+		"\n"
+		"Options:\n"
+		"  -f, --follow       then wait for new ones until ^C or the sandbox is deleted\n"
+		"      --since SEQ    only events after this seq\n"
+		"      --json         one JSON object a line\n"
+		"      --socket PATH  celld's socket\n"
+		"  -h, --help         this help\n");
 }
 
 /* "2026-11-24T15:00:00.123Z  #12  state  {op, from, to}" or the JSON line. */
@@ -105,8 +106,8 @@ int cmd_events(int argc, char **argv)
 	if (!cli_parse_id(id))
 		return CLI_EXIT_FAIL;
 	_cleanup_free_ char *path = NULL;
-	if (asprintf(&path, "/v1/sandboxes/%s/events?follow=%s%s%s", id,
-		     follow ? "true" : "false", since ? "&since=" : "", since ? since : "") < 0)
+	if (asprintf(&path, "/v1/sandboxes/%s/events?follow=%s%s%s", id, follow ? "true" : "false",
+		     since ? "&since=" : "", since ? since : "") < 0)
 		return CLI_EXIT_FAIL;
 	cli_signals_install();
 	struct cell_client_req req = {.method = "GET", .path = path, .abortable = true};
@@ -208,8 +209,8 @@ int cmd_audit(int argc, char **argv)
 	for (size_t k = 0; k < 3; k++) {
 		if (!vals[k])
 			continue;
-		int w = snprintf(path + n, sizeof(path) - n, "%c%s=%s", n > 9 ? '&' : '?',
-				 names[k], vals[k]);
+		int w = snprintf(path + n, sizeof(path) - n, "%c%s=%s", n > 9 ? '&' : '?', names[k],
+				 vals[k]);
 		if (w < 0 || (size_t)w >= sizeof(path) - n)
 			return cli_error_usage("audit", CLI_EXIT_USAGE, "--since is too long");
 		n += (size_t)w;

@@ -217,10 +217,10 @@ START_TEST(events_bounded_and_rotated)
 	const uint64_t max = 4096;
 	uint64_t last = 0;
 	for (int i = 0; i < 300; i++) {
-		uint64_t s = events_emit_at(sfd, "sb1", "state",
-					    json_pack("{s:s, s:i, s:I}", "op", "pause", "i", i,
-						      "seq", (json_int_t)999),
-					    max);
+		uint64_t s = events_emit_at(
+		    sfd, "sb1", "state",
+		    json_pack("{s:s, s:i, s:I}", "op", "pause", "i", i, "seq", (json_int_t)999),
+		    max);
 		ck_assert_uint_eq(s, last + 1); /* the data's own "seq" is ignored */
 		last = s;
 	}
@@ -291,8 +291,8 @@ START_TEST(secrets_checked)
 	json_t *out = NULL;
 	struct cell_error err = {0};
 	json_t *se = json_pack("{s:s}", "API_TOKEN", "s3cr3t");
-	ck_assert_int_eq(secrets_parse(se, "{\"DB_PASS\":\"pw\",\"API_TOKEN\":\"old\"}", &out, &err),
-			 0);
+	ck_assert_int_eq(
+	    secrets_parse(se, "{\"DB_PASS\":\"pw\",\"API_TOKEN\":\"old\"}", &out, &err), 0);
 	ck_assert_int_eq(json_object_size(out), 2);
 	/* secretEnv wins over the extension. */
 	ck_assert_str_eq(json_string_value(json_object_get(out, "API_TOKEN")), "s3cr3t");
@@ -300,8 +300,8 @@ START_TEST(secrets_checked)
 	json_decref(se);
 	ck_assert_int_eq(secrets_parse(NULL, NULL, &out, &err), 0);
 	ck_assert_ptr_null(out);
-	const char *bad[] = {"{\"1X\":\"v\"}", "{\"A-B\":\"v\"}", "{\"A\":1}", "[1]", "{\"\":\"v\"}",
-			     "not json", "{\"A=B\":\"v\"}"};
+	const char *bad[] = {"{\"1X\":\"v\"}", "{\"A-B\":\"v\"}", "{\"A\":1}",	    "[1]",
+			     "{\"\":\"v\"}",   "not json",	  "{\"A=B\":\"v\"}"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memset(&err, 0, sizeof(err));
 		ck_assert_msg(secrets_parse(NULL, bad[i], &out, &err) == -EINVAL, "%s", bad[i]);
