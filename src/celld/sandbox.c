@@ -213,6 +213,8 @@ static void note_end(struct sandbox *sb, enum sbx_op op, enum sbx_state from, en
 	const char *action = op_action(op);
 	json_t *d = json_pack("{s:s, s:s, s:s?}", "from", sandbox_state_names[from], "to",
 			      gone ? "Deleted" : sandbox_state_names[to], "reason", reason);
+	if (d && op == SBX_CREATING)
+		json_object_set_new(d, "image", json_string(sb->image));
 	if (gone) {
 		audit_log(sb->id, action, d);
 		events_forget(sb->id);

@@ -196,6 +196,30 @@ START_TEST(events_in_order_replay_and_follow)
 }
 END_TEST
 
+/* An OOM kill is an event of its own. */
+START_TEST(events_oom_kill)
+{
+	json_t *extra = json_pack("{s:{s:s}}", "resourceLimits", "memory", "64Mi");
+	char *id = h_create("busybox", extra);
+	json_decref(extra);
+	struct h_exec e;
+	/* dd allocates and fills a 256 MiB buffer: four times the limit. */
+	ck_assert_int_eq(h_exec(id, "dd if=/dev/zero of=/dev/null bs=256M count=1", NULL, &e), 0);
+	ck_assert_int_eq(e.exit_code, 137);
+	h_exec_free(&e);
+	json_t *all = get_events(id, "");
+	json_t *oom = NULL, *o;
+	size_t i;
+	json_array_foreach(all, i, o) if (!strcmp(h_jstr(o, "type"), "oom")) oom = o;
+	ck_assert_msg(oom, "no oom event");
+	ck_assert_int_ge(h_jint(oom, "killed"), 1);
+	ck_assert_int_ge(h_jint(oom, "total"), h_jint(oom, "killed"));
+	json_decref(all);
+	ck_assert_int_lt(h_delete(id), 300);
+	free(id);
+}
+END_TEST
+
 /* ---- the audit log ---- */
 
 static json_t *audit_records(const char *query)
@@ -534,6 +558,7 @@ static Suite *audit_suite(void)
 	Suite *s = suite_create("audit");
 	tcase_add_test(h_tcase(s, "events_in_order_replay_and_follow", 120),
 		       events_in_order_replay_and_follow);
+	tcase_add_test(h_tcase(s, "events_oom_kill", 120), events_oom_kill);
 	tcase_add_test(h_tcase(s, "audit_records_create_exec_write_delete", 120),
 		       audit_records_create_exec_write_delete);
 	tcase_add_test(h_tcase(s, "audit_who_key_and_unix_only", 120), audit_who_key_and_unix_only);
