@@ -220,6 +220,37 @@ START_TEST(events_oom_kill)
 }
 END_TEST
 
+/* A call the profile refused, in a sandbox created with cell.seccompLog, is an event. */
+START_TEST(events_seccomp_denied)
+{
+	json_t *extra = json_pack("{s:{s:s}}", "extensions", "cell.seccompLog", "true");
+	char *id = h_create("busybox", extra);
+	json_decref(extra);
+	h_upload_helper(id, "seccomp_probe");
+	json_t *res = h_sh_pairs(id, "/root/seccomp_probe");
+	ck_assert_str_eq(h_jstr(res, "keyctl"), "EPERM");
+	json_decref(res);
+	json_t *ev = NULL;
+	for (int i = 0; i < 50 && !ev; i++) {
+		json_t *all = get_events(id, "");
+		json_t *o;
+		size_t k;
+		json_array_foreach(all, k, o) if (!strcmp(h_jstr(o, "type"), "seccomp.denied") &&
+						  !strcmp(h_jstr(o, "syscall"), "keyctl")) ev =
+		    json_incref(o);
+		json_decref(all);
+		if (!ev)
+			h_sleep_ms(100);
+	}
+	ck_assert_msg(ev, "no seccomp.denied event for keyctl");
+	ck_assert_str_eq(h_jstr(ev, "errno"), "EPERM");
+	ck_assert_msg(*h_jstr(ev, "arch"), "no arch");
+	json_decref(ev);
+	ck_assert_int_lt(h_delete(id), 300);
+	free(id);
+}
+END_TEST
+
 /* ---- the audit log ---- */
 
 static json_t *audit_records(const char *query)
@@ -559,6 +590,7 @@ static Suite *audit_suite(void)
 	tcase_add_test(h_tcase(s, "events_in_order_replay_and_follow", 120),
 		       events_in_order_replay_and_follow);
 	tcase_add_test(h_tcase(s, "events_oom_kill", 120), events_oom_kill);
+	tcase_add_test(h_tcase(s, "events_seccomp_denied", 120), events_seccomp_denied);
 	tcase_add_test(h_tcase(s, "audit_records_create_exec_write_delete", 120),
 		       audit_records_create_exec_write_delete);
 	tcase_add_test(h_tcase(s, "audit_who_key_and_unix_only", 120), audit_who_key_and_unix_only);
