@@ -881,14 +881,23 @@ static void audit_prepare(struct command *c, const struct sandbox *sb, uint16_t 
 	snprintf(c->rid, sizeof(c->rid), "%s", audit_request_id());
 	snprintf(c->who_text, sizeof(c->who_text), "%s", audit_who());
 	snprintf(c->sandbox, sizeof(c->sandbox), "%s", sb->id);
-	size_t n = strlen(c->content);
+	size_t n = strlen(c->content), cut = n;
+	if (cut > AUDIT_COMMAND_MAX) {
+		/* Cut at a character's start: the record stays UTF-8. */
+		cut = AUDIT_COMMAND_MAX;
+		while (cut && ((unsigned char)c->content[cut] & 0xC0) == 0x80)
+			cut--;
+	}
 	json_t *rec =
 	    json_pack("{s:s, s:s, s:s%}", "kind", type == CELL_FRAME_EXEC ? "exec" : "session.run",
-		      "commandId", c->id, "command", c->content,
-		      n > AUDIT_COMMAND_MAX ? (size_t)AUDIT_COMMAND_MAX : n);
+		      "commandId", c->id, "command", c->content, cut);
+	if (!rec)
+		rec =
+		    json_pack("{s:s, s:s}", "kind",
+			      type == CELL_FRAME_EXEC ? "exec" : "session.run", "commandId", c->id);
 	if (!rec)
 		return;
-	if (n > AUDIT_COMMAND_MAX)
+	if (n > cut)
 		json_object_set_new(rec, "commandTruncated", json_true());
 	json_t *cwd = json_object_get(req, "cwd");
 	if (json_is_string(cwd))

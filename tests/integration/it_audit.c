@@ -298,6 +298,14 @@ START_TEST(audit_records_create_exec_write_delete)
 	char *out = h_sh(id, "cd /tmp && echo audited-run");
 	ck_assert_str_eq(h_trim(out), "audited-run");
 	free(out);
+	/* A long command is kept cut, at a character's start (é is two bytes: 4096 is not
+	 * always one). */
+	char *longcmd = malloc(3 + 3001 * 2 + 1);
+	strcpy(longcmd, ":  "); /* byte 4096 is then the second of an é */
+	for (int k = 0; k < 3001; k++)
+		strcat(longcmd + 2 * k, "\xc3\xa9");
+	free(h_sh(id, longcmd));
+	free(longcmd);
 	static const char content[] = "FILE-CONTENT-NEVER-AUDITED-31337";
 	struct h_resp ur;
 	ck_assert_int_eq(h_upload(id, "/tmp/up.txt", content, strlen(content), 0644, &ur), 200);
@@ -320,6 +328,18 @@ START_TEST(audit_records_create_exec_write_delete)
 	ck_assert_int_ge(h_jint(e, "durationMs"), 0);
 	ck_assert_msg(*h_jstr(e, "requestId"), "exec without a request id");
 	ck_assert_msg(json_is_array(json_object_get(e, "envNames")), "exec without env names");
+	json_t *lc = NULL;
+	{
+		size_t k;
+		json_t *x;
+		json_array_foreach(
+		    recs, k, x) if (json_is_true(json_object_get(x, "commandTruncated"))) lc = x;
+	}
+	ck_assert_msg(lc, "no record of the long command, or not cut");
+	ck_assert_uint_le(strlen(h_jstr(lc, "command")), 4096);
+	ck_assert_uint_ge(strlen(h_jstr(lc, "command")), 4000);
+	ck_assert_msg(!strncmp(h_jstr(lc, "command"), ":  \xc3\xa9", 5), "%.20s",
+		      h_jstr(lc, "command"));
 	json_t *w = find_record(recs, "file.write", "path", "/tmp/up.txt");
 	ck_assert_msg(w, "no file.write record");
 	ck_assert_int_eq(h_jint(w, "size"), (long long)strlen(content));
