@@ -271,6 +271,34 @@ START_TEST(events_bounded_and_rotated)
 }
 END_TEST
 
+/* A line being written (its end not there yet) is left for the next read. */
+START_TEST(events_partial_line_waits)
+{
+	make_tmp();
+	int sfd = sandboxes_fd("sb2");
+	ck_assert_uint_eq(events_emit_at(sfd, "sb2", "state", NULL, EVENTS_MAX_BYTES), 1);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/sb2/" EVENTS_FILE, tmp);
+	int fd = open(p, O_WRONLY | O_APPEND);
+	ck_assert_int_ge(fd, 0);
+	static const char head[] = "{\"seq\":2,\"time\":\"t\",\"ty";
+	static const char tail[] = "pe\":\"oom\"}\n";
+	ck_assert_int_eq(write(fd, head, sizeof(head) - 1), (ssize_t)sizeof(head) - 1);
+	struct events_cursor c;
+	uint64_t seqs[4];
+	events_cursor_init(&c, sfd, "sb2", 0);
+	ck_assert_uint_eq(cursor_seqs(&c, seqs, 4), 1);
+	ck_assert_uint_eq(seqs[0], 1);
+	ck_assert_int_eq(write(fd, tail, sizeof(tail) - 1), (ssize_t)sizeof(tail) - 1);
+	close(fd);
+	ck_assert_uint_eq(cursor_seqs(&c, seqs, 4), 1);
+	ck_assert_uint_eq(seqs[0], 2);
+	events_cursor_close(&c);
+	close(sfd);
+	rm_tmp();
+}
+END_TEST
+
 START_TEST(events_sse_format)
 {
 	static const char line[] = "{\"seq\":7,\"time\":\"t\",\"type\":\"oom\",\"killed\":1}";
@@ -372,6 +400,7 @@ static Suite *audit_suite(void)
 	tcase_add_test(tc, rotation_in_order);
 	tcase_add_test(tc, line_bounded);
 	tcase_add_test(tc, events_bounded_and_rotated);
+	tcase_add_test(tc, events_partial_line_waits);
 	tcase_add_test(tc, events_sse_format);
 	tcase_add_test(tc, secrets_checked);
 	tcase_add_test(tc, secrets_file);
