@@ -582,6 +582,27 @@ START_TEST(secrets_reach_commands_and_nothing_else)
 }
 END_TEST
 
+/* cell create --secret NAME takes the value from its environment, never its arguments. */
+START_TEST(secrets_from_the_cli)
+{
+	setenv("CELL_SECRET_C", "s3cr3t-C-from-env", 1);
+	struct h_proc p;
+	ck_assert_int_eq(
+	    h_cell(&p, "create", "--image", "busybox", "--secret", "CELL_SECRET_C", NULL), 0);
+	char *id = strdup(h_trim(p.out));
+	h_proc_free(&p);
+	h_track_sandbox(id);
+	char *out = h_sh(id, "echo $CELL_SECRET_C");
+	ck_assert_str_eq(h_trim(out), "s3cr3t-C-from-env");
+	free(out);
+	ck_assert_int_eq(h_cell(&p, "create", "--image", "busybox", "--secret", "X=1", NULL), 2);
+	ck_assert_msg(strstr(p.err, "visible in ps"), "%s", p.err);
+	h_proc_free(&p);
+	ck_assert_int_lt(h_delete(id), 300);
+	free(id);
+}
+END_TEST
+
 START_TEST(secrets_refused_by_name)
 {
 	static const char *const bad[][2] = {
@@ -618,6 +639,7 @@ static Suite *audit_suite(void)
 		       audit_rotates_and_survives_a_torn_line);
 	tcase_add_test(h_tcase(s, "secrets_reach_commands_and_nothing_else", 180),
 		       secrets_reach_commands_and_nothing_else);
+	tcase_add_test(h_tcase(s, "secrets_from_the_cli", 60), secrets_from_the_cli);
 	tcase_add_test(h_tcase(s, "secrets_refused_by_name", 60), secrets_refused_by_name);
 	return s;
 }
