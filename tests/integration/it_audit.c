@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -418,7 +419,14 @@ START_TEST(audit_who_key_and_unix_only)
 	h_resp_free(&r);
 	ck_assert_int_eq(h_http("GET", "/v1/audit?since=2000-01-01T00:00:00Z&limit=1", NULL, &r),
 			 200);
+	ck_assert_int_eq(json_array_size(json_object_get(r.json, "records")), 1);
 	h_resp_free(&r);
+	/* since: nothing is at or after tomorrow. */
+	char *later = h_fmt("/v1/audit?since=%lld", (long long)time(NULL) + 86400);
+	ck_assert_int_eq(h_http("GET", later, NULL, &r), 200);
+	ck_assert_int_eq(json_array_size(json_object_get(r.json, "records")), 0);
+	h_resp_free(&r);
+	free(later);
 	ck_assert_int_lt(h_delete(id), 300);
 	free(id);
 }
