@@ -131,7 +131,7 @@ int api_pty_create(struct http_req *r)
 		req = NULL;
 	}
 	/* For the audit log: what the terminal runs and where (its environment never). */
-	json_t *rec = json_pack("{s:s, s:s?, s:s?}", "session", id, "command", command, "cwd", cwd);
+	json_t *rec = json_pack("{s:s, s:s*, s:s*}", "session", id, "command", command, "cwd", cwd);
 	json_decref(body);
 	json_t *ok = NULL;
 	struct relay_error rerr = {0};

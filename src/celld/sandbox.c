@@ -211,7 +211,7 @@ static void note_end(struct sandbox *sb, enum sbx_op op, enum sbx_state from, en
 		     const char *reason, bool gone)
 {
 	const char *action = op_action(op);
-	json_t *d = json_pack("{s:s, s:s, s:s?}", "from", sandbox_state_names[from], "to",
+	json_t *d = json_pack("{s:s, s:s, s:s*}", "from", sandbox_state_names[from], "to",
 			      gone ? "Deleted" : sandbox_state_names[to], "reason", reason);
 	if (d && op == SBX_CREATING)
 		json_object_set_new(d, "image", json_string(sb->image));
@@ -224,7 +224,7 @@ static void note_end(struct sandbox *sb, enum sbx_op op, enum sbx_state from, en
 	if (to == SBX_RUNNING || to == SBX_PAUSED || to == SBX_FAILED)
 		events_check_oom(sb->id, sb->cgroup_rel);
 	json_t *e =
-	    json_pack("{s:s, s:s, s:s, s:s?}", "op", action, "from", sandbox_state_names[from],
+	    json_pack("{s:s, s:s, s:s, s:s*}", "op", action, "from", sandbox_state_names[from],
 		      "to", sandbox_state_names[to], "reason", reason);
 	audit_log(sb->id, action, d);
 	if (from != to || op == SBX_CREATING)
