@@ -185,7 +185,13 @@ void events_check_oom(const char *id, const char *cgroup_rel)
 	if (!id_ok(id) || !cgroup_rel || !cgroup_rel[0] || !celld.cgroup ||
 	    !celld.cgroup->oom_kills)
 		return;
-	uint64_t n = celld.cgroup->oom_kills(cgroup_rel);
+	events_oom_count(id, celld.cgroup->oom_kills(cgroup_rel));
+}
+
+void events_oom_count(const char *id, uint64_t n)
+{
+	if (!id_ok(id))
+		return;
 	pthread_mutex_lock(&ev.lock);
 	struct chan *c = chan_of_locked(id, true);
 	uint64_t grew = 0;

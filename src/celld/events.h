@@ -31,6 +31,9 @@ uint64_t events_emit_at(int sandboxes_fd, const char *id, const char *type, json
  * with the count when it grew. The first look for a sandbox in this process only notes the
  * count. */
 void events_check_oom(const char *id, const char *cgroup_rel);
+/* The same with the count already read (total: its cgroup's OOM kills so far), for a
+ * path that reads the cgroup's usage anyway. */
+void events_oom_count(const char *id, uint64_t total);
 /* Forget what this process keeps for id (its next seq, its OOM count): it was deleted. */
 void events_forget(const char *id);
 
