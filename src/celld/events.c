@@ -386,6 +386,12 @@ int events_cursor_read(struct events_cursor *c, char **out, size_t *len)
 		if (dfd < 0 || fstat(c->fd, &a) < 0 || fstatat(dfd, EVENTS_FILE, &b, 0) < 0 ||
 		    (a.st_ino == b.st_ino && a.st_dev == b.st_dev))
 			break;
+		/* What reached the old file between the read above and its rename: nothing
+		 * is written to it once renamed. */
+		r = read_lines(c, c->fd, &c->off, out, len);
+		if (r < 0)
+			goto fail;
+		count += r;
 		close(c->fd);
 		c->fd = -1;
 	}
