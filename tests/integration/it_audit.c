@@ -582,6 +582,7 @@ START_TEST(secrets_reach_commands_and_nothing_else)
 	ck_assert_msg(!file_has(H.log, SECRET_A), "celld's log holds a secret");
 	char *audit = h_fmt("%s/audit/audit.log", H.state);
 	ck_assert_msg(file_has(audit, "CELL_SECRET_A"), "the exec's env names are not audited");
+	ck_assert_msg(file_has(audit, "\"action\":\"session.open\""), "no session.open record");
 	free(audit);
 	ck_assert_int_lt(h_delete(id), 300);
 	ck_assert_int_eq(stat(sfile, &st), -1);
