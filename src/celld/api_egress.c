@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "api.h"
+#include "audit.h"
+#include "events.h"
 #include "http.h"
 #include "netpolicy.h"
 #include "network.h"
@@ -125,6 +127,13 @@ static int edit(struct http_req *r, enum edit what)
 	}
 	rc = network_policy_replace(sb, &p, &err);
 	pthread_mutex_unlock(&edit_lock);
+	/* A network decision: the audit log has the change asked and whether it took. */
+	audit_log(sb->id, "network.policy",
+		  json_pack("{s:s, s:O, s:b}", "op", what == EDIT_PATCH ? "patch" : "delete",
+			    "change", body, "ok", rc == 0));
+	if (rc == 0)
+		events_emit(sb->id, "network.policy",
+			    json_pack("{s:s}", "op", what == EDIT_PATCH ? "patch" : "delete"));
 	if (rc == -ENOTSUP) {
 		/* Its network not (or no longer) there to change. */
 		http_error(r, 409, "CONFLICT", "%s", err.msg);

@@ -18,6 +18,7 @@
 #include "cell/id.h"
 #include "cell/log.h"
 #include "api.h"
+#include "audit.h"
 #include "commands.h"
 #include "lifecycle.h"
 #include "registry.h"
@@ -671,9 +672,14 @@ int api_execd_session_create(struct http_req *r)
 		sessions[n_sessions++] = s;
 	pthread_mutex_unlock(&sessions_lock);
 	json_t *req = full ? NULL : command_session_open(sb, s->id, cwd, envs);
+	/* For the audit log: the session, its cwd and the names of its envs (never values). */
+	json_t *rec = json_pack("{s:s, s:s*, s:[]}", "session", s->id, "cwd", cwd, "envNames");
+	json_object_foreach(envs, k, v) if (rec)
+	    json_array_append_new(json_object_get(rec, "envNames"), json_string(k));
 	json_decref(envs);
 	json_decref(body);
 	if (full) {
+		json_decref(rec);
 		free(s);
 		sandbox_unref(sb);
 		return http_error(r, 409, "TOO_MANY_SESSIONS",
@@ -691,6 +697,9 @@ int api_execd_session_create(struct http_req *r)
 	json_decref(req);
 	if (rc != 0)
 		session_forget(sb, id);
+	if (rec)
+		json_object_set_new(rec, "ok", json_boolean(rc == 0));
+	audit_log(sb->id, "session.open", rec);
 	sandbox_unref(sb);
 	if (rc < 0)
 		return http_internal(r, &err);

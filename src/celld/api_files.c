@@ -18,6 +18,7 @@
 #include "cell/cleanup.h"
 #include "cell/log.h"
 #include "api.h"
+#include "audit.h"
 #include "commands.h"
 #include "lifecycle.h"
 #include "timefmt.h"
@@ -673,6 +674,9 @@ static int file_end(struct upload *u)
 	if (rc < 0)
 		return upload_fail(u, 500, "INTERNAL", "%s: %s", u->path, err.msg);
 	u->files++;
+	/* The audit log: where and how much, never what. */
+	audit_log(u->sb->id, "file.write",
+		  json_pack("{s:s, s:I}", "path", u->path, "size", (json_int_t)size));
 	return 0;
 }
 
@@ -858,6 +862,25 @@ static int permission_fields(struct http_req *r, const char *path, json_t *perm,
 	return 0;
 }
 
+/* The audit log's record of one file operation: its paths and modes, never a text it
+ * writes (replace's old and new). */
+static void audit_file_op(const struct sandbox *sb, uint16_t type, json_t *req, int rc)
+{
+	const char *action = type == CELL_FRAME_FILE_MKDIR     ? "file.mkdir"
+			     : type == CELL_FRAME_FILE_REMOVE  ? "file.delete"
+			     : type == CELL_FRAME_FILE_MOVE    ? "file.move"
+			     : type == CELL_FRAME_FILE_CHMOD   ? "file.chmod"
+			     : type == CELL_FRAME_FILE_REPLACE ? "file.replace"
+							       : "file";
+	json_t *d = json_deep_copy(req);
+	if (d) {
+		json_object_del(d, "old");
+		json_object_del(d, "new");
+		json_object_set_new(d, "ok", json_boolean(rc == 0));
+	}
+	audit_log(sb->id, action, d);
+}
+
 /* Send each prepared request in turn; the first failure answers. With collect, each OK's
  * "replaced" count goes into it as {"<path>": {"replacedCount": N}} and it is the answer. */
 static int run_ops_collect(struct http_req *r, uint16_t type, json_t *reqs, json_t *collect)
@@ -889,6 +912,7 @@ static int run_ops_collect(struct http_req *r, uint16_t type, json_t *reqs, json
 				    json_pack("{s:I}", "replacedCount", json_integer_value(n)));
 		}
 		json_decref(ok);
+		audit_file_op(sb, type, req, rc);
 		if (rc != 0) {
 			sandbox_unref(sb);
 			json_decref(collect);

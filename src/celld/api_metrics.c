@@ -21,6 +21,7 @@
 #include "cell/quota.h"
 #include "api.h"
 #include "config.h"
+#include "events.h"
 #include "lifecycle.h"
 #include "registry.h"
 #include "timefmt.h"
@@ -39,7 +40,11 @@ static int sample(const struct sandbox *sb, struct cell_cgroup_usage *u, int64_t
 	*at_us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 	if (!celld.cgroup->usage)
 		return -ENOTSUP;
-	return celld.cgroup->usage(sb->cgroup_rel, u, NULL);
+	int r = celld.cgroup->usage(sb->cgroup_rel, u, NULL);
+	/* An OOM kill a metrics reader's sample shows is an event of the sandbox. */
+	if (r == 0)
+		events_oom_count(sb->id, u->oom_kills);
+	return r;
 }
 
 /* The metrics object from two samples. */

@@ -37,6 +37,8 @@ static const struct route routes[] = {
     {"POST", "sandboxes/{id}/resume", NONE, SHORT, api_sandbox_resume, NULL, NULL},
     {"POST", "sandboxes/{id}/stop", NONE, SHORT, api_sandbox_stop, NULL, NULL},
     {"POST", "sandboxes/{id}/keepalive", NONE, SHORT, api_sandbox_keepalive, NULL, NULL},
+    {"GET", "sandboxes/{id}/events", NONE, STREAMED, api_sandbox_events, NULL, NULL},
+    {"GET", "audit", NONE, SHORT, api_audit, NULL, NULL},
     {"POST", "metrics/events", JSON, SHORT, api_metrics_event, NULL, NULL},
     {"GET", "info", NONE, SHORT, api_info, NULL, NULL},
     {"GET", "volumes", NONE, SHORT, api_volume_list, NULL, NULL},

@@ -25,6 +25,7 @@
 #include "cell/id.h"
 #include "cell/log.h"
 #include "api.h"
+#include "audit.h"
 #include "commands.h"
 #include "fields.h"
 #include "http.h"
@@ -129,6 +130,8 @@ int api_pty_create(struct http_req *r)
 		json_decref(req);
 		req = NULL;
 	}
+	/* For the audit log: what the terminal runs and where (its environment never). */
+	json_t *rec = json_pack("{s:s, s:s*, s:s*}", "session", id, "command", command, "cwd", cwd);
 	json_decref(body);
 	json_t *ok = NULL;
 	struct relay_error rerr = {0};
@@ -137,6 +140,9 @@ int api_pty_create(struct http_req *r)
 		     : cell_err(&err, ENOMEM, "out of memory");
 	json_decref(req);
 	json_decref(ok);
+	if (rec)
+		json_object_set_new(rec, "ok", json_boolean(rc == 0));
+	audit_log(sb->id, "pty.create", rec);
 	sandbox_unref(sb);
 	if (rc < 0)
 		return http_internal(r, &err);

@@ -22,6 +22,7 @@
 #include "registry.h"
 #include "network.h"
 #include "seccomp_log.h"
+#include "secrets.h"
 #include "seccomp_policy.h"
 #include "timefmt.h"
 #include "timer_policy.h"
@@ -143,6 +144,7 @@ static void spec_free(struct create_spec *spec)
 	json_decref(spec->volume_claims);
 	json_decref(spec->network);
 	json_decref(spec->warnings);
+	json_decref(spec->secrets);
 }
 
 static int check_env_keys(json_t *env, const char *name, struct cell_error *err)
@@ -196,16 +198,19 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	json_t *ext = NULL;
 	if (field_string_map(body, "extensions", "extensions", &ext, err) < 0)
 		return -EINVAL;
-	if (!ext) /* the policy's timers */
-		return timer_policy_resolve(NULL, &spec->timers, err);
+	if (!ext) { /* the policy's timers; secrets from secretEnv alone */
+		if (timer_policy_resolve(NULL, &spec->timers, err) < 0)
+			return -EINVAL;
+		return secrets_parse(json_object_get(body, "secretEnv"), NULL, &spec->secrets, err);
+	}
 	int rc = 0;
 	const char *key = NULL, *vols = NULL;
 	/* Keys of other providers are theirs; a "cell." key cell does not know (a typo) would
 	 * otherwise be dropped without a word. */
 	static const char *const known[] = {
-	    "cell.sessionKey", "cell.volumes",	    "cell.seccomp",
-	    "cell.seccompLog", "cell.network",	    "cell.idleTimeout",
-	    "cell.stopAfter",  "cell.reclaimAfter", "cell.onTimeout"};
+	    "cell.sessionKey",	 "cell.volumes",  "cell.seccomp",     "cell.seccompLog",
+	    "cell.network",	 "cell.secrets",  "cell.idleTimeout", "cell.stopAfter",
+	    "cell.reclaimAfter", "cell.onTimeout"};
 	const char *k;
 	json_t *v;
 	json_object_foreach(ext, k, v)
@@ -241,6 +246,12 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 		rc = -EINVAL;
 	if (!rc)
 		rc = timer_policy_resolve(ext, &spec->timers, err);
+	const char *secrets = NULL;
+	if (!rc &&
+	    (field_string(ext, "cell.secrets", "extensions.cell.secrets", false, &secrets, err) <
+		 0 ||
+	     secrets_parse(json_object_get(body, "secretEnv"), secrets, &spec->secrets, err) < 0))
+		rc = -EINVAL;
 	/* The strings stay valid: body (their owner) outlives the spec. */
 	json_decref(ext);
 	return rc;
@@ -809,6 +820,8 @@ int api_sandbox_inspect(struct http_req *r)
 	struct sbx_timers timers = sb->timers;
 	registry_unlock();
 	json_object_set_new(o, "timers", timer_policy_json(&timers));
+	/* The names of its secrets, never their values. */
+	json_object_set_new(o, "secretNames", secrets_names(sb->dirfd));
 	sandbox_unref(sb);
 	return http_json(r, 200, o);
 }

@@ -31,11 +31,14 @@
 #include "cell/codec.h"
 #include "cell/log.h"
 #include "admission.h"
+#include "audit.h"
 #include "cmdlog.h"
 #include "commands.h"
 #include "config.h"
+#include "events.h"
 #include "relay.h"
 #include "sandbox.h"
+#include "secrets.h"
 #include "timefmt.h"
 
 struct command {
@@ -64,6 +67,11 @@ struct command {
 	 * while the count grew is reported as an OOM kill. */
 	char cgroup_rel[sizeof(((struct sandbox *)0)->cgroup_rel)];
 	uint64_t oom_before;
+	/* For its record in the audit log when it ends (audit.h): the request that started
+	 * it, whose, in which sandbox, how (exec, session.run), its cwd and the names of its
+	 * environment (never the values). NULL audit: not recorded. */
+	json_t *audit;
+	char rid[136], who_text[80], sandbox[CELL_ID_MAX + 1];
 	/* Under the table's lock. */
 	struct cmd_table *table; /* referenced */
 	bool in_table;
@@ -190,6 +198,7 @@ void command_unref(struct command *c)
 	pthread_cond_destroy(&c->stdin_cond);
 	free(c->content);
 	free(c->error);
+	json_decref(c->audit);
 	cmdlog_free(&c->log);
 	table_unref(c->table);
 	free(c);
@@ -504,9 +513,27 @@ void command_finish(struct command *c, int exit_code, const char *error)
 		c->finished_ms = celld_now_ms();
 		pthread_cond_broadcast(&c->stdin_cond);
 	}
+	json_t *rec = was_running ? c->audit : NULL;
+	c->audit = NULL;
 	pthread_mutex_unlock(&c->lock);
 	if (was_running)
 		admission_put(c->who, ADM_COMMANDS);
+	if (rec) {
+		/* A kill may have been the OOM killer's: the sandbox's events say so. */
+		if (exit_code < 0 || exit_code >= 128)
+			events_check_oom(c->sandbox, c->cgroup_rel);
+		const char *action = json_string_value(json_object_get(rec, "kind"));
+		char act[32];
+		snprintf(act, sizeof(act), "%s", action ? action : "exec");
+		json_object_del(rec, "kind");
+		json_object_set_new(rec, "durationMs",
+				    json_integer(celld_now_ms() - c->started_ms));
+		json_object_set_new(rec, "exitCode",
+				    exit_code >= 0 ? json_integer(exit_code) : json_null());
+		if (error)
+			json_object_set_new(rec, "error", json_string(error));
+		audit_log_as(c->rid, c->who_text, c->sandbox, act, rec);
+	}
 }
 
 void command_set_relay(struct command *c, int fd)
@@ -803,6 +830,12 @@ static json_t *base_env(const struct sandbox *sb)
 				"HOME", "/root", "LANG", "C.UTF-8", "TERM", "xterm");
 	if (env && sb->env)
 		json_object_update(env, sb->env);
+	/* The sandbox's secrets (secrets.h), read where they are kept: a restarted celld
+	 * needs nothing more, and celld holds no copy of them between commands. */
+	json_t *secrets = env ? secrets_load(sb->dirfd) : NULL;
+	if (secrets)
+		json_object_update(env, secrets);
+	json_decref(secrets);
 	return env;
 }
 
@@ -849,6 +882,55 @@ json_t *command_exec_request(const struct sandbox *sb, const char *command, json
 	return req;
 }
 
+#define AUDIT_COMMAND_MAX 4096 /* bytes of a command's text the audit log keeps */
+
+/* What the audit log will say of c when it ends: the command's text (cut at
+ * AUDIT_COMMAND_MAX), cwd, and the names of its environment, never their values. */
+static void audit_prepare(struct command *c, const struct sandbox *sb, uint16_t type, json_t *req)
+{
+	snprintf(c->rid, sizeof(c->rid), "%s", audit_request_id());
+	snprintf(c->who_text, sizeof(c->who_text), "%s", audit_who());
+	snprintf(c->sandbox, sizeof(c->sandbox), "%s", sb->id);
+	size_t n = strlen(c->content), cut = n;
+	if (cut > AUDIT_COMMAND_MAX) {
+		/* Cut at a character's start: the record stays UTF-8. */
+		cut = AUDIT_COMMAND_MAX;
+		while (cut && ((unsigned char)c->content[cut] & 0xC0) == 0x80)
+			cut--;
+	}
+	json_t *rec =
+	    json_pack("{s:s, s:s, s:s%}", "kind", type == CELL_FRAME_EXEC ? "exec" : "session.run",
+		      "commandId", c->id, "command", c->content, cut);
+	if (!rec)
+		rec =
+		    json_pack("{s:s, s:s}", "kind",
+			      type == CELL_FRAME_EXEC ? "exec" : "session.run", "commandId", c->id);
+	if (!rec)
+		return;
+	if (n > cut)
+		json_object_set_new(rec, "commandTruncated", json_true());
+	json_t *cwd = json_object_get(req, "cwd");
+	if (json_is_string(cwd))
+		json_object_set(rec, "cwd", cwd);
+	json_t *sid = json_object_get(req, "id");
+	if (type != CELL_FRAME_EXEC && json_is_string(sid))
+		json_object_set(rec, "session", sid);
+	json_t *env = json_object_get(req, "env"), *names = json_array(), *v;
+	size_t i;
+	json_array_foreach(env, i, v)
+	{
+		const char *kv = json_string_value(v);
+		const char *eq = kv ? strchr(kv, '=') : NULL;
+		if (eq && names)
+			json_array_append_new(names, json_stringn(kv, (size_t)(eq - kv)));
+	}
+	if (names && json_array_size(names))
+		json_object_set_new(rec, "envNames", names);
+	else
+		json_decref(names);
+	c->audit = rec;
+}
+
 static int start_as(struct sandbox *sb, uint16_t type, json_t *req, const char *content,
 		    struct adm_principal *who, struct command **out, int *fdp,
 		    struct relay_error *rerr, struct cell_error *err)
@@ -866,6 +948,7 @@ static int start_as(struct sandbox *sb, uint16_t type, json_t *req, const char *
 	}
 	c->who = who; /* command_finish gives the count back */
 	snprintf(c->cgroup_rel, sizeof(c->cgroup_rel), "%s", sb->cgroup_rel);
+	audit_prepare(c, sb, type, req);
 	c->oom_before = celld.cgroup->oom_kills(sb->cgroup_rel);
 	/* Connecting and the wait for STARTED share one budget. */
 	struct relay_budget b = RELAY_BUDGET_INIT;

@@ -33,4 +33,7 @@ struct create_spec {
 	json_t *network;	  /* the record's "network" (network_spec) */
 	json_t *warnings;	  /* strings for the create's answer, or NULL */
 	struct sbx_timers timers; /* the idle timers (timer_policy.h): policy, then extensions */
+	/* NAME → value (secrets.h: "secretEnv" and extensions["cell.secrets"]), or NULL:
+	 * written to the sandbox's secrets.json, never to its record. */
+	json_t *secrets;
 };

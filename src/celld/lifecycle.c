@@ -29,6 +29,7 @@
 #include "registry.h"
 #include "relay.h"
 #include "sandbox.h"
+#include "secrets.h"
 #include "seccomp_log.h"
 #include "seccomp_policy.h"
 #include "store.h"
@@ -582,6 +583,8 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 		made_dir = true;
 		r = store_save_sync(sb, STORE_UNSYNCED, err);
 	}
+	if (r == 0 && spec->secrets)
+		r = secrets_save(sb->dirfd, spec->secrets, err);
 	if (r == 0)
 		r = lifecycle_start(sb, err);
 	if (r == 0)

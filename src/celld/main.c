@@ -39,6 +39,7 @@
 #include "fields.h"
 #include "gate.h"
 #include "limits.h"
+#include "audit.h"
 #include "preview.h"
 #include "server.h"
 
@@ -46,9 +47,11 @@
 #define DEFAULT_LISTEN	 "127.0.0.1:8080"
 #define SHUTDOWN_GRACE_S 5
 
+static uint64_t audit_max_bytes; /* --audit-max-bytes; 0: AUDIT_MAX_DEFAULT */
+
 struct flags {
 	const char *state_dir, *images, *socket, *listen, *key_file, *init, *uid_ranges, *policies,
-	    *output_budget;
+	    *output_budget, *audit_max;
 	bool no_tcp, version, debug;
 };
 
@@ -93,6 +96,9 @@ static void usage(FILE *out)
 	    "                      /command/{id}/logs (default 1Gi; each sandbox keeps at\n"
 	    "                      most 64Mi): past it the oldest finished commands' output\n"
 	    "                      goes first\n"
+	    "  --audit-max-bytes SIZE\n"
+	    "                      size of <state>/audit/audit.log past which it is rotated\n"
+	    "                      (audit.log.1 ... .4 kept; default 16Mi, at least 4Ki)\n"
 	    "  --volume-root DIR   a host directory whose subtree TCP clients may mount as a\n"
 	    "                      volume (volumes[].host.path; repeatable). Without it only\n"
 	    "                      the Unix socket may mount host paths\n"
@@ -202,6 +208,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"uid-ranges-dir", required_argument, NULL, 'U'},
 	    {"policies", required_argument, NULL, 'P'},
 	    {"output-budget", required_argument, NULL, 'O'},
+	    {"audit-max-bytes", required_argument, NULL, 'Y'},
 	    {"volume-root", required_argument, NULL, 'R'},
 	    {"volume-shared-writers", no_argument, NULL, 'W'},
 	    {"network-default", required_argument, NULL, 'N'},
@@ -259,6 +266,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 		case 'O':
 			f->output_budget = optarg;
 			break;
+		case 'Y':
+			f->audit_max = optarg;
+			break;
 		case 'R':
 			r = config_add_volume_root(optarg);
 			break;
@@ -311,6 +321,14 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	}
 	if (f->output_budget)
 		cmd_output_budget_set(budget);
+	if (f->audit_max && (cell_parse_bytes(f->audit_max, &audit_max_bytes) < 0 ||
+			     audit_max_bytes < AUDIT_MAX_MIN)) {
+		fprintf(stderr,
+			"celld: --audit-max-bytes %s: expected a size of at least 4Ki (\"16Mi\", "
+			"\"1Gi\")\n",
+			f->audit_max);
+		return -EINVAL;
+	}
 	if (f->no_tcp && f->listen) {
 		fprintf(stderr, "celld: --listen and --no-tcp exclude each other\n");
 		return -EINVAL;
@@ -405,6 +423,15 @@ static int lock_state_dir(int state_fd, struct cell_error *err)
 		log_warn("writing the pid into %s/celld.lock: %s", celld.state_dir,
 			 strerror(errno));
 	return 0; /* fd deliberately kept open: the lock is held until celld exits */
+}
+
+/* <state>/audit/audit.log (audit.h), before anything it records can happen. */
+static int open_audit(struct cell_error *err)
+{
+	_cleanup_free_ char *dir = NULL;
+	if (asprintf(&dir, "%s/audit", celld.state_dir) < 0)
+		return cell_err(err, ENOMEM, "audit dir");
+	return audit_open(dir, audit_max_bytes, err);
 }
 
 static int setup_dirs(const struct flags *f, struct cell_error *err)
@@ -679,6 +706,8 @@ static int run(const struct flags *f)
 	log_info("celld %s: state %s, images %s, cgroup %s (%s/...), uid ranges %s", CELL_VERSION,
 		 celld.state_dir, celld.images_dir, celld.cgroup->name, celld.cgroup_prefix,
 		 uidrange_dir());
+	if (open_audit(&err) < 0)
+		goto fail;
 	if (watch_start(lifecycle_init_died, &err) < 0 || timers_start(&err) < 0)
 		goto fail;
 	lifecycle_adopt_all();

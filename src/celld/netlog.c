@@ -245,6 +245,12 @@ static pthread_t thread;
 static struct mnl_socket *nl;
 static int wakefd = -1;
 static netlog_lookup_fn *lookup_fn;
+static netlog_denied_fn *denied_fn;
+
+void netlog_on_denied(netlog_denied_fn *fn)
+{
+	denied_fn = fn;
+}
 /* The thread's own. */
 static struct iface *ifs; /* IFS_CAP slots, open addressing on ifindex */
 static size_t n_ifs;
@@ -332,6 +338,8 @@ static void on_packet(const struct netlog_packet *p, uint64_t now)
 	who(f, w, sizeof(w));
 	netlog_describe(p, what, sizeof(what));
 	log_warn("%s: %s", w, what);
+	if (f->known && denied_fn)
+		denied_fn(f->id, p);
 }
 
 static bool idle(const struct iface *f, uint64_t now)

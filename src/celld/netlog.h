@@ -70,6 +70,12 @@ uint64_t netlog_window_flush(struct netlog_window *w, uint64_t now);
  * for no sandbox. Called by the log's thread with no lock held. */
 typedef bool netlog_lookup_fn(const char *ifname, char *id, size_t size);
 
+/* Called by the log's thread, no lock held, for each packet it writes a line for (so at
+ * most NETLOG_LINES_PER_S a second per interface) whose sandbox is known. */
+typedef void netlog_denied_fn(const char *id, const struct netlog_packet *p);
+/* Set (before netlog_start) or clear (NULL) that hook. */
+void netlog_on_denied(netlog_denied_fn *fn);
+
 /* Bind NFLOG group (1..65535) and start the thread. 0 at once when it runs already. */
 int netlog_start(uint16_t group, netlog_lookup_fn *lookup, struct cell_error *err);
 /* End the thread and close the socket (the group is free again). */

@@ -14,7 +14,9 @@
 
 #include "cell/cleanup.h"
 #include "cell/log.h"
+#include "audit.h"
 #include "commands.h"
+#include "events.h"
 #include "config.h"
 #include "registry.h"
 #include "sandbox.h"
@@ -194,11 +196,66 @@ int sandbox_begin(struct sandbox *sb, enum sbx_op op, struct cell_error *err)
 	return r;
 }
 
+/* What an operation's end is called in the audit log and the events. */
+static const char *op_action(enum sbx_op op)
+{
+	switch (op) {
+	case SBX_CREATING:
+		return "create";
+	case SBX_ADOPTING:
+		return "adopt";
+	case SBX_DELETING:
+		return "delete";
+	case SBX_PAUSING:
+		return "pause";
+	case SBX_RESUMING:
+		return "resume";
+	case SBX_STARTING:
+		return "start";
+	case SBX_RECOVERING:
+		return "init-died";
+	case SBX_STOPPING:
+		return "stop";
+	default:
+		return sandbox_op_name(op);
+	}
+}
+
+/* The audit log's record and the sandbox's event for the end of op (outside every lock):
+ * from → to, or its removal (gone). */
+static void note_end(struct sandbox *sb, enum sbx_op op, enum sbx_state from, enum sbx_state to,
+		     const char *reason, bool gone)
+{
+	const char *action = op_action(op);
+	json_t *d = json_pack("{s:s, s:s, s:s*}", "from", sandbox_state_names[from], "to",
+			      gone ? "Deleted" : sandbox_state_names[to], "reason", reason);
+	if (d && op == SBX_CREATING)
+		json_object_set_new(d, "image", json_string(sb->image));
+	if (gone) {
+		audit_log(sb->id, action, d);
+		events_forget(sb->id);
+		return;
+	}
+	/* An OOM kill shows before the transition it may have caused. */
+	if (to == SBX_RUNNING || to == SBX_PAUSED || to == SBX_FAILED)
+		events_check_oom(sb->id, sb->cgroup_rel);
+	json_t *e =
+	    json_pack("{s:s, s:s, s:s, s:s*}", "op", action, "from", sandbox_state_names[from],
+		      "to", sandbox_state_names[to], "reason", reason);
+	audit_log(sb->id, action, d);
+	if (from != to || op == SBX_CREATING)
+		events_emit(sb->id, "state", e);
+	else
+		json_decref(e);
+}
+
 void sandbox_end(struct sandbox *sb, enum sbx_op op, enum sbx_state state, const char *reason)
 {
 	char *why = reason ? strdup(reason) : NULL;
+	char *said = reason ? strdup(reason) : NULL;
 	registry_lock();
 	enum sbx_state from = sb->state;
+	bool gone = op == SBX_DELETING && !sb->in_table;
 	if (sb->busy != op)
 		log_error("sandbox %s: ending %s while %s", sb->id, sandbox_op_name(op),
 			  sandbox_op_name(sb->busy));
@@ -224,4 +281,6 @@ void sandbox_end(struct sandbox *sb, enum sbx_op op, enum sbx_state state, const
 	registry_broadcast();
 	registry_unlock();
 	free(why);
+	note_end(sb, op, from, state, said, gone);
+	free(said);
 }

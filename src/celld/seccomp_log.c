@@ -24,6 +24,7 @@
 #include "cell/cleanup.h"
 #include "cell/log.h"
 #include "cell/seccomp.h"
+#include "events.h"
 #include "seccomp_log.h"
 #include "seccomp_policy.h"
 #include "cell/id.h"
@@ -142,7 +143,16 @@ static const char *arch_of(const struct denial *d)
 	return cell_seccomp_arch_name(d->arch);
 }
 
-static void log_denial_locked(struct watch *w, const struct denial *d)
+/* A denial the log wrote a line for, reported as an event once the lock is released. */
+struct said {
+	bool set;
+	char id[CELL_ID_MAX + 1];
+	char syscall[64];
+	char arch[16];
+	char errname[24];
+};
+
+static void log_denial_locked(struct watch *w, const struct denial *d, struct said *said)
 {
 	time_t now = (time_t)(d->ms / 1000);
 	if (now - w->window >= LOG_WINDOW_S) {
@@ -162,11 +172,16 @@ static void log_denial_locked(struct watch *w, const struct denial *d)
 	cell_seccomp_syscall_name(d->arch, d->nr, name, sizeof(name));
 	log_info("sandbox %s: seccomp denied %s (arch %s, pid %d) with %s", w->id, name, arch_of(d),
 		 (int)d->pid, errno_name(d->errnum));
+	said->set = true;
+	snprintf(said->id, sizeof(said->id), "%s", w->id);
+	snprintf(said->syscall, sizeof(said->syscall), "%s", name);
+	snprintf(said->arch, sizeof(said->arch), "%s", arch_of(d));
+	snprintf(said->errname, sizeof(said->errname), "%s", errno_name(d->errnum));
 }
 
 /* One pending notification: answer it with the profile's errno and record it. */
 static void answer_locked(struct watch *w, struct seccomp_notif *req,
-			  struct seccomp_notif_resp *resp)
+			  struct seccomp_notif_resp *resp, struct said *said)
 {
 	memset(req, 0, sizes.seccomp_notif);
 	if (ioctl(w->fd, SECCOMP_IOCTL_NOTIF_RECV, req) < 0)
@@ -195,23 +210,29 @@ static void answer_locked(struct watch *w, struct seccomp_notif *req,
 	if (w->n < RING_SIZE)
 		w->n++;
 	w->denied++;
-	log_denial_locked(w, d);
+	log_denial_locked(w, d, said);
 }
 
 static void handle_event(const struct epoll_event *ev, struct seccomp_notif *req,
 			 struct seccomp_notif_resp *resp)
 {
+	struct said said = {0};
 	pthread_mutex_lock(&lock);
 	struct watch *w = watches;
 	while (w && w->key != ev->data.u64)
 		w = w->next;
 	if (w && w->fd >= 0) {
 		if (ev->events & EPOLLIN)
-			answer_locked(w, req, resp);
+			answer_locked(w, req, resp, &said);
 		else if (ev->events & (EPOLLHUP | EPOLLERR))
 			close_listener_locked(w); /* no process of the filter is left */
 	}
 	pthread_mutex_unlock(&lock);
+	/* Sampled as the log lines are; outside the lock (events take their own). */
+	if (said.set)
+		events_emit(said.id, "seccomp.denied",
+			    json_pack("{s:s, s:s, s:s}", "syscall", said.syscall, "arch", said.arch,
+				      "errno", said.errname));
 }
 
 static void *log_thread(void *arg)

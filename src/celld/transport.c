@@ -20,6 +20,7 @@
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "admission.h"
+#include "audit.h"
 #include "timefmt.h"
 #include "fields.h"
 #include "http_req.h"
@@ -123,8 +124,11 @@ static void begin_request(struct http_req *r)
 	r->body_limit = route->body == ROUTE_BODY_STREAM ? HTTP_UPLOAD_MAX : HTTP_JSON_MAX;
 	if (body_too_large(r))
 		return;
+	/* Who asked, for the audit log of whatever this request changes (audit.h). */
+	audit_context_set(r->request_id, admission_principal_id(r->who));
 	if (route->begin)
 		route->begin(r);
+	audit_context_set(NULL, NULL);
 }
 
 /* Returns false to drop the connection. */
@@ -141,7 +145,9 @@ static bool body_chunk(struct http_req *r, const char *data, size_t len)
 		return r->body_seen <= r->body_limit + DISCARD_MAX;
 	}
 	if (r->match.route->body == ROUTE_BODY_STREAM) {
+		audit_context_set(r->request_id, admission_principal_id(r->who));
 		r->match.route->data(r, data, len);
+		audit_context_set(NULL, NULL);
 		return true;
 	}
 	if (r->body_len + len > r->body_cap) {
@@ -168,7 +174,9 @@ static void finish_request(struct http_req *r)
 			   (unsigned long long)r->body_limit);
 		return;
 	}
+	audit_context_set(r->request_id, admission_principal_id(r->who));
 	r->match.route->handler(r);
+	audit_context_set(NULL, NULL);
 	if (!r->queued)
 		http_error(r, 500, "INTERNAL", "no response was produced");
 }

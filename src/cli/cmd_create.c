@@ -16,35 +16,58 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: cell create [OPTIONS]\n"
-		   "\n"
-		   "Create a sandbox and print its id. With --session, an existing sandbox of the\n"
-		   "same key is returned (resumed if paused or stopped) instead of a new one.\n"
-		   "\n"
-		   "Options:\n"
-		   "  -i, --image NAME        local image (default: default)\n"
-		   "  -s, --session KEY       create-or-resume by key (id = sha256(KEY)[0:16])\n"
-		   "  -e, --env K=V           environment of the sandbox (repeatable)\n"
-		   "  -v, --volume SRC:DEST[:OPTS]  mount SRC on DEST (repeatable): a host path\n"
-		   "                          (with a '/'), or the name of a named volume, made\n"
-		   "                          on first use (cell volume); OPTS: ro, and for host\n"
-		   "                          paths map=owner|range|identity (see cell(1))\n"
-		   "  -t, --timeout SECONDS   delete the sandbox after this long (>= 60)\n"
-		   "      --seccomp NAME      seccomp profile (default: default)\n"
-		   "      --seccomp-log       record the sandbox's denied calls (cell "
-		   "inspect)\n" CLI_NETWORK_HELP CLI_TIMER_HELP
-		   "      --json              print the sandbox's JSON instead of its id\n"
-		   "      --socket PATH       celld's socket\n"
-		   "  -h, --help              this help\n");
+	fprintf(f,
+		"Usage: cell create [OPTIONS]\n"
+		"\n"
+		"Create a sandbox and print its id. With --session, an existing sandbox of the\n"
+		"same key is returned (resumed if paused or stopped) instead of a new one.\n"
+		"\n"
+		"Options:\n"
+		"  -i, --image NAME        local image (default: default)\n"
+		"  -s, --session KEY       create-or-resume by key (id = sha256(KEY)[0:16])\n"
+		"  -e, --env K=V           environment of the sandbox (repeatable)\n"
+		"      --secret NAME       a secret: $NAME of this environment, given to every\n"
+		"                          command in the sandbox and shown nowhere (repeatable)\n"
+		"  -v, --volume SRC:DEST[:OPTS]  mount SRC on DEST (repeatable): a host path\n"
+		"                          (with a '/'), or the name of a named volume, made\n"
+		"                          on first use (cell volume); OPTS: ro, and for host\n"
+		"                          paths map=owner|range|identity (see cell(1))\n"
+		"  -t, --timeout SECONDS   delete the sandbox after this long (>= 60)\n"
+		"      --seccomp NAME      seccomp profile (default: default)\n"
+		"      --seccomp-log       record the sandbox's denied calls (cell "
+		"inspect)\n" CLI_NETWORK_HELP CLI_TIMER_HELP
+		"      --json              print the sandbox's JSON instead of its id\n"
+		"      --socket PATH       celld's socket\n"
+		"  -h, --help              this help\n");
+}
+
+/* --secret NAME: the value comes from this environment, never from the command line,
+ * where every user of the host could read it (ps). */
+static int parse_secret(json_t *secrets, const char *name)
+{
+	if (strchr(name, '='))
+		return cli_error_usage("create", CLI_EXIT_USAGE,
+				       "--secret takes a NAME whose value is in this environment "
+				       "(a value on the command line is visible in ps)");
+	const char *val = getenv(name);
+	if (!name[0] || !val)
+		return cli_error_usage("create", CLI_EXIT_USAGE,
+				       "--secret %s: not set in this environment", name);
+	if (json_object_set_new(secrets, name, json_string(val)) < 0)
+		return cli_error_usage("create", CLI_EXIT_USAGE,
+				       "--secret %s: value is not valid UTF-8", name);
+	return 0;
 }
 
 int cmd_create(int argc, char **argv)
 {
+	enum { OPT_SECRET = 0x2000 };
 	static const struct option longopts[] = {{"image", required_argument, NULL, 'i'},
 						 {"session", required_argument, NULL, 's'},
 						 {"env", required_argument, NULL, 'e'},
 						 {"volume", required_argument, NULL, 'v'},
 						 {"timeout", required_argument, NULL, 't'},
+						 {"secret", required_argument, NULL, OPT_SECRET},
 						 CLI_SECCOMP_LONGOPTS,
 						 CLI_TIMER_LONGOPTS,
 						 CLI_NETWORK_LONGOPTS,
@@ -52,6 +75,7 @@ int cmd_create(int argc, char **argv)
 						 {0}};
 	struct cli_create_opts o = {0};
 	json_t *env = json_object();
+	json_t *secrets = json_object();
 	json_t *vols = json_array();
 	int rc = CLI_EXIT_FAIL;
 	int c;
@@ -83,6 +107,11 @@ int cmd_create(int argc, char **argv)
 			if (cli_parse_volume(vols, optarg) < 0)
 				goto out;
 			break;
+		case OPT_SECRET:
+			if ((rc = parse_secret(secrets, optarg)) != 0)
+				goto out;
+			rc = CLI_EXIT_FAIL;
+			break;
 		case 't': {
 			char *end = NULL;
 			o.timeout_s = strtoll(optarg, &end, 10);
@@ -105,6 +134,7 @@ int cmd_create(int argc, char **argv)
 		goto out;
 	}
 	o.env = env;
+	o.secrets = secrets;
 	o.volumes = vols;
 	char id[CELL_ID_MAX + 1];
 	json_t *sb = NULL;
@@ -122,6 +152,7 @@ int cmd_create(int argc, char **argv)
 out:
 	cli_create_opts_free(&o);
 	json_decref(env);
+	json_decref(secrets);
 	json_decref(vols);
 	return rc;
 }

@@ -135,6 +135,8 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 		json_decref(ext);
 	if (o->env && json_object_size(o->env))
 		json_object_set(body, "env", o->env);
+	if (o->secrets && json_object_size(o->secrets))
+		json_object_set(body, "secretEnv", o->secrets);
 	if (o->timeout_s > 0)
 		json_object_set_new(body, "timeout", json_integer(o->timeout_s));
 

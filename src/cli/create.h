@@ -14,6 +14,7 @@ struct cli_create_opts {
 	json_t
 	    *volumes; /* cli_parse_volume's: host {"host","dest",..} or named {"pvc",..}; or NULL */
 	json_t *env;  /* object, or NULL */
+	json_t *secrets;     /* "secretEnv": NAME → value, or NULL */
 	long long timeout_s; /* sandbox lifetime; 0: none */
 	const char *seccomp; /* extensions["cell.seccomp"]; NULL: celld's default */
 	bool seccomp_log;    /* extensions["cell.seccompLog"] */

@@ -486,6 +486,59 @@ START_TEST(public_never_forbidden)
 }
 END_TEST
 
+/* A dropped packet is a network.denied event of its sandbox (and a record of the audit
+ * log), naming where it went; a change of the egress policy is audited. */
+START_TEST(denials_are_events)
+{
+	lab_world();
+	char *id = h_world_create(W, "busybox", NULL);
+	/* The probe: with the first network, celld bound its NFLOG group (the kernel may lack
+	 * nfnetlink_log or the log expression). */
+	char *log = h_read_file(W->log);
+	bool logging = log && strstr(log, "logging dropped packets");
+	free(log);
+	if (!logging)
+		h_skip_host("nflog-log", "celld does not log dropped packets on this host");
+	const char *dst = netlab_forbidden[0];
+	assert_no_answer(id, dst, 80);
+	char *path = h_fmt("/v1/sandboxes/%s/events?follow=false", id);
+	char *want = h_fmt("\"dst\":\"%s\"", dst);
+	bool seen = false;
+	for (int i = 0; i < 50 && !seen; i++) {
+		struct h_resp r;
+		ck_assert_int_eq(h_world_http(W, "GET", path, NULL, &r), 200);
+		const char *e = strstr(r.body, "event: network.denied");
+		seen = e && strstr(e, want) && strstr(e, "\"port\":80") &&
+		       strstr(e, "\"proto\":\"tcp\"");
+		h_resp_free(&r);
+		if (!seen)
+			h_sleep_ms(100);
+	}
+	ck_assert_msg(seen, "no network.denied event for %s:80", dst);
+	free(path);
+	/* The egress API's change, then the denials, in the audit log. */
+	char *ppath = h_fmt("/v1/sandboxes/%s/proxy/18080/policy", id);
+	struct h_resp r;
+	ck_assert_int_eq(
+	    h_world_http(W, "PATCH", ppath, "[{\"action\":\"deny\",\"target\":\"web2.test\"}]", &r),
+	    200);
+	h_resp_free(&r);
+	free(ppath);
+	char *apath = h_fmt("/v1/audit?sandbox=%s", id);
+	ck_assert_int_eq(h_world_http(W, "GET", apath, NULL, &r), 200);
+	ck_assert_msg(strstr(r.body, "\"action\":\"network.denied\"") && strstr(r.body, want), "%s",
+		      r.body);
+	ck_assert_msg(strstr(r.body, "\"action\":\"network.policy\"") &&
+			  strstr(r.body, "web2.test"),
+		      "%s", r.body);
+	h_resp_free(&r);
+	free(apath);
+	free(want);
+	free(id);
+	lab_end();
+}
+END_TEST
+
 START_TEST(public_never_host)
 {
 	lab_world();
@@ -1466,6 +1519,7 @@ static Suite *network_suite(void)
 	ONE(s, harness_network_default, 60);
 	ONE(s, public_reaches_internet, 120);
 	ONE(s, public_never_forbidden, 180);
+	ONE(s, denials_are_events, 120);
 	ONE(s, public_never_host, 120);
 	ONE(s, public_never_other_sandbox, 120);
 	ONE(s, public_no_other_resolver, 120);

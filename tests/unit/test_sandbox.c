@@ -1,18 +1,23 @@
 /* The sandbox object's state machine (src/celld/sandbox.c): the transition table, and the
  * one choke point (sandbox_begin / sandbox_end) with its answers: gone, already there, not
  * from this state, refused while a delete runs, waiting for the operation before it.
- * Linked with the registry and celld's configuration; the command table and the cgroup
- * name are stubbed (the object only holds them). */
+ * Linked with the registry, celld's configuration, the audit log and the events (every
+ * transition is recorded there); the command table and the cgroup name are stubbed (the
+ * object only holds them). */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "audit.h"
 #include "commands.h"
 #include "config.h"
+#include "events.h"
 #include "registry.h"
 #include "sandbox.h"
 #include "unit.h"
@@ -255,6 +260,68 @@ START_TEST(an_operation_waits_for_the_one_before)
 }
 END_TEST
 
+/* Every transition passes sandbox_end, which records it: an event of the sandbox and a
+ * record of the audit log, the delete (the sandbox gone) in the audit log only. */
+START_TEST(every_transition_recorded)
+{
+	char tmp[] = "/tmp/cell-test-sandbox-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(tmp));
+	char path[256];
+	snprintf(path, sizeof(path), "%s/sandboxes", tmp);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/sandboxes/0123456789abcdef", tmp);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/sandboxes", tmp);
+	celld.sandboxes_fd = open(path, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(celld.sandboxes_fd, 0);
+	snprintf(path, sizeof(path), "%s/audit", tmp);
+	struct cell_error err = {0};
+	ck_assert_int_eq(audit_open(path, 0, &err), 0);
+
+	struct sandbox *sb = published(SBX_PAUSED);
+	ck_assert_int_eq(begin(sb, SBX_RESUMING, NULL, 0), 0);
+	sandbox_end(sb, SBX_RESUMING, SBX_RUNNING, NULL);
+	ck_assert_int_eq(begin(sb, SBX_DELETING, NULL, 0), 0);
+	registry_lock();
+	ck_assert(registry_remove_locked(sb));
+	registry_unlock();
+	sandbox_end(sb, SBX_DELETING, sb->state, NULL);
+	sandbox_unref(sb); /* the table's */
+	sandbox_unref(sb);
+
+	struct events_cursor c;
+	char *out = NULL;
+	size_t len = 0;
+	events_cursor_init(&c, celld.sandboxes_fd, "0123456789abcdef", 0);
+	ck_assert_int_eq(events_cursor_read(&c, &out, &len), 3);
+	events_cursor_close(&c);
+	const char *a = strstr(out, "\"op\":\"create\",\"from\":\"Pending\",\"to\":\"Running\"");
+	const char *b = strstr(out, "\"op\":\"pause\",\"from\":\"Running\",\"to\":\"Paused\"");
+	const char *d = strstr(out, "\"op\":\"resume\",\"from\":\"Paused\",\"to\":\"Running\"");
+	ck_assert_msg(a && b && d && a < b && b < d, "%s", out);
+	free(out);
+	json_t *recs = NULL;
+	ck_assert_int_eq(audit_read(path, "0123456789abcdef", 0, 0, &recs, &err), 0);
+	ck_assert_int_eq(json_array_size(recs), 4);
+	static const char *const actions[] = {"create", "pause", "resume", "delete"};
+	for (size_t i = 0; i < 4; i++) {
+		json_t *r = json_array_get(recs, i);
+		ck_assert_str_eq(json_string_value(json_object_get(r, "action")), actions[i]);
+		ck_assert_str_eq(json_string_value(json_object_get(r, "who")), "celld");
+	}
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(recs, 3), "to")),
+			 "Deleted");
+	json_decref(recs);
+
+	audit_close();
+	close(celld.sandboxes_fd);
+	celld.sandboxes_fd = -1;
+	char cmd[320];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 START_TEST(a_delete_in_flight_refuses_the_rest)
 {
 	struct sandbox *sb = published(SBX_FAILED);
@@ -291,6 +358,7 @@ int main(void)
 	tcase_add_test(tc, gone_and_unpublished);
 	tcase_add_test(tc, an_operation_waits_for_the_one_before);
 	tcase_add_test(tc, a_delete_in_flight_refuses_the_rest);
+	tcase_add_test(tc, every_transition_recorded);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
