@@ -208,6 +208,23 @@ START_TEST(idle_pauses_then_stops_then_deletes)
 	ck_assert_str_eq(wait_for(id, "Stopped", 60), "Stopped");
 	assert_nothing_runs(id, base);
 	ck_assert_str_eq(wait_for(id, "HTTP 404", 60), "HTTP 404");
+	/* The audit log says who did it: celld itself, each step by its timer. */
+	char *path = h_fmt("/v1/audit?sandbox=%s", id);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	const char *want[] = {"pause", "stop", "delete"};
+	size_t k = 0, i;
+	json_t *rec;
+	json_array_foreach(h_jget(r.json, "records"), i, rec)
+	{
+		if (k < 3 && !strcmp(h_jstr(rec, "action"), want[k])) {
+			ck_assert_str_eq(h_jstr(rec, "who"), "celld");
+			k++;
+		}
+	}
+	ck_assert_msg(k == 3, "audit records of the timers' steps: %zu of 3 in %s", k, r.body);
+	h_resp_free(&r);
+	free(path);
 	char *dir = h_fmt("%s/sandboxes/%s", h_state_dir(), id);
 	struct stat st;
 	ck_assert_msg(stat(dir, &st) < 0, "%s is left", dir);
