@@ -282,12 +282,14 @@ static void shell_gone(struct session *s)
 	timer_set(s, 0);
 }
 
+/* The shell first: killed after its command, it could still run the next one of the run
+ * (a two-CPU machine runs it between our kills) and print what a killed run never should. */
 static void kill_shell(struct session *s)
 {
 	if (s->pid > 0) {
-		signal_members(s, SIGKILL, 0);
-		kill(-s->pid, SIGKILL);
 		kill(s->pid, SIGKILL);
+		kill(-s->pid, SIGKILL);
+		signal_members(s, SIGKILL, 0);
 	}
 }
 
