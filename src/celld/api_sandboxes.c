@@ -21,6 +21,7 @@
 #include "images.h"
 #include "registry.h"
 #include "network.h"
+#include "provision.h"
 #include "seccomp_log.h"
 #include "seccomp_policy.h"
 #include "timefmt.h"
@@ -61,6 +62,7 @@ struct sandbox_view {
 	time_t transition_at, expires_at;
 	char *reason;
 	json_t *metadata;
+	json_t *provision_result;
 };
 
 static void view_take_locked(const struct sandbox *sb, struct sandbox_view *v)
@@ -70,12 +72,14 @@ static void view_take_locked(const struct sandbox *sb, struct sandbox_view *v)
 	v->expires_at = sb->expires_at;
 	v->reason = sb->reason ? strdup(sb->reason) : NULL;
 	v->metadata = json_incref(sb->metadata);
+	v->provision_result = json_incref(sb->provision_result);
 }
 
 static void view_release(struct sandbox_view *v)
 {
 	free(v->reason);
 	json_decref(v->metadata);
+	json_decref(v->provision_result);
 }
 
 static json_t *view_json(const struct sandbox *sb, const struct sandbox_view *v)
@@ -85,6 +89,12 @@ static json_t *view_json(const struct sandbox *sb, const struct sandbox_view *v)
 	if (status && v->reason) {
 		json_object_set_new(status, "reason", json_string(v->reason));
 		json_object_set_new(status, "message", json_string(v->reason));
+	} else if (status && v->state == SBX_RUNNING && provision_reason(v->provision_result)) {
+		/* Provisioning that went wrong does not fail a start: it is said here. */
+		json_object_set_new(status, "reason",
+				    json_string(provision_reason(v->provision_result)));
+		json_object_set_new(status, "message",
+				    json_string(provision_message(v->provision_result)));
 	}
 	json_t *o =
 	    json_pack("{s:s, s:{s:s?}, s:o, s:O, s:o, s:o, s:o}", "id", sb->id, "image", "uri",
@@ -119,6 +129,7 @@ static void spec_free(struct create_spec *spec)
 	json_decref(spec->volumes_json);
 	json_decref(spec->volume_claims);
 	json_decref(spec->network);
+	json_decref(spec->provision);
 	json_decref(spec->warnings);
 }
 
@@ -179,8 +190,10 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	const char *key = NULL, *vols = NULL;
 	/* Keys of other providers are theirs; a "cell." key cell does not know (a typo) would
 	 * otherwise be dropped without a word. */
-	static const char *const known[] = {"cell.sessionKey", "cell.volumes", "cell.seccomp",
-					    "cell.seccompLog", "cell.network"};
+	static const char *const known[] = {
+	    "cell.sessionKey",	   "cell.volumes",  "cell.seccomp",
+	    "cell.seccompLog",	   "cell.network",  "cell.startupScript",
+	    "cell.startupTimeout", "cell.packages", "cell.skills"};
 	const char *k;
 	json_t *v;
 	json_object_foreach(ext, k, v)
@@ -214,6 +227,9 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	if (!rc && field_string(ext, "cell.network", "extensions.cell.network", false,
 				&spec->network_mode, err) < 0)
 		rc = -EINVAL;
+	/* A skill that is not registered: -ENOPKG, answered SKILL_NOT_FOUND. */
+	if (!rc && (rc = provision_parse(ext, &spec->provision, err)) == -ENOENT)
+		rc = -ENOPKG;
 	/* The strings stay valid: body (their owner) outlives the spec. */
 	json_decref(ext);
 	return rc;
@@ -352,6 +368,8 @@ int api_sandbox_create(struct http_req *r)
 	 * the create (400 IMAGE_NOT_FOUND), not as a missing resource. */
 	if (rc == -ENOENT)
 		http_fail(r, EINVAL, "IMAGE_NOT_FOUND", "%s", err.msg);
+	else if (rc == -ENOPKG)
+		http_fail(r, EINVAL, "SKILL_NOT_FOUND", "%s", err.msg);
 	else if (rc < 0)
 		http_internal(r, &err);
 	if (rc < 0) {
@@ -776,6 +794,7 @@ int api_sandbox_inspect(struct http_req *r)
 	json_object_set_new(o, "seccomp",
 			    seccomp_log_json(sb->id, sb->seccomp_profile, sb->seccomp_log));
 	json_object_set_new(o, "network", network_inspect_json(sb));
+	json_object_set_new(o, "provision", provision_inspect_json(sb));
 	sandbox_unref(sb);
 	return http_json(r, 200, o);
 }
