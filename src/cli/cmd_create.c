@@ -32,7 +32,7 @@ static void usage(FILE *f)
 		   "  -t, --timeout SECONDS   delete the sandbox after this long (>= 60)\n"
 		   "      --seccomp NAME      seccomp profile (default: default)\n"
 		   "      --seccomp-log       record the sandbox's denied calls (cell "
-		   "inspect)\n" CLI_NETWORK_HELP
+		   "inspect)\n" CLI_NETWORK_HELP CLI_PROVISION_HELP
 		   "      --json              print the sandbox's JSON instead of its id\n"
 		   "      --socket PATH       celld's socket\n"
 		   "  -h, --help              this help\n");
@@ -47,6 +47,7 @@ int cmd_create(int argc, char **argv)
 						 {"timeout", required_argument, NULL, 't'},
 						 CLI_SECCOMP_LONGOPTS,
 						 CLI_NETWORK_LONGOPTS,
+						 CLI_PROVISION_LONGOPTS,
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
 	struct cli_create_opts o = {0};
@@ -58,6 +59,8 @@ int cmd_create(int argc, char **argv)
 		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &o))
 			continue;
 		int nr = cli_create_network_opt(c, optarg, &o);
+		if (nr == 0)
+			nr = cli_create_provision_opt(c, optarg, &o);
 		if (nr < 0)
 			goto out;
 		if (nr > 0)

@@ -278,8 +278,7 @@ static void refused(json_t *extra, const char *code, const char *needle)
 	long st = h_create_ex("busybox", extra, H_UNIX, &r);
 	ck_assert_msg(st == 400, "HTTP %ld (want 400 %s): %s", st, needle, r.body);
 	ck_assert_str_eq(h_err_code(&r), code);
-	ck_assert_msg(strstr(h_jstr(r.json, "message"), needle), "'%s' not in %s", needle,
-		      r.body);
+	ck_assert_msg(strstr(h_jstr(r.json, "message"), needle), "'%s' not in %s", needle, r.body);
 	h_resp_free(&r);
 	json_decref(extra);
 }
@@ -294,8 +293,8 @@ START_TEST(bad_extensions_refused)
 	refused(ext("cell.startupScript", big, NULL, NULL), "INVALID_ARGUMENT",
 		"cell.startupScript");
 	free(big);
-	refused(ext("cell.packages", "{\"apt\":[\"curl;reboot\"]}", NULL, NULL),
-		"INVALID_ARGUMENT", "cell.packages.apt[0]");
+	refused(ext("cell.packages", "{\"apt\":[\"curl;reboot\"]}", NULL, NULL), "INVALID_ARGUMENT",
+		"cell.packages.apt[0]");
 	refused(ext("cell.packages", "{\"apt\":[\"$(id)\"]}", NULL, NULL), "INVALID_ARGUMENT",
 		"cell.packages.apt[0]");
 	refused(ext("cell.packages", "{\"pip\":[\"ok\", \"--index-url=x\"]}", NULL, NULL),
@@ -338,8 +337,7 @@ START_TEST(packages_failure_reported_then_deduplicated)
 	 * start tries again, succeeds, and records it; the one after asks nothing. */
 	static const char fake[] = "#!/bin/sh\necho \"$@\" >> /root/apt-calls\n";
 	struct h_resp r;
-	ck_assert_int_eq(h_upload(id, "/usr/local/bin/apt-get", fake, strlen(fake), 0755, &r),
-			 200);
+	ck_assert_int_eq(h_upload(id, "/usr/local/bin/apt-get", fake, strlen(fake), 0755, &r), 200);
 	h_resp_free(&r);
 	start_again(id);
 	expect_step(id, 0, "packages", "ok");
@@ -460,8 +458,8 @@ START_TEST(skill_installed_once_per_version)
 	struct h_resp r;
 	ck_assert_int_eq(post_skill("my-skill", "0.1", good, &r), 201);
 	h_resp_free(&r);
-	json_t *extra = ext("cell.skills", "my-skill@0.1", "cell.startupScript",
-			    "echo script >> /root/order");
+	json_t *extra =
+	    ext("cell.skills", "my-skill@0.1", "cell.startupScript", "echo script >> /root/order");
 	char *id = h_create("busybox", extra);
 	json_decref(extra);
 	const char *vdir = "/root/.cell/skills/my-skill/0.1";
@@ -521,6 +519,45 @@ START_TEST(skill_installed_once_per_version)
 }
 END_TEST
 
+/* The CLI: cell skill add/ls/rm, cell run --startup-script/--skill. */
+START_TEST(cli_skill_and_create_options)
+{
+	char *good = make_skill("cli.tar.gz", "cli-skill");
+	struct h_proc p;
+	ck_assert_int_eq(h_cell(&p, "skill", "add", "cli-skill", "3.1", good, NULL), 0);
+	ck_assert_msg(!strncmp(p.out, "cli-skill@3.1 ", 14), "%s", p.out);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "skill", "add", "cli-skill", "3.1", good, NULL), 1);
+	ck_assert_msg(strstr(p.err, "already registered"), "%s", p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "skill", "ls", NULL), 0);
+	ck_assert_msg(strstr(p.out, "cli-skill") && strstr(p.out, "3.1"), "%s", p.out);
+	h_proc_free(&p);
+
+	char *script = tmpfile_path("startup.sh");
+	h_write_file(script, "echo from-script > /root/from-script\n", 0644);
+	ck_assert_int_eq(h_cell(&p, "run", "--rm", "--image", "busybox", "--startup-script", script,
+				"--startup-timeout", "5", "--skill", "cli-skill@3.1", "--", "cat",
+				"/root/from-script", "/root/skill-msg", NULL),
+			 0);
+	ck_assert_str_eq(p.out, "from-script\nshipped\n");
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "create", "--image", "busybox", "--skill", "nosuch@1", NULL),
+			 1);
+	ck_assert_msg(strstr(p.err, "nosuch@1"), "%s", p.err);
+	h_proc_free(&p);
+
+	ck_assert_int_eq(h_cell(&p, "skill", "rm", "cli-skill@3.1", NULL), 0);
+	h_proc_free(&p);
+	ck_assert_int_ne(h_cell(&p, "skill", "rm", "cli-skill", NULL), 0);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_cell(&p, "skill", "--help", NULL), 0);
+	h_proc_free(&p);
+	free(script);
+	free(good);
+}
+END_TEST
+
 static Suite *provision_suite(void)
 {
 	Suite *s = suite_create("provision");
@@ -534,6 +571,8 @@ static Suite *provision_suite(void)
 	tcase_add_test(h_tcase(s, "skills_registry_api", 120), skills_registry_api);
 	tcase_add_test(h_tcase(s, "skill_installed_once_per_version", 240),
 		       skill_installed_once_per_version);
+	tcase_add_test(h_tcase(s, "cli_skill_and_create_options", 180),
+		       cli_skill_and_create_options);
 	return s;
 }
 
