@@ -305,20 +305,26 @@ static void run_step(struct sandbox *sb, json_t *argv, const char *cwd, json_t *
 	run->duration_ms = celld_now_ms() - t0;
 }
 
-static json_t *output_json(const struct run *run)
+/* The last n bytes of run's output as a JSON string: control characters (but newline and
+ * tab) become '?', so that the record stays small (no \u escapes); bytes that are not
+ * UTF-8 (or a character cut at the start) make it printable ASCII. */
+static json_t *output_json(const struct run *run, size_t n)
 {
-	json_t *s = json_stringn(run->out, run->len);
-	if (s)
-		return s;
-	/* Not UTF-8 (or cut inside a character): bytes outside printable ASCII become '?'. */
-	_cleanup_free_ char *copy = malloc(run->len + 1);
+	const char *from = run->out + run->len - n;
+	_cleanup_free_ char *copy = calloc(1, n + 1);
 	if (!copy)
 		return json_string("");
-	for (size_t i = 0; i < run->len; i++) {
-		unsigned char c = (unsigned char)run->out[i];
-		copy[i] = (c >= 0x20 && c < 0x7f) || c == '\n' || c == '\t' ? (char)c : '?';
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)from[i];
+		copy[i] = (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? '?' : (char)c;
 	}
-	return json_stringn(copy, run->len);
+	json_t *s = json_stringn(copy, n);
+	if (s)
+		return s;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)copy[i] >= 0x80)
+			copy[i] = '?';
+	return json_stringn(copy, n);
 }
 
 static const char *run_status(const struct run *run)
@@ -326,11 +332,15 @@ static const char *run_status(const struct run *run)
 	return run->timed_out ? "timeout" : run->exit_code == 0 ? "ok" : "failed";
 }
 
-static json_t *step_json(const char *step, const char *name, const struct run *run)
+/* budget: what is left of PROVISION_OUTPUT_TOTAL for the outputs of this run's steps. */
+static json_t *step_json(const char *step, const char *name, const struct run *run, size_t *budget)
 {
-	json_t *o = json_pack("{s:s, s:s, s:I, s:o, s:b}", "step", step, "status", run_status(run),
-			      "durationMs", (json_int_t)run->duration_ms, "output",
-			      output_json(run), "outputTruncated", run->truncated);
+	size_t n = run->len < *budget ? run->len : *budget;
+	*budget -= n;
+	json_t *o =
+	    json_pack("{s:s, s:s, s:I, s:o, s:b}", "step", step, "status", run_status(run),
+		      "durationMs", (json_int_t)run->duration_ms, "output", output_json(run, n),
+		      "outputTruncated", run->truncated || n < run->len);
 	if (!o)
 		return NULL;
 	if (name)
@@ -482,6 +492,7 @@ static void sha_of(const char *text, char hex[CELL_SHA256_HEX_LEN + 1])
 
 struct outcome {
 	json_t *steps;
+	size_t output_left; /* of PROVISION_OUTPUT_TOTAL */
 	char reason[32];
 	char message[512];
 };
@@ -551,7 +562,7 @@ static void step_packages(struct sandbox *sb, json_t *spec, json_t *state, int64
 	if (!run)
 		return;
 	run_step(sb, argv3("/bin/sh", "-c", script), "/", NULL, timeout, run);
-	json_array_append_new(oc->steps, step_json("packages", NULL, run));
+	json_array_append_new(oc->steps, step_json("packages", NULL, run, &oc->output_left));
 	log_info("sandbox %s: packages %s in %lld ms", sb->id, run_status(run),
 		 (long long)run->duration_ms);
 	if (run->exit_code == 0 && !run->timed_out) {
@@ -587,7 +598,7 @@ static void step_startup(struct sandbox *sb, json_t *spec, json_t *state, int64_
 	if (!run)
 		return;
 	run_step(sb, argv3(shell, "-c", script), "/workspace", NULL, timeout, run);
-	json_array_append_new(oc->steps, step_json("startup", NULL, run));
+	json_array_append_new(oc->steps, step_json("startup", NULL, run, &oc->output_left));
 	log_info("sandbox %s: startup script %s (exit %d) in %lld ms", sb->id, run_status(run),
 		 run->exit_code, (long long)run->duration_ms);
 	if (run->exit_code == 0 && !run->timed_out) {
@@ -826,7 +837,7 @@ static void step_skill(struct sandbox *sb, json_t *skill, json_t *state, int64_t
 	log_info("sandbox %s: running skill %s's entrypoint", sb->id, label);
 	run_step(sb, argv3(shell, "entrypoint.sh", NULL), vdir, envs, timeout, run);
 	json_decref(envs);
-	json_array_append_new(oc->steps, step_json("skill", label, run));
+	json_array_append_new(oc->steps, step_json("skill", label, run, &oc->output_left));
 	log_info("sandbox %s: skill %s %s (exit %d) in %lld ms", sb->id, label, run_status(run),
 		 run->exit_code, (long long)run->duration_ms);
 	if (run->exit_code == 0 && !run->timed_out) {
@@ -855,7 +866,7 @@ void provision_run(struct sandbox *sb)
 	int64_t timeout = json_integer_value(json_object_get(spec, "startupTimeout"));
 	if (timeout < 1)
 		timeout = PROVISION_TIMEOUT_DEFAULT;
-	struct outcome oc = {.steps = json_array()};
+	struct outcome oc = {.steps = json_array(), .output_left = PROVISION_OUTPUT_TOTAL};
 	char note[300];
 	json_t *state = state_read(sb, note, sizeof(note));
 	if (!oc.steps || !state) {

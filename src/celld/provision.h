@@ -15,8 +15,9 @@ struct sandbox;
 #define PROVISION_SCRIPT_MAX	  (16u << 10)
 #define PROVISION_TIMEOUT_DEFAULT 30
 #define PROVISION_TIMEOUT_MAX	  600
-#define PROVISION_OUTPUT_MAX	  (8u << 10)
-#define PROVISION_PACKAGES_MAX	  64 /* per manager */
+#define PROVISION_OUTPUT_MAX	  (8u << 10)  /* kept of one step's output (its tail) */
+#define PROVISION_OUTPUT_TOTAL	  (64u << 10) /* of all a run's steps: the record stays small */
+#define PROVISION_PACKAGES_MAX	  64	      /* per manager */
 #define PROVISION_PACKAGE_LEN	  128
 #define PROVISION_SKILLS_MAX	  32
 #define PROVISION_STATE_FILE	  "/root/.cell/provision.json"

@@ -519,6 +519,52 @@ START_TEST(skill_installed_once_per_version)
 }
 END_TEST
 
+/* A skill larger than the sandbox's disk quota: that skill fails cleanly (reported, its
+ * temporary directory gone), the create does not. */
+START_TEST(skill_over_the_disk_quota_fails_cleanly)
+{
+	char *path = tmpfile_path("big.tar.gz");
+	gzFile gz = gzopen(path, "wb1");
+	ck_assert_ptr_nonnull(gz);
+	agen_tar_entry(gz, "entrypoint.sh", '0', "echo ran > /root/big-ran\n", 24, 0644, NULL);
+	size_t n = 48u << 20;
+	char *rnd = malloc(n);
+	FILE *u = fopen("/dev/urandom", "rb");
+	ck_assert_uint_eq(fread(rnd, 1, n, u), n);
+	fclose(u);
+	agen_tar_entry(gz, "blob", '0', rnd, n, 0644, NULL);
+	agen_tar_end(gz);
+	gzclose(gz);
+	free(rnd);
+	struct h_resp r;
+	ck_assert_int_eq(post_skill("big", "1", path, &r), 201);
+	h_resp_free(&r);
+	json_t *extra = json_pack("{s:{s:s}, s:{s:s}}", "resourceLimits", "disk", "32Mi",
+				  "extensions", "cell.skills", "big@1");
+	char *id = h_create("busybox", extra);
+	json_decref(extra);
+	json_t *sb = get_sandbox(id);
+	ck_assert_str_eq(h_jstr(sb, "status.state"), "Running");
+	ck_assert_str_eq(h_jstr(sb, "status.reason"), "SkillFailed");
+	ck_assert_msg(strstr(h_jstr(sb, "status.message"), "extraction failed"), "%s",
+		      json_dumps(sb, 0));
+	json_decref(sb);
+	expect_step(id, 0, "skill", "failed");
+	char *o = h_sh(id, "ls -A /root/.cell/skills/big; test ! -e /root/big-ran && echo not-run");
+	ck_assert_str_eq(o, "not-run\n");
+	free(o);
+	/* The space is free again: the sandbox goes on. */
+	o = h_sh(id, "dd if=/dev/zero of=/root/f bs=1M count=8 2>/dev/null && echo wrote");
+	ck_assert_str_eq(o, "wrote\n");
+	free(o);
+	ck_assert_int_eq(h_delete(id), 204);
+	free(id);
+	delete_skill("big");
+	unlink(path);
+	free(path);
+}
+END_TEST
+
 /* The CLI: cell skill add/ls/rm, cell run --startup-script/--skill. */
 START_TEST(cli_skill_and_create_options)
 {
@@ -571,6 +617,8 @@ static Suite *provision_suite(void)
 	tcase_add_test(h_tcase(s, "skills_registry_api", 120), skills_registry_api);
 	tcase_add_test(h_tcase(s, "skill_installed_once_per_version", 240),
 		       skill_installed_once_per_version);
+	tcase_add_test(h_tcase(s, "skill_over_the_disk_quota_fails_cleanly", 240),
+		       skill_over_the_disk_quota_fails_cleanly);
 	tcase_add_test(h_tcase(s, "cli_skill_and_create_options", 180),
 		       cli_skill_and_create_options);
 	return s;
