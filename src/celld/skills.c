@@ -47,6 +47,60 @@ bool skill_name_valid(const char *s, size_t max)
 	return true;
 }
 
+/* What a celld killed during an upload or a registration left: upload-* files and
+ * <name>/.tmp-* directories. Run once, before this process makes any of its own. */
+static void sweep(int root)
+{
+	int d2 = dup(root);
+	DIR *d = d2 >= 0 ? fdopendir(d2) : NULL;
+	if (!d) {
+		if (d2 >= 0)
+			close(d2);
+		return;
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strncmp(de->d_name, "upload-", 7)) {
+			log_info("skills: removing the leftover upload %s", de->d_name);
+			unlinkat(root, de->d_name, 0);
+			continue;
+		}
+		if (!skill_name_valid(de->d_name, SKILL_NAME_MAX))
+			continue;
+		int nd = openat(root, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+		DIR *nds = nd >= 0 ? fdopendir(nd) : NULL;
+		if (!nds) {
+			if (nd >= 0)
+				close(nd);
+			continue;
+		}
+		struct dirent *ve;
+		while ((ve = readdir(nds)))
+			if (!strncmp(ve->d_name, ".tmp-", 5)) {
+				struct cell_error e = {0};
+				log_info("skills: removing the leftover %s/%s", de->d_name,
+					 ve->d_name);
+				if (cell_remove_tree_at(dirfd(nds), ve->d_name, &e) < 0)
+					log_warn("skills: %s", e.msg);
+			}
+		closedir(nds);
+	}
+	closedir(d);
+}
+
+static pthread_once_t swept = PTHREAD_ONCE_INIT;
+
+static void sweep_once(void)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/skills", celld.state_dir);
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		sweep(fd);
+		close(fd);
+	}
+}
+
 /* <state>/skills, made root-only when missing: an fd (O_PATH|O_DIRECTORY). */
 static int registry_dir(struct cell_error *err)
 {
@@ -57,6 +111,8 @@ static int registry_dir(struct cell_error *err)
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return cell_err(err, errno, "opening %s", path);
+	/* Every caller waits for the sweep before it makes anything. */
+	pthread_once(&swept, sweep_once);
 	return fd;
 }
 

@@ -445,6 +445,22 @@ START_TEST(skills_registry_api)
 	ck_assert_int_eq(h_http("GET", "/v1/skills", NULL, &r), 200);
 	ck_assert_uint_eq(json_array_size(json_object_get(r.json, "items")), 0);
 	h_resp_free(&r);
+
+	/* What a celld killed mid-upload or mid-registration left is removed by the next. */
+	h_celld_kill();
+	char *up = h_fmt("%s/upload-AbC123", reg), *half = h_fmt("%s/tool/.tmp-9-abc", reg);
+	char *tooldir = h_fmt("%s/tool", reg);
+	h_write_file(up, "partial", 0600);
+	ck_assert_int_eq(mkdir(tooldir, 0700), 0);
+	ck_assert_int_eq(mkdir(half, 0700), 0);
+	h_celld_start();
+	ck_assert_int_eq(h_http("GET", "/v1/skills", NULL, &r), 200);
+	ck_assert_uint_eq(json_array_size(json_object_get(r.json, "items")), 0);
+	h_resp_free(&r);
+	ck_assert_msg(access(up, F_OK) != 0 && access(half, F_OK) != 0, "leftovers kept");
+	free(up);
+	free(half);
+	free(tooldir);
 	free(reg);
 	free(evil);
 	free(zip);
