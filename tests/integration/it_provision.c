@@ -238,6 +238,17 @@ START_TEST(failures_reported_without_failing_the_create)
 	char *o = h_sh(id, "cat /root/.cell/provision.json 2>/dev/null; true");
 	ck_assert_msg(!strstr(o, "startup"), "a failure recorded: %s", o);
 	free(o);
+	/* The outcome is in state.json: a restarted celld still reports it. */
+	h_celld_kill();
+	h_celld_start();
+	ck_assert_str_eq(h_wait_state(id, "Running", 30), "Running");
+	sb = get_sandbox(id);
+	ck_assert_str_eq(h_jstr(sb, "status.reason"), "StartupScriptFailed");
+	json_decref(sb);
+	json_t *ins = h_inspect(id);
+	ck_assert_int_eq(h_jint(json_array_get(h_jget(ins, "provision.last.steps"), 0), "exitCode"),
+			 3);
+	json_decref(ins);
 	ck_assert_int_eq(h_delete(id), 204);
 	free(id);
 
