@@ -429,6 +429,16 @@ START_TEST(skills_registry_api)
 	h_resp_free(&r);
 	ck_assert_int_eq(h_http("GET", "/v1/skills/evil", NULL, &r), 404);
 	h_resp_free(&r);
+	/* Over 64 MiB: 413, nothing kept. */
+	char *huge = tmpfile_path("huge.tar.gz");
+	FILE *hf = fopen(huge, "wb");
+	ck_assert_ptr_nonnull(hf);
+	ck_assert_int_eq(ftruncate(fileno(hf), (64 << 20) + 1), 0);
+	fclose(hf);
+	ck_assert_int_eq(post_skill("huge", "1", huge, &r), 413);
+	h_resp_free(&r);
+	unlink(huge);
+	free(huge);
 	/* Nothing of the refused uploads is left in the registry; files are root-only. */
 	char *reg = h_fmt("%s/skills", H.state);
 	struct stat st;
