@@ -296,7 +296,7 @@ static int walk_tar(struct walk *w, int fd)
 		}
 		uint64_t size, mode = 0;
 		char name[BLOCK];
-		if (!memcmp(h + 257, "ustar", 5) && h[345]) {
+		if (!memcmp(h + 257, "ustar\0", 6) && h[345]) {
 			snprintf(name, sizeof(name), "%.155s/%.100s", (const char *)h + 345,
 				 (const char *)h);
 		} else {

@@ -303,6 +303,39 @@ START_TEST(missing_entrypoint_and_non_archives_refused)
 }
 END_TEST
 
+/* Archives the usual tools make (GNU tar's default format with a long name, pax, zip):
+ * read the same. Skipped where a tool is missing (unit suites need no root and no tool). */
+START_TEST(archives_of_the_usual_tools)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && mkdir -p src/skill/%0150d && printf 'echo hi\\n' > "
+		 "src/skill/entrypoint.sh && printf x > src/skill/%0150d/f && cd src && "
+		 "tar -czf ../gnu.tar.gz skill && tar --format=pax -czf ../pax.tar.gz skill && "
+		 "{ ! command -v zip >/dev/null || zip -qr ../z.zip skill; }",
+		 dir, 7, 7);
+	if (access("/usr/bin/tar", X_OK) != 0 && access("/bin/tar", X_OK) != 0)
+		return; /* no tar here */
+	ck_assert_int_eq(system(cmd), 0);
+	const char *files[] = {"gnu.tar.gz", "pax.tar.gz", "z.zip"};
+	for (size_t i = 0; i < 3; i++) {
+		if (access(tmp_path(files[i]), F_OK) != 0)
+			continue;
+		struct seen s = {0};
+		struct skillpkg_info info;
+		struct cell_error err = {0};
+		ck_assert_msg(scan(files[i], &ops, &s, &info, &err) == 0, "%s: %s", files[i],
+			      err.msg);
+		ck_assert_str_eq(info.prefix, "skill/");
+		char want[400];
+		snprintf(want, sizeof(want), "F %0150d/f 644=x;", 7);
+		ck_assert_msg(strstr(s.text, want), "%s: %s", files[i], s.text);
+		ck_assert_msg(strstr(s.text, "F entrypoint.sh 644=echo hi\n;"), "%s: %s", files[i],
+			      s.text);
+	}
+}
+END_TEST
+
 static void setup(void)
 {
 	ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -330,6 +363,7 @@ static Suite *skillpkg_suite(void)
 	tcase_add_test(tc, bombs_refused);
 	tcase_add_test(tc, too_many_entries_refused);
 	tcase_add_test(tc, missing_entrypoint_and_non_archives_refused);
+	tcase_add_test(tc, archives_of_the_usual_tools);
 	suite_add_tcase(s, tc);
 	return s;
 }
