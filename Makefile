@@ -25,7 +25,8 @@ obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 
 # libmnl: rtnetlink (src/runtime/netlink.c); libnftnl: celld's nftables table (src/runtime/nft.c).
 # libwslay: WebSocket framing (the PTY routes), the handshake and I/O are ours.
-CELLD_LIBS := -lmicrohttpd -ljansson -lcrypto -lpthread -lcap -lseccomp -lnftnl -lmnl -lwslay
+# zlib: inflate for skill archives (tar.gz and zip, src/celld/skillpkg.c).
+CELLD_LIBS := -lmicrohttpd -ljansson -lcrypto -lpthread -lcap -lseccomp -lnftnl -lmnl -lwslay -lz
 # The CLI's HTTP client is libcurl; --as-needed keeps the loader from mapping libraries no
 # symbol of cell comes from (each mapped object costs start-up time on every `cell run`);
 # --gc-sections drops the functions of the client library that cell never calls.

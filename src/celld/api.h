@@ -54,6 +54,16 @@ int api_volume_list(struct http_req *r);
 int api_volume_get(struct http_req *r);
 int api_volume_delete(struct http_req *r);
 
+/* ---- api_skills.c: the skills registry (cell's own) ---- */
+
+int api_skill_add(struct http_req *r);
+int api_skill_add_begin(struct http_req *r);
+int api_skill_add_data(struct http_req *r, const char *data, size_t len);
+int api_skill_list(struct http_req *r);
+int api_skill_get(struct http_req *r);
+int api_skill_delete(struct http_req *r);
+int api_skill_delete_version(struct http_req *r);
+
 /* ---- api_execd.c: execd's ping and commands ---- */
 
 int api_execd_ping(struct http_req *r);

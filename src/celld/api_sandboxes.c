@@ -21,6 +21,7 @@
 #include "images.h"
 #include "registry.h"
 #include "network.h"
+#include "provision.h"
 #include "seccomp_log.h"
 #include "secrets.h"
 #include "seccomp_policy.h"
@@ -63,6 +64,7 @@ struct sandbox_view {
 	time_t transition_at, expires_at;
 	char *reason;
 	json_t *metadata;
+	json_t *provision_result;
 };
 
 static void view_take_locked(const struct sandbox *sb, struct sandbox_view *v)
@@ -72,12 +74,14 @@ static void view_take_locked(const struct sandbox *sb, struct sandbox_view *v)
 	v->expires_at = sb->expires_at;
 	v->reason = sb->reason ? strdup(sb->reason) : NULL;
 	v->metadata = json_incref(sb->metadata);
+	v->provision_result = json_incref(sb->provision_result);
 }
 
 static void view_release(struct sandbox_view *v)
 {
 	free(v->reason);
 	json_decref(v->metadata);
+	json_decref(v->provision_result);
 }
 
 /* status: {state, reason?, message?, lastTransitionAt}. A Stopped sandbox is reported as
@@ -103,6 +107,12 @@ static json_t *status_json(const struct sandbox_view *v)
 	} else if (v->reason) {
 		json_object_set_new(status, "reason", json_string(v->reason));
 		json_object_set_new(status, "message", json_string(v->reason));
+	} else if (status && v->state == SBX_RUNNING && provision_reason(v->provision_result)) {
+		/* Provisioning that went wrong does not fail a start: it is said here. */
+		json_object_set_new(status, "reason",
+				    json_string(provision_reason(v->provision_result)));
+		json_object_set_new(status, "message",
+				    json_string(provision_message(v->provision_result)));
 	}
 	return status;
 }
@@ -143,6 +153,7 @@ static void spec_free(struct create_spec *spec)
 	json_decref(spec->volumes_json);
 	json_decref(spec->volume_claims);
 	json_decref(spec->network);
+	json_decref(spec->provision);
 	json_decref(spec->warnings);
 	json_decref(spec->secrets);
 }
@@ -208,9 +219,10 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	/* Keys of other providers are theirs; a "cell." key cell does not know (a typo) would
 	 * otherwise be dropped without a word. */
 	static const char *const known[] = {
-	    "cell.sessionKey",	 "cell.volumes",  "cell.seccomp",     "cell.seccompLog",
-	    "cell.network",	 "cell.secrets",  "cell.idleTimeout", "cell.stopAfter",
-	    "cell.reclaimAfter", "cell.onTimeout"};
+	    "cell.sessionKey",	 "cell.volumes",   "cell.seccomp",	 "cell.seccompLog",
+	    "cell.network",	 "cell.secrets",   "cell.idleTimeout",	 "cell.stopAfter",
+	    "cell.reclaimAfter", "cell.onTimeout", "cell.startupScript", "cell.startupTimeout",
+	    "cell.packages",	 "cell.skills"};
 	const char *k;
 	json_t *v;
 	json_object_foreach(ext, k, v)
@@ -252,6 +264,9 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 		 0 ||
 	     secrets_parse(json_object_get(body, "secretEnv"), secrets, &spec->secrets, err) < 0))
 		rc = -EINVAL;
+	/* A skill that is not registered: -ENOPKG, answered SKILL_NOT_FOUND. */
+	if (!rc && (rc = provision_parse(ext, &spec->provision, err)) == -ENOENT)
+		rc = -ENOPKG;
 	/* The strings stay valid: body (their owner) outlives the spec. */
 	json_decref(ext);
 	return rc;
@@ -390,6 +405,8 @@ int api_sandbox_create(struct http_req *r)
 	 * the create (400 IMAGE_NOT_FOUND), not as a missing resource. */
 	if (rc == -ENOENT)
 		http_fail(r, EINVAL, "IMAGE_NOT_FOUND", "%s", err.msg);
+	else if (rc == -ENOPKG)
+		http_fail(r, EINVAL, "SKILL_NOT_FOUND", "%s", err.msg);
 	else if (rc < 0)
 		http_internal(r, &err);
 	if (rc < 0) {
@@ -822,6 +839,7 @@ int api_sandbox_inspect(struct http_req *r)
 	json_object_set_new(o, "timers", timer_policy_json(&timers));
 	/* The names of its secrets, never their values. */
 	json_object_set_new(o, "secretNames", secrets_names(sb->dirfd));
+	json_object_set_new(o, "provision", provision_inspect_json(sb));
 	sandbox_unref(sb);
 	return http_json(r, 200, o);
 }

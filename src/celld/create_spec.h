@@ -31,6 +31,7 @@ struct create_spec {
 	json_t *volume_claims;
 	const char *network_mode; /* extensions["cell.network"], NULL if absent */
 	json_t *network;	  /* the record's "network" (network_spec) */
+	json_t *provision;	  /* the record's "provision" (provision_parse), or NULL */
 	json_t *warnings;	  /* strings for the create's answer, or NULL */
 	struct sbx_timers timers; /* the idle timers (timer_policy.h): policy, then extensions */
 	/* NAME → value (secrets.h: "secretEnv" and extensions["cell.secrets"]), or NULL:

@@ -38,6 +38,7 @@
 #include "volume_use.h"
 #include "volumes.h"
 #include "network.h"
+#include "provision.h"
 #include "watch.h"
 #include "fields.h"
 #include "limits.h"
@@ -208,6 +209,7 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 	sb->limits = spec->limits;
 	sb->volumes = json_incref(spec->volumes_json);
 	sb->network = json_incref(spec->network);
+	sb->provision = json_incref(spec->provision);
 	snprintf(sb->seccomp_profile, sizeof(sb->seccomp_profile), "%s",
 		 spec->seccomp_profile ? spec->seccomp_profile : "default");
 	sb->seccomp_log = spec->seccomp_log;
@@ -503,6 +505,8 @@ static int lifecycle_start(struct sandbox *sb, struct cell_error *err)
 		r = wait_ready(sb, err);
 	if (r == 0)
 		r = start_entrypoint(sb, err);
+	if (r == 0)
+		provision_run(sb);
 	return r;
 }
 

@@ -71,6 +71,10 @@ json_t *record_encode(const struct record *rec)
 		json_object_set(o, "network", rec->network);
 	if (o && rec->has_lifecycle)
 		json_object_set_new(o, "lifecycle", lifecycle_encode(rec));
+	if (o && rec->provision)
+		json_object_set(o, "provision", rec->provision);
+	if (o && rec->provision_result)
+		json_object_set(o, "provisionResult", rec->provision_result);
 	return o;
 }
 
@@ -309,6 +313,11 @@ static int get_members(json_t *o, struct record *rec, struct cell_error *err)
 		r = get_json(o, "volumes", is_array, "an array", &rec->volumes, err);
 	if (r == 0)
 		r = get_json(o, "network", is_object, "an object", &rec->network, err);
+	if (r == 0)
+		r = get_json(o, "provision", is_object, "an object", &rec->provision, err);
+	if (r == 0)
+		r = get_json(o, "provisionResult", is_object, "an object", &rec->provision_result,
+			     err);
 	return r;
 }
 
@@ -349,6 +358,8 @@ void record_free(struct record *rec)
 	json_decref(rec->resource_limits);
 	json_decref(rec->volumes);
 	json_decref(rec->network);
+	json_decref(rec->provision);
+	json_decref(rec->provision_result);
 	free(rec->image);
 	free(rec->rootfs);
 	free(rec->session_key);

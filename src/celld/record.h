@@ -27,6 +27,9 @@ struct record {
 	char *cgroup_rel;
 	json_t *metadata, *env, *entrypoint, *resource_limits, *volumes;
 	json_t *network; /* {"mode", "policy"?} (network.c reads it); NULL: none */
+	/* provision.c's: what each start runs and the last outcome; NULL: none (also in a
+	 * record older than provisioning). */
+	json_t *provision, *provision_result;
 	time_t created_at, expires_at, transition_at; /* 0: none */
 	int slot;
 	uint32_t uid_base;

@@ -110,6 +110,8 @@ void sandbox_unref(struct sandbox *sb)
 	json_decref(sb->resource_limits);
 	json_decref(sb->volumes);
 	json_decref(sb->network);
+	json_decref(sb->provision);
+	json_decref(sb->provision_result);
 	cmd_table_free(sb->cmds);
 	pthread_mutex_destroy(&sb->store_lock);
 	pthread_mutex_destroy(&sb->meta_lock);

@@ -98,6 +98,10 @@ struct sandbox {
 	/* The network (network.c): {"mode": "public", "policy": NetworkPolicy?}; NULL: none
 	 * (a record from before networking). Replaced whole, like metadata. */
 	json_t *network;
+	/* Provisioning (provision.c): what each start runs ({"startupScript"?,
+	 * "startupTimeout", "packages"?, "skills"?}; NULL: nothing), fixed at the create; and
+	 * the outcome of the last run (NULL: none yet), replaced whole, like metadata. */
+	json_t *provision, *provision_result;
 	time_t expires_at; /* 0: never */
 	time_t transition_at;
 	int64_t running_seconds; /* time spent Running before the current Running spell */

@@ -44,6 +44,8 @@ static json_t *snapshot_locked(struct sandbox *sb, enum sbx_state state)
 	    .resource_limits = sb->resource_limits,
 	    .volumes = sb->volumes,
 	    .network = sb->network,
+	    .provision = sb->provision,
+	    .provision_result = sb->provision_result,
 	    .created_at = sb->created_at,
 	    .expires_at = sb->expires_at,
 	    .transition_at = sb->transition_at,
@@ -165,6 +167,8 @@ static void take_record(struct sandbox *sb, struct record *rec)
 	sb->resource_limits = steal_ptr(rec->resource_limits);
 	sb->volumes = steal_ptr(rec->volumes);
 	sb->network = steal_ptr(rec->network);
+	sb->provision = steal_ptr(rec->provision);
+	sb->provision_result = steal_ptr(rec->provision_result);
 	sb->image = steal_ptr(rec->image);
 	sb->rootfs = steal_ptr(rec->rootfs);
 	sb->session_key = steal_ptr(rec->session_key);

@@ -35,7 +35,7 @@ static void usage(FILE *f)
 		"  -t, --timeout SECONDS   delete the sandbox after this long (>= 60)\n"
 		"      --seccomp NAME      seccomp profile (default: default)\n"
 		"      --seccomp-log       record the sandbox's denied calls (cell "
-		"inspect)\n" CLI_NETWORK_HELP CLI_TIMER_HELP
+		"inspect)\n" CLI_NETWORK_HELP CLI_TIMER_HELP CLI_PROVISION_HELP
 		"      --json              print the sandbox's JSON instead of its id\n"
 		"      --socket PATH       celld's socket\n"
 		"  -h, --help              this help\n");
@@ -71,6 +71,7 @@ int cmd_create(int argc, char **argv)
 						 CLI_SECCOMP_LONGOPTS,
 						 CLI_TIMER_LONGOPTS,
 						 CLI_NETWORK_LONGOPTS,
+						 CLI_PROVISION_LONGOPTS,
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
 	struct cli_create_opts o = {0};
@@ -84,6 +85,8 @@ int cmd_create(int argc, char **argv)
 		    cli_create_timer_opt(c, optarg, &o))
 			continue;
 		int nr = cli_create_network_opt(c, optarg, &o);
+		if (nr == 0)
+			nr = cli_create_provision_opt(c, optarg, &o);
 		if (nr < 0)
 			goto out;
 		if (nr > 0)

@@ -44,7 +44,7 @@ static void usage(FILE *f)
 	    "  -s, --session KEY        create-or-resume the sandbox of this key\n"
 	    "      --seccomp NAME       seccomp profile (policies/seccomp/NAME.json)\n"
 	    "      --seccomp-log        record the sandbox's denied calls (cell "
-	    "inspect)\n" CLI_NETWORK_HELP CLI_TIMER_HELP
+	    "inspect)\n" CLI_NETWORK_HELP CLI_TIMER_HELP CLI_PROVISION_HELP
 	    "      --socket PATH        celld's socket\n"
 	    "  -h, --help               this help\n"
 	    "\n"
@@ -63,6 +63,7 @@ int cmd_run(int argc, char **argv)
 						 CLI_SECCOMP_LONGOPTS,
 						 CLI_TIMER_LONGOPTS,
 						 CLI_NETWORK_LONGOPTS,
+						 CLI_PROVISION_LONGOPTS,
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
 	struct cli_create_opts co = {0};
@@ -77,6 +78,8 @@ int cmd_run(int argc, char **argv)
 		    cli_create_timer_opt(c, optarg, &co))
 			continue;
 		int nr = cli_create_network_opt(c, optarg, &co);
+		if (nr == 0)
+			nr = cli_create_provision_opt(c, optarg, &co);
 		if (nr < 0)
 			goto out;
 		if (nr > 0)

@@ -19,6 +19,7 @@ int cmd_cp(int argc, char **argv);
 int cmd_fs(int argc, char **argv);
 int cmd_image(int argc, char **argv);
 int cmd_volume(int argc, char **argv);
+int cmd_skill(int argc, char **argv);
 int cmd_network(int argc, char **argv);
 int cmd_port(int argc, char **argv);
 int cmd_forward(int argc, char **argv);

@@ -11,6 +11,8 @@
 #include "error.h"
 #include "global.h"
 
+#define PROVISION_SCRIPT_READ_MAX (16u << 10)
+
 bool cli_create_seccomp_opt(int c, const char *arg, struct cli_create_opts *o)
 {
 	if (c == CLI_OPT_SECCOMP)
@@ -61,11 +63,51 @@ int cli_create_network_opt(int c, const char *arg, struct cli_create_opts *o)
 	return 1;
 }
 
+int cli_create_provision_opt(int c, const char *arg, struct cli_create_opts *o)
+{
+	if (c == CLI_OPT_STARTUP_TIMEOUT) {
+		o->startup_timeout = arg;
+		return 1;
+	}
+	if (c == CLI_OPT_SKILL) {
+		if (!strchr(arg, '@') || strchr(arg, ',')) {
+			cli_error_usage("--skill", CLI_EXIT_USAGE, "'%s': expected NAME@VERSION",
+					arg);
+			return -1;
+		}
+		if (!o->skills)
+			o->skills = json_array();
+		json_array_append_new(o->skills, json_string(arg));
+		return 1;
+	}
+	if (c != CLI_OPT_STARTUP_SCRIPT)
+		return 0;
+	FILE *f = fopen(arg, "re");
+	char *buf = malloc(PROVISION_SCRIPT_READ_MAX + 1);
+	size_t n = f && buf ? fread(buf, 1, PROVISION_SCRIPT_READ_MAX + 1, f) : 0;
+	bool bad = !f || !buf || ferror(f) || n > PROVISION_SCRIPT_READ_MAX;
+	if (f)
+		fclose(f);
+	if (bad) {
+		free(buf);
+		cli_error_usage("--startup-script", CLI_EXIT_USAGE,
+				"%s: cannot read it, or larger than 16 KiB", arg);
+		return -1;
+	}
+	buf[n] = '\0';
+	free(o->startup_script);
+	o->startup_script = buf;
+	return 1;
+}
+
 void cli_create_opts_free(struct cli_create_opts *o)
 {
 	json_decref(o->allow_hosts);
 	json_decref(o->deny_hosts);
-	o->allow_hosts = o->deny_hosts = NULL;
+	json_decref(o->skills);
+	free(o->startup_script);
+	o->allow_hosts = o->deny_hosts = o->skills = NULL;
+	o->startup_script = NULL;
 }
 
 /* The networkPolicy of --allow-host/--deny-host: denials first (the first rule that
@@ -109,6 +151,26 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 	for (size_t i = 0; i < sizeof(timers) / sizeof(timers[0]); i++)
 		if (timers[i][1])
 			json_object_set_new(ext, timers[i][0], json_string(timers[i][1]));
+	if (o->startup_script)
+		json_object_set_new(ext, "cell.startupScript", json_string(o->startup_script));
+	if (o->startup_timeout)
+		json_object_set_new(ext, "cell.startupTimeout", json_string(o->startup_timeout));
+	if (json_array_size(o->skills)) {
+		size_t si;
+		json_t *sk;
+		_cleanup_free_ char *list = NULL;
+		json_array_foreach(o->skills, si, sk)
+		{
+			char *next = NULL;
+			if (asprintf(&next, "%s%s%s", list ? list : "", list ? "," : "",
+				     json_string_value(sk)) < 0)
+				break;
+			free(list);
+			list = next;
+		}
+		if (list)
+			json_object_set_new(ext, "cell.skills", json_string(list));
+	}
 	json_t *np = network_policy(o);
 	if (np)
 		json_object_set_new(body, "networkPolicy", np);

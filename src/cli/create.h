@@ -25,6 +25,11 @@ struct cli_create_opts {
 	/* extensions cell.idleTimeout, cell.stopAfter, cell.reclaimAfter, cell.onTimeout as
 	 * given (celld checks them); NULL: the policy's */
 	const char *idle_timeout, *stop_after, *reclaim_after, *on_timeout;
+	/* --startup-script FILE (its text), --startup-timeout SEC, --skill NAME@VERSION
+	 * (repeatable): extensions cell.startupScript, cell.startupTimeout, cell.skills. */
+	char *startup_script;
+	const char *startup_timeout;
+	json_t *skills;
 };
 
 /* --seccomp NAME and --seccomp-log of create and run. */
@@ -77,6 +82,22 @@ enum { CLI_OPT_NETWORK = 0x1200, CLI_OPT_ALLOW_HOST, CLI_OPT_DENY_HOST };
 /* Handle one of CLI_NETWORK_LONGOPTS into o: 1 when c was one, 0 when not, -1 (printed)
  * when its value is refused. */
 int cli_create_network_opt(int c, const char *arg, struct cli_create_opts *o);
+/* --startup-script FILE, --startup-timeout SEC and --skill NAME@VERSION of create and run. */
+enum { CLI_OPT_STARTUP_SCRIPT = 0x1300, CLI_OPT_STARTUP_TIMEOUT, CLI_OPT_SKILL };
+/* clang-format off */
+#define CLI_PROVISION_LONGOPTS                                                   \
+	{"startup-script", required_argument, NULL, CLI_OPT_STARTUP_SCRIPT},     \
+	{"startup-timeout", required_argument, NULL, CLI_OPT_STARTUP_TIMEOUT},   \
+	{"skill", required_argument, NULL, CLI_OPT_SKILL}
+/* clang-format on */
+#define CLI_PROVISION_HELP                                                                         \
+	"      --startup-script FILE  run FILE (bash) in /workspace at each start, until it\n"     \
+	"                           succeeds once (again when it changes)\n"                       \
+	"      --startup-timeout SEC  its bound, and each skill's (default 30, 1-600)\n"           \
+	"      --skill NAME@VERSION   install a registered skill (cell skill; repeatable)\n"
+/* Handle one of CLI_PROVISION_LONGOPTS into o: 1 when c was one, 0 when not, -1 (printed)
+ * when its value is refused. */
+int cli_create_provision_opt(int c, const char *arg, struct cli_create_opts *o);
 /* Free what the network options allocated. */
 void cli_create_opts_free(struct cli_create_opts *o);
 

@@ -37,6 +37,7 @@ static const struct cli_command commands[] = {
     {"fs", cmd_fs, "list, find, stat, make, move, chmod and remove files in a sandbox"},
     {"image", cmd_image, "build and list local images"},
     {"volume", cmd_volume, "list and remove named volumes"},
+    {"skill", cmd_skill, "register, list and remove skills (packages a sandbox installs)"},
     {"network", cmd_network, "show or change a sandbox's egress policy live"},
     {"port", cmd_port, "print the preview URL of a port in a sandbox (with its token)"},
     {"forward", cmd_forward, "forward a local TCP port to a port in a sandbox"},

@@ -54,6 +54,8 @@ static void full_record(struct record *rec)
 					  .on_timeout = SBX_TIMEOUT_STOP};
 	rec->active_at = 1700000100;
 	rec->running_seconds = 4242;
+	rec->provision = json_pack("{s:s, s:i}", "startupScript", "echo hi", "startupTimeout", 30);
+	rec->provision_result = json_pack("{s:s, s:[]}", "reason", "StartupScriptFailed", "steps");
 }
 
 static void free_full(struct record *rec)
@@ -63,6 +65,8 @@ static void free_full(struct record *rec)
 	json_decref(rec->entrypoint);
 	json_decref(rec->resource_limits);
 	json_decref(rec->volumes);
+	json_decref(rec->provision);
+	json_decref(rec->provision_result);
 }
 
 /* Encoded to text (as state.json is written) and parsed back (as it is read). */
@@ -109,6 +113,8 @@ START_TEST(every_field_round_trips)
 	expect_json(out.entrypoint, in.entrypoint, "entrypoint");
 	expect_json(out.resource_limits, in.resource_limits, "resourceLimits");
 	expect_json(out.volumes, in.volumes, "volumes");
+	expect_json(out.provision, in.provision, "provision");
+	expect_json(out.provision_result, in.provision_result, "provisionResult");
 	ck_assert_int_eq(out.created_at, in.created_at);
 	ck_assert_int_eq(out.expires_at, in.expires_at);
 	ck_assert_int_eq(out.transition_at, in.transition_at);
@@ -174,6 +180,8 @@ START_TEST(empty_members_round_trip)
 	ck_assert_ptr_null(out.metadata);
 	ck_assert_ptr_null(out.entrypoint);
 	ck_assert_ptr_null(out.volumes);
+	ck_assert_ptr_null(out.provision); /* older than provisioning, or none asked */
+	ck_assert_ptr_null(out.provision_result);
 	/* A record older than limits, profiles and rootfs: marked as lacking them. */
 	ck_assert(!out.has_limits);
 	ck_assert(!out.has_seccomp);
@@ -243,6 +251,8 @@ START_TEST(malformed_records_name_the_field)
 	    {"lifecycle.idleTimeout", json_integer(-3), "lifecycle.idleTimeout"},
 	    {"lifecycle.onTimeout", json_string("explode"), "lifecycle.onTimeout"},
 	    {"lifecycle.lastActivityAt", json_string("now"), "lifecycle.lastActivityAt"},
+	    {"provision", json_string("echo hi"), "provision"},
+	    {"provisionResult", json_array(), "provisionResult"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		json_t *o = mutated(cases[i].key, cases[i].value);
