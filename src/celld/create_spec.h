@@ -33,4 +33,7 @@ struct create_spec {
 	json_t *network;	  /* the record's "network" (network_spec) */
 	json_t *warnings;	  /* strings for the create's answer, or NULL */
 	struct sbx_timers timers; /* the idle timers (timer_policy.h): policy, then extensions */
+	/* A create with snapshotId: the snapshot's meta (snapshots.h), owned; its writable
+	 * layer starts as the snapshot's. NULL: an empty layer. */
+	json_t *snapshot;
 };

@@ -31,6 +31,7 @@
 #include "sandbox.h"
 #include "seccomp_log.h"
 #include "seccomp_policy.h"
+#include "snapshots.h"
 #include "store.h"
 #include "timefmt.h"
 #include "uidrange.h"
@@ -379,6 +380,29 @@ static int quota_prepare(struct sandbox *sb, struct cell_quota *q, struct cell_e
 	return cell_quota_prepare(&qr, q, err);
 }
 
+/* A new sandbox made from a snapshot: its writable layer (upper/) becomes a copy of the
+ * snapshot's, owned by its own uid range, before its first start. The snapshot's disk
+ * image (a loop quota) is its disk; else its tree is copied into the layer dir the disk
+ * quota sets up. */
+static int fill_from_snapshot(struct sandbox *sb, json_t *meta, struct cell_error *err)
+{
+	const char *id = json_string_value(json_object_get(meta, "id"));
+	int r = snapshot_hold(id ? id : "", err);
+	if (r < 0)
+		return r;
+	r = snapshot_seed(meta, sb->dirfd, err);
+	struct cell_quota quota;
+	if (r == 0)
+		r = quota_prepare(sb, &quota, err);
+	if (r == 0) {
+		r = snapshot_fill(meta, quota.layer_dir[0] ? quota.layer_dir : sb->dir,
+				  sb->uid_base, err);
+		cell_quota_close(&quota);
+	}
+	snapshot_release(id);
+	return r;
+}
+
 /* What a record written before these members lacks, filled in before a start (under the
  * registry lock: the record's snapshot reads them): its image resolved as the create did,
  * and the default seccomp profile for one older than profiles ("": no filter). */
@@ -582,6 +606,8 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 		made_dir = true;
 		r = store_save_sync(sb, STORE_UNSYNCED, err);
 	}
+	if (r == 0 && spec->snapshot)
+		r = fill_from_snapshot(sb, spec->snapshot, err);
 	if (r == 0)
 		r = lifecycle_start(sb, err);
 	if (r == 0)

@@ -57,6 +57,8 @@ static const struct op_rule op_rules[SBX_OPS] = {
     [SBX_RECOVERING] = {"recovering", BIT(SBX_RUNNING), "Running", -1, false},
     [SBX_STOPPING] = {"stopping", BIT(SBX_RUNNING) | BIT(SBX_PAUSED), "Running or Paused",
 		      SBX_STOPPED, false},
+    [SBX_SNAPSHOTTING] = {"snapshotting", BIT(SBX_RUNNING) | BIT(SBX_PAUSED) | BIT(SBX_STOPPED),
+			  "Running, Paused or Stopped", -1, false},
 };
 
 struct sandbox *sandbox_new(const char *id)

@@ -39,6 +39,7 @@ enum sbx_op {
 	SBX_STARTING,	/* lifecycle_resume of a Failed or Stopped one: → Running (cold start) */
 	SBX_RECOVERING, /* lifecycle_init_died: Running → Failed */
 	SBX_STOPPING,	/* lifecycle_stop: Running or Paused → Stopped */
+	SBX_SNAPSHOTTING, /* snapshot_take: Running, Paused or Stopped, unchanged (a copy) */
 	SBX_OPS
 };
 

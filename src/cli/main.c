@@ -31,6 +31,8 @@ static const struct cli_command commands[] = {
     {"resume", cmd_resume, "thaw paused sandboxes, start stopped ones"},
     {"stop", cmd_stop, "stop sandboxes: processes and memory go, the disk stays"},
     {"keepalive", cmd_keepalive, "restart the idle timers of sandboxes"},
+    {"snapshot", cmd_snapshot, "capture a sandbox's files; list and remove snapshots"},
+    {"fork", cmd_fork, "snapshot a sandbox and create a new one from it"},
     {"cp", cmd_cp, "copy a file into or out of a sandbox, a directory out of it"},
     {"fs", cmd_fs, "list, find, stat, make, move, chmod and remove files in a sandbox"},
     {"image", cmd_image, "build and list local images"},
