@@ -313,7 +313,7 @@ static int check_unsupported(json_t *body, struct cell_error *err)
 /* ---- a create with snapshotId ---- */
 
 /* The snapshot (its meta kept in spec->snapshot) and its image: -ESRCH when there is no
- * such snapshot (404 SNAPSHOT_NOT_FOUND). */
+ * such snapshot (400 SNAPSHOT_NOT_FOUND). */
 static int snapshot_source(json_t *body, struct create_spec *spec, struct cell_error *err)
 {
 	const char *sid = NULL;
@@ -499,8 +499,8 @@ int api_sandbox_create(struct http_req *r)
 	 * the create (400 IMAGE_NOT_FOUND), not as a missing resource. */
 	if (rc == -ENOENT)
 		http_fail(r, EINVAL, "IMAGE_NOT_FOUND", "%s", err.msg);
-	else if (rc == -ESRCH)
-		http_error(r, 404, "SNAPSHOT_NOT_FOUND", "%s", err.msg);
+	else if (rc == -ESRCH) /* the same, as the spec lists no 404 for a create */
+		http_error(r, 400, "SNAPSHOT_NOT_FOUND", "%s", err.msg);
 	else if (rc < 0)
 		http_internal(r, &err);
 	if (rc < 0) {

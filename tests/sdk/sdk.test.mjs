@@ -555,7 +555,7 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		assert.equal((await m.getSnapshot(snap.id)).id, snap.id);
 		await m.deleteSnapshot(snap.id);
 		await rejectsWith(m.getSnapshot(snap.id), 404, "SNAPSHOT_NOT_FOUND");
-		await rejectsWith(createSandbox({ image: undefined, snapshotId: snap.id }), 404, "SNAPSHOT_NOT_FOUND");
+		await rejectsWith(createSandbox({ image: undefined, snapshotId: snap.id }), 400, "SNAPSHOT_NOT_FOUND");
 		await fork.kill();
 		h.created.delete(fork.id);
 	});
