@@ -231,33 +231,31 @@ static int write_xattrs(struct walk *w, const struct where *dst, const char *wha
 static int apply_meta(struct walk *w, const struct stat *st, const struct where *src,
 		      const struct where *dst, const char *what)
 {
-	int r = read_xattrs(w, src, what);
-	if (r < 0)
-		return r;
 	uid_t uid = shift_id(w, st->st_uid);
 	gid_t gid = shift_id(w, st->st_gid);
 	bool lnk = S_ISLNK(st->st_mode);
 	/* In place, an unchanged owner is left alone (chown would clear setuid and caps). */
-	if (w->copy || uid != st->st_uid || gid != st->st_gid) {
-		int c = dst->fd >= 0
-			    ? fchown(dst->fd, uid, gid)
-			    : fchownat(dst->dirfd, dst->name, uid, gid, AT_SYMLINK_NOFOLLOW);
+	if (!w->copy && uid == st->st_uid && gid == st->st_gid)
+		return 0;
+	/* Read before the chown, which drops security.capability. */
+	int r = read_xattrs(w, src, what);
+	if (r < 0)
+		return r;
+	int c = dst->fd >= 0 ? fchown(dst->fd, uid, gid)
+			     : fchownat(dst->dirfd, dst->name, uid, gid, AT_SYMLINK_NOFOLLOW);
+	if (c < 0)
+		return cell_err(w->err, errno, "setting the owner of %s", what);
+	if (!lnk) {
+		c = dst->fd >= 0 ? fchmod(dst->fd, st->st_mode & 07777)
+				 : fchmodat(dst->dirfd, dst->name, st->st_mode & 07777, 0);
 		if (c < 0)
-			return cell_err(w->err, errno, "setting the owner of %s", what);
-		if (!lnk) {
-			c = dst->fd >= 0 ? fchmod(dst->fd, st->st_mode & 07777)
-					 : fchmodat(dst->dirfd, dst->name, st->st_mode & 07777, 0);
-			if (c < 0)
-				return cell_err(w->err, errno, "setting the mode of %s", what);
-		}
-	} else {
-		return 0; /* nothing of it changes */
+			return cell_err(w->err, errno, "setting the mode of %s", what);
 	}
 	if ((r = write_xattrs(w, dst, what)) < 0)
 		return r;
 	struct timespec ts[2] = {st->st_atim, st->st_mtim};
-	int c = dst->fd >= 0 ? futimens(dst->fd, ts)
-			     : utimensat(dst->dirfd, dst->name, ts, AT_SYMLINK_NOFOLLOW);
+	c = dst->fd >= 0 ? futimens(dst->fd, ts)
+			 : utimensat(dst->dirfd, dst->name, ts, AT_SYMLINK_NOFOLLOW);
 	if (c < 0 && !(lnk && errno == EOPNOTSUPP))
 		return cell_err(w->err, errno, "setting the times of %s", what);
 	return 0;

@@ -227,6 +227,43 @@ START_TEST(outlives_source_and_deletes)
 }
 END_TEST
 
+/* Snapshots survive a celld restart (killed); what an interrupted capture or delete left
+ * under a dot name is removed at start. */
+START_TEST(survives_restart)
+{
+	char *src = create_src();
+	free(h_sh(src, "mkdir -p /s && echo r > /s/r"));
+	char *snap = snapshot(src, NULL);
+	char *tmp = h_fmt("%s/snapshots/.tmp-leftover", h_state_dir());
+	char *del = h_fmt("%s/snapshots/.del-leftover", h_state_dir());
+	ck_assert_int_eq(mkdir(tmp, 0700), 0);
+	ck_assert_int_eq(mkdir(del, 0700), 0);
+	char *meta = h_fmt("%s/meta.json", tmp);
+	h_write_file(meta, "{", 0600);
+	free(meta);
+	h_celld_kill();
+	h_celld_start();
+	struct stat st;
+	ck_assert(stat(tmp, &st) < 0 && errno == ENOENT);
+	ck_assert(stat(del, &st) < 0 && errno == ENOENT);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", "/v1/snapshots", NULL, &r), 200);
+	ck_assert_int_eq(h_jint(r.json, "pagination.totalItems"), 1);
+	ck_assert_str_eq(h_jstr(json_array_get(h_jget(r.json, "items"), 0), "id"), snap);
+	h_resp_free(&r);
+	char *fork = fork_of(snap);
+	ck_assert_str_eq(h_trim(h_sh(fork, "cat /s/r")), "r");
+	ck_assert_int_eq(h_delete(fork), 204);
+	ck_assert_int_eq(h_delete(src), 204);
+	ck_assert_int_eq(del_snapshot(snap), 204);
+	free(fork);
+	free(del);
+	free(tmp);
+	free(snap);
+	free(src);
+}
+END_TEST
+
 static void expect_status(const char *method, const char *path, const char *body, long want,
 			  const char *code)
 {
@@ -330,6 +367,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(h_tcase(s, "running", 240), running);
 	tcase_add_test(h_tcase(s, "paused_and_stopped", 300), paused_and_stopped);
 	tcase_add_test(h_tcase(s, "outlives_source_and_deletes", 180), outlives_source_and_deletes);
+	tcase_add_test(h_tcase(s, "survives_restart", 180), survives_restart);
 	tcase_add_test(h_tcase(s, "refusals", 120), refusals);
 	tcase_add_test(h_tcase(s, "cli", 180), cli);
 	return s;
