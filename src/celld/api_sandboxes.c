@@ -118,6 +118,8 @@ static json_t *view_json(const struct sandbox *sb, const struct sandbox_view *v)
 		      "createdAt", celld_time_json(sb->created_at));
 	if (o && v->expires_at)
 		json_object_set_new(o, "expiresAt", celld_time_json(v->expires_at));
+	if (o && sb->snapshot_id)
+		json_object_set_new(o, "snapshotId", json_string(sb->snapshot_id));
 	return o;
 }
 

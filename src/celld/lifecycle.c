@@ -194,7 +194,10 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 	sb->rootfs = strdup(spec->rootfs);
 	sb->session_key = spec->session_key ? strdup(spec->session_key) : NULL;
 	sb->owner = spec->owner;
-	if (!sb->image || !sb->rootfs || (spec->session_key && !sb->session_key))
+	const char *snap = json_string_value(json_object_get(spec->snapshot, "id"));
+	sb->snapshot_id = snap ? strdup(snap) : NULL;
+	if (!sb->image || !sb->rootfs || (spec->session_key && !sb->session_key) ||
+	    (snap && !sb->snapshot_id))
 		return -ENOMEM;
 	if (spec->metadata) {
 		json_decref(sb->metadata);

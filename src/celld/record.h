@@ -22,8 +22,9 @@ struct record {
 	/* Strings and JSON: owned after record_decode (record_free), borrowed for
 	 * record_encode. NULL where the record has none. */
 	char *image, *rootfs, *session_key, *reason;
-	char *owner; /* "key:<hex>", or "unix" */
-	char *dir;   /* written for operators; not read back */
+	char *snapshot_id; /* a sandbox made from a snapshot: its id */
+	char *owner;	   /* "key:<hex>", or "unix" */
+	char *dir;	   /* written for operators; not read back */
 	char *cgroup_rel;
 	json_t *metadata, *env, *entrypoint, *resource_limits, *volumes;
 	json_t *network; /* {"mode", "policy"?} (network.c reads it); NULL: none */

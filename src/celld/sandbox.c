@@ -116,6 +116,7 @@ void sandbox_unref(struct sandbox *sb)
 	free(sb->image);
 	free(sb->rootfs);
 	free(sb->session_key);
+	free(sb->snapshot_id);
 	free(sb->reason);
 	free(sb->dir);
 	free(sb);

@@ -66,6 +66,7 @@ struct sandbox {
 	char *image;
 	char *rootfs;		     /* the image resolved: <images>/<image>/rootfs */
 	char *session_key;	     /* NULL unless created with cell.sessionKey */
+	char *snapshot_id;	     /* the snapshot it was made from (snapshotId), or NULL */
 	struct adm_principal *owner; /* who created it (NULL: the Unix socket) */
 	json_t *env, *entrypoint, *resource_limits, *volumes;
 	time_t created_at;

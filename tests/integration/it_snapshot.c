@@ -80,6 +80,12 @@ static char *fork_of(const char *snap)
 	char *id = strdup(h_jstr(r.json, "id"));
 	h_resp_free(&r);
 	ck_assert_str_eq(h_wait_state(id, "Running", 60), "Running");
+	/* Its record names the snapshot (the spec's Sandbox.snapshotId). */
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	ck_assert_str_eq(h_jstr(r.json, "snapshotId"), snap);
+	h_resp_free(&r);
+	free(path);
 	return id;
 }
 
@@ -234,6 +240,7 @@ START_TEST(survives_restart)
 	char *src = create_src();
 	free(h_sh(src, "mkdir -p /s && echo r > /s/r"));
 	char *snap = snapshot(src, NULL);
+	char *before = fork_of(snap);
 	char *tmp = h_fmt("%s/snapshots/.tmp-leftover", h_state_dir());
 	char *del = h_fmt("%s/snapshots/.del-leftover", h_state_dir());
 	ck_assert_int_eq(mkdir(tmp, 0700), 0);
@@ -253,9 +260,18 @@ START_TEST(survives_restart)
 	h_resp_free(&r);
 	char *fork = fork_of(snap);
 	ck_assert_str_eq(h_trim(h_sh(fork, "cat /s/r")), "r");
+	/* A fork made before the restart keeps its files and its snapshotId. */
+	char *path = h_fmt("/v1/sandboxes/%s", before);
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	ck_assert_str_eq(h_jstr(r.json, "snapshotId"), snap);
+	h_resp_free(&r);
+	ck_assert_str_eq(h_trim(h_sh(before, "cat /s/r")), "r");
+	ck_assert_int_eq(h_delete(before), 204);
 	ck_assert_int_eq(h_delete(fork), 204);
 	ck_assert_int_eq(h_delete(src), 204);
 	ck_assert_int_eq(del_snapshot(snap), 204);
+	free(path);
+	free(before);
 	free(fork);
 	free(del);
 	free(tmp);
