@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,18 +22,20 @@
 #include "cell/fsutil.h"
 #include "cell/id.h"
 #include "cell/layercopy.h"
+#include "cell/quota.h"
 #include "cell/log.h"
 #include "config.h"
 #include "registry.h"
 #include "snapshots.h"
 #include "timefmt.h"
 
-#define SNAPSHOTS_MAX 1024	/* kept at once */
-#define HOLDS_MAX     256	/* sandboxes being made from snapshots at once */
-#define META_MAX      (1 << 20) /* bytes of a meta.json */
-#define META_NAME     "meta.json"
-#define IMAGE_NAME    "disk.img"
-#define LOCK_WAIT_MS  10000
+#define SNAPSHOTS_MAX	 1024	   /* kept at once */
+#define HOLDS_MAX	 256	   /* sandboxes being made from snapshots at once */
+#define META_MAX	 (1 << 20) /* bytes of a meta.json */
+#define META_NAME	 "meta.json"
+#define IMAGE_NAME	 "disk.img"
+#define LOCK_WAIT_MS	 10000
+#define ROOM_RESERVE_MIN (1ull << 30) /* free space a snapshot never takes */
 
 static int snap_fd = -1; /* <state>/snapshots */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -340,11 +343,46 @@ static void sync_layer(struct sandbox *sb)
 			 strerror(errno));
 }
 
+/* Room for the copy: what the layer holds on disk (a loop image's allocated blocks; the
+ * upper tree's, through the project quota's count where there is one, else at most the
+ * disk quota) plus a reserve must be free on the state dir's filesystem, so that
+ * snapshots never fill the disk sandboxes and celld's records live on. */
+static int check_room(struct sandbox *sb, bool image, struct cell_error *err)
+{
+	uint64_t need = sb->limits.disk_bytes;
+	struct stat st;
+	if (image && fstatat(sb->dirfd, IMAGE_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		need = (uint64_t)st.st_blocks * 512;
+	else {
+		struct cell_quota_usage u;
+		struct cell_error qerr = {0};
+		if (cell_quota_usage(sb->dir, 0, 0, &u, &qerr) == 0 && u.used_bytes)
+			need = u.used_bytes;
+	}
+	struct statvfs sv;
+	if (fstatvfs(snap_fd, &sv) < 0)
+		return cell_err(err, errno, "the free space of the snapshots' filesystem");
+	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+	uint64_t reserve = (uint64_t)sv.f_blocks * sv.f_frsize / 20; /* 5% */
+	if (reserve < ROOM_RESERVE_MIN)
+		reserve = ROOM_RESERVE_MIN;
+	if (need + reserve > avail)
+		return cell_err_msg(err, ENOSPC,
+				    "no room for a snapshot of %s: its layer takes up to %" PRIu64
+				    " bytes, %" PRIu64 " are free and %" PRIu64
+				    " are kept in reserve",
+				    sb->id, need, avail, reserve);
+	return 0;
+}
+
 static int capture(struct sandbox *sb, const char *tmp, bool *image, struct cell_layer_stats *stats,
 		   struct cell_error *err)
 {
 	struct stat st;
 	*image = fstatat(sb->dirfd, IMAGE_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	int rr = check_room(sb, *image, err);
+	if (rr < 0)
+		return rr;
 	enum sbx_state state = sb->state; /* stable while busy */
 	bool frozen = false;
 	int r = 0;
