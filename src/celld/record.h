@@ -22,10 +22,11 @@ struct record {
 	/* Strings and JSON: owned after record_decode (record_free), borrowed for
 	 * record_encode. NULL where the record has none. */
 	char *image, *rootfs, *session_key, *reason;
-	char *snapshot_id; /* a sandbox made from a snapshot: its id */
-	char *owner;	   /* "key:<hex>", or "unix" */
-	char *dir;	   /* written for operators; not read back */
+	char *owner; /* "key:<hex>", or "unix" */
+	char *dir;   /* written for operators; not read back */
 	char *cgroup_rel;
+	/* A sandbox made from a snapshot: the snapshot's id. */
+	char *snapshot_id;
 	json_t *metadata, *env, *entrypoint, *resource_limits, *volumes;
 	json_t *network; /* {"mode", "policy"?} (network.c reads it); NULL: none */
 	time_t created_at, expires_at, transition_at; /* 0: none */
