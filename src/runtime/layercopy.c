@@ -29,6 +29,7 @@
 #define XATTR_BLOB_MAX (1u << 20) /* every xattr of one entry, names and values */
 #define VALUE_MAX      (64u << 10)
 #define COPY_BUF       (1u << 20)
+#define PATH_BUF       (PATH_MAX + NAME_MAX + 2)
 
 struct walk {
 	uint32_t from, to;
@@ -37,6 +38,10 @@ struct walk {
 	struct cell_layer_stats *stats;
 	struct cell_error *err;
 	char *list; /* names of the current entry's xattrs */
+	/* The current entry's path in the layer, for messages: one buffer for the whole walk,
+	 * so that a level of recursion costs little stack. */
+	char *path;
+	size_t path_len;
 	char *blob; /* the current entry's xattrs: name\0 u32 len, value ... */
 	size_t blob_len;
 };
@@ -273,6 +278,16 @@ static int count(struct walk *w, const char *what)
 	return 0;
 }
 
+/* Kept out of the recursion's frames. */
+static __attribute__((noinline)) int meta_by_fd(struct walk *w, const struct stat *st, int src,
+						int dst, const char *what)
+{
+	struct where ws, wd;
+	where_at(&ws, src, -1, NULL);
+	where_at(&wd, dst, -1, NULL);
+	return apply_meta(w, st, &ws, &wd, what);
+}
+
 static int do_dir(struct walk *w, int src, int dst, const char *name, const struct stat *st,
 		  unsigned depth, const char *what)
 {
@@ -292,12 +307,7 @@ static int do_dir(struct walk *w, int src, int dst, const char *name, const stru
 	if (out < 0)
 		return cell_err(w->err, errno, "opening the copy of %s", what);
 	int r = walk_dir(w, in, out, depth + 1, what);
-	if (r < 0)
-		return r;
-	struct where ws, wd;
-	where_at(&ws, in, -1, NULL);
-	where_at(&wd, out, -1, NULL);
-	return apply_meta(w, st, &ws, &wd, what);
+	return r < 0 ? r : meta_by_fd(w, st, in, out, what);
 }
 
 static int do_file(struct walk *w, int src, int dst, const char *name, const struct stat *st,
@@ -327,17 +337,14 @@ static int do_file(struct walk *w, int src, int dst, const char *name, const str
 	} else if ((out = dup(in)) < 0) {
 		return cell_err(w->err, errno, "opening %s", what);
 	}
-	struct where ws, wd;
-	where_at(&ws, in, -1, NULL);
-	where_at(&wd, out, -1, NULL);
-	int r = apply_meta(w, st, &ws, &wd, what);
+	int r = meta_by_fd(w, st, in, out, what);
 	close(out);
 	return r;
 }
 
 /* Symlinks, whiteouts, fifos and sockets: by name, never opened. */
-static int do_node(struct walk *w, int src, int dst, const char *name, const struct stat *st,
-		   const char *what)
+static __attribute__((noinline)) int do_node(struct walk *w, int src, int dst, const char *name,
+					     const struct stat *st, const char *what)
 {
 	if (w->copy) {
 		int c;
@@ -373,12 +380,19 @@ static int walk_dir(struct walk *w, int src, int dst, unsigned depth, const char
 	}
 	int r = 0;
 	struct dirent *de;
-	char sub[PATH_MAX];
+	size_t len = w->path_len;
+	const char *sub = w->path;
 	while (r == 0 && (errno = 0, de = readdir(d))) {
 		const char *name = de->d_name;
 		if (!strcmp(name, ".") || !strcmp(name, ".."))
 			continue;
-		snprintf(sub, sizeof(sub), "%s/%s", what, name);
+		/* what is w->path: the entry's path is appended to it, and cut again after. */
+		size_t n = strlen(name);
+		if (len + 1 + n < PATH_BUF) {
+			w->path[len] = '/';
+			memcpy(w->path + len + 1, name, n + 1);
+			w->path_len = len + 1 + n;
+		}
 		struct stat st;
 		if ((r = count(w, sub)) < 0)
 			break;
@@ -397,9 +411,11 @@ static int walk_dir(struct walk *w, int src, int dst, unsigned depth, const char
 			r = do_node(w, src, dst, name, &st, sub);
 		else
 			w->stats->skipped++;
+		w->path[len] = '\0';
+		w->path_len = len;
 	}
 	if (r == 0 && errno)
-		r = cell_err(w->err, errno, "reading %s", what);
+		r = cell_err(w->err, errno, "reading %s", what[0] ? what : "/");
 	closedir(d);
 	return r;
 }
@@ -422,9 +438,11 @@ static int run(int src_fd, int dst_parent_fd, const char *dst_name, uint32_t fro
 	w.dev = st.st_dev;
 	w.list = malloc(XATTR_LIST_MAX);
 	w.blob = malloc(XATTR_BLOB_MAX);
-	if (!w.list || !w.blob) {
+	w.path = calloc(1, PATH_BUF);
+	if (!w.list || !w.blob || !w.path) {
 		free(w.list);
 		free(w.blob);
+		free(w.path);
 		return cell_err(err, ENOMEM, "copying the layer");
 	}
 	int r;
@@ -439,7 +457,7 @@ static int run(int src_fd, int dst_parent_fd, const char *dst_name, uint32_t fro
 		if (r == 0 && out < 0)
 			r = cell_err(err, errno, "opening %s", dst_name);
 		if (r == 0)
-			r = walk_dir(&w, src_fd, out, 1, "");
+			r = walk_dir(&w, src_fd, out, 1, w.path);
 		if (r == 0) {
 			struct where ws, wd;
 			where_at(&ws, src_fd, -1, NULL);
@@ -447,7 +465,7 @@ static int run(int src_fd, int dst_parent_fd, const char *dst_name, uint32_t fro
 			r = apply_meta(&w, &st, &ws, &wd, "/");
 		}
 	} else {
-		r = walk_dir(&w, src_fd, src_fd, 1, "");
+		r = walk_dir(&w, src_fd, src_fd, 1, w.path);
 		if (r == 0) {
 			struct where wh;
 			where_at(&wh, src_fd, -1, NULL);
@@ -456,6 +474,7 @@ static int run(int src_fd, int dst_parent_fd, const char *dst_name, uint32_t fro
 	}
 	free(w.list);
 	free(w.blob);
+	free(w.path);
 	return r;
 }
 

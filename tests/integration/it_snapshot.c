@@ -280,6 +280,38 @@ START_TEST(survives_restart)
 }
 END_TEST
 
+/* A layer deeper than the walk's bound (a sandbox's own making) is refused by name where
+ * it is walked (a loop disk: when a sandbox is made from it), and the refused create leaves
+ * no sandbox behind; the source runs on. */
+START_TEST(deep_layer_refused)
+{
+	char *src = create_src();
+	free(h_sh(src, "mkdir -p /s && cd /s && for i in $(seq 140); do mkdir d && cd d; done"));
+	int before = h_sandbox_count();
+	char *path = h_fmt("/v1/sandboxes/%s/snapshots", src);
+	struct h_resp r;
+	long st = h_http("POST", path, NULL, &r);
+	char *snap = NULL;
+	if (st == 202) {
+		snap = strdup(h_jstr(r.json, "id"));
+		h_resp_free(&r);
+		st = create_from(snap, NULL, &r);
+	}
+	ck_assert_msg(st >= 400 && st < 500, "HTTP %ld: %s\n%s", st, r.body, h_celld_log_tail());
+	ck_assert_msg(strstr(r.body, "directories deep"), "%s", r.body);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_sandbox_count(), before);
+	ck_assert_str_eq(state_of(src), "Running");
+	ck_assert_int_eq(h_sh_code(src, "test -d /s/d/d"), 0);
+	if (snap)
+		ck_assert_int_eq(del_snapshot(snap), 204);
+	ck_assert_int_eq(h_delete(src), 204);
+	free(snap);
+	free(path);
+	free(src);
+}
+END_TEST
+
 static void expect_status(const char *method, const char *path, const char *body, long want,
 			  const char *code)
 {
@@ -385,6 +417,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(h_tcase(s, "outlives_source_and_deletes", 180), outlives_source_and_deletes);
 	tcase_add_test(h_tcase(s, "survives_restart", 180), survives_restart);
 	tcase_add_test(h_tcase(s, "refusals", 120), refusals);
+	tcase_add_test(h_tcase(s, "deep_layer_refused", 120), deep_layer_refused);
 	tcase_add_test(h_tcase(s, "cli", 180), cli);
 	return s;
 }

@@ -8,6 +8,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +224,18 @@ START_TEST(shift_in_place)
 }
 END_TEST
 
+struct deep_job {
+	int src, r;
+	struct cell_error err;
+};
+
+static void *deep_copy(void *arg)
+{
+	struct deep_job *job = arg;
+	job->r = cell_layer_copy(job->src, basefd, "out", FROM, TO, NULL, &job->err);
+	return NULL;
+}
+
 START_TEST(depth_is_bounded)
 {
 	ck_assert_int_eq(mkdirat(basefd, "deep", 0755), 0);
@@ -234,11 +247,19 @@ START_TEST(depth_is_bounded)
 		fd = next;
 	}
 	close(fd);
-	int src = openat(basefd, "deep", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct cell_error err = {0};
-	ck_assert_int_eq(cell_layer_copy(src, basefd, "out", FROM, TO, NULL, &err), -ELOOP);
-	ck_assert_ptr_nonnull(strstr(err.msg, "deep"));
-	close(src);
+	/* On a thread with a small stack (celld's request threads have 1 MiB): the walk's
+	 * recursion must stay well within it down to the bound. */
+	struct deep_job job = {.src = openat(basefd, "deep", O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+	pthread_attr_t attr;
+	pthread_t t;
+	ck_assert_int_eq(pthread_attr_init(&attr), 0);
+	ck_assert_int_eq(pthread_attr_setstacksize(&attr, 256 << 10), 0);
+	ck_assert_int_eq(pthread_create(&t, &attr, deep_copy, &job), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	pthread_attr_destroy(&attr);
+	ck_assert_int_eq(job.r, -ELOOP);
+	ck_assert_ptr_nonnull(strstr(job.err.msg, "deep"));
+	close(job.src);
 }
 END_TEST
 
