@@ -811,10 +811,13 @@ int lifecycle_resume(struct sandbox *sb, struct cell_error *err)
 	return r;
 }
 
-/* Is an operation running on sb that ends Paused or Stopped, or begins from there? */
+/* Is an operation running on sb that ends Paused or Stopped, or begins from there? A
+ * snapshot is waited for too: a use of a sandbox being captured goes on once the copy is
+ * done (seconds at most), instead of being refused as busy. */
 static bool waking_busy(enum sbx_op op)
 {
-	return op == SBX_PAUSING || op == SBX_RESUMING || op == SBX_STOPPING || op == SBX_STARTING;
+	return op == SBX_PAUSING || op == SBX_RESUMING || op == SBX_STOPPING ||
+	       op == SBX_STARTING || op == SBX_SNAPSHOTTING;
 }
 
 int lifecycle_wake(struct sandbox *sb, struct cell_error *err)

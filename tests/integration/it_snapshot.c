@@ -14,6 +14,7 @@
  * by tests/unit/test_layercopy.c. */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,6 +313,58 @@ START_TEST(deep_layer_refused)
 }
 END_TEST
 
+struct snap_job {
+	const char *id;
+	long status;
+	int done; /* atomic */
+};
+
+static void *snap_thread(void *arg)
+{
+	struct snap_job *job = arg;
+	char *path = h_fmt("/v1/sandboxes/%s/snapshots", job->id);
+	struct h_resp r;
+	job->status = h_http("POST", path, NULL, &r);
+	if (job->status == 202) {
+		char *del = h_fmt("/v1/snapshots/%s", h_jstr(r.json, "id"));
+		h_resp_free(&r);
+		__atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
+		h_http("DELETE", del, NULL, NULL);
+		free(del);
+	} else {
+		h_resp_free(&r);
+		__atomic_store_n(&job->done, 1, __ATOMIC_RELEASE);
+	}
+	free(path);
+	return NULL;
+}
+
+/* A command sent to a running sandbox while it is being captured waits for the copy and
+ * runs (it is not refused as busy). The copy of 400 MB takes long enough for the command
+ * to arrive during it; an attempt where it did not is tried again. */
+START_TEST(exec_waits_for_a_snapshot)
+{
+	char *src = create_src();
+	free(h_sh(src, "dd if=/dev/zero of=/big bs=1M count=400 2>/dev/null; sync"));
+	int during = 0;
+	for (int attempt = 0; attempt < 4 && during < 1; attempt++) {
+		struct snap_job job = {.id = src};
+		pthread_t t;
+		ck_assert_int_eq(pthread_create(&t, NULL, snap_thread, &job), 0);
+		h_sleep_ms(30);
+		bool busy = !__atomic_load_n(&job.done, __ATOMIC_ACQUIRE);
+		int code = h_sh_code(src, "echo ok");
+		pthread_join(t, NULL);
+		ck_assert_int_eq(job.status, 202);
+		ck_assert_msg(code == 0, "a command during a snapshot: exit %d", code);
+		during += busy;
+	}
+	ck_assert_msg(during, "no command was sent while a snapshot ran");
+	ck_assert_int_eq(h_delete(src), 204);
+	free(src);
+}
+END_TEST
+
 static void expect_status(const char *method, const char *path, const char *body, long want,
 			  const char *code)
 {
@@ -418,6 +471,7 @@ static Suite *snapshot_suite(void)
 	tcase_add_test(h_tcase(s, "survives_restart", 180), survives_restart);
 	tcase_add_test(h_tcase(s, "refusals", 120), refusals);
 	tcase_add_test(h_tcase(s, "deep_layer_refused", 120), deep_layer_refused);
+	tcase_add_test(h_tcase(s, "exec_waits_for_a_snapshot", 240), exec_waits_for_a_snapshot);
 	tcase_add_test(h_tcase(s, "cli", 180), cli);
 	return s;
 }
