@@ -46,6 +46,12 @@ int api_sandbox_resume(struct http_req *r);
 int api_sandbox_stop(struct http_req *r);
 int api_sandbox_keepalive(struct http_req *r);
 int api_metrics_event(struct http_req *r);
+
+/* api_snapshots.c */
+int api_snapshot_create(struct http_req *r);
+int api_snapshot_list(struct http_req *r);
+int api_snapshot_get(struct http_req *r);
+int api_snapshot_delete(struct http_req *r);
 int api_info(struct http_req *r);
 
 /* ---- api_volumes.c: named volumes (cell's own) ---- */

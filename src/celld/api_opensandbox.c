@@ -39,6 +39,10 @@ static const struct route routes[] = {
     {"POST", "sandboxes/{id}/keepalive", NONE, SHORT, api_sandbox_keepalive, NULL, NULL},
     {"GET", "sandboxes/{id}/events", NONE, STREAMED, api_sandbox_events, NULL, NULL},
     {"GET", "audit", NONE, SHORT, api_audit, NULL, NULL},
+    {"POST", "sandboxes/{id}/snapshots", JSON, SHORT, api_snapshot_create, NULL, NULL},
+    {"GET", "snapshots", NONE, SHORT, api_snapshot_list, NULL, NULL},
+    {"GET", "snapshots/{id}", NONE, SHORT, api_snapshot_get, NULL, NULL},
+    {"DELETE", "snapshots/{id}", NONE, SHORT, api_snapshot_delete, NULL, NULL},
     {"POST", "metrics/events", JSON, SHORT, api_metrics_event, NULL, NULL},
     {"GET", "info", NONE, SHORT, api_info, NULL, NULL},
     {"GET", "volumes", NONE, SHORT, api_volume_list, NULL, NULL},
@@ -119,7 +123,9 @@ static int unrouted(struct http_req *r, enum router_result res, const struct rou
 	if (res == ROUTER_BAD_ID)
 		return http_error(r, 400, "INVALID_ID",
 				  "invalid %s '%.80s': use 1-64 characters of [a-z0-9-]",
-				  !strcmp(m->bad_name, "id") ? "sandbox id" : "command id",
+				  strcmp(m->bad_name, "id")			     ? "command id"
+				  : !strncmp(http_raw_path(r), "/v1/snapshots/", 14) ? "snapshot id"
+										     : "sandbox id",
 				  m->params[m->bad_param]);
 	/* /sandboxes/<not an id>/...: the id is what is wrong, whatever follows it. */
 	char buf[ROUTER_PATH_MAX];

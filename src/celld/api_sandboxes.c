@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "config.h"
 #include "images.h"
+#include "snapshots.h"
 #include "registry.h"
 #include "network.h"
 #include "provision.h"
@@ -128,6 +129,8 @@ static json_t *view_json(const struct sandbox *sb, const struct sandbox_view *v)
 		      "createdAt", celld_time_json(sb->created_at));
 	if (o && v->expires_at)
 		json_object_set_new(o, "expiresAt", celld_time_json(v->expires_at));
+	if (o && sb->snapshot_id)
+		json_object_set_new(o, "snapshotId", json_string(sb->snapshot_id));
 	return o;
 }
 
@@ -156,6 +159,7 @@ static void spec_free(struct create_spec *spec)
 	json_decref(spec->provision);
 	json_decref(spec->warnings);
 	json_decref(spec->secrets);
+	json_decref(spec->snapshot);
 }
 
 static int check_env_keys(json_t *env, const char *name, struct cell_error *err)
@@ -313,8 +317,6 @@ static int check_unsupported(json_t *body, struct cell_error *err)
 {
 	json_t *image = json_object_get(body, "image");
 	json_t *v;
-	if (present(body, "snapshotId"))
-		return field_fail(err, "snapshotId: cell has no snapshots; create from an image");
 	if (json_is_object(image) && present(image, "auth"))
 		return field_fail(err, "image.auth: cell runs local images only and pulls from no "
 				       "registry, so it uses no registry credentials");
@@ -336,6 +338,109 @@ static int check_unsupported(json_t *body, struct cell_error *err)
 	return 0;
 }
 
+/* ---- a create with snapshotId ---- */
+
+/* The snapshot (its meta kept in spec->snapshot) and its image: -ESRCH when there is no
+ * such snapshot (400 SNAPSHOT_NOT_FOUND). */
+static int snapshot_source(json_t *body, struct create_spec *spec, struct cell_error *err)
+{
+	const char *sid = NULL;
+	if (field_string(body, "snapshotId", "snapshotId", true, &sid, err) < 0)
+		return -EINVAL;
+	int r = snapshot_get(sid, &spec->snapshot, err);
+	if (r == -ENOENT)
+		return -ESRCH;
+	if (r < 0)
+		return r;
+	spec->image = json_string_value(json_object_get(spec->snapshot, "image"));
+	return 0;
+}
+
+/* What the request leaves out comes from the snapshot's source: entrypoint (OpenSandbox's
+ * default for a restore: tail -f /dev/null), resourceLimits, metadata; env is the
+ * source's with the request's over it. */
+static int snapshot_defaults(struct create_spec *spec, struct cell_error *err)
+{
+	json_t *meta = spec->snapshot;
+	if (!spec->entrypoint)
+		spec->entrypoint = json_pack("[s, s, s]", "tail", "-f", "/dev/null");
+	json_t *src_env = json_object_get(meta, "env");
+	if (json_is_object(src_env)) {
+		json_t *env = json_deep_copy(src_env);
+		if (env && spec->env)
+			json_object_update(env, spec->env);
+		json_decref(spec->env);
+		spec->env = env;
+		if (env && field_check_map_caps(env, "env", &env_caps, err) < 0)
+			return -EINVAL;
+	}
+	json_t *rl = json_object_get(meta, "resourceLimits");
+	if (!spec->resource_limits && json_is_object(rl))
+		spec->resource_limits = json_deep_copy(rl);
+	json_t *md = json_object_get(meta, "metadata");
+	if (!spec->metadata && json_is_object(md))
+		spec->metadata = json_deep_copy(md);
+	if (!spec->entrypoint)
+		return cell_err(err, ENOMEM, "create from snapshot");
+	return 0;
+}
+
+/* The disk: a snapshot of a loop-quota disk is that disk (its size is the image's); a
+ * layer copied as a tree takes the request's disk, or the source's when it names none. */
+static int snapshot_disk(struct create_spec *spec, struct cell_error *err)
+{
+	json_t *meta = spec->snapshot;
+	uint64_t disk = (uint64_t)json_integer_value(json_object_get(meta, "diskBytes"));
+	const char *kind = json_string_value(json_object_get(meta, "kind"));
+	bool named = json_object_get(spec->resource_limits, "disk") != NULL;
+	if (kind && !strcmp(kind, "image") && named && spec->limits.disk_bytes != disk)
+		return field_fail(err,
+				  "resourceLimits.disk: a sandbox from snapshot %s has its disk "
+				  "(%llu bytes); leave disk out",
+				  json_string_value(json_object_get(meta, "id")),
+				  (unsigned long long)disk);
+	if (!named)
+		spec->limits.disk_bytes = disk;
+	return 0;
+}
+
+/* The network policy and seccomp profile of the source, unless the request names its
+ * own. */
+static void snapshot_record(json_t *body, struct create_spec *spec)
+{
+	json_t *meta = spec->snapshot;
+	json_t *ext = json_object_get(body, "extensions");
+	json_t *net = json_object_get(meta, "network");
+	if (!present(body, "networkPolicy") && !json_object_get(ext, "cell.network") &&
+	    json_is_object(net)) {
+		json_decref(spec->network);
+		spec->network = json_incref(net);
+	}
+	const char *prof = json_string_value(json_object_get(meta, "seccompProfile"));
+	if (!json_object_get(ext, "cell.seccomp") && prof && seccomp_policy_exists(prof)) {
+		spec->seccomp_profile = prof;
+		spec->seccomp_log = json_is_true(json_object_get(meta, "seccompLog"));
+	}
+}
+
+/* The source's image as it was resolved (the lower layer its upper layer was written
+ * over); -ENOENT (400 IMAGE_NOT_FOUND) when the host no longer has it. */
+static int snapshot_rootfs(struct create_spec *spec, struct cell_error *err)
+{
+	const char *rootfs = json_string_value(json_object_get(spec->snapshot, "rootfs"));
+	struct stat st;
+	if (!rootfs || !rootfs[0] || strlen(rootfs) >= sizeof(spec->rootfs) ||
+	    stat(rootfs, &st) < 0 || !S_ISDIR(st.st_mode))
+		return cell_err_msg(err, ENOENT,
+				    "snapshotId: the image '%.128s' of snapshot %s is no longer "
+				    "on this host",
+				    spec->image,
+				    json_string_value(json_object_get(spec->snapshot, "id"))),
+		       -ENOENT;
+	snprintf(spec->rootfs, sizeof(spec->rootfs), "%s", rootfs);
+	return 0;
+}
+
 /* The create request into spec: 0, -EINVAL (err names the field), -EPERM (see
  * parse_extensions), -ENOENT (image.uri names no local image), or what limits_resolve
  * and image_resolve say of the host. */
@@ -345,12 +450,21 @@ static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 	if (check_unsupported(body, err) < 0)
 		return -EINVAL;
 	json_t *image = json_object_get(body, "image");
-	if (!image || json_is_null(image))
-		return field_fail(err, "image is required");
-	if (!json_is_object(image))
-		return field_fail(err, "image must be an object");
-	if (field_string(image, "uri", "image.uri", true, &spec->image, err) < 0)
-		return -EINVAL;
+	bool from_snapshot = present(body, "snapshotId");
+	if (from_snapshot && image && !json_is_null(image))
+		return field_fail(err, "image and snapshotId: give exactly one of them");
+	if (from_snapshot) {
+		int sr = snapshot_source(body, spec, err);
+		if (sr < 0)
+			return sr;
+	} else {
+		if (!image || json_is_null(image))
+			return field_fail(err, "image or snapshotId is required");
+		if (!json_is_object(image))
+			return field_fail(err, "image must be an object");
+		if (field_string(image, "uri", "image.uri", true, &spec->image, err) < 0)
+			return -EINVAL;
+	}
 	int64_t timeout = 0;
 	if (field_string_array(body, "entrypoint", "entrypoint", &spec->entrypoint, err) < 0 ||
 	    field_int(body, "timeout", "timeout", 60, TIMEOUT_MAX, &timeout, err) < 0 ||
@@ -368,7 +482,11 @@ static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 	    (spec->resource_limits && field_check_map_caps(spec->resource_limits, "resourceLimits",
 							   &resource_limits_caps, err) < 0))
 		return -EINVAL;
+	if (from_snapshot && snapshot_defaults(spec, err) < 0)
+		return -EINVAL;
 	int rc = limits_resolve(spec->resource_limits, &spec->limits, true, err);
+	if (rc == 0 && from_snapshot)
+		rc = snapshot_disk(spec, err);
 	if (rc < 0)
 		return rc;
 	spec->timeout = timeout;
@@ -378,6 +496,8 @@ static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 		rc = invalid(network_spec(spec->network_mode, json_is_null(np) ? NULL : np,
 					  spec->resource_limits, &spec->network, err),
 			     err);
+	if (rc == 0 && from_snapshot)
+		snapshot_record(body, spec);
 	if (rc == 0)
 		rc = invalid(
 		    volumes_parse_api(json_object_get(body, "volumes"), over_tcp, spec, err), err);
@@ -385,6 +505,8 @@ static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 		rc = invalid(volumes_finish(spec, err), err);
 	if (rc < 0)
 		return rc;
+	if (from_snapshot)
+		return snapshot_rootfs(spec, err);
 	/* Last: the only check that looks at the host. A name that is not valid names no
 	 * image either. */
 	rc = image_resolve(spec->image, spec->rootfs, sizeof(spec->rootfs), err);
@@ -407,6 +529,8 @@ int api_sandbox_create(struct http_req *r)
 		http_fail(r, EINVAL, "IMAGE_NOT_FOUND", "%s", err.msg);
 	else if (rc == -ENOPKG)
 		http_fail(r, EINVAL, "SKILL_NOT_FOUND", "%s", err.msg);
+	else if (rc == -ESRCH) /* the same, as the spec lists no 404 for a create */
+		http_error(r, 400, "SNAPSHOT_NOT_FOUND", "%s", err.msg);
 	else if (rc < 0)
 		http_internal(r, &err);
 	if (rc < 0) {

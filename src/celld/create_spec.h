@@ -37,4 +37,7 @@ struct create_spec {
 	/* NAME → value (secrets.h: "secretEnv" and extensions["cell.secrets"]), or NULL:
 	 * written to the sandbox's secrets.json, never to its record. */
 	json_t *secrets;
+	/* A create with snapshotId: the snapshot's meta (snapshots.h), owned; its writable
+	 * layer starts as the snapshot's. NULL: an empty layer. */
+	json_t *snapshot;
 };

@@ -32,6 +32,7 @@
 #include "secrets.h"
 #include "seccomp_log.h"
 #include "seccomp_policy.h"
+#include "snapshots.h"
 #include "store.h"
 #include "timefmt.h"
 #include "uidrange.h"
@@ -195,7 +196,10 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 	sb->rootfs = strdup(spec->rootfs);
 	sb->session_key = spec->session_key ? strdup(spec->session_key) : NULL;
 	sb->owner = spec->owner;
-	if (!sb->image || !sb->rootfs || (spec->session_key && !sb->session_key))
+	const char *snap = json_string_value(json_object_get(spec->snapshot, "id"));
+	sb->snapshot_id = snap ? strdup(snap) : NULL;
+	if (!sb->image || !sb->rootfs || (spec->session_key && !sb->session_key) ||
+	    (snap && !sb->snapshot_id))
 		return -ENOMEM;
 	if (spec->metadata) {
 		json_decref(sb->metadata);
@@ -380,6 +384,29 @@ static int quota_prepare(struct sandbox *sb, struct cell_quota *q, struct cell_e
 				    .project_id = sb->uid_base,
 				    .bytes = sb->limits.disk_bytes};
 	return cell_quota_prepare(&qr, q, err);
+}
+
+/* A new sandbox made from a snapshot: its writable layer (upper/) becomes a copy of the
+ * snapshot's, owned by its own uid range, before its first start. The snapshot's disk
+ * image (a loop quota) is its disk; else its tree is copied into the layer dir the disk
+ * quota sets up. */
+static int fill_from_snapshot(struct sandbox *sb, json_t *meta, struct cell_error *err)
+{
+	const char *id = json_string_value(json_object_get(meta, "id"));
+	int r = snapshot_hold(id ? id : "", err);
+	if (r < 0)
+		return r;
+	r = snapshot_seed(meta, sb->dirfd, err);
+	struct cell_quota quota;
+	if (r == 0)
+		r = quota_prepare(sb, &quota, err);
+	if (r == 0) {
+		r = snapshot_fill(meta, quota.layer_dir[0] ? quota.layer_dir : sb->dir,
+				  sb->uid_base, err);
+		cell_quota_close(&quota);
+	}
+	snapshot_release(id);
+	return r;
 }
 
 /* What a record written before these members lacks, filled in before a start (under the
@@ -589,6 +616,8 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 	}
 	if (r == 0 && spec->secrets)
 		r = secrets_save(sb->dirfd, spec->secrets, err);
+	if (r == 0 && spec->snapshot)
+		r = fill_from_snapshot(sb, spec->snapshot, err);
 	if (r == 0)
 		r = lifecycle_start(sb, err);
 	if (r == 0)
@@ -789,10 +818,13 @@ int lifecycle_resume(struct sandbox *sb, struct cell_error *err)
 	return r;
 }
 
-/* Is an operation running on sb that ends Paused or Stopped, or begins from there? */
+/* Is an operation running on sb that ends Paused or Stopped, or begins from there? A
+ * snapshot is waited for too: a use of a sandbox being captured goes on once the copy is
+ * done (seconds at most), instead of being refused as busy. */
 static bool waking_busy(enum sbx_op op)
 {
-	return op == SBX_PAUSING || op == SBX_RESUMING || op == SBX_STOPPING || op == SBX_STARTING;
+	return op == SBX_PAUSING || op == SBX_RESUMING || op == SBX_STOPPING ||
+	       op == SBX_STARTING || op == SBX_SNAPSHOTTING;
 }
 
 int lifecycle_wake(struct sandbox *sb, struct cell_error *err)

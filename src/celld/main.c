@@ -42,6 +42,7 @@
 #include "audit.h"
 #include "preview.h"
 #include "server.h"
+#include "snapshots.h"
 
 #define DEFAULT_SOCKET	 "/run/cell/cell.sock"
 #define DEFAULT_LISTEN	 "127.0.0.1:8080"
@@ -684,7 +685,8 @@ static int run(const struct flags *f)
 {
 	struct cell_error err = {0};
 	if (setup_dirs(f, &err) < 0 || uidrange_init(f->uid_ranges, &err) < 0 ||
-	    volstore_init(celld.state_dir, &err) < 0 || load_preview_secret(&err) < 0)
+	    volstore_init(celld.state_dir, &err) < 0 || snapshots_init(&err) < 0 ||
+	    load_preview_secret(&err) < 0)
 		goto fail;
 	if (check_kernel(&err) < 0)
 		goto fail;

@@ -63,6 +63,8 @@ json_t *record_encode(const struct record *rec)
 	 * what is reported for a sandbox whose cgroup still holds the old values. */
 	if (o && rec->has_limits)
 		json_object_set_new(o, "limits", limits_encode(&rec->limits));
+	if (o && rec->snapshot_id)
+		json_object_set_new(o, "snapshotId", json_string(rec->snapshot_id));
 	if (o && rec->has_seccomp)
 		json_object_set_new(o, "seccomp",
 				    json_pack("{s:s, s:b}", "profile", rec->seccomp_profile, "log",
@@ -295,6 +297,8 @@ static int get_strings(json_t *o, struct record *rec, struct cell_error *err)
 		r = get_string(o, "reason", false, &rec->reason, err);
 	if (r == 0)
 		r = get_string(o, "owner", false, &rec->owner, err);
+	if (r == 0)
+		r = get_string(o, "snapshotId", false, &rec->snapshot_id, err);
 	return r;
 }
 
@@ -363,6 +367,7 @@ void record_free(struct record *rec)
 	free(rec->image);
 	free(rec->rootfs);
 	free(rec->session_key);
+	free(rec->snapshot_id);
 	free(rec->reason);
 	free(rec->owner);
 	free(rec->dir);

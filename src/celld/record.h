@@ -25,6 +25,8 @@ struct record {
 	char *owner; /* "key:<hex>", or "unix" */
 	char *dir;   /* written for operators; not read back */
 	char *cgroup_rel;
+	/* A sandbox made from a snapshot: the snapshot's id. */
+	char *snapshot_id;
 	json_t *metadata, *env, *entrypoint, *resource_limits, *volumes;
 	json_t *network; /* {"mode", "policy"?} (network.c reads it); NULL: none */
 	/* provision.c's: what each start runs and the last outcome; NULL: none (also in a

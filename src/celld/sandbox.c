@@ -59,6 +59,8 @@ static const struct op_rule op_rules[SBX_OPS] = {
     [SBX_RECOVERING] = {"recovering", BIT(SBX_RUNNING), "Running", -1, false},
     [SBX_STOPPING] = {"stopping", BIT(SBX_RUNNING) | BIT(SBX_PAUSED), "Running or Paused",
 		      SBX_STOPPED, false},
+    [SBX_SNAPSHOTTING] = {"snapshotting", BIT(SBX_RUNNING) | BIT(SBX_PAUSED) | BIT(SBX_STOPPED),
+			  "Running, Paused or Stopped", -1, false},
 };
 
 struct sandbox *sandbox_new(const char *id)
@@ -118,6 +120,7 @@ void sandbox_unref(struct sandbox *sb)
 	free(sb->image);
 	free(sb->rootfs);
 	free(sb->session_key);
+	free(sb->snapshot_id);
 	free(sb->reason);
 	free(sb->dir);
 	free(sb);
@@ -218,6 +221,8 @@ static const char *op_action(enum sbx_op op)
 		return "init-died";
 	case SBX_STOPPING:
 		return "stop";
+	case SBX_SNAPSHOTTING:
+		return "snapshot";
 	default:
 		return sandbox_op_name(op);
 	}

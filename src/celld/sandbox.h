@@ -39,6 +39,7 @@ enum sbx_op {
 	SBX_STARTING,	/* lifecycle_resume of a Failed or Stopped one: → Running (cold start) */
 	SBX_RECOVERING, /* lifecycle_init_died: Running → Failed */
 	SBX_STOPPING,	/* lifecycle_stop: Running or Paused → Stopped */
+	SBX_SNAPSHOTTING, /* snapshot_take: Running, Paused or Stopped, unchanged (a copy) */
 	SBX_OPS
 };
 
@@ -65,6 +66,7 @@ struct sandbox {
 	char *image;
 	char *rootfs;		     /* the image resolved: <images>/<image>/rootfs */
 	char *session_key;	     /* NULL unless created with cell.sessionKey */
+	char *snapshot_id;	     /* the snapshot it was made from (snapshotId), or NULL */
 	struct adm_principal *owner; /* who created it (NULL: the Unix socket) */
 	json_t *env, *entrypoint, *resource_limits, *volumes;
 	time_t created_at;

@@ -34,6 +34,7 @@ static json_t *snapshot_locked(struct sandbox *sb, enum sbx_state state)
 	    .image = sb->image,
 	    .rootfs = sb->rootfs,
 	    .session_key = sb->session_key,
+	    .snapshot_id = sb->snapshot_id,
 	    .reason = sb->reason,
 	    .owner = (char *)admission_principal_id(sb->owner),
 	    .dir = sb->dir,
@@ -172,6 +173,7 @@ static void take_record(struct sandbox *sb, struct record *rec)
 	sb->image = steal_ptr(rec->image);
 	sb->rootfs = steal_ptr(rec->rootfs);
 	sb->session_key = steal_ptr(rec->session_key);
+	sb->snapshot_id = steal_ptr(rec->snapshot_id);
 	sb->reason = steal_ptr(rec->reason);
 	sb->owner = admission_principal_by_id(rec->owner);
 	/* A record older than "limits": the policy's defaults for its resourceLimits. What

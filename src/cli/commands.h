@@ -15,6 +15,8 @@ int cmd_stop(int argc, char **argv);
 int cmd_keepalive(int argc, char **argv);
 int cmd_events(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_fork(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_fs(int argc, char **argv);
 int cmd_image(int argc, char **argv);

@@ -33,6 +33,8 @@ static const struct cli_command commands[] = {
     {"keepalive", cmd_keepalive, "restart the idle timers of sandboxes"},
     {"events", cmd_events, "print a sandbox's events (-f: and follow them)"},
     {"audit", cmd_audit, "print celld's audit log (of one sandbox, since a time)"},
+    {"snapshot", cmd_snapshot, "capture a sandbox's files; list and remove snapshots"},
+    {"fork", cmd_fork, "snapshot a sandbox and create a new one from it"},
     {"cp", cmd_cp, "copy a file into or out of a sandbox, a directory out of it"},
     {"fs", cmd_fs, "list, find, stat, make, move, chmod and remove files in a sandbox"},
     {"image", cmd_image, "build and list local images"},

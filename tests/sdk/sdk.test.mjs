@@ -529,6 +529,37 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		h.created.delete(p.id);
 	});
 
+	it("snapshots a sandbox and creates another from it: its files, apart from then on", { timeout: 2 * STEP_MS }, async () => {
+		const src = await createSandbox();
+		await src.commands.run("mkdir -p /data && echo before > /data/f && chown 1000:1000 /data/f && chmod 4755 /data/f");
+		const m = manager();
+		const snap = await m.createSnapshot(src.id, { name: `snap-${h.tag}` });
+		assert.equal(snap.sandboxId, src.id);
+		assert.equal(snap.status?.state, "Ready");
+		assert.ok(snap.createdAt instanceof Date);
+		const got = await m.getSnapshot(snap.id);
+		assert.equal(got.name, `snap-${h.tag}`);
+		const listed = await m.listSnapshots({ sandboxId: src.id });
+		assert.deepEqual(listed.items.map((x) => x.id), [snap.id]);
+		// The SDK's create with snapshotId (and its default entrypoint and limits).
+		const fork = await createSandbox({ image: undefined, snapshotId: snap.id });
+		assert.notEqual(fork.id, src.id);
+		assert.equal(out(await fork.commands.run("cat /data/f; stat -c %u:%g:%a /data/f")), "before\n1000:1000:4755\n");
+		await fork.commands.run("echo fork > /data/f");
+		await src.commands.run("echo source > /data/g");
+		assert.equal(out(await src.commands.run("cat /data/f")), "before\n");
+		assert.equal((await fork.commands.run("test -e /data/g")).exitCode, 1);
+		await src.kill();
+		h.created.delete(src.id);
+		// It outlives its source; deleted, it is gone.
+		assert.equal((await m.getSnapshot(snap.id)).id, snap.id);
+		await m.deleteSnapshot(snap.id);
+		await rejectsWith(m.getSnapshot(snap.id), 404, "SNAPSHOT_NOT_FOUND");
+		await rejectsWith(createSandbox({ image: undefined, snapshotId: snap.id }), 400, "SNAPSHOT_NOT_FOUND");
+		await fork.kill();
+		h.created.delete(fork.id);
+	});
+
 	it("connects to an existing sandbox by id", { timeout: STEP_MS }, async () => {
 		const again = await Sandbox.connect({
 			sandboxId: sbx.id,

@@ -21,6 +21,7 @@ static void full_record(struct record *rec)
 	rec->image = "busybox";
 	rec->rootfs = "/var/lib/cell/images/busybox/rootfs";
 	rec->session_key = "app-user-chat";
+	rec->snapshot_id = "snap0123456789ab";
 	rec->reason = "cell-init exited with status 1";
 	rec->owner = "key:0011223344556677";
 	rec->dir = "/var/lib/cell/sandboxes/" ID;
@@ -106,6 +107,7 @@ START_TEST(every_field_round_trips)
 	expect_str(out.image, in.image, "image");
 	expect_str(out.rootfs, in.rootfs, "rootfs");
 	expect_str(out.session_key, in.session_key, "sessionKey");
+	expect_str(out.snapshot_id, in.snapshot_id, "snapshotId");
 	expect_str(out.reason, in.reason, "reason");
 	expect_str(out.owner, in.owner, "owner");
 	expect_json(out.metadata, in.metadata, "metadata");
@@ -176,6 +178,7 @@ START_TEST(empty_members_round_trip)
 	ck_assert_int_eq(record_decode(back, ID, &out, &err), 0);
 	ck_assert_int_eq(out.expires_at, 0); /* never expires: null */
 	ck_assert_ptr_null(out.session_key);
+	ck_assert_ptr_null(out.snapshot_id);
 	ck_assert_ptr_null(out.reason);
 	ck_assert_ptr_null(out.metadata);
 	ck_assert_ptr_null(out.entrypoint);
@@ -242,6 +245,7 @@ START_TEST(malformed_records_name_the_field)
 	    {"image", NULL, "image"},
 	    {"rootfs", json_integer(1), "rootfs"},
 	    {"sessionKey", json_true(), "sessionKey"},
+	    {"snapshotId", json_integer(3), "snapshotId"},
 	    {"limits", json_string("small"), "limits"},
 	    {"limits.pids", json_string("many"), "limits.pids"},
 	    {"limits.socketMemoryBytes", json_integer(-5), "limits.socketMemoryBytes"},

@@ -1,0 +1,46 @@
+/* snapshots.c: snapshots of sandboxes' writable layers, kept under <state>/snapshots/<id>/
+ * (0700): meta.json (what a new sandbox needs of the source's record, and the snapshot's
+ * own fields) and either upper/ (a copy of the overlay's upper layer, owned by the
+ * source's host ids) or disk.img (the source's loop-quota ext4 image, whose upper/ is
+ * shifted when a sandbox is made from it). Copies are reflinks where the filesystem
+ * has them, sparse otherwise (include/cell/layercopy.h). A snapshot outlives its source. */
+#pragma once
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "cell/error.h"
+#include "sandbox.h"
+
+#define SNAPSHOT_NAME_MAX 128 /* bytes of a snapshot's name */
+
+/* Create <state>/snapshots and remove what an interrupted capture or delete left. */
+int snapshots_init(struct cell_error *err);
+
+/* Capture sb (Running: frozen through its cgroup for the copy and thawed after; Paused
+ * stays paused; Stopped: its disk as it is), busy SBX_SNAPSHOTTING. name may be NULL.
+ * *meta: the new snapshot's meta (a new reference). -ENOENT (sb gone), -EBUSY (another
+ * state, or being deleted), or what the copy met (ENOSPC, E2BIG for a layer over the
+ * bounds, ...). */
+int snapshot_take(struct sandbox *sb, const char *name, json_t **meta, struct cell_error *err);
+/* The meta of snapshot id (a new reference): 0, or -ENOENT. */
+int snapshot_get(const char *id, json_t **meta, struct cell_error *err);
+/* Every snapshot's meta, oldest first (a new array). */
+int snapshot_list(json_t **out, struct cell_error *err);
+/* Remove snapshot id: 0, -ENOENT, -EBUSY (a sandbox is being made from it). */
+int snapshot_delete(const char *id, struct cell_error *err);
+
+/* The API's view of a meta: {id, sandboxId, name?, status, createdAt}. */
+json_t *snapshot_json(json_t *meta);
+
+/* A sandbox is being made from snapshot id: it cannot be deleted until the release
+ * (-ENOENT when it is gone already, -EBUSY when too many are being made). */
+int snapshot_hold(const char *id, struct cell_error *err);
+void snapshot_release(const char *id);
+/* Before a new sandbox's first start, in this order: snapshot_seed copies a snapshot's
+ * disk.img into its dir (dirfd: that dir; it then becomes its disk, so the quota's setup
+ * finds it), then, once the disk quota is set up (layer_dir: where upper/ goes),
+ * snapshot_fill makes its upper/ the snapshot's, ids shifted to uid_base. */
+int snapshot_seed(json_t *meta, int dirfd, struct cell_error *err);
+int snapshot_fill(json_t *meta, const char *layer_dir, uint32_t uid_base, struct cell_error *err);
