@@ -44,7 +44,7 @@ bool cli_create_seccomp_opt(int c, const char *arg, struct cli_create_opts *o);
 
 /* --idle-timeout, --stop-after, --reclaim-after and --on-timeout of create and run. */
 enum {
-	CLI_OPT_IDLE_TIMEOUT = 0x1300,
+	CLI_OPT_IDLE_TIMEOUT = 0x1400,
 	CLI_OPT_STOP_AFTER,
 	CLI_OPT_RECLAIM_AFTER,
 	CLI_OPT_ON_TIMEOUT
