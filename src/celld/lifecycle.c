@@ -576,6 +576,49 @@ static void undo_create(struct sandbox *sb, bool made_dir, json_t *made_volumes,
 		store_save(sb, &err);
 }
 
+/* The provisioning a create-or-resume names, when it differs from sb's, becomes sb's
+ * (recorded): true then. A create naming none leaves sb's as it is. */
+static bool take_provision(struct sandbox *sb, json_t *provision)
+{
+	if (!provision)
+		return false;
+	registry_lock();
+	bool same = sb->provision && json_equal(sb->provision, provision);
+	json_t *old = same ? NULL : sb->provision;
+	if (!same)
+		sb->provision = json_incref(provision);
+	registry_unlock();
+	if (same)
+		return false;
+	json_decref(old);
+	struct cell_error serr = {0};
+	if (store_save(sb, &serr) < 0)
+		log_error("%s", serr.msg);
+	return true;
+}
+
+/* create-or-resume of an existing session: a paused one comes back, a stopped one starts
+ * again; a changed startup script, package list or skill list (the session's app edited
+ * them) runs before the answer, as at a start (a cold start runs it itself). */
+static int resume_session(struct sandbox *sb, json_t *provision, struct cell_error *err)
+{
+	bool changed = take_provision(sb, provision);
+	registry_lock();
+	bool cold = sb->state == SBX_STOPPED;
+	registry_unlock();
+	int r = lifecycle_wake(sb, err);
+	if (r < 0 || !changed || cold)
+		return r;
+	if (sandbox_begin(sb, SBX_PROVISIONING, NULL) < 0)
+		return 0; /* no longer Running: its next start runs it */
+	provision_run(sb);
+	sandbox_end(sb, SBX_PROVISIONING, SBX_RUNNING, NULL);
+	struct cell_error serr = {0};
+	if (store_save(sb, &serr) < 0)
+		log_error("%s", serr.msg);
+	return 0;
+}
+
 int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool *created,
 		     struct cell_error *err)
 {
@@ -588,7 +631,7 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 	if (r == 1) {
 		/* create-or-resume: a paused or stopped session comes back running. */
 		sandbox_touch(existing);
-		r = lifecycle_wake(existing, err);
+		r = resume_session(existing, spec->provision, err);
 		if (r < 0 && r != -EBUSY) {
 			sandbox_unref(existing);
 			return r;

@@ -9,6 +9,7 @@
  * version}}, written after the steps; a step is recorded only when it succeeded, so a
  * failed one is tried again at the next start. An unreadable state file counts as empty.
  * Nothing here fails a start: the outcome is sb->provision_result. */
+#include "events.h"
 #include "provision.h"
 
 #include <errno.h>
@@ -497,6 +498,16 @@ struct outcome {
 	char message[512];
 };
 
+/* A step's outcome, kept for the record and told at once as the sandbox's "provision"
+ * event (the progress a UI shows while the sandbox starts). */
+static void add_step(struct sandbox *sb, struct outcome *oc, json_t *step)
+{
+	if (!step)
+		return;
+	events_emit(sb->id, "provision", json_deep_copy(step));
+	json_array_append_new(oc->steps, step);
+}
+
 static void failed(struct sandbox *sb, struct outcome *oc, const char *reason, const char *text)
 {
 	log_warn("sandbox %s: %s", sb->id, text);
@@ -553,8 +564,7 @@ static void step_packages(struct sandbox *sb, json_t *spec, json_t *state, int64
 	sha_of(canon, sha);
 	if (!strcmp(json_string_value(json_object_get(state, "packages")) ?: "", sha)) {
 		log_info("sandbox %s: packages already installed (%.12s)", sb->id, sha);
-		json_array_append_new(oc->steps,
-				      skipped_json("packages", NULL, "installed before"));
+		add_step(sb, oc, skipped_json("packages", NULL, "installed before"));
 		return;
 	}
 	log_info("sandbox %s: installing packages %s", sb->id, canon);
@@ -562,7 +572,7 @@ static void step_packages(struct sandbox *sb, json_t *spec, json_t *state, int64
 	if (!run)
 		return;
 	run_step(sb, argv3("/bin/sh", "-c", script), "/", NULL, timeout, run);
-	json_array_append_new(oc->steps, step_json("packages", NULL, run, &oc->output_left));
+	add_step(sb, oc, step_json("packages", NULL, run, &oc->output_left));
 	log_info("sandbox %s: packages %s in %lld ms", sb->id, run_status(run),
 		 (long long)run->duration_ms);
 	if (run->exit_code == 0 && !run->timed_out) {
@@ -585,7 +595,7 @@ static void step_startup(struct sandbox *sb, json_t *spec, json_t *state, int64_
 	sha_of(script, sha);
 	if (!strcmp(json_string_value(json_object_get(state, "startup")) ?: "", sha)) {
 		log_info("sandbox %s: startup script unchanged (%.12s): skipped", sb->id, sha);
-		json_array_append_new(oc->steps, skipped_json("startup", NULL, "unchanged"));
+		add_step(sb, oc, skipped_json("startup", NULL, "unchanged"));
 		return;
 	}
 	char why[256] = "";
@@ -598,7 +608,7 @@ static void step_startup(struct sandbox *sb, json_t *spec, json_t *state, int64_
 	if (!run)
 		return;
 	run_step(sb, argv3(shell, "-c", script), "/workspace", NULL, timeout, run);
-	json_array_append_new(oc->steps, step_json("startup", NULL, run, &oc->output_left));
+	add_step(sb, oc, step_json("startup", NULL, run, &oc->output_left));
 	log_info("sandbox %s: startup script %s (exit %d) in %lld ms", sb->id, run_status(run),
 		 run->exit_code, (long long)run->duration_ms);
 	if (run->exit_code == 0 && !run->timed_out) {
@@ -808,7 +818,7 @@ static void step_skill(struct sandbox *sb, json_t *skill, json_t *state, int64_t
 	json_t *done = json_object_get(json_object_get(state, "skills"), name);
 	if (!strcmp(json_string_value(done) ?: "", version)) {
 		log_info("sandbox %s: skill %s installed before: skipped", sb->id, label);
-		json_array_append_new(oc->steps, skipped_json("skill", label, "installed before"));
+		add_step(sb, oc, skipped_json("skill", label, "installed before"));
 		return;
 	}
 	struct relay_budget b = RELAY_BUDGET_INIT;
@@ -823,7 +833,7 @@ static void step_skill(struct sandbox *sb, json_t *skill, json_t *state, int64_t
 		snprintf(text, sizeof(text), "skill %.140s: extraction failed: %.300s", label, why);
 		json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "step", "skill", "name", label,
 				      "status", "failed", "error", why);
-		json_array_append_new(oc->steps, o);
+		add_step(sb, oc, o);
 		failed(sb, oc, "SkillFailed", text);
 		return;
 	}
@@ -837,7 +847,7 @@ static void step_skill(struct sandbox *sb, json_t *skill, json_t *state, int64_t
 	log_info("sandbox %s: running skill %s's entrypoint", sb->id, label);
 	run_step(sb, argv3(shell, "entrypoint.sh", NULL), vdir, envs, timeout, run);
 	json_decref(envs);
-	json_array_append_new(oc->steps, step_json("skill", label, run, &oc->output_left));
+	add_step(sb, oc, step_json("skill", label, run, &oc->output_left));
 	log_info("sandbox %s: skill %s %s (exit %d) in %lld ms", sb->id, label, run_status(run),
 		 run->exit_code, (long long)run->duration_ms);
 	if (run->exit_code == 0 && !run->timed_out) {
@@ -856,11 +866,22 @@ static void step_skill(struct sandbox *sb, json_t *skill, json_t *state, int64_t
 	free(run);
 }
 
+static void provision_run_spec(struct sandbox *sb, json_t *spec);
+
 void provision_run(struct sandbox *sb)
 {
-	json_t *spec = sb->provision; /* immutable once published; sb is busy */
+	/* Replaced whole (never changed in place) by a create-or-resume naming another. */
+	registry_lock();
+	json_t *spec = json_incref(sb->provision);
+	registry_unlock();
 	if (!spec)
 		return;
+	provision_run_spec(sb, spec);
+	json_decref(spec);
+}
+
+static void provision_run_spec(struct sandbox *sb, json_t *spec)
+{
 	int64_t t0 = celld_now_ms();
 	time_t started = time(NULL);
 	int64_t timeout = json_integer_value(json_object_get(spec, "startupTimeout"));
@@ -907,12 +928,12 @@ void provision_run(struct sandbox *sb)
 
 json_t *provision_inspect_json(struct sandbox *sb)
 {
-	json_t *spec = sb->provision; /* fixed at the create */
+	registry_lock();
+	json_t *spec = json_incref(sb->provision);
+	json_t *res = spec ? json_incref(sb->provision_result) : NULL;
+	registry_unlock();
 	if (!spec)
 		return json_null();
-	registry_lock();
-	json_t *res = json_incref(sb->provision_result);
-	registry_unlock();
 	json_t *o = json_pack("{s:O, s:O?, s:O?, s:o}", "startupTimeout",
 			      json_object_get(spec, "startupTimeout"), "packages",
 			      json_object_get(spec, "packages"), "skills",
@@ -925,6 +946,7 @@ json_t *provision_inspect_json(struct sandbox *sb)
 		    o, "startupScript",
 		    json_pack("{s:I, s:s}", "size", (json_int_t)strlen(script), "sha256", sha));
 	}
+	json_decref(spec);
 	return o ? o : json_null();
 }
 

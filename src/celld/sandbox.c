@@ -61,6 +61,7 @@ static const struct op_rule op_rules[SBX_OPS] = {
 		      SBX_STOPPED, false},
     [SBX_SNAPSHOTTING] = {"snapshotting", BIT(SBX_RUNNING) | BIT(SBX_PAUSED) | BIT(SBX_STOPPED),
 			  "Running, Paused or Stopped", -1, false},
+    [SBX_PROVISIONING] = {"provisioning", BIT(SBX_RUNNING), "Running", -1, false},
 };
 
 struct sandbox *sandbox_new(const char *id)
@@ -223,6 +224,8 @@ static const char *op_action(enum sbx_op op)
 		return "stop";
 	case SBX_SNAPSHOTTING:
 		return "snapshot";
+	case SBX_PROVISIONING:
+		return "provision";
 	default:
 		return sandbox_op_name(op);
 	}

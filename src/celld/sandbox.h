@@ -40,6 +40,7 @@ enum sbx_op {
 	SBX_RECOVERING, /* lifecycle_init_died: Running → Failed */
 	SBX_STOPPING,	/* lifecycle_stop: Running or Paused → Stopped */
 	SBX_SNAPSHOTTING, /* snapshot_take: Running, Paused or Stopped, unchanged (a copy) */
+	SBX_PROVISIONING, /* a create-or-resume with new provisioning: Running, unchanged */
 	SBX_OPS
 };
 

@@ -219,6 +219,56 @@ START_TEST(startup_script_runs_once_per_content)
 }
 END_TEST
 
+/* The session's app edited its startup script: the next create-or-resume runs the new one
+ * before it answers, once; whether the sandbox was running, paused or stopped. */
+START_TEST(a_changed_script_runs_on_create_or_resume)
+{
+	json_t *a = ext("cell.startupScript", "echo a >> /workspace/ran", "cell.sessionKey",
+			"provision-edit");
+	char *id = h_create("busybox", a);
+	ck_assert_int_eq(lines(id, "/workspace/ran"), 1);
+	static const char *const before[] = {"", "pause", "stop"};
+	for (int i = 0; i < 3; i++) {
+		if (before[i][0]) {
+			char *path = h_fmt("/v1/sandboxes/%s/%s", id, before[i]);
+			ck_assert_int_eq(h_http("POST", path, NULL, NULL), 202);
+			free(path);
+		}
+		char *script = h_fmt("echo b%d >> /workspace/ran", i);
+		json_t *b = ext("cell.startupScript", script, "cell.sessionKey", "provision-edit");
+		struct h_resp r;
+		ck_assert_int_eq(h_create_ex("busybox", b, H_UNIX, &r), 200);
+		ck_assert_str_eq(h_jstr(r.json, "id"), id);
+		ck_assert_str_eq(h_jstr(r.json, "status.state"), "Running");
+		h_resp_free(&r);
+		ck_assert_int_eq(lines(id, "/workspace/ran"), 2 + i);
+		/* The same again: skipped. */
+		ck_assert_int_eq(h_create_ex("busybox", b, H_UNIX, &r), 200);
+		h_resp_free(&r);
+		ck_assert_int_eq(lines(id, "/workspace/ran"), 2 + i);
+		json_decref(b);
+		free(script);
+	}
+	char *out = h_sh(id, "cat /workspace/ran");
+	ck_assert_str_eq(out, "a\nb0\nb1\nb2\n");
+	free(out);
+	/* Each run was told as a "provision" event as it ended: four, one a start or change. */
+	char *path = h_fmt("/v1/sandboxes/%s/events?follow=false", id);
+	struct h_resp ev;
+	ck_assert_int_eq(h_http("GET", path, NULL, &ev), 200);
+	int told = 0;
+	for (const char *at = ev.body;
+	     at && (at = strstr(at, "\"step\":\"startup\",\"status\":\"ok\"")); at++)
+		told++;
+	ck_assert_msg(told == 4, "%d provision events of the startup script in: %.2000s", told,
+		      ev.body ? ev.body : "");
+	h_resp_free(&ev);
+	free(path);
+	json_decref(a);
+	free(id);
+}
+END_TEST
+
 START_TEST(failures_reported_without_failing_the_create)
 {
 	json_t *extra = ext("cell.startupScript", "echo before; exit 3", NULL, NULL);
@@ -644,6 +694,8 @@ END_TEST
 static Suite *provision_suite(void)
 {
 	Suite *s = suite_create("provision");
+	tcase_add_test(h_tcase(s, "a_changed_script_runs_on_create_or_resume", 240),
+		       a_changed_script_runs_on_create_or_resume);
 	tcase_add_test(h_tcase(s, "startup_script_runs_once_per_content", 240),
 		       startup_script_runs_once_per_content);
 	tcase_add_test(h_tcase(s, "failures_reported_without_failing_the_create", 180),
