@@ -477,9 +477,7 @@ struct upload {
 	size_t clen;
 	unsigned files;
 	/* The first failure; the rest of the body is read and dropped, then it is answered. */
-	unsigned status;
-	const char *code;
-	char msg[CELL_ERROR_MSG_MAX + PATH_MAX];
+	struct http_later failed;
 };
 
 static void upload_free(void *cls)
@@ -497,28 +495,13 @@ static void upload_free(void *cls)
 	free(u);
 }
 
-static int upload_fail(struct upload *u, unsigned status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int upload_fail(struct upload *u, unsigned status, const char *code, const char *fmt, ...)
-{
-	if (!u->status) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(u->msg, sizeof(u->msg), fmt, ap);
-		va_end(ap);
-		u->status = status;
-		u->code = code;
-	}
-	return -EIO;
-}
-
 static int relay_failed(struct upload *u, const struct relay_error *e)
 {
 	int errnum = sandbox_errno(e->errnum);
 	const struct errors_answer *a = errors_lookup(errnum);
 	const char *code = path_code(errnum);
-	return upload_fail(u, a->status, code ? code : a->code, "%s: %s", u->path, e->message);
+	return http_later_fail(&u->failed, a->status, code ? code : a->code, "%s: %s", u->path,
+			       e->message);
 }
 
 /* 644 (or "644") → 0644: every digit must be octal. */
@@ -574,9 +557,9 @@ static int metadata_done(struct upload *u)
 	u->meta_len = 0;
 	if (!json_is_object(m)) {
 		json_decref(m);
-		return upload_fail(u, 400, "INVALID_ARGUMENT",
-				   "metadata part must be a JSON object {path, mode?, owner?, "
-				   "group?}");
+		return http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
+				       "metadata part must be a JSON object {path, mode?, owner?, "
+				       "group?}");
 	}
 	const char *path;
 	struct cell_error err = {0};
@@ -585,29 +568,30 @@ static int metadata_done(struct upload *u)
 	       *jg = json_object_get(m, "group");
 	int rc = -EINVAL;
 	if (field_string(m, "path", "metadata.path", true, &path, &err) < 0)
-		upload_fail(u, 400, "INVALID_ARGUMENT", "%s", err.msg);
+		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT", "%s", err.msg);
 	else if (path[0] != '/' || strlen(path) >= PATH_MAX)
-		upload_fail(u, 400, "INVALID_ARGUMENT", "metadata.path must be an absolute path");
+		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
+				"metadata.path must be an absolute path");
 	else if (jm && !json_is_null(jm) && parse_mode(jm, &mode) < 0)
-		upload_fail(
-		    u, 400, "INVALID_ARGUMENT",
+		http_later_fail(
+		    &u->failed, 400, "INVALID_ARGUMENT",
 		    "metadata.mode must be octal permission digits from 0 to 777 such as 644 "
 		    "(set-id and sticky bits are refused)");
 	else
 		rc = 0;
 	json_t *pending = rc == 0 ? json_pack("{s:s, s:i}", "path", path, "mode", (int)mode) : NULL;
 	if (rc == 0 && !pending) {
-		rc = upload_fail(u, 500, "INTERNAL", "out of memory");
+		rc = http_later_fail(&u->failed, 500, "INTERNAL", "out of memory");
 	} else if (rc == 0 && jo && !json_is_null(jo) &&
 		   owner_field(jo, pending, "uid", "owner") < 0) {
-		rc = upload_fail(u, 400, "INVALID_ARGUMENT",
-				 "metadata.owner must be a user name or a numeric id (0-%d)",
-				 CELL_UID_RANGE - 1);
+		rc = http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
+				     "metadata.owner must be a user name or a numeric id (0-%d)",
+				     CELL_UID_RANGE - 1);
 	} else if (rc == 0 && jg && !json_is_null(jg) &&
 		   owner_field(jg, pending, "gid", "group") < 0) {
-		rc = upload_fail(u, 400, "INVALID_ARGUMENT",
-				 "metadata.group must be a group name or a numeric id (0-%d)",
-				 CELL_UID_RANGE - 1);
+		rc = http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
+				     "metadata.group must be a group name or a numeric id (0-%d)",
+				     CELL_UID_RANGE - 1);
 	}
 	if (rc == 0) {
 		snprintf(u->path, sizeof(u->path), "%s", path);
@@ -634,8 +618,8 @@ static int flush_chunk(struct upload *u)
 	if (t < 0 || cell_frame_send(u->fd, CELL_FRAME_DATA, u->chunk, u->clen, &err) < 0) {
 		if (relay_take_error(u->fd, &rerr, 1000) == 1)
 			return relay_failed(u, &rerr);
-		return upload_fail(u, 500, "INTERNAL", "%s: relay: %s", u->path,
-				   t < 0 ? "protocol violation" : err.msg);
+		return http_later_fail(&u->failed, 500, "INTERNAL", "%s: relay: %s", u->path,
+				       t < 0 ? "protocol violation" : err.msg);
 	}
 	u->clen = 0;
 	return 0;
@@ -644,16 +628,16 @@ static int flush_chunk(struct upload *u)
 static int file_begin(struct upload *u)
 {
 	if (!u->pending)
-		return upload_fail(u, 400, "INVALID_ARGUMENT",
-				   "file part without a metadata part before it");
+		return http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
+				       "file part without a metadata part before it");
 	struct cell_error err = {0};
 	int rc = relay_file_write(u->sb, u->pending, &u->fd, &u->budget, &err);
 	json_decref(u->pending);
 	u->pending = NULL;
 	if (rc < 0)
-		return upload_fail(u, 500, "INTERNAL", "%s", err.msg);
+		return http_later_fail(&u->failed, 500, "INTERNAL", "%s", err.msg);
 	if (!u->chunk && !(u->chunk = malloc(CELL_FRAME_CHUNK)))
-		return upload_fail(u, 500, "INTERNAL", "out of memory");
+		return http_later_fail(&u->failed, 500, "INTERNAL", "out of memory");
 	u->clen = 0;
 	return 0;
 }
@@ -672,7 +656,7 @@ static int file_end(struct upload *u)
 	if (rc == 1)
 		return relay_failed(u, &rerr);
 	if (rc < 0)
-		return upload_fail(u, 500, "INTERNAL", "%s: %s", u->path, err.msg);
+		return http_later_fail(&u->failed, 500, "INTERNAL", "%s: %s", u->path, err.msg);
 	u->files++;
 	/* The audit log: where and how much, never what. */
 	audit_log(u->sb->id, "file.write",
@@ -701,11 +685,11 @@ static int on_part_data(void *cls, const char *data, size_t len)
 	struct upload *u = cls;
 	if (u->part == PART_META) {
 		if (u->meta_len + len > META_MAX)
-			return upload_fail(u, 400, "INVALID_ARGUMENT",
-					   "metadata part larger than %u bytes", META_MAX);
+			return http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
+					       "metadata part larger than %u bytes", META_MAX);
 		char *nm = realloc(u->meta, u->meta_len + len + 1);
 		if (!nm)
-			return upload_fail(u, 500, "INTERNAL", "out of memory");
+			return http_later_fail(&u->failed, 500, "INTERNAL", "out of memory");
 		memcpy(nm + u->meta_len, data, len);
 		u->meta = nm;
 		u->meta_len += len;
@@ -766,12 +750,12 @@ int api_files_upload_begin(struct http_req *r)
 int api_files_upload_data(struct http_req *r, const char *data, size_t len)
 {
 	struct upload *u = http_state(r);
-	if (!u || u->status)
+	if (!u || u->failed.status)
 		return 0;
 	struct cell_error err = {0};
-	if (multipart_feed(u->mp, data, len, &err) < 0 && !u->status) {
+	if (multipart_feed(u->mp, data, len, &err) < 0 && !u->failed.status) {
 		const struct errors_answer *a = errors_lookup(err.code);
-		upload_fail(u, a->status, a->code, "%s", err.msg);
+		http_later_fail(&u->failed, a->status, a->code, "%s", err.msg);
 	}
 	return 0;
 }
@@ -782,15 +766,15 @@ int api_files_upload(struct http_req *r)
 	if (!u)
 		return http_error(r, 500, "INTERNAL", "upload state lost");
 	struct cell_error err = {0};
-	if (!u->status && multipart_finish(u->mp, &err) < 0)
-		upload_fail(u, 400, "INVALID_ARGUMENT", "%s", err.msg);
-	if (!u->status && u->pending)
-		upload_fail(u, 400, "INVALID_ARGUMENT", "metadata for %s has no file part",
-			    u->path);
-	if (!u->status && !u->files)
-		upload_fail(u, 400, "INVALID_ARGUMENT", "no file part in the upload");
-	if (u->status)
-		return http_error(r, u->status, u->code, "%s", u->msg);
+	if (!u->failed.status && multipart_finish(u->mp, &err) < 0)
+		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT", "%s", err.msg);
+	if (!u->failed.status && u->pending)
+		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
+				"metadata for %s has no file part", u->path);
+	if (!u->failed.status && !u->files)
+		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT", "no file part in the upload");
+	if (u->failed.status)
+		return http_later_answer(r, &u->failed);
 	return http_empty(r, 200);
 }
 

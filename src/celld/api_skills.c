@@ -26,10 +26,8 @@ struct skill_upload {
 	int fd;
 	char path[PATH_MAX];
 	unsigned long long size;
-	/* The first failure; the rest of the body is read and dropped, then answered. */
-	unsigned status;
-	const char *code;
-	char msg[CELL_ERROR_MSG_MAX];
+	/* The first failure; the rest of the body is read and dropped, then it is answered. */
+	struct http_later failed;
 };
 
 static void upload_free(void *cls)
@@ -40,21 +38,6 @@ static void upload_free(void *cls)
 	skills_upload_drop(u->path);
 	multipart_free(u->mp);
 	free(u);
-}
-
-static int fail(struct skill_upload *u, unsigned status, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(struct skill_upload *u, unsigned status, const char *code, const char *fmt, ...)
-{
-	if (!u->status) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(u->msg, sizeof(u->msg), fmt, ap);
-		va_end(ap);
-		u->status = status;
-		u->code = code;
-	}
-	return -EIO;
 }
 
 static int on_begin(void *cls, const char *name)
@@ -71,10 +54,11 @@ static int on_begin(void *cls, const char *name)
 		u->has_file = true;
 		struct cell_error err = {0};
 		if (skills_upload_open(u->path, sizeof(u->path), &u->fd, &err) < 0)
-			return fail(u, 500, "INTERNAL", "%s", err.msg);
+			return http_later_fail(&u->failed, 500, "INTERNAL", "%s", err.msg);
 	} else {
-		return fail(u, 400, "INVALID_ARGUMENT",
-			    "unexpected part '%.64s' (name, version and file, once each)", name);
+		return http_later_fail(
+		    &u->failed, 400, "INVALID_ARGUMENT",
+		    "unexpected part '%.64s' (name, version and file, once each)", name);
 	}
 	return 0;
 }
@@ -87,24 +71,26 @@ static int on_data(void *cls, const char *data, size_t len)
 		size_t *n = u->part == PART_NAME ? &u->name_len : &u->version_len;
 		size_t cap = (u->part == PART_NAME ? sizeof(u->name) : sizeof(u->version)) - 1;
 		if (*n + len > cap)
-			return fail(u, 400, "INVALID_ARGUMENT", "%s is longer than %d characters",
-				    u->part == PART_NAME ? "name" : "version",
-				    u->part == PART_NAME ? SKILL_NAME_MAX : SKILL_VERSION_MAX);
+			return http_later_fail(
+			    &u->failed, 400, "INVALID_ARGUMENT", "%s is longer than %d characters",
+			    u->part == PART_NAME ? "name" : "version",
+			    u->part == PART_NAME ? SKILL_NAME_MAX : SKILL_VERSION_MAX);
 		memcpy(buf + *n, data, len);
 		*n += len;
 		buf[*n] = '\0';
 		return 0;
 	}
 	if (u->size + len > SKILL_UPLOAD_MAX)
-		return fail(u, 413, "REQUEST_TOO_LARGE",
-			    "file is larger than " SKILL_UPLOAD_MAX_TEXT);
+		return http_later_fail(&u->failed, 413, "REQUEST_TOO_LARGE",
+				       "file is larger than " SKILL_UPLOAD_MAX_TEXT);
 	u->size += len;
 	while (len) {
 		ssize_t w = write(u->fd, data, len);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
-			return fail(u, 500, "INTERNAL", "writing %s: %s", u->path, strerror(errno));
+			return http_later_fail(&u->failed, 500, "INTERNAL", "writing %s: %s",
+					       u->path, strerror(errno));
 		data += w;
 		len -= (size_t)w;
 	}
@@ -137,11 +123,11 @@ int api_skill_add_begin(struct http_req *r)
 int api_skill_add_data(struct http_req *r, const char *data, size_t len)
 {
 	struct skill_upload *u = http_state(r);
-	if (!u || u->status)
+	if (!u || u->failed.status)
 		return 0;
 	struct cell_error err = {0};
-	if (multipart_feed(u->mp, data, len, &err) < 0 && !u->status)
-		fail(u, 400, "INVALID_ARGUMENT", "%s", err.msg);
+	if (multipart_feed(u->mp, data, len, &err) < 0 && !u->failed.status)
+		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT", "%s", err.msg);
 	return 0;
 }
 
@@ -151,16 +137,17 @@ int api_skill_add(struct http_req *r)
 	if (!u)
 		return http_error(r, 500, "INTERNAL", "upload state lost");
 	struct cell_error err = {0};
-	if (!u->status && multipart_finish(u->mp, &err) < 0)
-		fail(u, 400, "INVALID_ARGUMENT", "%s", err.msg);
-	if (!u->status && !u->has_name)
-		fail(u, 400, "INVALID_ARGUMENT", "name is required");
-	if (!u->status && !u->has_version)
-		fail(u, 400, "INVALID_ARGUMENT", "version is required");
-	if (!u->status && !u->has_file)
-		fail(u, 400, "INVALID_ARGUMENT", "file is required (a tar.gz or zip archive)");
-	if (u->status)
-		return http_error(r, u->status, u->code, "%s", u->msg);
+	if (!u->failed.status && multipart_finish(u->mp, &err) < 0)
+		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT", "%s", err.msg);
+	if (!u->failed.status && !u->has_name)
+		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT", "name is required");
+	if (!u->failed.status && !u->has_version)
+		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT", "version is required");
+	if (!u->failed.status && !u->has_file)
+		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
+				"file is required (a tar.gz or zip archive)");
+	if (u->failed.status)
+		return http_later_answer(r, &u->failed);
 	json_t *o = NULL;
 	int rc = skills_register(u->name, u->version, u->fd, u->path, &o, &err);
 	u->path[0] = '\0'; /* consumed */

@@ -377,3 +377,21 @@ void http_upgrades_stop(void)
 	for (int i = 0; i < 200 && __atomic_load_n(&upgraded_live, __ATOMIC_ACQUIRE); i++)
 		usleep(10000);
 }
+
+int http_later_fail(struct http_later *l, unsigned status, const char *code, const char *fmt, ...)
+{
+	if (!l->status) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(l->msg, sizeof(l->msg), fmt, ap);
+		va_end(ap);
+		l->status = status;
+		l->code = code;
+	}
+	return -EIO;
+}
+
+int http_later_answer(struct http_req *r, const struct http_later *l)
+{
+	return http_error(r, l->status, l->code, "%s", l->msg);
+}

@@ -88,6 +88,18 @@ int http_empty(struct http_req *r, unsigned status);
 /* An error in the body of r's API; 5xx are logged here, once. */
 int http_error(struct http_req *r, unsigned status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The first failure of a request whose body is still read after it (an upload): kept, the
+ * rest of the body read and dropped, then answered with http_later_answer. */
+struct http_later {
+	unsigned status; /* 0: none yet */
+	const char *code;
+	char msg[CELL_ERROR_MSG_MAX + 4096];
+};
+/* Keep the failure unless one is kept already; -EIO (to stop the work at hand). */
+int http_later_fail(struct http_later *l, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Answer the kept failure. */
+int http_later_answer(struct http_req *r, const struct http_later *l);
 /* A failure with errno errnum, answered through the errno table (errors.h): its status,
  * and its code unless code names it more precisely for this route. */
 int http_fail(struct http_req *r, int errnum, const char *code, const char *fmt, ...)

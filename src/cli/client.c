@@ -9,6 +9,7 @@
 #include "error.h"
 #include "parse.h"
 #include "global.h"
+#include "output.h"
 #include "signals.h"
 
 static struct cell_client client;
@@ -78,4 +79,26 @@ int cli_each(int argc, char **argv, const char *command, const char *what, bool 
 		printf("%s\n", argv[i]);
 	}
 	return rc;
+}
+
+int cli_client_items(const char *path, const char *what, json_t **resp, json_t **items)
+{
+	struct cell_error err = {0};
+	*resp = NULL;
+	if (cli_client_api("GET", path, NULL, what, resp, NULL, &err) < 0) {
+		cli_error("%s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
+	*items = json_object_get(*resp, "items");
+	if (!json_is_array(*items)) {
+		json_decref(*resp);
+		cli_error("%s: celld's answer has no items", what);
+		return CLI_EXIT_FAIL;
+	}
+	if (cli.json) {
+		cli_output_json(*items);
+		json_decref(*resp);
+		return CLI_EXIT_OK;
+	}
+	return -1;
 }

@@ -25,6 +25,11 @@ void cli_client_cleanup(void);
 int cli_client_api(const char *method, const char *path, json_t *body, const char *what,
 		   json_t **out, long *status, struct cell_error *err);
 
+/* GET path, whose answer lists "items" (skills, snapshots, volumes): -1 with the answer in
+ * *resp (to json_decref) and its items in *items, for the caller to print as a table; or
+ * the exit status once done here (the failure printed, or with --json the items). */
+int cli_client_items(const char *path, const char *what, json_t **resp, json_t **items);
+
 /* Like cli_client_api, but the caller gets the server's error code ("FILE_NOT_FOUND") too. */
 int cli_client_api_code(const char *method, const char *path, json_t *body, const char *what,
 			json_t **out, long *status, char *code, size_t code_size,

@@ -132,23 +132,10 @@ static int skill_add(const char *name, const char *version, const char *file)
 
 static int skill_ls(void)
 {
-	json_t *resp = NULL;
-	struct cell_error err = {0};
-	if (cli_client_api("GET", "/v1/skills", NULL, "list skills", &resp, NULL, &err) < 0) {
-		cli_error("%s", err.msg);
-		return CLI_EXIT_FAIL;
-	}
-	json_t *items = json_object_get(resp, "items");
-	if (!json_is_array(items)) {
-		json_decref(resp);
-		cli_error("list skills: celld's answer has no items");
-		return CLI_EXIT_FAIL;
-	}
-	if (cli.json) {
-		cli_output_json(items);
-		json_decref(resp);
-		return CLI_EXIT_OK;
-	}
+	json_t *resp, *items;
+	int rc = cli_client_items("/v1/skills", "list skills", &resp, &items);
+	if (rc >= 0)
+		return rc;
 	struct cli_table t;
 	cli_table_init(&t, 5);
 	cli_table_add(&t, (const char *const[]){"NAME", "VERSION", "SIZE", "SHA256", "CREATED"});
@@ -194,31 +181,15 @@ static int remove_one(const char *arg, void *cls, struct cell_error *err)
 	return cli_client_api("DELETE", path, NULL, "remove skill", NULL, NULL, err);
 }
 
-static int options(int argc, char **argv, const char *flags)
-{
-	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
-	int c;
-	while ((c = getopt_long(argc, argv, flags, longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg))
-			continue;
-		if (c == 'h') {
-			usage(stdout);
-			return CLI_EXIT_OK;
-		}
-		return cli_error_option("skill", CLI_EXIT_USAGE);
-	}
-	return -1;
-}
-
 int cmd_skill(int argc, char **argv)
 {
-	int rc = options(argc, argv, "+h");
+	int rc = cli_global_opts_only(argc, argv, "+h", "skill", usage);
 	if (rc >= 0)
 		return rc;
 	if (optind >= argc)
 		return cli_error_usage("skill", CLI_EXIT_USAGE, "expected add, ls or rm");
 	const char *sub = argv[optind++];
-	if ((rc = options(argc, argv, "h")) >= 0)
+	if ((rc = cli_global_opts_only(argc, argv, "h", "skill", usage)) >= 0)
 		return rc;
 	if (!strcmp(sub, "add")) {
 		if (argc - optind != 3)

@@ -82,24 +82,10 @@ static char *take(const char *id, const char *name)
 
 static int snapshot_ls(void)
 {
-	json_t *resp = NULL;
-	struct cell_error err = {0};
-	if (cli_client_api("GET", "/v1/snapshots?pageSize=200", NULL, "list snapshots", &resp, NULL,
-			   &err) < 0) {
-		cli_error("%s", err.msg);
-		return CLI_EXIT_FAIL;
-	}
-	json_t *items = json_object_get(resp, "items");
-	if (!json_is_array(items)) {
-		json_decref(resp);
-		cli_error("list snapshots: the answer has no items");
-		return CLI_EXIT_FAIL;
-	}
-	if (cli.json) {
-		cli_output_json(items);
-		json_decref(resp);
-		return CLI_EXIT_OK;
-	}
+	json_t *resp, *items;
+	int rc = cli_client_items("/v1/snapshots?pageSize=200", "list snapshots", &resp, &items);
+	if (rc >= 0)
+		return rc;
 	struct cli_table t;
 	cli_table_init(&t, 5);
 	cli_table_add(&t, (const char *const[]){"ID", "SANDBOX", "NAME", "STATE", "CREATED"});

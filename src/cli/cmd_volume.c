@@ -42,23 +42,10 @@ static void size_of(json_t *bytes, char *buf, size_t size)
 
 static int volume_ls(void)
 {
-	json_t *resp = NULL;
-	struct cell_error err = {0};
-	if (cli_client_api("GET", "/v1/volumes", NULL, "list volumes", &resp, NULL, &err) < 0) {
-		cli_error("%s", err.msg);
-		return CLI_EXIT_FAIL;
-	}
-	json_t *items = json_object_get(resp, "items");
-	if (!json_is_array(items)) {
-		json_decref(resp);
-		cli_error("list volumes: celld's answer has no items");
-		return CLI_EXIT_FAIL;
-	}
-	if (cli.json) {
-		cli_output_json(items);
-		json_decref(resp);
-		return CLI_EXIT_OK;
-	}
+	json_t *resp, *items;
+	int rc = cli_client_items("/v1/volumes", "list volumes", &resp, &items);
+	if (rc >= 0)
+		return rc;
 	struct cli_table t;
 	cli_table_init(&t, 5);
 	cli_table_add(&t, (const char *const[]){"NAME", "SIZE", "USED", "ACCESS", "USED-BY"});
@@ -101,34 +88,16 @@ static int remove_one(const char *name, void *cls, struct cell_error *err)
 	return cli_client_api("DELETE", path, NULL, "remove volume", NULL, NULL, err);
 }
 
-/* Options up to the next argument that is none (flags: getopt's): -1 to go on, or the
- * exit status (--help, a bad option). */
-static int options(int argc, char **argv, const char *flags)
-{
-	static const struct option longopts[] = {CLI_GLOBAL_LONGOPTS, {0}};
-	int c;
-	while ((c = getopt_long(argc, argv, flags, longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg))
-			continue;
-		if (c == 'h') {
-			usage(stdout);
-			return CLI_EXIT_OK;
-		}
-		return cli_error_option("volume", CLI_EXIT_USAGE);
-	}
-	return -1;
-}
-
 int cmd_volume(int argc, char **argv)
 {
 	/* "+": stop at the subcommand; after it, options and names may mix. */
-	int rc = options(argc, argv, "+h");
+	int rc = cli_global_opts_only(argc, argv, "+h", "volume", usage);
 	if (rc >= 0)
 		return rc;
 	if (optind >= argc)
 		return cli_error_usage("volume", CLI_EXIT_USAGE, "expected ls or rm");
 	const char *sub = argv[optind++];
-	if ((rc = options(argc, argv, "h")) >= 0)
+	if ((rc = cli_global_opts_only(argc, argv, "h", "volume", usage)) >= 0)
 		return rc;
 	if (!strcmp(sub, "ls")) {
 		if (optind != argc)
