@@ -22,6 +22,7 @@
 #include "cell/log.h"
 #include "cell/quota.h"
 #include "admission.h"
+#include "audit.h"
 #include "commands.h"
 #include "config.h"
 #include "images.h"
@@ -913,8 +914,10 @@ int lifecycle_renew(struct sandbox *sb, time_t expires_at, struct cell_error *er
 		if (sb->expires_at == expires_at)
 			sb->expires_at = old;
 		registry_unlock();
+		return r;
 	}
-	return r;
+	audit_log(sb->id, "renew", json_pack("{s:o}", "expiresAt", celld_time_json(expires_at)));
+	return 0;
 }
 
 int lifecycle_expire_stop(struct sandbox *sb, struct cell_error *err)
@@ -962,6 +965,15 @@ static json_t *merge_metadata(json_t *old, json_t *patch, const struct field_cap
 	return md;
 }
 
+static json_t *patch_keys(json_t *patch)
+{
+	json_t *keys = json_array();
+	const char *k;
+	json_t *v;
+	json_object_foreach(patch, k, v) json_array_append_new(keys, json_string(k));
+	return keys;
+}
+
 /* Patches of one sandbox one at a time (each reads, merges and saves); the copy and the
  * save run outside the registry lock, which only swaps the pointer. A patch that cannot be
  * saved changes nothing. */
@@ -985,6 +997,8 @@ int lifecycle_patch_metadata(struct sandbox *sb, json_t *patch, const struct fie
 		registry_unlock();
 		json_decref(r == 0 ? old : md);
 	}
+	if (r == 0) /* which keys, never their values */
+		audit_log(sb->id, "metadata", json_pack("{s:o}", "keys", patch_keys(patch)));
 	pthread_mutex_unlock(&sb->meta_lock);
 	json_decref(old);
 	return r;

@@ -387,6 +387,40 @@ START_TEST(audit_records_create_exec_write_delete)
 }
 END_TEST
 
+/* Changes of the record: a renewal (its new expiry) and a metadata patch (the keys, never
+ * the values). */
+START_TEST(audit_records_renew_and_metadata)
+{
+	char *id = h_create("busybox", NULL);
+	char when[64];
+	time_t t = time(NULL) + 3600;
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+	char *body = h_fmt("{\"expiresAt\": \"%s\"}", when);
+	char *path = h_fmt("/v1/sandboxes/%s/renew-expiration", id);
+	ck_assert_int_eq(h_http("POST", path, body, NULL), 200);
+	free(path);
+	free(body);
+	path = h_fmt("/v1/sandboxes/%s/metadata", id);
+	ck_assert_int_eq(h_http("PATCH", path, "{\"owner\": \"value-not-logged\"}", NULL), 200);
+	free(path);
+	char *q = h_fmt("?sandbox=%s", id);
+	json_t *recs = audit_records(q);
+	json_t *renew = find_record(recs, "renew", NULL, NULL);
+	ck_assert_msg(renew, "no renew record");
+	ck_assert_str_eq(h_jstr(renew, "expiresAt"), when);
+	json_t *md = find_record(recs, "metadata", NULL, NULL);
+	ck_assert_msg(md, "no metadata record");
+	const char *key = json_string_value(json_array_get(h_jget(md, "keys"), 0));
+	ck_assert_str_eq(key ? key : "", "owner");
+	char *text = json_dumps(recs, 0);
+	ck_assert_msg(!strstr(text, "value-not-logged"), "a metadata value in the audit log");
+	free(text);
+	json_decref(recs);
+	free(q);
+	free(id);
+}
+END_TEST
+
 START_TEST(audit_who_key_and_unix_only)
 {
 	struct h_resp cr;
@@ -643,6 +677,8 @@ static Suite *audit_suite(void)
 	tcase_add_test(h_tcase(s, "events_seccomp_denied", 120), events_seccomp_denied);
 	tcase_add_test(h_tcase(s, "audit_records_create_exec_write_delete", 120),
 		       audit_records_create_exec_write_delete);
+	tcase_add_test(h_tcase(s, "audit_records_renew_and_metadata", 120),
+		       audit_records_renew_and_metadata);
 	tcase_add_test(h_tcase(s, "audit_who_key_and_unix_only", 120), audit_who_key_and_unix_only);
 	tcase_add_test(h_tcase(s, "audit_rotates_and_survives_a_torn_line", 180),
 		       audit_rotates_and_survives_a_torn_line);
