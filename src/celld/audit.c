@@ -144,33 +144,27 @@ void audit_time_now(char buf[CELLD_TIME_LEN])
 	snprintf(buf, CELLD_TIME_LEN, "%.20s.%03dZ", day, (int)(ts.tv_nsec / 1000000));
 }
 
-char *audit_line(const char *time_text, const char *request_id, const char *who,
-		 const char *sandbox_id, const char *action, json_t *details, size_t *len)
+char *audit_json_line(json_t *head, json_t *extra, size_t flags, size_t max, size_t *len)
 {
-	json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:s}", "time", time_text, "requestId",
-			      request_id ? request_id : "", "who", who ? who : "celld", "sandbox",
-			      sandbox_id, "action", action);
-	if (!o)
+	if (!head)
 		return NULL;
+	json_t *o = json_copy(head);
 	const char *k;
 	json_t *v;
-	json_object_foreach(details, k, v)
+	json_object_foreach(extra, k, v)
 	{
-		if (!json_object_get(o, k))
+		if (o && !json_object_get(o, k))
 			json_object_set(o, k, v);
 	}
-	char *text = json_dumps(o, JSON_COMPACT);
-	if (text && strlen(text) > AUDIT_LINE_MAX) {
-		/* Details larger than a line may be are dropped, the fact kept. */
-		free(text);
-		json_t *s =
-		    json_pack("{s:s, s:s, s:s, s:s?, s:s, s:b}", "time", time_text, "requestId",
-			      request_id ? request_id : "", "who", who ? who : "celld", "sandbox",
-			      sandbox_id, "action", action, "truncated", 1);
-		text = s ? json_dumps(s, JSON_COMPACT) : NULL;
-		json_decref(s);
-	}
+	char *text = o ? json_dumps(o, flags) : NULL;
 	json_decref(o);
+	if (text && strlen(text) > max) {
+		/* Members larger than a line may be are dropped, the fact kept. */
+		free(text);
+		json_object_set_new(head, "truncated", json_true());
+		text = json_dumps(head, flags);
+	}
+	json_decref(head);
 	if (!text)
 		return NULL;
 	size_t n = strlen(text);
@@ -183,6 +177,15 @@ char *audit_line(const char *time_text, const char *request_id, const char *who,
 	line[n + 1] = '\0';
 	*len = n + 1;
 	return line;
+}
+
+char *audit_line(const char *time_text, const char *request_id, const char *who,
+		 const char *sandbox_id, const char *action, json_t *details, size_t *len)
+{
+	json_t *head = json_pack("{s:s, s:s, s:s, s:s?, s:s}", "time", time_text, "requestId",
+				 request_id ? request_id : "", "who", who ? who : "celld",
+				 "sandbox", sandbox_id, "action", action);
+	return audit_json_line(head, details, JSON_COMPACT, AUDIT_LINE_MAX, len);
 }
 
 void audit_log_as(const char *request_id, const char *who, const char *sandbox_id,

@@ -52,6 +52,10 @@ void audit_log(const char *sandbox_id, const char *action, json_t *details);
 /* The same with an explicit request id and who (a command ending on another thread). */
 void audit_log_as(const char *request_id, const char *who, const char *sandbox_id,
 		  const char *action, json_t *details);
+/* head (stolen) with the members of extra it lacks, as one JSON line with its "\n"
+ * (malloc'd, *len its length; NULL when out of memory); past max bytes, head alone with
+ * "truncated": true. The audit log's and the events' lines. */
+char *audit_json_line(json_t *head, json_t *extra, size_t flags, size_t max, size_t *len);
 /* The line written for a record, with its "\n" (malloc'd; NULL when out of memory). */
 char *audit_line(const char *time_text, const char *request_id, const char *who,
 		 const char *sandbox_id, const char *action, json_t *details, size_t *len);

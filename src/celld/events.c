@@ -92,37 +92,10 @@ static char *event_line(uint64_t seq, const char *type, json_t *data, size_t *le
 	char t[32];
 	audit_time_now(t);
 	/* seq first: readers find it without parsing the line. */
-	json_t *o = json_pack("{s:I, s:s, s:s}", "seq", (json_int_t)seq, "time", t, "type", type);
-	if (!o)
-		return NULL;
-	const char *k;
-	json_t *v;
-	json_object_foreach(data, k, v)
-	{
-		if (!json_object_get(o, k))
-			json_object_set(o, k, v);
-	}
-	char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-	if (text && strlen(text) > EVENTS_LINE_MAX) {
-		free(text);
-		json_t *s = json_pack("{s:I, s:s, s:s, s:b}", "seq", (json_int_t)seq, "time", t,
-				      "type", type, "truncated", 1);
-		text = s ? json_dumps(s, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-		json_decref(s);
-	}
-	json_decref(o);
-	if (!text)
-		return NULL;
-	size_t n = strlen(text);
-	char *line = realloc(text, n + 2);
-	if (!line) {
-		free(text);
-		return NULL;
-	}
-	line[n] = '\n';
-	line[n + 1] = '\0';
-	*len = n + 1;
-	return line;
+	json_t *head =
+	    json_pack("{s:I, s:s, s:s}", "seq", (json_int_t)seq, "time", t, "type", type);
+	return audit_json_line(head, data, JSON_COMPACT | JSON_PRESERVE_ORDER, EVENTS_LINE_MAX,
+			       len);
 }
 
 uint64_t events_emit_at(int sandboxes_fd, const char *id, const char *type, json_t *data,

@@ -31,6 +31,19 @@ static void events_usage(FILE *f)
 		"  -h, --help         this help\n");
 }
 
+/* The rest of a line: the members not printed yet (rest, dropped here) as JSON, if any. */
+static void end_line(json_t *rest, size_t flags)
+{
+	char *s = json_object_size(rest) ? json_dumps(rest, flags) : NULL;
+	if (s) {
+		fputs("  ", stdout);
+		cli_output_safe(s, stdout);
+	}
+	fputc('\n', stdout);
+	free(s);
+	json_decref(rest);
+}
+
 /* "2026-11-24T15:00:00.123Z  #12  state  {op, from, to}" or the JSON line. */
 static int print_event(void *ctx, const char *data, size_t len)
 {
@@ -53,16 +66,9 @@ static int print_event(void *ctx, const char *data, size_t len)
 		json_object_del(rest, "time");
 		json_object_del(rest, "type");
 		json_object_del(rest, "seq");
-		char *s = json_object_size(rest) ? json_dumps(rest, JSON_COMPACT) : NULL;
 		printf("%s  #%lld  ", t ? t : "?", seq);
 		cli_output_safe(type ? type : "?", stdout);
-		if (s) {
-			fputs("  ", stdout);
-			cli_output_safe(s, stdout);
-		}
-		fputc('\n', stdout);
-		free(s);
-		json_decref(rest);
+		end_line(rest, JSON_COMPACT);
 	}
 	fflush(stdout);
 	json_decref(o);
@@ -158,14 +164,7 @@ static void print_record(json_t *o)
 		cli_output_safe(v && v[0] ? v : "-", stdout);
 		json_object_del(rest, head[i]);
 	}
-	char *s = json_object_size(rest) ? json_dumps(rest, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-	if (s) {
-		fputs("  ", stdout);
-		cli_output_safe(s, stdout);
-	}
-	fputc('\n', stdout);
-	free(s);
-	json_decref(rest);
+	end_line(rest, JSON_COMPACT | JSON_SORT_KEYS);
 }
 
 int cmd_audit(int argc, char **argv)

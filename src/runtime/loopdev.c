@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cell/cleanup.h"
+#include "cell/layercopy.h"
 #include "cell/fsutil.h"
 #include "cell/quota.h"
 #include "internal.h"
@@ -157,54 +158,6 @@ static int template_open(const char *dir, uint64_t bytes, struct cell_error *err
 	return fd >= 0 ? fd : cell_err(err, errno, "opening %s/%s", dir, name);
 }
 
-static int copy_range(int in, int out, off_t off, off_t len)
-{
-	while (len > 0) {
-		loff_t a = off, b = off;
-		ssize_t n = copy_file_range(in, &a, out, &b, (size_t)len, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 &&
-		    (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)) {
-			char buf[64 << 10];
-			n = pread(in, buf, len < (off_t)sizeof(buf) ? (size_t)len : sizeof(buf),
-				  off);
-			if (n > 0 && pwrite(out, buf, (size_t)n, off) != n)
-				return errno ? -errno : -EIO;
-		}
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO; /* the template shrank under us */
-		off += n;
-		len -= n;
-	}
-	return 0;
-}
-
-/* out (empty) becomes a sparse copy of in: a reflink where the filesystem has them, else
- * the data extents only. */
-static int copy_sparse(int in, int out, uint64_t bytes)
-{
-	if (ioctl(out, FICLONE, in) == 0)
-		return 0;
-	if (ftruncate(out, (off_t)bytes) < 0)
-		return -errno;
-	off_t pos = 0;
-	for (;;) {
-		off_t data = lseek(in, pos, SEEK_DATA);
-		if (data < 0)
-			return errno == ENXIO ? 0 : -errno;
-		off_t hole = lseek(in, data, SEEK_HOLE);
-		if (hole < 0)
-			return -errno;
-		int r = copy_range(in, out, data, hole - data);
-		if (r < 0)
-			return r;
-		pos = hole;
-	}
-}
-
 /* <dir>/disk.img opened read-write: the existing one, or a new copy of the template (or a
  * newly formatted image without templates). */
 static int image_open(int dirfd, const char *dir, const char *templates_dir, uint64_t bytes,
@@ -220,7 +173,8 @@ static int image_open(int dirfd, const char *dir, const char *templates_dir, uin
 	int r;
 	if (templates_dir) {
 		_cleanup_close_ int in = template_open(templates_dir, bytes, err);
-		r = in < 0 ? in : copy_sparse(in, out, bytes);
+		r = in < 0 ? in
+			   : cell_file_clone(in, out, NULL); /* template_open checked its size */
 		if (in >= 0 && r < 0)
 			cell_err(err, -r, "copying the %s template into %s/" IMAGE_NAME,
 				 templates_dir, dir);
