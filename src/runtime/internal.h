@@ -47,6 +47,7 @@ enum cell_child_step {
 	CELL_STEP_CGROUP,
 	CELL_STEP_CGROUPFS,
 	CELL_STEP_MASKS,
+	CELL_STEP_BOOT_ID,
 	CELL_STEP_RLIMITS,
 	CELL_STEP_CAPS,
 	CELL_STEP_SECCOMP,
@@ -132,6 +133,8 @@ int cell_child_mount_cgroup_hybrid(const struct cell_cg_layout *layout, int root
 
 /* masks.c: after pivot_root, /proc and /sys paths masked or made read-only. */
 int cell_child_mask_paths(struct cell_child_err *ce);
+/* bootid.c: a fresh boot id of the sandbox's own over the kernel's (after the masks). */
+int cell_child_boot_id(struct cell_child_err *ce);
 
 /* rlimits.c: setrlimit for each; after the fds are set up. */
 int cell_child_set_rlimits(const struct cell_rlimit *rl, size_t n, struct cell_child_err *ce);

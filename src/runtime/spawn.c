@@ -162,6 +162,12 @@ static int child_mask_paths(struct child_plan *cp, struct cell_child_err *ce)
 	return cell_child_mask_paths(ce);
 }
 
+static int child_give_boot_id(struct child_plan *cp, struct cell_child_err *ce)
+{
+	(void)cp;
+	return cell_child_boot_id(ce);
+}
+
 static int child_set_hostname(struct child_plan *cp, struct cell_child_err *ce)
 {
 	if (sethostname(cp->hostname, strlen(cp->hostname)) < 0)
@@ -348,6 +354,7 @@ static child_step_fn *const child_steps[] = {
      * this net namespace (before the mounts were sent), before pivot_root. */
     child_pivot_root,
     child_mask_paths,
+    child_give_boot_id,
     child_set_hostname,
     child_add_hostname_to_hosts,
     child_write_resolv_conf,

@@ -1,7 +1,8 @@
 /* Pause and resume: every process frozen (a counter stops, then continues), a background
  * server serves again after resume, exec on a paused sandbox resumes it first, the 409
  * answers, a paused sandbox survives a celld restart as Paused, and deleting a paused
- * sandbox leaves nothing. The counter is read from the host through /proc/<pid>/root, which
+ * sandbox leaves nothing; a sandbox's boot id is its own, kept by a pause and new after a
+ * stop and start (bootid.c). The counter is read from the host through /proc/<pid>/root, which
  * does not wake the sandbox the way an exec or a files call would. */
 #include <check.h>
 #include <stdarg.h>
@@ -96,6 +97,16 @@ START_TEST(counter_stops_and_continues)
 }
 END_TEST
 
+/* verb ("pause" or "stop"), then resume: each answered 202. */
+static void then_resume(const char *id, const char *verb)
+{
+	struct h_resp r;
+	ck_assert_int_eq(post(id, verb, &r), 202);
+	h_resp_free(&r);
+	ck_assert_int_eq(post(id, "resume", &r), 202);
+	h_resp_free(&r);
+}
+
 /* The page, once the server answers (it may still be starting): up to 5 s. */
 #define FETCH_RETRY                                                                                \
 	H_FETCH "for i in $(seq 25); do o=$(fetch 8088 index.html); "                              \
@@ -112,11 +123,7 @@ START_TEST(server_serves_after_resume)
 	char *out = h_sh(id, FETCH_RETRY);
 	ck_assert_str_eq(out, "served\n");
 	free(out);
-	struct h_resp r;
-	ck_assert_int_eq(post(id, "pause", &r), 202);
-	h_resp_free(&r);
-	ck_assert_int_eq(post(id, "resume", &r), 202);
-	h_resp_free(&r);
+	then_resume(id, "pause");
 	out = h_sh(id, FETCH_RETRY);
 	ck_assert_str_eq(out, "served\n");
 	free(out);
@@ -232,6 +239,38 @@ START_TEST(cli_pause_resume)
 }
 END_TEST
 
+/* The boot id is the sandbox's own (not the host kernel's), read-only, kept by a pause
+ * (the same processes go on) and new after a stop and a start (a cold boot, as clients
+ * that compare boot ids expect); the file it was made from is gone. */
+START_TEST(boot_id_kept_by_pause_new_after_stop)
+{
+	static const char read_id[] = "cat /proc/sys/kernel/random/boot_id";
+	char *host = h_read_file("/proc/sys/kernel/random/boot_id");
+	ck_assert_ptr_nonnull(host);
+	char *id = h_create("busybox", NULL);
+	char *first = h_sh(id, read_id);
+	ck_assert_uint_eq(strlen(first), 37);
+	ck_assert_str_ne(first, host);
+	char *out = h_sh(id, "echo x 2>/dev/null > /proc/sys/kernel/random/boot_id && echo "
+			     "written; ls -a /dev | grep -c cell-boot-id; true");
+	ck_assert_str_eq(out, "0\n");
+	free(out);
+	then_resume(id, "pause");
+	out = h_sh(id, read_id);
+	ck_assert_str_eq(out, first);
+	free(out);
+	then_resume(id, "stop");
+	out = h_sh(id, read_id);
+	ck_assert_uint_eq(strlen(out), 37);
+	ck_assert_str_ne(out, first);
+	ck_assert_str_ne(out, host);
+	free(out);
+	free(first);
+	free(host);
+	free(id);
+}
+END_TEST
+
 static Suite *pause_suite(void)
 {
 	Suite *s = suite_create("pause");
@@ -245,6 +284,8 @@ static Suite *pause_suite(void)
 	tcase_add_test(h_tcase(s, "delete_paused_leaves_nothing", 120),
 		       delete_paused_leaves_nothing);
 	tcase_add_test(h_tcase(s, "cli_pause_resume", 120), cli_pause_resume);
+	tcase_add_test(h_tcase(s, "boot_id_kept_by_pause_new_after_stop", 120),
+		       boot_id_kept_by_pause_new_after_stop);
 	return s;
 }
 
