@@ -340,91 +340,29 @@ static int snapshot_source(json_t *body, struct create_spec *spec, struct cell_e
 	return 0;
 }
 
-/* What the request leaves out comes from the snapshot's source: entrypoint (OpenSandbox's
- * default for a restore: tail -f /dev/null), resourceLimits, metadata; env is the
- * source's with the request's over it. */
+/* What the request leaves out comes from the snapshot's source (create_snapshot_defaults);
+ * the entrypoint is OpenSandbox's default for a restore: tail -f /dev/null. */
 static int snapshot_defaults(struct create_spec *spec, struct cell_error *err)
 {
-	json_t *meta = spec->snapshot;
-	if (!spec->entrypoint)
-		spec->entrypoint = json_pack("[s, s, s]", "tail", "-f", "/dev/null");
-	json_t *src_env = json_object_get(meta, "env");
-	if (json_is_object(src_env)) {
-		json_t *env = json_deep_copy(src_env);
-		if (env && spec->env)
-			json_object_update(env, spec->env);
-		json_decref(spec->env);
-		spec->env = env;
-		if (env && field_check_map_caps(env, "env", &create_env_caps, err) < 0)
-			return -EINVAL;
-	}
-	json_t *rl = json_object_get(meta, "resourceLimits");
-	if (!spec->resource_limits && json_is_object(rl))
-		spec->resource_limits = json_deep_copy(rl);
-	json_t *md = json_object_get(meta, "metadata");
-	if (!spec->metadata && json_is_object(md))
-		spec->metadata = json_deep_copy(md);
-	if (!spec->entrypoint)
+	if (!spec->entrypoint &&
+	    !(spec->entrypoint = json_pack("[s, s, s]", "tail", "-f", "/dev/null")))
 		return cell_err(err, ENOMEM, "create from snapshot");
-	return 0;
+	return create_snapshot_defaults(spec, err);
 }
 
-/* The disk: a snapshot of a loop-quota disk is that disk (its size is the image's); a
- * layer copied as a tree takes the request's disk, or the source's when it names none. */
-static int snapshot_disk(struct create_spec *spec, struct cell_error *err)
-{
-	json_t *meta = spec->snapshot;
-	uint64_t disk = (uint64_t)json_integer_value(json_object_get(meta, "diskBytes"));
-	const char *kind = json_string_value(json_object_get(meta, "kind"));
-	bool named = json_object_get(spec->resource_limits, "disk") != NULL;
-	if (kind && !strcmp(kind, "image") && named && spec->limits.disk_bytes != disk)
-		return field_fail(err,
-				  "resourceLimits.disk: a sandbox from snapshot %s has its disk "
-				  "(%llu bytes); leave disk out",
-				  json_string_value(json_object_get(meta, "id")),
-				  (unsigned long long)disk);
-	if (!named)
-		spec->limits.disk_bytes = disk;
-	return 0;
-}
-
-/* The network policy and seccomp profile of the source, unless the request names its
+/* The source's network policy, seccomp profile and sudo, unless the request names its
  * own. */
 static void snapshot_record(json_t *body, struct create_spec *spec)
 {
-	json_t *meta = spec->snapshot;
 	json_t *ext = json_object_get(body, "extensions");
-	json_t *net = json_object_get(meta, "network");
-	if (!present(body, "networkPolicy") && !json_object_get(ext, "cell.network") &&
-	    json_is_object(net)) {
-		json_decref(spec->network);
-		spec->network = json_incref(net);
-	}
-	const char *prof = json_string_value(json_object_get(meta, "seccompProfile"));
-	if (!json_object_get(ext, "cell.seccomp") && prof && seccomp_policy_exists(prof)) {
-		spec->seccomp_profile = prof;
-		spec->seccomp_log = json_is_true(json_object_get(meta, "seccompLog"));
-	}
-	if (!json_object_get(ext, "cell.sudo"))
-		spec->sudo = json_is_true(json_object_get(meta, "sudo"));
-}
-
-/* The source's image as it was resolved (the lower layer its upper layer was written
- * over); -ENOENT (400 IMAGE_NOT_FOUND) when the host no longer has it. */
-static int snapshot_rootfs(struct create_spec *spec, struct cell_error *err)
-{
-	const char *rootfs = json_string_value(json_object_get(spec->snapshot, "rootfs"));
-	struct stat st;
-	if (!rootfs || !rootfs[0] || strlen(rootfs) >= sizeof(spec->rootfs) ||
-	    stat(rootfs, &st) < 0 || !S_ISDIR(st.st_mode))
-		return cell_err_msg(err, ENOENT,
-				    "snapshotId: the image '%.128s' of snapshot %s is no longer "
-				    "on this host",
-				    spec->image,
-				    json_string_value(json_object_get(spec->snapshot, "id"))),
-		       -ENOENT;
-	snprintf(spec->rootfs, sizeof(spec->rootfs), "%s", rootfs);
-	return 0;
+	unsigned named = 0;
+	if (present(body, "networkPolicy") || json_object_get(ext, "cell.network"))
+		named |= CREATE_NAMED_NETWORK;
+	if (json_object_get(ext, "cell.seccomp"))
+		named |= CREATE_NAMED_SECCOMP;
+	if (json_object_get(ext, "cell.sudo"))
+		named |= CREATE_NAMED_SUDO;
+	create_snapshot_record(spec, named);
 }
 
 /* The create request into spec: 0, -EINVAL (err names the field), -EPERM (see
@@ -471,7 +409,7 @@ static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 		return -EINVAL;
 	int rc = limits_resolve(spec->resource_limits, &spec->limits, true, err);
 	if (rc == 0 && from_snapshot)
-		rc = snapshot_disk(spec, err);
+		rc = create_snapshot_disk(spec, err);
 	if (rc < 0)
 		return rc;
 	spec->timeout = timeout;
@@ -491,7 +429,7 @@ static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 	if (rc < 0)
 		return rc;
 	if (from_snapshot)
-		return snapshot_rootfs(spec, err);
+		return create_snapshot_rootfs(spec, "snapshotId", err); /* 400 IMAGE_NOT_FOUND */
 	/* Last: the only check that looks at the host. A name that is not valid names no
 	 * image either. */
 	rc = image_resolve(spec->image, spec->rootfs, sizeof(spec->rootfs), err);

@@ -55,3 +55,24 @@ extern const struct field_caps create_metadata_caps, create_env_caps;
 int create_check_env(json_t *env, const char *name, struct cell_error *err);
 /* Drop every reference spec holds. */
 void create_spec_free(struct create_spec *spec);
+
+/* ---- create_snapshot.c: a create from a snapshot (spec->snapshot set, spec->image its
+ * image) ---- */
+
+/* What the request leaves out comes from the snapshot's source: resourceLimits, metadata;
+ * env is the source's with the request's over it. 0, or -EINVAL naming the field. */
+int create_snapshot_defaults(struct create_spec *spec, struct cell_error *err);
+/* The disk, once spec->limits is resolved: a snapshot of a loop-quota disk is that disk
+ * (its size the source's; another size asked for is -EINVAL); a layer copied as a tree
+ * takes the request's disk, or the source's when it names none. */
+int create_snapshot_disk(struct create_spec *spec, struct cell_error *err);
+/* What the request named itself, kept over the source's in create_snapshot_record. */
+#define CREATE_NAMED_NETWORK 1u
+#define CREATE_NAMED_SECCOMP 2u
+#define CREATE_NAMED_SUDO    4u
+/* The source's network policy, seccomp profile and sudo, where named leaves them out. */
+void create_snapshot_record(struct create_spec *spec, unsigned named);
+/* spec->rootfs: the source's image as it was resolved (the lower layer its upper layer
+ * was written over); -ENOENT, its message starting with field (the request's), when the
+ * host no longer has it. */
+int create_snapshot_rootfs(struct create_spec *spec, const char *field, struct cell_error *err);

@@ -29,6 +29,7 @@
 
 struct sandbox;
 struct sse_buf;
+struct create_spec;
 
 extern const struct http_api api_e2b;
 
@@ -55,6 +56,13 @@ int e2b_error(struct http_req *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The sandbox of a control-plane route's {id} (param 0), or NULL with 404 answered. */
 struct sandbox *e2b_find_sandbox(struct http_req *r);
+/* The answer to a change of a sandbox that returned rc: 404 when it went, 409 when its
+ * state did not allow it (being made, deleted, captured, already so), else the errno's
+ * status. Returns 0. */
+int e2b_change_failed(struct http_req *r, int rc, const struct cell_error *err);
+/* 200 with items (a JSON array, taken) and, when there is a next page, X-Next-Token (the
+ * SDK's paginators ask for another page only when it is there). Returns 0. */
+int e2b_page(struct http_req *r, json_t *items, const char *next_token);
 
 /* The user an envd call acts as: named by the call (the username query parameter of
  * /files, Authorization: Basic base64("<user>:") of a Connect call), else envd's default
@@ -201,6 +209,22 @@ int e2b_sandbox_resume(struct http_req *r);
 int e2b_sandbox_connect(struct http_req *r);
 int e2b_sandbox_metrics(struct http_req *r);
 int e2b_sandbox_network(struct http_req *r);
+/* A create's body into spec (E2B's fields onto cell's; a templateID the operator does
+ * not list may name a snapshot: snapshot_find). fork: the create of a fork (the
+ * source's network policy and sudo kept, which a create's own fields replace). 0, -EINVAL
+ * (err names the field), -ENOENT (no such template), or what the host says. */
+int e2b_create_spec(json_t *body, bool fork, struct create_spec *spec, const char **template_id,
+		    struct cell_error *err);
+/* E2B's Sandbox (what create, connect and each fork answer); alias: the templateID asked
+ * for, or NULL. NULL when out of memory. */
+json_t *e2b_sandbox_json(const struct sandbox *sb, const char *alias);
+
+/* ---- e2b_snapshots.c: snapshots (cell's, snapshots.c) and forks ---- */
+
+int e2b_snapshot_create(struct http_req *r);
+int e2b_snapshot_list(struct http_req *r);
+int e2b_template_delete(struct http_req *r);
+int e2b_sandbox_fork(struct http_req *r);
 
 /* What a sandbox uses now, from its cgroup (two readings SAMPLE_MS apart for the CPU) and
  * its writable layer; bytes. */

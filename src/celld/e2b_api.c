@@ -54,6 +54,10 @@ static const struct route routes[] = {
     {"POST", "v2/sandboxes/{id}/connect", JSON, SHORT, e2b_sandbox_connect, NULL, NULL},
     {"GET", "sandboxes/{id}/metrics", NONE, SHORT, e2b_sandbox_metrics, NULL, NULL},
     {"PUT", "sandboxes/{id}/network", JSON, SHORT, e2b_sandbox_network, NULL, NULL},
+    {"POST", "sandboxes/{id}/snapshots", JSON, SHORT, e2b_snapshot_create, NULL, NULL},
+    {"GET", "snapshots", NONE, SHORT, e2b_snapshot_list, NULL, NULL},
+    {"DELETE", "templates/{id}", NONE, SHORT, e2b_template_delete, NULL, NULL},
+    {"POST", "sandboxes/{id}/fork", JSON, SHORT, e2b_sandbox_fork, NULL, NULL},
     /* envd; health is the control plane's too (without E2b-Sandbox-Id). */
     {"GET", "health", NONE, SHORT, e2b_health, NULL, NULL},
     {"GET", "envs", NONE, SHORT, e2b_envs, NULL, NULL},

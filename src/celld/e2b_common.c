@@ -9,6 +9,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <microhttpd.h>
+
 #include "cell/codec.h"
 
 #include "e2b.h"
@@ -249,4 +251,32 @@ int e2b_make_parents(const struct sandbox *sb, const struct e2b_user *u, const c
 		if (rc != 0 || !keep)
 			return rc;
 	}
+}
+
+int e2b_page(struct http_req *r, json_t *items, const char *next_token)
+{
+	char *text = json_dumps(items, JSON_COMPACT);
+	json_decref(items);
+	if (!text)
+		return e2b_error(r, 500, "out of memory");
+	struct MHD_Response *resp =
+	    MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return e2b_error(r, 500, "out of memory");
+	}
+	MHD_add_response_header(resp, "Content-Type", "application/json");
+	/* The SDK asks for the next page only when this header is there. */
+	if (next_token)
+		MHD_add_response_header(resp, "X-Next-Token", next_token);
+	return http_respond(r, 200, resp);
+}
+
+int e2b_change_failed(struct http_req *r, int rc, const struct cell_error *err)
+{
+	if (rc == -ENOENT)
+		return e2b_error(r, 404, "%s", err->msg);
+	if (rc == -EALREADY || rc == -EBUSY)
+		return e2b_error(r, 409, "%s", err->msg);
+	return http_internal(r, err);
 }

@@ -16,8 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <microhttpd.h>
-
 #include "cell/cleanup.h"
 #include "cell/id.h"
 #include "cell/log.h"
@@ -38,6 +36,7 @@
 #include "network.h"
 #include "registry.h"
 #include "sandbox.h"
+#include "snapshots.h"
 #include "timefmt.h"
 #include "timer_policy.h"
 #include "url.h"
@@ -133,9 +132,7 @@ static uint64_t memory_total(const struct sandbox *sb)
 	return total;
 }
 
-/* E2B's Sandbox: what create, resume and connect answer. alias: the template the create
- * named, or NULL. */
-static json_t *sandbox_obj(const struct sandbox *sb, const char *alias)
+json_t *e2b_sandbox_json(const struct sandbox *sb, const char *alias)
 {
 	char token[PREVIEW_TOKEN_LEN + 1];
 	if (e2b_access_token(sb->id, token) < 0)
@@ -358,11 +355,30 @@ static int parse_network(json_t *body, const char **mode, json_t **policy, bool 
 	return 0;
 }
 
-/* The create request into spec: 0, -EINVAL (err names the field), -ENOENT (the template
- * names no image here), or what limits_resolve says of the host. *template_id: the
- * request's (body's storage). */
-static int parse_create(json_t *body, struct create_spec *spec, const char **template_id,
-			struct cell_error *err)
+/* A create from the snapshot in spec->snapshot: what the request leaves out is its
+ * source's (create_snapshot.c), the entrypoint too. A fork keeps the source's network
+ * policy; a create has its own (the SDK always sends allow_internet_access). Either is
+ * E2B's template, so sudo stays on. */
+static int from_snapshot(struct create_spec *spec, bool fork, struct cell_error *err)
+{
+	json_t *meta = spec->snapshot;
+	spec->image = json_string_value(json_object_get(meta, "image"));
+	json_t *ep = json_object_get(meta, "entrypoint");
+	if (json_is_array(ep) && !(spec->entrypoint = json_deep_copy(ep)))
+		return cell_err(err, ENOMEM, "create from snapshot");
+	if (create_snapshot_defaults(spec, err) < 0)
+		return -EINVAL;
+	int rc = limits_resolve(spec->resource_limits, &spec->limits, true, err);
+	if (rc == 0)
+		rc = create_snapshot_disk(spec, err);
+	if (rc < 0)
+		return rc;
+	create_snapshot_record(spec, CREATE_NAMED_SUDO | (fork ? 0 : CREATE_NAMED_NETWORK));
+	return create_snapshot_rootfs(spec, "templateID", err);
+}
+
+int e2b_create_spec(json_t *body, bool fork, struct create_spec *spec, const char **template_id,
+		    struct cell_error *err)
 {
 	if (check_unsupported(body, err) < 0)
 		return -EINVAL;
@@ -419,7 +435,16 @@ static int parse_create(json_t *body, struct create_spec *spec, const char **tem
 		err->code = EINVAL;
 		return -EINVAL;
 	}
-	/* Last: the only check that looks at the host. */
+	/* Last: the only checks that look at the host. A template the operator lists is an
+	 * image; another id may name a snapshot (its id or name), else an image. */
+	if (!e2b_template_listed(*template_id)) {
+		rc = snapshot_find(*template_id, &spec->snapshot, err);
+		if (rc == 0)
+			return from_snapshot(spec, fork, err);
+		if (rc != -ENOENT)
+			return rc;
+		*err = (struct cell_error){0};
+	}
 	if (e2b_template_image(*template_id, &spec->image) < 0)
 		return cell_err_msg(err, ENOENT, "template '%.128s' not found", *template_id),
 		       -ENOENT;
@@ -440,7 +465,7 @@ int e2b_sandbox_create(struct http_req *r)
 	struct create_spec spec = {.owner = http_principal(r)};
 	struct cell_error err = {0};
 	const char *template_id = NULL;
-	int rc = parse_create(body, &spec, &template_id, &err);
+	int rc = e2b_create_spec(body, false, &spec, &template_id, &err);
 	if (rc == -ENOENT) /* as E2B answers a template it does not know */
 		e2b_error(r, 404, "%s", err.msg);
 	else if (rc < 0)
@@ -450,7 +475,7 @@ int e2b_sandbox_create(struct http_req *r)
 	if (rc == 0 && (rc = lifecycle_create(&spec, &sb, &created, &err)) < 0)
 		http_internal(r, &err);
 	if (rc == 0) {
-		json_t *o = sandbox_obj(sb, template_id);
+		json_t *o = e2b_sandbox_json(sb, template_id);
 		if (o)
 			http_json(r, 201, o);
 		else
@@ -621,21 +646,9 @@ static int list(struct http_req *r, bool v2)
 		snprintf(token, sizeof(token), "%lld:%s", (long long)v[taken - 1]->created_ms,
 			 v[taken - 1]->id);
 	sandbox_unref_all(v, n);
-	char *text = arr ? json_dumps(arr, JSON_COMPACT) : NULL;
-	json_decref(arr);
-	if (!text)
+	if (!arr)
 		return e2b_error(r, 500, "out of memory");
-	struct MHD_Response *resp =
-	    MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(text);
-		return e2b_error(r, 500, "out of memory");
-	}
-	MHD_add_response_header(resp, "Content-Type", "application/json");
-	/* The SDK asks for the next page only when this header is there. */
-	if (more && taken)
-		MHD_add_response_header(resp, "X-Next-Token", token);
-	return http_respond(r, 200, resp);
+	return e2b_page(r, arr, more && taken ? token : NULL);
 }
 
 int e2b_sandbox_list(struct http_req *r)
@@ -678,23 +691,12 @@ int e2b_sandbox_kill(struct http_req *r)
 	return http_empty(r, 204);
 }
 
-/* The answer to a change that returned rc on sandbox id: 404 when it went, 409 when its
- * state did not allow it, else the lower layer's error. */
-static int change_failed(struct http_req *r, int rc, const struct cell_error *err)
-{
-	if (rc == -ENOENT)
-		return e2b_error(r, 404, "%s", err->msg);
-	if (rc == -EALREADY || rc == -EBUSY)
-		return e2b_error(r, 409, "%s", err->msg);
-	return http_internal(r, err);
-}
-
 /* A new expiry for sb: at (0: none), as lifecycle_renew records it. */
 static int set_expiry(struct http_req *r, struct sandbox *sb, time_t at)
 {
 	struct cell_error err = {0};
 	int rc = lifecycle_renew(sb, at, &err);
-	return rc < 0 ? (change_failed(r, rc, &err), rc) : 0;
+	return rc < 0 ? (e2b_change_failed(r, rc, &err), rc) : 0;
 }
 
 /* POST /sandboxes/{id}/timeout {"timeout": seconds}: the sandbox ends that long from now
@@ -846,7 +848,7 @@ int e2b_sandbox_pause(struct http_req *r)
 		return 0;
 	rc = memory ? lifecycle_pause(sb, &err) : lifecycle_stop(sb, "on request", &err);
 	if (rc < 0) {
-		change_failed(r, rc, &err);
+		e2b_change_failed(r, rc, &err);
 		sandbox_unref(sb);
 		return 0;
 	}
@@ -871,12 +873,12 @@ static int wake(struct http_req *r, struct sandbox *sb, bool memory, bool *resum
 	int rc = 0;
 	if (!memory && st == SBX_PAUSED && (rc = lifecycle_stop(sb, "on request", &err)) < 0 &&
 	    rc != -EALREADY)
-		return change_failed(r, rc, &err), rc;
+		return e2b_change_failed(r, rc, &err), rc;
 	rc = lifecycle_resume(sb, &err);
 	if (rc == -EALREADY) /* another call woke it first */
 		return 0;
 	if (rc < 0)
-		return change_failed(r, rc, &err), rc;
+		return e2b_change_failed(r, rc, &err), rc;
 	*resumed = true;
 	return 0;
 }
@@ -884,7 +886,7 @@ static int wake(struct http_req *r, struct sandbox *sb, bool memory, bool *resum
 /* The answer of resume and connect: the Sandbox, 201 when it was started. */
 static int answer_sandbox(struct http_req *r, struct sandbox *sb, unsigned status)
 {
-	json_t *o = sandbox_obj(sb, NULL);
+	json_t *o = e2b_sandbox_json(sb, NULL);
 	return o ? http_json(r, status, o) : e2b_error(r, 500, "out of memory");
 }
 

@@ -104,3 +104,8 @@ int e2b_template_image(const char *template_id, const char **image)
 	*image = template_id;
 	return 0;
 }
+
+bool e2b_template_listed(const char *template_id)
+{
+	return templates && json_object_get(templates, template_id);
+}

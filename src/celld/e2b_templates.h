@@ -2,6 +2,8 @@
  * cell-policy(5)): {"templates": {"base": "default"}, "unlisted": "image" | "refuse"}. */
 #pragma once
 
+#include <stdbool.h>
+
 #include "cell/error.h"
 
 /* Load the map; a missing file means the built-in one (base → default, unlisted ids name
@@ -11,3 +13,5 @@ int e2b_templates_load(struct cell_error *err);
  * or the id itself when the map lets unlisted ids name images. -ENOENT when the map refuses
  * it. Whether the image exists is the create's check. */
 int e2b_template_image(const char *template_id, const char **image);
+/* Whether the map lists template_id (a listed id is an image before it is a snapshot). */
+bool e2b_template_listed(const char *template_id);

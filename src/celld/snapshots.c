@@ -160,6 +160,29 @@ int snapshot_list(json_t **out, struct cell_error *err)
 	return 0;
 }
 
+int snapshot_find(const char *ref, json_t **meta, struct cell_error *err)
+{
+	*meta = NULL;
+	struct cell_error ignored = {0};
+	if (snapshot_get(ref, meta, &ignored) == 0)
+		return 0;
+	json_t *all;
+	int r = snapshot_list(&all, err);
+	if (r < 0)
+		return r;
+	json_t *m, *found = NULL;
+	size_t i;
+	json_array_foreach(all, i, m) /* oldest first: the last match is the newest */
+	{
+		const char *name = json_string_value(json_object_get(m, "name"));
+		if (name && !strcmp(name, ref))
+			found = m;
+	}
+	*meta = json_incref(found);
+	json_decref(all);
+	return found ? 0 : (cell_err_msg(err, ENOENT, "snapshot %.128s not found", ref), -ENOENT);
+}
+
 static size_t count_snapshots(void)
 {
 	int dfd = openat(snap_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -26,6 +26,9 @@ int snapshots_init(struct cell_error *err);
 int snapshot_take(struct sandbox *sb, const char *name, json_t **meta, struct cell_error *err);
 /* The meta of snapshot id (a new reference): 0, or -ENOENT. */
 int snapshot_get(const char *id, json_t **meta, struct cell_error *err);
+/* The snapshot ref names: its id, else the newest one of that name. *meta: its meta (a
+ * new reference). 0, -ENOENT, or what reading it met. */
+int snapshot_find(const char *ref, json_t **meta, struct cell_error *err);
 /* Every snapshot's meta, oldest first (a new array). */
 int snapshot_list(json_t **out, struct cell_error *err);
 /* Remove snapshot id: 0, -ENOENT, -EBUSY (a sandbox is being made from it). */
