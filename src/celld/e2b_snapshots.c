@@ -7,6 +7,7 @@
  * (celld(8), E2B API). */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "create_spec.h"
