@@ -29,22 +29,8 @@ static int parse_body(struct http_req *r, json_t **body, const char **name)
 	if (http_json_body(r, body) < 0)
 		return -EINVAL;
 	struct cell_error err = {0};
-	const char *k;
-	json_t *v;
-	json_object_foreach(*body, k, v)
-	{
-		if (strcmp(k, "name"))
-			return http_error(r, 400, "INVALID_ARGUMENT",
-					  "%.64s is not a field of a snapshot request (only name)",
-					  k),
-			       -EINVAL;
-	}
-	if (field_string(*body, "name", "name", false, name, &err) < 0)
+	if (snapshot_request_name(*body, name, &err) < 0)
 		return http_internal(r, &err), -EINVAL;
-	if (*name && (!(*name)[0] || strlen(*name) > SNAPSHOT_NAME_MAX))
-		return http_error(r, 400, "INVALID_ARGUMENT", "name must be 1-%d bytes",
-				  SNAPSHOT_NAME_MAX),
-		       -EINVAL;
 	return 0;
 }
 

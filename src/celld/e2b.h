@@ -24,6 +24,7 @@
 
 #include <jansson.h>
 
+#include "cell/id.h"
 #include "http.h"
 #include "preview.h"
 
@@ -60,6 +61,20 @@ struct sandbox *e2b_find_sandbox(struct http_req *r);
  * state did not allow it (being made, deleted, captured, already so), else the errno's
  * status. Returns 0. */
 int e2b_change_failed(struct http_req *r, int rc, const struct cell_error *err);
+/* A list's page token, "<at>:<id>": the sort key (a creation time, then an id) of the
+ * last entry of the page before; the next page starts after it. */
+#define E2B_PAGE_TOKEN_MAX (64 + CELL_ID_MAX)
+struct e2b_page_token {
+	bool set;
+	int64_t at;
+	char id[CELL_ID_MAX + 1];
+};
+/* text into t (set): 0, or -EINVAL when it is not a token this server gave. */
+int e2b_page_token_parse(const char *text, struct e2b_page_token *t);
+/* The token of the entry (at, id). */
+void e2b_page_token_format(char out[E2B_PAGE_TOKEN_MAX], int64_t at, const char *id);
+/* <0, 0 or >0 as (at, id) sorts before, at or after t (0 for no token). */
+int e2b_page_token_cmp(const struct e2b_page_token *t, int64_t at, const char *id);
 /* 200 with items (a JSON array, taken) and, when there is a next page, X-Next-Token (the
  * SDK's paginators ask for another page only when it is there). Returns 0. */
 int e2b_page(struct http_req *r, json_t *items, const char *next_token);

@@ -253,6 +253,34 @@ int e2b_make_parents(const struct sandbox *sb, const struct e2b_user *u, const c
 	}
 }
 
+int e2b_page_token_parse(const char *text, struct e2b_page_token *t)
+{
+	char *end;
+	errno = 0;
+	long long at = strtoll(text, &end, 10);
+	if (errno || end == text || *end != ':' || at < 0 || strlen(end + 1) > CELL_ID_MAX ||
+	    !cell_id_valid(end + 1))
+		return -EINVAL;
+	t->at = at;
+	snprintf(t->id, sizeof(t->id), "%s", end + 1);
+	t->set = true;
+	return 0;
+}
+
+void e2b_page_token_format(char out[E2B_PAGE_TOKEN_MAX], int64_t at, const char *id)
+{
+	snprintf(out, E2B_PAGE_TOKEN_MAX, "%lld:%s", (long long)at, id);
+}
+
+int e2b_page_token_cmp(const struct e2b_page_token *t, int64_t at, const char *id)
+{
+	if (!t->set)
+		return 0;
+	if (at != t->at)
+		return at < t->at ? -1 : 1;
+	return strcmp(id, t->id);
+}
+
 int e2b_page(struct http_req *r, json_t *items, const char *next_token)
 {
 	char *text = json_dumps(items, JSON_COMPACT);

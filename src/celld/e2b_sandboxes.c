@@ -494,12 +494,10 @@ struct list_query {
 	json_t *filter;	      /* metadata that must match, or NULL */
 	int64_t limit;
 	bool desc;
-	time_t started_after; /* 0: none */
-	const char *image;    /* the template's image, or NULL */
-	bool no_template;     /* a template the map refuses: nothing matches */
-	bool have_token;
-	int64_t token_at; /* the page starts after (created_ms, id) */
-	char token_id[CELL_ID_MAX + 1];
+	time_t started_after;	     /* 0: none */
+	const char *image;	     /* the template's image, or NULL */
+	bool no_template;	     /* a template the map refuses: nothing matches */
+	struct e2b_page_token token; /* the page starts after it (created_ms, id) */
 };
 
 /* state: "running", "paused", repeated or joined by commas. */
@@ -530,21 +528,6 @@ static int parse_states(struct http_req *r, struct list_query *q)
 	return 0;
 }
 
-/* nextToken: "<created_ms>:<id>" of the last sandbox of the page before. */
-static int parse_token(const char *text, struct list_query *q)
-{
-	char *end;
-	errno = 0;
-	long long at = strtoll(text, &end, 10);
-	if (errno || end == text || *end != ':' || at < 0 || strlen(end + 1) > CELL_ID_MAX ||
-	    !cell_id_valid(end + 1))
-		return -EINVAL;
-	q->token_at = at;
-	snprintf(q->token_id, sizeof(q->token_id), "%s", end + 1);
-	q->have_token = true;
-	return 0;
-}
-
 static int list_parse(struct http_req *r, struct list_query *q, bool v2)
 {
 	q->limit = v2 ? LIST_LIMIT_MAX : INT64_MAX;
@@ -563,7 +546,7 @@ static int list_parse(struct http_req *r, struct list_query *q, bool v2)
 	const char *tmpl = http_query(r, "template");
 	if (limit && parse_int64(limit, 1, LIST_LIMIT_MAX, &q->limit) < 0)
 		return e2b_error(r, 400, "limit must be between 1 and %d", LIST_LIMIT_MAX), -EINVAL;
-	if (token && token[0] && parse_token(token, q) < 0)
+	if (token && token[0] && e2b_page_token_parse(token, &q->token) < 0)
 		return e2b_error(r, 400, "nextToken is not one this server gave"), -EINVAL;
 	if (order && strcmp(order, "asc") && strcmp(order, "desc"))
 		return e2b_error(r, 400, "order must be asc or desc"), -EINVAL;
@@ -584,10 +567,9 @@ static int by_creation_desc(const void *a, const void *b)
 /* sb comes after the page token in the list's order. */
 static bool after_token(const struct list_query *q, const struct sandbox *sb)
 {
-	if (!q->have_token)
+	if (!q->token.set)
 		return true;
-	int c = sb->created_ms != q->token_at ? (sb->created_ms < q->token_at ? -1 : 1)
-					      : strcmp(sb->id, q->token_id);
+	int c = e2b_page_token_cmp(&q->token, sb->created_ms, sb->id);
 	return q->desc ? c < 0 : c > 0;
 }
 
@@ -641,10 +623,9 @@ static int list(struct http_req *r, bool v2)
 		}
 		view_release(&vw);
 	}
-	char token[64 + CELL_ID_MAX];
+	char token[E2B_PAGE_TOKEN_MAX];
 	if (more && taken)
-		snprintf(token, sizeof(token), "%lld:%s", (long long)v[taken - 1]->created_ms,
-			 v[taken - 1]->id);
+		e2b_page_token_format(token, v[taken - 1]->created_ms, v[taken - 1]->id);
 	sandbox_unref_all(v, n);
 	if (!arr)
 		return e2b_error(r, 500, "out of memory");

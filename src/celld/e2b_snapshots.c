@@ -7,7 +7,6 @@
  * (celld(8), E2B API). */
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "create_spec.h"
@@ -24,7 +23,6 @@
 
 #define FORKS_MAX	     8 /* sandboxes one fork request makes */
 #define LIST_LIMIT_MAX	     100
-#define TOKEN_MAX	     (32 + CELL_ID_MAX)
 #define FORK_TIMEOUT_DEFAULT 300
 #define FORK_TIMEOUT_MAX     (10LL * 365 * 24 * 3600)
 
@@ -40,24 +38,6 @@ static json_t *snapshot_info(json_t *meta)
 
 /* ---- POST /sandboxes/{id}/snapshots {"name"?} ---- */
 
-static int parse_snapshot_body(json_t *body, const char **name, struct cell_error *err)
-{
-	*name = NULL;
-	const char *k;
-	json_t *v;
-	json_object_foreach(body, k, v)
-	{
-		if (strcmp(k, "name"))
-			return field_fail(
-			    err, "%.64s is not a field of a snapshot request (only name)", k);
-	}
-	if (field_string(body, "name", "name", false, name, err) < 0)
-		return -EINVAL;
-	if (*name && (!(*name)[0] || strlen(*name) > SNAPSHOT_NAME_MAX))
-		return field_fail(err, "name must be 1-%d bytes", SNAPSHOT_NAME_MAX);
-	return 0;
-}
-
 int e2b_snapshot_create(struct http_req *r)
 {
 	json_t *body;
@@ -65,7 +45,7 @@ int e2b_snapshot_create(struct http_req *r)
 		return 0;
 	const char *name;
 	struct cell_error err = {0};
-	if (parse_snapshot_body(body, &name, &err) < 0) {
+	if (snapshot_request_name(body, &name, &err) < 0) {
 		json_decref(body);
 		return e2b_error(r, 400, "%s", err.msg);
 	}
@@ -90,9 +70,7 @@ int e2b_snapshot_create(struct http_req *r)
 struct snapshot_query {
 	const char *sandbox_id, *name;
 	int64_t limit;
-	bool have_token;
-	int64_t token_at; /* the page starts after (createdAt, id) */
-	char token_id[CELL_ID_MAX + 1];
+	struct e2b_page_token token; /* the page starts after it (createdAt, id) */
 };
 
 static int parse_snapshot_query(struct http_req *r, struct snapshot_query *q)
@@ -103,16 +81,8 @@ static int parse_snapshot_query(struct http_req *r, struct snapshot_query *q)
 	const char *limit = http_query(r, "limit"), *token = http_query(r, "nextToken");
 	if (limit && parse_int64(limit, 1, LIST_LIMIT_MAX, &q->limit) < 0)
 		return e2b_error(r, 400, "limit must be between 1 and %d", LIST_LIMIT_MAX), -EINVAL;
-	if (!token)
-		return 0;
-	char *end;
-	errno = 0;
-	long long at = strtoll(token, &end, 10);
-	if (errno || end == token || *end != ':' || at < 0 || !cell_id_valid(end + 1))
+	if (token && e2b_page_token_parse(token, &q->token) < 0)
 		return e2b_error(r, 400, "nextToken is not one this server gave"), -EINVAL;
-	q->token_at = at;
-	snprintf(q->token_id, sizeof(q->token_id), "%s", end + 1);
-	q->have_token = true;
 	return 0;
 }
 
@@ -124,8 +94,7 @@ static bool snapshot_selected(json_t *m, const struct snapshot_query *q)
 	const char *sid = json_string_value(json_object_get(m, "sandboxId"));
 	const char *name = json_string_value(json_object_get(m, "name"));
 	json_int_t at = json_integer_value(json_object_get(m, "createdAt"));
-	if (q->have_token &&
-	    (at < q->token_at || (at == q->token_at && strcmp(id, q->token_id) <= 0)))
+	if (q->token.set && e2b_page_token_cmp(&q->token, at, id) <= 0)
 		return false;
 	if (q->sandbox_id && (!sid || strcmp(sid, q->sandbox_id)))
 		return false;
@@ -156,11 +125,10 @@ int e2b_snapshot_list(struct http_req *r)
 		json_array_append_new(items, snapshot_info(m));
 		last = m;
 	}
-	char token[TOKEN_MAX];
+	char token[E2B_PAGE_TOKEN_MAX];
 	if (more && last)
-		snprintf(token, sizeof(token), "%lld:%s",
-			 (long long)json_integer_value(json_object_get(last, "createdAt")),
-			 json_string_value(json_object_get(last, "id")));
+		e2b_page_token_format(token, json_integer_value(json_object_get(last, "createdAt")),
+				      json_string_value(json_object_get(last, "id")));
 	json_decref(all);
 	if (!items)
 		return e2b_error(r, 500, "out of memory");

@@ -852,25 +852,19 @@ void network_reconcile(void)
 void network_shutdown(void)
 {
 	struct cell_error err = {0};
-	pthread_mutex_lock(&net.lock);
 	char(*names)[CELL_NFT_IFNAME_MAX + 1] = NULL;
 	size_t n = 0;
-	if (!net.ready || cell_nft_sandbox_list(net.nft, &names, &n, &err) < 0 || n) {
-		pthread_mutex_unlock(&net.lock);
-		free(names);
-		if (err.msg[0])
-			log_warn("network: at stop: %s", err.msg);
-		return;
-	}
-	free(names);
-	if (cell_nft_table_delete(net.nft, &err) < 0) {
-		pthread_mutex_unlock(&net.lock);
-		log_warn("network: at stop: %s", err.msg);
-		return;
-	}
-	unlinkat(celld.sandboxes_fd, "../" MARKER_FILE, 0);
+	pthread_mutex_lock(&net.lock);
+	bool unused = net.ready && cell_nft_sandbox_list(net.nft, &names, &n, &err) == 0 && !n;
+	bool removed = unused && cell_nft_table_delete(net.nft, &err) == 0;
+	if (removed)
+		unlinkat(celld.sandboxes_fd, "../" MARKER_FILE, 0);
 	pthread_mutex_unlock(&net.lock);
-	log_info("network: table inet %s removed: no sandbox uses it", net.table);
+	free(names);
+	if (removed)
+		log_info("network: table inet %s removed: no sandbox uses it", net.table);
+	else if (err.msg[0])
+		log_warn("network: at stop: %s", err.msg);
 }
 
 int network_resolv_conf(struct sandbox *sb, char *buf, size_t size, struct cell_error *err)

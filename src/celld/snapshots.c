@@ -25,6 +25,7 @@
 #include "cell/quota.h"
 #include "cell/log.h"
 #include "config.h"
+#include "fields.h"
 #include "registry.h"
 #include "snapshots.h"
 #include "timefmt.h"
@@ -157,6 +158,24 @@ int snapshot_list(json_t **out, struct cell_error *err)
 	if (!a)
 		return cell_err(err, ENOMEM, "listing snapshots");
 	*out = a;
+	return 0;
+}
+
+int snapshot_request_name(json_t *body, const char **name, struct cell_error *err)
+{
+	*name = NULL;
+	const char *k;
+	json_t *v;
+	json_object_foreach(body, k, v)
+	{
+		if (strcmp(k, "name"))
+			return field_fail(
+			    err, "%.64s is not a field of a snapshot request (only name)", k);
+	}
+	if (field_string(body, "name", "name", false, name, err) < 0)
+		return -EINVAL;
+	if (*name && (!(*name)[0] || strlen(*name) > SNAPSHOT_NAME_MAX))
+		return field_fail(err, "name must be 1-%d bytes", SNAPSHOT_NAME_MAX);
 	return 0;
 }
 

@@ -18,6 +18,10 @@
 /* Create <state>/snapshots and remove what an interrupted capture or delete left. */
 int snapshots_init(struct cell_error *err);
 
+/* A snapshot request's body: {name?} and nothing else, the name 1 to
+ * SNAPSHOT_NAME_MAX bytes; *name NULL when absent (body's storage). 0, or -EINVAL naming
+ * the field. */
+int snapshot_request_name(json_t *body, const char **name, struct cell_error *err);
 /* Capture sb (Running: frozen through its cgroup for the copy and thawed after; Paused
  * stays paused; Stopped: its disk as it is), busy SBX_SNAPSHOTTING. name may be NULL.
  * *meta: the new snapshot's meta (a new reference). -ENOENT (sb gone), -EBUSY (another
