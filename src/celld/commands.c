@@ -212,16 +212,6 @@ static struct command *find_locked(struct cmd_table *t, const char *id)
 	return NULL;
 }
 
-size_t cmd_table_running(struct cmd_table *t)
-{
-	size_t n = 0;
-	pthread_mutex_lock(&t->lock);
-	for (size_t i = 0; i < t->n; i++)
-		n += command_running(t->v[i]);
-	pthread_mutex_unlock(&t->lock);
-	return n;
-}
-
 /* Make room by forgetting the oldest finished command; returns it (see remove_at_locked). */
 static struct command *evict_locked(struct cmd_table *t)
 {

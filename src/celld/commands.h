@@ -23,8 +23,6 @@ struct command;
 struct cmd_table *cmd_table_new(void);
 void cmd_table_free(struct cmd_table *t);
 struct command *cmd_table_get(struct cmd_table *t, const char *id);
-/* How many of t's commands still run (the idle timer counts them as activity). */
-size_t cmd_table_running(struct cmd_table *t);
 
 void command_ref(struct command *c);
 void command_unref(struct command *c);

@@ -1,10 +1,11 @@
-/* Timers, above lifecycle, one thread that looks at every sandbox every TICK_S seconds:
+/* Timers, above lifecycle, one thread that looks at every sandbox every TICK_S seconds and
+ * does what the idle rule (idle_rule.c, which also says what counts as use) decides:
  *
  * - expiry: past its expiresAt a sandbox is deleted, or stopped (cell.onTimeout: stop);
- * - idle: Running with no activity for idleTimeout → paused. Activity is an API call that
- *   uses it (api_running_sandbox), a keepalive or a renewal; a command still running, an
- *   open port-proxy connection, an attached terminal or a file transfer count as activity
- *   while they last;
+ * - idle: Running and unused for idleTimeout → paused. Use is an API call on it
+ *   (api_running_sandbox), a keepalive or a renewal, and while they last a client's open
+ *   port-proxy connection or tunnel, attached terminal, file transfer, watch or foreground
+ *   command stream; what runs inside by itself (the entrypoint, background commands) is not;
  * - Paused for stopAfter → stopped (memory freed, disk kept);
  * - Stopped (or Failed) for reclaimAfter → deleted, disk and all.
  *
@@ -20,7 +21,7 @@
 
 #include "cell/log.h"
 #include "cell/thread.h"
-#include "commands.h"
+#include "idle_rule.h"
 #include "lifecycle.h"
 #include "registry.h"
 #include "sandbox.h"
@@ -30,37 +31,22 @@
 #define TICK_S		2
 #define ACTIVITY_SAVE_S 10
 
-/* What the timers see of a sandbox, read under the registry lock. */
-struct timer_view {
-	bool idle; /* in the table, no operation running */
-	enum sbx_state state;
-	time_t since; /* in this state since, or active since, whichever is later */
-	time_t expires_at;
-	struct sbx_timers timers;
-};
-
-static struct timer_view view_of(struct sandbox *sb)
+/* What the timers see of a sandbox; false when an operation holds it. */
+static bool view_of(struct sandbox *sb, struct idle_view *v)
 {
-	struct timer_view v;
 	registry_lock();
-	v.idle = sandbox_idle_locked(sb);
-	v.state = sb->state;
-	v.since = sb->transition_at;
-	v.expires_at = sb->expires_at;
-	v.timers = sb->timers;
+	bool idle = sandbox_idle_locked(sb);
+	v->state = sb->state;
+	v->since = sb->transition_at;
+	v->expires_at = sb->expires_at;
+	v->timers = sb->timers;
 	registry_unlock();
 	time_t active = (time_t)sandbox_active_at(sb);
-	if (active > v.since)
-		v.since = active;
-	return v;
-}
-
-/* Work that lasts (a command, a proxied connection, a terminal, a file transfer) is activity
- * while it does. */
-static bool busy_inside(struct sandbox *sb)
-{
-	return __atomic_load_n(&sb->proxy_conns, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&sb->streams, __ATOMIC_RELAXED) || cmd_table_running(sb->cmds);
+	if (active > v->since)
+		v->since = active;
+	v->use.proxy_conns = __atomic_load_n(&sb->proxy_conns, __ATOMIC_RELAXED);
+	v->use.streams = __atomic_load_n(&sb->streams, __ATOMIC_RELAXED);
+	return idle;
 }
 
 static void act(struct sandbox *sb, const char *what, int r, const struct cell_error *err)
@@ -69,7 +55,7 @@ static void act(struct sandbox *sb, const char *what, int r, const struct cell_e
 		log_error("sandbox %s: %s: %s", sb->id, what, err->msg);
 }
 
-static void expire(struct sandbox *sb, const struct timer_view *v)
+static void expire(struct sandbox *sb, const struct idle_view *v)
 {
 	struct cell_error err = {0};
 	if (v->timers.on_timeout == SBX_TIMEOUT_STOP) {
@@ -81,37 +67,32 @@ static void expire(struct sandbox *sb, const struct timer_view *v)
 	act(sb, "deleting at its timeout", lifecycle_delete(sb, &err), &err);
 }
 
-static void idle_step(struct sandbox *sb, const struct timer_view *v, time_t now)
+static void step(struct sandbox *sb, const struct idle_view *v, time_t now)
 {
 	struct cell_error err = {0};
 	int64_t quiet = (int64_t)(now - v->since);
 	char why[96];
-	switch (v->state) {
-	case SBX_RUNNING:
-		if (busy_inside(sb)) {
-			sandbox_touch(sb);
-			return;
-		}
-		if (!v->timers.idle_timeout || quiet < v->timers.idle_timeout)
-			return;
+	switch (idle_rule_next(v, now)) {
+	case IDLE_NOTHING:
+		return;
+	case IDLE_IN_USE:
+		sandbox_touch(sb);
+		return;
+	case IDLE_EXPIRE:
+		expire(sb, v);
+		return;
+	case IDLE_PAUSE:
 		log_info("sandbox %s: idle for %" PRId64 " s, pausing it", sb->id, quiet);
 		act(sb, "pausing it when idle", lifecycle_pause(sb, &err), &err);
 		return;
-	case SBX_PAUSED:
-		if (!v->timers.stop_after || quiet < v->timers.stop_after)
-			return;
+	case IDLE_STOP:
 		snprintf(why, sizeof(why), "paused and unused for %" PRId64 " s", quiet);
 		act(sb, "stopping it when idle", lifecycle_stop(sb, why, &err), &err);
 		return;
-	case SBX_STOPPED:
-	case SBX_FAILED:
-		if (!v->timers.reclaim_after || quiet < v->timers.reclaim_after)
-			return;
+	case IDLE_RECLAIM:
 		log_info("sandbox %s: %s and unused for %" PRId64 " s, deleting it", sb->id,
 			 sandbox_state_name(v->state), quiet);
 		act(sb, "deleting it when unused", lifecycle_delete(sb, &err), &err);
-		return;
-	default:
 		return;
 	}
 }
@@ -133,13 +114,10 @@ static void tick(void)
 	size_t n = registry_snapshot(&v);
 	time_t now = time(NULL);
 	for (size_t i = 0; i < n; i++) {
-		struct timer_view tv = view_of(v[i]);
-		if (!tv.idle)
+		struct idle_view iv;
+		if (!view_of(v[i], &iv))
 			continue;
-		if (tv.expires_at && now >= tv.expires_at)
-			expire(v[i], &tv);
-		else
-			idle_step(v[i], &tv, now);
+		step(v[i], &iv, now);
 		save_activity(v[i]);
 	}
 	sandbox_unref_all(v, n);

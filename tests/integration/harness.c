@@ -1597,7 +1597,7 @@ static void case_setup(void)
 	ensure_celld(&H, "celld is not running before a test; starting it");
 }
 
-static int world_open_stream(const struct h_world *w, enum h_via via, const char *path, int rcvbuf)
+static int world_dial(const struct h_world *w, enum h_via via, int rcvbuf)
 {
 	int fd;
 	if (via == H_UNIX) {
@@ -1620,14 +1620,53 @@ static int world_open_stream(const struct h_world *w, enum h_via via, const char
 			setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
 		ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	}
+	return fd;
+}
+
+/* Send method path (with the key on TCP, then headers, then body) on a new connection and
+ * read the answer's status line: 12 bytes, "HTTP/1.1 NNN". */
+static int world_send_request(const struct h_world *w, enum h_via via, int rcvbuf,
+			      const char *method, const char *path, const char *headers,
+			      const char *body, char line[12])
+{
+	int fd = world_dial(w, via, rcvbuf);
 	char *key = via == H_TCP ? h_fmt("OPEN-SANDBOX-API-KEY: %s\r\n", w->key) : strdup("");
-	char *req = h_fmt("GET %s HTTP/1.1\r\nHost: cell\r\n%s\r\n", path, key);
+	char *len =
+	    body ? h_fmt("Content-Type: application/json\r\nContent-Length: %zu\r\n", strlen(body))
+		 : strdup("");
+	char *req = h_fmt("%s %s HTTP/1.1\r\nHost: cell\r\n%s%s%s\r\n%s", method, path, key, len,
+			  headers ? headers : "", body ? body : "");
 	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	free(req);
+	free(len);
 	free(key);
+	ck_assert_int_eq(recv(fd, line, 12, MSG_WAITALL), 12);
+	return fd;
+}
+
+static int world_open_stream(const struct h_world *w, enum h_via via, const char *path, int rcvbuf)
+{
 	char line[12];
-	ck_assert_int_eq(recv(fd, line, sizeof(line), MSG_WAITALL), (ssize_t)sizeof(line));
+	int fd = world_send_request(w, via, rcvbuf, "GET", path, NULL, NULL, line);
 	ck_assert_msg(!strncmp(line, "HTTP/1.1 200", 12), "GET %s: %.12s", path, line);
+	return fd;
+}
+
+int h_open_request(enum h_via via, const char *method, const char *path, const char *headers,
+		   const char *body, long *status)
+{
+	char line[13] = {0};
+	int fd = world_send_request(&H, via, 0, method, path, headers, body, line);
+	ck_assert_msg(!strncmp(line, "HTTP/1.1 ", 9), "%s %s: %.12s", method, path, line);
+	*status = strtol(line + 9, NULL, 10);
+	/* The rest of the head, byte by byte: what follows it is the stream's. */
+	char last[4] = {0};
+	while (memcmp(last, "\r\n\r\n", 4)) {
+		char c;
+		ck_assert_msg(recv(fd, &c, 1, 0) == 1, "%s %s: the head broke off", method, path);
+		memmove(last, last + 1, 3);
+		last[3] = c;
+	}
 	return fd;
 }
 

@@ -119,6 +119,12 @@ long h_request(const struct h_req *req, struct h_resp *resp);
  * its status line, which must be 200: the rest waits in celld (a streamed answer stays
  * open). rcvbuf > 0 shrinks the socket's receive buffer first. Returns the connection. */
 int h_open_stream(enum h_via via, const char *path, int rcvbuf);
+/* Any request on a new connection, held open: method path with extra headers ("Name:
+ * value\r\n" lines, may be NULL) and a JSON body (may be NULL). Reads the answer's head,
+ * its status into *status, and returns the connection (what follows is the answer's body,
+ * or after a 101 the upgraded stream). */
+int h_open_request(enum h_via via, const char *method, const char *path, const char *headers,
+		   const char *body, long *status);
 /* Shorthand over the Unix socket; json_body may be NULL. resp may be NULL. */
 long h_http(const char *method, const char *path, const char *json_body, struct h_resp *resp);
 void h_resp_free(struct h_resp *resp);

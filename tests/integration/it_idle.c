@@ -2,15 +2,18 @@
  * files; resume, an exec or a create with the session key start it again on that disk; a
  * Stopped sandbox is reported Paused with reason Stopped and survives a celld restart;
  * the timers (seconds here) pause an idle sandbox, stop a paused one and delete a stopped
- * one, leaving nothing; keepalive and a running command hold the idle pause off; the
- * expiry can stop instead of delete; activeSeconds and lastActivityAt; bad timer values
- * are refused naming the field; `cell stop` and `cell keepalive`. */
+ * one, leaving nothing; keepalive holds the idle pause off; only a client's use counts (a
+ * foreground command's reader, an attached terminal, an open proxied WebSocket), never
+ * what runs inside by itself (an entrypoint, background commands); the expiry can stop
+ * instead of delete; activeSeconds and lastActivityAt; bad timer values are refused naming
+ * the field; `cell stop` and `cell keepalive`. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -131,8 +134,9 @@ START_TEST(stop_keeps_the_disk_and_an_exec_starts_it)
 	ck_assert_int_eq(list_count("state=Running"), 0);
 	post_ok(id, "stop", 409);
 
-	/* Cold start by use: the file is there, the process of before is not. */
-	char *out = h_sh(id, "cat /root/f; pgrep -x sleep || echo no-sleep");
+	/* Cold start by use: the file is there, the process of before is not (busybox has
+	 * pidof, not pgrep). */
+	char *out = h_sh(id, "cat /root/f; pidof sleep || echo no-sleep");
 	ck_assert_str_eq(out, "kept\nno-sleep\n");
 	free(out);
 	ck_assert_str_eq(state_of(id), "Running");
@@ -240,7 +244,7 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-START_TEST(keepalive_and_a_running_command_hold_off_the_pause)
+START_TEST(keepalive_holds_off_the_pause)
 {
 	char *id = create_with(timers("5", "0", "0"));
 	/* Keepalives every second for 8 s: still Running. A look that came more than 3 s
@@ -261,19 +265,160 @@ START_TEST(keepalive_and_a_running_command_hold_off_the_pause)
 		}
 	}
 	ck_assert_int_gt(looked, 0);
-	/* A command that runs 10 s is activity while it runs, however long each look takes. */
-	struct h_exec e;
-	struct h_exec_opts bg = {.background = true};
-	int64_t started = mono_ms();
-	ck_assert_int_eq(h_exec(id, "sleep 10", &bg, &e), 0);
-	h_exec_free(&e);
-	while (mono_ms() - started < 8000) {
-		h_sleep_ms(1000);
-		ck_assert_str_eq(state_of(id), "Running");
-	}
 	/* Then it is idle, and paused. */
 	ck_assert_str_eq(wait_for(id, "Paused", 60), "Paused");
 	post_ok("0123456789abcdef", "keepalive", 404);
+	free(id);
+}
+END_TEST
+
+/* ---- what counts as use: a client's, never what runs inside by itself ---- */
+
+#define EXECD "/v1/sandboxes/%s/proxy/44772"
+#define WS_UPGRADE                                                                                 \
+	"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"               \
+	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+/* Idle after 2 s, stopped 3 s later, never reclaimed. */
+#define IDLE_FAST timers("2", "3", "0")
+/* How long a held sandbox is watched (well past idleTimeout and a tick of the timers), and
+ * the bound for reaching a state once nothing holds it. */
+#define HOLD_S	8
+#define REACH_S 60
+
+/* Running all the while, looked at every second for HOLD_S seconds. */
+static void stays_running(const char *id, const char *while_what)
+{
+	for (int i = 0; i < HOLD_S; i++) {
+		h_sleep_ms(1000);
+		ck_assert_msg(!strcmp(state_of(id), "Running"), "%s, after %d s: %s", while_what,
+			      i + 1, state_of(id));
+	}
+}
+
+/* A busybox sandbox with the idle timers of IDLE_FAST and entrypoint (a JSON array, or
+ * NULL for none). */
+static char *create_idling(const char *entrypoint)
+{
+	json_t *extra = IDLE_FAST;
+	if (entrypoint)
+		json_object_set_new(extra, "entrypoint", json_loads(entrypoint, 0, NULL));
+	return create_with(extra);
+}
+
+/* An entrypoint that runs is no use: a sandbox with one idles, pauses and stops as one
+ * without does, and its next start runs the entrypoint again. */
+START_TEST(a_running_entrypoint_idles)
+{
+	static const char *const eps[] = {NULL, "[\"tail\", \"-f\", \"/dev/null\"]",
+					  "[\"sleep\", \"infinity\"]"};
+	char *ids[3];
+	for (size_t i = 0; i < 3; i++)
+		ids[i] = create_idling(eps[i]);
+	char *out = h_sh(ids[2], "pidof sleep >/dev/null && echo runs");
+	ck_assert_str_eq(out, "runs\n");
+	free(out);
+	for (size_t i = 0; i < 3; i++)
+		ck_assert_msg(!strcmp(wait_for(ids[i], "Stopped", REACH_S), "Stopped"),
+			      "entrypoint %s: %s after %d s", eps[i] ? eps[i] : "none",
+			      state_of(ids[i]), REACH_S);
+	/* The audit log shows the way it went: paused by the timer, then stopped. */
+	char *path = h_fmt("/v1/audit?sandbox=%s", ids[2]);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	ck_assert_msg(strstr(r.body, "\"pause\"") && strstr(r.body, "\"stop\""), "%s", r.body);
+	h_resp_free(&r);
+	free(path);
+	/* A use cold-starts it, and the entrypoint runs again. */
+	out = h_sh(ids[2], "pidof sleep >/dev/null && echo runs again");
+	ck_assert_str_eq(out, "runs again\n");
+	free(out);
+	for (size_t i = 0; i < 3; i++)
+		free(ids[i]);
+}
+END_TEST
+
+/* Background commands, started through the API or by a shell, are no use either: the
+ * sandbox pauses with them frozen, and the next use finds them where they were. */
+START_TEST(background_commands_idle)
+{
+	char *id = create_idling(NULL);
+	struct h_exec e;
+	struct h_exec_opts bg = {.background = true};
+	ck_assert_int_eq(h_exec(id, "sleep 1000", &bg, &e), 0);
+	h_exec_free(&e);
+	free(h_sh(id, "nohup sleep 1001 >/dev/null 2>&1 &"));
+	ck_assert_str_eq(wait_for(id, "Paused", REACH_S), "Paused");
+	char *out = h_sh(id, "pidof sleep | wc -w");
+	ck_assert_str_eq(h_trim(out), "2");
+	free(out);
+	free(id);
+}
+END_TEST
+
+/* A foreground command holds the sandbox while its client reads the events; once the
+ * client has gone, the command runs on and the sandbox idles. */
+START_TEST(a_foreground_command_holds_while_its_client_reads)
+{
+	char *id = create_idling(NULL);
+	char *path = h_fmt(EXECD "/command", id);
+	long st;
+	int fd = h_open_request(H_UNIX, "POST", path, NULL, "{\"command\": \"sleep 1000\"}", &st);
+	ck_assert_int_eq(st, 200);
+	stays_running(id, "a foreground command's client reading");
+	close(fd);
+	ck_assert_str_eq(wait_for(id, "Paused", REACH_S), "Paused");
+	char *out = h_sh(id, "pidof sleep >/dev/null && echo still runs");
+	ck_assert_str_eq(out, "still runs\n");
+	free(out);
+	free(path);
+	free(id);
+}
+END_TEST
+
+/* An attached terminal holds it; the detached terminal's shell, still running, does not. */
+START_TEST(an_attached_terminal_holds)
+{
+	char *id = create_idling(NULL);
+	struct h_resp r;
+	char *path = h_fmt(EXECD "/pty", id);
+	ck_assert_int_eq(h_http("POST", path, NULL, &r), 201);
+	char *ws = h_fmt(EXECD "/pty/%s/ws", id, h_jstr(r.json, "session_id"));
+	h_resp_free(&r);
+	long st;
+	int fd = h_open_request(H_UNIX, "GET", ws, WS_UPGRADE, NULL, &st);
+	ck_assert_int_eq(st, 101);
+	stays_running(id, "a terminal attached");
+	close(fd);
+	ck_assert_str_eq(wait_for(id, "Paused", REACH_S), "Paused");
+	free(ws);
+	free(path);
+	free(id);
+}
+END_TEST
+
+/* An open WebSocket through the port proxy holds it; the app serving it, left alone, does
+ * not. */
+START_TEST(an_open_proxied_websocket_holds)
+{
+	char *id = create_idling(NULL);
+	h_upload_helper(id, "ws_echo_probe");
+	free(h_sh(id, "nohup /root/ws_echo_probe 8090 >/dev/null 2>&1 &"));
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/8090/", id);
+	long st = 0;
+	int fd = -1;
+	for (int i = 0; i < 100 && st != 101; i++) {
+		if (fd >= 0) {
+			close(fd);
+			h_sleep_ms(50);
+		}
+		fd = h_open_request(H_UNIX, "GET", path, WS_UPGRADE, NULL, &st);
+		ck_assert_msg(st == 101 || st == 502, "a WebSocket to the app: %ld", st);
+	}
+	ck_assert_int_eq(st, 101);
+	stays_running(id, "a proxied WebSocket open");
+	close(fd);
+	ck_assert_str_eq(wait_for(id, "Paused", REACH_S), "Paused");
+	free(path);
 	free(id);
 }
 END_TEST
@@ -390,8 +535,15 @@ static Suite *idle_suite(void)
 		       session_key_create_starts_a_stopped_one);
 	tcase_add_test(h_tcase(s, "idle_pauses_then_stops_then_deletes", 240),
 		       idle_pauses_then_stops_then_deletes);
-	tcase_add_test(h_tcase(s, "keepalive_and_a_running_command_hold_off_the_pause", 240),
-		       keepalive_and_a_running_command_hold_off_the_pause);
+	tcase_add_test(h_tcase(s, "keepalive_holds_off_the_pause", 240),
+		       keepalive_holds_off_the_pause);
+	tcase_add_test(h_tcase(s, "a_running_entrypoint_idles", 240), a_running_entrypoint_idles);
+	tcase_add_test(h_tcase(s, "background_commands_idle", 240), background_commands_idle);
+	tcase_add_test(h_tcase(s, "a_foreground_command_holds_while_its_client_reads", 240),
+		       a_foreground_command_holds_while_its_client_reads);
+	tcase_add_test(h_tcase(s, "an_attached_terminal_holds", 240), an_attached_terminal_holds);
+	tcase_add_test(h_tcase(s, "an_open_proxied_websocket_holds", 240),
+		       an_open_proxied_websocket_holds);
 	tcase_add_test(h_tcase(s, "expiry_stops_with_on_timeout_stop", 120),
 		       expiry_stops_with_on_timeout_stop);
 	tcase_add_test(h_tcase(s, "active_seconds_count_running_time_only", 120),
