@@ -70,6 +70,13 @@ int cell_recv_fd(int sock, int *fd);
 /* userns.c */
 int cell_userns_write_maps(pid_t pid, uint32_t uid_base, struct cell_error *err);
 int cell_userns_open(pid_t pid, struct cell_error *err);
+/* The calling thread alone acts as host uid owner (capabilities and fsuid 0 kept) until
+ * cell_userns_owner_end: a user namespace it makes meanwhile is owned by owner, whose
+ * per-user pools it draws on. *securebits: the thread's before, for _end and for the child's
+ * cell_userns_owner_reset (-errno), which a child cloned meanwhile calls first. */
+int cell_userns_owner_begin(uint32_t owner, int *securebits, struct cell_error *err);
+void cell_userns_owner_end(int securebits);
+int cell_userns_owner_reset(int securebits);
 /* A user namespace with these uid_map and gid_map lines, made only to idmap a mount; an fd
  * of it or -errno. */
 int cell_userns_make(const char *uid_map, const char *gid_map, struct cell_error *err);

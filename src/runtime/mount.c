@@ -219,8 +219,12 @@ struct fs_opt {
 
 static const struct fs_opt no_opts[] = {{NULL, NULL}};
 static const struct fs_opt dev_opts[] = {{"mode", "0755"}, {"size", "64k"}, {NULL, NULL}};
+/* Every devpts instance but the host's draws on one pool (kernel.pty.max less the host's
+ * reserve, 3072 as shipped): max= bounds what one sandbox takes of it, so that a sandbox
+ * opening terminals until refused leaves the others theirs. */
+#define PTY_MAX "256"
 static const struct fs_opt pts_opts[] = {
-    {"newinstance", NULL}, {"ptmxmode", "0666"}, {"mode", "0620"}, {NULL, NULL}};
+    {"newinstance", NULL}, {"ptmxmode", "0666"}, {"mode", "0620"}, {"max", PTY_MAX}, {NULL, NULL}};
 
 int cell_child_mount_prepare(struct cell_mount_plan *plan, struct cell_child_err *ce)
 {

@@ -8,14 +8,16 @@
  *   parent (parent_steps)                  child (child_steps)
  *   state dirs, relay socket, cgroup
  *   cgroup join fds, sync sockets
- *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS) into the cgroup
- *                                          join the v1 cgroups, reset signals
+ *   clone3(NEWUSER|NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS) into the cgroup, as euid
+ *   uid_base (the user namespace's owner: per-user kernel pools are the sandbox's own)
+ *                                          join the v1 cgroups, restore securebits,
+ *                                          reset signals
  *   uid/gid maps 0 -> uid_base             waits for its mounts on the sync socket
  *   oom_score_adj -1000 (PID 1 never the OOM victim)
  *   attach to the cgroup (fallback)
  *   idmapped image + overlay, volumes  --> receive the mount fds (SCM_RIGHTS)
  *                                          private propagation, host device nodes,
- *                                          overlay on <dir>/rootfs (still host uid 0)
+ *                                          overlay on <dir>/rootfs (still fsuid 0)
  *                                          become the mapped root, cgroup namespace
  *                                          /proc /sys /dev /tmp /workspace volumes,
  *                                          /sys/fs/cgroup
@@ -81,7 +83,9 @@ struct child_plan {
 	int notify_fd;				 /* child's end for the seccomp listener, or -1 */
 	int notify_parent_fd;			 /* parent's end, closed in the child */
 	bool allow_setuid;			 /* struct cell_spawn_req */
-	int rootfd; /* the child's own: O_PATH of the new root, from child_prepare_root on */
+	int rootfd;	   /* the child's own: O_PATH of the new root, from child_prepare_root on */
+	uint32_t ns_owner; /* the host uid that owns the sandbox's user namespace */
+	int securebits;	   /* to restore first thing in the child; -1: unchanged */
 };
 
 /* ---- child ---------------------------------------------------------------------------- */
@@ -98,7 +102,11 @@ static void child_reset_signals(void)
 
 static int child_reset_process(struct child_plan *cp, struct cell_child_err *ce)
 {
-	(void)cp, (void)ce;
+	/* The clone kept its capabilities through acting as the namespace's owner: from here
+	 * on a change of uid must drop them again as usual. */
+	int r = cp->securebits < 0 ? 0 : cell_userns_owner_reset(cp->securebits);
+	if (r < 0)
+		return cell_child_fail(ce, CELL_STEP_CAPS, r, "restoring the securebits", NULL);
 	child_reset_signals();
 	umask(022);
 	return 0;
@@ -119,8 +127,9 @@ static int child_prepare_root(struct child_plan *cp, struct cell_child_err *ce)
 	return cp->rootfd < 0 ? cp->rootfd : 0;
 }
 
-/* kuid 0 until now (enough to reach the 0700 sandbox dir); from here on the mapped root,
- * host uid_base. Raw system calls: glibc's wrappers would try to signal celld's other
+/* fsuid kuid 0 until now (enough to reach the 0700 sandbox dir; the euid was uid_base, the
+ * user namespace's owner, and the other ids kuid 0); from here on the mapped root, host
+ * uid_base for every id. Raw system calls: glibc's wrappers would try to signal celld's other
  * threads, which do not exist in this process. */
 static int child_become_root(struct child_plan *cp, struct cell_child_err *ce)
 {
@@ -583,10 +592,29 @@ static void plan_child(struct spawn_parent *p)
 	    .notify_parent_fd = p->notify[0],
 	    .allow_setuid = req->allow_setuid,
 	    .rootfd = -1,
+	    .ns_owner = req->uid_base,
+	    .securebits = -1,
 	};
 	if (req->limits && req->limits->memory_bytes)
 		snprintf(p->child.mounts.tmpfs_size, sizeof(p->child.mounts.tmpfs_size), "%llu",
 			 (unsigned long long)(req->limits->memory_bytes / 2));
+}
+
+static atomic_bool owner_unchanged_said;
+
+/* The sandbox's user namespace is to be owned by its first host uid (userns.c says why).
+ * A celld that cannot act as another uid (no CAP_SETPCAP, locked securebits) makes it
+ * owned by root, as the log says once: its sandboxes then share root's per-user pools. */
+static void owner_begin(struct child_plan *cp)
+{
+	struct cell_error err = {0};
+	if (cell_userns_owner_begin(cp->ns_owner, &cp->securebits, &err) == 0)
+		return;
+	cp->securebits = -1;
+	if (!atomic_exchange(&owner_unchanged_said, true))
+		log_warn("sandboxes' user namespaces stay owned by root, sharing its per-user "
+			 "kernel pools (inotify, signals, mqueues): %s",
+			 err.msg);
 }
 
 /* into_fd: the cgroup2 cgroup the child is born in (CLONE_INTO_CGROUP), or -1. */
@@ -596,6 +624,7 @@ static pid_t clone_child(struct child_plan *cp, int into_fd, int *pidfd)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	owner_begin(cp);
 	struct clone_args args = {
 	    .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
 		     CLONE_NEWUTS | CLONE_PIDFD | (into_fd >= 0 ? CLONE_INTO_CGROUP : 0),
@@ -607,6 +636,8 @@ static pid_t clone_child(struct child_plan *cp, int into_fd, int *pidfd)
 	if (pid == 0)
 		child_main(cp);
 	int saved = errno;
+	if (cp->securebits >= 0)
+		cell_userns_owner_end(cp->securebits);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	errno = saved;
 	return (pid_t)pid;

@@ -7,10 +7,12 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <linux/sched.h>
+#include <linux/securebits.h>
 
 #include "cell/cleanup.h"
 
@@ -34,6 +36,60 @@ int cell_userns_write_maps(pid_t pid, uint32_t uid_base, struct cell_error *err)
 			return cell_err_wrap(err, "writing the %s: ", maps[i]);
 	}
 	return 0;
+}
+
+/* The kernel charges what a user namespace's processes hold of its per-user pools
+ * (inotify instances and watches, pending signals and POSIX timers, mqueue bytes, user
+ * namespaces) at each level up to the host, and at the host's level to the namespace's
+ * owner: the creator's effective uid. Made by celld as root, every sandbox would draw on
+ * host root's share, and one could starve the rest and root's own services. So the thread
+ * that clones a sandbox acts as its first host uid for that call: the namespace's owner is
+ * then the sandbox's own uid, and each sandbox draws on a share of its own.
+ *
+ * Only the calling thread changes (raw system calls: glibc's wrappers would change every
+ * thread of celld). SECBIT_NO_SETUID_FIXUP keeps its capabilities through the change, and
+ * its fsuid stays 0 so that the child still reaches celld's 0700 directories before it
+ * becomes the sandbox's root; the child restores the securebits (cell_userns_owner_reset)
+ * before it runs anything. A change of euid makes the process non-dumpable; it is made
+ * dumpable again as it was when celld started. */
+static int dumpable_at_start = -1;
+static pthread_once_t dumpable_once = PTHREAD_ONCE_INIT;
+
+static void read_dumpable(void)
+{
+	dumpable_at_start = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+}
+
+int cell_userns_owner_begin(uint32_t owner, int *securebits, struct cell_error *err)
+{
+	pthread_once(&dumpable_once, read_dumpable);
+	int bits = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
+	if (bits < 0)
+		return cell_err(err, errno, "reading the securebits");
+	if (prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP, 0, 0, 0) < 0)
+		return cell_err(err, errno, "keeping capabilities across a uid change");
+	if (syscall(SYS_setresuid, -1, owner, -1) < 0) {
+		int e = errno;
+		prctl(PR_SET_SECUREBITS, bits, 0, 0, 0);
+		return cell_err(err, e, "acting as uid %u to own the user namespace", owner);
+	}
+	syscall(SYS_setfsuid, 0);
+	*securebits = bits;
+	return 0;
+}
+
+void cell_userns_owner_end(int securebits)
+{
+	/* The real and saved uids are still 0: going back cannot fail. */
+	syscall(SYS_setresuid, -1, 0, -1);
+	prctl(PR_SET_SECUREBITS, securebits, 0, 0, 0);
+	if (dumpable_at_start > 0)
+		prctl(PR_SET_DUMPABLE, dumpable_at_start, 0, 0, 0);
+}
+
+int cell_userns_owner_reset(int securebits)
+{
+	return prctl(PR_SET_SECUREBITS, securebits, 0, 0, 0) < 0 ? -errno : 0;
 }
 
 int cell_userns_open(pid_t pid, struct cell_error *err)

@@ -1,12 +1,22 @@
 /* Hardening of the runtime: the capability sets and no_new_privs of cell-init and its
- * commands, masked and read-only /proc and /sys paths, device nodes, and the hygiene of a
- * command's start (fds, session, cwd, PID 1's binary). Each check looks at the settings from
- * inside a real sandbox; the escape battery (tests/security/) goes further. */
+ * commands, masked and read-only /proc and /sys paths, device nodes, the hygiene of a
+ * command's start (fds, session, cwd, PID 1's binary), and the kernel's per-user pools
+ * (inotify, queued signals and POSIX timers, mqueue bytes, terminals), each sandbox's own. Each
+ * check looks at the settings from inside a real sandbox; the escape battery (tests/security/) goes
+ * further. */
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <mqueue.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
+#include <linux/nsfs.h>
 
 #include "harness.h"
 
@@ -442,6 +452,129 @@ START_TEST(ping_without_net_raw)
 }
 END_TEST
 
+/* ---- the kernel's per-user pools ---- */
+
+/* The sandbox's user namespace is owned by its own first host uid, not by root: what its
+ * processes take of the kernel's per-user pools is charged to that uid at the host's level. */
+START_TEST(user_namespace_owned_by_the_sandbox_uid)
+{
+	char *id = h_create("busybox", NULL);
+	json_t *ins = h_inspect(id);
+	char *path = h_fmt("/proc/%lld/ns/user", h_jint(ins, "pid"));
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_msg(fd >= 0, "%s: %s", path, strerror(errno));
+	uid_t owner = (uid_t)-1;
+	ck_assert_int_eq(ioctl(fd, NS_GET_OWNER_UID, &owner), 0);
+	close(fd);
+	ck_assert_uint_eq(owner, (uid_t)h_jint(ins, "uidMap.hostStart"));
+	json_decref(ins);
+	free(path);
+	free(id);
+}
+END_TEST
+
+/* One of kind taken and given back by this process (host root): 0 or -errno. */
+static int host_takes_one(const char *kind)
+{
+	if (!strcmp(kind, "inotify")) {
+		int fd = inotify_init1(IN_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		close(fd);
+		return 0;
+	}
+	if (!strcmp(kind, "timers")) {
+		timer_t t;
+		struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGRTMIN};
+		if (timer_create(CLOCK_MONOTONIC, &ev, &t) < 0)
+			return -errno;
+		timer_delete(t);
+		return 0;
+	}
+	char name[64];
+	snprintf(name, sizeof(name), "/cell-it-pool.%d", (int)getpid());
+	struct mq_attr attr = {.mq_maxmsg = 1, .mq_msgsize = 16};
+	mqd_t q = mq_open(name, O_RDWR | O_CREAT | O_EXCL, 0600, &attr);
+	if (q == (mqd_t)-1)
+		return -errno;
+	mq_close(q);
+	mq_unlink(name);
+	return 0;
+}
+
+/* pool_probe's "took N errno NAME" line from sandbox id, once it is there. */
+static void probe_result(const char *id, long *n, char *err, size_t err_size)
+{
+	char fmt[32];
+	snprintf(fmt, sizeof(fmt), "took %%ld errno %%%zus", err_size - 1);
+	for (int i = 0; i < 600; i++) {
+		char *out = h_sh(id, "cat /root/probe.out 2>/dev/null; true");
+		int got = sscanf(out, fmt, n, err);
+		free(out);
+		if (got == 2)
+			return;
+		h_sleep_ms(100);
+	}
+	ck_abort_msg("pool_probe in %s said nothing in 60 s", id);
+}
+
+/* Sandbox a takes all of kind the kernel lets it have and holds it; host root and sandbox
+ * b still get theirs. At most max of it (0: no bound but the kernel's) goes to a. */
+static void pool_is_the_sandbox_own(const char *kind, long max)
+{
+	char *a = h_create("busybox", NULL), *b = h_create("busybox", NULL);
+	h_upload_helper(a, "pool_probe");
+	h_upload_helper(b, "pool_probe");
+	char *cmd = h_fmt("nohup /root/pool_probe %s 600 >/root/probe.out 2>&1 &", kind);
+	free(h_sh(a, cmd));
+	long n = 0;
+	char err[32];
+	probe_result(a, &n, err, sizeof(err));
+	ck_assert_msg(n > 0 && strcmp(err, "none"), "%s: sandbox took %ld, then %s", kind, n, err);
+	if (max)
+		ck_assert_msg(n <= max, "%s: one sandbox took %ld (at most %ld)", kind, n, max);
+	if (strcmp(kind, "ptys")) {
+		int r = host_takes_one(kind);
+		ck_assert_msg(r == 0, "%s: host root refused while a sandbox holds %ld: %s", kind,
+			      n, strerror(-r));
+	}
+	char *other = h_fmt("/root/pool_probe %s 0 8", kind);
+	char *out = h_sh(b, other);
+	ck_assert_msg(!strcmp(out, "took 8 errno none\n"), "%s: another sandbox: %s", kind, out);
+	free(out);
+	h_delete(a);
+	h_delete(b);
+	free(other);
+	free(cmd);
+	free(a);
+	free(b);
+}
+
+START_TEST(inotify_instances_are_the_sandbox_own)
+{
+	pool_is_the_sandbox_own("inotify", 0);
+}
+END_TEST
+
+START_TEST(queued_signals_and_timers_are_the_sandbox_own)
+{
+	pool_is_the_sandbox_own("timers", 0);
+}
+END_TEST
+
+START_TEST(mqueue_bytes_are_the_sandbox_own)
+{
+	pool_is_the_sandbox_own("mqueue", 0);
+}
+END_TEST
+
+/* devpts max=256 (src/runtime/mount.c): the host's spare terminals are shared by all. */
+START_TEST(terminals_are_bounded_per_sandbox)
+{
+	pool_is_the_sandbox_own("ptys", 256);
+}
+END_TEST
+
 static Suite *hardening_suite(void)
 {
 	Suite *s = suite_create("hardening");
@@ -459,6 +592,16 @@ static Suite *hardening_suite(void)
 	tcase_add_test(h_tcase(s, "pid1_out_of_reach", 120), pid1_out_of_reach);
 	tcase_add_test(h_tcase(s, "command_start_hygiene", 120), command_start_hygiene);
 	tcase_add_test(h_tcase(s, "ping_without_net_raw", 120), ping_without_net_raw);
+	tcase_add_test(h_tcase(s, "user_namespace_owned_by_the_sandbox_uid", 120),
+		       user_namespace_owned_by_the_sandbox_uid);
+	tcase_add_test(h_tcase(s, "inotify_instances_are_the_sandbox_own", 180),
+		       inotify_instances_are_the_sandbox_own);
+	tcase_add_test(h_tcase(s, "queued_signals_and_timers_are_the_sandbox_own", 180),
+		       queued_signals_and_timers_are_the_sandbox_own);
+	tcase_add_test(h_tcase(s, "mqueue_bytes_are_the_sandbox_own", 180),
+		       mqueue_bytes_are_the_sandbox_own);
+	tcase_add_test(h_tcase(s, "terminals_are_bounded_per_sandbox", 180),
+		       terminals_are_bounded_per_sandbox);
 	return s;
 }
 
