@@ -44,14 +44,20 @@ extern const struct http_api api_e2b;
 #define E2B_HEADER_ID	 "E2b-Sandbox-Id"
 #define E2B_HEADER_PORT	 "E2b-Sandbox-Port"
 #define E2B_HEADER_TOKEN "X-Access-Token"
-/* What E2B's ports take (the create's trafficAccessToken; cell's is the envd token). */
+/* What E2B's ports take: the create's trafficAccessToken, a token of its own. */
 #define E2B_HEADER_TRAFFIC "E2B-Traffic-Access-Token"
+/* What the two tokens sign first (preview.h): each is no other token of the sandbox's. */
+#define E2B_ENVD_LABEL	  "cell-e2b-envd-v1"
+#define E2B_TRAFFIC_LABEL "cell-e2b-traffic-v1"
 
 /* ---- e2b_common.c ---- */
 
-/* The envdAccessToken of sandbox id: the preview token of its port 49983 (kept nowhere,
- * recomputed, dead with the sandbox and the preview secret). 0 or -errno. */
+/* The envdAccessToken of sandbox id (envd: commands, files; and its ports) and its
+ * trafficAccessToken (its ports only, never envd): HMACs of the preview secret with labels
+ * of their own (kept nowhere, recomputed, dead with the sandbox and the preview secret),
+ * neither one the other nor any port's preview token. 0 or -errno. */
 int e2b_access_token(const char *id, char out[PREVIEW_TOKEN_LEN + 1]);
+int e2b_traffic_token(const char *id, char out[PREVIEW_TOKEN_LEN + 1]);
 /* A control-plane error: {"code": status, "message": ...}. Returns 0. */
 int e2b_error(struct http_req *r, unsigned status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -8,9 +8,10 @@
  *      port of that sandbox (the code interpreter's 49999, an app's): rerouted to the port
  *      proxy, sandboxes/{id}/proxy/{port}/<path>.
  * The control plane takes the API key (X-API-Key); envd and the ports take the sandbox's
- * envdAccessToken (X-Access-Token) or the API key; the ports also take it as
- * E2B-Traffic-Access-Token, and nothing at all when the sandbox was created with
- * network.allowPublicTraffic. */
+ * envdAccessToken (X-Access-Token) or the API key; the ports also take its
+ * trafficAccessToken (E2B-Traffic-Access-Token), which envd never takes, and nothing at all
+ * when the sandbox was created with network.allowPublicTraffic. Each token is taken in its
+ * own header only. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,15 +190,17 @@ static int reroute(struct http_req *r)
 	return 0;
 }
 
-/* given is the envdAccessToken of sandbox id. */
-static bool token_ok(const char *id, size_t id_len, const char *given, size_t len)
+/* given is the token of sandbox id that label names (E2B_ENVD_LABEL: its envdAccessToken,
+ * E2B_TRAFFIC_LABEL: its trafficAccessToken). */
+static bool token_ok(const char *label, const char *id, size_t id_len, const char *given,
+		     size_t len)
 {
 	char sid[CELL_ID_MAX + 1];
 	if (!id || !given || id_len > CELL_ID_MAX)
 		return false;
 	memcpy(sid, id, id_len);
 	sid[id_len] = '\0';
-	return cell_id_valid(sid) && preview_token_ok(sid, E2B_ENVD_PORT, given, len);
+	return cell_id_valid(sid) && preview_sandbox_token_ok(label, sid, given, len);
 }
 
 static bool key_ok(const char *given, size_t len)
@@ -250,13 +253,15 @@ static bool authorized(const struct http_req *r)
 		return true;
 	if (signed_ok(r))
 		return true;
-	/* A port of a sandbox: public when its create said so, else its traffic token (the
-	 * envd token) as E2B's SDK users send it, or the envd token as below. */
+	/* A port of a sandbox: public when its create said so, else its traffic token as
+	 * E2B's SDK users send it, or the envd token as below. Never envd on the traffic
+	 * token: it is given to whoever may view an app. */
 	char pid[CELL_ID_MAX + 1];
 	if (port_request(r, pid)) {
 		const char *traffic = http_header(r, E2B_HEADER_TRAFFIC);
 		if (ports_public(pid, strlen(pid)) ||
-		    (traffic && token_ok(pid, strlen(pid), traffic, strlen(traffic))))
+		    (traffic &&
+		     token_ok(E2B_TRAFFIC_LABEL, pid, strlen(pid), traffic, strlen(traffic))))
 			return true;
 	}
 	/* Without the key: only what belongs to the sandbox the token is of, its envd and
@@ -267,7 +272,7 @@ static bool authorized(const struct http_req *r)
 		return false;
 	const char *id = http_header(r, E2B_HEADER_ID);
 	const char *token = http_header(r, E2B_HEADER_TOKEN);
-	return id && token && token_ok(id, strlen(id), token, strlen(token));
+	return id && token && token_ok(E2B_ENVD_LABEL, id, strlen(id), token, strlen(token));
 }
 
 /* The gate's check, on the raw head of a connection's first request: the key, or the
@@ -315,13 +320,13 @@ static bool head_authorized(const char *head, size_t len)
 	    head_value(head, len, E2B_HEADER_PORT, &port, &port_len) &&
 	    (ports_public(id, id_len) ||
 	     (head_value(head, len, E2B_HEADER_TRAFFIC, &tok, &tok_len) &&
-	      token_ok(id, id_len, tok, tok_len))))
+	      token_ok(E2B_TRAFFIC_LABEL, id, id_len, tok, tok_len))))
 		return true;
 	if (!head_value(head, len, E2B_HEADER_ID, &id, &id_len) ||
 	    !head_value(head, len, E2B_HEADER_TOKEN, &tok, &tok_len))
 		return false;
 	/* Whatever the path: the HTTP server's check (authorized) still applies to it. */
-	return token_ok(id, id_len, tok, tok_len);
+	return token_ok(E2B_ENVD_LABEL, id, id_len, tok, tok_len);
 }
 
 /* E2B's Error: {"code": <HTTP status>, "message"}; the SDK branches on the number. */

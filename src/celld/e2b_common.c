@@ -1,4 +1,4 @@
-/* Helpers every E2B route group shares: the envd access token, the control plane's error
+/* Helpers every E2B route group shares: the envd and traffic tokens, the control plane's error
  * body and its sandbox lookup, and the user an envd call acts as. */
 #include <errno.h>
 #include <limits.h>
@@ -22,7 +22,12 @@
 
 int e2b_access_token(const char *id, char out[PREVIEW_TOKEN_LEN + 1])
 {
-	return preview_token(id, E2B_ENVD_PORT, out);
+	return preview_sandbox_token(E2B_ENVD_LABEL, id, out);
+}
+
+int e2b_traffic_token(const char *id, char out[PREVIEW_TOKEN_LEN + 1])
+{
+	return preview_sandbox_token(E2B_TRAFFIC_LABEL, id, out);
 }
 
 int e2b_error(struct http_req *r, unsigned status, const char *fmt, ...)

@@ -142,10 +142,16 @@ json_t *e2b_sandbox_json(const struct sandbox *sb, const char *alias)
 			      "envdAccessToken", token, "domain");
 	if (o && alias)
 		json_object_set_new(o, "alias", json_string(alias));
-	/* What its ports take (E2B-Traffic-Access-Token): none when public. */
+	/* What its ports take (E2B-Traffic-Access-Token): none when public. Never the envd
+	 * token: whoever is given it to view an app runs no command. */
+	char traffic[PREVIEW_TOKEN_LEN + 1];
+	if (o && !sb->public_ports && e2b_traffic_token(sb->id, traffic) < 0) {
+		json_decref(o);
+		return NULL;
+	}
 	if (o)
 		json_object_set_new(o, "trafficAccessToken",
-				    sb->public_ports ? json_null() : json_string(token));
+				    sb->public_ports ? json_null() : json_string(traffic));
 	return o;
 }
 

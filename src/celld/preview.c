@@ -60,6 +60,20 @@ static void base36(uint64_t v, char out[14])
 	out[n] = '\0';
 }
 
+/* HMAC-SHA256 of msg (n bytes) with the secret, base64url, into out. */
+static int mac_of(const char *msg, int n, char out[PREVIEW_TOKEN_LEN + 1])
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned mac_len = 0;
+	if (!HMAC(EVP_sha256(), secret, sizeof(secret), (const unsigned char *)msg, (size_t)n, mac,
+		  &mac_len) ||
+	    mac_len != 32)
+		return -EIO;
+	base64url(mac, mac_len, out);
+	OPENSSL_cleanse(mac, sizeof(mac));
+	return 0;
+}
+
 /* The HMAC part of a token (expiry: its base-36 text, NULL for none) into out. */
 static int token_mac(const char *id, unsigned port, const char *expiry,
 		     char out[PREVIEW_TOKEN_LEN + 1])
@@ -70,17 +84,40 @@ static int token_mac(const char *id, unsigned port, const char *expiry,
 	if (!id || !cell_id_valid(id) || port < 1 || port > 65535)
 		return -EINVAL;
 	char msg[CELL_ID_MAX + 48];
-	int n = expiry ? snprintf(msg, sizeof(msg), "cell-preview-v1\n%s\n%u\n%s", id, port, expiry)
-		       : snprintf(msg, sizeof(msg), "cell-preview-v1\n%s\n%u", id, port);
-	unsigned char mac[EVP_MAX_MD_SIZE];
-	unsigned mac_len = 0;
-	if (!HMAC(EVP_sha256(), secret, sizeof(secret), (const unsigned char *)msg, (size_t)n, mac,
-		  &mac_len) ||
-	    mac_len != 32)
-		return -EIO;
-	base64url(mac, mac_len, out);
-	OPENSSL_cleanse(mac, sizeof(mac));
-	return 0;
+	int n = expiry ? snprintf(msg, sizeof(msg), PREVIEW_LABEL "\n%s\n%u\n%s", id, port, expiry)
+		       : snprintf(msg, sizeof(msg), PREVIEW_LABEL "\n%s\n%u", id, port);
+	return mac_of(msg, n, out);
+}
+
+/* A label other than a preview's, of "cell-" and at most 32 bytes, no blank or line
+ * break: the first line of what is signed, so no two labels sign the same text. */
+static bool label_ok(const char *label)
+{
+	size_t n = label ? strlen(label) : 0;
+	return n > 5 && n <= 32 && !strncmp(label, "cell-", 5) && strcmp(label, PREVIEW_LABEL) &&
+	       !strpbrk(label, " \t\r\n");
+}
+
+int preview_sandbox_token(const char *label, const char *id, char out[PREVIEW_TOKEN_LEN + 1])
+{
+	out[0] = '\0';
+	if (!secret_set)
+		return -EAGAIN;
+	if (!label_ok(label) || !id || !cell_id_valid(id))
+		return -EINVAL;
+	char msg[CELL_ID_MAX + 48];
+	int n = snprintf(msg, sizeof(msg), "%s\n%s", label, id);
+	return mac_of(msg, n, out);
+}
+
+bool preview_sandbox_token_ok(const char *label, const char *id, const char *given, size_t len)
+{
+	char want[PREVIEW_TOKEN_LEN + 1];
+	if (!given || len != PREVIEW_TOKEN_LEN || preview_sandbox_token(label, id, want) < 0)
+		return false;
+	bool ok = CRYPTO_memcmp(want, given, PREVIEW_TOKEN_LEN) == 0;
+	OPENSSL_cleanse(want, sizeof(want));
+	return ok;
 }
 
 int preview_token(const char *id, unsigned port, char out[PREVIEW_TOKEN_LEN + 1])

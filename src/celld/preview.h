@@ -7,7 +7,12 @@
  * sandbox (its id is never reused) and with the secret (rotating it revokes every token).
  * An expiring one (OpenSandbox's signed endpoint, GET .../endpoints/{port}?expires=) is
  * "<expires>.<mac>": the Unix second it dies at in base 36 (lowercase, no leading zero, as
- * OpenSandbox encodes it), then the HMAC of "cell-preview-v1\n<id>\n<port>\n<expires>". */
+ * OpenSandbox encodes it), then the HMAC of "cell-preview-v1\n<id>\n<port>\n<expires>".
+ *
+ * A sandbox's token for another purpose (E2B's envd and traffic tokens) is the HMAC of
+ * "<label>\n<id>" with a label of its own: the first line of what is signed tells every
+ * purpose apart, so a token given for one (viewing a port) never opens another (envd,
+ * commands as root). */
 #pragma once
 
 #include <stdbool.h>
@@ -22,6 +27,7 @@
 #define PREVIEW_HEADER	   "X-Cell-Preview-Token"
 #define PREVIEW_COOKIE	   "cell_preview"
 #define PREVIEW_QUERY	   "cell_token"
+#define PREVIEW_LABEL	   "cell-preview-v1" /* what a port's token signs first */
 
 /* The secret every token is made with (copied). Until it is set no token is made or
  * accepted. */
@@ -40,6 +46,12 @@ bool preview_token_ok_at(const char *id, unsigned port, const char *given, size_
 bool preview_token_ok(const char *id, unsigned port, const char *given, size_t len);
 /* The expiry of a token (its Unix second), 0 when it has none or is malformed. */
 uint64_t preview_token_expires(const char *given, size_t len);
+/* The token of sandbox id for the purpose label ("cell-<purpose>-v<n>", at most 32 bytes,
+ * not PREVIEW_LABEL, no blank) into out: 0, -EAGAIN without a secret, -EINVAL for a bad
+ * label or id. */
+int preview_sandbox_token(const char *label, const char *id, char out[PREVIEW_TOKEN_LEN + 1]);
+/* given (len bytes) is that token, compared in constant time. */
+bool preview_sandbox_token_ok(const char *label, const char *id, const char *given, size_t len);
 
 /* Whether a Cookie header (its value) holds a PREVIEW_COOKIE valid for id and port (any of
  * them, when several are sent). */

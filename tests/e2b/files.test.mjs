@@ -48,9 +48,10 @@ async function openSandbox(extra) {
 		if ((await res.json()).status?.state === "Running") break;
 		await new Promise((r) => setTimeout(r, 100));
 	}
-	res = await api(`/sandboxes/${id}/endpoints/49983`);
-	const ep = await res.json();
-	const token = Object.values(ep.headers)[0];
+	// Its envd token is E2B's to give (no port's preview token is it).
+	res = await fetch(`http://127.0.0.1:${h.e2bPort}/sandboxes/${id}`, { headers: { "X-API-Key": h.apiKey } });
+	assert.equal(res.status, 200);
+	const token = (await res.json()).envdAccessToken;
 	return new Sandbox({ ...opts(), sandboxId: id, envdVersion: "0.6.4", envdAccessToken: token });
 }
 

@@ -197,6 +197,42 @@ describe("E2B's network controls", { skip }, () => {
 		assert.equal((await portGet(priv)).status, 401);
 		assert.equal((await portGet(priv, { "E2B-Traffic-Access-Token": "nope" })).status, 401);
 		assert.equal((await portGet(priv, { "E2B-Traffic-Access-Token": priv.trafficAccessToken })).status, 200);
+		// The traffic token is not the envd token, and whoever holds it runs no command:
+		// envd refuses it in either header, the SDK's calls with it fail. A connect gives
+		// the SDK the same tokens again.
+		assert.notEqual(priv.trafficAccessToken, priv.envdAccessToken);
+		const envdGet = (headers) =>
+			fetch(`http://127.0.0.1:${h.e2bPort}/envs`, {
+				headers: { "E2b-Sandbox-Id": priv.sandboxId, "E2b-Sandbox-Port": "49983", ...headers },
+			});
+		assert.equal((await envdGet({ "X-Access-Token": priv.envdAccessToken })).status, 200);
+		assert.equal((await envdGet({ "X-Access-Token": priv.trafficAccessToken })).status, 401);
+		assert.equal((await envdGet({ "E2B-Traffic-Access-Token": priv.trafficAccessToken })).status, 401);
+		const start = await fetch(`http://127.0.0.1:${h.e2bPort}/process.Process/List`, {
+			method: "POST",
+			headers: {
+				"Content-Type": "application/json",
+				"E2b-Sandbox-Id": priv.sandboxId,
+				"E2b-Sandbox-Port": "49983",
+				"X-Access-Token": priv.trafficAccessToken,
+			},
+			body: "{}",
+		});
+		assert.equal(start.status, 401);
+		const asTraffic = new Sandbox({
+			...opts(),
+			sandboxId: priv.sandboxId,
+			envdVersion: "0.6.4",
+			envdAccessToken: priv.trafficAccessToken,
+		});
+		await assert.rejects(asTraffic.commands.run("id"), /401|unauthenticated|authentication/i);
+		await assert.rejects(asTraffic.files.read("/etc/hostname"), /401|unauthenticated|authentication/i);
+		const again = await Sandbox.connect(priv.sandboxId, opts());
+		assert.equal(again.trafficAccessToken, priv.trafficAccessToken);
+		assert.equal(again.envdAccessToken, priv.envdAccessToken);
+		// Each token in its own header: the envd token is not a traffic token.
+		assert.equal((await portGet(priv, { "E2B-Traffic-Access-Token": priv.envdAccessToken })).status, 401);
+		assert.equal((await portGet(priv, { "X-Access-Token": priv.envdAccessToken })).status, 200);
 		// Another sandbox's token is not this one's.
 		const pub = await createSandbox({ network: { allowPublicTraffic: true } });
 		assert.equal(pub.trafficAccessToken, undefined, "no traffic token for public ports");

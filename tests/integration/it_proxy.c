@@ -11,6 +11,9 @@
  * at once, 4 MiB in pieces), an app refusing the switch, open WebSockets counted by the
  * limit, clients vanishing mid-stream leaving no fd or thread behind in celld, and celld
  * stopping with a WebSocket open.
+ * What crosses the proxy (case "crossing"): head_probe, an app answering with the request
+ * head it got, behind a celld with an E2B listener too: E2B's traffic token opens the
+ * sandbox's ports and never envd, and no token of a sandbox is another.
  *
  * The whole program runs in a network namespace of its own (main), so a sandbox with a
  * network ("public") can be proxied too without touching the host's network; every other
@@ -37,6 +40,7 @@
 #include <openssl/sha.h>
 #include <wslay/wslay.h>
 
+#include "cell/cleanup.h"
 #include "cell/codec.h"
 #include "cell/fsutil.h"
 #include "harness.h"
@@ -86,8 +90,27 @@ static long get(struct h_world *w, const char *id, const char *rest, enum h_via 
 	return st;
 }
 
-/* httpd started in the sandbox of world w, answering through the proxy (bounded wait:
- * it may take a moment to bind). */
+/* Wait until the app just started in sandbox id of world w answers rest of port through
+ * the proxy with 200 (bounded: it may take a moment to bind; 502 until it does). */
+static void wait_for_app(struct h_world *w, const char *id, unsigned port, const char *rest)
+{
+	char *path = proxy_path(id, port, rest);
+	for (int i = 0; i < 100; i++) {
+		struct h_req req = {.method = "GET", .path = path, .via = H_TCP};
+		struct h_resp r;
+		long st = h_world_request(w, &req, &r);
+		h_resp_free(&r);
+		if (st == 200) {
+			free(path);
+			return;
+		}
+		ck_assert_msg(st == 502, "GET %s while the app starts: %ld", path, st);
+		h_sleep_ms(50);
+	}
+	ck_abort_msg("the app never answered %s through the proxy", path);
+}
+
+/* httpd started in the sandbox of world w, answering through the proxy. */
 static void start_httpd(struct h_world *w, const char *id)
 {
 	free(h_world_sh(w, id, "mkdir -p /www/cgi-bin /tmp/held"));
@@ -96,16 +119,7 @@ static void start_httpd(struct h_world *w, const char *id)
 	put_file(w, id, "/www/cgi-bin/sink", cgi_sink, 0755);
 	put_file(w, id, "/www/cgi-bin/hold", cgi_hold, 0755);
 	free(h_world_sh(w, id, "nohup httpd -f -p 127.0.0.1:8080 -h /www >/dev/null 2>&1 &"));
-	for (int i = 0; i < 100; i++) {
-		struct h_resp r;
-		long st = get(w, id, "/index.html", H_TCP, &r);
-		h_resp_free(&r);
-		if (st == 200)
-			return;
-		ck_assert_msg(st == 502, "GET index.html while httpd starts: %ld", st);
-		h_sleep_ms(50);
-	}
-	ck_abort_msg("httpd never answered through the proxy");
+	wait_for_app(w, id, PORT, "/index.html");
 }
 
 static char *running_with_httpd(json_t *extra)
@@ -121,12 +135,14 @@ static char *running_with_httpd(json_t *extra)
 struct raw {
 	int status;
 	char head[8192];
+	char body[16384]; /* its first bytes, NUL-terminated */
 	size_t body_len;
 };
 
-static void raw_exchange(const char *request, struct raw *out)
+/* request sent to the listener at listen ("127.0.0.1:<port>"), its whole answer read. */
+static void raw_exchange_at(const char *listen, const char *request, struct raw *out)
 {
-	const char *colon = strrchr(H.listen, ':');
+	const char *colon = strrchr(listen, ':');
 	ck_assert_ptr_nonnull(colon);
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(atoi(colon + 1))};
 	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
@@ -156,8 +172,16 @@ static void raw_exchange(const char *request, struct raw *out)
 	memcpy(out->head, all, hl);
 	out->head[hl] = '\0';
 	out->body_len = len - hl;
+	size_t keep = out->body_len < sizeof(out->body) ? out->body_len : sizeof(out->body) - 1;
+	memcpy(out->body, all + hl, keep);
+	out->body[keep] = '\0';
 	ck_assert_int_eq(sscanf(all, "HTTP/1.%*u %d", &out->status), 1);
 	free(all);
+}
+
+static void raw_exchange(const char *request, struct raw *out)
+{
+	raw_exchange_at(H.listen, request, out);
 }
 
 /* ---- WebSocket through the proxy: ws_echo_probe in the sandbox, a wslay client here ---- */
@@ -947,6 +971,139 @@ START_TEST(limit_per_sandbox)
 }
 END_TEST
 
+/* ---- what crosses the proxy: celld's credentials, the app's answer head ---- */
+
+#define PROBE_PORT 8070
+#define E2B_CREDS  "127.0.0.1:38090" /* the E2B listeners of two tests' worlds */
+#define E2B_TOKENS "127.0.0.1:38091"
+#define DOMAIN	   "preview.test"
+#define ANSWER	   "/tmp/head_probe.answer"
+
+/* A world (its name: unique in the case) with a preview domain and an E2B listener on
+ * e2b_listen, and a sandbox of it running head_probe on PROBE_PORT, answering under the
+ * header lines answer (NULL: none). */
+static struct h_world *probe_world(const char *name, const char *e2b_listen, char **id,
+				   const char *answer)
+{
+	const char *const flags[] = {"--e2b-listen", e2b_listen, "--preview-domain", DOMAIN, NULL};
+	struct h_world *w =
+	    h_world_add(&(struct h_world_opts){.name = name, .tcp = true, .flags = flags});
+	*id = h_world_create(w, "busybox", NULL);
+	ck_assert_str_eq(h_world_wait_state(w, *id, "Running", 30), "Running");
+	if (answer)
+		put_file(w, *id, ANSWER, answer, 0644);
+	h_world_upload_helper(w, *id, "head_probe");
+	char *cmd = h_fmt("nohup /root/head_probe %u >/dev/null 2>&1 &", PROBE_PORT);
+	free(h_world_sh(w, *id, cmd));
+	free(cmd);
+	wait_for_app(w, *id, PROBE_PORT, "/");
+	return w;
+}
+
+/* A GET of target on listener listen with the header lines headers ("Name: v\r\n"...;
+ * "Host: x" unless they start with a Host of their own). */
+static void raw_get(const char *listen, const char *target, const char *headers, struct raw *a)
+{
+	const char *host = strncasecmp(headers, "Host:", 5) ? "Host: x\r\n" : "";
+	char *rq = h_fmt("GET %s HTTP/1.1\r\n%s%sConnection: close\r\n\r\n", target, host, headers);
+	raw_exchange_at(listen, rq, a);
+	free(rq);
+}
+
+/* A string member of a JSON body, copied into out (64 bytes). */
+static void json_member(const char *body, const char *name, char out[64])
+{
+	json_t *j = json_loads(body, 0, NULL);
+	const char *v = json_string_value(json_object_get(j, name));
+	ck_assert_msg(v && strlen(v) < 64, "no %s in %s", name, body);
+	snprintf(out, 64, "%s", v);
+	json_decref(j);
+}
+
+/* Sandbox id's E2B tokens, as E2B's SDK gets them: the envdAccessToken of its detail and
+ * the trafficAccessToken of a connect. */
+static void e2b_tokens(struct h_world *w, const char *listen, const char *id, char envd[64],
+		       char traffic[64])
+{
+	struct raw a;
+	char *target = h_fmt("/sandboxes/%s", id);
+	char *key = h_fmt("X-API-Key: %s\r\n", w->key);
+	raw_get(listen, target, key, &a);
+	ck_assert_msg(a.status == 200, "%s", a.head);
+	json_member(a.body, "envdAccessToken", envd);
+	char *rq = h_fmt("POST /sandboxes/%s/connect HTTP/1.1\r\nHost: x\r\n%sContent-Type: "
+			 "application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+			 id, key);
+	raw_exchange_at(listen, rq, &a);
+	ck_assert_msg(a.status == 200 || a.status == 201, "%s%s", a.head, a.body);
+	json_member(a.body, "trafficAccessToken", traffic);
+	free(rq);
+	free(key);
+	free(target);
+}
+
+/* The preview token of a port (the endpoint answer's header). */
+static void preview_token_of(struct h_world *w, const char *id, unsigned port, char out[64])
+{
+	char *path = h_fmt("/v1/sandboxes/%s/endpoints/%u", id, port);
+	struct h_req req = {.method = "GET", .path = path, .via = H_TCP};
+	struct h_resp r;
+	ck_assert_int_eq(h_world_request(w, &req, &r), 200);
+	const char *t = json_string_value(
+	    json_object_get(json_object_get(r.json, "headers"), "X-Cell-Preview-Token"));
+	ck_assert_msg(t && strlen(t) < 64, "no token in %s", r.body);
+	snprintf(out, 64, "%s", t);
+	h_resp_free(&r);
+	free(path);
+}
+
+/* E2B's status of GET target on the E2B listener of e2b_tokens_kept_apart for sandbox id, port
+ * port, with one more header line. */
+static int e2b_status(const char *id, unsigned port, const char *target, const char *line)
+{
+	char *headers =
+	    h_fmt("E2b-Sandbox-Id: %s\r\nE2b-Sandbox-Port: %u\r\n%s\r\n", id, port, line);
+	struct raw a;
+	raw_get(E2B_TOKENS, target, headers, &a);
+	free(headers);
+	return a.status;
+}
+
+/* E2B's three tokens are three: the trafficAccessToken opens the sandbox's ports and never
+ * envd (commands as root), the envdAccessToken is not the preview token of envd's port
+ * (which the OpenSandbox endpoint answer hands out to whoever may view a port), and a token
+ * goes in its own header only. */
+START_TEST(e2b_tokens_kept_apart)
+{
+	char *id;
+	struct h_world *w = probe_world("tokens", E2B_TOKENS, &id, NULL);
+	char envd[64], traffic[64], preview[64];
+	e2b_tokens(w, E2B_TOKENS, id, envd, traffic);
+	preview_token_of(w, id, 49983, preview);
+	ck_assert_uint_eq(strlen(envd), 43);
+	ck_assert_uint_eq(strlen(traffic), 43);
+	ck_assert_str_ne(envd, traffic);
+	ck_assert_str_ne(envd, preview);
+	char *as_envd[] = {h_fmt("X-Access-Token: %s", envd), h_fmt("X-Access-Token: %s", traffic),
+			   h_fmt("X-Access-Token: %s", preview),
+			   h_fmt("E2B-Traffic-Access-Token: %s", traffic),
+			   h_fmt("E2B-Traffic-Access-Token: %s", envd)};
+	/* envd: its own token, nothing else. */
+	ck_assert_int_eq(e2b_status(id, 49983, "/envs", as_envd[0]), 200);
+	for (size_t i = 1; i < 5; i++)
+		ck_assert_msg(e2b_status(id, 49983, "/envs", as_envd[i]) == 401, "%s opened envd",
+			      as_envd[i]);
+	/* A port: the traffic token in its header, or envd's in its own. */
+	ck_assert_int_eq(e2b_status(id, PROBE_PORT, "/x", as_envd[3]), 200);
+	ck_assert_int_eq(e2b_status(id, PROBE_PORT, "/x", as_envd[0]), 200);
+	ck_assert_int_eq(e2b_status(id, PROBE_PORT, "/x", as_envd[1]), 401);
+	ck_assert_int_eq(e2b_status(id, PROBE_PORT, "/x", as_envd[4]), 401);
+	for (size_t i = 0; i < 5; i++)
+		free(as_envd[i]);
+	free(id);
+}
+END_TEST
+
 /* A WebSocket through the proxy to ws_echo_probe in a sandbox with network none: the app's
  * 101 headers (accept key, subprotocol, its own) come back, the request the app got
  * (Upgrade, Connection, Sec-WebSocket-*, X-Forwarded-*, never the key, the app's bytes
@@ -1325,6 +1482,8 @@ static Suite *proxy_suite(void)
 	tcase_add_test(tc, hundred_clients);
 	tcase_add_test(tc, big_download);
 	tcase_add_test(tc, limit_per_sandbox);
+	tc = h_tcase(s, "crossing", 300);
+	tcase_add_test(tc, e2b_tokens_kept_apart);
 	/* A case of its own: the worlds of the first are gone by then. */
 	tc = h_tcase(s, "websocket", 300);
 	tcase_add_test(tc, websocket_echo);

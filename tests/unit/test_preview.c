@@ -1,6 +1,7 @@
 /* Preview tokens and preview host names (src/celld/preview.c): a token per sandbox and
  * port, stable for one secret and different for another, checked in constant time and
- * refused when cut, changed or made for another sandbox or port; the cookie and the query
+ * refused when cut, changed or made for another sandbox or port; a token of another purpose
+ * (a label of its own) none of those nor another purpose's; the cookie and the query
  * parameter found among others and taken out of them; host names parsed strictly. */
 #include <errno.h>
 #include <stdbool.h>
@@ -47,6 +48,54 @@ START_TEST(tokens_per_sandbox_and_port)
 	ck_assert_int_eq(preview_token("Not-An-Id", 8080, t2), -EINVAL);
 	ck_assert_int_eq(preview_token("abc", 0, t2), -EINVAL);
 	ck_assert_int_eq(preview_token("abc", 65536, t2), -EINVAL);
+}
+END_TEST
+
+/* A sandbox's token for a purpose of its own (E2B's envd and traffic tokens): stable, per
+ * sandbox and per label, never a port's preview token (E2B's envd port 49983 included) nor
+ * another label's, each check taking its own label's only. A preview's label or one that
+ * could read as two lines is refused. */
+START_TEST(tokens_per_purpose)
+{
+	static const char *const labels[] = {"cell-e2b-envd-v1", "cell-e2b-traffic-v1"};
+	char t[2][PREVIEW_TOKEN_LEN + 1], again[PREVIEW_TOKEN_LEN + 1], port[PREVIEW_TOKEN_LEN + 1];
+	preview_secret_set(secret_a);
+	for (size_t i = 0; i < 2; i++) {
+		ck_assert_int_eq(preview_sandbox_token(labels[i], "abc", t[i]), 0);
+		ck_assert_uint_eq(strlen(t[i]), PREVIEW_TOKEN_LEN);
+		ck_assert_int_eq(preview_sandbox_token(labels[i], "abc", again), 0);
+		ck_assert_str_eq(t[i], again);
+		ck_assert_int_eq(preview_sandbox_token(labels[i], "abd", again), 0);
+		ck_assert_str_ne(t[i], again);
+		ck_assert(preview_sandbox_token_ok(labels[i], "abc", t[i], strlen(t[i])));
+		ck_assert(!preview_sandbox_token_ok(labels[i], "abd", t[i], strlen(t[i])));
+		ck_assert(!preview_sandbox_token_ok(labels[i], "abc", t[i], strlen(t[i]) - 1));
+		ck_assert(!preview_sandbox_token_ok(labels[i], "abc", NULL, 0));
+		/* No port's preview token is it, and it opens no port. */
+		static const unsigned ports[] = {49983, 49999, 8080, 1, 65535};
+		for (size_t k = 0; k < sizeof(ports) / sizeof(ports[0]); k++) {
+			ck_assert_int_eq(preview_token("abc", ports[k], port), 0);
+			ck_assert_str_ne(t[i], port);
+			ck_assert(!preview_sandbox_token_ok(labels[i], "abc", port, strlen(port)));
+			ck_assert(!preview_token_ok("abc", ports[k], t[i], strlen(t[i])));
+		}
+	}
+	ck_assert_str_ne(t[0], t[1]);
+	ck_assert(!preview_sandbox_token_ok(labels[0], "abc", t[1], strlen(t[1])));
+	ck_assert(!preview_sandbox_token_ok(labels[1], "abc", t[0], strlen(t[0])));
+	/* Another secret: they change too. */
+	preview_secret_set(secret_b);
+	ck_assert(!preview_sandbox_token_ok(labels[0], "abc", t[0], strlen(t[0])));
+	static const char *const bad[] = {"cell-preview-v1",
+					  "cell-a\nb",
+					  "cell-a b",
+					  "other-v1",
+					  "cell-",
+					  "cell-0123456789012345678901234567",
+					  NULL};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_int_eq(preview_sandbox_token(bad[i], "abc", again), -EINVAL);
+	ck_assert_int_eq(preview_sandbox_token(labels[0], "Not-An-Id", again), -EINVAL);
 }
 END_TEST
 
@@ -178,6 +227,7 @@ static Suite *preview_suite(void)
 	TCase *tc = tcase_create("preview");
 	tcase_add_test(tc, tokens_per_sandbox_and_port);
 	tcase_add_test(tc, expiring_tokens);
+	tcase_add_test(tc, tokens_per_purpose);
 	tcase_add_test(tc, cookie_found_and_stripped);
 	tcase_add_test(tc, query_found_and_stripped);
 	tcase_add_test(tc, host_names);
