@@ -8,10 +8,11 @@
 #include "cell/cleanup.h"
 #include "cell/id.h"
 #include "config.h"
+#include "credentials.h"
 #include "http.h"
 #include "router.h"
 
-#define KEY_HEADER "OPEN-SANDBOX-API-KEY"
+#define KEY_HEADER CREDENTIALS_OPENSANDBOX_KEY
 
 #define EXECD "sandboxes/{id}/proxy/44772/"
 /* OpenSandbox's egress sidecar port: cell answers its /policy itself (api_egress.c). */

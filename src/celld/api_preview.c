@@ -8,7 +8,8 @@
  * first GET is answered here: a redirect to the same URL without the token, setting the
  * cookie (HttpOnly, SameSite=Lax, scoped to the sandbox's port: its proxy path, or its
  * preview host), so the page's later requests carry it. The app never sees the token:
- * api_proxy.c drops the header and the cookie as it drops the API key.
+ * the port proxy drops the header and the cookie with every other credential of celld's
+ * (proxyhead.c).
  *
  * With --preview-domain D, a request whose Host is "<port>-<id>.D" (any path) is that
  * sandbox's port at the app's "/": it is rerouted to .../proxy/<port><path> before the

@@ -41,7 +41,7 @@
 #include "fields.h"
 #include "http.h"
 #include "portconn.h"
-#include "preview.h"
+#include "proxyhead.h"
 #include "sandbox.h"
 #include "url.h"
 
@@ -194,7 +194,6 @@ static bool in_list(const char *list, const char *name)
 struct head_walk {
 	struct head *h;
 	char connection[1024]; /* every Connection value, joined */
-	const char *key_header;
 	bool chunked_up;
 	char xff[1024]; /* the client's X-Forwarded-For values, joined */
 };
@@ -220,16 +219,12 @@ static bool pass_header(void *cls, const char *name, const char *value)
 	struct head_walk *w = cls;
 	if (!one_line(name) || !one_line(value) || hop_by_hop(name) || in_list(w->connection, name))
 		return true;
-	/* The key is celld's, never the app's. */
-	if (w->key_header && !strcasecmp(name, w->key_header))
-		return true;
-	/* So is the preview token: its header, and its cookie among the app's own. */
-	if (!strcasecmp(name, PREVIEW_HEADER))
-		return true;
-	if (!strcasecmp(name, "Cookie")) {
-		/* Never longer than the header it comes from; none at all when out of memory. */
-		char *rest = malloc(strlen(value) + 1);
-		if (rest && preview_cookie_strip(value, rest, strlen(value) + 1) > 0) {
+	/* celld's credentials, every listener's, are never the app's: their headers go, and
+	 * the preview cookie leaves the app's own cookies. */
+	char *rest;
+	enum proxyhead_verdict v = proxyhead_request(name, value, &rest);
+	if (v != PROXYHEAD_PASS) {
+		if (v == PROXYHEAD_REWRITE) {
 			head_add(w->h, name, ": ", rest);
 			head_add(w->h, "\r\n", NULL, NULL);
 		}
@@ -318,7 +313,7 @@ static int send_head(struct http_req *r, struct proxy *p)
 	char port_host[32];
 	snprintf(port_host, sizeof(port_host), "127.0.0.1:%u", p->port);
 	head_add(&h, "Host: ", host && host[0] ? host : port_host, "\r\n");
-	struct head_walk w = {.h = &h, .key_header = http_key_header(r)};
+	struct head_walk w = {.h = &h};
 	w.chunked_up = p->chunked_up;
 	http_headers_each(r, collect_connection, &w);
 	http_headers_each(r, pass_header, &w);

@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "cell/id.h"
+#include "credentials.h"
 #include "http.h"
 #include "preview.h"
 
@@ -40,12 +41,12 @@ extern const struct http_api api_e2b;
  * 0.5.2, octet-stream uploads from 0.5.7, file metadata from 0.6.2, watch events with their
  * entry from 0.6.3, allowNetworkMounts from 0.6.4, ...). */
 #define E2B_ENVD_VERSION "0.6.4"
-#define E2B_HEADER_KEY	 "X-API-Key"
+#define E2B_HEADER_KEY	 CREDENTIALS_E2B_KEY
 #define E2B_HEADER_ID	 "E2b-Sandbox-Id"
 #define E2B_HEADER_PORT	 "E2b-Sandbox-Port"
-#define E2B_HEADER_TOKEN "X-Access-Token"
+#define E2B_HEADER_TOKEN CREDENTIALS_E2B_ENVD
 /* What E2B's ports take: the create's trafficAccessToken, a token of its own. */
-#define E2B_HEADER_TRAFFIC "E2B-Traffic-Access-Token"
+#define E2B_HEADER_TRAFFIC CREDENTIALS_E2B_TRAFFIC
 /* What the two tokens sign first (preview.h): each is no other token of the sandbox's. */
 #define E2B_ENVD_LABEL	  "cell-e2b-envd-v1"
 #define E2B_TRAFFIC_LABEL "cell-e2b-traffic-v1"

@@ -34,11 +34,6 @@ const char *http_raw_path(const struct http_req *r)
 	return r->raw_path ? r->raw_path : "";
 }
 
-const char *http_key_header(const struct http_req *r)
-{
-	return r->api ? r->api->key_header : NULL;
-}
-
 const char *http_raw_query(const struct http_req *r)
 {
 	return r->raw_query;

@@ -56,8 +56,6 @@ bool http_is_tcp(const struct http_req *r);
 void http_reroute(struct http_req *r, char *raw_path);
 /* Whether r was rerouted (its path is not the one sent). */
 bool http_rerouted(const struct http_req *r);
-/* The header holding the API key of r's API (NULL when it has none): never forwarded. */
-const char *http_key_header(const struct http_req *r);
 /* The client connection's socket (-1 if unknown), valid while the request is answered. */
 int http_socket(const struct http_req *r);
 const char *http_header(const struct http_req *r, const char *name);

@@ -12,8 +12,9 @@
  * limit, clients vanishing mid-stream leaving no fd or thread behind in celld, and celld
  * stopping with a WebSocket open.
  * What crosses the proxy (case "crossing"): head_probe, an app answering with the request
- * head it got, behind a celld with an E2B listener too: E2B's traffic token opens the
- * sandbox's ports and never envd, and no token of a sandbox is another.
+ * head it got, behind a celld with an E2B listener too: no credential of celld's reaches
+ * the app from either listener or a preview host, E2B's traffic token opens the sandbox's
+ * ports and never envd, and no token of a sandbox is another.
  *
  * The whole program runs in a network namespace of its own (main), so a sandbox with a
  * network ("public") can be proxied too without touching the host's network; every other
@@ -1057,6 +1058,56 @@ static void preview_token_of(struct h_world *w, const char *id, unsigned port, c
 	free(path);
 }
 
+/* Every credential celld knows, each valid, sent to the app by either listener and by a
+ * preview host: none reaches it (what it got is the probe's answer), the app's own
+ * Authorization and cookies do. */
+START_TEST(credentials_never_reach_the_app)
+{
+	char *id;
+	struct h_world *w = probe_world("creds", E2B_CREDS, &id, NULL);
+	char envd[64], traffic[64], preview[64];
+	e2b_tokens(w, E2B_CREDS, id, envd, traffic);
+	preview_token_of(w, id, PROBE_PORT, preview);
+	char *creds = h_fmt("OPEN-SANDBOX-API-KEY: %s\r\nX-API-Key: %s\r\nX-Access-Token: %s\r\n"
+			    "E2B-Traffic-Access-Token: %s\r\nX-Cell-Preview-Token: %s\r\n"
+			    "Cookie: app=1; cell_preview=%s; other=2\r\n"
+			    "Authorization: Bearer the-apps-own\r\n",
+			    w->key, w->key, envd, traffic, preview, preview);
+	char *e2b =
+	    h_fmt("E2b-Sandbox-Id: %s\r\nE2b-Sandbox-Port: %u\r\n%s", id, PROBE_PORT, creds);
+	char *host = h_fmt("Host: %u-%s." DOMAIN "\r\n%s", PROBE_PORT, id, creds);
+	char *path = proxy_path(id, PROBE_PORT, "/x");
+	struct {
+		const char *listen, *target, *headers;
+	} const ways[] = {
+	    {w->listen, path, creds}, {E2B_CREDS, "/x", e2b}, {w->listen, "/x", host}};
+	static const char *const names[] = {"OPEN-SANDBOX-API-KEY", "X-API-Key",
+					    "X-Access-Token",	    "E2B-Traffic-Access-Token",
+					    "X-Cell-Preview-Token", "cell_preview"};
+	const char *secrets[] = {w->key, envd, traffic, preview};
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(ways); i++) {
+		struct raw a;
+		raw_get(ways[i].listen, ways[i].target, ways[i].headers, &a);
+		ck_assert_msg(a.status == 200, "way %zu: %s%s", i, a.head, a.body);
+		for (size_t k = 0; k < CELL_ARRAY_SIZE(names); k++)
+			ck_assert_msg(!strcasestr(a.body, names[k]),
+				      "way %zu: %s reached the app: %s", i, names[k], a.body);
+		for (size_t k = 0; k < CELL_ARRAY_SIZE(secrets); k++)
+			ck_assert_msg(!strstr(a.body, secrets[k]),
+				      "way %zu: a secret reached the app: %s", i, a.body);
+		ck_assert_msg(strstr(a.body, "\r\nCookie: app=1; other=2\r\n"), "way %zu: %s", i,
+			      a.body);
+		ck_assert_msg(strstr(a.body, "\r\nAuthorization: Bearer the-apps-own\r\n"),
+			      "way %zu: %s", i, a.body);
+	}
+	free(path);
+	free(host);
+	free(e2b);
+	free(creds);
+	free(id);
+}
+END_TEST
+
 /* E2B's status of GET target on the E2B listener of e2b_tokens_kept_apart for sandbox id, port
  * port, with one more header line. */
 static int e2b_status(const char *id, unsigned port, const char *target, const char *line)
@@ -1483,6 +1534,7 @@ static Suite *proxy_suite(void)
 	tcase_add_test(tc, big_download);
 	tcase_add_test(tc, limit_per_sandbox);
 	tc = h_tcase(s, "crossing", 300);
+	tcase_add_test(tc, credentials_never_reach_the_app);
 	tcase_add_test(tc, e2b_tokens_kept_apart);
 	/* A case of its own: the worlds of the first are gone by then. */
 	tc = h_tcase(s, "websocket", 300);

@@ -1,0 +1,20 @@
+/* What of a request's head reaches an app through the port proxy, and what of the app's
+ * answer head reaches the client, decided in one place for every listener. Pure (no I/O):
+ * unit suites link it alone. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum proxyhead_verdict {
+	PROXYHEAD_PASS,	   /* as it is */
+	PROXYHEAD_DROP,	   /* not at all */
+	PROXYHEAD_REWRITE, /* as *out says (malloc'd, the caller frees it) */
+};
+
+/* A client's request header name: value on its way to an app. Every credential of
+ * credentials.h is dropped (its header, in any case), and the preview cookie is taken out
+ * of a Cookie header (dropped when nothing else is left in it). The preview query
+ * parameter never gets this far: a request carrying it is answered by celld
+ * (api_preview_begin). Out of memory: the header is dropped. */
+enum proxyhead_verdict proxyhead_request(const char *name, const char *value, char **out);
