@@ -671,6 +671,43 @@ static bool pass_answer_header(const struct answer *a, const char *name)
 	       strcasecmp(name, "Content-Length") && strcasecmp(name, "X-Request-ID");
 }
 
+/* The app's headers that go to the client, as name and value pairs into headers
+ * (NULL-ended): those pass_answer_header keeps, as proxyhead_answer says (malformed ones
+ * dropped).
+ * The values it rewrote are in owned[0, n), for the caller to free once the headers are
+ * sent. */
+struct answer_out {
+	const char *headers[2 * PROXY_HEADERS_MAX + 1];
+	char *owned[PROXY_HEADERS_MAX];
+	size_t n;
+};
+
+static void answer_headers(const struct answer *a, struct answer_out *o)
+{
+	size_t k = 0;
+	o->n = 0;
+	for (size_t i = 0; i < a->n; i++) {
+		const char *name = a->h[i].name, *value = a->h[i].value;
+		char *rewritten;
+		if (!strcasecmp(name, "Upgrade") || !pass_answer_header(a, name))
+			continue;
+		enum proxyhead_verdict v = proxyhead_answer(name, value, &rewritten);
+		if (v == PROXYHEAD_DROP)
+			continue;
+		if (v == PROXYHEAD_REWRITE)
+			value = o->owned[o->n++] = rewritten;
+		o->headers[k++] = name;
+		o->headers[k++] = value;
+	}
+	o->headers[k] = NULL;
+}
+
+static void answer_out_free(struct answer_out *o)
+{
+	for (size_t i = 0; i < o->n; i++)
+		free(o->owned[i]);
+}
+
 /* ---- an upgraded connection: bytes both ways ---- */
 
 static void splice_run(void *cls, int fd, const char *extra, size_t extra_len,
@@ -699,23 +736,20 @@ static void splice_run(void *cls, int fd, const char *extra, size_t extra_len,
 static int switch_protocols(struct http_req *r, struct proxy *p, const struct answer *a)
 {
 	const char *protocol = NULL;
-	const char *headers[2 * PROXY_HEADERS_MAX + 1];
-	size_t n = 0;
-	for (size_t i = 0; i < a->n; i++) {
+	for (size_t i = 0; i < a->n; i++)
 		if (!strcasecmp(a->h[i].name, "Upgrade"))
 			protocol = a->h[i].value;
-		else if (pass_answer_header(a, a->h[i].name)) {
-			headers[n++] = a->h[i].name;
-			headers[n++] = a->h[i].value;
-		}
-	}
-	headers[n] = NULL;
-	if (!protocol || !protocol[0])
+	char *unused;
+	if (!protocol || !protocol[0] ||
+	    proxyhead_answer("Upgrade", protocol, &unused) != PROXYHEAD_PASS)
 		return http_error(r, 502, "PROXY_BAD_ANSWER",
-				  "port %u in sandbox %s switched protocols without an Upgrade "
-				  "header",
+				  "port %u in sandbox %s switched protocols without a valid "
+				  "Upgrade header",
 				  p->port, p->sb->id);
-	int rc = http_upgrade_ex(r, protocol, headers, splice_run, p, proxy_unref);
+	struct answer_out o;
+	answer_headers(a, &o);
+	int rc = http_upgrade_ex(r, protocol, o.headers, splice_run, p, proxy_unref);
+	answer_out_free(&o);
 	if (rc < 0)
 		return http_error(r, 500, "INTERNAL", "switching protocols: %s", strerror(-rc));
 	return 0;
@@ -775,8 +809,10 @@ int api_proxy(struct http_req *r)
 	}
 	if (!resp)
 		return http_error(r, 500, "INTERNAL", "out of memory");
-	for (size_t i = 0; i < a.n; i++)
-		if (pass_answer_header(&a, a.h[i].name))
-			MHD_add_response_header(resp, a.h[i].name, a.h[i].value);
+	struct answer_out o;
+	answer_headers(&a, &o);
+	for (size_t i = 0; o.headers[i]; i += 2)
+		MHD_add_response_header(resp, o.headers[i], o.headers[i + 1]);
+	answer_out_free(&o);
 	return http_respond(r, a.status, resp);
 }

@@ -1,4 +1,5 @@
 /* What crosses the port proxy (proxyhead.h). */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -31,4 +32,38 @@ enum proxyhead_verdict proxyhead_request(const char *name, const char *value, ch
 	}
 	*out = rest;
 	return PROXYHEAD_REWRITE;
+}
+
+/* RFC 9110's tchar: what a header name is made of. */
+static bool tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static bool token(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!tchar((unsigned char)*s))
+			return false;
+	return true;
+}
+
+/* A field value: visible characters, blanks, obs-text; no other control character. */
+static bool field_value(const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return false;
+	}
+	return true;
+}
+
+enum proxyhead_verdict proxyhead_answer(const char *name, const char *value, char **out)
+{
+	*out = NULL;
+	return token(name) && field_value(value) ? PROXYHEAD_PASS : PROXYHEAD_DROP;
 }

@@ -18,3 +18,8 @@ enum proxyhead_verdict {
  * parameter never gets this far: a request carrying it is answered by celld
  * (api_preview_begin). Out of memory: the header is dropped. */
 enum proxyhead_verdict proxyhead_request(const char *name, const char *value, char **out);
+
+/* An app's answer header name: value on its way to the client: dropped when the name is
+ * not an RFC 9110 token or the value holds a control character other than a tab (the
+ * client would read another header, or another answer), else passed. */
+enum proxyhead_verdict proxyhead_answer(const char *name, const char *value, char **out);

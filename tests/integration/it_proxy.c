@@ -14,7 +14,9 @@
  * What crosses the proxy (case "crossing"): head_probe, an app answering with the request
  * head it got, behind a celld with an E2B listener too: no credential of celld's reaches
  * the app from either listener or a preview host, E2B's traffic token opens the sandbox's
- * ports and never envd, and no token of a sandbox is another.
+ * ports and never envd, and no token of a sandbox is another. What of the app's answer
+ * head reaches the client (case "answers", head_probe's answer crafted): no malformed
+ * header.
  *
  * The whole program runs in a network namespace of its own (main), so a sandbox with a
  * network ("public") can be proxied too without touching the host's network; every other
@@ -1155,6 +1157,38 @@ START_TEST(e2b_tokens_kept_apart)
 }
 END_TEST
 
+/* An app's answer header whose name is not an RFC 9110 token, or whose value holds a
+ * control character other than a tab, never reaches the client; the others do. */
+START_TEST(answer_header_names_checked)
+{
+	static const char answer[] = "X-Ok: 1\r\n"
+				     "X\001Ctl: 2\r\n"
+				     "X Blank: 3\r\n"
+				     "X(Paren): 4\r\n"
+				     "\303\251t\303\251: 5\r\n"
+				     "X-Val-Ctl: a\001b\r\n"
+				     "X-Val-Del: a\177b\r\n"
+				     "X-Tab: a\tb\r\n"
+				     "X-Last: 9\r\n";
+	char *id;
+	struct h_world *w = probe_world("names", E2B_CREDS, &id, answer);
+	char *path = proxy_path(id, PROBE_PORT, "/x");
+	char *key = h_fmt("OPEN-SANDBOX-API-KEY: %s\r\n", w->key);
+	struct raw a;
+	raw_get(w->listen, path, key, &a);
+	ck_assert_int_eq(a.status, 200);
+	ck_assert_msg(strstr(a.head, "\r\nX-Ok: 1\r\n"), "%s", a.head);
+	ck_assert_msg(strstr(a.head, "\r\nX-Tab: a\tb\r\n"), "%s", a.head);
+	ck_assert_msg(strstr(a.head, "\r\nX-Last: 9\r\n"), "%s", a.head);
+	static const char *const gone[] = {"Ctl", "Blank", "Paren", "\303", "X-Val-"};
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(gone); i++)
+		ck_assert_msg(!strstr(a.head, gone[i]), "%s passed: %s", gone[i], a.head);
+	free(key);
+	free(path);
+	free(id);
+}
+END_TEST
+
 /* A WebSocket through the proxy to ws_echo_probe in a sandbox with network none: the app's
  * 101 headers (accept key, subprotocol, its own) come back, the request the app got
  * (Upgrade, Connection, Sec-WebSocket-*, X-Forwarded-*, never the key, the app's bytes
@@ -1536,6 +1570,9 @@ static Suite *proxy_suite(void)
 	tc = h_tcase(s, "crossing", 300);
 	tcase_add_test(tc, credentials_never_reach_the_app);
 	tcase_add_test(tc, e2b_tokens_kept_apart);
+	/* Another case: at most three worlds of a case at once. */
+	tc = h_tcase(s, "answers", 300);
+	tcase_add_test(tc, answer_header_names_checked);
 	/* A case of its own: the worlds of the first are gone by then. */
 	tc = h_tcase(s, "websocket", 300);
 	tcase_add_test(tc, websocket_echo);

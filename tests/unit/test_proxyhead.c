@@ -1,6 +1,7 @@
 /* What crosses the port proxy (src/celld/proxyhead.c): every credential celld takes,
  * whichever API it belongs to, dropped from a request in any case of its name; the preview
- * cookie taken out of the app's cookies; everything else passed as it is. */
+ * cookie taken out of the app's cookies; everything else passed as it is. Of an app's
+ * answer: malformed names and values dropped. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,12 +67,37 @@ START_TEST(preview_cookie_taken_out)
 }
 END_TEST
 
+/* An answer header whose name is not a token or whose value holds a control character
+ * (a tab aside) is dropped; obs-text passes. */
+START_TEST(answer_names_and_values_checked)
+{
+	static const char *const good[] = {"X-Ok", "!#$%&'*+-.^_`|~09azAZ", "a"};
+	static const char *const bad[] = {"",	 "X Blank", "X\001", "X(",    "\303\251t\303\251",
+					  "X:Y", "X/Y",	    "X@",    "X\177", "X\t"};
+	char *out;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		ck_assert_msg(proxyhead_answer(good[i], "v", &out) == PROXYHEAD_PASS, "%s",
+			      good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(proxyhead_answer(bad[i], "v", &out) == PROXYHEAD_DROP, "'%s'",
+			      bad[i]);
+	ck_assert_int_eq(proxyhead_answer("X", "a\tb c", &out), PROXYHEAD_PASS);
+	ck_assert_int_eq(proxyhead_answer("X", "\200\377", &out), PROXYHEAD_PASS);
+	ck_assert_int_eq(proxyhead_answer("X", "", &out), PROXYHEAD_PASS);
+	ck_assert_int_eq(proxyhead_answer("X", "a\001b", &out), PROXYHEAD_DROP);
+	ck_assert_int_eq(proxyhead_answer("X", "a\177b", &out), PROXYHEAD_DROP);
+	ck_assert_int_eq(proxyhead_answer("X", "a\rb", &out), PROXYHEAD_DROP);
+	ck_assert_int_eq(proxyhead_answer("Set-Cookie", "a=\001", &out), PROXYHEAD_DROP);
+}
+END_TEST
+
 static Suite *proxyhead_suite(void)
 {
 	Suite *s = suite_create("proxyhead");
 	TCase *tc = tcase_create("proxyhead");
 	tcase_add_test(tc, credentials_dropped);
 	tcase_add_test(tc, preview_cookie_taken_out);
+	tcase_add_test(tc, answer_names_and_values_checked);
 	suite_add_tcase(s, tc);
 	return s;
 }
