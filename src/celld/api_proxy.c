@@ -284,6 +284,17 @@ static const char *split_path(const char *raw, size_t *prefix_len)
 	return p;
 }
 
+/* The path the client sees the app under, ".../proxy/{port}" as it sent it, into out
+ * (ROUTER_PATH_MAX bytes): out, or NULL when the request came by a host of the app's own (a
+ * preview host, E2B's port headers) and the app is at its own "/". */
+static const char *route_prefix(struct http_req *r, char *out)
+{
+	size_t prefix_len;
+	split_path(http_raw_path(r), &prefix_len);
+	snprintf(out, ROUTER_PATH_MAX, "%.*s", (int)prefix_len, http_raw_path(r));
+	return http_rerouted(r) ? NULL : out;
+}
+
 /* Whether the app's request target may be sent as it is: no blank or control byte (the
  * request line is split on blanks). */
 static bool target_ok(const char *s)
@@ -326,10 +337,8 @@ static int send_head(struct http_req *r, struct proxy *p)
 	head_add(&h, "X-Forwarded-Proto: http\r\n", NULL, NULL);
 	if (host && host[0])
 		head_add(&h, "X-Forwarded-Host: ", host, "\r\n");
-	/* A preview host's request is at the app's own "/": no prefix. */
 	char prefix[ROUTER_PATH_MAX];
-	snprintf(prefix, sizeof(prefix), "%.*s", (int)prefix_len, raw);
-	if (!http_rerouted(r))
+	if (route_prefix(r, prefix))
 		head_add(&h, "X-Forwarded-Prefix: ", prefix, "\r\n");
 	if (p->chunked_up)
 		head_add(&h, "Transfer-Encoding: chunked\r\n", NULL, NULL);
@@ -673,7 +682,7 @@ static bool pass_answer_header(const struct answer *a, const char *name)
 
 /* The app's headers that go to the client, as name and value pairs into headers
  * (NULL-ended): those pass_answer_header keeps, as proxyhead_answer says (malformed ones
- * dropped).
+ * dropped, cookies kept to the app's own scope).
  * The values it rewrote are in owned[0, n), for the caller to free once the headers are
  * sent. */
 struct answer_out {
@@ -682,8 +691,10 @@ struct answer_out {
 	size_t n;
 };
 
-static void answer_headers(const struct answer *a, struct answer_out *o)
+static void answer_headers(struct http_req *r, const struct answer *a, struct answer_out *o)
 {
+	char buf[ROUTER_PATH_MAX];
+	const char *prefix = route_prefix(r, buf);
 	size_t k = 0;
 	o->n = 0;
 	for (size_t i = 0; i < a->n; i++) {
@@ -691,7 +702,7 @@ static void answer_headers(const struct answer *a, struct answer_out *o)
 		char *rewritten;
 		if (!strcasecmp(name, "Upgrade") || !pass_answer_header(a, name))
 			continue;
-		enum proxyhead_verdict v = proxyhead_answer(name, value, &rewritten);
+		enum proxyhead_verdict v = proxyhead_answer(name, value, prefix, &rewritten);
 		if (v == PROXYHEAD_DROP)
 			continue;
 		if (v == PROXYHEAD_REWRITE)
@@ -741,13 +752,13 @@ static int switch_protocols(struct http_req *r, struct proxy *p, const struct an
 			protocol = a->h[i].value;
 	char *unused;
 	if (!protocol || !protocol[0] ||
-	    proxyhead_answer("Upgrade", protocol, &unused) != PROXYHEAD_PASS)
+	    proxyhead_answer("Upgrade", protocol, NULL, &unused) != PROXYHEAD_PASS)
 		return http_error(r, 502, "PROXY_BAD_ANSWER",
 				  "port %u in sandbox %s switched protocols without a valid "
 				  "Upgrade header",
 				  p->port, p->sb->id);
 	struct answer_out o;
-	answer_headers(a, &o);
+	answer_headers(r, a, &o);
 	int rc = http_upgrade_ex(r, protocol, o.headers, splice_run, p, proxy_unref);
 	answer_out_free(&o);
 	if (rc < 0)
@@ -810,7 +821,7 @@ int api_proxy(struct http_req *r)
 	if (!resp)
 		return http_error(r, 500, "INTERNAL", "out of memory");
 	struct answer_out o;
-	answer_headers(&a, &o);
+	answer_headers(r, &a, &o);
 	for (size_t i = 0; o.headers[i]; i += 2)
 		MHD_add_response_header(resp, o.headers[i], o.headers[i + 1]);
 	answer_out_free(&o);

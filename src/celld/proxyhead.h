@@ -19,7 +19,14 @@ enum proxyhead_verdict {
  * (api_preview_begin). Out of memory: the header is dropped. */
 enum proxyhead_verdict proxyhead_request(const char *name, const char *value, char **out);
 
-/* An app's answer header name: value on its way to the client: dropped when the name is
- * not an RFC 9110 token or the value holds a control character other than a tab (the
- * client would read another header, or another answer), else passed. */
-enum proxyhead_verdict proxyhead_answer(const char *name, const char *value, char **out);
+/* An app's answer header name: value on its way to the client. prefix: the path of the
+ * port's proxy route as the client sent it (".../proxy/<port>"), or NULL when the request
+ * came by its host (a preview host, E2B's port headers) and the app is at "/".
+ * Dropped: a name that is not an RFC 9110 token, a value with a control character other
+ * than a tab (the client would read another header, or another answer), and a Set-Cookie
+ * of the preview cookie (celld's, never the app's). A Set-Cookie loses its Domain
+ * attributes (an app would set cookies for every preview host under the domain: a cookie
+ * bomb answers 431 to all of them) and, under a prefix, has each Path below it (else the
+ * cookie is the whole API host's); out of memory, it is dropped. */
+enum proxyhead_verdict proxyhead_answer(const char *name, const char *value, const char *prefix,
+					char **out);

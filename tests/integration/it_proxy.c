@@ -16,7 +16,7 @@
  * the app from either listener or a preview host, E2B's traffic token opens the sandbox's
  * ports and never envd, and no token of a sandbox is another. What of the app's answer
  * head reaches the client (case "answers", head_probe's answer crafted): no malformed
- * header.
+ * header, and the app's cookies only for its own host and prefix.
  *
  * The whole program runs in a network namespace of its own (main), so a sandbox with a
  * network ("public") can be proxied too without touching the host's network; every other
@@ -1189,6 +1189,64 @@ START_TEST(answer_header_names_checked)
 }
 END_TEST
 
+/* An app's cookies stay the app's: no Domain attribute (which would set them for every
+ * preview host under the domain, a cookie bomb answering 431 to all), none of celld's own
+ * cookie, and through the path route a Path under the app's prefix (else they are the
+ * whole API host's). Through a host route the Path is the app's own. */
+START_TEST(app_cookies_stay_with_the_app)
+{
+	char *id = NULL;
+	char *answer = h_fmt("Set-Cookie: bomb=1; Domain=" DOMAIN "; Path=/\r\n"
+			     "Set-Cookie: dot=2; domain = .PREVIEW.test\r\n"
+			     "Set-Cookie: own=3; Path=/; Domain=%u-%%s." DOMAIN "\r\n"
+			     "Set-Cookie: plain=4; path=/app; HttpOnly\r\n"
+			     "Set-Cookie: cell_preview=forged; Path=/\r\n"
+			     "Set-Cookie: nopath=5\r\n",
+			     PROBE_PORT);
+	/* The sandbox's id is in a line: the answer is written after the create. */
+	struct h_world *w = probe_world("cookies", E2B_TOKENS, &id, NULL);
+	char *full = h_fmt(answer, id);
+	put_file(w, id, ANSWER, full, 0644);
+	char *prefix = h_fmt("/v1/sandboxes/%s/proxy/%u", id, PROBE_PORT);
+	char *path = h_fmt("%s/x", prefix);
+	char *key = h_fmt("OPEN-SANDBOX-API-KEY: %s\r\n", w->key);
+	char *host = h_fmt("Host: %u-%s." DOMAIN "\r\n%s", PROBE_PORT, id, key);
+	struct raw a;
+	/* A preview host: Domain gone, the rest as the app sent it. */
+	raw_get(w->listen, "/x", host, &a);
+	ck_assert_int_eq(a.status, 200);
+	static const char *const by_host[] = {
+	    "Set-Cookie: bomb=1; Path=/\r\n", "Set-Cookie: dot=2\r\n",
+	    "Set-Cookie: own=3; Path=/\r\n", "Set-Cookie: plain=4; path=/app; HttpOnly\r\n",
+	    "Set-Cookie: nopath=5\r\n"};
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(by_host); i++)
+		ck_assert_msg(strstr(a.head, by_host[i]), "want %s in %s", by_host[i], a.head);
+	ck_assert_msg(!strcasestr(a.head, "domain"), "%s", a.head);
+	ck_assert_msg(!strstr(a.head, "forged"), "%s", a.head);
+	/* The path route: every Path below the app's prefix too. */
+	raw_get(w->listen, path, key, &a);
+	ck_assert_int_eq(a.status, 200);
+	char *by_path[] = {h_fmt("Set-Cookie: bomb=1; Path=%s/\r\n", prefix),
+			   h_fmt("Set-Cookie: dot=2\r\n"),
+			   h_fmt("Set-Cookie: own=3; Path=%s/\r\n", prefix),
+			   h_fmt("Set-Cookie: plain=4; path=%s/app; HttpOnly\r\n", prefix),
+			   h_fmt("Set-Cookie: nopath=5\r\n")};
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(by_path); i++) {
+		ck_assert_msg(strstr(a.head, by_path[i]), "want %s in %s", by_path[i], a.head);
+		free(by_path[i]);
+	}
+	ck_assert_msg(!strcasestr(a.head, "domain"), "%s", a.head);
+	ck_assert_msg(!strstr(a.head, "forged"), "%s", a.head);
+	free(host);
+	free(key);
+	free(path);
+	free(prefix);
+	free(full);
+	free(answer);
+	free(id);
+}
+END_TEST
+
 /* A WebSocket through the proxy to ws_echo_probe in a sandbox with network none: the app's
  * 101 headers (accept key, subprotocol, its own) come back, the request the app got
  * (Upgrade, Connection, Sec-WebSocket-*, X-Forwarded-*, never the key, the app's bytes
@@ -1573,6 +1631,7 @@ static Suite *proxy_suite(void)
 	/* Another case: at most three worlds of a case at once. */
 	tc = h_tcase(s, "answers", 300);
 	tcase_add_test(tc, answer_header_names_checked);
+	tcase_add_test(tc, app_cookies_stay_with_the_app);
 	/* A case of its own: the worlds of the first are gone by then. */
 	tc = h_tcase(s, "websocket", 300);
 	tcase_add_test(tc, websocket_echo);
