@@ -110,6 +110,14 @@
  * network. cell_nft_sandbox_list names the sandboxes the table holds, for reconciliation;
  * cell_nft_sandbox_remove removes one whatever is left of it.
  *
+ * Other writers: the host's ruleset is shared (a firewall, Docker, another celld commit to
+ * their own tables at any time), and a dump that spans several netlink messages while one of
+ * them commits comes back marked NLM_F_DUMP_INTR (libmnl: -EINTR). Every dump is read again
+ * from the start when so (up to 64 times, with a growing pause: 0.1 s at most), and a
+ * sandbox's remove asks for each of its objects by name (a GET that one message answers,
+ * which no commit can tear) rather than from a dump of the whole table: a torn read would
+ * leave a deleted sandbox's sets behind, in the way of the next add on its interface.
+ *
  * Threads: a handle has its own netlink socket and a mutex; each call holds it for its
  * batch. Every call is O(objects of one sandbox), except table create (the blocked set). */
 #pragma once

@@ -656,16 +656,27 @@ static int sandbox_side(int netns_fd, const struct sb_link *l, struct cell_error
 /* Whatever exists of the sandbox on link l, in the reverse order of its making. The veth
  * goes with the sandbox's namespace when its last process has gone, in the kernel's own
  * time: deleting it here (about 20 ms of RCU grace periods) is done only for a link whose
- * sandbox may still be alive (a failed set-up) or a leftover in the way of a new one. */
-static void teardown_locked(const struct sb_link *l, bool delete_link)
+ * sandbox may still be alive (a failed set-up) or a leftover in the way of a new one.
+ * Best effort, every step tried: the first failure is in err (logged when err is NULL). */
+static int teardown_locked(const struct sb_link *l, bool delete_link, struct cell_error *err)
 {
-	struct cell_error err = {0};
+	struct cell_error e = {0};
 	resolver_remove(l->ifname);
-	if (cell_nft_sandbox_remove(net.nft, l->ifname, &err) < 0)
-		log_warn("network: %s", err.msg);
-	int r = delete_link ? cell_nl_link_delete(&net.host, l->ifname, &err) : 0;
-	if (r < 0 && r != -ENODEV)
-		log_warn("network: %s", err.msg);
+	int r = cell_nft_sandbox_remove(net.nft, l->ifname, &e);
+	if (r < 0 && !err)
+		log_warn("network: %s", e.msg);
+	else if (r < 0)
+		*err = e;
+	struct cell_error le = {0};
+	int lr = delete_link ? cell_nl_link_delete(&net.host, l->ifname, &le) : 0;
+	if (lr < 0 && lr != -ENODEV) {
+		if (!err)
+			log_warn("network: %s", le.msg);
+		else if (r == 0)
+			*err = le;
+		r = r < 0 ? r : lr;
+	}
+	return r < 0 ? r : 0;
 }
 
 /* The network namespace of sb's init, checked to still be that process's after opening
@@ -744,12 +755,15 @@ int network_attach(struct sandbox *sb, struct cell_error *err)
 		/* A chain or link of this slot's is a leftover of an earlier run (its sandbox
 		 * is gone: the slot is ours): removed, not trusted, and the set-up made anew. */
 		log_info("sandbox %s: removing a leftover network of %s", sb->id, l.ifname);
-		teardown_locked(&l, true);
 		cell_err_clear(err);
-		r = attach_locked(sb, &l, &p, err);
+		r = teardown_locked(&l, true, err);
+		if (r < 0)
+			cell_err_wrap(err, "removing a leftover network of %s: ", l.ifname);
+		else
+			r = attach_locked(sb, &l, &p, err);
 	}
 	if (r < 0 && tried)
-		teardown_locked(&l, true);
+		teardown_locked(&l, true, NULL);
 	pthread_mutex_unlock(&net.lock);
 	netpolicy_free(&p);
 	if (r == 0) {
@@ -769,7 +783,7 @@ void network_detach(struct sandbox *sb)
 		return;
 	pthread_mutex_lock(&net.lock);
 	if (net.ready)
-		teardown_locked(&l, false);
+		teardown_locked(&l, false, NULL);
 	pthread_mutex_unlock(&net.lock);
 }
 
@@ -842,7 +856,7 @@ void network_reconcile(void)
 		struct sb_link l = {0};
 		snprintf(l.ifname, sizeof(l.ifname), "%s", names[i]);
 		log_info("network: removing %s of no sandbox", l.ifname);
-		teardown_locked(&l, true);
+		teardown_locked(&l, true, NULL);
 	}
 	sandbox_unref_all(v, nv);
 	pthread_mutex_unlock(&net.lock);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "cell/cgroup.h"
 #include "cell/cleanup.h"
@@ -427,11 +428,18 @@ static int batch_run(struct batch *bt, struct cell_error *err)
 /* ---- dumps ---- */
 
 typedef int (*dump_cb)(const struct nlmsghdr *nlh, void *data);
+/* Forget what the callback gathered of a dump that is read again. */
+typedef void (*dump_reset)(void *data);
 
-/* A GET request of family (NFPROTO_INET: our table's; NFPROTO_UNSPEC: every family) built
- * by build (NLM_F_DUMP), its replies to cb. -errno, err untouched. */
-static int dump_family(struct cell_nft *nft, uint16_t family, uint16_t type,
-		       void (*build)(struct nlmsghdr *, void *), void *obj, dump_cb cb, void *data)
+/* How many times a dump is read again after another writer's commit interrupted it. Each
+ * interruption is a commit between two of the dump's messages: a host whose ruleset never
+ * stops changing for the few microseconds a dump takes is broken in a way celld cannot fix. */
+#define DUMP_TRIES 64
+
+/* One GET request, its replies to cb; -EINTR when a commit elsewhere interrupted the dump
+ * (the kernel marks the rest NLM_F_DUMP_INTR: what was read is not one generation). */
+static int dump_once(struct cell_nft *nft, uint16_t family, uint16_t type,
+		     void (*build)(struct nlmsghdr *, void *), void *obj, dump_cb cb, void *data)
 {
 	uint32_t seq = nft->seq++;
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(nft->buf, type, family, NLM_F_DUMP, seq);
@@ -442,8 +450,10 @@ static int dump_family(struct cell_nft *nft, uint16_t family, uint16_t type,
 		return -errno;
 	for (;;) {
 		ssize_t got = mnl_socket_recvfrom(nft->nl, nft->buf, BATCH_BUF);
+		if (got < 0 && errno == EINTR)
+			continue; /* a signal: the message is still queued */
 		if (got < 0)
-			return errno == EINTR ? -EINTR : -errno;
+			return -errno;
 		int rc = mnl_cb_run(nft->buf, (size_t)got, seq, nft->portid, (mnl_cb_t)cb, data);
 		if (rc < 0)
 			return -errno;
@@ -452,10 +462,62 @@ static int dump_family(struct cell_nft *nft, uint16_t family, uint16_t type,
 	}
 }
 
-static int dump(struct cell_nft *nft, uint16_t type, void (*build)(struct nlmsghdr *, void *),
-		void *obj, dump_cb cb, void *data)
+/* A GET request of family (NFPROTO_INET: our table's; NFPROTO_UNSPEC: every family) built
+ * by build (NLM_F_DUMP), its replies to cb. An interrupted dump is read again from the
+ * start (reset first): nftables' own tools do the same, and a caller that gave up would
+ * leave a sandbox's objects behind (a remove that read a torn list). The rest of the torn
+ * dump is drained before the next request. -errno, err untouched. */
+static int dump_family(struct cell_nft *nft, uint16_t family, uint16_t type,
+		       void (*build)(struct nlmsghdr *, void *), void *obj, dump_cb cb,
+		       dump_reset reset, void *data)
 {
-	return dump_family(nft, NFPROTO_INET, type, build, obj, cb, data);
+	int rc = -EINTR;
+	for (int i = 0; i < DUMP_TRIES && rc == -EINTR; i++) {
+		if (i) {
+			/* A growing pause (64 tries: 0.1 s at most in all), so that a writer
+			 * committing at a steady pace does not meet every try at the same
+			 * point of it. */
+			nanosleep(&(struct timespec){.tv_nsec = 50000L * i}, NULL);
+			reset(data);
+		}
+		rc = dump_once(nft, family, type, build, obj, cb, data);
+	}
+	return rc;
+}
+
+static int found_cb(const struct nlmsghdr *nlh, void *data)
+{
+	(void)nlh;
+	(*(int *)data)++;
+	return MNL_CB_OK;
+}
+
+/* Is the one object obj (a chain or set by name, an element by key) there? A GET without
+ * NLM_F_DUMP: one message answers it, which no commit elsewhere can tear. 1, 0, -errno. */
+static int exists(struct cell_nft *nft, uint16_t type, void (*build)(struct nlmsghdr *, void *),
+		  void *obj)
+{
+	uint32_t seq = nft->seq++;
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(nft->buf, type, NFPROTO_INET, 0, seq);
+	build(nlh, obj);
+	drain(nft);
+	if (mnl_socket_sendto(nft->nl, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	ssize_t got;
+	while ((got = mnl_socket_recvfrom(nft->nl, nft->buf, BATCH_BUF)) < 0 && errno == EINTR)
+		;
+	if (got < 0)
+		return -errno;
+	int found = 0;
+	if (mnl_cb_run(nft->buf, (size_t)got, seq, nft->portid, found_cb, &found) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return found > 0;
+}
+
+static int dump(struct cell_nft *nft, uint16_t type, void (*build)(struct nlmsghdr *, void *),
+		void *obj, dump_cb cb, dump_reset reset, void *data)
+{
+	return dump_family(nft, NFPROTO_INET, type, build, obj, cb, reset, data);
 }
 
 static void build_chain(struct nlmsghdr *nlh, void *c)
@@ -475,10 +537,9 @@ static void build_elems(struct nlmsghdr *nlh, void *s)
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 }
 
-/* Names of the chains or sets of our table. */
+/* Names of the chains of our table. */
 struct names {
 	const char *table;
-	bool sets;
 	char (*v)[NFT_CHAIN_MAXNAMELEN];
 	size_t n, cap;
 	int rc;
@@ -501,62 +562,34 @@ static int names_add(struct names *nm, const char *name)
 static int names_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct names *nm = data;
-	const char *table = NULL, *name = NULL;
-	struct nftnl_chain *c = NULL;
-	struct nftnl_set *s = NULL;
-	if (nm->sets) {
-		s = nftnl_set_alloc();
-		if (!s || nftnl_set_nlmsg_parse(nlh, s) < 0)
-			goto out;
-		table = nftnl_set_get_str(s, NFTNL_SET_TABLE);
-		name = nftnl_set_get_str(s, NFTNL_SET_NAME);
-	} else {
-		c = nftnl_chain_alloc();
-		if (!c || nftnl_chain_nlmsg_parse(nlh, c) < 0)
-			goto out;
-		table = nftnl_chain_get_str(c, NFTNL_CHAIN_TABLE);
-		name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	if (c && nftnl_chain_nlmsg_parse(nlh, c) == 0) {
+		const char *table = nftnl_chain_get_str(c, NFTNL_CHAIN_TABLE);
+		const char *name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+		if (table && name && !strcmp(table, nm->table))
+			names_add(nm, name);
 	}
-	if (table && name && !strcmp(table, nm->table))
-		names_add(nm, name);
-out:
 	if (c)
 		nftnl_chain_free(c);
-	if (s)
-		nftnl_set_free(s);
 	return nm->rc ? MNL_CB_ERROR : MNL_CB_OK;
 }
 
-static int list_names(struct cell_nft *nft, bool sets, struct names *nm)
+static void names_reset(void *data)
+{
+	((struct names *)data)->n = 0;
+}
+
+static int list_chains(struct cell_nft *nft, struct names *nm)
 {
 	memset(nm, 0, sizeof(*nm));
 	nm->table = nft->table;
-	nm->sets = sets;
-	int rc;
-	if (sets) {
-		struct nftnl_set *s = nftnl_set_alloc();
-		if (!s)
-			return -ENOMEM;
-		nftnl_set_set_str(s, NFTNL_SET_TABLE, nft->table);
-		rc = dump(nft, NFT_MSG_GETSET, build_set, s, names_cb, nm);
-		nftnl_set_free(s);
-	} else {
-		struct nftnl_chain *c = nftnl_chain_alloc();
-		if (!c)
-			return -ENOMEM;
-		nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, nft->table);
-		rc = dump(nft, NFT_MSG_GETCHAIN, build_chain, c, names_cb, nm);
-		nftnl_chain_free(c);
-	}
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	if (!c)
+		return -ENOMEM;
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, nft->table);
+	int rc = dump(nft, NFT_MSG_GETCHAIN, build_chain, c, names_cb, names_reset, nm);
+	nftnl_chain_free(c);
 	return nm->rc ? nm->rc : rc;
-}
-
-static bool names_has(const struct names *nm, const char *name)
-{
-	for (size_t i = 0; i < nm->n; i++)
-		if (!strcmp(nm->v[i], name))
-			return true;
-	return false;
 }
 
 /* Elements of one set: their keys (up to 20 bytes) and expirations. */
@@ -611,6 +644,11 @@ static int elems_cb(const struct nlmsghdr *nlh, void *data)
 	return es->rc ? MNL_CB_ERROR : MNL_CB_OK;
 }
 
+static void elems_reset(void *data)
+{
+	((struct elems *)data)->n = 0;
+}
+
 static int list_elems(struct cell_nft *nft, const char *set, struct elems *es)
 {
 	memset(es, 0, sizeof(*es));
@@ -620,7 +658,7 @@ static int list_elems(struct cell_nft *nft, const char *set, struct elems *es)
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, nft->table);
 	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
 	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
-	int rc = dump(nft, NFT_MSG_GETSETELEM, build_elems, s, elems_cb, es);
+	int rc = dump(nft, NFT_MSG_GETSETELEM, build_elems, s, elems_cb, elems_reset, es);
 	nftnl_set_free(s);
 	return es->rc ? es->rc : rc;
 }
@@ -1551,6 +1589,80 @@ static bool elems_has_if(const struct elems *es, const char *key, size_t *from)
 	return false;
 }
 
+/* What is there of one sandbox, each object asked for by name (never a dump of the whole
+ * table, which another writer's commit may tear), and the elements of sandbox_dns by a dump
+ * (their key holds the host address, which a leftover's caller may not know): read
+ * again when torn. */
+struct sb_present {
+	bool chain, drops[CELL_ARRAY_SIZE(sandbox_drops)], sets[3], ifs, map;
+	struct elems dns;
+};
+
+static int chain_exists(struct cell_nft *nft, const char *name)
+{
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	if (!c)
+		return -ENOMEM;
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, nft->table);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
+	int rc = exists(nft, NFT_MSG_GETCHAIN, build_chain, c);
+	nftnl_chain_free(c);
+	return rc;
+}
+
+/* The set name, or (key) its element key. */
+static int set_exists(struct cell_nft *nft, const char *name, const void *key, uint32_t len)
+{
+	struct nftnl_set *s = set_new(nft->table, name);
+	if (!s || (key && elem_add(s, key, len, 0, 0) < 0)) {
+		if (s)
+			nftnl_set_free(s);
+		return -ENOMEM;
+	}
+	int rc = key ? exists(nft, NFT_MSG_GETSETELEM, build_elems, s)
+		     : exists(nft, NFT_MSG_GETSET, build_set, s);
+	nftnl_set_free(s);
+	return rc;
+}
+
+/* rc < 0 stays; else *flag = rc. */
+static int present(int rc, bool *flag)
+{
+	if (rc >= 0)
+		*flag = rc > 0;
+	return rc < 0 ? rc : 0;
+}
+
+static int sb_present_read(struct cell_nft *nft, const char *ifname, const struct sb_names *n,
+			   const char key[IFNAMSIZ], struct sb_present *p)
+{
+	memset(p, 0, sizeof(*p));
+	int rc = present(chain_exists(nft, n->chain), &p->chain);
+	for (size_t i = 0; rc == 0 && i < CELL_ARRAY_SIZE(sandbox_drops); i++) {
+		char drop[NFT_CHAIN_MAXNAMELEN];
+		drop_chain_name(drop, sizeof(drop), ifname, sandbox_drops[i]);
+		rc = present(chain_exists(nft, drop), &p->drops[i]);
+	}
+	const char *const own_sets[] = {n->allowed, n->ranges, n->denied};
+	for (size_t i = 0; rc == 0 && i < CELL_ARRAY_SIZE(own_sets); i++)
+		rc = present(set_exists(nft, own_sets[i], NULL, 0), &p->sets[i]);
+	if (rc == 0)
+		rc = present(set_exists(nft, SET_IFS, key, IFNAMSIZ), &p->ifs);
+	if (rc == 0)
+		rc = present(set_exists(nft, MAP_CHAINS, key, IFNAMSIZ), &p->map);
+	if (rc == 0)
+		rc = list_elems(nft, SET_DNS, &p->dns);
+	return rc;
+}
+
+static void del_elem(struct batch *bt, const char *set, const void *key, uint32_t len)
+{
+	struct nftnl_set *s = set_new(bt->nft->table, set);
+	if (s)
+		elem_add(s, key, len, 0, 0);
+	put_set(bt, s, NFT_MSG_DELSETELEM, 0, "deleting an element of");
+}
+
 int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cell_error *err)
 {
 	int rc = check_ifname(ifname, err);
@@ -1562,15 +1674,11 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 	ifkey(key, ifname);
 
 	pthread_mutex_lock(&nft->lock);
-	struct names chains = {0}, sets = {0};
-	struct elems ifs = {0}, dns = {0}, map = {0};
+	struct sb_present p;
 	struct batch *bt = NULL;
 	/* What is there of it: the batch deletes exactly that (a deletion of something
 	 * absent would fail the whole batch). */
-	if ((rc = list_names(nft, false, &chains)) < 0 || (rc = list_names(nft, true, &sets)) < 0 ||
-	    (rc = list_elems(nft, SET_IFS, &ifs)) < 0 ||
-	    (rc = list_elems(nft, SET_DNS, &dns)) < 0 ||
-	    (rc = list_elems(nft, MAP_CHAINS, &map)) < 0) {
+	if ((rc = sb_present_read(nft, ifname, &n, key, &p)) < 0) {
 		rc = cell_err(err, -rc, "removing sandbox %s: reading table inet %s", ifname,
 			      nft->table);
 		goto out;
@@ -1581,43 +1689,33 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 		goto out;
 	}
 	batch_start(bt, nft);
+	if (p.map)
+		del_elem(bt, MAP_CHAINS, key, IFNAMSIZ);
+	if (p.ifs)
+		del_elem(bt, SET_IFS, key, IFNAMSIZ);
 	size_t at = 0;
-	if (elems_has_if(&map, key, &at)) {
-		struct nftnl_set *s = set_new(nft->table, MAP_CHAINS);
-		if (s)
-			elem_add(s, key, IFNAMSIZ, 0, 0);
-		put_set(bt, s, NFT_MSG_DELSETELEM, 0, "deleting an element of");
-	}
-	at = 0;
-	if (elems_has_if(&ifs, key, &at)) {
-		struct nftnl_set *s = set_new(nft->table, SET_IFS);
-		if (s)
-			elem_add(s, key, IFNAMSIZ, 0, 0);
-		put_set(bt, s, NFT_MSG_DELSETELEM, 0, "deleting an element of");
-	}
-	at = 0;
 	struct nftnl_set *ds = NULL;
-	while (elems_has_if(&dns, key, &at)) {
+	while (elems_has_if(&p.dns, key, &at)) {
 		if (!ds)
 			ds = set_new(nft->table, SET_DNS);
 		if (ds)
-			elem_add(ds, dns.v[at].key, dns.v[at].len, 0, 0);
+			elem_add(ds, p.dns.v[at].key, p.dns.v[at].len, 0, 0);
 		at++;
 	}
 	if (ds)
 		put_set(bt, ds, NFT_MSG_DELSETELEM, 0, "deleting an element of");
 	/* Its chain first: its jumps go with it, then the drop chains they jumped to. */
-	if (names_has(&chains, n.chain))
+	if (p.chain)
 		del_chain(bt, n.chain);
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(sandbox_drops); i++) {
 		char drop[NFT_CHAIN_MAXNAMELEN];
 		drop_chain_name(drop, sizeof(drop), ifname, sandbox_drops[i]);
-		if (names_has(&chains, drop))
+		if (p.drops[i])
 			del_chain(bt, drop);
 	}
 	const char *const own_sets[] = {n.allowed, n.ranges, n.denied};
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(own_sets); i++)
-		if (names_has(&sets, own_sets[i]))
+		if (p.sets[i])
 			put_set(bt, set_new(nft->table, own_sets[i]), NFT_MSG_DELSET, 0,
 				"deleting");
 	rc = bt->n ? batch_run(bt, err) : 0;
@@ -1625,11 +1723,7 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 		cell_err_wrap(err, "removing sandbox %s: ", ifname);
 out:
 	batch_free(bt);
-	free(chains.v);
-	free(sets.v);
-	free(ifs.v);
-	free(dns.v);
-	free(map.v);
+	free(p.dns.v);
 	pthread_mutex_unlock(&nft->lock);
 	return rc;
 }
@@ -1649,8 +1743,7 @@ int cell_nft_sandbox_list(struct cell_nft *nft, char (**out)[CELL_NFT_IFNAME_MAX
 	struct elems ifs = {0}, map = {0};
 	char(*v)[CELL_NFT_IFNAME_MAX + 1] = NULL;
 	int rc;
-	if ((rc = list_names(nft, false, &chains)) < 0 ||
-	    (rc = list_elems(nft, SET_IFS, &ifs)) < 0 ||
+	if ((rc = list_chains(nft, &chains)) < 0 || (rc = list_elems(nft, SET_IFS, &ifs)) < 0 ||
 	    (rc = list_elems(nft, MAP_CHAINS, &map)) < 0) {
 		rc = cell_err(err, -rc, "listing the sandboxes of table inet %s", nft->table);
 		goto out;
@@ -1753,6 +1846,13 @@ out:
 	return MNL_CB_OK;
 }
 
+static void counters_reset(void *data)
+{
+	struct counters_ctx *cx = data;
+	memset(cx->out, 0, sizeof(*cx->out));
+	cx->found = 0;
+}
+
 int cell_nft_sandbox_counters(struct cell_nft *nft, const char *ifname,
 			      struct cell_nft_counters *out, struct cell_error *err)
 {
@@ -1769,7 +1869,7 @@ int cell_nft_sandbox_counters(struct cell_nft *nft, const char *ifname,
 	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, nft->table);
 	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
 	pthread_mutex_lock(&nft->lock);
-	rc = dump(nft, NFT_MSG_GETRULE, build_rule, r, counters_cb, &cx);
+	rc = dump(nft, NFT_MSG_GETRULE, build_rule, r, counters_cb, counters_reset, &cx);
 	pthread_mutex_unlock(&nft->lock);
 	nftnl_rule_free(r);
 	if (rc < 0)
@@ -1975,16 +2075,30 @@ out:
 	return MNL_CB_OK;
 }
 
+static void survey_tables_reset(void *data)
+{
+	struct cell_nft_survey *out = ((struct survey_ctx *)data)->out;
+	out->tables[0] = '\0';
+	out->n_tables = 0;
+}
+
+static void survey_chains_reset(void *data)
+{
+	struct cell_nft_survey *out = ((struct survey_ctx *)data)->out;
+	out->drops[0] = '\0';
+	out->forward_drops = out->input_drops = 0;
+}
+
 int cell_nft_survey(struct cell_nft *nft, struct cell_nft_survey *out, struct cell_error *err)
 {
 	memset(out, 0, sizeof(*out));
 	struct survey_ctx cx = {.own = nft->table, .out = out};
 	pthread_mutex_lock(&nft->lock);
-	int rc =
-	    dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETTABLE, NULL, NULL, survey_table_cb, &cx);
+	int rc = dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETTABLE, NULL, NULL, survey_table_cb,
+			     survey_tables_reset, &cx);
 	if (rc == 0)
 		rc = dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETCHAIN, NULL, NULL, survey_chain_cb,
-				 &cx);
+				 survey_chains_reset, &cx);
 	pthread_mutex_unlock(&nft->lock);
 	return rc < 0 ? cell_err(err, -rc, "reading the host's nftables chains") : 0;
 }

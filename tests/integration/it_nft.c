@@ -18,8 +18,10 @@
 #include <linux/netfilter/nfnetlink_log.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1334,6 +1336,98 @@ START_TEST(test_survey)
 }
 END_TEST
 
+/* Another writer of nftables in the same namespace (a host firewall, Docker, another celld)
+ * commits again and again, a few thousand times a second: every commit bumps the ruleset's
+ * generation, and a dump that spans several netlink messages meanwhile comes back marked
+ * NLM_F_DUMP_INTR. Until stop. (The pause only keeps the writer from taking every moment
+ * between two messages of a dump, which no real host does; no verdict depends on it.) */
+struct churn {
+	atomic_bool stop;
+	unsigned long commits;
+};
+
+static void *churn_fn(void *arg)
+{
+	struct churn *c = arg;
+	struct cell_nft *other = open_table("churn", NULL, 0);
+	add(other, sandbox("cellc0001", "192.0.2.200", "192.0.2.1", CELL_NFT_ALLOWLIST));
+	struct in_addr a = {.s_addr = htonl(0xcb007101u)};
+	struct cell_error err = {0};
+	while (!atomic_load(&c->stop)) {
+		ck_assert_int_eq(cell_nft_allow_add(other, "cellc0001", &a, 1, 60, &err), 0);
+		ck_assert_int_eq(cell_nft_allow_del(other, "cellc0001", &a, 1, &err), 0);
+		c->commits += 2;
+		nanosleep(&(struct timespec){.tv_nsec = 200 * 1000}, NULL);
+	}
+	cell_nft_close(other);
+	return NULL;
+}
+
+/* Dumps interrupted by another writer's commits are read again: with enough sandboxes that
+ * a dump of the table's sets spans several messages, every remove, list and re-add succeeds
+ * while another table changes without pause, and a removed sandbox leaves nothing behind
+ * for the next add on its interface to trip on (-EEXIST). */
+START_TEST(test_dumps_under_churn)
+{
+	fresh_netns();
+	struct cell_nft *nft = open_public(TABLE);
+	enum { N = 120 };
+	char ifs[N][16];
+	for (int i = 0; i < N; i++) {
+		snprintf(ifs[i], sizeof(ifs[i]), "celld%04d", i);
+		char a[16];
+		snprintf(a, sizeof(a), "192.0.2.%d", i + 2);
+		add(nft, sandbox(ifs[i], a, "192.0.2.1", CELL_NFT_ALLOWLIST));
+	}
+	/* One allowed set of many elements: its dump spans several messages too. */
+	static struct in_addr many[CELL_NFT_ALLOWED_MAX];
+	for (int i = 0; i < CELL_NFT_ALLOWED_MAX; i++)
+		many[i].s_addr = htonl(0xc6336400u + (uint32_t)i);
+	struct cell_error err = {0};
+	for (int i = 0; i < CELL_NFT_ALLOWED_MAX; i += 512)
+		ck_assert_int_eq(cell_nft_allow_add(nft, ifs[0], many + i, 512, 600, &err), 0);
+
+	struct churn c = {0};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, churn_fn, &c), 0);
+	for (int round = 0; round < 3; round++) {
+		struct cell_nft_allowed *l = NULL;
+		size_t n = 0;
+		int rc = cell_nft_allow_list(nft, ifs[0], &l, &n, &err);
+		ck_assert_msg(rc == 0, "listing a large set: %d %s", rc, err.msg);
+		ck_assert_uint_eq(n, CELL_NFT_ALLOWED_MAX);
+		free(l);
+		char(*v)[CELL_NFT_IFNAME_MAX + 1] = NULL;
+		rc = cell_nft_sandbox_list(nft, &v, &n, &err);
+		ck_assert_msg(rc == 0, "listing sandboxes: %d %s", rc, err.msg);
+		ck_assert_uint_eq(n, N);
+		free(v);
+		for (int i = 1; i < N; i++) {
+			rc = cell_nft_sandbox_remove(nft, ifs[i], &err);
+			ck_assert_msg(rc == 0, "round %d: removing %s: %d %s", round, ifs[i], rc,
+				      err.msg);
+		}
+		rc = cell_nft_sandbox_list(nft, &v, &n, &err);
+		ck_assert_msg(rc == 0, "listing sandboxes: %d %s", rc, err.msg);
+		ck_assert_msg(n == 1, "round %d: %zu sandboxes left, not 1", round, n);
+		free(v);
+		for (int i = 1; i < N; i++) {
+			char a[16];
+			snprintf(a, sizeof(a), "192.0.2.%d", i + 2);
+			struct cell_nft_sandbox sb =
+			    sandbox(ifs[i], a, "192.0.2.1", CELL_NFT_ALLOWLIST);
+			rc = cell_nft_sandbox_add(nft, &sb, &err);
+			ck_assert_msg(rc == 0, "round %d: adding %s again: %d %s", round, ifs[i],
+				      rc, err.msg);
+		}
+	}
+	atomic_store(&c.stop, true);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(c.commits > 0, "the other writer never committed");
+	cell_nft_close(nft);
+}
+END_TEST
+
 /* Prints what a sandbox's objects cost (for the bench numbers; asserts only that it works). */
 START_TEST(test_costs)
 {
@@ -1398,6 +1492,7 @@ int main(void)
 	tcase_add_test(tc, test_packets);
 	tcase_add_test(tc, test_packet_log);
 	tcase_add_test(tc, test_log_restart);
+	tcase_add_test(tc, test_dumps_under_churn);
 	tcase_add_test(tc, test_survey);
 	tcase_add_test(tc, test_costs);
 	suite_add_tcase(s, tc);
