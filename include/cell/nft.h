@@ -24,9 +24,14 @@
  *   }                                             other traffic: policy accept (not ours)
  *   chain input { type filter hook input priority filter; policy accept;
  *     iifname . ip daddr @sandbox_dns udp dport 53 accept    DNS to the sandbox's own
- *     iifname . ip daddr @sandbox_dns tcp dport 53 accept    host-side address (celld's
- *     iifname @sandbox_ifs counter drop                      resolver), nothing else of
- *   }                                                        the host: no address, no port
+ *                                                            host-side address (celld's
+ *                                                            resolver), nothing else of
+ *                                                            the host: no address, no port
+ *     iifname . ip daddr @sandbox_dns tcp dport 53 counter reject with tcp reset
+ *                                                 celld serves no DNS over TCP: a host
+ *                                                 service on *:53/tcp is never a sandbox's
+ *     iifname @sandbox_ifs counter drop
+ *   }
  *   chain postrouting { type nat hook postrouting priority srcnat; policy accept;
  *     meta nfproto ipv4 iifname @sandbox_ifs masquerade   (by interface: a --subnet
  *                                                 changed under running sandboxes keeps

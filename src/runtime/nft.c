@@ -917,6 +917,17 @@ static void x_bytes_over(struct rule *r, uint64_t rate)
 		true);
 }
 
+/* reject with tcp reset (the rule has matched TCP). */
+static void x_tcp_reset(struct rule *r)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("reject");
+	if (e) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE, NFT_REJECT_TCP_RST);
+		nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE, 0);
+	}
+	rule_expr(r, e);
+}
+
 /* meta nfproto ipv4 (a rule of an inet chain that reads IPv4 headers starts with it). */
 static void x_ipv4(struct rule *r)
 {
@@ -1121,7 +1132,11 @@ static void base_rules(struct batch *bt)
 	x_lookup(&r, NFT_REG_1, MAP_CHAINS, NFT_REG_VERDICT);
 	rule_end(bt, &r, NULL);
 
-	/* input: DNS to the sandbox's own host-side address, nothing else */
+	/* input: DNS over UDP to the sandbox's own host-side address, nothing else. TCP to
+	 * that port is what celld does not serve: were it accepted, any host service on
+	 * *:53/tcp would be every sandbox's, whatever its policy. It gets a reset rather than
+	 * silence, so a resolver library that retries a truncated answer over TCP fails at
+	 * once instead of waiting out its timeout. */
 	for (int i = 0; i < 2; i++) {
 		rule_begin(&r, nft, "input");
 		x_ipv4(&r);
@@ -1133,8 +1148,13 @@ static void base_rules(struct batch *bt)
 		x_cmp(&r, NFT_CMP_EQ, &proto, 1);
 		x_payload(&r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1);
 		x_cmp(&r, NFT_CMP_EQ, &port, 2);
-		x_verdict(&r, NF_ACCEPT);
-		rule_end(bt, &r, i == 0 ? "dns udp" : "dns tcp");
+		if (i == 0) {
+			x_verdict(&r, NF_ACCEPT);
+		} else {
+			x_simple(&r, "counter");
+			x_tcp_reset(&r);
+		}
+		rule_end(bt, &r, i == 0 ? "dns udp" : "dns tcp: not served");
 	}
 	rule_begin(&r, nft, "input");
 	x_ifname_in(&r, NFT_META_IIFNAME, SET_IFS);

@@ -564,6 +564,38 @@ START_TEST(public_never_host)
 }
 END_TEST
 
+/* The host's DNS port over TCP: celld serves DNS on UDP only, so a host service on *:53/tcp
+ * (a local resolver, a DNS proxy) is never the sandbox's, in any policy. The control: the
+ * host's own connection to it is accepted, and the sandbox's DNS over UDP is answered. */
+START_TEST(host_dns_tcp_unreachable)
+{
+	lab_world();
+	struct host_listener l = {-1, 53};
+	ck_assert_int_eq(netlab_in_host(lab, listen_fn, &l), 0);
+	char *id = h_world_create(W, "busybox", NULL);
+	char *gw = sb_gateway(id);
+	ck_assert_msg(*gw, "the sandbox names no nameserver");
+	char *ok = h_trim(
+	    h_world_sh(W, id, "nslookup web1.test | awk '/^Address/ { a = $NF } END { print a }'"));
+	ck_assert_str_eq(ok, NETLAB_WEB1);
+	char *cmd =
+	    h_fmt("timeout 10 nc -w 3 %s 53 </dev/null >/dev/null 2>&1; echo \"exit $?\"", gw);
+	char *out = h_trim(h_world_sh(W, id, cmd));
+	ck_assert_int_eq(accepted(&l), 0);
+	ck_assert_msg(strcmp(out, "exit 0"), "nc connected to %s:53/tcp: %s", gw, out);
+	char body[64];
+	netlab_http_get(netlab_host_fd(lab), NETLAB_HOST_ADDR, 53, 300, body, sizeof(body));
+	ck_assert_int_eq(accepted(&l), 1);
+	close(l.fd);
+	free(cmd);
+	free(out);
+	free(ok);
+	free(gw);
+	free(id);
+	lab_end();
+}
+END_TEST
+
 START_TEST(public_never_other_sandbox)
 {
 	lab_world();
@@ -1602,6 +1634,7 @@ static Suite *network_suite(void)
 	ONE(s, public_never_forbidden, 180);
 	ONE(s, denials_are_events, 120);
 	ONE(s, public_never_host, 120);
+	ONE(s, host_dns_tcp_unreachable, 120);
 	ONE(s, public_never_other_sandbox, 120);
 	ONE(s, public_no_other_resolver, 120);
 	ONE(s, allowed_resolver_reachable, 120);

@@ -289,7 +289,8 @@ START_TEST(test_table_and_sandboxes)
 	    "iifname vmap @sandbox_chains",
 	    "type filter hook input priority filter; policy accept;",
 	    "iifname . ip daddr @sandbox_dns udp dport 53 accept",
-	    "iifname . ip daddr @sandbox_dns tcp dport 53 accept",
+	    "iifname . ip daddr @sandbox_dns tcp dport 53 counter packets 0 bytes 0 reject with "
+	    "tcp reset",
 	    "iifname @sandbox_ifs counter packets 0 bytes 0 drop",
 	    "type nat hook postrouting priority srcnat; policy accept;",
 	    "meta nfproto ipv4 iifname @sandbox_ifs masquerade",
@@ -863,9 +864,9 @@ START_TEST(test_packets)
 	ck_assert(reach(S.fd, NULL, "198.51.100.10", 80));
 	ck_assert(!reach(S.fd, NULL, "10.0.0.1", 80));
 	ck_assert(!reach(S.fd, NULL, "169.254.169.254", 80));
-	ck_assert(reach(S.fd, NULL, "192.0.2.1", 53));		  /* its resolver */
-	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 8080));	  /* any other port of the host */
-	ck_assert(!reach(S.fd, NULL, "198.51.100.1", 53));	  /* any other host address */
+	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 53));	   /* its resolver's port: UDP only */
+	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 8080));  /* any other port of the host */
+	ck_assert(!reach(S.fd, NULL, "198.51.100.1", 53)); /* any other host address */
 	ck_assert(!reach(S.fd, "192.0.2.9", "203.0.113.10", 80)); /* spoofed */
 	ck_assert(!reach(S.fd, NULL, "2001:db8:2::10", 80));	  /* IPv6 forward */
 	ck_assert(!reach(S.fd, NULL, "2001:db8:1::1", 53));	  /* IPv6 to the host */
@@ -888,7 +889,7 @@ START_TEST(test_packets)
 	ck_assert(reach(S.fd, NULL, "203.0.113.10", 80));
 	ck_assert(!reach(S.fd, NULL, "198.51.100.10", 80));
 	ck_assert(!reach(S.fd, NULL, "10.0.0.1", 80));
-	ck_assert(reach(S.fd, NULL, "192.0.2.1", 53));
+	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 53)); /* UDP only, in every policy */
 	ck_assert_int_eq(cell_nft_allow_del(nft, "cellp0001", a, 1, &err), 0);
 	ck_assert(!reach(S.fd, NULL, "203.0.113.10", 80));
 	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
@@ -930,7 +931,7 @@ START_TEST(test_packets)
 	del(nft, "cellp0001");
 	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_NONE));
 	ck_assert(!reach(S.fd, NULL, "203.0.113.10", 80));
-	ck_assert(reach(S.fd, NULL, "192.0.2.1", 53));
+	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 53)); /* UDP only, in every policy */
 
 	/* Removed: the path is open again (nothing of the sandbox is left behind). */
 	del(nft, "cellp0001");
