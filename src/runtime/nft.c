@@ -13,6 +13,7 @@
 #include <libnftnl/table.h>
 #include <libnftnl/udata.h>
 #include <linux/netfilter.h>
+#include <linux/netfilter_ipv4.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <net/if.h>
@@ -53,6 +54,9 @@
 #define CHAIN_DROP_HOST "drop-host"
 #define CHAIN_DROP_IPV6 "drop-ipv6"
 #define CHAIN_DROP_DNS	"drop-dns"
+/* Base chains at raw priority (before conntrack), for what is never tracked. */
+#define CHAIN_RAW_PRE "raw-prerouting"
+#define CHAIN_RAW_OUT "raw-output"
 
 /* A batch holds a few dozen messages, a table create the blocked set's elements too. */
 #define BATCH_BUF  (256 * 1024)
@@ -786,14 +790,21 @@ static void rule_expr(struct rule *r, struct nftnl_expr *e)
 		nftnl_rule_add_expr(r->r, e);
 }
 
-static void x_meta(struct rule *r, uint32_t key, uint32_t dreg)
+/* An expression name with two u32 attributes. */
+static void x_two(struct rule *r, const char *name, uint16_t a, uint32_t va, uint16_t b,
+		  uint32_t vb)
 {
-	struct nftnl_expr *e = nftnl_expr_alloc("meta");
+	struct nftnl_expr *e = nftnl_expr_alloc(name);
 	if (e) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, dreg);
+		nftnl_expr_set_u32(e, a, va);
+		nftnl_expr_set_u32(e, b, vb);
 	}
 	rule_expr(r, e);
+}
+
+static void x_meta(struct rule *r, uint32_t key, uint32_t dreg)
+{
+	x_two(r, "meta", NFTNL_EXPR_META_KEY, key, NFTNL_EXPR_META_DREG, dreg);
 }
 
 static void x_payload(struct rule *r, uint32_t base, uint32_t off, uint32_t len, uint32_t dreg)
@@ -917,6 +928,14 @@ static void x_bytes_over(struct rule *r, uint64_t rate)
 		true);
 }
 
+/* ct count [over] N: the connections this rule has counted (each new one it sees, while
+ * conntrack still holds it); over: match past N. */
+static void x_connlimit(struct rule *r, uint32_t n)
+{
+	x_two(r, "connlimit", NFTNL_EXPR_CONNLIMIT_COUNT, n, NFTNL_EXPR_CONNLIMIT_FLAGS,
+	      NFT_CONNLIMIT_F_INV);
+}
+
 /* reject with tcp reset (the rule has matched TCP). */
 static void x_tcp_reset(struct rule *r)
 {
@@ -945,12 +964,7 @@ static void x_ifname_in(struct rule *r, uint32_t key, const char *set)
 /* ct state & bits != 0 */
 static void x_ct_state(struct rule *r, uint32_t bits)
 {
-	struct nftnl_expr *e = nftnl_expr_alloc("ct");
-	if (e) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG_1);
-	}
-	rule_expr(r, e);
+	x_two(r, "ct", NFTNL_EXPR_CT_KEY, NFT_CT_STATE, NFTNL_EXPR_CT_DREG, NFT_REG_1);
 	uint32_t zero = 0;
 	x_bitwise(r, &bits, &zero, 4);
 	x_cmp(r, NFT_CMP_NEQ, &zero, 4);
@@ -1099,12 +1113,26 @@ static void fill_ranges(struct batch *bt, const char *name, const struct cell_nf
 
 /* ---- the table ---- */
 
+/* A sandbox's DNS with its resolver: to it (iifname . ip daddr @sandbox_dns, dport 53) or
+ * from it (oifname . ip saddr @sandbox_dns, sport 53), over proto. */
+static void x_sandbox_dns(struct rule *r, bool to, uint8_t proto)
+{
+	uint16_t port = htons(53);
+	x_ipv4(r);
+	x_meta(r, to ? NFT_META_IIFNAME : NFT_META_OIFNAME, NFT_REG32_00);
+	x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, to ? IP_DADDR : IP_SADDR, 4, NFT_REG32_04);
+	x_lookup(r, NFT_REG32_00, SET_DNS, ~0u);
+	x_meta(r, NFT_META_L4PROTO, NFT_REG_1);
+	x_cmp(r, NFT_CMP_EQ, &proto, 1);
+	x_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, to ? 2 : 0, 2, NFT_REG_1);
+	x_cmp(r, NFT_CMP_EQ, &port, 2);
+}
+
 static void base_rules(struct batch *bt)
 {
 	struct cell_nft *nft = bt->nft;
 	struct rule r;
 	uint8_t proto;
-	uint16_t port = htons(53);
 
 	/* forward */
 	rule_begin(&r, nft, "forward");
@@ -1137,25 +1165,27 @@ static void base_rules(struct batch *bt)
 	 * *:53/tcp would be every sandbox's, whatever its policy. It gets a reset rather than
 	 * silence, so a resolver library that retries a truncated answer over TCP fails at
 	 * once instead of waiting out its timeout. */
-	for (int i = 0; i < 2; i++) {
-		rule_begin(&r, nft, "input");
-		x_ipv4(&r);
-		x_meta(&r, NFT_META_IIFNAME, NFT_REG32_00);
-		x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG32_04);
-		x_lookup(&r, NFT_REG32_00, SET_DNS, ~0u);
-		proto = i == 0 ? IPPROTO_UDP : IPPROTO_TCP;
-		x_meta(&r, NFT_META_L4PROTO, NFT_REG_1);
-		x_cmp(&r, NFT_CMP_EQ, &proto, 1);
-		x_payload(&r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1);
-		x_cmp(&r, NFT_CMP_EQ, &port, 2);
-		if (i == 0) {
-			x_verdict(&r, NF_ACCEPT);
-		} else {
-			x_simple(&r, "counter");
-			x_tcp_reset(&r);
-		}
-		rule_end(bt, &r, i == 0 ? "dns udp" : "dns tcp: not served");
-	}
+	rule_begin(&r, nft, "input");
+	x_sandbox_dns(&r, true, IPPROTO_UDP);
+	x_verdict(&r, NF_ACCEPT);
+	rule_end(bt, &r, "dns udp");
+	rule_begin(&r, nft, "input");
+	x_sandbox_dns(&r, true, IPPROTO_TCP);
+	x_simple(&r, "counter");
+	x_tcp_reset(&r);
+	rule_end(bt, &r, "dns tcp: not served");
+
+	/* DNS with the resolver is never tracked (raw priority, before conntrack): a sandbox
+	 * that asks from many source ports would fill the host's conntrack table with
+	 * entries nothing needs (the input rule above is stateless), beside its own bound. */
+	rule_begin(&r, nft, CHAIN_RAW_PRE);
+	x_sandbox_dns(&r, true, IPPROTO_UDP);
+	x_simple(&r, "notrack");
+	rule_end(bt, &r, "dns untracked");
+	rule_begin(&r, nft, CHAIN_RAW_OUT);
+	x_sandbox_dns(&r, false, IPPROTO_UDP);
+	x_simple(&r, "notrack");
+	rule_end(bt, &r, "dns untracked");
 	rule_begin(&r, nft, "input");
 	x_ifname_in(&r, NFT_META_IIFNAME, SET_IFS);
 	x_drop(&r, nft, CHAIN_DROP_HOST);
@@ -1237,6 +1267,10 @@ static int table_create(struct cell_nft *nft, const struct cell_nft_range *block
 	put_chain(bt, CHAIN_DROP_HOST, NULL, 0, 0, NLM_F_CREATE);
 	put_chain(bt, CHAIN_DROP_IPV6, NULL, 0, 0, NLM_F_CREATE);
 	put_chain(bt, CHAIN_DROP_DNS, NULL, 0, 0, NLM_F_CREATE);
+	put_chain(bt, CHAIN_RAW_PRE, "filter", NF_INET_PRE_ROUTING, NF_IP_PRI_RAW, NLM_F_CREATE);
+	put_chain(bt, CHAIN_RAW_OUT, "filter", NF_INET_LOCAL_OUT, NF_IP_PRI_RAW, NLM_F_CREATE);
+	flush_chain(bt, CHAIN_RAW_PRE);
+	flush_chain(bt, CHAIN_RAW_OUT);
 	flush_chain(bt, "forward");
 	flush_chain(bt, "input");
 	flush_chain(bt, "postrouting");
@@ -1356,7 +1390,7 @@ out:
 /* ---- sandboxes ---- */
 
 /* The reasons of a sandbox's drop chains (sb-IF/<reason>). */
-static const char *const sandbox_drops[] = {"spoofed", "blocked", "denied"};
+static const char *const sandbox_drops[] = {"spoofed", "blocked", "denied", "conntrack"};
 
 /* ip daddr @set: the destination is in one of the sandbox's sets. */
 static void x_daddr_in(struct rule *r, const char *set)
@@ -1385,14 +1419,15 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb,
 	struct cell_nft *nft = bt->nft;
 	struct rule r;
 	char spoofed[NFT_CHAIN_MAXNAMELEN], blocked[NFT_CHAIN_MAXNAMELEN],
-	    denied[NFT_CHAIN_MAXNAMELEN];
+	    denied[NFT_CHAIN_MAXNAMELEN], conntrack[NFT_CHAIN_MAXNAMELEN];
 	drop_chain_name(spoofed, sizeof(spoofed), sb->ifname, "spoofed");
 	drop_chain_name(blocked, sizeof(blocked), sb->ifname, "blocked");
 	drop_chain_name(denied, sizeof(denied), sb->ifname, "denied");
-	if (nft->log_group) {
-		drop_chain_rules(bt, spoofed, "spoofed");
-		drop_chain_rules(bt, blocked, "blocked");
-		drop_chain_rules(bt, denied, "denied");
+	drop_chain_name(conntrack, sizeof(conntrack), sb->ifname, "conntrack");
+	for (size_t i = 0; nft->log_group && i < CELL_ARRAY_SIZE(sandbox_drops); i++) {
+		char drop[NFT_CHAIN_MAXNAMELEN];
+		drop_chain_name(drop, sizeof(drop), sb->ifname, sandbox_drops[i]);
+		drop_chain_rules(bt, drop, sandbox_drops[i]);
 	}
 
 	rule_begin(&r, nft, chain);
@@ -1447,6 +1482,17 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb,
 	x_ct_state(&r, CT_ESTABLISHED_RELATED);
 	x_verdict(&r, NF_ACCEPT);
 	rule_end(bt, &r, NULL);
+
+	/* The host's conntrack table is one for every sandbox (nf_conntrack_max): past its
+	 * bound a sandbox's new connections are dropped, so one sandbox's flood of flows
+	 * never fills the table and fails everyone's connections and celld's DNS. */
+	if (sb->max_conns) {
+		rule_begin(&r, nft, chain);
+		x_ct_state(&r, CT_NEW);
+		x_connlimit(&r, sb->max_conns);
+		x_drop(&r, nft, conntrack);
+		rule_end(bt, &r, "conntrack");
+	}
 
 	if (sb->policy == CELL_NFT_PUBLIC) {
 		rule_begin(&r, nft, chain);
@@ -1846,7 +1892,8 @@ static int counters_cb(const struct nlmsghdr *nlh, void *data)
 				       : !strcmp(comment, "denied")	  ? &cx->out->denied
 				       : !strcmp(comment, "dns")	  ? &cx->out->denied
 				       : !strcmp(comment, "egress limit") ? &cx->out->egress_limited
-									  : NULL;
+				       : !strcmp(comment, "conntrack") ? &cx->out->conntrack_limited
+								       : NULL;
 	if (!dst)
 		goto out;
 	struct nftnl_expr_iter *it = nftnl_expr_iter_create(r);

@@ -246,7 +246,9 @@ START_TEST(test_table_and_sandboxes)
 			      "set:sb-cellt0002-denied",
 			      "chain:drop-host",
 			      "chain:drop-ipv6",
-			      "chain:drop-dns"};
+			      "chain:drop-dns",
+			      "chain:raw-prerouting",
+			      "chain:raw-output"};
 	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
 		ck_assert_msg(seen(&s, want[i]), "%s missing from the table", want[i]);
 	ck_assert_int_eq(s.n, (int)(sizeof(want) / sizeof(*want)));
@@ -294,6 +296,10 @@ START_TEST(test_table_and_sandboxes)
 	    "iifname @sandbox_ifs counter packets 0 bytes 0 drop",
 	    "type nat hook postrouting priority srcnat; policy accept;",
 	    "meta nfproto ipv4 iifname @sandbox_ifs masquerade",
+	    "type filter hook prerouting priority raw; policy accept;",
+	    "iifname . ip daddr @sandbox_dns udp dport 53 notrack",
+	    "type filter hook output priority raw; policy accept;",
+	    "oifname . ip saddr @sandbox_dns udp sport 53 notrack",
 	    "chain sb-cellt0001 {",
 	    "ip saddr != 192.0.2.2 counter packets 0 bytes 0 drop comment \"spoofed\"",
 	    "ip daddr @blocked4 counter packets 0 bytes 0 drop comment \"blocked\"",
@@ -608,10 +614,10 @@ static socklen_t sockaddr_of(const char *a, int port, struct sockaddr_storage *s
 	return sizeof(*s4);
 }
 
-/* Connect from namespace ns (from src when given) to dst:port; true when the handshake
- * completes. A dropped SYN waits out the timeout: never the verdict of a timing race, as
- * a handshake across two veths takes microseconds. */
-static bool reach(int ns, const char *src, const char *dst, int port)
+/* Connect from namespace ns (from src when given) to dst:port; the connected socket (the
+ * caller closes it) when the handshake completes, else -1. A dropped SYN waits out the timeout:
+ * never the verdict of a timing race, as a handshake across two veths takes microseconds. */
+static int connect_held(int ns, const char *src, const char *dst, int port)
 {
 	enter(ns);
 	struct sockaddr_storage d, sa;
@@ -633,9 +639,20 @@ static bool reach(int ns, const char *src, const char *dst, int port)
 			ok = e == 0;
 		}
 	}
-	close(fd);
 	enter(self_ns);
-	return ok;
+	if (!ok) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static bool reach(int ns, const char *src, const char *dst, int port)
+{
+	int fd = connect_held(ns, src, dst, port);
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0;
 }
 
 /* The source address of the connection a listener took last. */
@@ -926,6 +943,27 @@ START_TEST(test_packets)
 	ck_assert_uint_eq(c.denied.packets, 0);
 
 	address_rules(nft, S.fd, web);
+
+	/* A bound of 8 tracked connections: 8 held open, the 9th dropped and counted, and
+	 * another one once one of the 8 is gone from conntrack's table. */
+	del(nft, "cellp0001");
+	struct cell_nft_sandbox bounded =
+	    sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC);
+	bounded.max_conns = 8;
+	add(nft, bounded);
+	int held[8];
+	for (int i = 0; i < 8; i++) {
+		held[i] = connect_held(S.fd, NULL, "203.0.113.11", 80);
+		ck_assert_msg(held[i] >= 0, "connection %d of 8 refused", i + 1);
+	}
+	ck_assert(!reach(S.fd, NULL, "203.0.113.11", 80));
+	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
+	ck_assert_uint_ge(c.conntrack_limited.packets, 1);
+	ck_assert_uint_eq(c.allowed.packets, 8);
+	for (int i = 0; i < 8; i++)
+		close(held[i]);
+	while (accept4(web, NULL, NULL, SOCK_CLOEXEC) >= 0)
+		;
 
 	/* none */
 	del(nft, "cellp0001");
@@ -1269,9 +1307,10 @@ START_TEST(test_log_restart)
 	char *t = sh_out("nft list table inet " TABLE);
 	ck_assert_msg(strstr(t, "chain sb-cellr0002/blocked {") &&
 			  strstr(t, "chain sb-cellr0002/spoofed {") &&
-			  strstr(t, "chain sb-cellr0002/denied {") && !strstr(t, "sb-cellr0001/") &&
-			  count(t, "log prefix") == 7 && count(t, "group 4243") == 7 &&
-			  count(t, "limit rate 10/second") == 7,
+			  strstr(t, "chain sb-cellr0002/denied {") &&
+			  strstr(t, "chain sb-cellr0002/conntrack {") &&
+			  !strstr(t, "sb-cellr0001/") && count(t, "log prefix") == 8 &&
+			  count(t, "group 4243") == 8 && count(t, "limit rate 10/second") == 8,
 		      "%s", t);
 	free(t);
 	/* the list names sandboxes, never a drop chain */
@@ -1286,7 +1325,7 @@ START_TEST(test_log_restart)
 
 	nft = open_table(TABLE, NULL, 0); /* the log off again */
 	t = sh_out("nft list table inet " TABLE);
-	ck_assert_msg(count(t, "log prefix") == 4 && strstr(t, "chain drop-host {"), "%s", t);
+	ck_assert_msg(count(t, "log prefix") == 5 && strstr(t, "chain drop-host {"), "%s", t);
 	free(t);
 	del(nft, "cellr0001");
 	del(nft, "cellr0002");
