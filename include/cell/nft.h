@@ -24,9 +24,20 @@
  *   }                                             other traffic: policy accept (not ours)
  *   chain input { type filter hook input priority filter; policy accept;
  *     iifname . ip daddr @sandbox_dns udp dport 53 accept    DNS to the sandbox's own
- *     iifname . ip daddr @sandbox_dns tcp dport 53 accept    host-side address (celld's
- *     iifname @sandbox_ifs counter drop                      resolver), nothing else of
- *   }                                                        the host: no address, no port
+ *                                                            host-side address (celld's
+ *                                                            resolver), nothing else of
+ *                                                            the host: no address, no port
+ *     iifname . ip daddr @sandbox_dns tcp dport 53 counter reject with tcp reset
+ *                                                 celld serves no DNS over TCP: a host
+ *                                                 service on *:53/tcp is never a sandbox's
+ *     iifname @sandbox_ifs counter drop
+ *   }
+ *   chain raw-prerouting { type filter hook prerouting priority raw; policy accept;
+ *     iifname . ip daddr @sandbox_dns udp dport 53 notrack   DNS with the resolver is never
+ *   }                                                        tracked: a sandbox asking from
+ *   chain raw-output { type filter hook output priority raw; many ports fills no table
+ *     oifname . ip saddr @sandbox_dns udp sport 53 notrack
+ *   }
  *   chain postrouting { type nat hook postrouting priority srcnat; policy accept;
  *     meta nfproto ipv4 iifname @sandbox_ifs masquerade   (by interface: a --subnet
  *                                                 changed under running sandboxes keeps
@@ -51,6 +62,9 @@
  *                                                          and ends open connections too
  *     ct state established,related accept                  a reply, or a connection opened
  *                                                          while its address was allowed
+ *     ct state new ct count over N counter drop comment "conntrack"
+ *                                                          (max_conns N): the host's one
+ *                                                          conntrack table is everyone's
  *     public:    ct state new counter accept comment "allowed"
  *     allowlist: ip daddr @sb-IF-allowed ct state new counter accept comment "allowed"
  *                ip daddr @sb-IF-ranges ct state new counter accept comment "allowed"
@@ -110,6 +124,14 @@
  * network. cell_nft_sandbox_list names the sandboxes the table holds, for reconciliation;
  * cell_nft_sandbox_remove removes one whatever is left of it.
  *
+ * Other writers: the host's ruleset is shared (a firewall, Docker, another celld commit to
+ * their own tables at any time), and a dump that spans several netlink messages while one of
+ * them commits comes back marked NLM_F_DUMP_INTR (libmnl: -EINTR). Every dump is read again
+ * from the start when so (up to 64 times, with a growing pause: 0.1 s at most), and a
+ * sandbox's remove asks for each of its objects by name (a GET that one message answers,
+ * which no commit can tear) rather than from a dump of the whole table: a torn read would
+ * leave a deleted sandbox's sets behind, in the way of the next add on its interface.
+ *
  * Threads: a handle has its own netlink socket and a mutex; each call holds it for its
  * batch. Every call is O(objects of one sandbox), except table create (the blocked set). */
 #pragma once
@@ -166,6 +188,9 @@ struct cell_nft_sandbox {
 	 * (with a burst of a quarter second, at least 64 KiB) are dropped, established
 	 * connections included, so TCP slows down to it (a policer, not a shaper). */
 	uint64_t egress_bytes_per_s;
+	/* The most connections of the sandbox conntrack tracks at once on the host (0: no
+	 * bound): past it, new ones are dropped (counted and logged as "conntrack"). */
+	uint32_t max_conns;
 	/* The policy's address rules (any order, may overlap; at most CELL_NFT_RANGES_MAX
 	 * each): ranges allowed (an allowlist reaches them besides its pinned answers; in any
 	 * policy they may receive DNS queries), and ranges no packet of the sandbox reaches in
@@ -180,7 +205,8 @@ struct cell_nft_counter {
 
 struct cell_nft_counters {
 	struct cell_nft_counter spoofed, blocked, allowed, denied;
-	struct cell_nft_counter egress_limited; /* dropped over egress_bytes_per_s */
+	struct cell_nft_counter egress_limited;	   /* dropped over egress_bytes_per_s */
+	struct cell_nft_counter conntrack_limited; /* new connections over max_conns */
 };
 
 /* The table name for a state dir: "cell" for CELL_DEFAULT_STATE_DIR, else "cell-" and the

@@ -32,9 +32,13 @@
 static const struct {
 	const char *prefix, *why;
 } reasons[] = {
-    {"spoofed", "spoofed source address"},   {"blocked", "blocked range"},
-    {"denied", "not allowed by its policy"}, {"host", "the host: only its DNS resolver is open"},
-    {"ipv6", "IPv6: sandboxes have none"},   {"dns", "DNS to a resolver other than its own"},
+    {"spoofed", "spoofed source address"},
+    {"blocked", "blocked range"},
+    {"denied", "not allowed by its policy"},
+    {"host", "the host: only its DNS resolver is open"},
+    {"ipv6", "IPv6: sandboxes have none"},
+    {"dns", "DNS to a resolver other than its own"},
+    {"conntrack", "over its bound of tracked connections"},
 };
 
 /* ---- parsing ---- */

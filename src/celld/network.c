@@ -32,6 +32,11 @@
 #define PUBLIC_FILE  "network/public.json"
 #define LIMITED_FILE "network/limited.json"
 #define LIMITED_MAX  (256 * 1024)
+#define LIMITS_FILE  "network/limits.json"
+/* trackedConnectionsPerSandbox: its default (a policies dir without the file), its range. */
+#define CONNS_DEFAULT 16384
+#define CONNS_MIN     64
+#define CONNS_MAX     (1 << 20)
 /* In the state dir: the table of this state dir was made once, so a restart reconciles it
  * even when no sandbox it adopts has a network. */
 #define MARKER_FILE "network"
@@ -53,7 +58,8 @@ static struct {
 	struct cell_nft_range *blocked;
 	size_t n_blocked;
 	struct netpolicy limited;
-} net = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	uint32_t max_conns; /* limits.json: trackedConnectionsPerSandbox */
+} net = {.lock = PTHREAD_MUTEX_INITIALIZER, .max_conns = CONNS_DEFAULT};
 
 /* Where a sandbox is: its host-side interface and the two addresses of its pair. */
 struct sb_link {
@@ -131,24 +137,56 @@ static void record_link(struct sandbox *sb, const struct sb_link *l)
 
 /* ---- policies ---- */
 
-static int load_limited(struct cell_error *err)
+/* A JSON file of the policies dir into *root (json_decref); with optional, 0 and *root NULL
+ * when the file is not there. */
+static int read_policy(const char *file, bool optional, json_t **root, struct cell_error *err)
 {
+	*root = NULL;
 	_cleanup_free_ char *text = NULL;
 	struct cell_error rerr = {0};
-	int r = cell_read_file_at(celld.policies_fd, LIMITED_FILE, LIMITED_MAX, &text, NULL, &rerr);
+	int r = cell_read_file_at(celld.policies_fd, file, LIMITED_MAX, &text, NULL, &rerr);
+	if (r == -ENOENT && optional)
+		return 0;
 	if (r < 0)
-		return cell_err_msg(err, -r, "%s/%s: %s", celld.policies_dir, LIMITED_FILE,
-				    rerr.msg);
+		return cell_err_msg(err, -r, "%s/%s: %s", celld.policies_dir, file, rerr.msg);
 	json_error_t jerr;
-	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root)
-		return cell_err_msg(err, EINVAL, "%s/%s: line %d: %s", celld.policies_dir,
-				    LIMITED_FILE, jerr.line, jerr.text);
+	*root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!*root)
+		return cell_err_msg(err, EINVAL, "%s/%s: line %d: %s", celld.policies_dir, file,
+				    jerr.line, jerr.text);
+	return 0;
+}
+
+static int load_limited(struct cell_error *err)
+{
+	json_t *root;
+	int r = read_policy(LIMITED_FILE, false, &root, err);
+	if (r < 0)
+		return r;
 	r = netpolicy_from_json(json_object_get(root, "networkPolicy"), "networkPolicy",
 				&net.limited, err);
 	json_decref(root);
 	if (r < 0)
 		cell_err_wrap(err, "%s/%s: ", celld.policies_dir, LIMITED_FILE);
+	return r;
+}
+
+/* network/limits.json, when the policies dir has it (else the default stays). */
+static int load_limits(struct cell_error *err)
+{
+	json_t *root;
+	int r = read_policy(LIMITS_FILE, true, &root, err);
+	if (r < 0 || !root)
+		return r;
+	json_t *v = json_object_get(root, "trackedConnectionsPerSandbox");
+	json_int_t n = json_integer_value(v);
+	if (v && (!json_is_integer(v) || n < CONNS_MIN || n > CONNS_MAX))
+		r = cell_err_msg(err, EINVAL,
+				 "%s/%s: trackedConnectionsPerSandbox: an integer from %d to %d",
+				 celld.policies_dir, LIMITS_FILE, CONNS_MIN, CONNS_MAX);
+	else if (v)
+		net.max_conns = (uint32_t)n;
+	json_decref(root);
 	return r;
 }
 
@@ -159,6 +197,8 @@ int network_load_policies(struct cell_error *err)
 	int r = cell_nft_policy_load(path, &net.blocked, &net.n_blocked, err);
 	if (r == 0)
 		r = load_limited(err);
+	if (r == 0)
+		r = load_limits(err);
 	if (r == 0)
 		r = cell_nft_table_name(celld.state_dir, net.table, sizeof(net.table));
 	return r;
@@ -499,9 +539,9 @@ static int ready_locked(struct cell_error *err)
 	inet_ntop(AF_INET, &s, sub, sizeof(sub));
 	inet_ntop(AF_INET, &up.sin_addr, dns, sizeof(dns));
 	log_info("network: table inet %s (%zu blocked ranges from %s/%s), subnet %s/%u, DNS "
-		 "upstream %s:%u",
+		 "upstream %s:%u, at most %u tracked connections per sandbox",
 		 net.table, net.n_blocked, celld.policies_dir, PUBLIC_FILE, sub,
-		 celld.subnet_prefix, dns, ntohs(up.sin_port));
+		 celld.subnet_prefix, dns, ntohs(up.sin_port), net.max_conns);
 	net.ready = true;
 	return 0;
 }
@@ -593,6 +633,7 @@ static int nft_put(const struct sb_link *l, const struct netpolicy *p, uint64_t 
 	    .host_addr = l->host,
 	    .policy = p->default_allow ? CELL_NFT_PUBLIC : CELL_NFT_ALLOWLIST,
 	    .egress_bytes_per_s = egress,
+	    .max_conns = net.max_conns,
 	};
 	snprintf(ns.ifname, sizeof(ns.ifname), "%s", l->ifname);
 	if (policy_ranges(p, &ns) < 0)
@@ -656,16 +697,27 @@ static int sandbox_side(int netns_fd, const struct sb_link *l, struct cell_error
 /* Whatever exists of the sandbox on link l, in the reverse order of its making. The veth
  * goes with the sandbox's namespace when its last process has gone, in the kernel's own
  * time: deleting it here (about 20 ms of RCU grace periods) is done only for a link whose
- * sandbox may still be alive (a failed set-up) or a leftover in the way of a new one. */
-static void teardown_locked(const struct sb_link *l, bool delete_link)
+ * sandbox may still be alive (a failed set-up) or a leftover in the way of a new one.
+ * Best effort, every step tried: the first failure is in err (logged when err is NULL). */
+static int teardown_locked(const struct sb_link *l, bool delete_link, struct cell_error *err)
 {
-	struct cell_error err = {0};
+	struct cell_error e = {0};
 	resolver_remove(l->ifname);
-	if (cell_nft_sandbox_remove(net.nft, l->ifname, &err) < 0)
-		log_warn("network: %s", err.msg);
-	int r = delete_link ? cell_nl_link_delete(&net.host, l->ifname, &err) : 0;
-	if (r < 0 && r != -ENODEV)
-		log_warn("network: %s", err.msg);
+	int r = cell_nft_sandbox_remove(net.nft, l->ifname, &e);
+	if (r < 0 && !err)
+		log_warn("network: %s", e.msg);
+	else if (r < 0)
+		*err = e;
+	struct cell_error le = {0};
+	int lr = delete_link ? cell_nl_link_delete(&net.host, l->ifname, &le) : 0;
+	if (lr < 0 && lr != -ENODEV) {
+		if (!err)
+			log_warn("network: %s", le.msg);
+		else if (r == 0)
+			*err = le;
+		r = r < 0 ? r : lr;
+	}
+	return r < 0 ? r : 0;
 }
 
 /* The network namespace of sb's init, checked to still be that process's after opening
@@ -744,12 +796,15 @@ int network_attach(struct sandbox *sb, struct cell_error *err)
 		/* A chain or link of this slot's is a leftover of an earlier run (its sandbox
 		 * is gone: the slot is ours): removed, not trusted, and the set-up made anew. */
 		log_info("sandbox %s: removing a leftover network of %s", sb->id, l.ifname);
-		teardown_locked(&l, true);
 		cell_err_clear(err);
-		r = attach_locked(sb, &l, &p, err);
+		r = teardown_locked(&l, true, err);
+		if (r < 0)
+			cell_err_wrap(err, "removing a leftover network of %s: ", l.ifname);
+		else
+			r = attach_locked(sb, &l, &p, err);
 	}
 	if (r < 0 && tried)
-		teardown_locked(&l, true);
+		teardown_locked(&l, true, NULL);
 	pthread_mutex_unlock(&net.lock);
 	netpolicy_free(&p);
 	if (r == 0) {
@@ -769,7 +824,7 @@ void network_detach(struct sandbox *sb)
 		return;
 	pthread_mutex_lock(&net.lock);
 	if (net.ready)
-		teardown_locked(&l, false);
+		teardown_locked(&l, false, NULL);
 	pthread_mutex_unlock(&net.lock);
 }
 
@@ -842,7 +897,7 @@ void network_reconcile(void)
 		struct sb_link l = {0};
 		snprintf(l.ifname, sizeof(l.ifname), "%s", names[i]);
 		log_info("network: removing %s of no sandbox", l.ifname);
-		teardown_locked(&l, true);
+		teardown_locked(&l, true, NULL);
 	}
 	sandbox_unref_all(v, nv);
 	pthread_mutex_unlock(&net.lock);
@@ -998,10 +1053,11 @@ static void add_counters(json_t *o, const char *ifname)
 	if (cell_nft_sandbox_counters(net.nft, ifname, &c, NULL) == 0)
 		json_object_set_new(
 		    o, "counters",
-		    json_pack("{s:o, s:o, s:o, s:o, s:o}", "allowed", counter_json(&c.allowed),
+		    json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "allowed", counter_json(&c.allowed),
 			      "blocked", counter_json(&c.blocked), "denied",
 			      counter_json(&c.denied), "spoofed", counter_json(&c.spoofed),
-			      "egressLimited", counter_json(&c.egress_limited)));
+			      "egressLimited", counter_json(&c.egress_limited), "conntrackLimited",
+			      counter_json(&c.conntrack_limited)));
 	if (resolver_stats(ifname, &rs) == 0)
 		json_object_set_new(
 		    o, "dns",

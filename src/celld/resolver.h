@@ -25,7 +25,9 @@
  * allowed set before the sandbox can connect to them.
  *
  * Only UDP is served. TCP DNS is not (a truncated answer stays truncated): the queries of a
- * sandbox's libc fit UDP, and a second protocol is a second attack surface.
+ * sandbox's libc fit UDP, and a second protocol is a second attack surface. celld's table
+ * answers TCP to port 53 of the gateway with a reset (include/cell/nft.h): accepting it
+ * would hand any host service on *:53/tcp to every sandbox, whatever its policy.
  *
  * Only a sandbox reaches its own listen address (celld's nft input chain accepts port 53
  * on a sandbox's own host-side address from its own interface only), so whoever sends to

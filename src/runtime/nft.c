@@ -13,6 +13,7 @@
 #include <libnftnl/table.h>
 #include <libnftnl/udata.h>
 #include <linux/netfilter.h>
+#include <linux/netfilter_ipv4.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <net/if.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "cell/cgroup.h"
 #include "cell/cleanup.h"
@@ -52,6 +54,9 @@
 #define CHAIN_DROP_HOST "drop-host"
 #define CHAIN_DROP_IPV6 "drop-ipv6"
 #define CHAIN_DROP_DNS	"drop-dns"
+/* Base chains at raw priority (before conntrack), for what is never tracked. */
+#define CHAIN_RAW_PRE "raw-prerouting"
+#define CHAIN_RAW_OUT "raw-output"
 
 /* A batch holds a few dozen messages, a table create the blocked set's elements too. */
 #define BATCH_BUF  (256 * 1024)
@@ -427,11 +432,18 @@ static int batch_run(struct batch *bt, struct cell_error *err)
 /* ---- dumps ---- */
 
 typedef int (*dump_cb)(const struct nlmsghdr *nlh, void *data);
+/* Forget what the callback gathered of a dump that is read again. */
+typedef void (*dump_reset)(void *data);
 
-/* A GET request of family (NFPROTO_INET: our table's; NFPROTO_UNSPEC: every family) built
- * by build (NLM_F_DUMP), its replies to cb. -errno, err untouched. */
-static int dump_family(struct cell_nft *nft, uint16_t family, uint16_t type,
-		       void (*build)(struct nlmsghdr *, void *), void *obj, dump_cb cb, void *data)
+/* How many times a dump is read again after another writer's commit interrupted it. Each
+ * interruption is a commit between two of the dump's messages: a host whose ruleset never
+ * stops changing for the few microseconds a dump takes is broken in a way celld cannot fix. */
+#define DUMP_TRIES 64
+
+/* One GET request, its replies to cb; -EINTR when a commit elsewhere interrupted the dump
+ * (the kernel marks the rest NLM_F_DUMP_INTR: what was read is not one generation). */
+static int dump_once(struct cell_nft *nft, uint16_t family, uint16_t type,
+		     void (*build)(struct nlmsghdr *, void *), void *obj, dump_cb cb, void *data)
 {
 	uint32_t seq = nft->seq++;
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(nft->buf, type, family, NLM_F_DUMP, seq);
@@ -442,8 +454,10 @@ static int dump_family(struct cell_nft *nft, uint16_t family, uint16_t type,
 		return -errno;
 	for (;;) {
 		ssize_t got = mnl_socket_recvfrom(nft->nl, nft->buf, BATCH_BUF);
+		if (got < 0 && errno == EINTR)
+			continue; /* a signal: the message is still queued */
 		if (got < 0)
-			return errno == EINTR ? -EINTR : -errno;
+			return -errno;
 		int rc = mnl_cb_run(nft->buf, (size_t)got, seq, nft->portid, (mnl_cb_t)cb, data);
 		if (rc < 0)
 			return -errno;
@@ -452,10 +466,62 @@ static int dump_family(struct cell_nft *nft, uint16_t family, uint16_t type,
 	}
 }
 
-static int dump(struct cell_nft *nft, uint16_t type, void (*build)(struct nlmsghdr *, void *),
-		void *obj, dump_cb cb, void *data)
+/* A GET request of family (NFPROTO_INET: our table's; NFPROTO_UNSPEC: every family) built
+ * by build (NLM_F_DUMP), its replies to cb. An interrupted dump is read again from the
+ * start (reset first): nftables' own tools do the same, and a caller that gave up would
+ * leave a sandbox's objects behind (a remove that read a torn list). The rest of the torn
+ * dump is drained before the next request. -errno, err untouched. */
+static int dump_family(struct cell_nft *nft, uint16_t family, uint16_t type,
+		       void (*build)(struct nlmsghdr *, void *), void *obj, dump_cb cb,
+		       dump_reset reset, void *data)
 {
-	return dump_family(nft, NFPROTO_INET, type, build, obj, cb, data);
+	int rc = -EINTR;
+	for (int i = 0; i < DUMP_TRIES && rc == -EINTR; i++) {
+		if (i) {
+			/* A growing pause (64 tries: 0.1 s at most in all), so that a writer
+			 * committing at a steady pace does not meet every try at the same
+			 * point of it. */
+			nanosleep(&(struct timespec){.tv_nsec = 50000L * i}, NULL);
+			reset(data);
+		}
+		rc = dump_once(nft, family, type, build, obj, cb, data);
+	}
+	return rc;
+}
+
+static int found_cb(const struct nlmsghdr *nlh, void *data)
+{
+	(void)nlh;
+	(*(int *)data)++;
+	return MNL_CB_OK;
+}
+
+/* Is the one object obj (a chain or set by name, an element by key) there? A GET without
+ * NLM_F_DUMP: one message answers it, which no commit elsewhere can tear. 1, 0, -errno. */
+static int exists(struct cell_nft *nft, uint16_t type, void (*build)(struct nlmsghdr *, void *),
+		  void *obj)
+{
+	uint32_t seq = nft->seq++;
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(nft->buf, type, NFPROTO_INET, 0, seq);
+	build(nlh, obj);
+	drain(nft);
+	if (mnl_socket_sendto(nft->nl, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	ssize_t got;
+	while ((got = mnl_socket_recvfrom(nft->nl, nft->buf, BATCH_BUF)) < 0 && errno == EINTR)
+		;
+	if (got < 0)
+		return -errno;
+	int found = 0;
+	if (mnl_cb_run(nft->buf, (size_t)got, seq, nft->portid, found_cb, &found) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return found > 0;
+}
+
+static int dump(struct cell_nft *nft, uint16_t type, void (*build)(struct nlmsghdr *, void *),
+		void *obj, dump_cb cb, dump_reset reset, void *data)
+{
+	return dump_family(nft, NFPROTO_INET, type, build, obj, cb, reset, data);
 }
 
 static void build_chain(struct nlmsghdr *nlh, void *c)
@@ -475,10 +541,9 @@ static void build_elems(struct nlmsghdr *nlh, void *s)
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 }
 
-/* Names of the chains or sets of our table. */
+/* Names of the chains of our table. */
 struct names {
 	const char *table;
-	bool sets;
 	char (*v)[NFT_CHAIN_MAXNAMELEN];
 	size_t n, cap;
 	int rc;
@@ -501,62 +566,34 @@ static int names_add(struct names *nm, const char *name)
 static int names_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct names *nm = data;
-	const char *table = NULL, *name = NULL;
-	struct nftnl_chain *c = NULL;
-	struct nftnl_set *s = NULL;
-	if (nm->sets) {
-		s = nftnl_set_alloc();
-		if (!s || nftnl_set_nlmsg_parse(nlh, s) < 0)
-			goto out;
-		table = nftnl_set_get_str(s, NFTNL_SET_TABLE);
-		name = nftnl_set_get_str(s, NFTNL_SET_NAME);
-	} else {
-		c = nftnl_chain_alloc();
-		if (!c || nftnl_chain_nlmsg_parse(nlh, c) < 0)
-			goto out;
-		table = nftnl_chain_get_str(c, NFTNL_CHAIN_TABLE);
-		name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	if (c && nftnl_chain_nlmsg_parse(nlh, c) == 0) {
+		const char *table = nftnl_chain_get_str(c, NFTNL_CHAIN_TABLE);
+		const char *name = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+		if (table && name && !strcmp(table, nm->table))
+			names_add(nm, name);
 	}
-	if (table && name && !strcmp(table, nm->table))
-		names_add(nm, name);
-out:
 	if (c)
 		nftnl_chain_free(c);
-	if (s)
-		nftnl_set_free(s);
 	return nm->rc ? MNL_CB_ERROR : MNL_CB_OK;
 }
 
-static int list_names(struct cell_nft *nft, bool sets, struct names *nm)
+static void names_reset(void *data)
+{
+	((struct names *)data)->n = 0;
+}
+
+static int list_chains(struct cell_nft *nft, struct names *nm)
 {
 	memset(nm, 0, sizeof(*nm));
 	nm->table = nft->table;
-	nm->sets = sets;
-	int rc;
-	if (sets) {
-		struct nftnl_set *s = nftnl_set_alloc();
-		if (!s)
-			return -ENOMEM;
-		nftnl_set_set_str(s, NFTNL_SET_TABLE, nft->table);
-		rc = dump(nft, NFT_MSG_GETSET, build_set, s, names_cb, nm);
-		nftnl_set_free(s);
-	} else {
-		struct nftnl_chain *c = nftnl_chain_alloc();
-		if (!c)
-			return -ENOMEM;
-		nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, nft->table);
-		rc = dump(nft, NFT_MSG_GETCHAIN, build_chain, c, names_cb, nm);
-		nftnl_chain_free(c);
-	}
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	if (!c)
+		return -ENOMEM;
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, nft->table);
+	int rc = dump(nft, NFT_MSG_GETCHAIN, build_chain, c, names_cb, names_reset, nm);
+	nftnl_chain_free(c);
 	return nm->rc ? nm->rc : rc;
-}
-
-static bool names_has(const struct names *nm, const char *name)
-{
-	for (size_t i = 0; i < nm->n; i++)
-		if (!strcmp(nm->v[i], name))
-			return true;
-	return false;
 }
 
 /* Elements of one set: their keys (up to 20 bytes) and expirations. */
@@ -611,6 +648,11 @@ static int elems_cb(const struct nlmsghdr *nlh, void *data)
 	return es->rc ? MNL_CB_ERROR : MNL_CB_OK;
 }
 
+static void elems_reset(void *data)
+{
+	((struct elems *)data)->n = 0;
+}
+
 static int list_elems(struct cell_nft *nft, const char *set, struct elems *es)
 {
 	memset(es, 0, sizeof(*es));
@@ -620,7 +662,7 @@ static int list_elems(struct cell_nft *nft, const char *set, struct elems *es)
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, nft->table);
 	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
 	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
-	int rc = dump(nft, NFT_MSG_GETSETELEM, build_elems, s, elems_cb, es);
+	int rc = dump(nft, NFT_MSG_GETSETELEM, build_elems, s, elems_cb, elems_reset, es);
 	nftnl_set_free(s);
 	return es->rc ? es->rc : rc;
 }
@@ -748,14 +790,21 @@ static void rule_expr(struct rule *r, struct nftnl_expr *e)
 		nftnl_rule_add_expr(r->r, e);
 }
 
-static void x_meta(struct rule *r, uint32_t key, uint32_t dreg)
+/* An expression name with two u32 attributes. */
+static void x_two(struct rule *r, const char *name, uint16_t a, uint32_t va, uint16_t b,
+		  uint32_t vb)
 {
-	struct nftnl_expr *e = nftnl_expr_alloc("meta");
+	struct nftnl_expr *e = nftnl_expr_alloc(name);
 	if (e) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, dreg);
+		nftnl_expr_set_u32(e, a, va);
+		nftnl_expr_set_u32(e, b, vb);
 	}
 	rule_expr(r, e);
+}
+
+static void x_meta(struct rule *r, uint32_t key, uint32_t dreg)
+{
+	x_two(r, "meta", NFTNL_EXPR_META_KEY, key, NFTNL_EXPR_META_DREG, dreg);
 }
 
 static void x_payload(struct rule *r, uint32_t base, uint32_t off, uint32_t len, uint32_t dreg)
@@ -879,6 +928,25 @@ static void x_bytes_over(struct rule *r, uint64_t rate)
 		true);
 }
 
+/* ct count [over] N: the connections this rule has counted (each new one it sees, while
+ * conntrack still holds it); over: match past N. */
+static void x_connlimit(struct rule *r, uint32_t n)
+{
+	x_two(r, "connlimit", NFTNL_EXPR_CONNLIMIT_COUNT, n, NFTNL_EXPR_CONNLIMIT_FLAGS,
+	      NFT_CONNLIMIT_F_INV);
+}
+
+/* reject with tcp reset (the rule has matched TCP). */
+static void x_tcp_reset(struct rule *r)
+{
+	struct nftnl_expr *e = nftnl_expr_alloc("reject");
+	if (e) {
+		nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE, NFT_REJECT_TCP_RST);
+		nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE, 0);
+	}
+	rule_expr(r, e);
+}
+
 /* meta nfproto ipv4 (a rule of an inet chain that reads IPv4 headers starts with it). */
 static void x_ipv4(struct rule *r)
 {
@@ -896,12 +964,7 @@ static void x_ifname_in(struct rule *r, uint32_t key, const char *set)
 /* ct state & bits != 0 */
 static void x_ct_state(struct rule *r, uint32_t bits)
 {
-	struct nftnl_expr *e = nftnl_expr_alloc("ct");
-	if (e) {
-		nftnl_expr_set_u32(e, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
-		nftnl_expr_set_u32(e, NFTNL_EXPR_CT_DREG, NFT_REG_1);
-	}
-	rule_expr(r, e);
+	x_two(r, "ct", NFTNL_EXPR_CT_KEY, NFT_CT_STATE, NFTNL_EXPR_CT_DREG, NFT_REG_1);
 	uint32_t zero = 0;
 	x_bitwise(r, &bits, &zero, 4);
 	x_cmp(r, NFT_CMP_NEQ, &zero, 4);
@@ -1050,12 +1113,26 @@ static void fill_ranges(struct batch *bt, const char *name, const struct cell_nf
 
 /* ---- the table ---- */
 
+/* A sandbox's DNS with its resolver: to it (iifname . ip daddr @sandbox_dns, dport 53) or
+ * from it (oifname . ip saddr @sandbox_dns, sport 53), over proto. */
+static void x_sandbox_dns(struct rule *r, bool to, uint8_t proto)
+{
+	uint16_t port = htons(53);
+	x_ipv4(r);
+	x_meta(r, to ? NFT_META_IIFNAME : NFT_META_OIFNAME, NFT_REG32_00);
+	x_payload(r, NFT_PAYLOAD_NETWORK_HEADER, to ? IP_DADDR : IP_SADDR, 4, NFT_REG32_04);
+	x_lookup(r, NFT_REG32_00, SET_DNS, ~0u);
+	x_meta(r, NFT_META_L4PROTO, NFT_REG_1);
+	x_cmp(r, NFT_CMP_EQ, &proto, 1);
+	x_payload(r, NFT_PAYLOAD_TRANSPORT_HEADER, to ? 2 : 0, 2, NFT_REG_1);
+	x_cmp(r, NFT_CMP_EQ, &port, 2);
+}
+
 static void base_rules(struct batch *bt)
 {
 	struct cell_nft *nft = bt->nft;
 	struct rule r;
 	uint8_t proto;
-	uint16_t port = htons(53);
 
 	/* forward */
 	rule_begin(&r, nft, "forward");
@@ -1083,21 +1160,32 @@ static void base_rules(struct batch *bt)
 	x_lookup(&r, NFT_REG_1, MAP_CHAINS, NFT_REG_VERDICT);
 	rule_end(bt, &r, NULL);
 
-	/* input: DNS to the sandbox's own host-side address, nothing else */
-	for (int i = 0; i < 2; i++) {
-		rule_begin(&r, nft, "input");
-		x_ipv4(&r);
-		x_meta(&r, NFT_META_IIFNAME, NFT_REG32_00);
-		x_payload(&r, NFT_PAYLOAD_NETWORK_HEADER, IP_DADDR, 4, NFT_REG32_04);
-		x_lookup(&r, NFT_REG32_00, SET_DNS, ~0u);
-		proto = i == 0 ? IPPROTO_UDP : IPPROTO_TCP;
-		x_meta(&r, NFT_META_L4PROTO, NFT_REG_1);
-		x_cmp(&r, NFT_CMP_EQ, &proto, 1);
-		x_payload(&r, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1);
-		x_cmp(&r, NFT_CMP_EQ, &port, 2);
-		x_verdict(&r, NF_ACCEPT);
-		rule_end(bt, &r, i == 0 ? "dns udp" : "dns tcp");
-	}
+	/* input: DNS over UDP to the sandbox's own host-side address, nothing else. TCP to
+	 * that port is what celld does not serve: were it accepted, any host service on
+	 * *:53/tcp would be every sandbox's, whatever its policy. It gets a reset rather than
+	 * silence, so a resolver library that retries a truncated answer over TCP fails at
+	 * once instead of waiting out its timeout. */
+	rule_begin(&r, nft, "input");
+	x_sandbox_dns(&r, true, IPPROTO_UDP);
+	x_verdict(&r, NF_ACCEPT);
+	rule_end(bt, &r, "dns udp");
+	rule_begin(&r, nft, "input");
+	x_sandbox_dns(&r, true, IPPROTO_TCP);
+	x_simple(&r, "counter");
+	x_tcp_reset(&r);
+	rule_end(bt, &r, "dns tcp: not served");
+
+	/* DNS with the resolver is never tracked (raw priority, before conntrack): a sandbox
+	 * that asks from many source ports would fill the host's conntrack table with
+	 * entries nothing needs (the input rule above is stateless), beside its own bound. */
+	rule_begin(&r, nft, CHAIN_RAW_PRE);
+	x_sandbox_dns(&r, true, IPPROTO_UDP);
+	x_simple(&r, "notrack");
+	rule_end(bt, &r, "dns untracked");
+	rule_begin(&r, nft, CHAIN_RAW_OUT);
+	x_sandbox_dns(&r, false, IPPROTO_UDP);
+	x_simple(&r, "notrack");
+	rule_end(bt, &r, "dns untracked");
 	rule_begin(&r, nft, "input");
 	x_ifname_in(&r, NFT_META_IIFNAME, SET_IFS);
 	x_drop(&r, nft, CHAIN_DROP_HOST);
@@ -1179,6 +1267,10 @@ static int table_create(struct cell_nft *nft, const struct cell_nft_range *block
 	put_chain(bt, CHAIN_DROP_HOST, NULL, 0, 0, NLM_F_CREATE);
 	put_chain(bt, CHAIN_DROP_IPV6, NULL, 0, 0, NLM_F_CREATE);
 	put_chain(bt, CHAIN_DROP_DNS, NULL, 0, 0, NLM_F_CREATE);
+	put_chain(bt, CHAIN_RAW_PRE, "filter", NF_INET_PRE_ROUTING, NF_IP_PRI_RAW, NLM_F_CREATE);
+	put_chain(bt, CHAIN_RAW_OUT, "filter", NF_INET_LOCAL_OUT, NF_IP_PRI_RAW, NLM_F_CREATE);
+	flush_chain(bt, CHAIN_RAW_PRE);
+	flush_chain(bt, CHAIN_RAW_OUT);
 	flush_chain(bt, "forward");
 	flush_chain(bt, "input");
 	flush_chain(bt, "postrouting");
@@ -1298,7 +1390,7 @@ out:
 /* ---- sandboxes ---- */
 
 /* The reasons of a sandbox's drop chains (sb-IF/<reason>). */
-static const char *const sandbox_drops[] = {"spoofed", "blocked", "denied"};
+static const char *const sandbox_drops[] = {"spoofed", "blocked", "denied", "conntrack"};
 
 /* ip daddr @set: the destination is in one of the sandbox's sets. */
 static void x_daddr_in(struct rule *r, const char *set)
@@ -1327,14 +1419,15 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb,
 	struct cell_nft *nft = bt->nft;
 	struct rule r;
 	char spoofed[NFT_CHAIN_MAXNAMELEN], blocked[NFT_CHAIN_MAXNAMELEN],
-	    denied[NFT_CHAIN_MAXNAMELEN];
+	    denied[NFT_CHAIN_MAXNAMELEN], conntrack[NFT_CHAIN_MAXNAMELEN];
 	drop_chain_name(spoofed, sizeof(spoofed), sb->ifname, "spoofed");
 	drop_chain_name(blocked, sizeof(blocked), sb->ifname, "blocked");
 	drop_chain_name(denied, sizeof(denied), sb->ifname, "denied");
-	if (nft->log_group) {
-		drop_chain_rules(bt, spoofed, "spoofed");
-		drop_chain_rules(bt, blocked, "blocked");
-		drop_chain_rules(bt, denied, "denied");
+	drop_chain_name(conntrack, sizeof(conntrack), sb->ifname, "conntrack");
+	for (size_t i = 0; nft->log_group && i < CELL_ARRAY_SIZE(sandbox_drops); i++) {
+		char drop[NFT_CHAIN_MAXNAMELEN];
+		drop_chain_name(drop, sizeof(drop), sb->ifname, sandbox_drops[i]);
+		drop_chain_rules(bt, drop, sandbox_drops[i]);
 	}
 
 	rule_begin(&r, nft, chain);
@@ -1389,6 +1482,17 @@ static void sandbox_rules(struct batch *bt, const struct cell_nft_sandbox *sb,
 	x_ct_state(&r, CT_ESTABLISHED_RELATED);
 	x_verdict(&r, NF_ACCEPT);
 	rule_end(bt, &r, NULL);
+
+	/* The host's conntrack table is one for every sandbox (nf_conntrack_max): past its
+	 * bound a sandbox's new connections are dropped, so one sandbox's flood of flows
+	 * never fills the table and fails everyone's connections and celld's DNS. */
+	if (sb->max_conns) {
+		rule_begin(&r, nft, chain);
+		x_ct_state(&r, CT_NEW);
+		x_connlimit(&r, sb->max_conns);
+		x_drop(&r, nft, conntrack);
+		rule_end(bt, &r, "conntrack");
+	}
 
 	if (sb->policy == CELL_NFT_PUBLIC) {
 		rule_begin(&r, nft, chain);
@@ -1551,6 +1655,80 @@ static bool elems_has_if(const struct elems *es, const char *key, size_t *from)
 	return false;
 }
 
+/* What is there of one sandbox, each object asked for by name (never a dump of the whole
+ * table, which another writer's commit may tear), and the elements of sandbox_dns by a dump
+ * (their key holds the host address, which a leftover's caller may not know): read
+ * again when torn. */
+struct sb_present {
+	bool chain, drops[CELL_ARRAY_SIZE(sandbox_drops)], sets[3], ifs, map;
+	struct elems dns;
+};
+
+static int chain_exists(struct cell_nft *nft, const char *name)
+{
+	struct nftnl_chain *c = nftnl_chain_alloc();
+	if (!c)
+		return -ENOMEM;
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, nft->table);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
+	int rc = exists(nft, NFT_MSG_GETCHAIN, build_chain, c);
+	nftnl_chain_free(c);
+	return rc;
+}
+
+/* The set name, or (key) its element key. */
+static int set_exists(struct cell_nft *nft, const char *name, const void *key, uint32_t len)
+{
+	struct nftnl_set *s = set_new(nft->table, name);
+	if (!s || (key && elem_add(s, key, len, 0, 0) < 0)) {
+		if (s)
+			nftnl_set_free(s);
+		return -ENOMEM;
+	}
+	int rc = key ? exists(nft, NFT_MSG_GETSETELEM, build_elems, s)
+		     : exists(nft, NFT_MSG_GETSET, build_set, s);
+	nftnl_set_free(s);
+	return rc;
+}
+
+/* rc < 0 stays; else *flag = rc. */
+static int present(int rc, bool *flag)
+{
+	if (rc >= 0)
+		*flag = rc > 0;
+	return rc < 0 ? rc : 0;
+}
+
+static int sb_present_read(struct cell_nft *nft, const char *ifname, const struct sb_names *n,
+			   const char key[IFNAMSIZ], struct sb_present *p)
+{
+	memset(p, 0, sizeof(*p));
+	int rc = present(chain_exists(nft, n->chain), &p->chain);
+	for (size_t i = 0; rc == 0 && i < CELL_ARRAY_SIZE(sandbox_drops); i++) {
+		char drop[NFT_CHAIN_MAXNAMELEN];
+		drop_chain_name(drop, sizeof(drop), ifname, sandbox_drops[i]);
+		rc = present(chain_exists(nft, drop), &p->drops[i]);
+	}
+	const char *const own_sets[] = {n->allowed, n->ranges, n->denied};
+	for (size_t i = 0; rc == 0 && i < CELL_ARRAY_SIZE(own_sets); i++)
+		rc = present(set_exists(nft, own_sets[i], NULL, 0), &p->sets[i]);
+	if (rc == 0)
+		rc = present(set_exists(nft, SET_IFS, key, IFNAMSIZ), &p->ifs);
+	if (rc == 0)
+		rc = present(set_exists(nft, MAP_CHAINS, key, IFNAMSIZ), &p->map);
+	if (rc == 0)
+		rc = list_elems(nft, SET_DNS, &p->dns);
+	return rc;
+}
+
+static void del_elem(struct batch *bt, const char *set, const void *key, uint32_t len)
+{
+	struct nftnl_set *s = set_new(bt->nft->table, set);
+	if (s)
+		elem_add(s, key, len, 0, 0);
+	put_set(bt, s, NFT_MSG_DELSETELEM, 0, "deleting an element of");
+}
+
 int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cell_error *err)
 {
 	int rc = check_ifname(ifname, err);
@@ -1562,15 +1740,11 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 	ifkey(key, ifname);
 
 	pthread_mutex_lock(&nft->lock);
-	struct names chains = {0}, sets = {0};
-	struct elems ifs = {0}, dns = {0}, map = {0};
+	struct sb_present p;
 	struct batch *bt = NULL;
 	/* What is there of it: the batch deletes exactly that (a deletion of something
 	 * absent would fail the whole batch). */
-	if ((rc = list_names(nft, false, &chains)) < 0 || (rc = list_names(nft, true, &sets)) < 0 ||
-	    (rc = list_elems(nft, SET_IFS, &ifs)) < 0 ||
-	    (rc = list_elems(nft, SET_DNS, &dns)) < 0 ||
-	    (rc = list_elems(nft, MAP_CHAINS, &map)) < 0) {
+	if ((rc = sb_present_read(nft, ifname, &n, key, &p)) < 0) {
 		rc = cell_err(err, -rc, "removing sandbox %s: reading table inet %s", ifname,
 			      nft->table);
 		goto out;
@@ -1581,43 +1755,33 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 		goto out;
 	}
 	batch_start(bt, nft);
+	if (p.map)
+		del_elem(bt, MAP_CHAINS, key, IFNAMSIZ);
+	if (p.ifs)
+		del_elem(bt, SET_IFS, key, IFNAMSIZ);
 	size_t at = 0;
-	if (elems_has_if(&map, key, &at)) {
-		struct nftnl_set *s = set_new(nft->table, MAP_CHAINS);
-		if (s)
-			elem_add(s, key, IFNAMSIZ, 0, 0);
-		put_set(bt, s, NFT_MSG_DELSETELEM, 0, "deleting an element of");
-	}
-	at = 0;
-	if (elems_has_if(&ifs, key, &at)) {
-		struct nftnl_set *s = set_new(nft->table, SET_IFS);
-		if (s)
-			elem_add(s, key, IFNAMSIZ, 0, 0);
-		put_set(bt, s, NFT_MSG_DELSETELEM, 0, "deleting an element of");
-	}
-	at = 0;
 	struct nftnl_set *ds = NULL;
-	while (elems_has_if(&dns, key, &at)) {
+	while (elems_has_if(&p.dns, key, &at)) {
 		if (!ds)
 			ds = set_new(nft->table, SET_DNS);
 		if (ds)
-			elem_add(ds, dns.v[at].key, dns.v[at].len, 0, 0);
+			elem_add(ds, p.dns.v[at].key, p.dns.v[at].len, 0, 0);
 		at++;
 	}
 	if (ds)
 		put_set(bt, ds, NFT_MSG_DELSETELEM, 0, "deleting an element of");
 	/* Its chain first: its jumps go with it, then the drop chains they jumped to. */
-	if (names_has(&chains, n.chain))
+	if (p.chain)
 		del_chain(bt, n.chain);
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(sandbox_drops); i++) {
 		char drop[NFT_CHAIN_MAXNAMELEN];
 		drop_chain_name(drop, sizeof(drop), ifname, sandbox_drops[i]);
-		if (names_has(&chains, drop))
+		if (p.drops[i])
 			del_chain(bt, drop);
 	}
 	const char *const own_sets[] = {n.allowed, n.ranges, n.denied};
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(own_sets); i++)
-		if (names_has(&sets, own_sets[i]))
+		if (p.sets[i])
 			put_set(bt, set_new(nft->table, own_sets[i]), NFT_MSG_DELSET, 0,
 				"deleting");
 	rc = bt->n ? batch_run(bt, err) : 0;
@@ -1625,11 +1789,7 @@ int cell_nft_sandbox_remove(struct cell_nft *nft, const char *ifname, struct cel
 		cell_err_wrap(err, "removing sandbox %s: ", ifname);
 out:
 	batch_free(bt);
-	free(chains.v);
-	free(sets.v);
-	free(ifs.v);
-	free(dns.v);
-	free(map.v);
+	free(p.dns.v);
 	pthread_mutex_unlock(&nft->lock);
 	return rc;
 }
@@ -1649,8 +1809,7 @@ int cell_nft_sandbox_list(struct cell_nft *nft, char (**out)[CELL_NFT_IFNAME_MAX
 	struct elems ifs = {0}, map = {0};
 	char(*v)[CELL_NFT_IFNAME_MAX + 1] = NULL;
 	int rc;
-	if ((rc = list_names(nft, false, &chains)) < 0 ||
-	    (rc = list_elems(nft, SET_IFS, &ifs)) < 0 ||
+	if ((rc = list_chains(nft, &chains)) < 0 || (rc = list_elems(nft, SET_IFS, &ifs)) < 0 ||
 	    (rc = list_elems(nft, MAP_CHAINS, &map)) < 0) {
 		rc = cell_err(err, -rc, "listing the sandboxes of table inet %s", nft->table);
 		goto out;
@@ -1733,7 +1892,8 @@ static int counters_cb(const struct nlmsghdr *nlh, void *data)
 				       : !strcmp(comment, "denied")	  ? &cx->out->denied
 				       : !strcmp(comment, "dns")	  ? &cx->out->denied
 				       : !strcmp(comment, "egress limit") ? &cx->out->egress_limited
-									  : NULL;
+				       : !strcmp(comment, "conntrack") ? &cx->out->conntrack_limited
+								       : NULL;
 	if (!dst)
 		goto out;
 	struct nftnl_expr_iter *it = nftnl_expr_iter_create(r);
@@ -1753,6 +1913,13 @@ out:
 	return MNL_CB_OK;
 }
 
+static void counters_reset(void *data)
+{
+	struct counters_ctx *cx = data;
+	memset(cx->out, 0, sizeof(*cx->out));
+	cx->found = 0;
+}
+
 int cell_nft_sandbox_counters(struct cell_nft *nft, const char *ifname,
 			      struct cell_nft_counters *out, struct cell_error *err)
 {
@@ -1769,7 +1936,7 @@ int cell_nft_sandbox_counters(struct cell_nft *nft, const char *ifname,
 	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, nft->table);
 	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
 	pthread_mutex_lock(&nft->lock);
-	rc = dump(nft, NFT_MSG_GETRULE, build_rule, r, counters_cb, &cx);
+	rc = dump(nft, NFT_MSG_GETRULE, build_rule, r, counters_cb, counters_reset, &cx);
 	pthread_mutex_unlock(&nft->lock);
 	nftnl_rule_free(r);
 	if (rc < 0)
@@ -1975,16 +2142,30 @@ out:
 	return MNL_CB_OK;
 }
 
+static void survey_tables_reset(void *data)
+{
+	struct cell_nft_survey *out = ((struct survey_ctx *)data)->out;
+	out->tables[0] = '\0';
+	out->n_tables = 0;
+}
+
+static void survey_chains_reset(void *data)
+{
+	struct cell_nft_survey *out = ((struct survey_ctx *)data)->out;
+	out->drops[0] = '\0';
+	out->forward_drops = out->input_drops = 0;
+}
+
 int cell_nft_survey(struct cell_nft *nft, struct cell_nft_survey *out, struct cell_error *err)
 {
 	memset(out, 0, sizeof(*out));
 	struct survey_ctx cx = {.own = nft->table, .out = out};
 	pthread_mutex_lock(&nft->lock);
-	int rc =
-	    dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETTABLE, NULL, NULL, survey_table_cb, &cx);
+	int rc = dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETTABLE, NULL, NULL, survey_table_cb,
+			     survey_tables_reset, &cx);
 	if (rc == 0)
 		rc = dump_family(nft, NFPROTO_UNSPEC, NFT_MSG_GETCHAIN, NULL, NULL, survey_chain_cb,
-				 &cx);
+				 survey_chains_reset, &cx);
 	pthread_mutex_unlock(&nft->lock);
 	return rc < 0 ? cell_err(err, -rc, "reading the host's nftables chains") : 0;
 }

@@ -37,11 +37,22 @@ static struct h_world *W;
 
 /* The world of a test: celld in the lab's host namespace with a network for every sandbox
  * unless it asks for none. */
+static void lab_world_policies(const char *policies);
+
 static void lab_world(void)
 {
+	lab_world_policies(NULL);
+}
+
+/* The same with celld's policies from a directory of the test's own (NULL: the tree's). */
+static void lab_world_policies(const char *policies)
+{
 	lab = netlab_new();
-	static const char *const flags[] = {"--network-default", "public",   "--subnet", SUBNET,
-					    "--dns-upstream",	 NETLAB_DNS, NULL};
+	const char *flags[] = {
+	    "--network-default", "public",     "--subnet", SUBNET, "--dns-upstream",
+	    NETLAB_DNS,		 "--policies", policies,   NULL};
+	if (!policies)
+		flags[6] = NULL;
 	W = h_world_add(
 	    &(struct h_world_opts){.name = "net", .flags = flags, .netns_fd = netlab_host_fd(lab)});
 	/* celld runs in the lab's host namespace, not this machine's. */
@@ -561,6 +572,76 @@ START_TEST(public_never_host)
 	free(gw);
 	free(id);
 	lab_end();
+}
+END_TEST
+
+/* The host's DNS port over TCP: celld serves DNS on UDP only, so a host service on *:53/tcp
+ * (a local resolver, a DNS proxy) is never the sandbox's, in any policy. The control: the
+ * host's own connection to it is accepted, and the sandbox's DNS over UDP is answered. */
+START_TEST(host_dns_tcp_unreachable)
+{
+	lab_world();
+	struct host_listener l = {-1, 53};
+	ck_assert_int_eq(netlab_in_host(lab, listen_fn, &l), 0);
+	char *id = h_world_create(W, "busybox", NULL);
+	char *gw = sb_gateway(id);
+	ck_assert_msg(*gw, "the sandbox names no nameserver");
+	char *ok = h_trim(
+	    h_world_sh(W, id, "nslookup web1.test | awk '/^Address/ { a = $NF } END { print a }'"));
+	ck_assert_str_eq(ok, NETLAB_WEB1);
+	char *cmd =
+	    h_fmt("timeout 10 nc -w 3 %s 53 </dev/null >/dev/null 2>&1; echo \"exit $?\"", gw);
+	char *out = h_trim(h_world_sh(W, id, cmd));
+	ck_assert_int_eq(accepted(&l), 0);
+	ck_assert_msg(strcmp(out, "exit 0"), "nc connected to %s:53/tcp: %s", gw, out);
+	char body[64];
+	netlab_http_get(netlab_host_fd(lab), NETLAB_HOST_ADDR, 53, 300, body, sizeof(body));
+	ck_assert_int_eq(accepted(&l), 1);
+	close(l.fd);
+	free(cmd);
+	free(out);
+	free(ok);
+	free(gw);
+	free(id);
+	lab_end();
+}
+END_TEST
+
+/* One sandbox's flows never fill the host's conntrack table: with a bound of 64 tracked
+ * connections (policies/network/limits.json), 100 UDP flows from 100 source ports deliver
+ * at most 64 datagrams, the rest are dropped and counted (conntrackLimited), and its DNS
+ * (never tracked) still answers. */
+START_TEST(conntrack_bounded)
+{
+	char *pol = h_fmt("%s/policies-ct", h_default_world->dir);
+	char *cp = h_fmt("rm -rf %s && cp -r %s/policies %s && "
+			 "printf '{\"trackedConnectionsPerSandbox\": 64}' >%s/network/limits.json",
+			 pol, h_default_world->src, pol, pol);
+	ck_assert_int_eq(system(cp), 0);
+	lab_world_policies(pol);
+	char *id = h_world_create(W, "busybox", NULL);
+	h_world_upload_helper(W, id, "net_probe");
+	free(h_world_sh(W, id,
+			"for i in $(seq 100); do /root/net_probe udp " NETLAB_WEB1
+			" 9 >/dev/null; done"));
+	unsigned got = wait_hits(NETLAB_UDP, NETLAB_WEB1, 9, NULL, 100, 2000);
+	ck_assert_msg(got >= 1 && got <= 64, "%u of 100 flows arrived, bound 64", got);
+	json_t *in = h_world_inspect(W, id);
+	ck_assert_msg(h_jint(in, "network.counters.conntrackLimited.packets") >= 100 - 64,
+		      "conntrackLimited: %lld",
+		      h_jint(in, "network.counters.conntrackLimited.packets"));
+	json_decref(in);
+	char *ok = h_trim(
+	    h_world_sh(W, id, "nslookup web1.test | awk '/^Address/ { a = $NF } END { print a }'"));
+	ck_assert_str_eq(ok, NETLAB_WEB1);
+	free(ok);
+	free(id);
+	lab_end();
+	free(cp);
+	cp = h_fmt("rm -rf %s", pol);
+	ck_assert_int_eq(system(cp), 0);
+	free(cp);
+	free(pol);
 }
 END_TEST
 
@@ -1602,6 +1683,8 @@ static Suite *network_suite(void)
 	ONE(s, public_never_forbidden, 180);
 	ONE(s, denials_are_events, 120);
 	ONE(s, public_never_host, 120);
+	ONE(s, host_dns_tcp_unreachable, 120);
+	ONE(s, conntrack_bounded, 180);
 	ONE(s, public_never_other_sandbox, 120);
 	ONE(s, public_no_other_resolver, 120);
 	ONE(s, allowed_resolver_reachable, 120);

@@ -18,8 +18,10 @@
 #include <linux/netfilter/nfnetlink_log.h>
 #include <net/if.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,7 +246,9 @@ START_TEST(test_table_and_sandboxes)
 			      "set:sb-cellt0002-denied",
 			      "chain:drop-host",
 			      "chain:drop-ipv6",
-			      "chain:drop-dns"};
+			      "chain:drop-dns",
+			      "chain:raw-prerouting",
+			      "chain:raw-output"};
 	for (size_t i = 0; i < sizeof(want) / sizeof(*want); i++)
 		ck_assert_msg(seen(&s, want[i]), "%s missing from the table", want[i]);
 	ck_assert_int_eq(s.n, (int)(sizeof(want) / sizeof(*want)));
@@ -287,10 +291,15 @@ START_TEST(test_table_and_sandboxes)
 	    "iifname vmap @sandbox_chains",
 	    "type filter hook input priority filter; policy accept;",
 	    "iifname . ip daddr @sandbox_dns udp dport 53 accept",
-	    "iifname . ip daddr @sandbox_dns tcp dport 53 accept",
+	    "iifname . ip daddr @sandbox_dns tcp dport 53 counter packets 0 bytes 0 reject with "
+	    "tcp reset",
 	    "iifname @sandbox_ifs counter packets 0 bytes 0 drop",
 	    "type nat hook postrouting priority srcnat; policy accept;",
 	    "meta nfproto ipv4 iifname @sandbox_ifs masquerade",
+	    "type filter hook prerouting priority raw; policy accept;",
+	    "iifname . ip daddr @sandbox_dns udp dport 53 notrack",
+	    "type filter hook output priority raw; policy accept;",
+	    "oifname . ip saddr @sandbox_dns udp sport 53 notrack",
 	    "chain sb-cellt0001 {",
 	    "ip saddr != 192.0.2.2 counter packets 0 bytes 0 drop comment \"spoofed\"",
 	    "ip daddr @blocked4 counter packets 0 bytes 0 drop comment \"blocked\"",
@@ -605,10 +614,10 @@ static socklen_t sockaddr_of(const char *a, int port, struct sockaddr_storage *s
 	return sizeof(*s4);
 }
 
-/* Connect from namespace ns (from src when given) to dst:port; true when the handshake
- * completes. A dropped SYN waits out the timeout: never the verdict of a timing race, as
- * a handshake across two veths takes microseconds. */
-static bool reach(int ns, const char *src, const char *dst, int port)
+/* Connect from namespace ns (from src when given) to dst:port; the connected socket (the
+ * caller closes it) when the handshake completes, else -1. A dropped SYN waits out the timeout:
+ * never the verdict of a timing race, as a handshake across two veths takes microseconds. */
+static int connect_held(int ns, const char *src, const char *dst, int port)
 {
 	enter(ns);
 	struct sockaddr_storage d, sa;
@@ -630,9 +639,20 @@ static bool reach(int ns, const char *src, const char *dst, int port)
 			ok = e == 0;
 		}
 	}
-	close(fd);
 	enter(self_ns);
-	return ok;
+	if (!ok) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static bool reach(int ns, const char *src, const char *dst, int port)
+{
+	int fd = connect_held(ns, src, dst, port);
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0;
 }
 
 /* The source address of the connection a listener took last. */
@@ -861,9 +881,9 @@ START_TEST(test_packets)
 	ck_assert(reach(S.fd, NULL, "198.51.100.10", 80));
 	ck_assert(!reach(S.fd, NULL, "10.0.0.1", 80));
 	ck_assert(!reach(S.fd, NULL, "169.254.169.254", 80));
-	ck_assert(reach(S.fd, NULL, "192.0.2.1", 53));		  /* its resolver */
-	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 8080));	  /* any other port of the host */
-	ck_assert(!reach(S.fd, NULL, "198.51.100.1", 53));	  /* any other host address */
+	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 53));	   /* its resolver's port: UDP only */
+	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 8080));  /* any other port of the host */
+	ck_assert(!reach(S.fd, NULL, "198.51.100.1", 53)); /* any other host address */
 	ck_assert(!reach(S.fd, "192.0.2.9", "203.0.113.10", 80)); /* spoofed */
 	ck_assert(!reach(S.fd, NULL, "2001:db8:2::10", 80));	  /* IPv6 forward */
 	ck_assert(!reach(S.fd, NULL, "2001:db8:1::1", 53));	  /* IPv6 to the host */
@@ -886,7 +906,7 @@ START_TEST(test_packets)
 	ck_assert(reach(S.fd, NULL, "203.0.113.10", 80));
 	ck_assert(!reach(S.fd, NULL, "198.51.100.10", 80));
 	ck_assert(!reach(S.fd, NULL, "10.0.0.1", 80));
-	ck_assert(reach(S.fd, NULL, "192.0.2.1", 53));
+	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 53)); /* UDP only, in every policy */
 	ck_assert_int_eq(cell_nft_allow_del(nft, "cellp0001", a, 1, &err), 0);
 	ck_assert(!reach(S.fd, NULL, "203.0.113.10", 80));
 	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
@@ -924,11 +944,32 @@ START_TEST(test_packets)
 
 	address_rules(nft, S.fd, web);
 
+	/* A bound of 8 tracked connections: 8 held open, the 9th dropped and counted, and
+	 * another one once one of the 8 is gone from conntrack's table. */
+	del(nft, "cellp0001");
+	struct cell_nft_sandbox bounded =
+	    sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_PUBLIC);
+	bounded.max_conns = 8;
+	add(nft, bounded);
+	int held[8];
+	for (int i = 0; i < 8; i++) {
+		held[i] = connect_held(S.fd, NULL, "203.0.113.11", 80);
+		ck_assert_msg(held[i] >= 0, "connection %d of 8 refused", i + 1);
+	}
+	ck_assert(!reach(S.fd, NULL, "203.0.113.11", 80));
+	ck_assert_int_eq(cell_nft_sandbox_counters(nft, "cellp0001", &c, &err), 0);
+	ck_assert_uint_ge(c.conntrack_limited.packets, 1);
+	ck_assert_uint_eq(c.allowed.packets, 8);
+	for (int i = 0; i < 8; i++)
+		close(held[i]);
+	while (accept4(web, NULL, NULL, SOCK_CLOEXEC) >= 0)
+		;
+
 	/* none */
 	del(nft, "cellp0001");
 	add(nft, sandbox("cellp0001", "192.0.2.2", "192.0.2.1", CELL_NFT_NONE));
 	ck_assert(!reach(S.fd, NULL, "203.0.113.10", 80));
-	ck_assert(reach(S.fd, NULL, "192.0.2.1", 53));
+	ck_assert(!reach(S.fd, NULL, "192.0.2.1", 53)); /* UDP only, in every policy */
 
 	/* Removed: the path is open again (nothing of the sandbox is left behind). */
 	del(nft, "cellp0001");
@@ -1266,9 +1307,10 @@ START_TEST(test_log_restart)
 	char *t = sh_out("nft list table inet " TABLE);
 	ck_assert_msg(strstr(t, "chain sb-cellr0002/blocked {") &&
 			  strstr(t, "chain sb-cellr0002/spoofed {") &&
-			  strstr(t, "chain sb-cellr0002/denied {") && !strstr(t, "sb-cellr0001/") &&
-			  count(t, "log prefix") == 7 && count(t, "group 4243") == 7 &&
-			  count(t, "limit rate 10/second") == 7,
+			  strstr(t, "chain sb-cellr0002/denied {") &&
+			  strstr(t, "chain sb-cellr0002/conntrack {") &&
+			  !strstr(t, "sb-cellr0001/") && count(t, "log prefix") == 8 &&
+			  count(t, "group 4243") == 8 && count(t, "limit rate 10/second") == 8,
 		      "%s", t);
 	free(t);
 	/* the list names sandboxes, never a drop chain */
@@ -1283,7 +1325,7 @@ START_TEST(test_log_restart)
 
 	nft = open_table(TABLE, NULL, 0); /* the log off again */
 	t = sh_out("nft list table inet " TABLE);
-	ck_assert_msg(count(t, "log prefix") == 4 && strstr(t, "chain drop-host {"), "%s", t);
+	ck_assert_msg(count(t, "log prefix") == 5 && strstr(t, "chain drop-host {"), "%s", t);
 	free(t);
 	del(nft, "cellr0001");
 	del(nft, "cellr0002");
@@ -1330,6 +1372,98 @@ START_TEST(test_survey)
 	char *t = sh_out("nft list chain ip filter FORWARD");
 	ck_assert_msg(strstr(t, "policy drop") && !strstr(t, "cell"), "changed: %s", t);
 	free(t);
+	cell_nft_close(nft);
+}
+END_TEST
+
+/* Another writer of nftables in the same namespace (a host firewall, Docker, another celld)
+ * commits again and again, a few thousand times a second: every commit bumps the ruleset's
+ * generation, and a dump that spans several netlink messages meanwhile comes back marked
+ * NLM_F_DUMP_INTR. Until stop. (The pause only keeps the writer from taking every moment
+ * between two messages of a dump, which no real host does; no verdict depends on it.) */
+struct churn {
+	atomic_bool stop;
+	unsigned long commits;
+};
+
+static void *churn_fn(void *arg)
+{
+	struct churn *c = arg;
+	struct cell_nft *other = open_table("churn", NULL, 0);
+	add(other, sandbox("cellc0001", "192.0.2.200", "192.0.2.1", CELL_NFT_ALLOWLIST));
+	struct in_addr a = {.s_addr = htonl(0xcb007101u)};
+	struct cell_error err = {0};
+	while (!atomic_load(&c->stop)) {
+		ck_assert_int_eq(cell_nft_allow_add(other, "cellc0001", &a, 1, 60, &err), 0);
+		ck_assert_int_eq(cell_nft_allow_del(other, "cellc0001", &a, 1, &err), 0);
+		c->commits += 2;
+		nanosleep(&(struct timespec){.tv_nsec = 200 * 1000}, NULL);
+	}
+	cell_nft_close(other);
+	return NULL;
+}
+
+/* Dumps interrupted by another writer's commits are read again: with enough sandboxes that
+ * a dump of the table's sets spans several messages, every remove, list and re-add succeeds
+ * while another table changes without pause, and a removed sandbox leaves nothing behind
+ * for the next add on its interface to trip on (-EEXIST). */
+START_TEST(test_dumps_under_churn)
+{
+	fresh_netns();
+	struct cell_nft *nft = open_public(TABLE);
+	enum { N = 120 };
+	char ifs[N][16];
+	for (int i = 0; i < N; i++) {
+		snprintf(ifs[i], sizeof(ifs[i]), "celld%04d", i);
+		char a[16];
+		snprintf(a, sizeof(a), "192.0.2.%d", i + 2);
+		add(nft, sandbox(ifs[i], a, "192.0.2.1", CELL_NFT_ALLOWLIST));
+	}
+	/* One allowed set of many elements: its dump spans several messages too. */
+	static struct in_addr many[CELL_NFT_ALLOWED_MAX];
+	for (int i = 0; i < CELL_NFT_ALLOWED_MAX; i++)
+		many[i].s_addr = htonl(0xc6336400u + (uint32_t)i);
+	struct cell_error err = {0};
+	for (int i = 0; i < CELL_NFT_ALLOWED_MAX; i += 512)
+		ck_assert_int_eq(cell_nft_allow_add(nft, ifs[0], many + i, 512, 600, &err), 0);
+
+	struct churn c = {0};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, churn_fn, &c), 0);
+	for (int round = 0; round < 3; round++) {
+		struct cell_nft_allowed *l = NULL;
+		size_t n = 0;
+		int rc = cell_nft_allow_list(nft, ifs[0], &l, &n, &err);
+		ck_assert_msg(rc == 0, "listing a large set: %d %s", rc, err.msg);
+		ck_assert_uint_eq(n, CELL_NFT_ALLOWED_MAX);
+		free(l);
+		char(*v)[CELL_NFT_IFNAME_MAX + 1] = NULL;
+		rc = cell_nft_sandbox_list(nft, &v, &n, &err);
+		ck_assert_msg(rc == 0, "listing sandboxes: %d %s", rc, err.msg);
+		ck_assert_uint_eq(n, N);
+		free(v);
+		for (int i = 1; i < N; i++) {
+			rc = cell_nft_sandbox_remove(nft, ifs[i], &err);
+			ck_assert_msg(rc == 0, "round %d: removing %s: %d %s", round, ifs[i], rc,
+				      err.msg);
+		}
+		rc = cell_nft_sandbox_list(nft, &v, &n, &err);
+		ck_assert_msg(rc == 0, "listing sandboxes: %d %s", rc, err.msg);
+		ck_assert_msg(n == 1, "round %d: %zu sandboxes left, not 1", round, n);
+		free(v);
+		for (int i = 1; i < N; i++) {
+			char a[16];
+			snprintf(a, sizeof(a), "192.0.2.%d", i + 2);
+			struct cell_nft_sandbox sb =
+			    sandbox(ifs[i], a, "192.0.2.1", CELL_NFT_ALLOWLIST);
+			rc = cell_nft_sandbox_add(nft, &sb, &err);
+			ck_assert_msg(rc == 0, "round %d: adding %s again: %d %s", round, ifs[i],
+				      rc, err.msg);
+		}
+	}
+	atomic_store(&c.stop, true);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(c.commits > 0, "the other writer never committed");
 	cell_nft_close(nft);
 }
 END_TEST
@@ -1398,6 +1532,7 @@ int main(void)
 	tcase_add_test(tc, test_packets);
 	tcase_add_test(tc, test_packet_log);
 	tcase_add_test(tc, test_log_restart);
+	tcase_add_test(tc, test_dumps_under_churn);
 	tcase_add_test(tc, test_survey);
 	tcase_add_test(tc, test_costs);
 	suite_add_tcase(s, tc);
