@@ -609,8 +609,11 @@ END_TEST
 
 /* One sandbox's flows never fill the host's conntrack table: with a bound of 64 tracked
  * connections (policies/network/limits.json), 100 UDP flows from 100 source ports deliver
- * at most 64 datagrams, the rest are dropped and counted (conntrackLimited), and its DNS
- * (never tracked) still answers. */
+ * about 64 datagrams, the rest are dropped and counted (conntrackLimited), and its DNS
+ * (never tracked) still answers. The kernel's count is approximate by a few: its garbage
+ * collection may forget a connection that is not yet confirmed (seen: 65 of 100), so the
+ * test allows SLACK over the bound; 100 flows still prove the bound holds. */
+#define SLACK 8
 START_TEST(conntrack_bounded)
 {
 	char *pol = h_fmt("%s/policies-ct", h_default_world->dir);
@@ -625,9 +628,9 @@ START_TEST(conntrack_bounded)
 			"for i in $(seq 100); do /root/net_probe udp " NETLAB_WEB1
 			" 9 >/dev/null; done"));
 	unsigned got = wait_hits(NETLAB_UDP, NETLAB_WEB1, 9, NULL, 100, 2000);
-	ck_assert_msg(got >= 1 && got <= 64, "%u of 100 flows arrived, bound 64", got);
+	ck_assert_msg(got >= 1 && got <= 64 + SLACK, "%u of 100 flows arrived, bound 64", got);
 	json_t *in = h_world_inspect(W, id);
-	ck_assert_msg(h_jint(in, "network.counters.conntrackLimited.packets") >= 100 - 64,
+	ck_assert_msg(h_jint(in, "network.counters.conntrackLimited.packets") >= 100 - 64 - SLACK,
 		      "conntrackLimited: %lld",
 		      h_jint(in, "network.counters.conntrackLimited.packets"));
 	json_decref(in);
