@@ -200,4 +200,6 @@ void cell_frame_free(struct cell_frame *frame);
 #define CELL_META_MAX	  4096
 #define CELL_META_KEY_MAX 246
 bool cell_meta_key_ok(const char *k, size_t n);
+/* RFC 9110's tchar: what an HTTP token (a header name, a metadata key) is made of. */
+bool cell_http_tchar(unsigned char c);
 bool cell_meta_value_ok(const char *v, size_t n);

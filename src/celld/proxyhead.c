@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "cell/cleanup.h"
+#include "cell/proto.h"
 #include "credentials.h"
 #include "preview.h"
 #include "proxyhead.h"
@@ -34,19 +35,13 @@ enum proxyhead_verdict proxyhead_request(const char *name, const char *value, ch
 	return PROXYHEAD_REWRITE;
 }
 
-/* RFC 9110's tchar: what a header name is made of. */
-static bool tchar(unsigned char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
+/* A header name: an RFC 9110 token. */
 static bool token(const char *s)
 {
 	if (!*s)
 		return false;
 	for (; *s; s++)
-		if (!tchar((unsigned char)*s))
+		if (!cell_http_tchar((unsigned char)*s))
 			return false;
 	return true;
 }

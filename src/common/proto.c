@@ -194,16 +194,19 @@ void cell_frame_free(struct cell_frame *frame)
 	frame->len = 0;
 }
 
+bool cell_http_tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
 bool cell_meta_key_ok(const char *k, size_t n)
 {
 	if (!n || n > CELL_META_KEY_MAX)
 		return false;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)k[i];
-		if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
-		      (ch >= 'A' && ch <= 'Z') || (ch && strchr("!#$%&'*+-.^_`|~", ch))))
+	for (size_t i = 0; i < n; i++)
+		if (!cell_http_tchar((unsigned char)k[i]))
 			return false;
-	}
 	return true;
 }
 
