@@ -166,7 +166,6 @@ struct exec_stream {
 	struct sse_lines l_out, l_err; /* else output split into lines, as execd does */
 	int client_fd;		       /* the HTTP connection's socket, -1 if unknown */
 	uint64_t output;	       /* bytes of output carried so far */
-	bool in_use;		       /* counted in the sandbox's streams (its client reads) */
 };
 
 static void stream_close_relay(struct exec_stream *s)
@@ -298,8 +297,7 @@ static void stream_free(void *cls)
 		command_drain(s->cmd, s->fd, &err);
 		s->fd = -1;
 	}
-	if (s->in_use)
-		sandbox_stream_end(s->sb);
+	sandbox_stream_end(s->sb); /* begun with the stream (respond_stream) */
 	stream_close_relay(s);
 	relay_reader_free(&s->rd);
 	sse_lines_free(&s->l_out);
@@ -334,7 +332,6 @@ static int respond_stream(struct http_req *r, struct sandbox *sb, struct command
 	/* A client reading a command's events is using the sandbox until the stream ends or
 	 * it goes away (the command then runs on unwatched, which is not use: idle_rule.h). */
 	sandbox_stream_begin(sb);
-	s->in_use = true;
 	out_add(&s->out, sse_init(command_id(c), &len), &len);
 	struct MHD_Response *resp = MHD_create_response_from_callback(
 	    MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, s, stream_free);
