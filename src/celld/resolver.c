@@ -66,6 +66,7 @@ struct pending {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sb *sbs;
 static size_t sbs_cap;
+static size_t n_sbs;	     /* of sbs, used */
 static struct pending *pend; /* RESOLVER_PENDING_MAX slots */
 static size_t n_pending;
 static bool running, stopping;
@@ -187,10 +188,21 @@ static bool allowed(const struct sb *s, const char *name)
 }
 
 /* Send q upstream from a fresh socket; false when that failed (the caller answers). */
+/* A sandbox's share of the queries in flight: the pool split among the sandboxes served,
+ * at most RESOLVER_PENDING_PER_SB, at least 1. Up to RESOLVER_PENDING_MAX sandboxes the
+ * shares together fit the pool, so sandboxes that flood it leave every other one its share. */
+static unsigned fair_share(void)
+{
+	size_t share = RESOLVER_PENDING_MAX / (n_sbs ? n_sbs : 1);
+	if (share > RESOLVER_PENDING_PER_SB)
+		return RESOLVER_PENDING_PER_SB;
+	return share ? (unsigned)share : 1;
+}
+
 static bool forward(struct sb *s, uint32_t slot, const uint8_t *msg, size_t len,
 		    const struct dns_query *q, const struct sockaddr_in *from, uint64_t now)
 {
-	if (s->pending >= RESOLVER_PENDING_PER_SB || n_pending >= RESOLVER_PENDING_MAX) {
+	if (s->pending >= fair_share() || n_pending >= RESOLVER_PENDING_MAX) {
 		log_debug("sandbox %s: too many DNS queries in flight", s->id);
 		return false;
 	}
@@ -487,6 +499,7 @@ static void sb_free(struct sb *s)
 	memset(s, 0, sizeof(*s));
 	s->fd = -1;
 	s->gen = gen;
+	n_sbs--;
 }
 
 void resolver_stop(void)
@@ -637,6 +650,7 @@ int resolver_add(const char *key, const char *sandbox_id, struct in_addr listen_
 	s->pin = pin_answers;
 	s->tokens = RESOLVER_BURST;
 	s->refill_ns = now_ns();
+	n_sbs++;
 	pthread_mutex_unlock(&lock);
 	return 0;
 fail:

@@ -18,8 +18,11 @@
  *     and its question match (dns_parse_response); anything else on that socket is ignored.
  *     The reply goes back to the sandbox as the upstream sent it, with the sandbox's id,
  *     from the sandbox's socket to the address that asked. No reply in RESOLVER_TIMEOUT_MS,
- *     or an ICMP error: SERVFAIL. In flight at most RESOLVER_PENDING_PER_SB queries per
- *     sandbox and RESOLVER_PENDING_MAX in all; past that, SERVFAIL at once.
+ *     or an ICMP error: SERVFAIL. In flight at most RESOLVER_PENDING_MAX queries in all, and
+ *     per sandbox its fair share of them: RESOLVER_PENDING_MAX divided by the sandboxes
+ *     served, at most RESOLVER_PENDING_PER_SB, at least 1; past that, SERVFAIL at once. So
+ *     sandboxes flooding the pool with queries upstream never answers leave every other
+ *     one its share (up to RESOLVER_PENDING_MAX sandboxes served; past that, one each).
  * With pin_answers (allowlist mode), the A records of an allowed answer are given to
  * on_answer BEFORE the answer is sent, so the caller can add them to the sandbox's nft
  * allowed set before the sandbox can connect to them.

@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -599,6 +600,49 @@ START_TEST(test_pending_bounded)
 }
 END_TEST
 
+/* The pool of queries in flight is shared fairly: with 20 sandboxes served, 19 flooding it
+ * with a name upstream never answers each hold their share (RESOLVER_PENDING_MAX / 20, the
+ * rest SERVFAIL at once), and the 20th is still answered. Without shares, 16 flooders at
+ * RESOLVER_PENDING_PER_SB each took the whole pool. */
+START_TEST(test_pending_fair_share)
+{
+	setup();
+	enum { N = 20, FLOOD = RESOLVER_PENDING_PER_SB + 6 };
+	const uint64_t share = RESOLVER_PENDING_MAX / N;
+	struct rules r;
+	char keys[N][16], addrs[N][16];
+	for (int i = 0; i < N; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "cell%d", i);
+		snprintf(addrs[i], sizeof(addrs[i]), "127.0.1.%d", i + 1);
+		add(keys[i], addrs[i], rules(&r, true, NULL), false);
+	}
+	int fd = client();
+	struct msg q;
+	for (int i = 0; i < N - 1; i++)
+		for (int k = 0; k < FLOOD; k++) {
+			build_query(&q, (uint16_t)(i * FLOOD + k), "silent.allowed.test",
+				    DNS_TYPE_A);
+			send_to(fd, addrs[i], 53, q.b, q.n);
+		}
+	for (int i = 0; i < N - 1; i++) {
+		struct resolver_stats st = stats(keys[i]);
+		for (int t = 0; t < 500 && st.forwarded + st.failed < FLOOD; t++) {
+			h_sleep_ms(10);
+			st = stats(keys[i]);
+		}
+		ck_assert_msg(st.forwarded == share && st.failed == FLOOD - share,
+			      "%s: %" PRIu64 " forwarded, %" PRIu64 " failed (share %" PRIu64 ")",
+			      keys[i], st.forwarded, st.failed, share);
+	}
+	int fd1 = client();
+	ck_assert_int_eq(
+	    ask_from(fd1, addrs[N - 1], 53, "www.allowed.test", DNS_TYPE_A, 3000).rcode, 0);
+	close(fd1);
+	close(fd);
+	resolver_stop();
+}
+END_TEST
+
 START_TEST(test_wildcard_semantics)
 {
 	setup();
@@ -1020,6 +1064,7 @@ int main(void)
 	tcase_add_test(tc, test_refused_names);
 	tcase_add_test(tc, test_refusal_log_limited);
 	tcase_add_test(tc, test_pending_bounded);
+	tcase_add_test(tc, test_pending_fair_share);
 	tcase_add_test(tc, test_wildcard_semantics);
 	tcase_add_test(tc, test_aaaa_nodata);
 	tcase_add_test(tc, test_rate_limit);
