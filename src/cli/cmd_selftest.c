@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -29,10 +30,12 @@
 #include <unistd.h>
 
 #include <dirent.h>
+#include <linux/nsfs.h>
 
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
 #include "cell/id.h"
+#include "cell/pool.h"
 #include "client.h"
 #include "commands.h"
 #include "create.h"
@@ -898,6 +901,66 @@ static void run_volume(struct selftest *t)
 		report_add(&t->rep, V_PASS, desc, NULL);
 }
 
+/* ---- pools: the kernel's per-user pools, each sandbox's own --------------------------- */
+
+/* The battery's sandbox's user namespace is owned by its own first host uid: what its
+ * processes take of the per-user pools is charged to that uid, not to root's. */
+static void check_ns_owner(struct selftest *t)
+{
+	const char *desc = "pools: the sandbox's user namespace is owned by its own host uid";
+	json_t *j;
+	struct cell_error err = {0};
+	if (inspect(t->battery, &j, &err) < 0) {
+		report_add(&t->rep, V_FAIL, desc, "%s", err.msg);
+		return;
+	}
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%lld/ns/user",
+		 (long long)json_integer_value(json_object_get(j, "pid")));
+	json_int_t base =
+	    json_integer_value(json_object_get(json_object_get(j, "uidMap"), "hostStart"));
+	json_decref(j);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	uid_t owner = (uid_t)-1;
+	if (fd < 0 || ioctl(fd, NS_GET_OWNER_UID, &owner) < 0)
+		report_add(&t->rep, geteuid() ? V_SKIP : V_FAIL, desc, "%s: %s", path,
+			   strerror(errno));
+	else if ((json_int_t)owner != base)
+		report_add(&t->rep, V_FAIL, desc, "owned by uid %u, the sandbox's is %lld",
+			   (unsigned)owner, (long long)base);
+	else
+		report_add(&t->rep, V_PASS, desc, NULL);
+}
+
+/* The battery's sandbox takes all of each pool it is given and holds it; host root (this
+ * process, when run as root) and the victim sandbox must still get theirs. */
+static void run_pools(struct selftest *t)
+{
+	check_ns_owner(t);
+	char *hold[] = {HELPER_IN_BOX, "--pools", "600", NULL};
+	if (run_helper(t, t->battery, hold, SMALL_MS, "pools: the helper ran to the end") < 0)
+		return;
+	static const char *const what[] = {"an inotify instance", "a POSIX timer",
+					   "a message queue"};
+	for (int p = POOL_INOTIFY; p <= POOL_MQUEUE; p++) {
+		char desc[160];
+		snprintf(desc, sizeof(desc),
+			 "pools: host root still gets %s while a sandbox holds all of its own",
+			 what[p]);
+		if (geteuid()) {
+			report_add(&t->rep, V_SKIP, desc, "run as root to check root's share");
+			continue;
+		}
+		int r = pool_try((enum pool)p);
+		if (r < 0)
+			report_add(&t->rep, V_FAIL, desc, "refused: %s", strerror(-r));
+		else
+			report_add(&t->rep, V_PASS, desc, NULL);
+	}
+	char *some[] = {HELPER_IN_BOX, "--pools-some", NULL};
+	run_helper(t, t->victim, some, SMALL_MS, "pools: the other sandbox's helper ran");
+}
+
 /* The steps, in order; stops at the first failure of cell itself or at ^C. */
 static int selftest_run(struct selftest *t, const char *helper)
 {
@@ -942,6 +1005,10 @@ static int selftest_run(struct selftest *t, const char *helper)
 		goto fail;
 	progress("volume attempts on the host directory %s", t->m.volume);
 	run_volume(t);
+	if (cli_signals_caught)
+		goto fail;
+	progress("the kernel's per-user pools: sandbox %s takes all of its own", t->battery);
+	run_pools(t);
 	if (cli_signals_caught)
 		goto fail;
 	return 0;

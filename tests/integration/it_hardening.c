@@ -7,17 +7,16 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <mqueue.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/nsfs.h>
 
+#include "cell/pool.h"
 #include "harness.h"
 
 /* The kept set of man/cell-policy.5, written out independently of src/runtime/caps.c:
@@ -473,35 +472,6 @@ START_TEST(user_namespace_owned_by_the_sandbox_uid)
 }
 END_TEST
 
-/* One of kind taken and given back by this process (host root): 0 or -errno. */
-static int host_takes_one(const char *kind)
-{
-	if (!strcmp(kind, "inotify")) {
-		int fd = inotify_init1(IN_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		close(fd);
-		return 0;
-	}
-	if (!strcmp(kind, "timers")) {
-		timer_t t;
-		struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGRTMIN};
-		if (timer_create(CLOCK_MONOTONIC, &ev, &t) < 0)
-			return -errno;
-		timer_delete(t);
-		return 0;
-	}
-	char name[64];
-	snprintf(name, sizeof(name), "/cell-it-pool.%d", (int)getpid());
-	struct mq_attr attr = {.mq_maxmsg = 1, .mq_msgsize = 16};
-	mqd_t q = mq_open(name, O_RDWR | O_CREAT | O_EXCL, 0600, &attr);
-	if (q == (mqd_t)-1)
-		return -errno;
-	mq_close(q);
-	mq_unlink(name);
-	return 0;
-}
-
 /* pool_probe's "took N errno NAME" line from sandbox id, once it is there. */
 static void probe_result(const char *id, long *n, char *err, size_t err_size)
 {
@@ -534,7 +504,7 @@ static void pool_is_the_sandbox_own(const char *kind, long max)
 	if (max)
 		ck_assert_msg(n <= max, "%s: one sandbox took %ld (at most %ld)", kind, n, max);
 	if (strcmp(kind, "ptys")) {
-		int r = host_takes_one(kind);
+		int r = pool_try(pool_named(kind)); /* host root's */
 		ck_assert_msg(r == 0, "%s: host root refused while a sandbox holds %ld: %s", kind,
 			      n, strerror(-r));
 	}

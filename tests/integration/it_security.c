@@ -99,7 +99,8 @@ static void selftest_passes(const char *image)
 	static const char *const classes[] = {
 	    " - syscalls: ", " - capabilities: ",  " - mounts: ",    " - proc-sys: ",
 	    " - masked: ",   " - devices: ",	   " - ptrace: ",    " - signals: ",
-	    " - fds: ",	     " - other-sandbox: ", " - files-api: ", " - ordinary: "};
+	    " - fds: ",	     " - other-sandbox: ", " - files-api: ", " - ordinary: ",
+	    " - pools: "};
 	for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++)
 		ck_assert_msg(strstr(p.out, classes[i]), "no attempt of class '%s' in:\n%s",
 			      classes[i], p.out);

@@ -25,6 +25,12 @@
  *                                            and the file capability the host side checks
  *   cell-escape --links HOSTDIR              make the symlinks and hard link that the host
  *                                            side's files-API attempts go through
+ *   cell-escape --pools SECONDS              take all of each of the kernel's per-user pools
+ *                                            the sandbox is given and hold it that long in
+ *                                            processes of their own (the host side then
+ *                                            checks that host root and another sandbox
+ *                                            still get theirs)
+ *   cell-escape --pools-some                 take a few of each pool (that other sandbox)
  *   cell-escape --list                       name every attempt, run nothing
  *
  * `cell selftest` uploads it, runs it and merges its TAP with the host-side attempts. */
@@ -87,6 +93,8 @@
 #include <linux/userfaultfd.h>
 #include <linux/vm_sockets.h>
 
+#include "../../include/cell/pool.h"
+
 #ifndef PTRACE_SEIZE
 #define PTRACE_SEIZE 0x4206
 #endif
@@ -132,6 +140,7 @@ static struct {
 	int n_host_paths;
 	const char *volume;   /* a host directory mounted here (--volume) */
 	const char *net_peer; /* the victim sandbox's address (--net-peer), or NULL */
+	unsigned pools_hold;  /* --pools: seconds the pools are held */
 } opt;
 
 static struct result *R;
@@ -2622,6 +2631,125 @@ static const struct attempt plant[] = {
     T("other-sandbox", "control: its process is visible in its own sandbox", plant_visible),
 };
 
+/* ---- pools: the kernel's per-user pools (--pools, --pools-some) -------------------------- */
+
+/* Take all of pool p in a process of a session of its own, which outlives the attempt and
+ * holds it for opt.pools_hold seconds with none of the exec's fds open: how many, and in
+ * *why the errno that ended it. -1 when the holder did not report. */
+static long hold_all(enum pool p, int *why)
+{
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (fork() != 0)
+			_exit(0);
+		setsid();
+		close(fds[0]);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		for (int fd = 0; fd < 3; fd++)
+			dup2(null, fd);
+		long got[2];
+		int w = 0;
+		got[0] = pool_take_all(p, 1000000, &w);
+		got[1] = w;
+		if (write(fds[1], got, sizeof(got)) != sizeof(got))
+			_exit(1);
+		close(fds[1]);
+		sleep(opt.pools_hold);
+		_exit(0);
+	}
+	close(fds[1]);
+	if (pid > 0)
+		reap(pid);
+	long got[2];
+	ssize_t n = pid > 0 ? read(fds[0], got, sizeof(got)) : -1;
+	close(fds[0]);
+	if (n != sizeof(got))
+		return -1;
+	*why = (int)got[1];
+	return got[0];
+}
+
+/* The sandbox takes all of p it is given, refused with want at the end, at most at_most
+ * (0: no bound but the kernel's). */
+static int pool_runs_out(enum pool p, int want, long at_most)
+{
+	int why = 0;
+	long n = hold_all(p, &why);
+	if (n < 0)
+		return note(FAIL, "the holder of %s did not report", pool_names[p]);
+	if (n == 0 || why != want)
+		return note(FAIL, "took %ld, then %s (want %s)", n, ename(why), ename(want));
+	if (at_most && n > at_most)
+		return note(FAIL, "took %ld, more than %ld", n, at_most);
+	return note(PASS, "took %ld, then %s", n, ename(why));
+}
+
+static int pools_inotify(void)
+{
+	return pool_runs_out(POOL_INOTIFY, EMFILE, 0);
+}
+
+static int pools_timers(void)
+{
+	return pool_runs_out(POOL_TIMERS, EAGAIN, 0);
+}
+
+static int pools_mqueue(void)
+{
+	return pool_runs_out(POOL_MQUEUE, EMFILE, 0);
+}
+
+static int pools_ptys(void)
+{
+	return pool_runs_out(POOL_PTYS, ENOSPC, 256);
+}
+
+/* A few of p, in the other sandbox while the first holds all of its own. */
+static int pool_some(enum pool p)
+{
+	int why = 0;
+	long n = pool_take_all(p, 8, &why);
+	return n == 8 ? note(PASS, "took 8") : note(FAIL, "took %ld of 8, then %s", n, ename(why));
+}
+
+static int some_inotify(void)
+{
+	return pool_some(POOL_INOTIFY);
+}
+
+static int some_timers(void)
+{
+	return pool_some(POOL_TIMERS);
+}
+
+static int some_mqueue(void)
+{
+	return pool_some(POOL_MQUEUE);
+}
+
+static int some_ptys(void)
+{
+	return pool_some(POOL_PTYS);
+}
+
+static const struct attempt pools[] = {
+    T("pools", "inotify instances run out at the sandbox's own share (EMFILE)", pools_inotify),
+    T("pools", "queued signals and POSIX timers run out at the sandbox's own share (EAGAIN)",
+      pools_timers),
+    T("pools", "message queue bytes run out at the sandbox's own share (EMFILE)", pools_mqueue),
+    T("pools", "at most 256 terminals (ENOSPC)", pools_ptys),
+};
+
+static const struct attempt pools_other[] = {
+    T("pools", "another sandbox still gets inotify instances", some_inotify),
+    T("pools", "another sandbox still gets POSIX timers", some_timers),
+    T("pools", "another sandbox still gets message queues", some_mqueue),
+    T("pools", "another sandbox still gets terminals", some_ptys),
+};
+
 /* ---- runner ----------------------------------------------------------------------------- */
 
 static void sanitize(char *s)
@@ -2770,6 +2898,7 @@ static void usage(FILE *f)
 	fprintf(f, "Usage: cell-escape [--victim MARKER] [--victim-pid PID] [--victim-dir DIR]\n"
 		   "                   [--host-pid PID] [--host-path PATH]... [--net-peer ADDR]\n"
 		   "       cell-escape --plant MARKER | --links HOSTDIR | --volume DIR | --list\n"
+		   "       cell-escape --pools SECONDS | --pools-some\n"
 		   "Runs cell's escape battery inside a sandbox (as its root) and prints TAP.\n"
 		   "Normally run by `cell selftest`.\n");
 }
@@ -2779,12 +2908,16 @@ int main(int argc, char **argv)
 	record_initial_fds();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	const char *plant_marker = NULL, *links = NULL;
-	bool list = false;
+	bool list = false, pools_some = false;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--list")) {
 			list = true;
+			continue;
+		}
+		if (!strcmp(a, "--pools-some")) {
+			pools_some = true;
 			continue;
 		}
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -2814,6 +2947,8 @@ int main(int argc, char **argv)
 			opt.volume = v;
 		else if (!strcmp(a, "--net-peer"))
 			opt.net_peer = v;
+		else if (!strcmp(a, "--pools"))
+			opt.pools_hold = (unsigned)atoi(v);
 		else {
 			usage(stderr);
 			return 2;
@@ -2841,6 +2976,10 @@ int main(int argc, char **argv)
 	if (opt.volume)
 		return run_all(volume_attempts,
 			       sizeof(volume_attempts) / sizeof(volume_attempts[0]));
+	if (opt.pools_hold)
+		return run_all(pools, sizeof(pools) / sizeof(pools[0]));
+	if (pools_some)
+		return run_all(pools_other, sizeof(pools_other) / sizeof(pools_other[0]));
 	snprintf(scratch, sizeof(scratch), "/tmp/cell-escape.XXXXXX");
 	if (!mkdtemp(scratch))
 		return perror("mkdtemp"), 2;
