@@ -43,9 +43,6 @@
 #define WS_IDLE_MS  60000      /* a client silent this long is dropped (as execd) */
 #define WS_CLOSE_MS 5000       /* the close handshake, then the socket is closed */
 #define WS_STOP_MS  500	       /* the same when celld stops (its exit waits for this thread) */
-/* Output read from the relay while this much waits for the client: a slow client slows
- * the terminal's output (it goes to the scrollback), never grows celld. */
-#define WS_QUEUE_MAX (1u << 20)
 
 static int not_found(struct http_req *r, const char *sid)
 {
@@ -450,7 +447,8 @@ static void term_run(void *cls, int fd, const char *extra, size_t extra_len,
 	short revents = 0;
 	for (;;) {
 		if (websocket_io(t->ws, revents) < 0)
-			break; /* the client is gone: detached, the process runs on */
+			break; /* the client is gone (or not reading): detached, the process runs on
+				*/
 		short want = websocket_events(t->ws);
 		if (!want && !t->held)
 			break; /* the close handshake is over */
@@ -472,7 +470,9 @@ static void term_run(void *cls, int fd, const char *extra, size_t extra_len,
 			continue;
 		}
 		struct pollfd p[3] = {{.fd = fd, .events = want}, {.fd = -1}, {.fd = -1}};
-		if (t->relay >= 0 && websocket_queued(t->ws) < WS_QUEUE_MAX)
+		/* Output is read from the relay while the client keeps up: a slow client slows
+		 * the terminal's output (it goes to the scrollback), never grows celld. */
+		if (t->relay >= 0 && !websocket_backlogged(t->ws))
 			p[1] = (struct pollfd){.fd = t->relay, .events = POLLIN};
 		if (!t->over)
 			p[2] = (struct pollfd){.fd = http_upgrades_stopping_fd(), .events = POLLIN};

@@ -86,6 +86,13 @@ struct websocket {
 	bool read_kick;	  /* resumed: read once whatever poll says (wslay may hold bytes) */
 };
 
+/* At least times the backlog is queued for the client. */
+static bool backlog_over(const struct websocket *ws, unsigned times)
+{
+	return wslay_event_get_queued_msg_length(ws->ctx) >= times * WEBSOCKET_BACKLOG_BYTES ||
+	       wslay_event_get_queued_msg_count(ws->ctx) >= times * WEBSOCKET_BACKLOG_MSGS;
+}
+
 static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, int flags, void *user)
 {
 	(void)flags;
@@ -93,6 +100,14 @@ static ssize_t on_recv(wslay_event_context_ptr ctx, uint8_t *buf, size_t len, in
 	if (ws->read_paused) {
 		/* Stops wslay after what it already read (its small buffer), not the socket. */
 		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return -1;
+	}
+	/* Only the client's own pings (their pongs) queue past the backlog the caller keeps
+	 * to, and a client that sends without pause is read in one wslay_event_recv: a client
+	 * that sends them and does not read is cut off here. */
+	if (backlog_over(ws, 4)) {
+		ws->io_errno = ENOBUFS;
+		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
 		return -1;
 	}
 	if (ws->extra_len) {
@@ -271,9 +286,9 @@ int websocket_io(struct websocket *ws, short revents)
 	}
 }
 
-size_t websocket_queued(const struct websocket *ws)
+bool websocket_backlogged(const struct websocket *ws)
 {
-	return wslay_event_get_queued_msg_length(ws->ctx);
+	return backlog_over(ws, 1);
 }
 
 int64_t websocket_heard_ms(const struct websocket *ws)

@@ -51,10 +51,17 @@ int websocket_close(struct websocket *ws, uint16_t code, const char *reason);
 /* The poll events it waits for now (POLLIN, POLLOUT; 0: the conversation is over). */
 short websocket_events(const struct websocket *ws);
 /* Read what is there and write what can be written, after poll said revents. -errno when
- * the connection failed or the peer went away; then the caller ends it. */
+ * the connection failed or the peer went away (-ENOBUFS: it sends and does not read, see
+ * websocket_backlogged); then the caller ends it. */
 int websocket_io(struct websocket *ws, short revents);
-/* Bytes queued for the client and not yet written (for flow control). */
-size_t websocket_queued(const struct websocket *ws);
+/* The client is behind: WEBSOCKET_BACKLOG_BYTES or WEBSOCKET_BACKLOG_MSGS are queued for it
+ * and not yet written. The caller makes no more until it catches up (past the backlog by
+ * at most one message of CELL_FRAME_MAX). What the client itself makes queue (a pong for
+ * each of its pings) is bounded too: at four times the backlog, websocket_io fails with
+ * -ENOBUFS, a client that does not read being cut off. */
+#define WEBSOCKET_BACKLOG_BYTES (1u << 20)
+#define WEBSOCKET_BACKLOG_MSGS	4096u
+bool websocket_backlogged(const struct websocket *ws);
 /* When anything last came from the client (celld_now_ms). */
 int64_t websocket_heard_ms(const struct websocket *ws);
 /* Stop (or go on) reading the peer after the message being delivered: the caller cannot

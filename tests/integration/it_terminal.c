@@ -909,6 +909,47 @@ START_TEST(silent_client_dropped)
 }
 END_TEST
 
+/* A client that sends pings and never reads their pongs is cut off: celld queues for a
+ * client at most four times its backlog (websocket.h), never its memory's worth. 32 MiB of
+ * pings is far past that and past every socket buffer between the two. The terminal lives
+ * on, detached. */
+START_TEST(pinging_client_that_never_reads_is_cut_off)
+{
+	char *id = h_create("busybox", NULL);
+	char *sid = pty_new(id, NULL);
+	struct wsc *c = pty_open(id, sid, NULL);
+	expect_connected(c, sid, "pty");
+	/* Its receive window as small as the kernel allows: the pongs wait in celld. */
+	int small = 4096;
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	/* 1-byte pings, masked (with a zero mask) as a client's frames must be. */
+	static const uint8_t ping[] = {0x89, 0x81, 0, 0, 0, 0, 'x'};
+	uint8_t burst[sizeof(ping) * 1024];
+	for (size_t i = 0; i < 1024; i++)
+		memcpy(burst + i * sizeof(ping), ping, sizeof(ping));
+	size_t sent = 0;
+	bool cut = false;
+	while (!cut && sent < (32u << 20)) {
+		struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+		if (poll(&p, 1, WAIT_MS) != 1)
+			break;
+		ssize_t n = send(c->fd, burst, sizeof(burst), MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0)
+			sent += (size_t)n;
+		else if (n < 0 && errno != EAGAIN && errno != EINTR)
+			cut = true;
+	}
+	ck_assert_msg(cut, "celld took %zu bytes of pings from a client that reads nothing", sent);
+	wsc_free(c);
+	json_t *st;
+	ck_assert_int_eq(pty_status(id, sid, &st), 200);
+	ck_assert_msg(json_is_true(json_object_get(st, "running")), "the shell died with it");
+	json_decref(st);
+	free(sid);
+	free(id);
+}
+END_TEST
+
 /* celld stopping closes a terminal's WebSocket with 1001 at once; the terminal lives in the
  * sandbox and is there after the restart, its output kept. */
 START_TEST(celld_restart_keeps_terminal)
@@ -955,6 +996,8 @@ static Suite *terminal_suite(void)
 	tcase_add_test(h_tcase(s, "bad_requests", 120), bad_requests);
 	tcase_add_test(h_tcase(s, "command_stdin", 120), command_stdin);
 	tcase_add_test(h_tcase(s, "silent_client_dropped", 180), silent_client_dropped);
+	tcase_add_test(h_tcase(s, "pinging_client_that_never_reads_is_cut_off", 120),
+		       pinging_client_that_never_reads_is_cut_off);
 	tcase_add_test(h_tcase(s, "celld_restart_keeps_terminal", 120),
 		       celld_restart_keeps_terminal);
 	return s;
