@@ -54,11 +54,9 @@ static struct {
 	unsigned per_key[ADM_KINDS], all_keys[ADM_KINDS];
 	unsigned used_all[ADM_KINDS]; /* every key together */
 	unsigned tcp_connections;
-	unsigned tcp_keyless; /* a quarter of tcp_connections, apart from them */
 	struct adm_principal *principals;
 } adm = {
     .tcp_connections = TCP_CONNECTIONS_MAX,
-    .tcp_keyless = TCP_CONNECTIONS_MAX / 4,
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .per_key = {[ADM_SANDBOXES] = 1000, [ADM_COMMANDS] = 1024, [ADM_STREAMS] = 256},
     .all_keys = {[ADM_SANDBOXES] = 4000, [ADM_COMMANDS] = 2048, [ADM_STREAMS] = 1024},
@@ -89,10 +87,9 @@ static int load_section(json_t *root, const char *section, unsigned *out, struct
 	return 0;
 }
 
-/* The TCP side — connections waiting for their head (gate.c), connections of key holders
- * and, a quarter as many, of those with a credential short of the key, and the all-keys
- * quotas — must fit in celld's fd table, less the reserve: the waiting connections take at
- * most an eighth of it, those of key holders a quarter, and the quotas
+/* The TCP side — connections waiting for their head (gate.c), connections of key holders,
+ * and the all-keys quotas — must fit in celld's fd table, less the reserve: the waiting
+ * connections take at most an eighth of it, those of key holders a quarter, and the quotas
  * are lowered together (in proportion) when they do not fit in the rest; each is said. */
 static void fit_fd_limit(void)
 {
@@ -105,7 +102,6 @@ static void fit_fd_limit(void)
 		uint64_t conns =
 		    budget / 4 < TCP_CONNECTIONS_MAX ? budget / 4 : TCP_CONNECTIONS_MAX;
 		adm.tcp_connections = conns ? (unsigned)conns : 1;
-		adm.tcp_keyless = conns / 4 ? (unsigned)(conns / 4) : 1;
 		if (celld.tcp_pending_max > budget / 8) {
 			celld.tcp_pending_max = budget / 8 ? (unsigned)(budget / 8) : 1;
 			if (celld.tcp_pending_per_ip > celld.tcp_pending_max)
@@ -115,7 +111,7 @@ static void fit_fd_limit(void)
 				 (unsigned long long)rl.rlim_cur, celld.tcp_pending_max,
 				 celld.tcp_pending_per_ip);
 		}
-		uint64_t fixed = adm.tcp_connections + adm.tcp_keyless + celld.tcp_pending_max;
+		uint64_t fixed = adm.tcp_connections + celld.tcp_pending_max;
 		budget = fixed < budget ? budget - fixed : 0;
 	}
 	for (int k = 0; k < ADM_KINDS; k++)
@@ -170,11 +166,6 @@ int admission_load(struct cell_error *err)
 unsigned admission_tcp_connections(void)
 {
 	return adm.tcp_connections;
-}
-
-unsigned admission_tcp_keyless_connections(void)
-{
-	return adm.tcp_keyless;
 }
 
 /* ---- principals ---- */

@@ -26,6 +26,3 @@ void admission_put(struct adm_principal *p, enum adm_kind kind);
 json_t *admission_json(void);
 /* How many key holders' connections the TCP server may hold (fitted to the fd limit). */
 unsigned admission_tcp_connections(void);
-/* How many connections with a credential short of the key it may hold besides them: a
- * quarter as many (gate.h). */
-unsigned admission_tcp_keyless_connections(void);

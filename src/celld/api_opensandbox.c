@@ -102,13 +102,13 @@ static bool authorized(const struct http_req *r)
 
 /* Accepts at least what the HTTP server's own check (authorized) accepts: the header's
  * name in any case, blanks around the value. */
-static enum http_head_auth head_authorized(const char *head, size_t len)
+static bool head_authorized(const char *head, size_t len)
 {
 	const char *v;
 	size_t vlen;
-	if (head_value(head, len, KEY_HEADER, &v, &vlen) && auth_key_equal(v, vlen, celld.api_key))
-		return HTTP_HEAD_KEY;
-	return api_preview_head_authorized(head, len) ? HTTP_HEAD_KEYLESS : HTTP_HEAD_REFUSED;
+	return (head_value(head, len, KEY_HEADER, &v, &vlen) &&
+		auth_key_equal(v, vlen, celld.api_key)) ||
+	       api_preview_head_authorized(head, len);
 }
 
 static json_t *error_body(unsigned status, const char *code, const char *message)

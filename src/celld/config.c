@@ -17,7 +17,6 @@ struct celld_config celld = {.init_fd = -1,
 			     .tcp_pending_max = CELLD_DEFAULT_PENDING_MAX,
 			     .tcp_pending_per_ip = CELLD_DEFAULT_PENDING_PER_IP,
 			     .tcp_head_timeout_s = CELLD_DEFAULT_HEAD_TIMEOUT_S,
-			     .tcp_keyless_per_ip = CELLD_DEFAULT_KEYLESS_PER_IP,
 			     .proxy_max = CELLD_DEFAULT_PROXY_MAX,
 			     .network_default = "public",
 			     .nflog_group = CELLD_DEFAULT_NFLOG_GROUP};

@@ -13,8 +13,6 @@
 #define CELLD_DEFAULT_PENDING_MAX    1024
 #define CELLD_DEFAULT_PENDING_PER_IP 64
 #define CELLD_DEFAULT_HEAD_TIMEOUT_S 10
-/* Connections with a credential short of the API key, from one client (gate.h). */
-#define CELLD_DEFAULT_KEYLESS_PER_IP 256
 /* Connections the port proxy (api_proxy.c) holds open to one sandbox's apps at once. */
 #define CELLD_DEFAULT_PROXY_MAX 128
 
@@ -35,10 +33,7 @@ struct celld_config {
 	unsigned tcp_pending_max;    /* held at once, in all */
 	unsigned tcp_pending_per_ip; /* held at once from one client (IPv6: one /64) */
 	unsigned tcp_head_timeout_s; /* for the whole head of the first request */
-	/* Connections handed over without the API key, from one client (--tcp-keyless-per-ip;
-	 * in all: admission_tcp_keyless_connections). */
-	unsigned tcp_keyless_per_ip;
-	unsigned proxy_max; /* proxied connections per sandbox (--proxy-max-connections) */
+	unsigned proxy_max;	     /* proxied connections per sandbox (--proxy-max-connections) */
 	/* Host-name routing of preview URLs (--preview-domain): "<port>-<id>.<domain>" on the
 	 * API listeners is the port proxy of that sandbox and port; NULL: off. Lowercase. */
 	char *preview_domain;

@@ -304,35 +304,29 @@ static bool head_signed(const char *head, size_t len)
 	       (e2b_signed_expired(&s) != 0 || e2b_signed_sandbox(&s, id) == 0);
 }
 
-/* A credential short of the key: a signed URL, a port of a public sandbox or one with its
- * traffic token, a sandbox's envd token. */
-static bool head_keyless(const char *head, size_t len)
+static bool head_authorized(const char *head, size_t len)
 {
-	const char *id, *tok, *port;
-	size_t id_len, tok_len, port_len;
+	const char *v, *id, *tok;
+	size_t vlen, id_len, tok_len;
+	if (head_value(head, len, E2B_HEADER_KEY, &v, &vlen) && key_ok(v, vlen))
+		return true;
 	if (head_signed(head, len))
 		return true;
 	/* A port of a public sandbox, or one with its traffic token: authorized() then lets
 	 * only a request rerouted to a port (never envd's) through on that ground. */
+	const char *port;
+	size_t port_len;
 	if (head_value(head, len, E2B_HEADER_ID, &id, &id_len) &&
 	    head_value(head, len, E2B_HEADER_PORT, &port, &port_len) &&
 	    (ports_public(id, id_len) ||
 	     (head_value(head, len, E2B_HEADER_TRAFFIC, &tok, &tok_len) &&
 	      token_ok(E2B_TRAFFIC_LABEL, id, id_len, tok, tok_len))))
 		return true;
+	if (!head_value(head, len, E2B_HEADER_ID, &id, &id_len) ||
+	    !head_value(head, len, E2B_HEADER_TOKEN, &tok, &tok_len))
+		return false;
 	/* Whatever the path: the HTTP server's check (authorized) still applies to it. */
-	return head_value(head, len, E2B_HEADER_ID, &id, &id_len) &&
-	       head_value(head, len, E2B_HEADER_TOKEN, &tok, &tok_len) &&
-	       token_ok(E2B_ENVD_LABEL, id, id_len, tok, tok_len);
-}
-
-static enum http_head_auth head_authorized(const char *head, size_t len)
-{
-	const char *v;
-	size_t vlen;
-	if (head_value(head, len, E2B_HEADER_KEY, &v, &vlen) && key_ok(v, vlen))
-		return HTTP_HEAD_KEY;
-	return head_keyless(head, len) ? HTTP_HEAD_KEYLESS : HTTP_HEAD_REFUSED;
+	return token_ok(E2B_ENVD_LABEL, id, id_len, tok, tok_len);
 }
 
 /* E2B's Error: {"code": <HTTP status>, "message"}; the SDK branches on the number. */

@@ -1,9 +1,6 @@
 /* The TCP listener's gate: every TCP connection waits here, unauthenticated, until the head
  * of its first request has arrived whole and carries the API key; only then is it handed to
- * the HTTP server (a thread and a memory pool of its own, as on the Unix socket). One with
- * a credential short of the key (a sandbox's token, a preview token, a signed URL, a public
- * port) goes to a second HTTP server of its own, whose limits (gate_limits.keyless_max, and
- * per client) keep such connections from taking the key holders' room.
+ * the HTTP server (a thread and a memory pool of its own, as on the Unix socket).
  *
  * Anyone who reaches the port can open connections, so nothing here grows with what a peer
  * sends or how long it waits: one thread, one epoll set, a fixed table of pending
@@ -90,7 +87,6 @@ enum refusal {
 	REF_KEY,
 	REF_ACCEPT,
 	REF_HANDOFF,
-	REF_KEYLESS,
 	REF_COUNT
 };
 
@@ -102,10 +98,9 @@ struct refusal_log {
 
 struct gate {
 	int listen_fd, epfd, stop_fd;
-	struct MHD_Daemon *daemon, *keyless; /* for key holders, for the rest (gate.h) */
+	struct MHD_Daemon *daemon;
 	const struct http_api *api;
 	unsigned max, per_ip, timeout_ms;
-	unsigned keyless_max, keyless_per_ip; /* for the log: the keyless server enforces them */
 	struct conn *conns;
 	struct conn_list reading, lingering, free;
 	unsigned n;
@@ -233,11 +228,6 @@ static void refusal_text(struct gate *g, enum refusal r, char *buf, size_t size)
 		break;
 	case REF_HANDOFF:
 		snprintf(buf, size, "the HTTP server took no more connections: closed");
-		break;
-	case REF_KEYLESS:
-		snprintf(buf, size,
-			 "over %u connections without the key, or %u from one client: closed",
-			 g->keyless_max, g->keyless_per_ip);
 		break;
 	case REF_COUNT:
 		buf[0] = '\0';
@@ -392,9 +382,8 @@ static void conn_answer(struct gate *g, struct conn *c, enum refusal why, unsign
 	linger(g, c);
 }
 
-/* The connection has shown the key (or a credential short of it: to the keyless server):
- * the HTTP server owns it from here. */
-static void conn_handoff(struct gate *g, struct conn *c, struct MHD_Daemon *to)
+/* The connection has shown the key: the HTTP server owns it from here. */
+static void conn_handoff(struct gate *g, struct conn *c)
 {
 	int fd = c->fd;
 	struct peer_key k = c->peer->key;
@@ -406,10 +395,9 @@ static void conn_handoff(struct gate *g, struct conn *c, struct MHD_Daemon *to)
 		close(fd);
 		return;
 	}
-	/* It closes the socket itself when it cannot take it (its limits, the keyless one's
-	 * per client as well). */
-	if (MHD_add_connection(to, fd, (struct sockaddr *)&sa, len) != MHD_YES)
-		refuse(g, to == g->keyless ? REF_KEYLESS : REF_HANDOFF, &k, strerror(errno));
+	/* It closes the socket itself when it cannot take it. */
+	if (MHD_add_connection(g->daemon, fd, (struct sockaddr *)&sa, len) != MHD_YES)
+		refuse(g, REF_HANDOFF, &k, strerror(errno));
 }
 
 static void conn_read(struct gate *g, struct conn *c, uint32_t events)
@@ -431,9 +419,8 @@ static void conn_read(struct gate *g, struct conn *c, uint32_t events)
 			conn_close(g, c); /* closed its side before the head was whole */
 		return;
 	}
-	enum http_head_auth auth = g->api->head_authorized(g->peekbuf + start, len - start);
-	if (auth != HTTP_HEAD_REFUSED)
-		conn_handoff(g, c, auth == HTTP_HEAD_KEY ? g->daemon : g->keyless);
+	if (g->api->head_authorized(g->peekbuf + start, len - start))
+		conn_handoff(g, c);
 	else
 		conn_answer(g, c, REF_KEY, 401, "Unauthorized", "UNAUTHORIZED",
 			    g->api->unauthorized_message, !strncmp(g->peekbuf + start, "HEAD ", 5));
@@ -611,9 +598,8 @@ static void gate_fail(struct gate *g)
 	free(g);
 }
 
-int gate_start(int listen_fd, struct MHD_Daemon *daemon, struct MHD_Daemon *keyless,
-	       const struct http_api *api, const struct gate_limits *lim, struct gate **out,
-	       struct cell_error *err)
+int gate_start(int listen_fd, struct MHD_Daemon *daemon, const struct http_api *api,
+	       const struct gate_limits *lim, struct gate **out, struct cell_error *err)
 {
 	*out = NULL;
 	struct gate *g = calloc(1, sizeof(*g));
@@ -624,13 +610,10 @@ int gate_start(int listen_fd, struct MHD_Daemon *daemon, struct MHD_Daemon *keyl
 	g->epfd = g->stop_fd = -1;
 	g->listen_fd = listen_fd;
 	g->daemon = daemon;
-	g->keyless = keyless;
 	g->api = api;
 	g->max = lim->pending_max;
 	g->per_ip = lim->pending_per_ip;
 	g->timeout_ms = lim->head_timeout_s * 1000;
-	g->keyless_max = lim->keyless_max;
-	g->keyless_per_ip = lim->keyless_per_ip;
 	for (g->nbuckets = 1; g->nbuckets < g->max; g->nbuckets <<= 1)
 		;
 	g->conns = calloc(g->max, sizeof(*g->conns));

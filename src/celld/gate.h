@@ -15,21 +15,13 @@ struct gate_limits {
 	unsigned pending_max;	 /* held at once, in all */
 	unsigned pending_per_ip; /* held at once from one client (IPv6: one /64) */
 	unsigned head_timeout_s; /* for the whole head of the first request */
-	/* Connections with a credential short of the API key (HTTP_HEAD_KEYLESS), once handed
-	 * over: held at once in all, and from one client address. The HTTP server that takes
-	 * them (the transport's second daemon) enforces both, so that nobody without the key
-	 * takes the connections, threads and memory the key holders' server keeps. */
-	unsigned keyless_max, keyless_per_ip;
 };
 
 /* A gate (*out) accepting on listen_fd (owned from here, also on failure): each connection
  * whose first request head api->head_authorized accepts is handed to daemon (started
- * without a listen socket) when it carries the key, to keyless (the same, with the keyless
- * limits) when it carries a credential short of it; the rest are answered 401 or 431 in
- * api's error body, or closed, within lim. One gate per TCP listener, each with its own
- * thread. */
-int gate_start(int listen_fd, struct MHD_Daemon *daemon, struct MHD_Daemon *keyless,
-	       const struct http_api *api, const struct gate_limits *lim, struct gate **out,
-	       struct cell_error *err);
+ * without a listen socket); the rest are answered 401 or 431 in api's error body, or
+ * closed, within lim. One gate per TCP listener, each with its own thread. */
+int gate_start(int listen_fd, struct MHD_Daemon *daemon, const struct http_api *api,
+	       const struct gate_limits *lim, struct gate **out, struct cell_error *err);
 /* Stop accepting, close every connection not handed over yet, free g (NULL: nothing). */
 void gate_stop(struct gate *g);

@@ -20,13 +20,6 @@ struct adm_principal;
  * the body of its errors. The transport and the router know nothing else of any API, so a
  * second one (its own listener, auth and error body) plugs in beside the first without
  * touching either. */
-/* What a request's head shows to the gate (http_api.head_authorized). */
-enum http_head_auth {
-	HTTP_HEAD_REFUSED, /* no credential the API takes */
-	HTTP_HEAD_KEY,	   /* the API key: its holder's */
-	HTTP_HEAD_KEYLESS, /* a credential short of the key: held to its own, smaller limits */
-};
-
 struct http_api {
 	const char *name; /* for the log */
 	struct route_table routes;
@@ -35,10 +28,8 @@ struct http_api {
 	 * one without the key. */
 	bool (*authorized)(const struct http_req *r);
 	/* The same asked by the gate of a first request's raw head (whole, through its empty
-	 * line), before the HTTP server has parsed anything: whether it carries the API key,
-	 * or another credential the API takes without it (a sandbox's token, a signed URL, a
-	 * preview token, a public port), or none. */
-	enum http_head_auth (*head_authorized)(const char *head, size_t len);
+	 * line), before the HTTP server has parsed anything. */
+	bool (*head_authorized)(const char *head, size_t len);
 	const char *key_header;		  /* for the log: which header holds the key */
 	const char *unauthorized_message; /* the 401's message */
 	/* The API's error body for status, code and message (a new reference, NULL when out

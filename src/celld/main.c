@@ -77,12 +77,6 @@ static void usage(FILE *out)
 	    "  --tcp-pending-per-ip N\n"
 	    "                      of those, from one client address or IPv6 /64 (default %u);\n"
 	    "                      past it, that client's oldest is closed\n"
-	    "  --tcp-keyless-per-ip N\n"
-	    "                      TCP connections from one client address or IPv6 /64 that\n"
-	    "                      carry a credential short of the API key (a sandbox's token,\n"
-	    "                      a preview token, a signed URL, a public port), held at once\n"
-	    "                      (default %u); past it, closed. In all, such connections get\n"
-	    "                      a quarter of the key holders' number, apart from theirs\n"
 	    "  --tcp-head-timeout SECONDS\n"
 	    "                      for the whole head of a TCP connection's first request, at\n"
 	    "                      most " GATE_HEAD_MAX_TEXT " (default %u); then the connection "
@@ -138,9 +132,8 @@ static void usage(FILE *out)
 	    "  --debug             log debug messages\n"
 	    "  --version           print the version and the cgroup backend\n"
 	    "  --help              this text\n",
-	    CELLD_DEFAULT_PENDING_MAX, CELLD_DEFAULT_PENDING_PER_IP, CELLD_DEFAULT_KEYLESS_PER_IP,
-	    CELLD_DEFAULT_HEAD_TIMEOUT_S, CELLD_DEFAULT_PROXY_MAX, CELL_LIBEXEC_DIR, CELL_DATA_DIR,
-	    CELLD_DEFAULT_NFLOG_GROUP);
+	    CELLD_DEFAULT_PENDING_MAX, CELLD_DEFAULT_PENDING_PER_IP, CELLD_DEFAULT_HEAD_TIMEOUT_S,
+	    CELLD_DEFAULT_PROXY_MAX, CELL_LIBEXEC_DIR, CELL_DATA_DIR, CELLD_DEFAULT_NFLOG_GROUP);
 }
 
 /* optarg as a whole number from 1 to max. */
@@ -215,7 +208,6 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"e2b-listen", required_argument, NULL, 'E'},
 	    {"tcp-pending-max", required_argument, NULL, 'm'},
 	    {"tcp-pending-per-ip", required_argument, NULL, 'p'},
-	    {"tcp-keyless-per-ip", required_argument, NULL, 'K'},
 	    {"tcp-head-timeout", required_argument, NULL, 't'},
 	    {"proxy-max-connections", required_argument, NULL, 'X'},
 	    {"api-key-file", required_argument, NULL, 'k'},
@@ -262,9 +254,6 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'p':
 			r = uint_flag("--tcp-pending-per-ip", 65536, &celld.tcp_pending_per_ip);
-			break;
-		case 'K':
-			r = uint_flag("--tcp-keyless-per-ip", 65536, &celld.tcp_keyless_per_ip);
 			break;
 		case 't':
 			r = uint_flag("--tcp-head-timeout", 300, &celld.tcp_head_timeout_s);

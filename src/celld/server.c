@@ -9,7 +9,6 @@
 /* A TCP listener of api: the one API key (its holder's quotas), behind the gate. */
 static int listen_tcp(const struct http_api *api, const char *where, struct cell_error *err)
 {
-	unsigned keyless = admission_tcp_keyless_connections();
 	struct transport_listener tcp = {
 	    .api = api,
 	    .tcp = where,
@@ -19,10 +18,7 @@ static int listen_tcp(const struct http_api *api, const char *where, struct cell
 	    .upgrades = true,
 	    .gate = {.pending_max = celld.tcp_pending_max,
 		     .pending_per_ip = celld.tcp_pending_per_ip,
-		     .head_timeout_s = celld.tcp_head_timeout_s,
-		     .keyless_max = keyless,
-		     .keyless_per_ip =
-			 celld.tcp_keyless_per_ip < keyless ? celld.tcp_keyless_per_ip : keyless},
+		     .head_timeout_s = celld.tcp_head_timeout_s},
 	};
 	return transport_listen(&tcp, err);
 }

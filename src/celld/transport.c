@@ -36,8 +36,7 @@
 struct listener {
 	struct transport_listener cfg;
 	struct MHD_Daemon *daemon;
-	struct MHD_Daemon *keyless; /* TCP: the connections without the key (gate.h) */
-	struct gate *gate;	    /* TCP */
+	struct gate *gate; /* TCP */
 };
 
 static struct listener listeners[LISTENERS_MAX];
@@ -290,9 +289,6 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	char line[512];
 	vsnprintf(line, sizeof(line), fmt, ap);
 	line[strcspn(line, "\n")] = '\0';
-	/* A connection over a limit: the gate that handed it over says so, counted. */
-	if (!strncmp(line, "Server reached connection limit", 31))
-		return;
 	log_warn("http: %s", line);
 }
 
@@ -415,9 +411,8 @@ static int listen_tcp(const char *hostport, bool keyed, struct cell_error *err)
 /* The memory limit is also how large a piece of a streamed response MHD takes from its
  * callback: command output goes to the client in pieces of up to about this size (fewer
  * chunks, fewer sends). The pool is mapped on demand, so a connection only ever uses what
- * its requests touch. fd < 0: no listen socket, connections come from the gate. At most
- * max connections at once, per_ip of them from one client address (0: no such bound). */
-static struct MHD_Daemon *start_daemon(int fd, struct listener *l, unsigned max, unsigned per_ip)
+ * its requests touch. fd < 0: no listen socket, connections come from the gate. */
+static struct MHD_Daemon *start_daemon(int fd, struct listener *l)
 {
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 			 MHD_USE_POLL | MHD_USE_ERROR_LOG;
@@ -430,9 +425,9 @@ static struct MHD_Daemon *start_daemon(int fd, struct listener *l, unsigned max,
 	return MHD_start_daemon(
 	    flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, l, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, max,
-	    MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-	    (size_t)(512 << 10), MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20),
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_LIMIT,
+	    l->cfg.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(512 << 10),
+	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20),
 	    fd < 0 ? MHD_OPTION_END : MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_END);
 }
 
@@ -442,7 +437,7 @@ static int serve_unix(struct listener *l, struct cell_error *err)
 	int fd = listen_unix(path, err);
 	if (fd < 0)
 		return fd;
-	l->daemon = start_daemon(fd, l, l->cfg.max_connections, 0);
+	l->daemon = start_daemon(fd, l);
 	if (!l->daemon) {
 		close(fd);
 		return cell_err(err, EIO, "starting the HTTP server on %s", path);
@@ -457,22 +452,19 @@ static int serve_tcp(struct listener *l, struct cell_error *err)
 	int fd = listen_tcp(c->tcp, c->keyed, err);
 	if (fd < 0)
 		return fd;
-	l->daemon = start_daemon(-1, l, c->max_connections, 0);
-	l->keyless =
-	    l->daemon ? start_daemon(-1, l, c->gate.keyless_max, c->gate.keyless_per_ip) : NULL;
-	if (!l->keyless) {
+	l->daemon = start_daemon(-1, l);
+	if (!l->daemon) {
 		close(fd);
 		return cell_err(err, EIO, "starting the HTTP server for %s", c->tcp);
 	}
-	int r = gate_start(fd, l->daemon, l->keyless, c->api, &c->gate, &l->gate, err);
+	int r = gate_start(fd, l->daemon, c->api, &c->gate, &l->gate, err);
 	if (r < 0)
 		return r;
 	log_info("listening on tcp:%s (%s API, %s required; unauthenticated: %u "
 		 "connections, %u per client, %u s and " GATE_HEAD_MAX_TEXT
-		 " for the request head; without the key: %u connections, %u per client)",
+		 " for the request head)",
 		 c->tcp, c->api->name, c->api->key_header, c->gate.pending_max,
-		 c->gate.pending_per_ip, c->gate.head_timeout_s, c->gate.keyless_max,
-		 c->gate.keyless_per_ip);
+		 c->gate.pending_per_ip, c->gate.head_timeout_s);
 	return 0;
 }
 
@@ -484,8 +476,6 @@ int transport_listen(const struct transport_listener *cfg, struct cell_error *er
 	*l = (struct listener){.cfg = *cfg};
 	int r = cfg->tcp ? serve_tcp(l, err) : serve_unix(l, err);
 	if (r < 0) {
-		if (l->keyless)
-			MHD_stop_daemon(l->keyless);
 		if (l->daemon)
 			MHD_stop_daemon(l->daemon);
 		*l = (struct listener){0};
@@ -504,11 +494,8 @@ void transport_stop(void)
 	for (unsigned i = 0; i < n_listeners; i++)
 		if (listeners[i].gate)
 			gate_stop(listeners[i].gate);
-	for (unsigned i = n_listeners; i-- > 0;) {
-		if (listeners[i].keyless)
-			MHD_stop_daemon(listeners[i].keyless);
+	for (unsigned i = n_listeners; i-- > 0;)
 		MHD_stop_daemon(listeners[i].daemon);
-	}
 	memset(listeners, 0, sizeof(listeners));
 	n_listeners = 0;
 }

@@ -12,7 +12,6 @@
  * The whole program runs in a network namespace of its own with only a loopback. */
 #include <arpa/inet.h>
 #include <check.h>
-#include <poll.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -550,55 +549,6 @@ START_TEST(expiring_token_from_signed_endpoint)
 }
 END_TEST
 
-/* A connection without the key is held by an HTTP server of its own, within limits of its
- * own (--tcp-keyless-per-ip here 4 from one client): a fifth held open with a preview
- * token is closed, and key holders are never locked out by such connections (they keep
- * the server they had). Each keyless connection sends a head promising a body it never
- * sends, so the server holds it open. */
-START_TEST(keyless_connections_held_apart)
-{
-	static const char *const flags[] = {"--tcp-keyless-per-ip", "4", NULL};
-	h_celld_restart_with(flags);
-	char *id = sandbox_with_httpd(&H);
-	json_t *ep = endpoint(&H, id, 8080);
-	char *req = h_fmt("POST /v1/sandboxes/%s/proxy/8080/ HTTP/1.1\r\nHost: cell\r\n"
-			  "X-Cell-Preview-Token: %s\r\nContent-Length: 100\r\n\r\n",
-			  id, token_of(ep));
-	const char *colon = strrchr(H.listen, ':');
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(atoi(colon + 1))};
-	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-	int fds[6];
-	for (int i = 0; i < 6; i++) {
-		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		ck_assert_int_ge(fds[i], 0);
-		ck_assert_int_eq(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
-		ck_assert_int_eq(send(fds[i], req, strlen(req), MSG_NOSIGNAL),
-				 (ssize_t)strlen(req));
-		h_sleep_ms(200); /* handed over in order */
-	}
-	/* The server closes the ones past the limit at once; the others wait for their body. */
-	int closed = 0;
-	for (int i = 0; i < 6; i++) {
-		struct pollfd p = {.fd = fds[i], .events = POLLIN};
-		char c;
-		if (poll(&p, 1, i < 4 ? 500 : 5000) == 1 && recv(fds[i], &c, 1, MSG_DONTWAIT) <= 0)
-			closed |= 1 << i;
-	}
-	ck_assert_msg(closed == (1 << 4 | 1 << 5), "closed: %#x (want the fifth and sixth, 0x30)",
-		      (unsigned)closed);
-	/* A key holder gets through meanwhile. */
-	struct h_req kr = {.method = "GET", .path = "/v1/sandboxes", .via = H_TCP};
-	struct h_resp r;
-	ck_assert_int_eq(h_request(&kr, &r), 200);
-	h_resp_free(&r);
-	for (int i = 0; i < 6; i++)
-		close(fds[i]);
-	json_decref(ep);
-	free(req);
-	free(id);
-}
-END_TEST
-
 static Suite *preview_suite(void)
 {
 	Suite *s = suite_create("preview");
@@ -609,7 +559,6 @@ static Suite *preview_suite(void)
 	tcase_add_test(tc, secret_kept_across_restart_and_rotated);
 	tcase_add_test(tc, tunnel_needs_the_key_and_the_upgrade);
 	tcase_add_test(tc, expiring_token_from_signed_endpoint);
-	tcase_add_test(tc, keyless_connections_held_apart);
 	return s;
 }
 
