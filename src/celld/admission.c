@@ -44,7 +44,8 @@ static const char *const kind_names[ADM_KINDS] = {
 };
 
 struct adm_principal {
-	char id[24]; /* "key:" + 16 hex of the key's SHA-256, never the key */
+	char id[24];   /* "key:" + 16 hex of the key's SHA-256, never the key */
+	char name[33]; /* the tenant's (keys.h); the id until a key names it */
 	unsigned used[ADM_KINDS];
 	struct adm_principal *next;
 };
@@ -191,6 +192,7 @@ struct adm_principal *admission_principal_by_id(const char *id)
 		p = p->next;
 	if (!p && (p = calloc(1, sizeof(*p)))) {
 		snprintf(p->id, sizeof(p->id), "%s", id);
+		snprintf(p->name, sizeof(p->name), "%s", p->id);
 		p->next = adm.principals;
 		adm.principals = p;
 	}
@@ -201,6 +203,18 @@ struct adm_principal *admission_principal_by_id(const char *id)
 const char *admission_principal_id(const struct adm_principal *p)
 {
 	return p ? p->id : "unix";
+}
+
+void admission_principal_set_name(struct adm_principal *p, const char *name)
+{
+	pthread_mutex_lock(&adm.lock);
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	pthread_mutex_unlock(&adm.lock);
+}
+
+const char *admission_principal_name(const struct adm_principal *p)
+{
+	return p ? p->name : "operator";
 }
 
 /* ---- taking and giving back ---- */

@@ -18,6 +18,10 @@ struct adm_principal *admission_principal(const char *key);
 /* From a record's "owner" ("key:<hex>"; anything else is the Unix socket's, NULL). */
 struct adm_principal *admission_principal_by_id(const char *id);
 const char *admission_principal_id(const struct adm_principal *p);
+/* The tenant's name (keys.h) once set, else its id; "operator" for NULL. Names are set at
+ * start, before any request, and never change after. */
+void admission_principal_set_name(struct adm_principal *p, const char *name);
+const char *admission_principal_name(const struct adm_principal *p);
 /* One more of kind for p: 0, or -EUSERS with err naming the quota (429). force counts it
  * whatever the quota (a sandbox adopted at start). NULL p: always 0, nothing counted. */
 int admission_take(struct adm_principal *p, enum adm_kind kind, bool force, struct cell_error *err);

@@ -7,11 +7,12 @@
 #include "lifecycle.h"
 #include "registry.h"
 #include "sandbox.h"
+#include "tenancy.h"
 
 struct sandbox *api_find_sandbox(struct http_req *r)
 {
 	const char *id = http_param(r, 0);
-	struct sandbox *sb = id ? registry_get(id) : NULL;
+	struct sandbox *sb = tenancy_sandbox(r, id);
 	if (!sb)
 		http_error(r, 404, "SANDBOX_NOT_FOUND", "sandbox %s not found", id ? id : "");
 	return sb;

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "cell/id.h"
 #include "http.h"
 
 struct sandbox;
@@ -132,8 +133,8 @@ int api_egress_delete(struct http_req *r);
  * port proxy; -1 when it answered (404 for a bad name under the domain). */
 int api_preview_reroute(struct http_req *r);
 /* Whether r (a TCP request without the API key) may pass: the port proxy of an app's port
- * with that port's preview token (header, cookie or query). */
-bool api_preview_authorized(const struct http_req *r);
+ * with that port's preview token (header, cookie or query); id is then its sandbox's. */
+bool api_preview_authorized(const struct http_req *r, char id[CELL_ID_MAX + 1]);
 /* The same for the gate, from a first request's raw head. */
 bool api_preview_head_authorized(const char *head, size_t len);
 /* At the start of a proxied request to port of sandbox id: a token in the query is

@@ -3,14 +3,15 @@
 #include <string.h>
 
 #include "api.h"
-#include "auth.h"
 #include "head.h"
 #include "cell/cleanup.h"
 #include "cell/id.h"
 #include "config.h"
 #include "credentials.h"
 #include "http.h"
+#include "keys.h"
 #include "router.h"
+#include "tenancy.h"
 
 #define KEY_HEADER CREDENTIALS_OPENSANDBOX_KEY
 
@@ -92,12 +93,20 @@ static const struct route routes[] = {
      api_proxy_data},
 };
 
-/* The API key, or (the port proxy of an app's port only) that port's preview token. */
-static bool authorized(const struct http_req *r)
+/* An API key (its tenant's), or (the port proxy of an app's port only) that port's preview
+ * token (that sandbox alone). */
+static bool authorized(struct http_req *r)
 {
 	const char *key = http_header(r, KEY_HEADER);
-	return auth_key_equal(key, key ? strlen(key) : 0, celld.api_key) ||
-	       api_preview_authorized(r);
+	struct adm_principal *who = keys_match(key, key ? strlen(key) : 0);
+	char id[CELL_ID_MAX + 1];
+	if (who)
+		http_grant(r, who, NULL);
+	else if (api_preview_authorized(r, id))
+		tenancy_grant_scoped(r, id, true); /* handed to browsers */
+	else
+		return false;
+	return true;
 }
 
 /* Accepts at least what the HTTP server's own check (authorized) accepts: the header's
@@ -106,8 +115,7 @@ static bool head_authorized(const char *head, size_t len)
 {
 	const char *v;
 	size_t vlen;
-	return (head_value(head, len, KEY_HEADER, &v, &vlen) &&
-		auth_key_equal(v, vlen, celld.api_key)) ||
+	return (head_value(head, len, KEY_HEADER, &v, &vlen) && keys_match(v, vlen)) ||
 	       api_preview_head_authorized(head, len);
 }
 

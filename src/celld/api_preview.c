@@ -113,9 +113,8 @@ static bool token_ok(const char *id, unsigned port, const char *hdr, size_t hlen
 	       preview_token_ok(id, port, tok, len);
 }
 
-bool api_preview_authorized(const struct http_req *r)
+bool api_preview_authorized(const struct http_req *r, char id[CELL_ID_MAX + 1])
 {
-	char id[CELL_ID_MAX + 1];
 	unsigned port;
 	if (!preview_secret_ready() || !proxy_target(http_raw_path(r), id, &port))
 		return false;

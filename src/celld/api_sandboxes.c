@@ -37,6 +37,7 @@
 #include "lifecycle.h"
 #include "metafilter.h"
 #include "sandbox.h"
+#include "tenancy.h"
 
 #define TIMEOUT_MAX	(10LL * 365 * 24 * 3600)
 #define SESSION_KEY_MAX 512
@@ -552,10 +553,13 @@ struct list_query {
 	size_t n_states;
 	json_t *filter;
 	int64_t page, page_size;
+	const struct adm_principal *who; /* who asks: only what it sees (tenancy.h) */
 };
 
 static bool list_matches_locked(const struct list_query *q, const struct sandbox *sb)
 {
+	if (!tenancy_sees(q->who, sb->owner))
+		return false;
 	bool ok = q->n_states == 0;
 	/* A Stopped sandbox is reported Paused (status_json): state=Paused finds it too. */
 	for (size_t k = 0; k < q->n_states; k++)
@@ -618,7 +622,7 @@ static int list_parse(struct http_req *r, struct list_query *q)
 
 int api_sandbox_list(struct http_req *r)
 {
-	struct list_query q = {0};
+	struct list_query q = {.who = http_principal(r)};
 	if (list_parse(r, &q) < 0)
 		return 0;
 	struct list_stream *ls = calloc(1, sizeof(*ls));

@@ -18,17 +18,18 @@
 #include <string.h>
 
 #include "api.h"
-#include "auth.h"
 #include "cell/cleanup.h"
 #include "cell/id.h"
 #include "config.h"
 #include "e2b.h"
 #include "head.h"
 #include "http.h"
+#include "keys.h"
 #include "preview.h"
 #include "registry.h"
 #include "router.h"
 #include "sandbox.h"
+#include "tenancy.h"
 
 #define SHORT	 ROUTE_SHORT
 #define STREAMED ROUTE_STREAMED
@@ -146,7 +147,7 @@ static int reroute_signed(struct http_req *r)
 	return 0;
 }
 
-static bool authorized(const struct http_req *r);
+static bool authorized(struct http_req *r);
 
 static int reroute(struct http_req *r)
 {
@@ -176,8 +177,8 @@ static int reroute(struct http_req *r)
 	/* A sandbox that does not resume on use (E2B's autoResume false) is not woken by the
 	 * port proxy: 502 as E2B's front answers, to a caller allowed to reach it (others get
 	 * the listener's 401, telling nothing of its state). */
-	struct sandbox *sb = registry_get(id);
-	bool asleep = sb && authorized(r) && e2b_sandbox_asleep(sb);
+	struct sandbox *sb = authorized(r) ? tenancy_sandbox(r, id) : NULL;
+	bool asleep = sb && e2b_sandbox_asleep(sb);
 	if (sb)
 		sandbox_unref(sb);
 	if (asleep) {
@@ -205,14 +206,13 @@ static bool token_ok(const char *label, const char *id, size_t id_len, const cha
 
 static bool key_ok(const char *given, size_t len)
 {
-	return auth_key_equal(given, len, celld.api_key);
+	return keys_match(given, len) != NULL;
 }
 
-/* A rerouted signed URL (sandboxes/<id>/files): its signature is that sandbox's. */
-static bool signed_ok(const struct http_req *r)
+/* A rerouted signed URL (sandboxes/<id>/files): its signature is that sandbox's (id). */
+static bool signed_ok(const struct http_req *r, char id[CELL_ID_MAX + 1])
 {
 	const char *raw = http_raw_path(r);
-	char id[CELL_ID_MAX + 1];
 	int n = 0;
 	if (!http_rerouted(r) || sscanf(raw, "/sandboxes/%64[a-z0-9-]/files%n", id, &n) != 1 ||
 	    raw[n])
@@ -246,13 +246,20 @@ static bool port_request(const struct http_req *r, char id[CELL_ID_MAX + 1])
 	       sscanf(http_raw_path(r), "/sandboxes/%64[a-z0-9-]/proxy/%n", id, &n) == 1 && n > 0;
 }
 
-static bool authorized(const struct http_req *r)
+/* An API key (its tenant's), or a credential of one sandbox (that sandbox alone). */
+static bool authorized(struct http_req *r)
 {
 	const char *key = http_header(r, E2B_HEADER_KEY);
-	if (key && key_ok(key, strlen(key)))
+	struct adm_principal *who = keys_match(key, key ? strlen(key) : 0);
+	if (who) {
+		http_grant(r, who, NULL);
 		return true;
-	if (signed_ok(r))
+	}
+	char sid[CELL_ID_MAX + 1];
+	if (signed_ok(r, sid)) {
+		tenancy_grant_scoped(r, sid, true); /* a URL anyone may be handed */
 		return true;
+	}
 	/* A port of a sandbox: public when its create said so, else its traffic token as
 	 * E2B's SDK users send it, or the envd token as below. Never envd on the traffic
 	 * token: it is given to whoever may view an app. */
@@ -261,8 +268,10 @@ static bool authorized(const struct http_req *r)
 		const char *traffic = http_header(r, E2B_HEADER_TRAFFIC);
 		if (ports_public(pid, strlen(pid)) ||
 		    (traffic &&
-		     token_ok(E2B_TRAFFIC_LABEL, pid, strlen(pid), traffic, strlen(traffic))))
+		     token_ok(E2B_TRAFFIC_LABEL, pid, strlen(pid), traffic, strlen(traffic)))) {
+			tenancy_grant_scoped(r, pid, true); /* an app's viewers */
 			return true;
+		}
 	}
 	/* Without the key: only what belongs to the sandbox the token is of, its envd and
 	 * (rerouted, its id in the path being the header's) its ports. */
@@ -272,7 +281,10 @@ static bool authorized(const struct http_req *r)
 		return false;
 	const char *id = http_header(r, E2B_HEADER_ID);
 	const char *token = http_header(r, E2B_HEADER_TOKEN);
-	return id && token && token_ok(E2B_ENVD_LABEL, id, strlen(id), token, strlen(token));
+	if (!id || !token || !token_ok(E2B_ENVD_LABEL, id, strlen(id), token, strlen(token)))
+		return false;
+	tenancy_grant_scoped(r, id, false); /* envd's token: the sandbox's own client */
+	return true;
 }
 
 /* The gate's check, on the raw head of a connection's first request: the key, or the

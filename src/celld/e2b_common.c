@@ -19,6 +19,7 @@
 #include "registry.h"
 #include "relay.h"
 #include "sandbox.h"
+#include "tenancy.h"
 
 int e2b_access_token(const char *id, char out[PREVIEW_TOKEN_LEN + 1])
 {
@@ -44,7 +45,7 @@ int e2b_error(struct http_req *r, unsigned status, const char *fmt, ...)
 struct sandbox *e2b_find_sandbox(struct http_req *r)
 {
 	const char *id = http_param(r, 0);
-	struct sandbox *sb = id ? registry_get(id) : NULL;
+	struct sandbox *sb = tenancy_sandbox(r, id);
 	if (!sb)
 		e2b_error(r, 404, "sandbox %s not found", id ? id : "");
 	return sb;

@@ -10,6 +10,7 @@
 #include "lifecycle.h"
 #include "registry.h"
 #include "sandbox.h"
+#include "tenancy.h"
 
 enum answer_kind { ANSWER_UNARY, ANSWER_STREAM, ANSWER_HTTP };
 
@@ -38,7 +39,7 @@ static struct sandbox *envd_sandbox(struct http_req *r, enum answer_kind kind)
 		refuse(r, kind, CONNECT_INVALID_ARGUMENT, 400, msg);
 		return NULL;
 	}
-	struct sandbox *sb = registry_get(id);
+	struct sandbox *sb = tenancy_sandbox(r, id);
 	if (!sb) {
 		snprintf(msg, sizeof(msg), "sandbox %s not found", id);
 		refuse(r, kind, CONNECT_NOT_FOUND, 502, msg);
@@ -101,7 +102,7 @@ int e2b_health(struct http_req *r)
 	const char *id = http_header(r, E2B_HEADER_ID);
 	if (!id)
 		return http_json(r, 200, json_pack("{s:s}", "status", "ok"));
-	struct sandbox *sb = cell_id_valid(id) ? registry_get(id) : NULL;
+	struct sandbox *sb = cell_id_valid(id) ? tenancy_sandbox(r, id) : NULL;
 	if (!sb)
 		return e2b_error(r, 502, "sandbox %.80s not found", id);
 	/* A sandbox whose processes are being ended (deleted, stopped, paused) is gone for

@@ -36,6 +36,7 @@
 #include "network.h"
 #include "registry.h"
 #include "sandbox.h"
+#include "tenancy.h"
 #include "snapshots.h"
 #include "timefmt.h"
 #include "timer_policy.h"
@@ -500,10 +501,11 @@ struct list_query {
 	json_t *filter;	      /* metadata that must match, or NULL */
 	int64_t limit;
 	bool desc;
-	time_t started_after;	     /* 0: none */
-	const char *image;	     /* the template's image, or NULL */
-	bool no_template;	     /* a template the map refuses: nothing matches */
-	struct e2b_page_token token; /* the page starts after it (created_ms, id) */
+	time_t started_after;		 /* 0: none */
+	const char *image;		 /* the template's image, or NULL */
+	bool no_template;		 /* a template the map refuses: nothing matches */
+	struct e2b_page_token token;	 /* the page starts after it (created_ms, id) */
+	const struct adm_principal *who; /* who asks: only what it sees (tenancy.h) */
 };
 
 /* state: "running", "paused", repeated or joined by commas. */
@@ -582,7 +584,8 @@ static bool after_token(const struct list_query *q, const struct sandbox *sb)
 static bool list_matches_locked(const struct list_query *q, const struct sandbox *sb)
 {
 	bool running = state_running(sb->state);
-	if (!(running ? q->running : q->paused) || q->no_template)
+	if (!(running ? q->running : q->paused) || q->no_template ||
+	    !tenancy_sees(q->who, sb->owner))
 		return false;
 	if (q->image && strcmp(sb->image, q->image))
 		return false;
@@ -595,7 +598,7 @@ static bool list_matches_locked(const struct list_query *q, const struct sandbox
 
 static int list(struct http_req *r, bool v2)
 {
-	struct list_query q = {0};
+	struct list_query q = {.who = http_principal(r)};
 	if (list_parse(r, &q, v2) < 0) {
 		json_decref(q.filter);
 		return 0;

@@ -68,6 +68,28 @@ struct adm_principal *http_principal(const struct http_req *r)
 	return r->who;
 }
 
+void http_grant(struct http_req *r, struct adm_principal *who, const char *scope)
+{
+	r->who = who;
+	snprintf(r->scope, sizeof(r->scope), "%s", scope ? scope : "");
+	r->granted = true;
+}
+
+const char *http_scope(const struct http_req *r)
+{
+	return r->scope[0] ? r->scope : NULL;
+}
+
+void http_grant_anonymous(struct http_req *r)
+{
+	r->anonymous = true;
+}
+
+bool http_anonymous(const struct http_req *r)
+{
+	return r->anonymous;
+}
+
 const char *http_header(const struct http_req *r, const char *name)
 {
 	return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
@@ -193,6 +215,8 @@ int http_respond(struct http_req *r, unsigned status, struct MHD_Response *resp)
 		return -EALREADY;
 	}
 	MHD_add_response_header(resp, "X-Request-ID", r->request_id);
+	if (r->close)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	enum MHD_Result ok = MHD_queue_response(r->conn, status, resp);
 	MHD_destroy_response(resp);
 	if (ok != MHD_YES)

@@ -23,10 +23,11 @@ struct adm_principal;
 struct http_api {
 	const char *name; /* for the log */
 	struct route_table routes;
-	/* Listeners that require a key: whether r carries it. Asked of every request, not only
-	 * a connection's first (which the gate checked already): the client may send the next
-	 * one without the key. */
-	bool (*authorized)(const struct http_req *r);
+	/* Listeners that require a key: whether r carries a credential (a key, or a token of
+	 * one sandbox), saying whose with http_grant. Asked of every request, not only a
+	 * connection's first (which the gate checked already): the client may send the next
+	 * one without it. */
+	bool (*authorized)(struct http_req *r);
 	/* The same asked by the gate of a first request's raw head (whole, through its empty
 	 * line), before the HTTP server has parsed anything. */
 	bool (*head_authorized)(const char *head, size_t len);
@@ -74,6 +75,14 @@ int http_json_body(struct http_req *r, json_t **out);
 int http_json_body_any(struct http_req *r, json_t **out);
 /* Whom the request acts for (NULL: nobody a quota limits, the Unix socket). */
 struct adm_principal *http_principal(const struct http_req *r);
+/* The authorized hook's word: r acts for who, and (scope not NULL: a token of one sandbox)
+ * on sandbox scope alone (tenancy.h). */
+void http_grant(struct http_req *r, struct adm_principal *who, const char *scope);
+/* The sandbox r's credential is scoped to, or NULL (a key, or the Unix socket). */
+const char *http_scope(const struct http_req *r);
+/* r's credential is one anyone may be handed (tenancy_grant_scoped); http_anonymous says. */
+void http_grant_anonymous(struct http_req *r);
+bool http_anonymous(const struct http_req *r);
 
 /* Per-request handler state, freed with the request. */
 void *http_state(const struct http_req *r);

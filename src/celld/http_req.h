@@ -38,7 +38,13 @@ struct http_req {
 	void *state;
 	void (*state_free)(void *);
 	struct adm_principal *who; /* NULL: the Unix socket */
-	bool admitted;		   /* counted as one of who's streams until completed */
+	/* On TCP, set by the API's authorized hook (http_grant): whom the credential is of,
+	 * and the one sandbox it is scoped to ("" for a key). */
+	bool granted;
+	char scope[CELL_ID_MAX + 1];
+	bool close;	/* the answer closes the connection (Connection: close) */
+	bool anonymous; /* its credential is one anyone may be handed (http_anonymous) */
+	bool admitted;	/* counted as one of who's streams until completed */
 };
 
 /* Client and sandbox text in the log: no control bytes, so no forged lines. */

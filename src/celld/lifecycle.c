@@ -26,6 +26,7 @@
 #include "commands.h"
 #include "config.h"
 #include "images.h"
+#include "keys.h"
 #include "lifecycle.h"
 #include "registry.h"
 #include "relay.h"
@@ -35,6 +36,7 @@
 #include "seccomp_policy.h"
 #include "snapshots.h"
 #include "store.h"
+#include "tenancy.h"
 #include "timefmt.h"
 #include "uidrange.h"
 #include "volume_use.h"
@@ -231,13 +233,15 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
  * id is 64 bits of the key's hash, and two keys that share them (or a random id that equals
  * one) must never hand one session another's sandbox (-EADDRINUSE). -EAGAIN when there is
  * none (registry lock held). */
-static int find_existing_locked(const char *id, const char *session_key, struct sandbox **existing)
+static int find_existing_locked(const char *id, const char *session_key,
+				const struct adm_principal *owner, struct sandbox **existing)
 {
 	struct sandbox *cur;
 	while ((cur = registry_find_locked(id))) {
 		if (!session_key)
 			return -EEXIST;
-		if (!cur->session_key || strcmp(cur->session_key, session_key))
+		if (!cur->session_key || strcmp(cur->session_key, session_key) ||
+		    !tenancy_sees(owner, cur->owner))
 			return -EADDRINUSE;
 		/* A racing create with the same session key: wait for it to finish, then
 		 * answer with its sandbox (or create afresh if it failed and vanished). */
@@ -272,7 +276,7 @@ static int publish(struct sandbox *sb, struct sandbox **existing, struct cell_er
 	int slot = -1;
 	for (;;) {
 		registry_lock();
-		int r = find_existing_locked(sb->id, sb->session_key, existing);
+		int r = find_existing_locked(sb->id, sb->session_key, sb->owner, existing);
 		if (r == -EAGAIN && slot >= 0) {
 			sb->slot = slot;
 			sb->uid_base = uidrange_base(slot);
@@ -322,16 +326,35 @@ static int claim_error(int r, const char *id, struct cell_error *err)
 	return cell_err(err, -r, "registering sandbox");
 }
 
+/* The id of spec's session key: its hash alone for the operator and the default key (as
+ * ids were before tenants), and the hash of the owner's id with it for every other key, so
+ * two tenants' session keys never name one sandbox. */
+static int session_id(const struct create_spec *spec, char id[CELL_ID_RANDOM_LEN + 1])
+{
+	if (!spec->owner || spec->owner == keys_default()) {
+		cell_id_from_session_key(spec->session_key, strlen(spec->session_key), id);
+		return 0;
+	}
+	_cleanup_free_ char *both = NULL;
+	int n = asprintf(&both, "%s\n%s", admission_principal_id(spec->owner), spec->session_key);
+	if (n < 0)
+		return -ENOMEM;
+	cell_id_from_session_key(both, (size_t)n, id);
+	return 0;
+}
+
 /* Publish a new entry, busy creating, under a fresh id (or the session key's). */
 static int claim(const struct create_spec *spec, struct sandbox **sbp, struct sandbox **existing,
 		 struct cell_error *err)
 {
 	for (int attempt = 0; attempt < 4; attempt++) {
 		char id[CELL_ID_RANDOM_LEN + 1];
-		if (spec->session_key)
-			cell_id_from_session_key(spec->session_key, strlen(spec->session_key), id);
-		else if (cell_id_random(id) < 0)
+		if (spec->session_key) {
+			if (session_id(spec, id) < 0)
+				return cell_err(err, ENOMEM, "session id");
+		} else if (cell_id_random(id) < 0) {
 			return cell_err(err, EIO, "random id");
+		}
 		struct sandbox *sb = sandbox_new(id);
 		if (!sb || fill_new(sb, spec) < 0) {
 			sandbox_unref(sb);

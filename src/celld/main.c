@@ -39,6 +39,7 @@
 #include "watch.h"
 #include "fields.h"
 #include "gate.h"
+#include "keys.h"
 #include "limits.h"
 #include "audit.h"
 #include "preview.h"
@@ -52,7 +53,7 @@
 static uint64_t audit_max_bytes; /* --audit-max-bytes; 0: AUDIT_MAX_DEFAULT */
 
 struct flags {
-	const char *state_dir, *images, *socket, *listen, *e2b_listen, *key_file, *init,
+	const char *state_dir, *images, *socket, *listen, *e2b_listen, *key_file, *keys_file, *init,
 	    *uid_ranges, *policies, *output_budget, *audit_max;
 	bool no_tcp, version, debug;
 };
@@ -92,6 +93,10 @@ static void usage(FILE *out)
 	    "  --api-key-file F    API key file (default <state>/api-key; generated when "
 	    "missing;\n"
 	    "                      the environment variable CELL_API_KEY overrides it)\n"
+	    "  --api-keys-file F   one key per tenant, lines \"NAME KEY\" (default\n"
+	    "                      <state>/api-keys; none when missing). From a second key on,\n"
+	    "                      each key sees only the sandboxes, snapshots and volumes it\n"
+	    "                      made; the Unix socket sees all\n"
 	    "  --init PATH         cell-init binary (default: next to celld, else "
 	    "%s/cell-init)\n"
 	    "  --policies DIR      seccomp profiles, resource policy, quotas (default: policies/ "
@@ -211,6 +216,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"tcp-head-timeout", required_argument, NULL, 't'},
 	    {"proxy-max-connections", required_argument, NULL, 'X'},
 	    {"api-key-file", required_argument, NULL, 'k'},
+	    {"api-keys-file", required_argument, NULL, 'K'},
 	    {"init", required_argument, NULL, 'I'},
 	    {"uid-ranges-dir", required_argument, NULL, 'U'},
 	    {"policies", required_argument, NULL, 'P'},
@@ -263,6 +269,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'k':
 			f->key_file = optarg;
+			break;
+		case 'K':
+			f->keys_file = optarg;
 			break;
 		case 'I':
 			f->init = optarg;
@@ -532,6 +541,8 @@ static int generate_key(const char *path, struct cell_error *err)
 	celld.api_key = strdup(key);
 	if (!celld.api_key)
 		return cell_err(err, ENOMEM, "API key");
+	if (keys_add(KEYS_DEFAULT, key, err) < 0)
+		return -EINVAL;
 	printf("API key: %s (stored in %s)\n", key, path);
 	fflush(stdout);
 	return 0;
@@ -542,7 +553,9 @@ static int load_key(const char *key_file, struct cell_error *err)
 	const char *env = getenv("CELL_API_KEY");
 	if (env && env[0]) {
 		celld.api_key = strdup(env);
-		return celld.api_key ? 0 : cell_err(err, ENOMEM, "API key");
+		if (!celld.api_key)
+			return cell_err(err, ENOMEM, "API key");
+		return keys_add(KEYS_DEFAULT, env, err);
 	}
 	_cleanup_free_ char *def = NULL;
 	if (!key_file) {
@@ -569,9 +582,28 @@ static int load_key(const char *key_file, struct cell_error *err)
 		log_warn("API key file %s is readable by others (mode %o)", key_file,
 			 st.st_mode & 0777);
 	celld.api_key = text;
+	if (keys_add(KEYS_DEFAULT, text, err) < 0)
+		return -EINVAL;
 	log_info("TCP API key: the one stored in %s (header OPEN-SANDBOX-API-KEY%s)", key_file,
 		 celld.e2b_listen ? "; X-API-Key on the E2B listener" : "");
 	return 0;
+}
+
+/* The keys file (keys.h): --api-keys-file, else <state>/api-keys when there is one. */
+static int load_tenant_keys(const char *keys_file, struct cell_error *err)
+{
+	_cleanup_free_ char *def = NULL;
+	if (!keys_file) {
+		if (asprintf(&def, "%s/api-keys", celld.state_dir) < 0)
+			return cell_err(err, ENOMEM, "keys file path");
+		keys_file = def;
+	} else if (access(keys_file, F_OK) < 0) {
+		return cell_err(err, errno, "keys file %s", keys_file);
+	}
+	int r = keys_load_file(keys_file, err);
+	if (r == 0 && keys_tenancy())
+		log_info("tenancy: %zu API keys; each sees only what it made", keys_count());
+	return r;
 }
 
 /* ---- the preview secret ---- */
@@ -710,7 +742,8 @@ static int run(const struct flags *f)
 		goto fail_nomem;
 	if (f->e2b_listen && !(celld.e2b_listen = strdup(f->e2b_listen)))
 		goto fail_nomem;
-	if ((celld.listen || celld.e2b_listen) && load_key(f->key_file, &err) < 0)
+	if ((celld.listen || celld.e2b_listen) &&
+	    (load_key(f->key_file, &err) < 0 || load_tenant_keys(f->keys_file, &err) < 0))
 		goto fail;
 	if (load_init(f->init, &err) < 0 || open_policies(f->policies, &err) < 0 ||
 	    limits_load(&err) < 0 || admission_load(&err) < 0 || timer_policy_load(&err) < 0)

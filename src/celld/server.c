@@ -2,18 +2,19 @@
 #include "api.h"
 #include "admission.h"
 #include "e2b.h"
+#include "keys.h"
 #include "config.h"
 #include "server.h"
 #include "transport.h"
 
-/* A TCP listener of api: the one API key (its holder's quotas), behind the gate. */
+/* A TCP listener of api, behind the gate: each request acts for the key it carries
+ * (keys.h), never for the operator. */
 static int listen_tcp(const struct http_api *api, const char *where, struct cell_error *err)
 {
 	struct transport_listener tcp = {
 	    .api = api,
 	    .tcp = where,
-	    .keyed = celld.api_key && celld.api_key[0],
-	    .who = admission_principal(celld.api_key),
+	    .keyed = keys_count() > 0,
 	    .max_connections = admission_tcp_connections(),
 	    .upgrades = true,
 	    .gate = {.pending_max = celld.tcp_pending_max,

@@ -105,11 +105,13 @@ static void begin_request(struct http_req *r)
 	}
 	if (r->api->reroute && r->api->reroute(r) < 0)
 		return;
-	if (r->tcp && !r->api->authorized(r)) {
+	r->who = r->listener->who;
+	/* On TCP nobody is the operator: a credential the hook accepts names whom it is of. */
+	if (r->tcp && (!r->api->authorized(r) || !r->granted || !r->who)) {
+		r->who = NULL;
 		http_error(r, 401, "UNAUTHORIZED", "%s", r->api->unauthorized_message);
 		return;
 	}
-	r->who = r->listener->who;
 	if (route_request(r) < 0)
 		return;
 	const struct route *route = r->match.route;

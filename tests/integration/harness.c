@@ -1713,6 +1713,44 @@ void h_celld_restart_with(const char *const *extra)
 	h_celld_start();
 }
 
+const char *const h_alice[] = {"OPEN-SANDBOX-API-KEY: " H_ALICE_KEY, NULL};
+const char *const h_bob[] = {"OPEN-SANDBOX-API-KEY: " H_BOB_KEY, NULL};
+
+void h_two_tenants_with(const char *const *more)
+{
+	char *file = h_fmt("%s/api-keys", H.dir);
+	h_write_file(file, "# tenants\nalice " H_ALICE_KEY "\n\nbob\t" H_BOB_KEY "\n", 0600);
+	const char *extra[H_EXTRA_FLAGS_MAX + 1] = {"--api-keys-file", file};
+	size_t n = 2;
+	for (size_t i = 0; more && more[i] && n < H_EXTRA_FLAGS_MAX; i++)
+		extra[n++] = more[i];
+	extra[n] = NULL;
+	h_celld_restart_with(extra);
+	free(file);
+}
+
+void h_two_tenants(void)
+{
+	h_two_tenants_with(NULL);
+}
+
+long h_as(const char *const *headers, const char *method, const char *path, const char *body,
+	  struct h_resp *resp)
+{
+	struct h_req req = {
+	    .method = method, .path = path, .body = body, .via = H_TCP_NOKEY, .headers = headers};
+	return h_request(&req, resp);
+}
+
+bool h_listed(const char *const *headers, const char *path, const char *needle)
+{
+	struct h_resp r;
+	long st = headers ? h_as(headers, "GET", path, NULL, &r) : h_http("GET", path, NULL, &r);
+	bool found = st == 200 && strstr(r.body, needle) != NULL;
+	h_resp_free(&r);
+	return found;
+}
+
 static int world_close(struct h_world *w);
 
 static void case_teardown(void)
@@ -1869,7 +1907,8 @@ struct h_world *h_world_add(const struct h_world_opts *opts)
 		pick_port(w);
 	world_clients(w);
 	world_set_flags(w, opts->flags);
-	h_world_start(w);
+	if (!opts->unstarted)
+		h_world_start(w);
 	return w;
 }
 

@@ -34,7 +34,7 @@
 #include "cell/client.h"
 
 #define H_PATH		  512
-#define H_EXTRA_FLAGS_MAX 8
+#define H_EXTRA_FLAGS_MAX 12
 
 /* A world: one celld with its own dir, state dir, socket, TCP address and API key. The
  * suite's own world is H (dir T); a test may start more (h_world_add, dir T/<name>) and
@@ -254,9 +254,26 @@ void h_celld_kill(void);
 /* Start celld with the suite's flags and wait until its socket answers; asserts. */
 void h_celld_start(void);
 /* SIGKILL celld and start it again with the suite's flags plus extra (NULL-terminated, at
- * most 8; a later flag wins over the suite's own). The test's teardown brings the suite's
+ * most 12; a later flag wins over the suite's own). The test's teardown brings the suite's
  * own celld back. */
 void h_celld_restart_with(const char *const *extra);
+
+/* ---- tenants ---- */
+
+/* The suite's celld restarted with a keys file (--api-keys-file) of two tenants, alice and
+ * bob (plus extra flags, NULL-terminated, may be NULL); h_alice and h_bob are their key
+ * headers for h_req.headers. */
+#define H_ALICE_KEY "alice-0123456789abcdef0123456789"
+#define H_BOB_KEY   "bob-0123456789abcdef0123456789ab"
+extern const char *const h_alice[], *const h_bob[];
+void h_two_tenants(void);
+void h_two_tenants_with(const char *const *extra);
+/* method path (body may be NULL) as the tenant whose key headers hold (TCP). */
+long h_as(const char *const *headers, const char *method, const char *path, const char *body,
+	  struct h_resp *resp);
+/* Whether GET path as headers (NULL: the Unix socket) answers 200 with a body holding
+ * needle. */
+bool h_listed(const char *const *headers, const char *path, const char *needle);
 
 /* ---- more worlds ---- */
 
@@ -271,6 +288,7 @@ struct h_world_opts {
 	 * for cleanup after the test ended (it cannot use the test's fd) runs in a fresh,
 	 * empty namespace instead: never in the host's. */
 	int netns_fd;
+	bool unstarted; /* leave it to h_world_spawn (a start that must fail) */
 };
 /* Start another celld (same images, init and policies as H) and wait until it answers;
  * asserts. The test's teardown (in the runner, also after a failure) deletes its
