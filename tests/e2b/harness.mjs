@@ -92,6 +92,10 @@ export function useCelld(extra = {}) {
 		e2b: true,
 		images: defaultImages,
 		started: setEnv,
-		cleanup: deleteLeftovers,
+		// A file's own cleanup (sandboxes of other keys) first, then the default key's.
+		cleanup: async () => {
+			await extra.cleanup?.();
+			await deleteLeftovers();
+		},
 	});
 }

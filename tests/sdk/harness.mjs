@@ -91,5 +91,10 @@ export const rawOut = (r) => r.logs.stdout.map((m) => m.text).join("");
 // Called inside a test file's describe: a private celld for its cases (tests/lib/celld.mjs),
 // every sandbox made through the SDK deleted in the end.
 export function useCelld(opts = {}) {
-	useLibCelld({ ...opts, cleanup: deleteLeftovers });
+	// A file's own cleanup (sandboxes of other keys) first, then the default key's.
+	const cleanup = async () => {
+		await opts.cleanup?.();
+		await deleteLeftovers();
+	};
+	useLibCelld({ ...opts, cleanup });
 }
