@@ -843,13 +843,13 @@ int network_adopt(struct sandbox *sb, struct cell_error *err)
 	if (r == 0 && cell_nl_link_index(&net.host, l.ifname, NULL) < 0)
 		r = cell_err_msg(err, ENODEV, "its interface %s is gone", l.ifname);
 	if (r == 0) {
-		/* Its chain and the answers pinned in its set survive a restart of celld;
-		 * its address rules are written again from the record (a crash may have come
-		 * between a change and its record); the chain is made again only if someone
-		 * removed it. */
+		/* The answers pinned in its set survive a restart of celld; its chains and
+		 * address rules are written again from the record, in one transaction: a crash
+		 * may have come between a change and its record, and a chain an older celld
+		 * wrote lacks what this one's have (the bound on tracked connections). */
 		r = nft_put(&l, &p, egress_of(sb), NFT_ADD, err);
 		if (r == -EEXIST)
-			r = nft_put(&l, &p, egress_of(sb), NFT_RULES, err);
+			r = nft_put(&l, &p, egress_of(sb), NFT_REBUILD, err);
 	}
 	if (r == 0)
 		r = resolver_join(sb, &l, &p, err);
