@@ -79,12 +79,18 @@ struct cell_rlimit {
 };
 
 #define CELL_MAX_RLIMITS 16
+/* Lower dirs of an image at most (a manifest's layers). */
+#define CELL_IMAGE_LAYERS_MAX 128
 
 struct cell_spawn_req {
 	const char *id;
 	const char *dir; /* the sandbox's state dir: holds upper/ work/ rootfs/ init.sock */
 	const char *image_rootfs; /* <images>/<name>/rootfs, owned by host root, never written */
-	uint32_t uid_base;	  /* first host uid/gid of the sandbox's range */
+	/* An image of several layers: its lower dirs, top first (the first is image_rootfs);
+	 * NULL (or 0): image_rootfs alone. Each owned by host root, never written. */
+	const char *const *image_layers;
+	size_t n_image_layers;
+	uint32_t uid_base; /* first host uid/gid of the sandbox's range */
 	const char *hostname;
 	/* The text of the sandbox's /etc/resolv.conf, written into its root before exec (its
 	 * resolver on the host side of its network); NULL: the image's stays. */

@@ -93,11 +93,12 @@ int cell_in_private_mount_ns(const char *scratch, cell_private_fn fn, void *arg,
 int cell_private_attach(int fd, int scratch, const char *name);
 
 /* mount.c, parent side: detached mounts, never attached in the host's namespace. */
-/* overlay.c: the root overlay (image idmapped to userns_fd, upper/ and work/ in layer_dir)
- * as a detached mount fd. scratch: an empty dir of the sandbox (its rootfs/), used only in
- * a private mount namespace on kernels whose overlayfs refuses detached layers. */
-int cell_mount_overlay_fd(const char *image_rootfs, const char *layer_dir, const char *scratch,
-			  int userns_fd, struct cell_error *err);
+/* overlay.c: the root overlay (the image's n lower dirs, top first, each idmapped to
+ * userns_fd; upper/ and work/ in layer_dir) as a detached mount fd. scratch: an empty dir
+ * of the sandbox (its rootfs/), used only in a private mount namespace on kernels whose
+ * overlayfs refuses detached layers. */
+int cell_mount_overlay_fd(const char *const *lowers, size_t n, const char *layer_dir,
+			  const char *scratch, int userns_fd, struct cell_error *err);
 /* The volume as a detached mount, its ids mapped as vol->map says; sandbox_userns is the
  * sandbox's own user namespace (the IDENTITY map). scratch as for the overlay (a named
  * volume's subtree of a detached mount is copied in a private namespace on old kernels). */

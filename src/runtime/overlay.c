@@ -1,8 +1,10 @@
 /* The sandbox's root overlay, built by the parent (host root) as a detached mount.
  *
- * Layers: the image, idmapped read-only to the sandbox's range (one image serves every
- * sandbox and stays owned by host root on disk), and upper/ + work/ in the layer dir (the
- * sandbox dir, a project-quota dir, or the root of a quota filesystem's detached mount).
+ * Layers: the image's lower dirs (one for an image cell built, one per layer for an image of
+ * the layer store, top first), each idmapped read-only to the sandbox's range (one image
+ * serves every sandbox and stays owned by host root on disk), and upper/ + work/ in the
+ * layer dir (the sandbox dir, a project-quota dir, or the root of a quota filesystem's
+ * detached mount).
  *
  * Overlayfs before 6.15 refuses layers on a mount that is not in the caller's mount
  * namespace ("failed to clone lowerpath"), and the idmapped image and a quota filesystem
@@ -51,24 +53,31 @@ static int image_tree(const char *image_rootfs, int userns_fd, struct cell_error
 	return move_fd(tree);
 }
 
-/* Create the overlay from O_PATH fds of its three layers. Layers are named through
- * /proc/self/fd: the strings are what the sandbox reads in its mountinfo, and they should
- * not tell it where the host keeps its state. *create_errno tells a refused create apart. */
-static int overlay_from_fds(int lower, int upper, int work, const char *what, int *create_errno,
-			    struct cell_error *err)
+/* Create the overlay from O_PATH fds of its lower dirs (n, top first), upper and work.
+ * Layers are named through /proc/self/fd: the strings are what the sandbox reads in its
+ * mountinfo, and they should not tell it where the host keeps its state. *create_errno
+ * tells a refused create apart. */
+static int overlay_from_fds(const int *lowers, size_t n, int upper, int work, const char *what,
+			    int *create_errno, struct cell_error *err)
 {
 	*create_errno = 0;
 	_cleanup_close_ int fs = fsopen("overlay", FSOPEN_CLOEXEC);
 	if (fs < 0)
 		return cell_err(err, errno, "fsopen overlay for %s", what);
-	const char *const keys[] = {"lowerdir", "upperdir", "workdir"};
-	const int fds[] = {lower, upper, work};
-	for (size_t i = 0; i < CELL_ARRAY_SIZE(keys); i++) {
-		char val[64];
-		snprintf(val, sizeof(val), "/proc/self/fd/%d", fds[i]);
-		if (fsconfig(fs, FSCONFIG_SET_STRING, keys[i], val, 0) < 0)
-			return fs_fail(err, fs, errno, "overlay: setting", keys[i]);
+	char lowerdir[CELL_IMAGE_LAYERS_MAX * 24 + 1] = "";
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(lowerdir);
+		snprintf(lowerdir + len, sizeof(lowerdir) - len, "%s/proc/self/fd/%d", i ? ":" : "",
+			 lowers[i]);
 	}
+	char upperdir[32], workdir[32];
+	snprintf(upperdir, sizeof(upperdir), "/proc/self/fd/%d", upper);
+	snprintf(workdir, sizeof(workdir), "/proc/self/fd/%d", work);
+	const char *const keys[] = {"lowerdir", "upperdir", "workdir"};
+	const char *const vals[] = {lowerdir, upperdir, workdir};
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(keys); i++)
+		if (fsconfig(fs, FSCONFIG_SET_STRING, keys[i], vals[i], 0) < 0)
+			return fs_fail(err, fs, errno, "overlay: setting", keys[i]);
 	if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0) {
 		*create_errno = errno;
 		return fs_fail(err, fs, errno, "creating the overlay on", what);
@@ -89,47 +98,77 @@ static int open_layer(int dirfd, const char *name, const char *what, struct cell
 /* ---- the private-namespace way (kernels before 6.15) ---- */
 
 struct private_overlay {
-	int tree;
+	const int *trees;
+	size_t n;
 	const char *layer_dir;
 };
+
+static void close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
 
 static int private_overlay(int scratch, void *arg, struct cell_error *err)
 {
 	struct private_overlay *job = arg;
-	int r = cell_private_attach(job->tree, scratch, "lower");
-	if (r < 0)
-		return cell_err(err, -r, "attaching the image for the overlay");
-	_cleanup_close_ int lower = open_layer(scratch, "lower", "scratch", err);
-	if (lower < 0)
-		return lower;
+	int lowers[CELL_IMAGE_LAYERS_MAX];
+	size_t opened = 0;
+	int r = 0;
+	for (; r >= 0 && opened < job->n; opened++) {
+		char name[16];
+		snprintf(name, sizeof(name), "lower%zu", opened);
+		r = cell_private_attach(job->trees[opened], scratch, name);
+		if (r < 0) {
+			r = cell_err(err, -r, "attaching the image for the overlay");
+			break;
+		}
+		lowers[opened] = r = open_layer(scratch, name, "scratch", err);
+		if (r < 0)
+			break;
+	}
+	if (r < 0) {
+		close_all(lowers, opened);
+		return r;
+	}
 	/* A quota filesystem's detached mount is attached too; a plain directory of the
 	 * host's tree is already in this copy of its namespace. */
 	_cleanup_close_ int layer = open(job->layer_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (layer < 0)
-		return cell_err(err, errno, "opening layer dir %s", job->layer_dir);
-	r = cell_private_attach(layer, scratch, "layers");
-	if (r < 0 && r != -EINVAL)
-		return cell_err(err, -r, "attaching layer dir %s", job->layer_dir);
-	if (r == 0) {
-		close(layer);
-		layer = open_layer(scratch, "layers", "scratch", err);
-		if (layer < 0)
-			return layer;
+		r = cell_err(err, errno, "opening layer dir %s", job->layer_dir);
+	if (r >= 0) {
+		r = cell_private_attach(layer, scratch, "layers");
+		if (r < 0 && r != -EINVAL)
+			r = cell_err(err, -r, "attaching layer dir %s", job->layer_dir);
+		else if (r == 0) {
+			close(layer);
+			layer = r = open_layer(scratch, "layers", "scratch", err);
+		} else {
+			r = 0;
+		}
 	}
-	_cleanup_close_ int upper = open_layer(layer, "upper", job->layer_dir, err);
-	if (upper < 0)
-		return upper;
-	_cleanup_close_ int work = open_layer(layer, "work", job->layer_dir, err);
-	if (work < 0)
-		return work;
+	int upper = -1, work = -1;
+	if (r >= 0)
+		r = upper = open_layer(layer, "upper", job->layer_dir, err);
+	if (r >= 0)
+		r = work = open_layer(layer, "work", job->layer_dir, err);
 	int create_errno;
-	return overlay_from_fds(lower, upper, work, job->layer_dir, &create_errno, err);
+	if (r >= 0)
+		r = overlay_from_fds(lowers, job->n, upper, work, job->layer_dir, &create_errno,
+				     err);
+	if (upper >= 0)
+		close(upper);
+	if (work >= 0)
+		close(work);
+	close_all(lowers, job->n);
+	return r;
 }
 
-static int overlay_in_private_ns(int tree, const char *layer_dir, const char *scratch,
-				 struct cell_error *err)
+static int overlay_in_private_ns(const int *trees, size_t n, const char *layer_dir,
+				 const char *scratch, struct cell_error *err)
 {
-	struct private_overlay job = {.tree = tree, .layer_dir = layer_dir};
+	struct private_overlay job = {.trees = trees, .n = n, .layer_dir = layer_dir};
 	return cell_in_private_mount_ns(scratch, private_overlay, &job, err);
 }
 
@@ -137,29 +176,53 @@ static int overlay_in_private_ns(int tree, const char *layer_dir, const char *sc
 
 static bool detached_refused; /* learned once: this kernel wants attached layers */
 
-int cell_mount_overlay_fd(const char *image_rootfs, const char *layer_dir, const char *scratch,
-			  int userns_fd, struct cell_error *err)
+/* Each lower dir's idmapped tree into trees (n of them); -errno with err, none left open. */
+static int image_trees(const char *const *lowers, size_t n, int userns_fd, int *trees,
+		       struct cell_error *err)
 {
-	_cleanup_close_ int tree = image_tree(image_rootfs, userns_fd, err);
-	if (tree < 0)
-		return tree;
-	if (__atomic_load_n(&detached_refused, __ATOMIC_RELAXED))
-		return overlay_in_private_ns(tree, layer_dir, scratch, err);
-	_cleanup_close_ int layer = open(layer_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	for (size_t i = 0; i < n; i++) {
+		trees[i] = image_tree(lowers[i], userns_fd, err);
+		if (trees[i] < 0) {
+			int r = trees[i];
+			close_all(trees, i);
+			return r;
+		}
+	}
+	return 0;
+}
+
+int cell_mount_overlay_fd(const char *const *lowers, size_t n, const char *layer_dir,
+			  const char *scratch, int userns_fd, struct cell_error *err)
+{
+	if (n == 0 || n > CELL_IMAGE_LAYERS_MAX)
+		return cell_err(err, EINVAL, "an image of %zu layers (1 to %d)", n,
+				CELL_IMAGE_LAYERS_MAX);
+	int trees[CELL_IMAGE_LAYERS_MAX];
+	int r = image_trees(lowers, n, userns_fd, trees, err);
+	if (r < 0)
+		return r;
+	if (__atomic_load_n(&detached_refused, __ATOMIC_RELAXED)) {
+		r = overlay_in_private_ns(trees, n, layer_dir, scratch, err);
+		close_all(trees, n);
+		return r;
+	}
+	int layer = open(layer_dir, O_PATH | O_DIRECTORY | O_CLOEXEC), upper = -1, work = -1;
 	if (layer < 0)
-		return cell_err(err, errno, "opening layer dir %s", layer_dir);
-	_cleanup_close_ int upper = open_layer(layer, "upper", layer_dir, err);
-	if (upper < 0)
-		return upper;
-	_cleanup_close_ int work = open_layer(layer, "work", layer_dir, err);
-	if (work < 0)
-		return work;
-	int create_errno;
-	int mnt = overlay_from_fds(tree, upper, work, layer_dir, &create_errno, err);
-	if (mnt >= 0 || create_errno != EINVAL)
-		return mnt;
-	int r = overlay_in_private_ns(tree, layer_dir, scratch, err);
+		r = cell_err(err, errno, "opening layer dir %s", layer_dir);
 	if (r >= 0)
-		__atomic_store_n(&detached_refused, true, __ATOMIC_RELAXED);
+		r = upper = open_layer(layer, "upper", layer_dir, err);
+	if (r >= 0)
+		r = work = open_layer(layer, "work", layer_dir, err);
+	int create_errno = 0;
+	if (r >= 0)
+		r = overlay_from_fds(trees, n, upper, work, layer_dir, &create_errno, err);
+	int opened[] = {layer, upper, work};
+	close_all(opened, CELL_ARRAY_SIZE(opened));
+	if (r < 0 && create_errno == EINVAL) {
+		r = overlay_in_private_ns(trees, n, layer_dir, scratch, err);
+		if (r >= 0)
+			__atomic_store_n(&detached_refused, true, __ATOMIC_RELAXED);
+	}
+	close_all(trees, n);
 	return r;
 }

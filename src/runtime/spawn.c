@@ -434,6 +434,13 @@ static int check_req(const struct cell_spawn_req *req, struct cell_error *err)
 				req->dir, "init.sock");
 	if (!req->image_rootfs || req->image_rootfs[0] != '/')
 		return cell_err(err, EINVAL, "spawn: image rootfs must be an absolute path");
+	if (req->n_image_layers > CELL_IMAGE_LAYERS_MAX)
+		return cell_err(err, EINVAL, "spawn: %zu image layers (at most %d)",
+				req->n_image_layers, CELL_IMAGE_LAYERS_MAX);
+	for (size_t i = 0; i < req->n_image_layers; i++)
+		if (!req->image_layers[i] || req->image_layers[i][0] != '/')
+			return cell_err(err, EINVAL,
+					"spawn: image layer %zu must be an absolute path", i);
 	/* Host root (and every id below the first slot) must never be inside a sandbox's
 	 * range, and the range must not wrap or reach the invalid id 0xffffffff. */
 	if (req->uid_base < CELL_UID_RANGE || req->uid_base > UINT32_MAX - CELL_UID_RANGE)
@@ -740,8 +747,9 @@ static int open_child_userns(struct spawn_parent *p, struct cell_error *err)
 static int send_rootfs(struct spawn_parent *p, struct cell_error *err)
 {
 	const struct cell_spawn_req *req = p->req;
-	int fd =
-	    cell_mount_overlay_fd(req->image_rootfs, layer_dir(req), p->rootfs, p->userns, err);
+	const char *const *lowers = req->n_image_layers ? req->image_layers : &req->image_rootfs;
+	size_t n = req->n_image_layers ? req->n_image_layers : 1;
+	int fd = cell_mount_overlay_fd(lowers, n, layer_dir(req), p->rootfs, p->userns, err);
 	if (fd < 0)
 		return fd;
 	p->overlay = fd;
