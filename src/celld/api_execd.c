@@ -70,9 +70,14 @@ static int parse_opts(json_t *body, struct exec_opts *o, struct cell_error *err)
 	    (has_uid = field_int(body, "uid", "uid", 0, CELL_UID_RANGE - 1, &o->uid, err)) < 0 ||
 	    (has_gid = field_int(body, "gid", "gid", 0, CELL_UID_RANGE - 1, &o->gid, err)) < 0)
 		return -EINVAL;
-	/* uid alone: the user's primary group, looked up inside the sandbox (as execd does). */
+	/* uid alone: the user's primary group, looked up inside the sandbox (as execd does);
+	 * neither: the image's user (commands.h). */
 	if (has_uid && !has_gid)
 		o->gid = -1;
+	if (!has_uid) {
+		o->uid = -1;
+		o->gid = has_gid ? o->gid : -1;
+	}
 	if (o->argv) {
 		if (!json_array_size(o->argv) || json_array_size(o->argv) > ARGV_MAX)
 			return field_fail(err, "argv must hold 1-%d strings", ARGV_MAX);

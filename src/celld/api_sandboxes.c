@@ -791,6 +791,11 @@ int api_sandbox_inspect(struct http_req *r)
 			      sandbox_state_name(sb->state), "image", sb->image, "createdAt",
 			      celld_time_json(sb->created_at), "dir", sb->dir, "sessionKey",
 			      sb->session_key);
+	/* A store image: its digest and layers (what the sandbox's files sit on). */
+	if (o && sb->image_digest)
+		json_object_set_new(o, "imageDigest", json_string(sb->image_digest));
+	if (o && sb->image_layers)
+		json_object_set_new(o, "imageLayers", json_incref(sb->image_layers));
 	registry_unlock();
 	/* Only a pid that is still the recorded init is described (never a recycled one). */
 	bool alive = pid > 0 && st && cell_proc_starttime(pid) == st;

@@ -835,6 +835,13 @@ json_t *command_exec_request(const struct sandbox *sb, const char *command, json
 {
 	*content = NULL;
 	json_t *env = base_env(sb);
+	/* No user named: the image's (cell-init looks a name up in the sandbox's passwd), else
+	 * root; no directory named: the image's WorkingDir. */
+	const char *user = uid < 0 ? sb->image_user : NULL;
+	if (uid < 0 && !user)
+		uid = 0;
+	if (!cwd)
+		cwd = sb->image_workdir;
 	/* A command run as another user gets that user's home (cell-init reads it from the
 	 * sandbox's passwd), not root's, unless its client named one. */
 	bool home_from_passwd = uid != 0 && !json_object_get(envs, "HOME");
@@ -842,10 +849,14 @@ json_t *command_exec_request(const struct sandbox *sb, const char *command, json
 		json_object_del(env, "HOME");
 	if (env && envs)
 		json_object_update(env, envs);
-	json_t *req = env ? json_pack("{s:o, s:I, s:I, s:b}", "env", env_array(env), "timeout_ms",
-				      (json_int_t)timeout_ms, "uid", (json_int_t)uid,
-				      "home_from_passwd", home_from_passwd)
+	json_t *req = env ? json_pack("{s:o, s:I, s:b}", "env", env_array(env), "timeout_ms",
+				      (json_int_t)timeout_ms, "home_from_passwd", home_from_passwd)
 			  : NULL;
+	if (req && json_object_set_new(req, user ? "user" : "uid",
+				       user ? json_string(user) : json_integer(uid)) < 0) {
+		json_decref(req);
+		req = NULL;
+	}
 	/* gid < 0: cell-init takes the user's primary group from the sandbox's passwd. */
 	if (req && gid >= 0 && json_object_set_new(req, "gid", json_integer(gid)) < 0) {
 		json_decref(req);
@@ -1001,6 +1012,8 @@ json_t *command_session_open(const struct sandbox *sb, const char *id, const cha
 		json_object_update(env, envs);
 	json_t *req = env ? json_pack("{s:s, s:o}", "id", id, "env", env_array(env)) : NULL;
 	json_decref(env);
+	if (!cwd)
+		cwd = sb->image_workdir; /* the image's WorkingDir, as for commands */
 	if (req && cwd && json_object_set_new(req, "cwd", json_string(cwd)) < 0) {
 		json_decref(req);
 		return NULL;

@@ -57,7 +57,8 @@ int command_drain(struct command *c, int fd, struct cell_error *err);
 /* The EXEC payload for a shell command (command) or a direct exec (argv, an array of
  * strings): the sandbox's environment plus envs (may be NULL), base64-encoded text. *content
  * gets the text shown as the command's content; gid < 0 leaves the group to cell-init (uid's
- * primary group in the sandbox's passwd). NULL on allocation failure. */
+ * primary group in the sandbox's passwd); uid < 0 is the image's User (root when it names
+ * none), and a NULL cwd its WorkingDir. NULL on allocation failure. */
 json_t *command_exec_request(const struct sandbox *sb, const char *command, json_t *argv,
 			     json_t *envs, const char *cwd, int64_t timeout_ms, int64_t uid,
 			     int64_t gid, char **content);
@@ -73,8 +74,8 @@ int command_start(struct sandbox *sb, json_t *req, const char *content, struct a
 int command_start_session(struct sandbox *sb, json_t *req, const char *content,
 			  struct adm_principal *who, struct command **out, int *fdp,
 			  struct relay_error *rerr, struct cell_error *err);
-/* SESSION_OPEN's payload: the session id, its first working directory (may be NULL), the
- * sandbox's environment plus envs (may be NULL). */
+/* SESSION_OPEN's payload: the session id, its first working directory (NULL: the image's
+ * WorkingDir, if any), the sandbox's environment plus envs (may be NULL). */
 json_t *command_session_open(const struct sandbox *sb, const char *id, const char *cwd,
 			     json_t *envs);
 /* SESSION_RUN's payload (*content: the text shown as the command's content). */

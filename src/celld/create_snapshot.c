@@ -84,5 +84,24 @@ int create_snapshot_rootfs(struct create_spec *spec, const char *field, struct c
 			   spec->image, snapshot_id(spec)),
 		       -ENOENT;
 	snprintf(spec->rootfs, sizeof(spec->rootfs), "%s", rootfs);
+	json_t *layers = json_object_get(spec->snapshot, "imageLayers");
+	const char *digest = json_string_value(json_object_get(spec->snapshot, "imageDigest"));
+	if (!json_is_array(layers))
+		return 0;
+	size_t i;
+	json_t *l;
+	json_array_foreach(layers, i, l)
+	{
+		const char *dir = json_string_value(l);
+		if (!dir || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+			return cell_err_msg(
+				   err, ENOENT,
+				   "%s: a layer of the image '%.128s' of snapshot %s is no "
+				   "longer on this host",
+				   field, spec->image, snapshot_id(spec)),
+			       -ENOENT;
+	}
+	spec->image_layers = json_incref(layers);
+	snprintf(spec->image_digest, sizeof(spec->image_digest), "%s", digest ? digest : "");
 	return 0;
 }

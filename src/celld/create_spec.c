@@ -40,4 +40,6 @@ void create_spec_free(struct create_spec *spec)
 	json_decref(spec->warnings);
 	json_decref(spec->secrets);
 	json_decref(spec->snapshot);
+	json_decref(spec->image_layers);
+	json_decref(spec->image_config);
 }

@@ -18,6 +18,12 @@ struct field_caps;
 struct create_spec {
 	const char *image;
 	char rootfs[4096];
+	/* An image of the layer store (images.h): its lower dirs, top first, its digest and
+	 * its config (owned); NULL and "" for an image cell built. */
+	json_t *image_layers, *image_config;
+	char image_digest[72];
+	/* The store image's WorkingDir and User (strings of image_config), or NULL. */
+	const char *image_workdir, *image_user;
 	json_t *entrypoint;					 /* array of strings or NULL */
 	json_t *env, *metadata, *resource_limits, *volumes_json; /* owned references */
 	const char *session_key;

@@ -112,7 +112,8 @@ static int start_entrypoint(struct sandbox *sb, struct cell_error *err)
 	if (is_noop_entrypoint(sb->entrypoint))
 		return 0;
 	_cleanup_free_ char *content = NULL;
-	json_t *req = command_exec_request(sb, NULL, sb->entrypoint, NULL, NULL, 0, 0, 0, &content);
+	json_t *req =
+	    command_exec_request(sb, NULL, sb->entrypoint, NULL, NULL, 0, -1, -1, &content);
 	if (!req)
 		return cell_err(err, ENOMEM, "entrypoint");
 	struct command *c;
@@ -197,6 +198,11 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 {
 	sb->image = strdup(spec->image);
 	sb->rootfs = strdup(spec->rootfs);
+	sb->image_layers = json_incref(spec->image_layers);
+	if ((spec->image_digest[0] && !(sb->image_digest = strdup(spec->image_digest))) ||
+	    (spec->image_workdir && !(sb->image_workdir = strdup(spec->image_workdir))) ||
+	    (spec->image_user && !(sb->image_user = strdup(spec->image_user))))
+		return -ENOMEM;
 	sb->session_key = spec->session_key ? strdup(spec->session_key) : NULL;
 	sb->owner = spec->owner;
 	const char *snap = json_string_value(json_object_get(spec->snapshot, "id"));
@@ -507,6 +513,25 @@ static int spawn_req(struct sandbox *sb, struct cell_spawn_req *req, struct cell
 	return 0;
 }
 
+/* A store image's lower dirs as the runtime takes them (borrowing sb's record, which is
+ * immutable once published); NULL for a built image (its rootfs alone). */
+static int image_layers(struct sandbox *sb, const char ***out, struct cell_error *err)
+{
+	size_t n = json_array_size(sb->image_layers);
+	*out = NULL;
+	if (!n)
+		return 0;
+	if (n > CELL_IMAGE_LAYERS_MAX)
+		return cell_err_msg(err, EINVAL, "an image of %zu layers", n);
+	const char **v = calloc(n, sizeof(*v));
+	if (!v)
+		return cell_err(err, ENOMEM, "image layers of %s", sb->id);
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_string_value(json_array_get(sb->image_layers, i));
+	*out = v;
+	return 0;
+}
+
 static int spawn(struct sandbox *sb, struct cell_error *err)
 {
 	struct cell_quota quota;
@@ -519,7 +544,12 @@ static int spawn(struct sandbox *sb, struct cell_error *err)
 	struct cell_volume *volumes = NULL;
 	struct cell_spawn_result res = {.pidfd = -1};
 	char resolv[256];
+	_cleanup_free_ const char **layers = NULL;
 	r = spawn_req(sb, &req, &volumes, &quota, resolv, sizeof(resolv), err);
+	if (r == 0 && (r = image_layers(sb, &layers, err)) == 0 && layers) {
+		req.image_layers = layers;
+		req.n_image_layers = json_array_size(sb->image_layers);
+	}
 	if (r == 0)
 		r = cell_spawn(&req, &res, err);
 	if (volumes) /* the sandbox's mounts hold the named volumes now */

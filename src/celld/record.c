@@ -65,6 +65,14 @@ json_t *record_encode(const struct record *rec)
 		json_object_set_new(o, "limits", limits_encode(&rec->limits));
 	if (o && rec->snapshot_id)
 		json_object_set_new(o, "snapshotId", json_string(rec->snapshot_id));
+	if (o && rec->image_digest)
+		json_object_set_new(o, "imageDigest", json_string(rec->image_digest));
+	if (o && rec->image_layers)
+		json_object_set_new(o, "imageLayers", json_incref(rec->image_layers));
+	if (o && rec->image_workdir)
+		json_object_set_new(o, "imageWorkingDir", json_string(rec->image_workdir));
+	if (o && rec->image_user)
+		json_object_set_new(o, "imageUser", json_string(rec->image_user));
 	if (o && rec->has_seccomp)
 		json_object_set_new(o, "seccomp",
 				    json_pack("{s:s, s:b}", "profile", rec->seccomp_profile, "log",
@@ -350,12 +358,21 @@ static int get_strings(json_t *o, struct record *rec, struct cell_error *err)
 		r = get_string(o, "owner", false, &rec->owner, err);
 	if (r == 0)
 		r = get_string(o, "snapshotId", false, &rec->snapshot_id, err);
+	if (r == 0)
+		r = get_string(o, "imageDigest", false, &rec->image_digest, err);
+	if (r == 0)
+		r = get_string(o, "imageWorkingDir", false, &rec->image_workdir, err);
+	if (r == 0)
+		r = get_string(o, "imageUser", false, &rec->image_user, err);
 	return r;
 }
 
 static int get_members(json_t *o, struct record *rec, struct cell_error *err)
 {
 	int r = get_json(o, "metadata", is_string_map, "an object of strings", &rec->metadata, err);
+	if (r == 0)
+		r = get_json(o, "imageLayers", is_string_array, "an array of strings",
+			     &rec->image_layers, err);
 	if (r == 0)
 		r = get_json(o, "env", is_string_map, "an object of strings", &rec->env, err);
 	if (r == 0)
@@ -425,6 +442,10 @@ void record_free(struct record *rec)
 	free(rec->rootfs);
 	free(rec->session_key);
 	free(rec->snapshot_id);
+	free(rec->image_digest);
+	json_decref(rec->image_layers);
+	free(rec->image_workdir);
+	free(rec->image_user);
 	free(rec->reason);
 	free(rec->owner);
 	free(rec->dir);

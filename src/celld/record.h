@@ -27,6 +27,12 @@ struct record {
 	char *cgroup_rel;
 	/* A sandbox made from a snapshot: the snapshot's id. */
 	char *snapshot_id;
+	/* An image of the layer store: its manifest digest, and its lower dirs, top first
+	 * (content-addressed: a name moved to another image never changes them); its
+	 * WorkingDir and User, the defaults of its commands. */
+	char *image_digest;
+	json_t *image_layers;
+	char *image_workdir, *image_user;
 	json_t *metadata, *env, *entrypoint, *resource_limits, *volumes;
 	json_t *network; /* {"mode", "policy"?} (network.c reads it); NULL: none */
 	/* provision.c's: what each start runs and the last outcome; NULL: none (also in a

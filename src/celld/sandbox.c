@@ -125,6 +125,10 @@ void sandbox_unref(struct sandbox *sb)
 	free(sb->rootfs);
 	free(sb->session_key);
 	free(sb->snapshot_id);
+	free(sb->image_digest);
+	json_decref(sb->image_layers);
+	free(sb->image_workdir);
+	free(sb->image_user);
 	free(sb->reason);
 	free(sb->dir);
 	free(sb);

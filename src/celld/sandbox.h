@@ -65,9 +65,15 @@ struct sandbox {
 	char cgroup_rel[100]; /* <prefix>/<id> */
 	uint64_t serial;      /* unique per entry in this process, for the watcher */
 	char *image;
-	char *rootfs;		     /* the image resolved: <images>/<image>/rootfs */
-	char *session_key;	     /* NULL unless created with cell.sessionKey */
-	char *snapshot_id;	     /* the snapshot it was made from (snapshotId), or NULL */
+	char *rootfs;	   /* the image resolved: <images>/<image>/rootfs */
+	char *session_key; /* NULL unless created with cell.sessionKey */
+	char *snapshot_id; /* the snapshot it was made from (snapshotId), or NULL */
+	/* An image of the layer store (image_store.h): its digest and lower dirs, top first;
+	 * NULL for an image cell built (rootfs alone). Its WorkingDir and User: its commands'
+	 * defaults (NULL: /workspace and root). */
+	char *image_digest;
+	json_t *image_layers;
+	char *image_workdir, *image_user;
 	struct adm_principal *owner; /* who created it (NULL: the Unix socket) */
 	json_t *env, *entrypoint, *resource_limits, *volumes;
 	time_t created_at;

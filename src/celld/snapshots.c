@@ -308,6 +308,11 @@ static json_t *record_meta(struct sandbox *sb, const char *id, const char *name,
 	    sb->seccomp_profile[0] ? sb->seccomp_profile : "default", "seccompLog", sb->seccomp_log,
 	    "sudo", sb->sudo, "metadata", sb->metadata, "sourceState",
 	    sandbox_state_name(sb->state));
+	/* A store image's layers (content-addressed): the snapshot sits on exactly these. */
+	if (o && sb->image_layers)
+		json_object_set_new(o, "imageLayers", json_incref(sb->image_layers));
+	if (o && sb->image_digest)
+		json_object_set_new(o, "imageDigest", json_string(sb->image_digest));
 	registry_unlock();
 	if (o && name)
 		json_object_set_new(o, "name", json_string(name));

@@ -35,6 +35,10 @@ static json_t *snapshot_locked(struct sandbox *sb, enum sbx_state state)
 	    .rootfs = sb->rootfs,
 	    .session_key = sb->session_key,
 	    .snapshot_id = sb->snapshot_id,
+	    .image_digest = sb->image_digest,
+	    .image_layers = sb->image_layers,
+	    .image_workdir = sb->image_workdir,
+	    .image_user = sb->image_user,
 	    .reason = sb->reason,
 	    .owner = (char *)admission_principal_id(sb->owner),
 	    .dir = sb->dir,
@@ -179,6 +183,10 @@ static void take_record(struct sandbox *sb, struct record *rec)
 	sb->rootfs = steal_ptr(rec->rootfs);
 	sb->session_key = steal_ptr(rec->session_key);
 	sb->snapshot_id = steal_ptr(rec->snapshot_id);
+	sb->image_digest = steal_ptr(rec->image_digest);
+	sb->image_layers = steal_ptr(rec->image_layers);
+	sb->image_workdir = steal_ptr(rec->image_workdir);
+	sb->image_user = steal_ptr(rec->image_user);
 	sb->reason = steal_ptr(rec->reason);
 	sb->owner = admission_principal_by_id(rec->owner);
 	/* A record older than "limits": the policy's defaults for its resourceLimits. What

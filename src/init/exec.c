@@ -176,6 +176,13 @@ static int parse_argv(json_t *req, struct exec_req *r, struct cell_error *err)
 	if (!cmd && !argv)
 		return cell_err(err, EINVAL, "EXEC: command or argv is required");
 	if (cmd) {
+		/* An image without a shell (a distroless one) runs argv alone: say so rather than
+		 * "No such file or directory". */
+		if (access("/bin/sh", X_OK) < 0)
+			return cell_err(
+			    err, ENOENT,
+			    "this image has no /bin/sh to run a shell command: give the "
+			    "command as argv");
 		r->argv = calloc(4, sizeof(char *));
 		if (!r->argv)
 			return cell_err(err, ENOMEM, "EXEC: command");
@@ -243,10 +250,54 @@ static int add_home(json_t *req, uint32_t uid, struct cell_error *err)
 	return 0;
 }
 
+/* A number within the sandbox's ids, else a name looked up by lookup. */
+static int id_of(const char *s, int (*lookup)(const char *, uint32_t *), uint32_t *out)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+	if (s[0] >= '0' && s[0] <= '9' && !*end)
+		return v <= ID_MAX ? (*out = (uint32_t)v, 0) : -ERANGE;
+	return lookup(s, out);
+}
+
+/* "user" (an image's User: "name", "uid", "name:group", "uid:gid") as "uid" and "gid",
+ * its names looked up in the sandbox's own passwd and group (an image without them takes
+ * numbers alone). A request naming a uid has no user. */
+static int resolve_user(json_t *req, struct cell_error *err)
+{
+	json_t *u = json_object_get(req, "user");
+	if (!u)
+		return 0;
+	const char *s = json_string_value(u);
+	if (!s || !s[0] || strlen(s) > 256)
+		return cell_err(err, EINVAL, "EXEC: user must be a name or an id");
+	char name[257];
+	snprintf(name, sizeof(name), "%s", s);
+	char *group = strchr(name, ':');
+	if (group)
+		*group++ = '\0';
+	uint32_t uid, gid;
+	if (id_of(name, files_user_uid, &uid) < 0)
+		return cell_err(err, ENOENT,
+				"the image's user '%s' is not in the sandbox's /etc/passwd", name);
+	if (json_object_set_new(req, "uid", json_integer(uid)) < 0)
+		return cell_err(err, ENOMEM, "EXEC");
+	if (!group || json_object_get(req, "gid"))
+		return 0;
+	if (id_of(group, files_group_gid, &gid) < 0)
+		return cell_err(err, ENOENT,
+				"the image's group '%s' is not in the sandbox's /etc/group", group);
+	return json_object_set_new(req, "gid", json_integer(gid)) < 0
+		   ? cell_err(err, ENOMEM, "EXEC")
+		   : 0;
+}
+
 static int req_parse(json_t *req, struct exec_req *r, struct cell_error *err)
 {
 	int ret = parse_argv(req, r, err);
 	if (ret < 0)
+		return ret;
+	if ((ret = resolve_user(req, err)) < 0)
 		return ret;
 	uint64_t uid = 0;
 	if ((ret = get_uint(req, "uid", ID_MAX, &uid, NULL, err)) < 0 ||

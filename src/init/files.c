@@ -920,6 +920,11 @@ int files_user_uid(const char *name, uint32_t *uid)
 	return name_id("/etc/passwd", name, uid);
 }
 
+int files_group_gid(const char *name, uint32_t *gid)
+{
+	return name_id("/etc/group", name, gid);
+}
+
 /* The request's "uid"/"owner" (or "gid"/"group"): a number, or a name looked up in the
  * sandbox's own database. *set false when neither is there. */
 static int get_owner(json_t *req, const char *what, const char *num_key, const char *name_key,

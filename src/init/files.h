@@ -35,6 +35,8 @@ bool files_user_home(uint32_t uid, char *buf, size_t size);
 /* The uid of the user name in the sandbox's /etc/passwd: 0, or -ENOENT when no line names
  * it. */
 int files_user_uid(const char *name, uint32_t *uid);
+/* The same for a group name in the sandbox's /etc/group. */
+int files_group_gid(const char *name, uint32_t *gid);
 
 /* 0, or -EACCES with err set when fd (any fd, O_PATH included) is the state of a process
  * in /proc (/proc/<pid>, self, thread-self or below): files operations never reach it. */
