@@ -137,8 +137,20 @@ bool e2b_signed_parse(const char *method, const char *raw_query, struct e2b_sign
 int e2b_signed_expired(const struct e2b_signed *s);
 /* s is signed with sandbox id's envdAccessToken (compared in constant time). */
 bool e2b_signed_by(const char *id, const struct e2b_signed *s);
-/* The sandbox whose token signed s into id: 0, or -EACCES (none). */
-int e2b_signed_sandbox(const struct e2b_signed *s, char id[CELL_ID_MAX + 1]);
+/* The sandbox whose token signed s into id, looked for where it costs little (what the
+ * gate's thread may do): the one named (named non-NULL: one check), else the last few
+ * client used (e2b_recent.c: at most E2B_RECENT_PER_CLIENT checks). 0; -EACCES when s is
+ * malformed or named and not signed by it; -ENOENT when nothing was named and none of
+ * client's signed it. */
+struct peer_key;
+int e2b_signed_sandbox(const struct e2b_signed *s, const char *named, const struct peer_key *client,
+		       char id[CELL_ID_MAX + 1]);
+/* The last resort, never on the gate's thread: every sandbox tried, one scan at a time
+ * host-wide and E2B_SCANS_PER_SECOND a second. 0 with id (noted as used by client, so its
+ * next URL is found at once); -EACCES (none); -EBUSY or -EAGAIN (not now: past the
+ * bound). */
+int e2b_signed_scan(const struct e2b_signed *s, const struct peer_key *client,
+		    char id[CELL_ID_MAX + 1]);
 
 /* ---- e2b_connect.c: the Connect protocol, JSON codec ---- */
 

@@ -22,9 +22,11 @@
 #include "cell/id.h"
 #include "config.h"
 #include "e2b.h"
+#include "e2b_recent.h"
 #include "head.h"
 #include "http.h"
 #include "keys.h"
+#include "peer.h"
 #include "preview.h"
 #include "registry.h"
 #include "router.h"
@@ -120,11 +122,44 @@ static bool is_envd(const char *first)
 	return false;
 }
 
-/* Step 2: a path neither API has, with a sandbox and a port other than envd's in the
- * headers, goes to that port. */
-/* A signed /files URL names no sandbox: its signature does (e2b_signature.c). Refused here
- * with E2B's messages when expired or signed by no sandbox; else rerouted to
- * sandboxes/{id}/files. */
+/* The sandbox the host name Host: 49983-<id>.<domain> names (the SDK's own URL for envd
+ * when E2B_SANDBOX_URL is not set), len bytes of host: false when it names none. */
+static bool host_names(const char *host, size_t len, char id[CELL_ID_MAX + 1])
+{
+	static const char prefix[] = "49983-";
+	const size_t plen = sizeof(prefix) - 1;
+	if (!host || len <= plen || memcmp(host, prefix, plen))
+		return false;
+	const char *dot = memchr(host + plen, '.', len - plen);
+	size_t n = dot ? (size_t)(dot - host) - plen : 0;
+	if (!n || n > CELL_ID_MAX)
+		return false;
+	memcpy(id, host + plen, n);
+	id[n] = '\0';
+	return cell_id_valid(id);
+}
+
+/* The sandbox a signed URL's request names: 1 with id (E2b-Sandbox-Id, else a Host
+ * 49983-<id>.<domain>), 0 when it names none, -1 when E2b-Sandbox-Id is no id. From the
+ * header's value (NULL: none) and the Host's. */
+static int signed_named(const char *hid, size_t hid_len, const char *host, size_t host_len,
+			char id[CELL_ID_MAX + 1])
+{
+	if (hid) {
+		if (hid_len > CELL_ID_MAX)
+			return -1;
+		memcpy(id, hid, hid_len);
+		id[hid_len] = '\0';
+		return cell_id_valid(id) ? 1 : -1;
+	}
+	return host_names(host, host_len, id) ? 1 : 0;
+}
+
+/* A signed /files URL, answered with E2B's messages when expired or signed by no sandbox,
+ * else rerouted to sandboxes/{id}/files. Its signer is the sandbox it names, else one its
+ * client used (e2b_recent.c), else what a scan of every sandbox finds: the gate lets a URL
+ * that names none and is none of its client's through for this, and the scan's bound is
+ * host-wide (503 past it). */
 static int reroute_signed(struct http_req *r)
 {
 	struct e2b_signed s;
@@ -137,8 +172,21 @@ static int reroute_signed(struct http_req *r)
 				     ? "signature is already expired"
 				     : "signature_expiration must be a Unix time in seconds"),
 		       -1;
-	char id[CELL_ID_MAX + 1];
-	if (e2b_signed_sandbox(&s, id) < 0)
+	const char *hid = http_header(r, E2B_HEADER_ID), *host = http_header(r, "Host");
+	char named[CELL_ID_MAX + 1], id[CELL_ID_MAX + 1];
+	int how = signed_named(hid, hid ? strlen(hid) : 0, host, host ? strlen(host) : 0, named);
+	struct peer_key key;
+	const struct peer_key *client = http_peer(r, &key) ? &key : NULL;
+	int rc = how < 0 ? -EACCES : e2b_signed_sandbox(&s, how ? named : NULL, client, id);
+	if (rc == -ENOENT)
+		rc = e2b_signed_scan(&s, client, id);
+	if (rc == -EBUSY || rc == -EAGAIN)
+		return e2b_error(r, 503,
+				 "too many signed URLs that name no sandbox at once: try again, or "
+				 "name it (%s, or the host %d-<id>.<domain>)",
+				 E2B_HEADER_ID, E2B_ENVD_PORT),
+		       -1;
+	if (rc < 0)
 		return e2b_error(r, 401, "invalid signature"), -1;
 	char *path;
 	if (asprintf(&path, "/sandboxes/%s/files", id) < 0)
@@ -149,13 +197,18 @@ static int reroute_signed(struct http_req *r)
 
 static bool authorized(struct http_req *r);
 
+/* A signed /files URL, above; and step 2: a path neither API has, with a sandbox and a port
+ * other than envd's in the headers, goes to that port. */
 static int reroute(struct http_req *r)
 {
 	const char *id = http_header(r, E2B_HEADER_ID);
 	const char *port = http_header(r, E2B_HEADER_PORT);
 	char first[32];
 	first_segment(http_raw_path(r), first, sizeof(first));
-	if (!id && !strcmp(first, "files") && !strcmp(http_raw_path(r), "/files"))
+	/* A signed URL: without the sandbox's credentials (its SDK's own calls send them with
+	 * E2b-Sandbox-Id, and they decide as before). */
+	if (!strcmp(http_raw_path(r), "/files") &&
+	    (!id || (!http_header(r, E2B_HEADER_TOKEN) && !http_header(r, E2B_HEADER_KEY))))
 		return reroute_signed(r);
 	if (!id || !port || is_control_plane(first, true) || is_envd(first))
 		return 0;
@@ -246,6 +299,23 @@ static bool port_request(const struct http_req *r, char id[CELL_ID_MAX + 1])
 	       sscanf(http_raw_path(r), "/sandboxes/%64[a-z0-9-]/proxy/%n", id, &n) == 1 && n > 0;
 }
 
+/* r reaches a sandbox with the key or its envd token: noted as used by r's client, whose
+ * signed URLs are looked for among the sandboxes it used (e2b_recent.c). The sandbox is
+ * E2b-Sandbox-Id's, else a path's sandboxes/{id} (connect, a port, ...). */
+static void note_use(const struct http_req *r)
+{
+	char id[CELL_ID_MAX + 1];
+	const char *raw = http_raw_path(r), *hid = http_header(r, E2B_HEADER_ID);
+	if (hid)
+		snprintf(id, sizeof(id), "%s", strlen(hid) <= CELL_ID_MAX ? hid : "");
+	else if (sscanf(raw + (!strncmp(raw, "/v2/", 4) ? 3 : 0), "/sandboxes/%64[a-z0-9-]", id) !=
+		 1)
+		return;
+	struct peer_key client;
+	if (cell_id_valid(id) && http_peer(r, &client))
+		e2b_recent_note(&client, id);
+}
+
 /* An API key (its tenant's), or a credential of one sandbox (that sandbox alone). */
 static bool authorized(struct http_req *r)
 {
@@ -253,6 +323,7 @@ static bool authorized(struct http_req *r)
 	struct adm_principal *who = keys_match(key, key ? strlen(key) : 0);
 	if (who) {
 		http_grant(r, who, NULL);
+		note_use(r);
 		return true;
 	}
 	char sid[CELL_ID_MAX + 1];
@@ -284,15 +355,26 @@ static bool authorized(struct http_req *r)
 	if (!id || !token || !token_ok(E2B_ENVD_LABEL, id, strlen(id), token, strlen(token)))
 		return false;
 	tenancy_grant_scoped(r, id, false); /* envd's token: the sandbox's own client */
+	note_use(r);
 	return true;
 }
 
-/* The gate's check, on the raw head of a connection's first request: the key, or the
- * token of the sandbox the head names for a path that takes one. The path is taken from
- * the request line. */
-/* The gate's view of a signed /files URL: its request line's method and target. */
-static bool head_signed(const char *head, size_t len)
+/* The gate's view of a signed /files URL (its request line's method and target), from
+ * client: let through when expired (reroute_signed answers it), when signed by the
+ * sandbox it names, else by one its client used, else, naming none, for the bounded scan of
+ * the HTTP server (reroute_signed): the gate's thread checks at most E2B_RECENT_PER_CLIENT
+ * signatures whatever the number of sandboxes. */
+static bool head_signed(const char *head, size_t len, const struct peer_key *client)
 {
+	const char *hid, *host, *v;
+	size_t hid_len = 0, host_len = 0, vlen;
+	bool has_id = head_value(head, len, E2B_HEADER_ID, &hid, &hid_len);
+	/* The sandbox's credentials decide (head_authorized), as reroute() has it. */
+	if (has_id && (head_value(head, len, E2B_HEADER_TOKEN, &v, &vlen) ||
+		       head_value(head, len, E2B_HEADER_KEY, &v, &vlen)))
+		return false;
+	if (!head_value(head, len, "Host", &host, &host_len))
+		host = NULL;
 	while (len && (*head == '\r' || *head == '\n'))
 		head++, len--;
 	const char *sp = memchr(head, ' ', len);
@@ -310,19 +392,28 @@ static bool head_signed(const char *head, size_t len)
 	if (!q || (size_t)(q - target) != 6 || memcmp(target, "/files", 6))
 		return false;
 	struct e2b_signed s;
-	char id[CELL_ID_MAX + 1];
-	/* An expired one passes the gate, to be answered "already expired" by reroute. */
-	return e2b_signed_parse(method, q + 1, &s) &&
-	       (e2b_signed_expired(&s) != 0 || e2b_signed_sandbox(&s, id) == 0);
+	if (!e2b_signed_parse(method, q + 1, &s))
+		return false;
+	if (e2b_signed_expired(&s) != 0)
+		return true;
+	char named[CELL_ID_MAX + 1], id[CELL_ID_MAX + 1];
+	int how = signed_named(has_id ? hid : NULL, hid_len, host, host_len, named);
+	if (how < 0)
+		return false;
+	int rc = e2b_signed_sandbox(&s, how ? named : NULL, client, id);
+	return rc == 0 || (rc == -ENOENT && !how);
 }
 
-static bool head_authorized(const char *head, size_t len)
+/* The gate's check, on the raw head of a connection's first request: the key, or the
+ * token of the sandbox the head names for a path that takes one, or a signed URL. The
+ * path is taken from the request line. */
+static bool head_authorized(const char *head, size_t len, const struct peer_key *client)
 {
 	const char *v, *id, *tok;
 	size_t vlen, id_len, tok_len;
 	if (head_value(head, len, E2B_HEADER_KEY, &v, &vlen) && key_ok(v, vlen))
 		return true;
-	if (head_signed(head, len))
+	if (head_signed(head, len, client))
 		return true;
 	/* A port of a public sandbox, or one with its traffic token: authorized() then lets
 	 * only a request rerouted to a port (never envd's) through on that ground. */

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "create_spec.h"
 #include "e2b.h"
+#include "e2b_recent.h"
 #include "e2b_templates.h"
 #include "events.h"
 #include "fields.h"
@@ -34,6 +35,7 @@
 #include "limits.h"
 #include "netpolicy.h"
 #include "network.h"
+#include "peer.h"
 #include "registry.h"
 #include "sandbox.h"
 #include "tenancy.h"
@@ -482,6 +484,10 @@ int e2b_sandbox_create(struct http_req *r)
 	if (rc == 0 && (rc = lifecycle_create(&spec, &sb, &created, &err)) < 0)
 		http_internal(r, &err);
 	if (rc == 0) {
+		/* Its creator's signed URLs are looked for among what it used (e2b_recent.c). */
+		struct peer_key client;
+		if (http_peer(r, &client))
+			e2b_recent_note(&client, sb->id);
 		json_t *o = e2b_sandbox_json(sb, template_id);
 		if (o)
 			http_json(r, 201, o);

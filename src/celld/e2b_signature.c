@@ -3,9 +3,11 @@
  * where S is the unpadded base64 of SHA-256("P:read|write:U:<envdAccessToken>[:E]").
  *
  * With E2B_SANDBOX_URL set the URL names no sandbox (it is the listener's own), so the
- * signature is what names it: the one sandbox whose access token makes it. Finding it
- * costs one hash per sandbox, done only for a request that carries a signature and no
- * E2b-Sandbox-Id. An expired URL is refused before any of that. */
+ * signature is what names it: the one sandbox whose access token makes it. It is looked for
+ * in the sandbox the request names (E2b-Sandbox-Id, or the host 49983-<id>.<domain> of the
+ * SDK's own URLs), else among the last few its client used (e2b_recent.c), else, off the
+ * gate's thread and bounded host-wide, in every sandbox (e2b_signed_scan). An expired URL
+ * is refused before any of that. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 
 #include "cell/id.h"
 #include "e2b.h"
+#include "e2b_recent.h"
 #include "fields.h"
 #include "registry.h"
 #include "sandbox.h"
@@ -109,18 +112,50 @@ bool e2b_signed_by(const char *id, const struct e2b_signed *s)
 	return CRYPTO_memcmp(want, s->signature, SIG_LEN) == 0;
 }
 
-int e2b_signed_sandbox(const struct e2b_signed *s, char id[CELL_ID_MAX + 1])
+static bool well_formed(const struct e2b_signed *s)
 {
-	if (strlen(s->signature) != SIG_LEN || strncmp(s->signature, SIG_PREFIX, 3))
+	return strlen(s->signature) == SIG_LEN && !strncmp(s->signature, SIG_PREFIX, 3);
+}
+
+static bool signer_is(const char *id, const void *s)
+{
+	return e2b_signed_by(id, s);
+}
+
+int e2b_signed_sandbox(const struct e2b_signed *s, const char *named, const struct peer_key *client,
+		       char id[CELL_ID_MAX + 1])
+{
+	if (!well_formed(s))
 		return -EACCES;
+	return e2b_recent_find(named, client, signer_is, s, id);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int e2b_signed_scan(const struct e2b_signed *s, const struct peer_key *client,
+		    char id[CELL_ID_MAX + 1])
+{
+	if (!well_formed(s))
+		return -EACCES;
+	int r = e2b_recent_scan_begin(mono_ms());
+	if (r < 0)
+		return r;
 	struct sandbox **v;
 	size_t n = registry_snapshot(&v);
-	int r = -EACCES;
+	r = -EACCES;
 	for (size_t i = 0; i < n && r < 0; i++)
 		if (e2b_signed_by(v[i]->id, s)) {
 			snprintf(id, CELL_ID_MAX + 1, "%s", v[i]->id);
 			r = 0;
 		}
 	sandbox_unref_all(v, n);
+	e2b_recent_scan_end();
+	if (r == 0 && client)
+		e2b_recent_note(client, id);
 	return r;
 }

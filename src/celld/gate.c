@@ -17,7 +17,6 @@
  *
  * Refusals are logged once per GATE_LOG_INTERVAL_MS and kind, with a count, so a flood does
  * not flood the log. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -43,6 +42,7 @@
 #include "gate.h"
 #include "head.h"
 #include "http.h"
+#include "peer.h"
 
 #define GATE_LINGER_MS	     2000  /* for the client to read a refusal before the close */
 #define GATE_LOG_INTERVAL_MS 10000 /* one log line per kind of refusal per interval */
@@ -52,12 +52,6 @@
 /* epoll data of the two fds that are not connections; a connection's is gen << 32 | slot. */
 #define EV_LISTEN UINT64_MAX
 #define EV_STOP	  (UINT64_MAX - 1)
-
-/* A client: an IPv4 address, or an IPv6 /64 (one host usually holds a whole /64). */
-struct peer_key {
-	uint8_t len; /* 4 or 8 */
-	uint8_t b[8];
-};
 
 struct conn;
 TAILQ_HEAD(conn_list, conn);
@@ -125,51 +119,16 @@ static int64_t mono_ms(void)
 
 /* ---- clients ---- */
 
-static bool peer_key_of(const struct sockaddr_storage *sa, struct peer_key *k)
-{
-	memset(k, 0, sizeof(*k));
-	if (sa->ss_family == AF_INET) {
-		k->len = 4;
-		memcpy(k->b, &((const struct sockaddr_in *)sa)->sin_addr, 4);
-		return true;
-	}
-	if (sa->ss_family != AF_INET6)
-		return false;
-	const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-	if (IN6_IS_ADDR_V4MAPPED(a)) {
-		k->len = 4;
-		memcpy(k->b, a->s6_addr + 12, 4);
-	} else {
-		k->len = 8;
-		memcpy(k->b, a->s6_addr, 8);
-	}
-	return true;
-}
-
-static void peer_text(const struct peer_key *k, char *buf, size_t size)
-{
-	uint8_t a[16] = {0};
-	memcpy(a, k->b, k->len);
-	if (!inet_ntop(k->len == 4 ? AF_INET : AF_INET6, a, buf, size))
-		snprintf(buf, size, "?");
-	else if (k->len == 8)
-		strncat(buf, "/64", size - strlen(buf) - 1);
-}
-
 /* Keyed with a random seed, so that a client cannot choose addresses that share a chain. */
 static struct peer **peer_bucket(struct gate *g, const struct peer_key *k)
 {
-	uint64_t h = g->seed ^ k->len;
-	for (unsigned i = 0; i < k->len; i++)
-		h = (h ^ k->b[i]) * 0x100000001b3ull;
-	h ^= h >> 32;
-	return &g->buckets[h & (g->nbuckets - 1)];
+	return &g->buckets[peer_key_hash(k, g->seed) & (g->nbuckets - 1)];
 }
 
 static struct peer *peer_find(struct gate *g, const struct peer_key *k)
 {
 	for (struct peer *p = *peer_bucket(g, k); p; p = p->next)
-		if (p->key.len == k->len && !memcmp(p->key.b, k->b, k->len))
+		if (peer_key_equal(&p->key, k))
 			return p;
 	return NULL;
 }
@@ -253,7 +212,7 @@ static void refuse(struct gate *g, enum refusal r, const struct peer_key *client
 	char what[160], who[64] = "";
 	refusal_text(g, r, what, sizeof(what));
 	if (client)
-		peer_text(client, who, sizeof(who));
+		peer_key_text(client, who, sizeof(who));
 	log_warn("tcp%s%s: %s%s%s", who[0] ? " " : "", who, what, detail ? "; " : "",
 		 detail ? detail : "");
 	l->last = now;
@@ -271,7 +230,7 @@ static void flush_log(struct gate *g, int64_t now, bool force)
 		refusal_text(g, r, what, sizeof(what));
 		if (l->client.len) {
 			memcpy(who, ", the latest from ", 18);
-			peer_text(&l->client, who + 18, sizeof(who) - 18);
+			peer_key_text(&l->client, who + 18, sizeof(who) - 18);
 		}
 		log_warn("tcp: %s: %u more in the last %lld s%s", what, l->suppressed,
 			 (long long)(now - l->last + 999) / 1000, who);
@@ -419,7 +378,7 @@ static void conn_read(struct gate *g, struct conn *c, uint32_t events)
 			conn_close(g, c); /* closed its side before the head was whole */
 		return;
 	}
-	if (g->api->head_authorized(g->peekbuf + start, len - start))
+	if (g->api->head_authorized(g->peekbuf + start, len - start, &c->peer->key))
 		conn_handoff(g, c);
 	else
 		conn_answer(g, c, REF_KEY, 401, "Unauthorized", "UNAUTHORIZED",
@@ -429,7 +388,7 @@ static void conn_read(struct gate *g, struct conn *c, uint32_t events)
 static void admit(struct gate *g, int fd, const struct sockaddr_storage *sa)
 {
 	struct peer_key k;
-	if (!peer_key_of(sa, &k)) {
+	if (!peer_key_of((const struct sockaddr *)sa, &k)) {
 		close(fd);
 		return;
 	}

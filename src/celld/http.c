@@ -16,6 +16,7 @@
 #include "errors.h"
 #include "http.h"
 #include "http_req.h"
+#include "peer.h"
 
 /* ---- request accessors ---- */
 
@@ -49,6 +50,13 @@ int http_socket(const struct http_req *r)
 bool http_is_tcp(const struct http_req *r)
 {
 	return r->tcp;
+}
+
+bool http_peer(const struct http_req *r, struct peer_key *key)
+{
+	const union MHD_ConnectionInfo *ci =
+	    r->tcp ? MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+	return peer_key_of(ci ? ci->client_addr : NULL, key);
 }
 
 void http_reroute(struct http_req *r, char *raw_path)

@@ -15,6 +15,7 @@
 struct http_req;
 struct MHD_Response;
 struct adm_principal;
+struct peer_key;
 
 /* What an API brings to a listener: its routes, how its clients prove who they are, and
  * the body of its errors. The transport and the router know nothing else of any API, so a
@@ -29,8 +30,8 @@ struct http_api {
 	 * one without it. */
 	bool (*authorized)(struct http_req *r);
 	/* The same asked by the gate of a first request's raw head (whole, through its empty
-	 * line), before the HTTP server has parsed anything. */
-	bool (*head_authorized)(const char *head, size_t len);
+	 * line), before the HTTP server has parsed anything, from client. */
+	bool (*head_authorized)(const char *head, size_t len, const struct peer_key *client);
 	const char *key_header;		  /* for the log: which header holds the key */
 	const char *unauthorized_message; /* the 401's message */
 	/* The API's error body for status, code and message (a new reference, NULL when out
@@ -52,6 +53,9 @@ const char *http_raw_path(const struct http_req *r);
 /* The query as sent (after '?', still escaped), or NULL when the request had none. */
 const char *http_raw_query(const struct http_req *r);
 bool http_is_tcp(const struct http_req *r);
+/* The client r came from (peer.h: its IPv4 address or IPv6 /64): false when there is none
+ * (the Unix socket). */
+bool http_peer(const struct http_req *r, struct peer_key *key);
 /* Route r as if it had come with raw_path (taken; malloc'd), before the auth check: an
  * API's reroute hook. */
 void http_reroute(struct http_req *r, char *raw_path);

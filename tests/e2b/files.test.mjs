@@ -4,6 +4,7 @@ import { describe, it, before } from "node:test";
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
+import http from "node:http";
 import path from "node:path";
 
 import { FileNotFoundError, NotEnoughSpaceError, Sandbox } from "e2b";
@@ -263,6 +264,54 @@ describe("sbx.files through the E2B listener", { skip }, () => {
 		// A read URL does not write.
 		res = await fetch(url, { method: "POST", body: form });
 		assert.equal(res.status, 401);
+	});
+
+	it("checks a signed URL against the sandbox it names, else those its client used, else a bounded scan", { timeout: STEP_MS }, async () => {
+		// A GET on a connection of its own (the gate's check is each connection's first)
+		// from a loopback address of this host's choosing: a client, as celld counts them.
+		const get = (url, from, headers = {}) =>
+			new Promise((resolve, reject) => {
+				const req = http.get(url, { localAddress: from, agent: false, headers }, (res) => {
+					let body = "";
+					res.setEncoding("utf8");
+					res.on("data", (c) => (body += c));
+					res.on("end", () => resolve({ status: res.statusCode, body }));
+				});
+				req.on("error", reject);
+			});
+		await sbx.files.write("looked-up.txt", "found");
+		const url = await sbx.downloadUrl("looked-up.txt", { useSignatureExpiration: 120 });
+		// This process made the sandbox and used it from 127.0.0.1: one of its client's.
+		let res = await get(url, "127.0.0.1");
+		assert.equal(res.status, 200, res.body);
+		assert.equal(res.body, "found");
+		// A client that never used it (a browser the URL was handed to): the scan finds it.
+		res = await get(url, "127.0.0.2");
+		assert.equal(res.status, 200, res.body);
+		assert.equal(res.body, "found");
+		// A made-up signature from a client that used nothing: let through by the gate to
+		// the scan, which finds no signer.
+		const forged = new URL(url);
+		forged.searchParams.set("signature", "v1_" + "A".repeat(43));
+		res = await get(forged, "127.0.0.3");
+		assert.equal(res.status, 401);
+		assert.deepEqual(JSON.parse(res.body), { code: 401, message: "invalid signature" });
+		// Named, as the SDK's URL without E2B_SANDBOX_URL names it (the host
+		// 49983-<id>.<domain>) or by E2b-Sandbox-Id: that one sandbox, from anywhere.
+		const named = { Host: `49983-${sbx.sandboxId}.cell.test:${h.e2bPort}` };
+		res = await get(url, "127.0.0.4", named);
+		assert.equal(res.status, 200, res.body);
+		assert.equal(res.body, "found");
+		res = await get(url, "127.0.0.5", { "E2b-Sandbox-Id": sbx.sandboxId });
+		assert.equal(res.status, 200, res.body);
+		assert.equal(res.body, "found");
+		// Named as another sandbox: refused, even from the client that used this one.
+		const other = sbx.sandboxId.replace(/.$/, (c) => (c === "a" ? "b" : "a"));
+		for (const headers of [{ Host: `49983-${other}.cell.test:${h.e2bPort}` }, { "E2b-Sandbox-Id": other }]) {
+			res = await get(url, "127.0.0.1", headers);
+			assert.equal(res.status, 401, JSON.stringify(headers));
+			assert.equal(JSON.parse(res.body).code, 401);
+		}
 	});
 
 	it("says what is missing, in the SDK's errors", { timeout: STEP_MS }, async () => {
