@@ -12,6 +12,7 @@
 /* Unauthenticated TCP connections (gate.c): each costs celld one fd and a table slot. */
 #define CELLD_DEFAULT_PENDING_MAX    1024
 #define CELLD_DEFAULT_PENDING_PER_IP 64
+#define CELLD_DEFAULT_KEYLESS_PER_IP 256
 #define CELLD_DEFAULT_HEAD_TIMEOUT_S 10
 /* Connections the port proxy (api_proxy.c) holds open to one sandbox's apps at once. */
 #define CELLD_DEFAULT_PROXY_MAX 128
@@ -32,6 +33,7 @@ struct celld_config {
 	/* The TCP gate (gate.c): connections not yet authenticated. */
 	unsigned tcp_pending_max;    /* held at once, in all */
 	unsigned tcp_pending_per_ip; /* held at once from one client (IPv6: one /64) */
+	unsigned tcp_keyless_per_ip; /* connections of anonymous credentials from one client */
 	unsigned tcp_head_timeout_s; /* for the whole head of the first request */
 	unsigned proxy_max;	     /* proxied connections per sandbox (--proxy-max-connections) */
 	/* Host-name routing of preview URLs (--preview-domain): "<port>-<id>.<domain>" on the

@@ -78,6 +78,12 @@ static void usage(FILE *out)
 	    "  --tcp-pending-per-ip N\n"
 	    "                      of those, from one client address or IPv6 /64 (default %u);\n"
 	    "                      past it, that client's oldest is closed\n"
+	    "  --tcp-keyless-per-ip N\n"
+	    "                      connections the HTTP server holds for one client whose\n"
+	    "                      credential anyone may be handed (a preview or traffic\n"
+	    "                      token, a signed URL, a public port; default %u); all such\n"
+	    "                      clients together get a quarter of its connections; past\n"
+	    "                      either, 503 and the connection is closed\n"
 	    "  --tcp-head-timeout SECONDS\n"
 	    "                      for the whole head of a TCP connection's first request, at\n"
 	    "                      most " GATE_HEAD_MAX_TEXT " (default %u); then the connection "
@@ -137,8 +143,9 @@ static void usage(FILE *out)
 	    "  --debug             log debug messages\n"
 	    "  --version           print the version and the cgroup backend\n"
 	    "  --help              this text\n",
-	    CELLD_DEFAULT_PENDING_MAX, CELLD_DEFAULT_PENDING_PER_IP, CELLD_DEFAULT_HEAD_TIMEOUT_S,
-	    CELLD_DEFAULT_PROXY_MAX, CELL_LIBEXEC_DIR, CELL_DATA_DIR, CELLD_DEFAULT_NFLOG_GROUP);
+	    CELLD_DEFAULT_PENDING_MAX, CELLD_DEFAULT_PENDING_PER_IP, CELLD_DEFAULT_KEYLESS_PER_IP,
+	    CELLD_DEFAULT_HEAD_TIMEOUT_S, CELLD_DEFAULT_PROXY_MAX, CELL_LIBEXEC_DIR, CELL_DATA_DIR,
+	    CELLD_DEFAULT_NFLOG_GROUP);
 }
 
 /* optarg as a whole number from 1 to max. */
@@ -214,6 +221,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"tcp-pending-max", required_argument, NULL, 'm'},
 	    {"tcp-pending-per-ip", required_argument, NULL, 'p'},
 	    {"tcp-head-timeout", required_argument, NULL, 't'},
+	    {"tcp-keyless-per-ip", required_argument, NULL, 'L'},
 	    {"proxy-max-connections", required_argument, NULL, 'X'},
 	    {"api-key-file", required_argument, NULL, 'k'},
 	    {"api-keys-file", required_argument, NULL, 'K'},
@@ -263,6 +271,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 't':
 			r = uint_flag("--tcp-head-timeout", 300, &celld.tcp_head_timeout_s);
+			break;
+		case 'L':
+			r = uint_flag("--tcp-keyless-per-ip", 65536, &celld.tcp_keyless_per_ip);
 			break;
 		case 'X':
 			r = uint_flag("--proxy-max-connections", 65536, &celld.proxy_max);

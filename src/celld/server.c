@@ -16,6 +16,7 @@ static int listen_tcp(const struct http_api *api, const char *where, struct cell
 	    .tcp = where,
 	    .keyed = keys_count() > 0,
 	    .max_connections = admission_tcp_connections(),
+	    .keyless_per_client = celld.tcp_keyless_per_ip,
 	    .upgrades = true,
 	    .gate = {.pending_max = celld.tcp_pending_max,
 		     .pending_per_ip = celld.tcp_pending_per_ip,

@@ -24,6 +24,8 @@
 #include "timefmt.h"
 #include "fields.h"
 #include "http_req.h"
+#include "keyless.h"
+#include "peer.h"
 #include "transport.h"
 #include "gate.h"
 #include "http.h"
@@ -34,9 +36,16 @@
 #define LISTENERS_MAX 4
 
 struct listener {
-	struct transport_listener cfg;
+	struct transport_listener cfg; /* first: a request's listener pointer is its listener's */
 	struct MHD_Daemon *daemon;
-	struct gate *gate; /* TCP */
+	struct gate *gate;	       /* TCP */
+	struct keyless_budget keyless; /* TCP */
+};
+
+/* What the HTTP server keeps of a connection: what its first request's credential was. */
+struct conn_ctx {
+	bool classified, keyless;
+	struct peer_key peer;
 };
 
 static struct listener listeners[LISTENERS_MAX];
@@ -94,6 +103,40 @@ static bool body_too_large(struct http_req *r)
 	return true;
 }
 
+/* The connection of a TCP request is classed by its first request's credential: a key (or
+ * a sandbox's own client's token), or one anyone may be handed (http_anonymous: a preview
+ * or traffic token, a signed URL, a public port). Those are held within the listener's
+ * keyless budget; past it the request is answered 503 and its connection closed, so that
+ * connections anyone can hold open never lock key holders out. */
+static bool keyless_admitted(struct http_req *r)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn_ctx *ctx = ci ? ci->socket_context : NULL;
+	if (!ctx || ctx->classified)
+		return true;
+	ctx->classified = true;
+	if (!http_anonymous(r) || !http_peer(r, &ctx->peer))
+		return true;
+	struct listener *l = (struct listener *)r->listener;
+	bool whole;
+	if (keyless_take(&l->keyless, &ctx->peer, &whole)) {
+		ctx->keyless = true;
+		return true;
+	}
+	r->close = true;
+	if (whole)
+		http_error(r, 503, "UNAVAILABLE",
+			   "%u connections without an API key are held: try again later",
+			   l->keyless.max);
+	else
+		http_error(r, 503, "UNAVAILABLE",
+			   "this client holds %u connections without an API key, its share: close "
+			   "one first",
+			   l->keyless.per_client);
+	return false;
+}
+
 static void begin_request(struct http_req *r)
 {
 	const char *bad = NULL;
@@ -112,6 +155,8 @@ static void begin_request(struct http_req *r)
 		http_error(r, 401, "UNAUTHORIZED", "%s", r->api->unauthorized_message);
 		return;
 	}
+	if (r->tcp && !keyless_admitted(r))
+		return;
 	if (route_request(r) < 0)
 		return;
 	const struct route *route = r->match.route;
@@ -227,6 +272,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	if (!r->queued)
 		finish_request(r);
 	return MHD_YES;
+}
+
+/* A connection's context from its start to its close (conn_ctx); a keyless one gives its
+ * place in the budget back. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	(void)conn;
+	struct listener *l = cls;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		*socket_context = calloc(1, sizeof(struct conn_ctx));
+		return;
+	}
+	struct conn_ctx *ctx = *socket_context;
+	if (ctx && ctx->keyless)
+		keyless_put(&l->keyless, &ctx->peer);
+	free(ctx);
+	*socket_context = NULL;
 }
 
 /* Called once per request before its headers are parsed, with the URI exactly as sent:
@@ -427,10 +490,11 @@ static struct MHD_Daemon *start_daemon(int fd, struct listener *l)
 	return MHD_start_daemon(
 	    flags, 0, NULL, NULL, on_request, NULL, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
 	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, l, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_CONNECTION_LIMIT,
-	    l->cfg.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(512 << 10),
-	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)(1 << 20),
-	    fd < 0 ? MHD_OPTION_END : MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_END);
+	    MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_CONNECTION_TIMEOUT,
+	    (unsigned)300, MHD_OPTION_CONNECTION_LIMIT, l->cfg.max_connections,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(512 << 10), MHD_OPTION_THREAD_STACK_SIZE,
+	    (size_t)(1 << 20), fd < 0 ? MHD_OPTION_END : MHD_OPTION_LISTEN_SOCKET, fd,
+	    MHD_OPTION_END);
 }
 
 static int serve_unix(struct listener *l, struct cell_error *err)
@@ -454,6 +518,10 @@ static int serve_tcp(struct listener *l, struct cell_error *err)
 	int fd = listen_tcp(c->tcp, c->keyed, err);
 	if (fd < 0)
 		return fd;
+	if (keyless_init(&l->keyless, c->max_connections / 4, c->keyless_per_client) < 0) {
+		close(fd);
+		return cell_err(err, ENOMEM, "the keyless budget of %s", c->tcp);
+	}
 	l->daemon = start_daemon(-1, l);
 	if (!l->daemon) {
 		close(fd);
@@ -464,9 +532,10 @@ static int serve_tcp(struct listener *l, struct cell_error *err)
 		return r;
 	log_info("listening on tcp:%s (%s API, %s required; unauthenticated: %u "
 		 "connections, %u per client, %u s and " GATE_HEAD_MAX_TEXT
-		 " for the request head)",
+		 " for the request head; without a key: %u connections held, %u per client)",
 		 c->tcp, c->api->name, c->api->key_header, c->gate.pending_max,
-		 c->gate.pending_per_ip, c->gate.head_timeout_s);
+		 c->gate.pending_per_ip, c->gate.head_timeout_s, l->keyless.max,
+		 l->keyless.per_client);
 	return 0;
 }
 

@@ -28,7 +28,10 @@ struct transport_listener {
 	struct adm_principal *who; /* whom its requests act for (NULL: none) */
 	unsigned max_connections;  /* held by the HTTP server at once */
 	struct gate_limits gate;   /* TCP: the unauthenticated ones */
-	bool upgrades;		   /* its API has routes that upgrade the connection */
+	/* TCP: connections held for clients whose credential anyone may be handed (keyless.h),
+	 * from one client; in all a quarter of max_connections. */
+	unsigned keyless_per_client;
+	bool upgrades; /* its API has routes that upgrade the connection */
 };
 
 /* Listen and serve l (copied) until transport_stop. */

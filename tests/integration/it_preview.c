@@ -12,6 +12,7 @@
  * The whole program runs in a network namespace of its own with only a loopback. */
 #include <arpa/inet.h>
 #include <check.h>
+#include <poll.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -549,6 +550,68 @@ START_TEST(expiring_token_from_signed_endpoint)
 }
 END_TEST
 
+/* Connections of a credential anyone may be handed are held within a budget of their own
+ * (--tcp-keyless-per-ip here 4 from one client, a quarter of the server's connections in
+ * all): a fifth held open with a preview token is answered 503 and closed, and key holders
+ * are never locked out by such connections. Each keyless connection sends a head promising
+ * a body it never sends, so the server holds it open. */
+START_TEST(keyless_connections_held_apart)
+{
+	static const char *const flags[] = {"--tcp-keyless-per-ip", "4", NULL};
+	h_celld_restart_with(flags);
+	char *id = sandbox_with_httpd(&H);
+	json_t *ep = endpoint(&H, id, 8080);
+	char *req = h_fmt("POST /v1/sandboxes/%s/proxy/8080/ HTTP/1.1\r\nHost: cell\r\n"
+			  "X-Cell-Preview-Token: %s\r\nContent-Length: 100\r\n\r\n",
+			  id, token_of(ep));
+	const char *colon = strrchr(H.listen, ':');
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(atoi(colon + 1))};
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	int fds[6];
+	for (int i = 0; i < 6; i++) {
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_ge(fds[i], 0);
+		ck_assert_int_eq(connect(fds[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+		ck_assert_int_eq(send(fds[i], req, strlen(req), MSG_NOSIGNAL),
+				 (ssize_t)strlen(req));
+		h_sleep_ms(200); /* handed over in order */
+	}
+	/* The first four wait for their body; the others are answered 503 at once. */
+	for (int i = 0; i < 6; i++) {
+		struct pollfd p = {.fd = fds[i], .events = POLLIN};
+		char buf[4096] = "";
+		ssize_t n = poll(&p, 1, i < 4 ? 500 : 5000) == 1
+				? recv(fds[i], buf, sizeof(buf) - 1, MSG_DONTWAIT)
+				: -1;
+		if (i < 4)
+			ck_assert_msg(n < 0, "connection %d answered: %s", i, buf);
+		else
+			ck_assert_msg(n > 0 && strstr(buf, " 503 ") &&
+					  strcasestr(buf, "Connection: close"),
+				      "connection %d: %zd '%s'", i, n, buf);
+	}
+	/* A key holder gets through meanwhile. */
+	struct h_req kr = {.method = "GET", .path = "/v1/sandboxes", .via = H_TCP};
+	struct h_resp r;
+	ck_assert_int_eq(h_request(&kr, &r), 200);
+	h_resp_free(&r);
+	/* Closing one gives its place back. */
+	close(fds[0]);
+	h_sleep_ms(300);
+	int again = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_eq(connect(again, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(send(again, req, strlen(req), MSG_NOSIGNAL), (ssize_t)strlen(req));
+	struct pollfd p = {.fd = again, .events = POLLIN};
+	ck_assert_msg(poll(&p, 1, 700) == 0, "a freed place was not given back");
+	close(again);
+	for (int i = 1; i < 6; i++)
+		close(fds[i]);
+	json_decref(ep);
+	free(req);
+	free(id);
+}
+END_TEST
+
 static Suite *preview_suite(void)
 {
 	Suite *s = suite_create("preview");
@@ -559,6 +622,7 @@ static Suite *preview_suite(void)
 	tcase_add_test(tc, secret_kept_across_restart_and_rotated);
 	tcase_add_test(tc, tunnel_needs_the_key_and_the_upgrade);
 	tcase_add_test(tc, expiring_token_from_signed_endpoint);
+	tcase_add_test(tc, keyless_connections_held_apart);
 	return s;
 }
 
