@@ -29,7 +29,10 @@
 #include "cell/cleanup.h"
 #include "unit.h"
 
-static char dir[] = "/tmp/test_layer_unpack.XXXXXX";
+/* The suite's dir (made and removed by the parent process, so a failed test's files go
+ * too) and the one test's dir in it. */
+static char top[] = "/tmp/test_layer_unpack.XXXXXX";
+static char dir[96];
 static int tfd = -1; /* dir */
 
 static const struct layer_limits LIM = {
@@ -885,8 +888,23 @@ START_TEST(broken_streams_refused)
 }
 END_TEST
 
+static void setup_suite(void)
+{
+	ck_assert_ptr_nonnull(mkdtemp(top));
+}
+
+static void teardown_suite(void)
+{
+	/* fd-relative removal (never a shell line), whatever a failed test left. */
+	int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct cell_error err = {0};
+	ck_assert_int_eq(layer_remove_all(tmp, top + strlen("/tmp/"), &err), 0);
+	close(tmp);
+}
+
 static void setup(void)
 {
+	snprintf(dir, sizeof(dir), "%s/test.XXXXXX", top);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	tfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	ck_assert_int_ge(tfd, 0);
@@ -905,13 +923,11 @@ static void setup(void)
 
 static void teardown(void)
 {
-	/* fd-relative removal of the temp dir (never a shell line). */
-	int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int topfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct cell_error err = {0};
-	ck_assert_int_eq(layer_remove_all(tmp, dir + strlen("/tmp/"), &err), 0);
-	close(tmp);
+	ck_assert_int_eq(layer_remove_all(topfd, dir + strlen(top) + 1, &err), 0);
+	close(topfd);
 	close(tfd);
-	strcpy(dir, "/tmp/test_layer_unpack.XXXXXX");
 }
 
 static Suite *layer_unpack_suite(void)
@@ -919,6 +935,7 @@ static Suite *layer_unpack_suite(void)
 	Suite *s = suite_create("layer_unpack");
 	TCase *tc = tcase_create("layer_unpack");
 	tcase_set_timeout(tc, 30);
+	tcase_add_unchecked_fixture(tc, setup_suite, teardown_suite);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, normal_layer_of_every_kind);
 	tcase_add_test(tc, plain_gzip_zstd_digests);
