@@ -26,7 +26,11 @@ obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 # libmnl: rtnetlink (src/runtime/netlink.c); libnftnl: celld's nftables table (src/runtime/nft.c).
 # libwslay: WebSocket framing (the PTY routes), the handshake and I/O are ours.
 # zlib: inflate for skill archives (tar.gz and zip, src/celld/skillpkg.c).
-CELLD_LIBS := -lmicrohttpd -ljansson -lcrypto -lpthread -lcap -lseccomp -lnftnl -lmnl -lwslay -lz
+# libarchive: an image layer's tar, gzip and zstd (src/celld/layer_unpack.c), read only: the
+# files are made by cell's own fd-relative code.
+ARCHIVE_LIBS := $(shell pkg-config --libs libarchive 2>/dev/null || echo -larchive)
+CELLD_LIBS := -lmicrohttpd -ljansson -lcrypto -lpthread -lcap -lseccomp -lnftnl -lmnl -lwslay -lz \
+	      $(ARCHIVE_LIBS)
 # The CLI's HTTP client is libcurl; --as-needed keeps the loader from mapping libraries no
 # symbol of cell comes from (each mapped object costs start-up time on every `cell run`);
 # --gc-sections drops the functions of the client library that cell never calls.
