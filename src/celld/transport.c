@@ -94,6 +94,21 @@ static bool body_too_large(struct http_req *r)
 	return true;
 }
 
+/* A request refused 401 on a keep-alive connection the gate let through: security.log. */
+static void auth_failed(struct http_req *r)
+{
+	char client[64] = "?", req[320];
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (ci && ci->client_addr)
+		audit_client_text(ci->client_addr, client, sizeof(client));
+	int n = snprintf(req, sizeof(req), "%s %s", r->method ? r->method : "?",
+			 r->raw_path ? r->raw_path : "?");
+	if (n >= (int)sizeof(req))
+		n = (int)sizeof(req) - 1;
+	audit_auth_failed(r->api->name, client, r->request_id, req, n > 0 ? (size_t)n : 0);
+}
+
 static void begin_request(struct http_req *r)
 {
 	const char *bad = NULL;
@@ -106,6 +121,7 @@ static void begin_request(struct http_req *r)
 	if (r->api->reroute && r->api->reroute(r) < 0)
 		return;
 	if (r->tcp && !r->api->authorized(r)) {
+		auth_failed(r);
 		http_error(r, 401, "UNAUTHORIZED", "%s", r->api->unauthorized_message);
 		return;
 	}
