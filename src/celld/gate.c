@@ -39,6 +39,7 @@
 #include "cell/log.h"
 #include "cell/id.h"
 #include "timefmt.h"
+#include "audit.h"
 #include "gate.h"
 #include "head.h"
 #include "http.h"
@@ -307,10 +308,13 @@ static void linger(struct gate *g, struct conn *c)
 /* Answer a refusal and close with a lingering close: closing with the request still unread
  * would send a reset, and the client could lose the answer with it. */
 static void conn_answer(struct gate *g, struct conn *c, enum refusal why, unsigned status,
-			const char *reason, const char *code, const char *message, bool head_only)
+			const char *reason, const char *code, const char *message, bool head_only,
+			const char *request_id)
 {
 	char rid[CELL_ID_RANDOM_LEN + 1], body[256], resp[768], detail[32];
-	if (cell_id_random(rid) < 0)
+	if (request_id)
+		snprintf(rid, sizeof(rid), "%s", request_id);
+	else if (cell_id_random(rid) < 0)
 		snprintf(rid, sizeof(rid), "%016llx", (unsigned long long)celld_now_ms());
 	snprintf(detail, sizeof(detail), "rid=%s", rid);
 	refuse(g, why, &c->peer->key, detail);
@@ -373,16 +377,23 @@ static void conn_read(struct gate *g, struct conn *c, uint32_t events)
 			conn_answer(g, c, REF_TOO_LARGE, 431, "Request Header Fields Too Large",
 				    "REQUEST_HEADER_FIELDS_TOO_LARGE",
 				    "the request line and headers exceed " GATE_HEAD_MAX_TEXT,
-				    false);
+				    false, NULL);
 		else if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 			conn_close(g, c); /* closed its side before the head was whole */
 		return;
 	}
-	if (g->api->head_authorized(g->peekbuf + start, len - start, &c->peer->key))
+	if (g->api->head_authorized(g->peekbuf + start, len - start, &c->peer->key)) {
 		conn_handoff(g, c);
-	else
-		conn_answer(g, c, REF_KEY, 401, "Unauthorized", "UNAUTHORIZED",
-			    g->api->unauthorized_message, !strncmp(g->peekbuf + start, "HEAD ", 5));
+		return;
+	}
+	char rid[CELL_ID_RANDOM_LEN + 1], client[64];
+	if (cell_id_random(rid) < 0)
+		snprintf(rid, sizeof(rid), "%016llx", (unsigned long long)celld_now_ms());
+	peer_key_text(&c->peer->key, client, sizeof(client));
+	/* In the audit log's security.log, bounded there for all listeners together. */
+	audit_auth_failed(g->api->name, client, rid, g->peekbuf + start, len - start);
+	conn_answer(g, c, REF_KEY, 401, "Unauthorized", "UNAUTHORIZED",
+		    g->api->unauthorized_message, !strncmp(g->peekbuf + start, "HEAD ", 5), rid);
 }
 
 static void admit(struct gate *g, int fd, const struct sockaddr_storage *sa)

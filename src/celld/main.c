@@ -50,11 +50,12 @@
 #define DEFAULT_LISTEN	 "127.0.0.1:8080"
 #define SHUTDOWN_GRACE_S 5
 
-static uint64_t audit_max_bytes; /* --audit-max-bytes; 0: AUDIT_MAX_DEFAULT */
+static uint64_t audit_max_bytes;	  /* --audit-max-bytes; 0: AUDIT_MAX_DEFAULT */
+static uint64_t audit_security_max_bytes; /* --audit-security-max-bytes; 0: the same */
 
 struct flags {
 	const char *state_dir, *images, *socket, *listen, *e2b_listen, *key_file, *keys_file, *init,
-	    *uid_ranges, *policies, *output_budget, *audit_max;
+	    *uid_ranges, *policies, *output_budget, *audit_max, *audit_security_max;
 	bool no_tcp, version, debug;
 };
 
@@ -116,6 +117,10 @@ static void usage(FILE *out)
 	    "  --audit-max-bytes SIZE\n"
 	    "                      size of <state>/audit/audit.log past which it is rotated\n"
 	    "                      (audit.log.1 ... .4 kept; default 16Mi, at least 4Ki)\n"
+	    "  --audit-security-max-bytes SIZE\n"
+	    "                      the same for <state>/audit/security.log: lifecycle,\n"
+	    "                      network decisions, failed authentication, dropped-record\n"
+	    "                      summaries (default 16Mi, at least 4Ki)\n"
 	    "  --volume-root DIR   a host directory whose subtree TCP clients may mount as a\n"
 	    "                      volume (volumes[].host.path; repeatable). Without it only\n"
 	    "                      the Unix socket may mount host paths\n"
@@ -230,6 +235,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"policies", required_argument, NULL, 'P'},
 	    {"output-budget", required_argument, NULL, 'O'},
 	    {"audit-max-bytes", required_argument, NULL, 'Y'},
+	    {"audit-security-max-bytes", required_argument, NULL, 'y'},
 	    {"volume-root", required_argument, NULL, 'R'},
 	    {"volume-shared-writers", no_argument, NULL, 'W'},
 	    {"network-default", required_argument, NULL, 'N'},
@@ -299,6 +305,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 		case 'Y':
 			f->audit_max = optarg;
 			break;
+		case 'y':
+			f->audit_security_max = optarg;
+			break;
 		case 'R':
 			r = config_add_volume_root(optarg);
 			break;
@@ -357,6 +366,15 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			"celld: --audit-max-bytes %s: expected a size of at least 4Ki (\"16Mi\", "
 			"\"1Gi\")\n",
 			f->audit_max);
+		return -EINVAL;
+	}
+	if (f->audit_security_max &&
+	    (cell_parse_bytes(f->audit_security_max, &audit_security_max_bytes) < 0 ||
+	     audit_security_max_bytes < AUDIT_MAX_MIN)) {
+		fprintf(stderr,
+			"celld: --audit-security-max-bytes %s: expected a size of at least 4Ki "
+			"(\"16Mi\", \"1Gi\")\n",
+			f->audit_security_max);
 		return -EINVAL;
 	}
 	if (f->no_tcp && f->listen) {
@@ -461,7 +479,7 @@ static int open_audit(struct cell_error *err)
 	_cleanup_free_ char *dir = NULL;
 	if (asprintf(&dir, "%s/audit", celld.state_dir) < 0)
 		return cell_err(err, ENOMEM, "audit dir");
-	return audit_open(dir, audit_max_bytes, err);
+	return audit_open(dir, audit_max_bytes, audit_security_max_bytes, err);
 }
 
 static int setup_dirs(const struct flags *f, struct cell_error *err)
@@ -757,7 +775,8 @@ static int run(const struct flags *f)
 	    (load_key(f->key_file, &err) < 0 || load_tenant_keys(f->keys_file, &err) < 0))
 		goto fail;
 	if (load_init(f->init, &err) < 0 || open_policies(f->policies, &err) < 0 ||
-	    limits_load(&err) < 0 || admission_load(&err) < 0 || timer_policy_load(&err) < 0)
+	    limits_load(&err) < 0 || admission_load(&err) < 0 || timer_policy_load(&err) < 0 ||
+	    audit_policy_load(&err) < 0)
 		goto fail;
 	if (seccomp_policies_load(&err) < 0 || seccomp_log_start(&err) < 0 ||
 	    network_load_policies(&err) < 0)
@@ -794,6 +813,8 @@ static int run(const struct flags *f)
 		pthread_detach(wd);
 	server_stop();
 	network_shutdown();
+	/* What the audit budget dropped is told before celld goes. */
+	audit_flush_drops();
 	unlink(celld.socket_path);
 	return 0;
 fail_nomem:

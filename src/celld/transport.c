@@ -137,6 +137,21 @@ static bool keyless_admitted(struct http_req *r)
 	return false;
 }
 
+/* A request refused 401 on a keep-alive connection the gate let through: security.log. */
+static void auth_failed(struct http_req *r)
+{
+	char client[64] = "?", req[320];
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (ci && ci->client_addr)
+		audit_client_text(ci->client_addr, client, sizeof(client));
+	int n = snprintf(req, sizeof(req), "%s %s", r->method ? r->method : "?",
+			 r->raw_path ? r->raw_path : "?");
+	if (n >= (int)sizeof(req))
+		n = (int)sizeof(req) - 1;
+	audit_auth_failed(r->api->name, client, r->request_id, req, n > 0 ? (size_t)n : 0);
+}
+
 static void begin_request(struct http_req *r)
 {
 	const char *bad = NULL;
@@ -152,6 +167,7 @@ static void begin_request(struct http_req *r)
 	/* On TCP nobody is the operator: a credential the hook accepts names whom it is of. */
 	if (r->tcp && (!r->api->authorized(r) || !r->granted || !r->who)) {
 		r->who = NULL;
+		auth_failed(r);
 		http_error(r, 401, "UNAUTHORIZED", "%s", r->api->unauthorized_message);
 		return;
 	}

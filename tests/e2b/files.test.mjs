@@ -9,7 +9,7 @@ import path from "node:path";
 
 import { FileNotFoundError, NotEnoughSpaceError, Sandbox } from "e2b";
 
-import { STEP_MS, createSandbox, h, opts, skip, stopsCleanly, useCelld } from "./harness.mjs";
+import { STEP_MS, auditRecords, createSandbox, h, opts, skip, stopsCleanly, useCelld } from "./harness.mjs";
 
 const BIG = 100 << 20; // the 100 MB file
 
@@ -344,12 +344,9 @@ describe("sbx.files through the E2B listener", { skip }, () => {
 		await sbx.files.write("audited.txt", "secret-bytes");
 		await sbx.files.makeDir("/tmp/audited-dir");
 		await sbx.files.remove("/tmp/audited-dir");
-		const log = fs.readFileSync(path.join(h.state, "audit", "audit.log"), "utf8");
-		const recs = log
-			.trim()
-			.split("\n")
-			.map((l) => JSON.parse(l))
-			.filter((r) => r.sandbox === sbx.sandboxId);
+		const all = auditRecords(h.state);
+		const log = JSON.stringify(all);
+		const recs = all.filter((r) => r.sandbox === sbx.sandboxId);
 		const write = recs.find((r) => r.action === "file.write" && r.path === "/home/user/audited.txt");
 		assert.ok(write, log.slice(-2000));
 		assert.equal(write.user, "user");

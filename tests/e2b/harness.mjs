@@ -21,6 +21,24 @@ import { REPO, h, run, useCelld as useLibCelld } from "../lib/celld.mjs";
 export * from "../lib/celld.mjs";
 
 // The images dir holding "default" (the base template's image).
+// The audit log's records as celld wrote them, read from its files: security.log
+// (lifecycle, network decisions, failed authentication) and audit.log (commands, file
+// changes), each rotated on its own, merged in the order of the one seq that counts both.
+export function auditRecords(state) {
+	const dir = path.join(state, "audit");
+	const recs = [];
+	for (const name of ["security.log", "audit.log"]) {
+		let text = "";
+		try {
+			text = fs.readFileSync(path.join(dir, name), "utf8");
+		} catch (e) {
+			if (e.code !== "ENOENT") throw e;
+		}
+		for (const l of text.split("\n")) if (l.trim()) recs.push(JSON.parse(l));
+	}
+	return recs.sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
+}
+
 export function defaultImages() {
 	const dir = path.resolve(
 		process.env.CELL_TEST_DEFAULT_IMAGES || path.join(REPO, "build", "tests", "images-cache"),

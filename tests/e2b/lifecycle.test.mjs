@@ -3,12 +3,10 @@
 // kill, and one registry shared with the OpenSandbox API.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
 
 import { AuthenticationError, Sandbox } from "e2b";
 
-import { STEP_MS, h, skip, stopsCleanly, useCelld, createSandbox, opts } from "./harness.mjs";
+import { STEP_MS, h, skip, stopsCleanly, useCelld, createSandbox, opts, auditRecords } from "./harness.mjs";
 
 describe("E2B's control plane", { skip }, () => {
 	useCelld();
@@ -232,11 +230,7 @@ describe("E2B's control plane", { skip }, () => {
 		assert.equal(res.status, 409, "resume of a running sandbox");
 		assert.equal(await sbx.kill(), true);
 		// Audited as the OpenSandbox API's changes are: the same records, in order.
-		const lines = fs
-			.readFileSync(path.join(h.state, "audit", "audit.log"), "utf8")
-			.split("\n")
-			.filter((l) => l.includes(sbx.sandboxId))
-			.map((l) => JSON.parse(l));
+		const lines = auditRecords(h.state).filter((l) => l.sandbox === sbx.sandboxId);
 		const actions = lines.map((l) => l.action).filter((a) => a !== "exec");
 		for (const a of ["create", "renew", "pause", "resume", "stop", "delete"])
 			assert.ok(actions.includes(a), `${a} in ${JSON.stringify(lines)}`);

@@ -4,6 +4,7 @@
  * only; rotation; a torn last line after a crash) and secrets (in every command's
  * environment, after a restart too, and nowhere else: not in GET, inspect, events, the
  * audit log, state.json or celld's log). */
+#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -439,6 +443,9 @@ START_TEST(audit_who_key_and_unix_only)
 	char *file = h_fmt("%s/audit/audit.log", H.state);
 	ck_assert_msg(!file_has(file, H.key), "the API key is in the audit log");
 	free(file);
+	file = h_fmt("%s/audit/security.log", H.state);
+	ck_assert_msg(!file_has(file, H.key), "the API key is in security.log");
+	free(file);
 	/* Over TCP: refused. Bad arguments: named. */
 	struct h_resp r;
 	ck_assert_int_eq(
@@ -523,6 +530,234 @@ START_TEST(audit_rotates_and_survives_a_torn_line)
 	free(q);
 	ck_assert_int_lt(h_delete(id), 300);
 	free(id);
+}
+END_TEST
+
+/* ---- bounds: a key's budget, security records apart, failed authentication ---- */
+
+static long long jint0(json_t *o, const char *k)
+{
+	return json_integer_value(json_object_get(o, k));
+}
+
+/* One key floods exec over TCP: cut to its budget (policies/audit/budget.json: 1 record a
+ * second, a burst of 10 here), the rest summed up in security.log; kept + dropped = sent.
+ * The operator's create and delete, and the key's own lifecycle records, all pass. */
+START_TEST(audit_key_flood_cut_to_budget)
+{
+	char *pol = h_fmt("%s/policies-budget", H.dir);
+	char *cp = h_fmt("cp -r '%s/policies' '%s'", H.src, pol);
+	ck_assert_int_eq(system(cp), 0);
+	free(cp);
+	char *budget = h_fmt("%s/audit/budget.json", pol);
+	h_write_file(budget, "{\"recordsPerSecond\": 1, \"recordsBurst\": 10}\n", 0644);
+	free(budget);
+	const char *flags[] = {"--policies", pol, NULL};
+	h_celld_restart_with(flags);
+	struct h_resp cr;
+	ck_assert_int_eq(h_create_ex("busybox", NULL, H_TCP, &cr), 202);
+	char *id = strdup(h_jstr(cr.json, "id"));
+	h_resp_free(&cr);
+	const int total = 200;
+	for (int i = 0; i < total; i++) {
+		struct h_exec res;
+		char *cmd = h_fmt("echo flood-%d", i);
+		ck_assert_int_eq(h_exec(id, cmd, &(struct h_exec_opts){.via = H_TCP}, &res), 0);
+		ck_assert_int_eq(res.status, 200);
+		h_exec_free(&res);
+		free(cmd);
+	}
+	ck_assert_int_lt(h_delete(id), 300);
+	/* A read writes what is pending. */
+	json_t *recs = audit_records("?limit=10000");
+	const char *key = NULL;
+	long long kept = 0, dropped = 0, summaries = 0;
+	bool created = false, deleted = false;
+	size_t i;
+	json_t *o;
+	json_array_foreach(recs, i, o)
+	{
+		const char *action = h_jstr(o, "action");
+		const char *sid = json_string_value(json_object_get(o, "sandbox"));
+		if (sid && !strcmp(sid, id) && !strcmp(action, "exec")) {
+			kept++;
+			key = h_jstr(o, "who");
+		}
+		created |= sid && !strcmp(sid, id) && !strcmp(action, "create");
+		deleted |= sid && !strcmp(sid, id) && !strcmp(action, "delete");
+	}
+	ck_assert_msg(key && !strncmp(key, "key:", 4), "no exec record of the key");
+	json_array_foreach(recs, i, o)
+	{
+		if (strcmp(h_jstr(o, "action"), "audit.dropped") ||
+		    strcmp(h_jstr(o, "principal"), key))
+			continue;
+		summaries++;
+		dropped += jint0(o, "count");
+		ck_assert_str_eq(h_jstr(o, "who"), "celld");
+		ck_assert_int_eq(jint0(json_object_get(o, "actions"), "exec"), jint0(o, "count"));
+		ck_assert_int_gt(jint0(o, "bytes"), 0);
+		ck_assert_msg(*h_jstr(o, "first") && *h_jstr(o, "last"), "no first/last");
+	}
+	ck_assert_msg(created && deleted, "a lifecycle record of the key was dropped");
+	ck_assert_int_ge(summaries, 1);
+	/* The burst, less what the key's create took (a security record passes and pays). */
+	ck_assert_int_ge(kept, 9);
+	ck_assert_int_lt(kept, total / 2);
+	ck_assert_int_gt(dropped, 0);
+	ck_assert_int_eq(kept + dropped, total);
+	json_decref(recs);
+	char *sec = h_fmt("%s/audit/security.log", H.state);
+	ck_assert_msg(file_has(sec, "\"action\":\"audit.dropped\""), "no summary in security.log");
+	free(sec);
+	free(id);
+	free(pol);
+}
+END_TEST
+
+/* An exec flood rotates audit.log through all its files; an earlier sandbox's create and
+ * delete, in security.log, are still there. */
+START_TEST(audit_security_records_survive_an_exec_flood)
+{
+	static const char *const flags[] = {"--audit-max-bytes", "4Ki", NULL};
+	h_celld_restart_with(flags);
+	char *old = h_create("busybox", NULL);
+	ck_assert_int_lt(h_delete(old), 300);
+	char *id = h_create("busybox", NULL);
+	for (int i = 0; i < 80; i++) {
+		char *cmd = h_fmt("echo rotate-out-%02d", i);
+		free(h_sh(id, cmd));
+		free(cmd);
+	}
+	struct stat st;
+	char *four = h_fmt("%s/audit/audit.log.4", H.state);
+	ck_assert_msg(stat(four, &st) == 0, "the flood did not rotate audit.log through");
+	free(four);
+	char *q = h_fmt("?sandbox=%s", id);
+	json_t *recs = audit_records(q);
+	ck_assert_msg(!find_record(recs, "exec", "command", "echo rotate-out-00"),
+		      "the first command is still there: nothing was rotated out");
+	ck_assert_msg(find_record(recs, "exec", "command", "echo rotate-out-79"), "no last exec");
+	json_decref(recs);
+	free(q);
+	q = h_fmt("?sandbox=%s", old);
+	recs = audit_records(q);
+	ck_assert_msg(find_record(recs, "create", NULL, NULL), "the create was rotated out");
+	ck_assert_msg(find_record(recs, "delete", NULL, NULL), "the delete was rotated out");
+	json_decref(recs);
+	free(q);
+	char *sec = h_fmt("%s/audit/security.log", H.state);
+	ck_assert_int_eq(stat(sec, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0600);
+	free(sec);
+	ck_assert_int_lt(h_delete(id), 300);
+	free(id);
+	free(old);
+}
+END_TEST
+
+/* A raw request to the TCP listener; the answer's status. */
+static long raw_status(const char *req)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	sa.sin_port = htons((uint16_t)atoi(strrchr(H.listen, ':') + 1));
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	struct timeval tv = {.tv_sec = 10};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	char buf[8192];
+	size_t n = 0;
+	ssize_t k;
+	while (n < sizeof(buf) - 1 && (k = recv(fd, buf + n, sizeof(buf) - 1 - n, 0)) > 0)
+		n += (size_t)k;
+	buf[n] = '\0';
+	close(fd);
+	/* The last answer's status: a pipelined request's comes after the first's. */
+	long st = 0;
+	for (char *p = buf; (p = strstr(p, "HTTP/1.1 ")); p += 9)
+		st = strtol(p + 9, NULL, 10);
+	return st;
+}
+
+static json_t *auth_failures(void)
+{
+	json_t *recs = audit_records("?limit=10000"), *out = json_array();
+	size_t i;
+	json_t *o;
+	json_array_foreach(recs, i, o) if (!strcmp(h_jstr(o, "action"), "auth.failed"))
+	    json_array_append(out, o);
+	json_decref(recs);
+	return out;
+}
+
+/* Refused 401 on TCP: by the gate (a wrong key, no key) and by the HTTP server (a keyless
+ * request after a keyed one on the same connection): each an auth.failed record in
+ * security.log; a flood of them bounded, what was left out counted in suppressedBefore. */
+START_TEST(audit_auth_failures_recorded_and_bounded)
+{
+	h_celld_restart_with(NULL);
+	ck_assert_int_eq(raw_status("GET /v1/sandboxes?secret-query HTTP/1.1\r\nHost: cell\r\n"
+				    "OPEN-SANDBOX-API-KEY: wrong-key\r\nConnection: close\r\n\r\n"),
+			 401);
+	ck_assert_int_eq(raw_status("DELETE /v1/sandboxes/nokey HTTP/1.1\r\nHost: cell\r\n"
+				    "Connection: close\r\n\r\n"),
+			 401);
+	char *two =
+	    h_fmt("GET /v1/info HTTP/1.1\r\nHost: cell\r\nOPEN-SANDBOX-API-KEY: %s\r\n\r\n"
+		  "GET /v1/keyless-second HTTP/1.1\r\nHost: cell\r\nConnection: close\r\n\r\n",
+		  H.key);
+	ck_assert_int_eq(raw_status(two), 401);
+	free(two);
+	json_t *fails = auth_failures();
+	ck_assert_int_eq(json_array_size(fails), 3);
+	static const char *const want[] = {"GET /v1/sandboxes", "DELETE /v1/sandboxes/nokey",
+					   "GET /v1/keyless-second"};
+	for (size_t i = 0; i < 3; i++) {
+		json_t *o = json_array_get(fails, i);
+		ck_assert_str_eq(h_jstr(o, "request"), want[i]);
+		ck_assert_str_eq(h_jstr(o, "client"), "127.0.0.1");
+		ck_assert_str_eq(h_jstr(o, "who"), "anonymous");
+		ck_assert_str_eq(h_jstr(o, "listener"), "OpenSandbox");
+		ck_assert_msg(*h_jstr(o, "requestId"), "no request id");
+	}
+	json_decref(fails);
+	char *sec = h_fmt("%s/audit/security.log", H.state);
+	ck_assert_msg(file_has(sec, "\"action\":\"auth.failed\""), "not in security.log");
+	ck_assert_msg(!file_has(sec, "secret-query"), "the query is in the log");
+	ck_assert_msg(!file_has(sec, "wrong-key"), "the wrong key is in the log");
+	free(sec);
+	/* A flood: at most 10 a second written, the rest counted into the next record. */
+	const int flood = 200;
+	for (int i = 0; i < flood; i++)
+		ck_assert_int_eq(raw_status("GET /v1/flood HTTP/1.1\r\nHost: cell\r\n"
+					    "Connection: close\r\n\r\n"),
+				 401);
+	h_sleep_ms(1100); /* the bound's second passes: the next one is written */
+	ck_assert_int_eq(raw_status("GET /v1/after-the-flood HTTP/1.1\r\nHost: cell\r\n"
+				    "Connection: close\r\n\r\n"),
+			 401);
+	fails = auth_failures();
+	long long kept = 0, suppressed = 0;
+	size_t i;
+	json_t *o;
+	json_array_foreach(fails, i, o)
+	{
+		const char *req = h_jstr(o, "request");
+		if (strcmp(req, "GET /v1/flood") && strcmp(req, "GET /v1/after-the-flood"))
+			continue;
+		kept++;
+		suppressed += jint0(o, "suppressedBefore");
+	}
+	json_t *last = json_array_get(fails, json_array_size(fails) - 1);
+	ck_assert_str_eq(h_jstr(last, "request"), "GET /v1/after-the-flood");
+	ck_assert_int_gt(jint0(last, "suppressedBefore"), 0);
+	ck_assert_int_lt(kept, flood / 2);
+	ck_assert_int_gt(suppressed, 0);
+	ck_assert_int_eq(kept + suppressed, flood + 1);
+	json_decref(fails);
 }
 END_TEST
 
@@ -682,6 +917,12 @@ static Suite *audit_suite(void)
 	tcase_add_test(h_tcase(s, "audit_who_key_and_unix_only", 120), audit_who_key_and_unix_only);
 	tcase_add_test(h_tcase(s, "audit_rotates_and_survives_a_torn_line", 180),
 		       audit_rotates_and_survives_a_torn_line);
+	tcase_add_test(h_tcase(s, "audit_key_flood_cut_to_budget", 300),
+		       audit_key_flood_cut_to_budget);
+	tcase_add_test(h_tcase(s, "audit_security_records_survive_an_exec_flood", 180),
+		       audit_security_records_survive_an_exec_flood);
+	tcase_add_test(h_tcase(s, "audit_auth_failures_recorded_and_bounded", 120),
+		       audit_auth_failures_recorded_and_bounded);
 	tcase_add_test(h_tcase(s, "secrets_reach_commands_and_nothing_else", 180),
 		       secrets_reach_commands_and_nothing_else);
 	tcase_add_test(h_tcase(s, "secrets_from_the_cli", 60), secrets_from_the_cli);

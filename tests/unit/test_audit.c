@@ -1,9 +1,13 @@
 /* The audit log's writer and reader (audit.c): records in order, a torn last line skipped
- * and ended by the next open, rotation by size in order; a request's context in its records.
+ * and ended by the next open, rotation by size in order; a request's context in its records;
+ * security records in a file of their own, both merged by time and seq; a key's budget and
+ * its summary; failed authentication bounded.
  * A sandbox's events (events.c): their bound and rotation, seq across a restart, the cursor
  * of a reader (since, rotation). Secrets (secrets.c): their checks, their file. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +15,7 @@
 #include <unistd.h>
 
 #include "audit.h"
+#include "audit_budget.h"
 #include "events.h"
 #include "secrets.h"
 #include "unit.h"
@@ -42,7 +47,7 @@ static void open_log(uint64_t max)
 	char dir[300];
 	snprintf(dir, sizeof(dir), "%s/audit", tmp);
 	struct cell_error err = {0};
-	ck_assert_msg(audit_open(dir, max, &err) == 0, "%s", err.msg);
+	ck_assert_msg(audit_open(dir, max, 0, &err) == 0, "%s", err.msg);
 }
 
 static json_t *read_all(const char *sandbox, size_t limit)
@@ -390,6 +395,217 @@ START_TEST(secrets_file)
 }
 END_TEST
 
+static json_t *rec(const char *time_text, long long seq)
+{
+	return json_pack("{s:I, s:s}", "seq", (json_int_t)seq, "time", time_text);
+}
+
+/* Two logs' records, each in order, merged by time, then seq; the last `limit` kept. */
+START_TEST(merge_by_time_then_seq)
+{
+	json_t *a =
+	    json_pack("[o, o, o]", rec("2026-01-01T00:00:00.000Z", 1),
+		      rec("2026-01-01T00:00:00.001Z", 4), rec("2026-01-01T00:00:02.000Z", 6));
+	json_t *b =
+	    json_pack("[o, o, o]", rec("2026-01-01T00:00:00.000Z", 2),
+		      rec("2026-01-01T00:00:00.001Z", 3), rec("2026-01-01T00:00:01.000Z", 5));
+	json_t *m = audit_merge(a, b, 100);
+	ck_assert_int_eq(json_array_size(m), 6);
+	for (size_t i = 0; i < 6; i++)
+		ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(m, i), "seq")),
+				 (long long)i + 1);
+	json_decref(m);
+	m = audit_merge(a, b, 2);
+	ck_assert_int_eq(json_array_size(m), 2);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(m, 0), "seq")), 5);
+	json_decref(m);
+	/* One side empty; records of before seq (none: 0) first at the same time. */
+	json_t *e = json_array();
+	m = audit_merge(e, b, 10);
+	ck_assert_int_eq(json_array_size(m), 3);
+	json_decref(m);
+	json_t *old = json_pack("{s:s}", "time", "2026-01-01T00:00:00.000Z");
+	ck_assert_int_lt(audit_record_cmp(old, json_array_get(a, 0)), 0);
+	json_decref(old);
+	json_decref(e);
+	json_decref(a);
+	json_decref(b);
+}
+END_TEST
+
+static size_t count_action(json_t *all, const char *action)
+{
+	size_t i, n = 0;
+	json_t *o;
+	json_array_foreach(all, i, o) n +=
+	    !strcmp(json_string_value(json_object_get(o, "action")), action);
+	return n;
+}
+
+/* A flood of commands rotates audit.log, never security.log: the create survives; one seq
+ * counts both, in order when read back. */
+START_TEST(security_records_kept_apart)
+{
+	make_tmp();
+	open_log(AUDIT_MAX_MIN);
+	audit_log("sb-old", "create", json_pack("{s:i}", "n", 0));
+	audit_log("sb-old", "delete", json_pack("{s:i}", "n", 0));
+	for (int i = 1; i <= 400; i++)
+		audit_log("sb", "exec", json_pack("{s:i}", "n", i));
+	struct stat st;
+	ck_assert_int_eq(stat(path_of(AUDIT_FILE ".4"), &st), 0);
+	ck_assert_int_eq(stat(path_of(AUDIT_SECURITY_FILE), &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0600);
+	ck_assert_int_eq(stat(path_of(AUDIT_SECURITY_FILE ".1"), &st), -1);
+	json_t *all = read_all("sb-old", 0);
+	ck_assert_int_eq(json_array_size(all), 2);
+	json_decref(all);
+	all = read_all(NULL, 0);
+	long long last = 0;
+	size_t i;
+	json_t *o;
+	json_array_foreach(all, i, o)
+	{
+		long long seq = json_integer_value(json_object_get(o, "seq"));
+		ck_assert_int_gt(seq, last);
+		last = seq;
+	}
+	ck_assert_int_eq(last, 402);
+	json_decref(all);
+	/* The next celld goes on counting. */
+	audit_close();
+	open_log(AUDIT_MAX_MIN);
+	audit_log("sb-old", "adopt", NULL);
+	all = read_all("sb-old", 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(all, 2), "seq")), 403);
+	json_decref(all);
+	audit_close();
+	rm_tmp();
+}
+END_TEST
+
+/* A key over its budget: the rest dropped and summed up at the next read; security
+ * records pass; the operator is not limited. */
+START_TEST(budget_drops_a_key_flood)
+{
+	make_tmp();
+	audit_budget_set(&(struct audit_budget_policy){.records_per_second = 1,
+						       .records_burst = 5,
+						       .bytes_per_second = 1 << 20,
+						       .bytes_burst = 1 << 20});
+	open_log(0);
+	audit_context_set("rid", "key:0123456789abcdef");
+	for (int i = 0; i < 50; i++)
+		audit_log("sb", "exec", json_pack("{s:i}", "n", i));
+	audit_log("sb", "delete", NULL);
+	audit_context_set("rid", "unix");
+	for (int i = 0; i < 50; i++)
+		audit_log("sb-op", "exec", json_pack("{s:i}", "n", i));
+	audit_context_set(NULL, NULL);
+	json_t *all = read_all(NULL, 0);
+	json_t *sum = NULL;
+	size_t i, kept = 0, op = 0;
+	json_t *o;
+	json_array_foreach(all, i, o)
+	{
+		const char *action = json_string_value(json_object_get(o, "action"));
+		const char *sid = json_string_value(json_object_get(o, "sandbox"));
+		if (!strcmp(action, "audit.dropped"))
+			sum = o;
+		else if (!strcmp(action, "exec") && !strcmp(sid, "sb"))
+			kept++;
+		else if (!strcmp(action, "exec"))
+			op++;
+	}
+	ck_assert_int_eq(count_action(all, "delete"), 1);
+	ck_assert_int_eq(op, 50);
+	ck_assert_msg(sum, "no audit.dropped record");
+	ck_assert_uint_ge(kept, 5);
+	ck_assert_str_eq(json_string_value(json_object_get(sum, "principal")),
+			 "key:0123456789abcdef");
+	ck_assert_str_eq(json_string_value(json_object_get(sum, "who")), "celld");
+	long long dropped = json_integer_value(json_object_get(sum, "count"));
+	ck_assert_int_eq((long long)kept + dropped, 50);
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(json_object_get(sum, "actions"), "exec")), dropped);
+	ck_assert_int_gt(json_integer_value(json_object_get(sum, "bytes")), 0);
+	ck_assert_ptr_nonnull(json_object_get(sum, "first"));
+	json_decref(all);
+	/* It went to security.log. */
+	char *text = NULL;
+	FILE *f = fopen(path_of(AUDIT_SECURITY_FILE), "re");
+	ck_assert_ptr_nonnull(f);
+	size_t cap = 0;
+	bool found = false;
+	while (getline(&text, &cap, f) > 0)
+		found = found || strstr(text, "\"audit.dropped\"");
+	free(text);
+	fclose(f);
+	ck_assert(found);
+	audit_close();
+	rm_tmp();
+}
+END_TEST
+
+/* auth.failed: at most 10 a second, the rest counted into the next record. */
+START_TEST(auth_failures_bounded)
+{
+	make_tmp();
+	open_log(0);
+	static const char head[] = "GET /v1/sandboxes?token=secret HTTP/1.1\r\nHost: x\r\n\r\n";
+	for (int i = 0; i < 30; i++)
+		audit_auth_failed("OpenSandbox", "127.0.0.1", "rid", head, sizeof(head) - 1);
+	usleep(250 * 1000); /* two more records' worth */
+	audit_auth_failed("E2B", "127.0.0.1", "rid", head, sizeof(head) - 1);
+	json_t *all = read_all(NULL, 0);
+	size_t n = json_array_size(all), i;
+	ck_assert_uint_ge(n, 10);
+	ck_assert_uint_lt(n, 30);
+	long long suppressed = 0;
+	json_t *o;
+	json_array_foreach(all, i, o)
+	{
+		ck_assert_str_eq(json_string_value(json_object_get(o, "action")), "auth.failed");
+		ck_assert_str_eq(json_string_value(json_object_get(o, "who")), "anonymous");
+		ck_assert_str_eq(json_string_value(json_object_get(o, "request")),
+				 "GET /v1/sandboxes");
+		suppressed += json_integer_value(json_object_get(o, "suppressedBefore"));
+	}
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(all, n - 1), "listener")),
+			 "E2B");
+	ck_assert_int_eq((long long)n + suppressed, 31);
+	json_decref(all);
+	audit_close();
+	rm_tmp();
+}
+END_TEST
+
+START_TEST(request_and_client_text)
+{
+	char out[257];
+	audit_request_text("POST /a/b?x=1 HTTP/1.1\r\n", 24, out, sizeof(out));
+	ck_assert_str_eq(out, "POST /a/b");
+	audit_request_text("GET /\x01\xff HTTP/1.1", 16, out, sizeof(out));
+	ck_assert_str_eq(out, "GET /??");
+	char longreq[1000];
+	memset(longreq, 'a', sizeof(longreq));
+	memcpy(longreq, "GET /", 5);
+	ck_assert_uint_eq(audit_request_text(longreq, sizeof(longreq), out, sizeof(out)), 256);
+	char buf[64];
+	struct sockaddr_in6 s6 = {.sin6_family = AF_INET6};
+	inet_pton(AF_INET6, "2001:db8:1:2:3:4:5:6", &s6.sin6_addr);
+	audit_client_text((struct sockaddr *)&s6, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "2001:db8:1:2::/64");
+	inet_pton(AF_INET6, "::ffff:10.1.2.3", &s6.sin6_addr);
+	audit_client_text((struct sockaddr *)&s6, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "10.1.2.3");
+	struct sockaddr_in s4 = {.sin_family = AF_INET};
+	inet_pton(AF_INET, "127.0.0.1", &s4.sin_addr);
+	audit_client_text((struct sockaddr *)&s4, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "127.0.0.1");
+}
+END_TEST
+
 static Suite *audit_suite(void)
 {
 	Suite *s = suite_create("audit");
@@ -399,6 +615,11 @@ static Suite *audit_suite(void)
 	tcase_add_test(tc, torn_last_line_skipped);
 	tcase_add_test(tc, rotation_in_order);
 	tcase_add_test(tc, line_bounded);
+	tcase_add_test(tc, merge_by_time_then_seq);
+	tcase_add_test(tc, security_records_kept_apart);
+	tcase_add_test(tc, budget_drops_a_key_flood);
+	tcase_add_test(tc, auth_failures_bounded);
+	tcase_add_test(tc, request_and_client_text);
 	tcase_add_test(tc, events_bounded_and_rotated);
 	tcase_add_test(tc, events_partial_line_waits);
 	tcase_add_test(tc, events_sse_format);

@@ -276,7 +276,7 @@ START_TEST(every_transition_recorded)
 	ck_assert_int_ge(celld.sandboxes_fd, 0);
 	snprintf(path, sizeof(path), "%s/audit", tmp);
 	struct cell_error err = {0};
-	ck_assert_int_eq(audit_open(path, 0, &err), 0);
+	ck_assert_int_eq(audit_open(path, 0, 0, &err), 0);
 
 	struct sandbox *sb = published(SBX_PAUSED);
 	ck_assert_int_eq(begin(sb, SBX_RESUMING, NULL, 0), 0);
