@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -306,6 +307,8 @@ int snapshot_delete(const struct adm_principal *who, const char *id, struct cell
 	int gr = snapshot_get(who, id, &meta, err);
 	if (gr < 0)
 		return gr;
+	struct adm_principal *owner = admission_principal_by_id(meta_owner(meta));
+	uint64_t bytes = (uint64_t)json_integer_value(json_object_get(meta, "bytes"));
 	json_decref(meta);
 	char gone[CELL_ID_MAX + 8];
 	snprintf(gone, sizeof(gone), ".del-%s", id);
@@ -320,6 +323,9 @@ int snapshot_delete(const struct adm_principal *who, const char *id, struct cell
 	pthread_mutex_unlock(&lock);
 	if (r < 0)
 		return r;
+	/* gone for every reader: its owner's quota is free again */
+	admission_put(owner, ADM_SNAPSHOTS);
+	admission_put_n(owner, ADM_SNAPSHOT_BYTES, bytes);
 	r = cell_remove_tree_at(snap_fd, gone, err);
 	if (r == 0)
 		log_info("snapshot %s deleted", id);
@@ -494,6 +500,69 @@ static int capture(struct sandbox *sb, const char *tmp, bool *image, struct cell
 	return r;
 }
 
+/* What a snapshot's files take on disk: their allocated blocks (a reflinked block counts
+ * as the snapshot's, as it would once its source is gone). */
+static __thread uint64_t walked_bytes;
+
+static int add_blocks(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path;
+	(void)flag;
+	(void)ftw;
+	walked_bytes += (uint64_t)st->st_blocks * 512;
+	return 0;
+}
+
+static int measure(const char *tmp, uint64_t *bytes, struct cell_error *err)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/snapshots/%s", celld.state_dir, tmp);
+	walked_bytes = 0;
+	if (nftw(path, add_blocks, 16, FTW_PHYS | FTW_MOUNT) != 0)
+		return cell_err(err, errno ? errno : EIO, "measuring snapshot %s", tmp + 5);
+	*bytes = walked_bytes;
+	return 0;
+}
+
+/* The snapshot's bytes charged to owner (its count was before the copy): 0, or -EUSERS. */
+static int charge_bytes(struct adm_principal *owner, const char *tmp, json_t *o, uint64_t *bytes,
+			struct cell_error *err)
+{
+	int r = measure(tmp, bytes, err);
+	if (r == 0)
+		r = admission_take_n(owner, ADM_SNAPSHOT_BYTES, *bytes, false, err);
+	if (r == 0 && json_object_set_new(o, "bytes", json_integer((json_int_t)*bytes)) < 0) {
+		admission_put_n(owner, ADM_SNAPSHOT_BYTES, *bytes);
+		r = cell_err(err, ENOMEM, "snapshot %s", tmp + 5);
+	}
+	if (r < 0)
+		*bytes = 0;
+	return r;
+}
+
+int snapshots_charge(void)
+{
+	json_t *all;
+	struct cell_error err = {0};
+	int r = snapshot_list(NULL, &all, &err);
+	if (r < 0) {
+		log_warn("snapshots: counting them against their owners' quotas: %s", err.msg);
+		return r;
+	}
+	size_t i;
+	json_t *m;
+	json_array_foreach(all, i, m)
+	{
+		struct adm_principal *p = admission_principal_by_id(meta_owner(m));
+		admission_take(p, ADM_SNAPSHOTS, true, NULL);
+		admission_take_n(p, ADM_SNAPSHOT_BYTES,
+				 (uint64_t)json_integer_value(json_object_get(m, "bytes")), true,
+				 NULL);
+	}
+	json_decref(all);
+	return 0;
+}
+
 int snapshot_take(struct sandbox *sb, const char *name, struct adm_principal *owner, json_t **meta,
 		  struct cell_error *err)
 {
@@ -501,13 +570,20 @@ int snapshot_take(struct sandbox *sb, const char *name, struct adm_principal *ow
 	if (count_snapshots() >= SNAPSHOTS_MAX)
 		return cell_err_msg(err, ENOSPC, "%d snapshots exist: delete some first",
 				    SNAPSHOTS_MAX);
+	/* the count before the copy, its bytes once they are known */
+	int qr = admission_take(owner, ADM_SNAPSHOTS, false, err);
+	if (qr < 0)
+		return qr;
+	uint64_t bytes = 0;
 	char id[CELL_ID_RANDOM_LEN + 1], tmp[CELL_ID_RANDOM_LEN + 8];
 	if (cell_id_random(id) < 0)
 		return cell_err(err, EIO, "random id");
 	snprintf(tmp, sizeof(tmp), ".tmp-%s", id);
 	int r = sandbox_begin(sb, SBX_SNAPSHOTTING, err);
-	if (r < 0)
+	if (r < 0) {
+		admission_put(owner, ADM_SNAPSHOTS);
 		return r;
+	}
 	int64_t t0 = celld_now_ms();
 	bool image = false;
 	struct cell_layer_stats stats = {0};
@@ -519,6 +595,8 @@ int snapshot_take(struct sandbox *sb, const char *name, struct adm_principal *ow
 	sandbox_end(sb, SBX_SNAPSHOTTING, sb->state, NULL);
 	if (r == 0 && !o)
 		r = cell_err(err, ENOMEM, "snapshot %s", id);
+	if (r == 0)
+		r = charge_bytes(owner, tmp, o, &bytes, err);
 	char *text = r == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
 	if (r == 0 && !text)
 		r = cell_err(err, ENOMEM, "snapshot %s", id);
@@ -538,6 +616,8 @@ int snapshot_take(struct sandbox *sb, const char *name, struct adm_principal *ow
 		struct cell_error rerr = {0};
 		if (cell_remove_tree_at(snap_fd, tmp, &rerr) < 0)
 			log_warn("snapshot %s: removing what was made: %s", id, rerr.msg);
+		admission_put_n(owner, ADM_SNAPSHOT_BYTES, bytes);
+		admission_put(owner, ADM_SNAPSHOTS);
 		json_decref(o);
 		return r;
 	}

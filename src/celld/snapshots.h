@@ -19,6 +19,9 @@ struct adm_principal;
 
 /* Create <state>/snapshots and remove what an interrupted capture or delete left. */
 int snapshots_init(struct cell_error *err);
+/* Once the quotas are loaded: every snapshot counted against its owner's (number and
+ * meta.json's bytes), whatever the quota. */
+int snapshots_charge(void);
 
 /* A snapshot request's body: {name?} and nothing else, the name 1 to
  * SNAPSHOT_NAME_MAX bytes and neither an image's nor a listed E2B template's (a name never
@@ -33,8 +36,10 @@ int snapshot_request_name(json_t *body, const char **name, struct cell_error *er
 /* Capture sb (Running: frozen through its cgroup for the copy and thawed after; Paused
  * stays paused; Stopped: its disk as it is), busy SBX_SNAPSHOTTING, for owner. name may be
  * NULL. *meta: the new snapshot's meta (a new reference). -ENOENT (sb gone), -EBUSY
- * (another state, or being deleted), or what the copy met (ENOSPC, E2BIG for a layer over
- * the bounds, ...). */
+ * (another state, or being deleted), -EUSERS (over owner's quota of snapshots, taken
+ * before the copy, or of their bytes: the allocated blocks of the copy, kept in meta.json's
+ * "bytes"; the copy is then removed), or what the copy met (ENOSPC, E2BIG for a layer over
+ * the bounds, ...). A delete gives both back to the snapshot's owner. */
 int snapshot_take(struct sandbox *sb, const char *name, struct adm_principal *owner, json_t **meta,
 		  struct cell_error *err);
 /* The meta of snapshot id (a new reference): 0, or -ENOENT (none, or not who's to see). */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -212,20 +213,36 @@ static long e2b_create(const char *key, const char *template, char **id)
 	return st;
 }
 
-/* A snapshot of sandbox id named name (NULL: none) through the OpenSandbox API as headers;
- * its id (malloc'd). */
+/* A snapshot of sandbox id named name (NULL: none) through the OpenSandbox API as headers
+ * (NULL: the operator); its id (malloc'd). */
 static char *snapshot_as(const char *const *headers, const char *id, const char *name)
 {
 	char *path = h_fmt("/v1/sandboxes/%s/snapshots", id);
 	char *body = name ? h_fmt("{\"name\":\"%s\"}", name) : strdup("{}");
 	struct h_resp r;
-	long st = h_as(headers, "POST", path, body, &r);
+	long st = headers ? h_as(headers, "POST", path, body, &r) : h_http("POST", path, body, &r);
 	ck_assert_msg(st == 202, "snapshot of %s: HTTP %ld %s", id, st, r.body);
 	char *sid = strdup(h_jstr(r.json, "id"));
 	h_resp_free(&r);
 	free(body);
 	free(path);
 	return sid;
+}
+
+/* Every snapshot removed (by the operator): what a test made, or one before it left. */
+static void delete_snapshots(void)
+{
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", "/v1/snapshots?pageSize=200", NULL, &r), 200);
+	size_t i;
+	json_t *s;
+	json_array_foreach(json_object_get(r.json, "items"), i, s)
+	{
+		char *path = h_fmt("/v1/snapshots/%s", json_string_value(json_object_get(s, "id")));
+		ck_assert_int_eq(h_http("DELETE", path, NULL, NULL), 204);
+		free(path);
+	}
+	h_resp_free(&r);
 }
 
 /* Sandbox id's /root/who (through the operator's socket), trimmed; "" when there is none. */
@@ -238,6 +255,7 @@ static char *who_of(const char *id)
 START_TEST(another_keys_snapshot_is_not_found)
 {
 	h_two_tenants_with(e2b_flags);
+	delete_snapshots();
 	char *a = create_as(h_alice, NULL), *b = create_as(h_bob, NULL);
 	free(h_sh(a, "echo alice > /root/who"));
 	free(h_sh(b, "echo bob > /root/who"));
@@ -308,6 +326,7 @@ START_TEST(another_keys_snapshot_is_not_found)
 	free(sb);
 	free(a);
 	free(b);
+	delete_snapshots();
 }
 END_TEST
 
@@ -327,6 +346,7 @@ static void rename_on_disk(const char *id, const char *name)
 START_TEST(snapshot_names_never_shadow_the_catalogue)
 {
 	h_two_tenants_with(e2b_flags);
+	delete_snapshots();
 	char *a = create_as(h_alice, NULL);
 	free(h_sh(a, "echo planted > /root/who"));
 	char *path = h_fmt("/v1/sandboxes/%s/snapshots", a);
@@ -370,6 +390,7 @@ START_TEST(snapshot_names_never_shadow_the_catalogue)
 	free(e2b_path);
 	free(path);
 	free(a);
+	delete_snapshots();
 }
 END_TEST
 
@@ -439,6 +460,108 @@ START_TEST(another_keys_volume_is_not_found)
 }
 END_TEST
 
+/* A snapshot of id as headers that must be refused by the quota named what. */
+static void snapshot_refused(const char *const *headers, const char *key, const char *id,
+			     const char *what)
+{
+	char *path = h_fmt("/v1/sandboxes/%s/snapshots", id);
+	struct h_resp r;
+	long st = h_as(headers, "POST", path, "{}", &r);
+	ck_assert_msg(st == 429, "over the %s quota: HTTP %ld %s", what, st, r.body);
+	ck_assert_str_eq(h_err_code(&r), "QUOTA_EXCEEDED");
+	ck_assert_msg(strstr(r.body, what), "%s", r.body);
+	h_resp_free(&r);
+	char *e2b_path = h_fmt("/sandboxes/%s/snapshots", id);
+	ck_assert_int_eq(e2b_as(key, "POST", e2b_path, "{}", NULL), 429);
+	free(e2b_path);
+	free(path);
+}
+
+static long long meta_bytes(const char *id)
+{
+	char *file = h_fmt("%s/snapshots/%s/meta.json", h_state_dir(), id);
+	json_t *m = json_load_file(file, 0, NULL);
+	ck_assert_msg(json_is_integer(json_object_get(m, "bytes")), "no bytes in %s", file);
+	long long n = json_integer_value(json_object_get(m, "bytes"));
+	json_decref(m);
+	free(file);
+	return n;
+}
+
+#define QUOTA_UNITS "\"sandboxes\": 10, \"runningCommands\": 10, \"streams\": 10"
+
+START_TEST(snapshots_count_against_quotas)
+{
+	char *pol = h_policies_with_quotas("pol-snap",
+					   "{\"perKey\": {" QUOTA_UNITS ", \"snapshots\": 2},"
+					   " \"allKeys\": {" QUOTA_UNITS ", \"snapshots\": 3}}");
+	const char *const flags[] = {"--policies", pol, "--e2b-listen", E2B_LISTEN, NULL};
+	h_two_tenants_with(flags);
+	delete_snapshots();
+	char *a = create_as(h_alice, NULL), *b = create_as(h_bob, NULL);
+	char *s1 = snapshot_as(h_alice, a, NULL), *s2 = snapshot_as(h_alice, a, NULL);
+	snapshot_refused(h_alice, H_ALICE_KEY, a, "perKey.snapshots");
+	char *b1 = snapshot_as(h_bob, b, NULL);
+	snapshot_refused(h_bob, H_BOB_KEY, b, "allKeys.snapshots");
+	/* the operator is not limited */
+	char *op = snapshot_as(NULL, b, NULL);
+	char *path = h_fmt("/v1/snapshots/%s", op);
+	ck_assert_int_eq(h_http("DELETE", path, NULL, NULL), 204);
+	free(path);
+	/* counted again at a start, from the snapshots' meta.json */
+	h_two_tenants_with(flags);
+	snapshot_refused(h_alice, H_ALICE_KEY, a, "perKey.snapshots");
+	/* a delete gives it back */
+	path = h_fmt("/v1/snapshots/%s", s1);
+	struct h_resp r;
+	ck_assert_int_eq(h_as(h_alice, "DELETE", path, NULL, &r), 204);
+	h_resp_free(&r);
+	free(path);
+	char *s3 = snapshot_as(h_alice, a, NULL);
+
+	/* bytes: the copy's allocated blocks, measured after it */
+	long long n = meta_bytes(s2) + meta_bytes(s3) + meta_bytes(b1);
+	long long limit = n + (4ll << 20);
+	char *q = h_fmt("{\"perKey\": {" QUOTA_UNITS ", \"snapshotBytes\": %lld},"
+			" \"allKeys\": {" QUOTA_UNITS ", \"snapshotBytes\": \"1Ti\"}}",
+			limit);
+	char *pol2 = h_policies_with_quotas("pol-snap-bytes", q);
+	const char *const flags2[] = {"--policies", pol2, "--e2b-listen", E2B_LISTEN, NULL};
+	h_two_tenants_with(flags2);
+	char *cmd = h_fmt("dd if=/dev/urandom of=/root/big bs=1M count=%lld 2>/dev/null && sync",
+			  limit / (1 << 20) + 2);
+	free(h_sh(b, cmd));
+	snapshot_refused(h_bob, H_BOB_KEY, b, "perKey.snapshotBytes");
+	char *list = h_fmt("/v1/snapshots?pageSize=200&sandboxId=%s", b);
+	ck_assert_int_eq(h_as(h_bob, "GET", list, NULL, &r), 200);
+	ck_assert_int_eq(h_jint(r.json, "pagination.totalItems"), 1); /* b1 alone */
+	h_resp_free(&r);
+	/* nothing of the refused copies is left */
+	char *ls = h_fmt("ls -A %s/snapshots | grep -c '^\\.' || true", h_state_dir());
+	char *const argv[] = {"/bin/sh", "-c", ls, NULL};
+	struct h_proc p = {0};
+	ck_assert_int_eq(h_run(argv, NULL, 30, &p), 0);
+	ck_assert_msg(atoi(p.out) == 0, "left: %s", p.out);
+	h_proc_free(&p);
+	/* the operator's snapshots of it are not limited */
+	op = snapshot_as(NULL, b, NULL);
+	free(list);
+	free(ls);
+	free(cmd);
+	free(q);
+	free(pol2);
+	free(op);
+	free(s3);
+	free(b1);
+	free(s2);
+	free(s1);
+	free(a);
+	free(b);
+	free(pol);
+	delete_snapshots();
+}
+END_TEST
+
 static Suite *tenancy_suite(void)
 {
 	Suite *s = suite_create("tenancy");
@@ -456,6 +579,8 @@ static Suite *tenancy_suite(void)
 		       snapshot_names_never_shadow_the_catalogue);
 	tcase_add_test(h_tcase(s, "another_keys_volume_is_not_found", 300),
 		       another_keys_volume_is_not_found);
+	tcase_add_test(h_tcase(s, "snapshots_count_against_quotas", 600),
+		       snapshots_count_against_quotas);
 	return s;
 }
 
