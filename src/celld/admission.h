@@ -2,11 +2,20 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <jansson.h>
 
 #include "cell/error.h"
 
-enum adm_kind { ADM_SANDBOXES, ADM_COMMANDS, ADM_STREAMS, ADM_KINDS };
+/* ADM_SNAPSHOT_BYTES counts bytes (admission_take_n), every other kind units. */
+enum adm_kind {
+	ADM_SANDBOXES,
+	ADM_COMMANDS,
+	ADM_STREAMS,
+	ADM_SNAPSHOTS,
+	ADM_SNAPSHOT_BYTES,
+	ADM_KINDS
+};
 /* Who a request acts for: an API key (never the key itself), or NULL for the Unix socket,
  * which no quota limits. Principals live as long as celld. */
 struct adm_principal;
@@ -26,6 +35,10 @@ const char *admission_principal_name(const struct adm_principal *p);
  * whatever the quota (a sandbox adopted at start). NULL p: always 0, nothing counted. */
 int admission_take(struct adm_principal *p, enum adm_kind kind, bool force, struct cell_error *err);
 void admission_put(struct adm_principal *p, enum adm_kind kind);
+/* The same for n at once (bytes). */
+int admission_take_n(struct adm_principal *p, enum adm_kind kind, uint64_t n, bool force,
+		     struct cell_error *err);
+void admission_put_n(struct adm_principal *p, enum adm_kind kind, uint64_t n);
 /* /v1/info's "quotas". */
 json_t *admission_json(void);
 /* How many key holders' connections the TCP server may hold (fitted to the fd limit). */

@@ -332,7 +332,7 @@ static int snapshot_source(json_t *body, struct create_spec *spec, struct cell_e
 	const char *sid = NULL;
 	if (field_string(body, "snapshotId", "snapshotId", true, &sid, err) < 0)
 		return -EINVAL;
-	int r = snapshot_get(sid, &spec->snapshot, err);
+	int r = snapshot_get(spec->owner, sid, &spec->snapshot, err);
 	if (r == -ENOENT)
 		return -ESRCH;
 	if (r < 0)

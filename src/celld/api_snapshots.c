@@ -49,7 +49,7 @@ int api_snapshot_create(struct http_req *r)
 	}
 	json_t *meta = NULL;
 	struct cell_error err = {0};
-	int rc = snapshot_take(sb, name, &meta, &err);
+	int rc = snapshot_take(sb, name, http_principal(r), &meta, &err);
 	json_decref(body);
 	sandbox_unref(sb);
 	if (rc == -ENOENT)
@@ -97,7 +97,7 @@ int api_snapshot_list(struct http_req *r)
 	const char *name = http_query(r, "name");
 	json_t *all;
 	struct cell_error err = {0};
-	if (snapshot_list(&all, &err) < 0)
+	if (snapshot_list(http_principal(r), &all, &err) < 0)
 		return http_internal(r, &err);
 	json_t *items = json_array();
 	int64_t total = 0, first = (page - 1) * page_size;
@@ -130,7 +130,7 @@ int api_snapshot_get(struct http_req *r)
 	const char *id = http_param(r, 0);
 	json_t *meta;
 	struct cell_error err = {0};
-	int rc = snapshot_get(id ? id : "", &meta, &err);
+	int rc = snapshot_get(http_principal(r), id ? id : "", &meta, &err);
 	if (rc == -ENOENT)
 		return http_error(r, 404, "SNAPSHOT_NOT_FOUND", "%s", err.msg);
 	if (rc < 0)
@@ -145,7 +145,7 @@ int api_snapshot_delete(struct http_req *r)
 {
 	const char *id = http_param(r, 0);
 	struct cell_error err = {0};
-	int rc = snapshot_delete(id ? id : "", &err);
+	int rc = snapshot_delete(http_principal(r), id ? id : "", &err);
 	if (rc == -ENOENT)
 		return http_error(r, 404, "SNAPSHOT_NOT_FOUND", "%s", err.msg);
 	if (rc < 0)

@@ -243,8 +243,9 @@ int e2b_sandbox_resume(struct http_req *r);
 int e2b_sandbox_connect(struct http_req *r);
 int e2b_sandbox_metrics(struct http_req *r);
 int e2b_sandbox_network(struct http_req *r);
-/* A create's body into spec (E2B's fields onto cell's; a templateID the operator does
- * not list may name a snapshot: snapshot_find). fork: the create of a fork (the
+/* A create's body into spec (E2B's fields onto cell's; a templateID is a template the map
+ * lists, else an image, else one of spec->owner's snapshots: snapshot_find). fork: the
+ * create of a fork (the
  * source's network policy and sudo kept, which a create's own fields replace). 0, -EINVAL
  * (err names the field), -ENOENT (no such template), or what the host says. */
 int e2b_create_spec(json_t *body, bool fork, struct create_spec *spec, const char **template_id,

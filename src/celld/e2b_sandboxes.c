@@ -444,26 +444,29 @@ int e2b_create_spec(json_t *body, bool fork, struct create_spec *spec, const cha
 		err->code = EINVAL;
 		return -EINVAL;
 	}
-	/* Last: the only checks that look at the host. A template the operator lists is an
-	 * image; another id may name a snapshot (its id or name), else an image. */
-	if (!e2b_template_listed(*template_id)) {
-		rc = snapshot_find(*template_id, &spec->snapshot, err);
-		if (rc == 0)
-			return from_snapshot(spec, fork, err);
-		if (rc != -ENOENT)
-			return rc;
-		*err = (struct cell_error){0};
-	}
-	if (e2b_template_image(*template_id, &spec->image) < 0)
-		return cell_err_msg(err, ENOENT, "template '%.128s' not found", *template_id),
-		       -ENOENT;
+	/* Last: the only checks that look at the host, the operator's catalogue first: a
+	 * template the map lists is its image; else an image of that name (unless the map
+	 * refuses unlisted ids); else one of the caller's own snapshots, by id or name. No
+	 * snapshot shadows an image or a template, nor another tenant's snapshot. */
 	struct cell_error ierr = {0};
-	if (image_resolve(spec->image, spec->rootfs, sizeof(spec->rootfs), &ierr) < 0)
+	bool listed = e2b_template_listed(*template_id);
+	if (e2b_template_image(*template_id, &spec->image) == 0 &&
+	    image_resolve(spec->image, spec->rootfs, sizeof(spec->rootfs), &ierr) == 0)
+		return 0;
+	if (listed)
 		return cell_err_msg(err, ENOENT,
 				    "template '%.128s' not found (no image '%.128s' on this host)",
 				    *template_id, spec->image),
 		       -ENOENT;
-	return 0;
+	spec->image = NULL;
+	spec->rootfs[0] = '\0';
+	rc = snapshot_find(spec->owner, *template_id, &spec->snapshot, err);
+	if (rc == 0)
+		return from_snapshot(spec, fork, err);
+	if (rc != -ENOENT)
+		return rc;
+	*err = (struct cell_error){0};
+	return cell_err_msg(err, ENOENT, "template '%.128s' not found", *template_id), -ENOENT;
 }
 
 int e2b_sandbox_create(struct http_req *r)

@@ -55,7 +55,7 @@ int e2b_snapshot_create(struct http_req *r)
 		return 0;
 	}
 	json_t *meta = NULL;
-	int rc = snapshot_take(sb, name, &meta, &err);
+	int rc = snapshot_take(sb, name, http_principal(r), &meta, &err);
 	sandbox_unref(sb);
 	json_decref(body);
 	if (rc < 0)
@@ -108,7 +108,7 @@ int e2b_snapshot_list(struct http_req *r)
 		return 0;
 	json_t *all;
 	struct cell_error err = {0};
-	if (snapshot_list(&all, &err) < 0)
+	if (snapshot_list(http_principal(r), &all, &err) < 0)
 		return http_internal(r, &err);
 	json_t *items = json_array();
 	json_t *m, *last = NULL;
@@ -141,7 +141,7 @@ int e2b_template_delete(struct http_req *r)
 {
 	const char *id = http_param(r, 0);
 	struct cell_error err = {0};
-	int rc = snapshot_delete(id, &err);
+	int rc = snapshot_delete(http_principal(r), id, &err);
 	if (rc == 0)
 		return http_empty(r, 204);
 	if (rc == -EBUSY)
@@ -233,7 +233,7 @@ int e2b_sandbox_fork(struct http_req *r)
 	struct fork_source src = {sb->manual_resume, sb->public_ports, sb->timers.on_timeout};
 	registry_unlock();
 	json_t *meta = NULL;
-	rc = snapshot_take(sb, NULL, &meta, &err);
+	rc = snapshot_take(sb, NULL, http_principal(r), &meta, &err);
 	char source[CELL_ID_MAX + 1];
 	snprintf(source, sizeof(source), "%s", sb->id);
 	sandbox_unref(sb);
@@ -249,7 +249,7 @@ int e2b_sandbox_fork(struct http_req *r)
 			results = NULL;
 		}
 	/* The forks have their copies: the capture is no one's. */
-	if (snapshot_delete(snap_id, &err) < 0)
+	if (snapshot_delete(http_principal(r), snap_id, &err) < 0)
 		log_warn("fork of %s: removing its snapshot %s: %s", source, snap_id, err.msg);
 	log_info("sandbox %s forked %lld times through snapshot %s", source, (long long)count,
 		 snap_id);

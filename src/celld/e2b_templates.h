@@ -13,5 +13,6 @@ int e2b_templates_load(struct cell_error *err);
  * or the id itself when the map lets unlisted ids name images. -ENOENT when the map refuses
  * it. Whether the image exists is the create's check. */
 int e2b_template_image(const char *template_id, const char **image);
-/* Whether the map lists template_id (a listed id is an image before it is a snapshot). */
+/* Whether the map lists template_id (a listed id is always its image, never a snapshot,
+ * and no snapshot may take it as its name). */
 bool e2b_template_listed(const char *template_id);

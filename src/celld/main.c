@@ -778,6 +778,7 @@ static int run(const struct flags *f)
 	    limits_load(&err) < 0 || admission_load(&err) < 0 || timer_policy_load(&err) < 0 ||
 	    audit_policy_load(&err) < 0)
 		goto fail;
+	snapshots_charge();
 	if (seccomp_policies_load(&err) < 0 || seccomp_log_start(&err) < 0 ||
 	    network_load_policies(&err) < 0)
 		goto fail;

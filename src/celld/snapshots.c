@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -24,10 +25,14 @@
 #include "cell/layercopy.h"
 #include "cell/quota.h"
 #include "cell/log.h"
+#include "admission.h"
 #include "config.h"
+#include "e2b_templates.h"
 #include "fields.h"
+#include "images.h"
 #include "registry.h"
 #include "snapshots.h"
+#include "tenancy.h"
 #include "timefmt.h"
 
 #define SNAPSHOTS_MAX	 1024	   /* kept at once */
@@ -112,11 +117,24 @@ static int read_meta(const char *id, json_t **out, struct cell_error *err)
 	return 0;
 }
 
-int snapshot_get(const char *id, json_t **meta, struct cell_error *err)
+static const char *meta_owner(json_t *meta)
+{
+	return json_string_value(json_object_get(meta, "owner"));
+}
+
+int snapshot_get(const struct adm_principal *who, const char *id, json_t **meta,
+		 struct cell_error *err)
 {
 	if (!cell_id_valid(id))
 		return cell_err_msg(err, ENOENT, "snapshot %.80s not found", id), -ENOENT;
-	return read_meta(id, meta, err);
+	int r = read_meta(id, meta, err);
+	if (r == 0 && !tenancy_sees_id(who, meta_owner(*meta))) {
+		/* another tenant's: as if there were none */
+		json_decref(*meta);
+		*meta = NULL;
+		return cell_err_msg(err, ENOENT, "snapshot %s not found", id), -ENOENT;
+	}
+	return r;
 }
 
 static int by_created(const void *a, const void *b)
@@ -130,7 +148,7 @@ static int by_created(const void *a, const void *b)
 		      json_string_value(json_object_get(y, "id")));
 }
 
-int snapshot_list(json_t **out, struct cell_error *err)
+int snapshot_list(const struct adm_principal *who, json_t **out, struct cell_error *err)
 {
 	int dfd = openat(snap_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
@@ -146,8 +164,12 @@ int snapshot_list(json_t **out, struct cell_error *err)
 		if (de->d_name[0] == '.' || !cell_id_valid(de->d_name))
 			continue;
 		struct cell_error rerr = {0};
-		if (read_meta(de->d_name, &v[n], &rerr) == 0)
+		if (read_meta(de->d_name, &v[n], &rerr) < 0)
+			continue;
+		if (tenancy_sees_id(who, meta_owner(v[n])))
 			n++;
+		else
+			json_decref(v[n]);
 	}
 	closedir(d);
 	qsort(v, n, sizeof(v[0]), by_created);
@@ -176,17 +198,29 @@ int snapshot_request_name(json_t *body, const char **name, struct cell_error *er
 		return -EINVAL;
 	if (*name && (!(*name)[0] || strlen(*name) > SNAPSHOT_NAME_MAX))
 		return field_fail(err, "name must be 1-%d bytes", SNAPSHOT_NAME_MAX);
+	/* A name never shadows the operator's catalogue: an E2B templateID resolves to a
+	 * listed template, then an image, before a snapshot, and a name equal to one of them
+	 * would only confuse who reads a list. Refused for the operator too. */
+	char rootfs[4096];
+	struct cell_error ierr = {0};
+	if (*name && e2b_template_listed(*name))
+		return field_fail(err, "name '%.128s' is a template of this host: choose another",
+				  *name);
+	if (*name && image_resolve(*name, rootfs, sizeof(rootfs), &ierr) == 0)
+		return field_fail(err, "name '%.128s' is an image of this host: choose another",
+				  *name);
 	return 0;
 }
 
-int snapshot_find(const char *ref, json_t **meta, struct cell_error *err)
+int snapshot_find(const struct adm_principal *who, const char *ref, json_t **meta,
+		  struct cell_error *err)
 {
 	*meta = NULL;
 	struct cell_error ignored = {0};
-	if (snapshot_get(ref, meta, &ignored) == 0)
+	if (snapshot_get(who, ref, meta, &ignored) == 0)
 		return 0;
 	json_t *all;
-	int r = snapshot_list(&all, err);
+	int r = snapshot_list(who, &all, err);
 	if (r < 0)
 		return r;
 	json_t *m, *found = NULL;
@@ -194,7 +228,7 @@ int snapshot_find(const char *ref, json_t **meta, struct cell_error *err)
 	json_array_foreach(all, i, m) /* oldest first: the last match is the newest */
 	{
 		const char *name = json_string_value(json_object_get(m, "name"));
-		if (name && !strcmp(name, ref))
+		if (name && !strcmp(name, ref) && tenancy_owns_id(who, meta_owner(m)))
 			found = m;
 	}
 	*meta = json_incref(found);
@@ -267,10 +301,15 @@ void snapshot_release(const char *id)
 	pthread_mutex_unlock(&lock);
 }
 
-int snapshot_delete(const char *id, struct cell_error *err)
+int snapshot_delete(const struct adm_principal *who, const char *id, struct cell_error *err)
 {
-	if (!cell_id_valid(id))
-		return cell_err_msg(err, ENOENT, "snapshot %.80s not found", id), -ENOENT;
+	json_t *meta = NULL;
+	int gr = snapshot_get(who, id, &meta, err);
+	if (gr < 0)
+		return gr;
+	struct adm_principal *owner = admission_principal_by_id(meta_owner(meta));
+	uint64_t bytes = (uint64_t)json_integer_value(json_object_get(meta, "bytes"));
+	json_decref(meta);
 	char gone[CELL_ID_MAX + 8];
 	snprintf(gone, sizeof(gone), ".del-%s", id);
 	pthread_mutex_lock(&lock);
@@ -284,6 +323,9 @@ int snapshot_delete(const char *id, struct cell_error *err)
 	pthread_mutex_unlock(&lock);
 	if (r < 0)
 		return r;
+	/* gone for every reader: its owner's quota is free again */
+	admission_put(owner, ADM_SNAPSHOTS);
+	admission_put_n(owner, ADM_SNAPSHOT_BYTES, bytes);
 	r = cell_remove_tree_at(snap_fd, gone, err);
 	if (r == 0)
 		log_info("snapshot %s deleted", id);
@@ -294,7 +336,8 @@ int snapshot_delete(const char *id, struct cell_error *err)
 
 /* What a new sandbox needs of sb's record (read under the registry lock; sb is busy, so
  * none of it changes). */
-static json_t *record_meta(struct sandbox *sb, const char *id, const char *name, bool image)
+static json_t *record_meta(struct sandbox *sb, const char *id, const char *name,
+			   const struct adm_principal *owner, bool image)
 {
 	registry_lock();
 	json_t *o = json_pack(
@@ -316,6 +359,8 @@ static json_t *record_meta(struct sandbox *sb, const char *id, const char *name,
 	registry_unlock();
 	if (o && name)
 		json_object_set_new(o, "name", json_string(name));
+	if (o)
+		json_object_set_new(o, "owner", json_string(admission_principal_id(owner)));
 	return o;
 }
 
@@ -460,19 +505,90 @@ static int capture(struct sandbox *sb, const char *tmp, bool *image, struct cell
 	return r;
 }
 
-int snapshot_take(struct sandbox *sb, const char *name, json_t **meta, struct cell_error *err)
+/* What a snapshot's files take on disk: their allocated blocks (a reflinked block counts
+ * as the snapshot's, as it would once its source is gone). */
+static __thread uint64_t walked_bytes;
+
+static int add_blocks(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path;
+	(void)flag;
+	(void)ftw;
+	walked_bytes += (uint64_t)st->st_blocks * 512;
+	return 0;
+}
+
+static int measure(const char *tmp, uint64_t *bytes, struct cell_error *err)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/snapshots/%s", celld.state_dir, tmp);
+	walked_bytes = 0;
+	if (nftw(path, add_blocks, 16, FTW_PHYS | FTW_MOUNT) != 0)
+		return cell_err(err, errno ? errno : EIO, "measuring snapshot %s", tmp + 5);
+	*bytes = walked_bytes;
+	return 0;
+}
+
+/* The snapshot's bytes charged to owner (its count was before the copy): 0, or -EUSERS. */
+static int charge_bytes(struct adm_principal *owner, const char *tmp, json_t *o, uint64_t *bytes,
+			struct cell_error *err)
+{
+	int r = measure(tmp, bytes, err);
+	if (r == 0)
+		r = admission_take_n(owner, ADM_SNAPSHOT_BYTES, *bytes, false, err);
+	if (r == 0 && json_object_set_new(o, "bytes", json_integer((json_int_t)*bytes)) < 0) {
+		admission_put_n(owner, ADM_SNAPSHOT_BYTES, *bytes);
+		r = cell_err(err, ENOMEM, "snapshot %s", tmp + 5);
+	}
+	if (r < 0)
+		*bytes = 0;
+	return r;
+}
+
+int snapshots_charge(void)
+{
+	json_t *all;
+	struct cell_error err = {0};
+	int r = snapshot_list(NULL, &all, &err);
+	if (r < 0) {
+		log_warn("snapshots: counting them against their owners' quotas: %s", err.msg);
+		return r;
+	}
+	size_t i;
+	json_t *m;
+	json_array_foreach(all, i, m)
+	{
+		struct adm_principal *p = admission_principal_by_id(meta_owner(m));
+		admission_take(p, ADM_SNAPSHOTS, true, NULL);
+		admission_take_n(p, ADM_SNAPSHOT_BYTES,
+				 (uint64_t)json_integer_value(json_object_get(m, "bytes")), true,
+				 NULL);
+	}
+	json_decref(all);
+	return 0;
+}
+
+int snapshot_take(struct sandbox *sb, const char *name, struct adm_principal *owner, json_t **meta,
+		  struct cell_error *err)
 {
 	*meta = NULL;
 	if (count_snapshots() >= SNAPSHOTS_MAX)
 		return cell_err_msg(err, ENOSPC, "%d snapshots exist: delete some first",
 				    SNAPSHOTS_MAX);
+	/* the count before the copy, its bytes once they are known */
+	int qr = admission_take(owner, ADM_SNAPSHOTS, false, err);
+	if (qr < 0)
+		return qr;
+	uint64_t bytes = 0;
 	char id[CELL_ID_RANDOM_LEN + 1], tmp[CELL_ID_RANDOM_LEN + 8];
 	if (cell_id_random(id) < 0)
 		return cell_err(err, EIO, "random id");
 	snprintf(tmp, sizeof(tmp), ".tmp-%s", id);
 	int r = sandbox_begin(sb, SBX_SNAPSHOTTING, err);
-	if (r < 0)
+	if (r < 0) {
+		admission_put(owner, ADM_SNAPSHOTS);
 		return r;
+	}
 	int64_t t0 = celld_now_ms();
 	bool image = false;
 	struct cell_layer_stats stats = {0};
@@ -480,10 +596,12 @@ int snapshot_take(struct sandbox *sb, const char *name, json_t **meta, struct ce
 		r = cell_err(err, errno, "creating snapshot %s", id);
 	else
 		r = capture(sb, tmp, &image, &stats, err);
-	json_t *o = r == 0 ? record_meta(sb, id, name, image) : NULL;
+	json_t *o = r == 0 ? record_meta(sb, id, name, owner, image) : NULL;
 	sandbox_end(sb, SBX_SNAPSHOTTING, sb->state, NULL);
 	if (r == 0 && !o)
 		r = cell_err(err, ENOMEM, "snapshot %s", id);
+	if (r == 0)
+		r = charge_bytes(owner, tmp, o, &bytes, err);
 	char *text = r == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
 	if (r == 0 && !text)
 		r = cell_err(err, ENOMEM, "snapshot %s", id);
@@ -503,6 +621,8 @@ int snapshot_take(struct sandbox *sb, const char *name, json_t **meta, struct ce
 		struct cell_error rerr = {0};
 		if (cell_remove_tree_at(snap_fd, tmp, &rerr) < 0)
 			log_warn("snapshot %s: removing what was made: %s", id, rerr.msg);
+		admission_put_n(owner, ADM_SNAPSHOT_BYTES, bytes);
+		admission_put(owner, ADM_SNAPSHOTS);
 		json_decref(o);
 		return r;
 	}

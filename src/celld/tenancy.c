@@ -20,6 +20,15 @@ bool tenancy_sees_id(const struct adm_principal *who, const char *owner_id)
 	return owner_id && !strcmp(owner_id, admission_principal_id(who));
 }
 
+bool tenancy_owns_id(const struct adm_principal *who, const char *owner_id)
+{
+	if (!keys_tenancy())
+		return true;
+	if (!who)
+		return !owner_id || !owner_id[0] || !strcmp(owner_id, "unix");
+	return owner_id && !strcmp(owner_id, admission_principal_id(who));
+}
+
 struct sandbox *tenancy_sandbox(const struct http_req *r, const char *id)
 {
 	const char *scope = http_scope(r);

@@ -16,6 +16,11 @@ bool tenancy_sees(const struct adm_principal *who, const struct adm_principal *o
 /* The same with the owner as recorded on disk (admission_principal_id's text; NULL, "" and
  * "unix" are the operator's). */
 bool tenancy_sees_id(const struct adm_principal *who, const char *owner_id);
+/* Whether who made a thing whose recorded owner is owner_id: what a name resolves among, so
+ * that no tenant's name shadows another's. Unlike tenancy_sees_id, the operator owns only
+ * its own (else a key could plant a name the operator's request then takes); without
+ * tenancy, everything is the one tenant's. */
+bool tenancy_owns_id(const struct adm_principal *who, const char *owner_id);
 /* Sandbox id referenced, when r may act on it: the sandbox its credential is scoped to (a
  * sandbox's token, a signed URL, a preview token: that one alone), else one r's principal
  * sees. NULL when there is none r may see. */

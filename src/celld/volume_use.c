@@ -23,6 +23,7 @@
 #include "config.h"
 #include "registry.h"
 #include "sandbox.h"
+#include "tenancy.h"
 #include "volstore.h"
 #include "volume_use.h"
 
@@ -44,18 +45,35 @@ static bool mounts(const struct sandbox *s, const char *volume, bool *rw)
 	return found;
 }
 
-json_t *volume_use_users(const char *volume)
+static json_t *users(const char *volume, bool everyone, const struct adm_principal *who)
 {
 	struct sandbox **all;
 	size_t n = registry_snapshot(&all);
 	json_t *ids = json_array();
 	for (size_t i = 0; i < n; i++) {
 		bool rw;
-		if (mounts(all[i], volume, &rw))
+		if (mounts(all[i], volume, &rw) && (everyone || tenancy_sees(who, all[i]->owner)))
 			json_array_append_new(ids, json_string(all[i]->id));
 	}
 	sandbox_unref_all(all, n);
 	return ids;
+}
+
+json_t *volume_use_users(const char *volume)
+{
+	return users(volume, true, NULL);
+}
+
+json_t *volume_use_users_seen(const char *volume, const struct adm_principal *who)
+{
+	return users(volume, false, who);
+}
+
+/* How a message about sb's volume names another sandbox: its id when sb's owner sees it,
+ * else not at all. */
+static const char *other_name(const struct sandbox *sb, const struct sandbox *other)
+{
+	return tenancy_sees(sb->owner, other->owner) ? other->id : "(not yours)";
 }
 
 static int check_access(const struct sandbox *sb, const struct volstore_info *info,
@@ -82,13 +100,13 @@ static int check_access(const struct sandbox *sb, const struct volstore_info *in
 			r = cell_err_msg(err, EBUSY,
 					 "volumes: volume %s is ReadWriteOncePod and sandbox %s "
 					 "uses it",
-					 info->name, all[i]->id);
+					 info->name, other_name(sb, all[i]));
 		else if (a == VOL_RWO && rw && mine_rw)
 			r = cell_err_msg(err, EBUSY,
 					 "volumes: volume %s is mounted read-write by sandbox %s "
 					 "(one writer at a time; mount it readOnly, or delete "
 					 "that sandbox first)",
-					 info->name, all[i]->id);
+					 info->name, other_name(sb, all[i]));
 	}
 	sandbox_unref_all(all, n);
 	return r;
@@ -119,7 +137,8 @@ static int claim_one(struct sandbox *sb, json_t *c, struct volstore_info *info,
 	snprintf(info->name, sizeof(info->name), "%s", name);
 	if (!json_is_true(json_object_get(c, "create"))) {
 		int r = volstore_get(name, info, err);
-		if (r == -ENOENT)
+		/* another tenant's is as missing */
+		if (r == -ENOENT || (r == 0 && !tenancy_sees_id(sb->owner, info->owner)))
 			return cell_err_msg(err, EINVAL,
 					    "volumes: volume %s does not exist and "
 					    "pvc.createIfNotExists is false",
@@ -139,7 +158,12 @@ static int claim_one(struct sandbox *sb, json_t *c, struct volstore_info *info,
 	bool have_like =
 	    !json_object_get(c, "subPath") &&
 	    image_dir_stat(sb->rootfs, json_string_value(json_object_get(c, "dest")), &like) == 0;
-	return volstore_create(info, have_like ? &like : NULL, err);
+	int r = volstore_create(info, have_like ? &like : NULL, err);
+	/* Found, not made: another tenant's is neither mounted nor said to be theirs. */
+	if (r == 0 && !tenancy_sees_id(sb->owner, info->owner))
+		return cell_err_msg(err, EEXIST,
+				    "volumes: the volume name %s is taken: choose another", name);
+	return r;
 }
 
 int volume_use_claim(struct sandbox *sb, json_t *claims, json_t **made, struct cell_error *err)

@@ -1734,6 +1734,29 @@ void h_two_tenants(void)
 	h_two_tenants_with(NULL);
 }
 
+/* A policies dir: the suite's seccomp, resources and network, and this quotas file. */
+char *h_policies_with_quotas(const char *name, const char *quotas)
+{
+	char *dir = h_fmt("%s/%s", H.dir, name);
+	char *q = h_fmt("%s/quotas", dir);
+	mkdir(dir, 0755);
+	mkdir(q, 0755);
+	static const char *const kept[] = {"seccomp", "resources", "network"};
+	for (size_t i = 0; i < 3; i++) {
+		char *from = h_fmt("%s/policies/%s", H.src, kept[i]);
+		char *to = h_fmt("%s/%s", dir, kept[i]);
+		if (access(to, F_OK) != 0)
+			ck_assert_int_eq(symlink(from, to), 0);
+		free(to);
+		free(from);
+	}
+	char *file = h_fmt("%s/default.json", q);
+	h_write_file(file, quotas, 0644);
+	free(file);
+	free(q);
+	return dir;
+}
+
 long h_as(const char *const *headers, const char *method, const char *path, const char *body,
 	  struct h_resp *resp)
 {

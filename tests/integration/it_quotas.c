@@ -13,29 +13,6 @@
 
 #include "harness.h"
 
-/* A policies dir: the suite's seccomp, resources and network, and this quotas file. */
-static char *policies_with(const char *name, const char *quotas)
-{
-	char *dir = h_fmt("%s/%s", H.dir, name);
-	char *q = h_fmt("%s/quotas", dir);
-	mkdir(dir, 0755);
-	mkdir(q, 0755);
-	static const char *const kept[] = {"seccomp", "resources", "network"};
-	for (size_t i = 0; i < 3; i++) {
-		char *from = h_fmt("%s/policies/%s", H.src, kept[i]);
-		char *to = h_fmt("%s/%s", dir, kept[i]);
-		if (access(to, F_OK) != 0)
-			ck_assert_int_eq(symlink(from, to), 0);
-		free(to);
-		free(from);
-	}
-	char *file = h_fmt("%s/default.json", q);
-	h_write_file(file, quotas, 0644);
-	free(file);
-	free(q);
-	return dir;
-}
-
 static long long info_int(const char *path)
 {
 	struct h_resp r;
@@ -74,7 +51,7 @@ static void wait_info(const char *path, long long want)
 
 START_TEST(key_quotas_and_the_unix_socket)
 {
-	char *pol = policies_with(
+	char *pol = h_policies_with_quotas(
 	    "pol-small",
 	    "{\"perKey\": {\"sandboxes\": 2, \"runningCommands\": 3, \"streams\": 2},"
 	    " \"allKeys\": {\"sandboxes\": 3, \"runningCommands\": 4, \"streams\": 3}}");
