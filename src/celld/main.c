@@ -760,8 +760,7 @@ static int run(const struct flags *f)
 	struct cell_error err = {0};
 	if (setup_dirs(f, &err) < 0 || uidrange_init(f->uid_ranges, &err) < 0 ||
 	    volstore_init(celld.state_dir, &err) < 0 || snapshots_init(&err) < 0 ||
-	    store_init(celld.images_dir, &err) < 0 ||
-	    load_preview_secret(&err) < 0)
+	    store_init(celld.images_dir, &err) < 0 || load_preview_secret(&err) < 0)
 		goto fail;
 	if (check_kernel(&err) < 0)
 		goto fail;
