@@ -254,7 +254,7 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	     secrets_parse(json_object_get(body, "secretEnv"), secrets, &spec->secrets, err) < 0))
 		rc = -EINVAL;
 	/* A skill that is not registered: -ENOPKG, answered SKILL_NOT_FOUND. */
-	if (!rc && (rc = provision_parse(ext, &spec->provision, err)) == -ENOENT)
+	if (!rc && (rc = provision_parse(ext, spec->owner, &spec->provision, err)) == -ENOENT)
 		rc = -ENOPKG;
 	/* The strings stay valid: body (their owner) outlives the spec. */
 	json_decref(ext);

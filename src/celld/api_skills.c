@@ -1,7 +1,8 @@
 /* cell's own routes of the skills registry: POST /v1/skills (multipart: name, version,
  * file), GET /v1/skills, GET /v1/skills/{name}, DELETE /v1/skills/{name}[/{version}]. The
  * upload is streamed into a temp file in the registry (at most SKILL_UPLOAD_MAX), then
- * judged and registered by skills.c. */
+ * judged and registered by skills.c, for the request's principal: who owns a skill, and
+ * who sees it, is skills.h's. */
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -149,10 +150,14 @@ int api_skill_add(struct http_req *r)
 	if (u->failed.status)
 		return http_later_answer(r, &u->failed);
 	json_t *o = NULL;
-	int rc = skills_register(u->name, u->version, u->fd, u->path, &o, &err);
+	int rc = skills_register(http_principal(r), u->name, u->version, u->fd, u->path, &o, &err);
 	u->path[0] = '\0'; /* consumed */
 	if (rc == -EEXIST)
 		return http_fail(r, EEXIST, "SKILL_EXISTS", "%s", err.msg);
+	if (rc == -SKILL_ENAME_TAKEN)
+		return http_error(r, 409, "SKILL_NAME_TAKEN", "%s", err.msg);
+	if (rc == -SKILL_EPINNED)
+		return http_error(r, 409, "SKILL_VERSION_PINNED", "%s", err.msg);
 	if (rc == -EINVAL)
 		return http_fail(r, EINVAL, "INVALID_SKILL", "%s", err.msg);
 	if (rc < 0)
@@ -162,7 +167,7 @@ int api_skill_add(struct http_req *r)
 
 int api_skill_list(struct http_req *r)
 {
-	json_t *items = skills_list(NULL);
+	json_t *items = skills_list(http_principal(r), NULL);
 	if (!items)
 		return http_error(r, 500, "INTERNAL", "out of memory");
 	return http_json(r, 200, json_pack("{s:o}", "items", items));
@@ -171,7 +176,8 @@ int api_skill_list(struct http_req *r)
 int api_skill_get(struct http_req *r)
 {
 	const char *name = http_param(r, 0);
-	json_t *items = skill_name_valid(name, SKILL_NAME_MAX) ? skills_list(name) : NULL;
+	json_t *items =
+	    skill_name_valid(name, SKILL_NAME_MAX) ? skills_list(http_principal(r), name) : NULL;
 	if (!json_array_size(items)) {
 		json_decref(items);
 		return http_fail(r, ENOENT, "SKILL_NOT_FOUND", "skill %.64s not found", name);
@@ -182,9 +188,11 @@ int api_skill_get(struct http_req *r)
 static int delete (struct http_req *r, const char *name, const char *version)
 {
 	struct cell_error err = {0};
-	int rc = skills_delete(name, version, &err);
+	int rc = skills_delete(http_principal(r), name, version, &err);
 	if (rc == -ENOENT)
 		return http_fail(r, ENOENT, "SKILL_NOT_FOUND", "%s", err.msg);
+	if (rc == -SKILL_ESHARED)
+		return http_error(r, 403, "SKILL_SHARED", "%s", err.msg);
 	if (rc < 0)
 		return http_internal(r, &err);
 	return http_empty(r, 204);

@@ -105,7 +105,8 @@ static int parse_packages(const char *text, json_t **out, struct cell_error *err
 	return 0;
 }
 
-static int parse_skills(const char *text, json_t **out, struct cell_error *err)
+static int parse_skills(const char *text, const struct adm_principal *who, json_t **out,
+			struct cell_error *err)
 {
 	json_t *arr = json_array();
 	_cleanup_free_ char *buf = strdup(text);
@@ -146,7 +147,8 @@ static int parse_skills(const char *text, json_t **out, struct cell_error *err)
 			return bad(err, "extensions.cell.skills: at most %d skills",
 				   PROVISION_SKILLS_MAX);
 		}
-		int fd = skills_open(name, version, err);
+		char sha[CELL_SHA256_HEX_LEN + 1];
+		int fd = skills_open(who, name, version, sha, err);
 		if (fd < 0) {
 			json_decref(arr);
 			return fd == -ENOENT ? cell_err_msg(err, ENOENT,
@@ -156,8 +158,8 @@ static int parse_skills(const char *text, json_t **out, struct cell_error *err)
 					     : fd;
 		}
 		close(fd);
-		json_array_append_new(arr,
-				      json_pack("{s:s, s:s}", "name", name, "version", version));
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "name", name, "version",
+						     version, "sha256", sha));
 	}
 	if (json_array_size(arr) == 0) {
 		json_decref(arr);
@@ -167,7 +169,8 @@ static int parse_skills(const char *text, json_t **out, struct cell_error *err)
 	return 0;
 }
 
-int provision_parse(json_t *ext, json_t **out, struct cell_error *err)
+int provision_parse(json_t *ext, const struct adm_principal *who, json_t **out,
+		    struct cell_error *err)
 {
 	*out = NULL;
 	const char *script = json_string_value(json_object_get(ext, "cell.startupScript"));
@@ -200,7 +203,7 @@ int provision_parse(json_t *ext, json_t **out, struct cell_error *err)
 	int r = 0;
 	if (packages && (r = parse_packages(packages, &v, err)) == 0)
 		json_object_set_new(o, "packages", v);
-	if (r == 0 && skills && (r = parse_skills(skills, &v, err)) == 0)
+	if (r == 0 && skills && (r = parse_skills(skills, who, &v, err)) == 0)
 		json_object_set_new(o, "skills", v);
 	if (r < 0) {
 		json_decref(o);
@@ -732,14 +735,33 @@ static int each_leftover(void *cls, const char *path, const struct relay_stat *s
 }
 
 /* name@version's files into vdir through <name dir>/.tmp-<version>-<random> and a rename:
- * 0, or -EIO with why. */
+ * 0, or -EIO with why. The archive is looked up as the sandbox's owner may, and hashed
+ * before a byte of it is extracted: anything but the sha256 the sandbox recorded at its
+ * create (want; a record from before: the registry's) is refused, so an archive changed
+ * on disk never runs as root in it. */
 static int extract_skill(struct sandbox *sb, const char *name, const char *version,
-			 const char *ndir, const char *vdir, char *why, size_t why_size)
+			 const char *want, const char *ndir, const char *vdir, char *why,
+			 size_t why_size)
 {
 	struct cell_error err = {0};
-	int afd = skills_open(name, version, &err);
+	char registered[CELL_SHA256_HEX_LEN + 1], got[CELL_SHA256_HEX_LEN + 1] = "";
+	int afd = skills_open(sb->owner, name, version, registered, &err);
 	if (afd < 0) {
 		snprintf(why, why_size, "%.250s", err.msg);
+		return -EIO;
+	}
+	if (!want)
+		want = registered;
+	if (skills_sha256_fd(afd, got, &err) < 0 || strcmp(got, want)) {
+		if (got[0] && strcmp(got, want))
+			snprintf(why, why_size,
+				 "the archive's sha256 is %s, not the %s this sandbox installs: "
+				 "nothing installed",
+				 got, want);
+		else
+			snprintf(why, why_size, "%.250s", err.msg);
+		log_warn("sandbox %s: skill %s@%s: %s", sb->id, name, version, why);
+		close(afd);
 		return -EIO;
 	}
 	char w[256] = "";
@@ -809,6 +831,7 @@ static void step_skill(struct sandbox *sb, json_t *skill, json_t *state, int64_t
 {
 	const char *name = json_string_value(json_object_get(skill, "name"));
 	const char *version = json_string_value(json_object_get(skill, "version"));
+	const char *sha = json_string_value(json_object_get(skill, "sha256"));
 	if (!name || !version)
 		return;
 	char label[160], ndir[256], vdir[400];
@@ -828,7 +851,7 @@ static void step_skill(struct sandbox *sb, json_t *skill, json_t *state, int64_t
 	bool present =
 	    relay_file_stat(sb, vdir, &st, &rerr, &b, &err) == 0 && !strcmp(st.type, "directory");
 	char why[400];
-	if (!present && extract_skill(sb, name, version, ndir, vdir, why, sizeof(why)) < 0) {
+	if (!present && extract_skill(sb, name, version, sha, ndir, vdir, why, sizeof(why)) < 0) {
 		char text[480];
 		snprintf(text, sizeof(text), "skill %.140s: extraction failed: %.300s", label, why);
 		json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "step", "skill", "name", label,

@@ -10,6 +10,7 @@
 
 #include "cell/error.h"
 
+struct adm_principal;
 struct sandbox;
 
 #define PROVISION_SCRIPT_MAX	  (16u << 10)
@@ -26,8 +27,11 @@ struct sandbox;
 /* The create's extensions cell.startupScript, cell.startupTimeout, cell.packages and
  * cell.skills (ext: the extensions object, strings only) as the record's "provision"
  * object in *out (NULL when none is given): 0, -EINVAL with err naming the field, or
- * -ENOENT (err: "SKILL_NOT_FOUND"-worthy) naming a skill that is not registered. */
-int provision_parse(json_t *ext, json_t **out, struct cell_error *err);
+ * -ENOENT (err: "SKILL_NOT_FOUND"-worthy) naming a skill that is not registered or that
+ * who (the sandbox's owner) may not use. Each skill is kept with the SHA-256 it was
+ * registered with: every start installs those bytes or nothing. */
+int provision_parse(json_t *ext, const struct adm_principal *who, json_t **out,
+		    struct cell_error *err);
 /* Run sb's provisioning (nothing when it has none): its init answers and its network is
  * up. The outcome replaces sb->provision_result; never fails. Called during a start (sb is
  * busy). */

@@ -137,8 +137,9 @@ static int skill_ls(void)
 	if (rc >= 0)
 		return rc;
 	struct cli_table t;
-	cli_table_init(&t, 5);
-	cli_table_add(&t, (const char *const[]){"NAME", "VERSION", "SIZE", "SHA256", "CREATED"});
+	cli_table_init(&t, 6);
+	cli_table_add(
+	    &t, (const char *const[]){"NAME", "VERSION", "OWNER", "SIZE", "SHA256", "CREATED"});
 	size_t i;
 	json_t *v;
 	json_array_foreach(items, i, v)
@@ -154,8 +155,9 @@ static int skill_ls(void)
 		const char *n = json_string_value(json_object_get(v, "name"));
 		const char *ver = json_string_value(json_object_get(v, "version"));
 		const char *c = json_string_value(json_object_get(v, "createdAt"));
-		cli_table_add(&t, (const char *const[]){n ? n : "?", ver ? ver : "?", size, sha,
-							c ? c : "-"});
+		const char *own = json_string_value(json_object_get(v, "owner"));
+		cli_table_add(&t, (const char *const[]){n ? n : "?", ver ? ver : "?",
+							own ? own : "-", size, sha, c ? c : "-"});
 	}
 	cli_table_print(&t, stdout);
 	cli_table_free(&t);

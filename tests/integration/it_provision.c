@@ -88,7 +88,9 @@ static int lines(const char *id, const char *file)
 	return n;
 }
 
-static long post_skill(const char *name, const char *version, const char *file, struct h_resp *r)
+/* POST /v1/skills via (headers: a tenant's key, for H_TCP_NOKEY). */
+static long post_skill_as(enum h_via via, const char *const *headers, const char *name,
+			  const char *version, const char *file, struct h_resp *r)
 {
 	FILE *f = fopen(file, "rb");
 	ck_assert_ptr_nonnull(f);
@@ -113,11 +115,17 @@ static long post_skill(const char *name, const char *version, const char *file, 
 			    .body = body,
 			    .body_len = len,
 			    .content_type = "multipart/form-data; boundary=" BOUNDARY,
-			    .via = H_TCP};
+			    .via = via,
+			    .headers = headers};
 	long st = h_request(&req, r);
 	free(body);
 	free(head);
 	return st;
+}
+
+static long post_skill(const char *name, const char *version, const char *file, struct h_resp *r)
+{
+	return post_skill_as(H_TCP, NULL, name, version, file, r);
 }
 
 static char *tmpfile_path(const char *name)
@@ -494,7 +502,7 @@ START_TEST(skills_registry_api)
 	struct stat st;
 	ck_assert_int_eq(stat(reg, &st), 0);
 	ck_assert_uint_eq(st.st_mode & 0777, 0700);
-	char *cmd = h_fmt("ls -A %s | grep -v '^tool$' | wc -l", reg);
+	char *cmd = h_fmt("ls -A %s | grep -v -e '^tool$' -e '^.pins$' | wc -l", reg);
 	FILE *p = popen(cmd, "r");
 	char buf[64] = "";
 	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), p));
@@ -691,6 +699,247 @@ START_TEST(cli_skill_and_create_options)
 }
 END_TEST
 
+/* ---- who owns a skill, and what a version's content is for good ---- */
+
+/* A GET of path as the default key (H_TCP). */
+static long get_as_key(const char *path, struct h_resp *r)
+{
+	struct h_req req = {.method = "GET", .path = path, .via = H_TCP};
+	return h_request(&req, r);
+}
+
+static long delete_as_key(const char *path, struct h_resp *r)
+{
+	struct h_req req = {.method = "DELETE", .path = path, .via = H_TCP};
+	return h_request(&req, r);
+}
+
+static char *file_sha(const char *file)
+{
+	char *cmd = h_fmt("sha256sum %s", file);
+	FILE *p = popen(cmd, "r");
+	char buf[128] = "";
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), p));
+	pclose(p);
+	free(cmd);
+	buf[64] = '\0';
+	return strdup(buf);
+}
+
+START_TEST(a_skill_version_is_pinned_for_good)
+{
+	char *one = make_skill("pin-one.tar.gz", "pinned"),
+	     *two = make_skill("pin-two.tar.gz", "x");
+	char *sha1 = file_sha(one), *sha2 = file_sha(two);
+	ck_assert_str_ne(sha1, sha2);
+	struct h_resp r;
+	ck_assert_int_eq(post_skill("pinned", "1", one, &r), 201);
+	ck_assert_str_eq(h_jstr(r.json, "sha256"), sha1);
+	h_resp_free(&r);
+	/* Deleted, its name@version still means those bytes: other bytes are refused, naming
+	 * the digest to the one who may use it. */
+	ck_assert_int_eq(h_http("DELETE", "/v1/skills/pinned", NULL, &r), 204);
+	h_resp_free(&r);
+	long st = post_skill("pinned", "1", two, &r);
+	ck_assert_msg(st == 409, "other bytes after a delete: HTTP %ld %s", st, r.body);
+	ck_assert_str_eq(h_err_code(&r), "SKILL_VERSION_PINNED");
+	ck_assert_msg(strstr(r.body, sha1), "%s", r.body);
+	h_resp_free(&r);
+	char *pin = h_fmt("%s/skills/.pins/pinned@1", H.state);
+	json_t *pj = json_load_file(pin, 0, NULL);
+	ck_assert_msg(pj, "no pin %s", pin);
+	ck_assert_str_eq(h_jstr(pj, "sha256"), sha1);
+	ck_assert_str_ne(h_jstr(pj, "pinnedAt"), "");
+	json_decref(pj);
+	/* The same after a restart; a pin half written by a killed celld goes. */
+	h_celld_kill();
+	char *half = h_fmt("%s/skills/.pins/.tmp-AbC123", H.state);
+	h_write_file(half, "{", 0600);
+	h_celld_start();
+	ck_assert_int_eq(post_skill("pinned", "1", two, &r), 409);
+	ck_assert_str_eq(h_err_code(&r), "SKILL_VERSION_PINNED");
+	h_resp_free(&r);
+	ck_assert_msg(access(half, F_OK) != 0, "%s kept", half);
+	/* The same bytes are that version again. */
+	ck_assert_int_eq(post_skill("pinned", "1", one, &r), 201);
+	ck_assert_str_eq(h_jstr(r.json, "owner"), "default");
+	h_resp_free(&r);
+	/* A version registered before pins gets its pin when it is deleted. */
+	ck_assert_int_eq(post_skill("pinned", "0", two, &r), 201);
+	h_resp_free(&r);
+	char *old = h_fmt("%s/skills/.pins/pinned@0", H.state);
+	ck_assert_int_eq(unlink(old), 0);
+	ck_assert_int_eq(h_http("DELETE", "/v1/skills/pinned/0", NULL, &r), 204);
+	h_resp_free(&r);
+	pj = json_load_file(old, 0, NULL);
+	ck_assert_msg(pj, "no pin %s after the delete", old);
+	ck_assert_str_eq(h_jstr(pj, "sha256"), sha2);
+	json_decref(pj);
+	ck_assert_int_eq(post_skill("pinned", "0", one, &r), 409);
+	ck_assert_str_eq(h_err_code(&r), "SKILL_VERSION_PINNED");
+	h_resp_free(&r);
+	/* An archive changed on disk is never installed: the sandbox records the digest. */
+	char *arch = h_fmt("%s/skills/pinned/1/archive", H.state);
+	char *cp = h_fmt("cp %s %s", two, arch);
+	ck_assert_int_eq(system(cp), 0);
+	char *id = h_create("busybox", ext("cell.skills", "pinned@1", NULL, NULL));
+	json_t *ins = h_inspect(id);
+	ck_assert_str_eq(h_jstr(json_array_get(h_jget(ins, "provision.skills"), 0), "sha256"),
+			 sha1);
+	json_decref(ins);
+	json_t *s = step(id, 0);
+	ck_assert_str_eq(h_jstr(s, "status"), "failed");
+	ck_assert_msg(strstr(h_jstr(s, "error"), sha1) && strstr(h_jstr(s, "error"), sha2), "%s",
+		      json_dumps(s, 0));
+	json_decref(s);
+	char *o = h_sh(id, "ls /root/.cell/skills/pinned 2>&1; test -e /root/skill-ran || echo no");
+	ck_assert_msg(strstr(o, "no") && !strstr(o, "1\n"), "%s", o);
+	free(o);
+	ck_assert_int_eq(h_delete(id), 204);
+	delete_skill("pinned");
+	free(id);
+	free(cp);
+	free(arch);
+	free(old);
+	free(half);
+	free(pin);
+	free(sha1);
+	free(sha2);
+	free(one);
+	free(two);
+}
+END_TEST
+
+/* A create as a tenant naming skills; its status (the id tracked when it made one). */
+static long create_with_skills(const char *const *headers, const char *skills, char **id,
+			       struct h_resp *r)
+{
+	char *body = h_fmt(
+	    "{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.skills\":\"%s\"}}", skills);
+	long st = h_as(headers, "POST", "/v1/sandboxes", body, r);
+	free(body);
+	*id = NULL;
+	if (st / 100 == 2) {
+		*id = strdup(h_jstr(r->json, "id"));
+		h_track_sandbox(*id);
+	}
+	return st;
+}
+
+static void expect_answer(long got, long want, struct h_resp *r, const char *code, const char *what)
+{
+	ck_assert_msg(got == want, "%s: HTTP %ld (want %ld): %s", what, got, want, r->body);
+	if (code)
+		ck_assert_msg(!strcmp(h_err_code(r), code), "%s: %s", what, r->body);
+	h_resp_free(r);
+}
+
+START_TEST(skills_are_each_tenants_own)
+{
+	h_two_tenants();
+	char *op = make_skill("own-op.tar.gz", "catalogue"),
+	     *al = make_skill("own-al.tar.gz", "al"), *bo = make_skill("own-bo.tar.gz", "bo");
+	struct h_resp r;
+	ck_assert_int_eq(post_skill_as(H_UNIX, NULL, "catalogue", "1", op, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(post_skill_as(H_TCP_NOKEY, h_alice, "alices", "1", al, &r), 201);
+	h_resp_free(&r);
+	/* bob neither sees, lists, gets, deletes, uses nor adds to alice's */
+	expect_answer(h_as(h_bob, "GET", "/v1/skills/alices", NULL, &r), 404, &r, "SKILL_NOT_FOUND",
+		      "bob gets alice's");
+	ck_assert(!h_listed(h_bob, "/v1/skills", "alices"));
+	ck_assert(h_listed(h_alice, "/v1/skills", "alices"));
+	ck_assert(h_listed(NULL, "/v1/skills", "alices"));
+	ck_assert_int_eq(h_as(h_alice, "GET", "/v1/skills/alices", NULL, &r), 200);
+	ck_assert_str_eq(h_jstr(json_array_get(json_object_get(r.json, "versions"), 0), "owner"),
+			 "alice");
+	h_resp_free(&r);
+	expect_answer(h_as(h_bob, "DELETE", "/v1/skills/alices/1", NULL, &r), 404, &r,
+		      "SKILL_NOT_FOUND", "bob deletes alice's version");
+	expect_answer(h_as(h_bob, "DELETE", "/v1/skills/alices", NULL, &r), 404, &r,
+		      "SKILL_NOT_FOUND", "bob deletes alice's");
+	long st = post_skill_as(H_TCP_NOKEY, h_bob, "alices", "2", bo, &r);
+	ck_assert_msg(strstr(h_jstr(r.json, "message"), "name"), "%s", r.body);
+	expect_answer(st, 409, &r, "SKILL_NAME_TAKEN", "bob adds to alice's");
+	char *id = NULL;
+	expect_answer(create_with_skills(h_bob, "alices@1", &id, &r), 400, &r, "SKILL_NOT_FOUND",
+		      "bob uses alice's");
+	ck_assert_ptr_null(id);
+	/* neither key deletes or replaces the operator's; both see it */
+	const char *const *keys[] = {h_alice, h_bob};
+	for (size_t i = 0; i < 2; i++) {
+		expect_answer(h_as(keys[i], "DELETE", "/v1/skills/catalogue", NULL, &r), 403, &r,
+			      "SKILL_SHARED", "a key deletes the operator's");
+		expect_answer(h_as(keys[i], "DELETE", "/v1/skills/catalogue/1", NULL, &r), 403, &r,
+			      "SKILL_SHARED", "a key deletes the operator's version");
+		expect_answer(post_skill_as(H_TCP_NOKEY, keys[i], "catalogue", "2", bo, &r), 409,
+			      &r, "SKILL_NAME_TAKEN", "a key adds to the operator's");
+		ck_assert_int_eq(h_as(keys[i], "GET", "/v1/skills/catalogue", NULL, &r), 200);
+		ck_assert_str_eq(
+		    h_jstr(json_array_get(json_object_get(r.json, "versions"), 0), "owner"),
+		    "operator");
+		h_resp_free(&r);
+		ck_assert(h_listed(keys[i], "/v1/skills", "catalogue"));
+	}
+	/* both use it, alice her own with it */
+	char *a = NULL, *b = NULL;
+	st = create_with_skills(h_alice, "alices@1,catalogue@1", &a, &r);
+	ck_assert_msg(st / 100 == 2, "%s", r.body);
+	h_resp_free(&r);
+	expect_step(a, 0, "skill", "ok");
+	expect_step(a, 1, "skill", "ok");
+	st = create_with_skills(h_bob, "catalogue@1", &b, &r);
+	ck_assert_msg(st / 100 == 2, "%s", r.body);
+	h_resp_free(&r);
+	expect_step(b, 0, "skill", "ok");
+	/* deleted, alice's name stays hers (its pins keep it) */
+	expect_answer(h_as(h_alice, "DELETE", "/v1/skills/alices", NULL, &r), 204, &r, NULL,
+		      "alice deletes hers");
+	expect_answer(post_skill_as(H_TCP_NOKEY, h_bob, "alices", "1", bo, &r), 409, &r,
+		      "SKILL_NAME_TAKEN", "bob takes alice's deleted name");
+	ck_assert_int_eq(h_delete(a), 204);
+	ck_assert_int_eq(h_delete(b), 204);
+	delete_skill("catalogue");
+	free(a);
+	free(b);
+	free(op);
+	free(al);
+	free(bo);
+}
+END_TEST
+
+START_TEST(one_key_shares_skills_with_the_operator)
+{
+	/* the suite's celld: one key */
+	char *f1 = make_skill("share-1.tar.gz", "shared"), *f2 = make_skill("share-2.tar.gz", "k");
+	struct h_resp r;
+	ck_assert_int_eq(post_skill_as(H_UNIX, NULL, "shared-op", "1", f1, &r), 201);
+	h_resp_free(&r);
+	ck_assert_int_eq(get_as_key("/v1/skills/shared-op", &r), 200);
+	ck_assert_str_eq(h_jstr(json_array_get(json_object_get(r.json, "versions"), 0), "owner"),
+			 "operator");
+	h_resp_free(&r);
+	/* the key adds to the operator's and removes, as it always did */
+	ck_assert_int_eq(post_skill("shared-op", "2", f2, &r), 201);
+	ck_assert_str_eq(h_jstr(r.json, "owner"), "operator");
+	h_resp_free(&r);
+	ck_assert_int_eq(delete_as_key("/v1/skills/shared-op/2", &r), 204);
+	h_resp_free(&r);
+	/* the key's own: the operator sees and removes it */
+	ck_assert_int_eq(post_skill("keys-own", "1", f2, &r), 201);
+	ck_assert_str_eq(h_jstr(r.json, "owner"), "default");
+	h_resp_free(&r);
+	ck_assert(h_listed(NULL, "/v1/skills", "keys-own"));
+	ck_assert_int_eq(h_http("DELETE", "/v1/skills/keys-own", NULL, &r), 204);
+	h_resp_free(&r);
+	ck_assert_int_eq(delete_as_key("/v1/skills/shared-op", &r), 204);
+	h_resp_free(&r);
+	free(f1);
+	free(f2);
+}
+END_TEST
+
 static Suite *provision_suite(void)
 {
 	Suite *s = suite_create("provision");
@@ -708,6 +957,11 @@ static Suite *provision_suite(void)
 		       skill_installed_once_per_version);
 	tcase_add_test(h_tcase(s, "skill_over_the_disk_quota_fails_cleanly", 240),
 		       skill_over_the_disk_quota_fails_cleanly);
+	tcase_add_test(h_tcase(s, "a_skill_version_is_pinned_for_good", 120),
+		       a_skill_version_is_pinned_for_good);
+	tcase_add_test(h_tcase(s, "skills_are_each_tenants_own", 120), skills_are_each_tenants_own);
+	tcase_add_test(h_tcase(s, "one_key_shares_skills_with_the_operator", 60),
+		       one_key_shares_skills_with_the_operator);
 	tcase_add_test(h_tcase(s, "cli_skill_and_create_options", 180),
 		       cli_skill_and_create_options);
 	return s;
