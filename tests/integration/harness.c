@@ -357,14 +357,21 @@ static char pids_file[H_PATH + 16], sysctls_file[H_PATH + 16], skips_file[H_PATH
 
 pid_t h_spawn(char *const argv[])
 {
+	return h_spawn_log(argv, NULL);
+}
+
+pid_t h_spawn_log(char *const argv[], const char *log)
+{
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		setsid();
 		int devnull = open("/dev/null", O_RDWR);
+		int out =
+		    log ? open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : devnull;
 		dup2(devnull, 0);
-		dup2(devnull, 1);
-		dup2(devnull, 2);
+		dup2(out < 0 ? devnull : out, 1);
+		dup2(out < 0 ? devnull : out, 2);
 		execv(argv[0], argv);
 		_exit(127);
 	}
@@ -1831,7 +1838,7 @@ static void canon(const char *in, char *out, size_t size)
 		die("%s: path too long", buf);
 }
 
-static void pick_port(struct h_world *w)
+unsigned h_free_port(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -1839,8 +1846,13 @@ static void pick_port(struct h_world *w)
 	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&a, &al) < 0)
 		die("picking a free port: %s", strerror(errno));
-	snprintf(w->listen, sizeof(w->listen), "127.0.0.1:%u", ntohs(a.sin_port));
 	close(fd);
+	return ntohs(a.sin_port);
+}
+
+static void pick_port(struct h_world *w)
+{
+	snprintf(w->listen, sizeof(w->listen), "127.0.0.1:%u", h_free_port());
 }
 
 /* A fresh random API key, in w->key and w->key_file. Returns 0 or -errno. */

@@ -350,6 +350,10 @@ char h_kernel_config(const char *option);
 
 /* Start a host process (registered: killed by the test's teardown). */
 pid_t h_spawn(char *const argv[]);
+/* The same with its stdout and stderr appended to log (NULL: /dev/null). */
+pid_t h_spawn_log(char *const argv[], const char *log);
+/* A TCP port of 127.0.0.1 free a moment ago (bound, read back, closed). */
+unsigned h_free_port(void);
 /* Start a celld (argv[0] its path) in its own session with stdin /dev/null and stdout and
  * stderr appended to log; not registered. The pid, or -1 with errno set. Unless argv names
  * --network-default, celld gets `--network-default none`: no test's celld touches the
