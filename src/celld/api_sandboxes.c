@@ -433,7 +433,7 @@ static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 		return create_snapshot_rootfs(spec, "snapshotId", err); /* 400 IMAGE_NOT_FOUND */
 	/* Last: the only check that looks at the host. A name that is not valid names no
 	 * image either. */
-	rc = image_resolve(spec->image, spec->rootfs, sizeof(spec->rootfs), err);
+	rc = create_spec_image(spec, err);
 	if (rc == -EINVAL)
 		err->code = ENOENT;
 	return rc == -EINVAL ? -ENOENT : rc;

@@ -24,6 +24,10 @@ struct create_spec {
 	char image_digest[72];
 	/* The store image's WorkingDir and User (strings of image_config), or NULL. */
 	const char *image_workdir, *image_user;
+	/* A registry image: how to pull it (create_image.c), and the request's own
+	 * credentials (image.auth), or NULL for the operator's auth file. */
+	enum create_pull { CREATE_PULL_IF_NOT_PRESENT, CREATE_PULL_ALWAYS, CREATE_PULL_NEVER } pull;
+	const char *pull_user, *pull_password;
 	json_t *entrypoint;					 /* array of strings or NULL */
 	json_t *env, *metadata, *resource_limits, *volumes_json; /* owned references */
 	const char *session_key;
@@ -82,3 +86,12 @@ void create_snapshot_record(struct create_spec *spec, unsigned named);
  * was written over); -ENOENT, its message starting with field (the request's), when the
  * host no longer has it. */
 int create_snapshot_rootfs(struct create_spec *spec, const char *field, struct cell_error *err);
+
+/* ---- create_image.c: the image a create names ---- */
+
+/* spec->image found (images.h), pulled first as spec->pull says: rootfs, and a store
+ * image's layers, digest and config, whose defaults fill what the request left out: Env
+ * under the request's env (the image's PATH over cell's default), Entrypoint + Cmd as the
+ * entrypoint, WorkingDir and User as the defaults of its commands. -ENOENT or -EINVAL with
+ * err naming image.uri, or another -errno. */
+int create_spec_image(struct create_spec *spec, struct cell_error *err);

@@ -451,7 +451,7 @@ int e2b_create_spec(json_t *body, bool fork, struct create_spec *spec, const cha
 	struct cell_error ierr = {0};
 	bool listed = e2b_template_listed(*template_id);
 	if (e2b_template_image(*template_id, &spec->image) == 0 &&
-	    image_resolve(spec->image, spec->rootfs, sizeof(spec->rootfs), &ierr) == 0)
+	    create_spec_image(spec, &ierr) == 0)
 		return 0;
 	if (listed)
 		return cell_err_msg(err, ENOENT,

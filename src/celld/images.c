@@ -1,5 +1,7 @@
-/* Local images: <images>/<name>/rootfs. The name comes from a client, so it is validated
- * like an id before it can become part of a path (no "/", no "..", nothing odd). */
+/* Images a create may name: those cell built, <images>/<name>/rootfs, whose name comes from
+ * a client and is validated like an id before it can become part of a path (no "/", no
+ * "..", nothing odd); and those of the layer store, found by name (hashed there, never a
+ * path) or by their normalized registry reference. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 #include "images.h"
 #include "cell/id.h"
 #include "fields.h"
+#include "oci_image.h"
 
 /* "name" or "name:latest" (clients configured with a repository and a tag send the tag
  * "latest" by default; a local image is its one version) → name in out. */
@@ -62,4 +65,97 @@ int image_resolve(const char *uri_in, char *buf, size_t size, struct cell_error 
 	if (fstat(rfd, &st) < 0 || st.st_uid != 0)
 		return cell_err_msg(err, EPERM, "image '%s': %s is not owned by root", uri, buf);
 	return 0;
+}
+
+/* The store's image for uri: as named, else as its normalized reference. */
+static int store_find(const char *uri, struct store_image *img, struct cell_error *err)
+{
+	struct cell_error e1 = {0};
+	int r = store_image_get(uri, img, &e1);
+	if (r != -ENOENT) {
+		if (r < 0)
+			*err = e1;
+		return r;
+	}
+	struct oci_ref ref;
+	struct cell_error rerr = {0};
+	if (oci_ref_parse(uri, &ref, &rerr) < 0)
+		return cell_err_msg(err, EINVAL, "image.uri '%.200s': %s", uri, rerr.msg);
+	char norm[STORE_NAME_MAX];
+	oci_ref_format(&ref, norm, sizeof(norm));
+	r = store_image_get(norm, img, err);
+	if (r == -ENOENT)
+		return cell_err_msg(
+		    err, ENOENT,
+		    "image '%.200s' not found (neither built under %s nor pulled as "
+		    "%s)",
+		    uri, celld.images_dir, norm);
+	return r;
+}
+
+static int found_from_store(const struct store_image *img, struct image_found *out,
+			    struct cell_error *err)
+{
+	char **dirs = NULL;
+	int r = store_image_dirs(img, &dirs, err);
+	if (r < 0)
+		return r;
+	out->layers = json_array();
+	for (size_t i = 0; out->layers && i < img->n_layers; i++)
+		if (json_array_append_new(out->layers, json_string(dirs[i])) < 0)
+			break;
+	if (!out->layers || json_array_size(out->layers) != img->n_layers || !img->n_layers) {
+		store_dirs_free(dirs, img->n_layers);
+		return img->n_layers
+			   ? cell_err(err, ENOMEM, "image layers")
+			   : cell_err_msg(err, EINVAL, "image %s has no layers", img->digest);
+	}
+	snprintf(out->rootfs, sizeof(out->rootfs), "%s", dirs[0]);
+	store_dirs_free(dirs, img->n_layers);
+	snprintf(out->digest, sizeof(out->digest), "%s", img->digest);
+	snprintf(out->private_to, sizeof(out->private_to), "%s", img->private_to);
+	out->config = json_incref(img->config);
+	return 0;
+}
+
+int image_find(const char *uri, struct image_found *out, struct cell_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	struct cell_error lerr = {0};
+	int r = image_resolve(uri, out->rootfs, sizeof(out->rootfs), &lerr);
+	if (r != -ENOENT && r != -EINVAL) {
+		if (r < 0)
+			*err = lerr;
+		return r;
+	}
+	struct store_image img;
+	struct cell_error serr = {0};
+	int s = store_find(uri, &img, &serr);
+	if (s == -EINVAL) { /* not a reference either: the local name's complaint */
+		*err = lerr;
+		return r;
+	}
+	if (s < 0) {
+		*err = serr;
+		return s;
+	}
+	s = found_from_store(&img, out, err);
+	store_image_free(&img);
+	if (s < 0)
+		image_found_free(out);
+	return s;
+}
+
+void image_found_free(struct image_found *f)
+{
+	json_decref(f->layers);
+	json_decref(f->config);
+	f->layers = f->config = NULL;
+}
+
+bool image_is_built(const char *uri)
+{
+	char rootfs[4096];
+	struct cell_error err = {0};
+	return image_resolve(uri, rootfs, sizeof(rootfs), &err) == 0;
 }
