@@ -39,6 +39,7 @@
 #include "watch.h"
 #include "fields.h"
 #include "gate.h"
+#include "image_policy.h"
 #include "image_store.h"
 #include "keys.h"
 #include "limits.h"
@@ -777,7 +778,7 @@ static int run(const struct flags *f)
 		goto fail;
 	if (load_init(f->init, &err) < 0 || open_policies(f->policies, &err) < 0 ||
 	    limits_load(&err) < 0 || admission_load(&err) < 0 || timer_policy_load(&err) < 0 ||
-	    audit_policy_load(&err) < 0)
+	    audit_policy_load(&err) < 0 || image_policy_load(&err) < 0)
 		goto fail;
 	snapshots_charge();
 	if (seccomp_policies_load(&err) < 0 || seccomp_log_start(&err) < 0 ||
