@@ -190,6 +190,44 @@ static int invalid(int rc, struct cell_error *err)
 
 /* cell's extensions. over_tcp: the request came with an API key, which may never mount
  * host paths (-EPERM): only the local socket may. */
+/* extensions["cell.pullPolicy"]: IfNotPresent (the default), Always or Never. */
+static int parse_pull_policy(json_t *ext, struct create_spec *spec, struct cell_error *err)
+{
+	const char *p = NULL;
+	if (field_string(ext, "cell.pullPolicy", "extensions.cell.pullPolicy", false, &p, err) < 0)
+		return -EINVAL;
+	if (!p || !strcmp(p, "IfNotPresent"))
+		spec->pull = CREATE_PULL_IF_NOT_PRESENT;
+	else if (!strcmp(p, "Always"))
+		spec->pull = CREATE_PULL_ALWAYS;
+	else if (!strcmp(p, "Never"))
+		spec->pull = CREATE_PULL_NEVER;
+	else
+		return field_fail(
+		    err, "extensions.cell.pullPolicy must be IfNotPresent, Always or Never");
+	return 0;
+}
+
+/* image.auth {username, password}: the registry credentials of this pull alone. */
+static int parse_image_auth(json_t *image, struct create_spec *spec, struct cell_error *err)
+{
+	json_t *auth = json_object_get(image, "auth");
+	if (!auth || json_is_null(auth))
+		return 0;
+	if (!json_is_object(auth))
+		return field_fail(err, "image.auth must be an object {username, password}");
+	if (field_string(auth, "username", "image.auth.username", true, &spec->pull_user, err) <
+		0 ||
+	    field_string(auth, "password", "image.auth.password", true, &spec->pull_password, err) <
+		0)
+		return -EINVAL;
+	if (!spec->pull_user[0] || strlen(spec->pull_user) > 255 ||
+	    strlen(spec->pull_password) > 1023)
+		return field_fail(err, "image.auth.username must be 1-255 bytes and "
+				       "image.auth.password at most 1023");
+	return 0;
+}
+
 static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spec,
 			    struct cell_error *err)
 {
@@ -209,7 +247,7 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	    "cell.sessionKey",	 "cell.volumes",   "cell.seccomp",	 "cell.seccompLog",
 	    "cell.network",	 "cell.secrets",   "cell.idleTimeout",	 "cell.stopAfter",
 	    "cell.reclaimAfter", "cell.onTimeout", "cell.startupScript", "cell.startupTimeout",
-	    "cell.packages",	 "cell.skills",	   "cell.sudo"};
+	    "cell.packages",	 "cell.skills",	   "cell.sudo",		 "cell.pullPolicy"};
 	const char *k;
 	json_t *v;
 	json_object_foreach(ext, k, v)
@@ -242,6 +280,8 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 		rc = invalid(parse_seccomp(ext, spec, err), err);
 	if (!rc)
 		rc = invalid(parse_sudo(ext, spec, err), err);
+	if (!rc)
+		rc = parse_pull_policy(ext, spec, err);
 	if (!rc && field_string(ext, "cell.network", "extensions.cell.network", false,
 				&spec->network_mode, err) < 0)
 		rc = -EINVAL;
@@ -387,7 +427,8 @@ static int parse_create(json_t *body, bool over_tcp, struct create_spec *spec,
 			return field_fail(err, "image or snapshotId is required");
 		if (!json_is_object(image))
 			return field_fail(err, "image must be an object");
-		if (field_string(image, "uri", "image.uri", true, &spec->image, err) < 0)
+		if (field_string(image, "uri", "image.uri", true, &spec->image, err) < 0 ||
+		    parse_image_auth(image, spec, err) < 0)
 			return -EINVAL;
 	}
 	int64_t timeout = 0;
