@@ -937,6 +937,70 @@ START_TEST(registries_that_lie_or_stall)
 }
 END_TEST
 
+/* ---- the CLI ---- */
+
+/* cell ARGS... (its output asserted free of escape codes: stdout is not a terminal). */
+static char *cli_ok(const char *const *args)
+{
+	struct h_proc p;
+	const char *argv[16] = {NULL};
+	char *cell = h_fmt("%s/cell", H.bin);
+	size_t n = 0;
+	argv[n++] = cell;
+	argv[n++] = "--socket";
+	argv[n++] = H.socket;
+	for (size_t i = 0; args[i] && n < 15; i++)
+		argv[n++] = args[i];
+	h_run((char *const *)argv, NULL, 120, &p);
+	ck_assert_msg(p.status == 0, "cell %s %s: %d\n%s\n%s", args[0], args[1] ? args[1] : "",
+		      p.status, p.out, p.err);
+	ck_assert_msg(!strchr(p.out, '\033'), "escape codes in\n%s", p.out);
+	char *out = strdup(p.out);
+	h_proc_free(&p);
+	free(cell);
+	return out;
+}
+
+START_TEST(cli_pull_ls_inspect_tag_rm_prune)
+{
+	rl_start(RL_PLAIN);
+	char *digest = rl_push_image("lab/multi", "1", &multi);
+	pull_setup(NULL);
+	char *ref = h_fmt("%s/lab/multi:1", rl_host());
+	char *out = cli_ok((const char *const[]){"image", "pull", ref, NULL});
+	ck_assert_msg(strstr(out, digest) && strstr(out, "pull complete") == NULL &&
+			  strstr(out, ": done"),
+		      "%s", out);
+	free(out);
+	out = cli_ok((const char *const[]){"image", "ls", NULL});
+	ck_assert_msg(strstr(out, ref) && strstr(out, "UNIQUE"), "%s", out);
+	free(out);
+	out = cli_ok((const char *const[]){"image", "ls", "-q", NULL});
+	ck_assert_msg(strstr(out, ref) && !strstr(out, "NAME"), "%s", out);
+	free(out);
+	out = cli_ok((const char *const[]){"image", "ls", "--format", "json", NULL});
+	json_t *j = json_loads(out, 0, NULL);
+	ck_assert_msg(json_is_array(j), "%s", out);
+	json_decref(j);
+	free(out);
+	out = cli_ok((const char *const[]){"image", "inspect", ref, NULL});
+	j = json_loads(out, 0, NULL);
+	ck_assert_str_eq(h_jstr(j, "digest"), digest);
+	json_decref(j);
+	free(out);
+	free(cli_ok((const char *const[]){"image", "tag", ref, "lab/again:2", NULL}));
+	ck_assert_ptr_nonnull(listed("docker.io/lab/again:2"));
+	free(cli_ok((const char *const[]){"image", "rm", ref, "lab/again:2", NULL}));
+	ck_assert_ptr_null(listed(ref));
+	out = cli_ok((const char *const[]){"image", "prune", NULL});
+	ck_assert_msg(strstr(out, "freed"), "%s", out);
+	free(out);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
 static Suite *images_suite(void)
 {
 	Suite *s = suite_create("images");
@@ -961,6 +1025,8 @@ static Suite *images_suite(void)
 		       a_corrupted_blob_is_refused_and_the_store_unchanged);
 	tcase_add_test(h_tcase(s, "registries_that_lie_or_stall", 300),
 		       registries_that_lie_or_stall);
+	tcase_add_test(h_tcase(s, "cli_pull_ls_inspect_tag_rm_prune", 300),
+		       cli_pull_ls_inspect_tag_rm_prune);
 	return s;
 }
 
