@@ -28,8 +28,10 @@ obj = $(patsubst %.c,$(BUILD)/%.o,$(1))
 # zlib: inflate for skill archives (tar.gz and zip, src/celld/skillpkg.c).
 # libarchive: an image layer's tar, gzip and zstd (src/celld/layer_unpack.c), read only: the
 # files are made by cell's own fd-relative code.
+# libcurl: image pulls from registries (src/celld/image_pull.c): TLS, HTTP/2, proxies and
+# redirects from a well-kept client rather than HTTP written anew.
 ARCHIVE_LIBS := $(shell pkg-config --libs libarchive 2>/dev/null || echo -larchive)
-CELLD_LIBS := -lmicrohttpd -ljansson -lcrypto -lpthread -lcap -lseccomp -lnftnl -lmnl -lwslay -lz \
+CELLD_LIBS := -lmicrohttpd -lcurl -ljansson -lcrypto -lpthread -lcap -lseccomp -lnftnl -lmnl -lwslay -lz \
 	      $(ARCHIVE_LIBS)
 # The CLI's HTTP client is libcurl; --as-needed keeps the loader from mapping libraries no
 # symbol of cell comes from (each mapped object costs start-up time on every `cell run`);

@@ -61,6 +61,15 @@ int api_volume_list(struct http_req *r);
 int api_volume_get(struct http_req *r);
 int api_volume_delete(struct http_req *r);
 
+/* ---- api_images.c: images (cell's own) ---- */
+
+int api_image_list(struct http_req *r);
+int api_image_get(struct http_req *r);
+int api_image_delete(struct http_req *r);
+int api_image_pull(struct http_req *r);
+int api_image_prune(struct http_req *r);
+int api_image_tag(struct http_req *r);
+
 /* ---- api_skills.c: the skills registry (cell's own) ---- */
 
 int api_skill_add(struct http_req *r);

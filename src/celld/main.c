@@ -40,6 +40,7 @@
 #include "fields.h"
 #include "gate.h"
 #include "image_policy.h"
+#include "image_pull.h"
 #include "image_store.h"
 #include "keys.h"
 #include "limits.h"
@@ -59,6 +60,7 @@ struct flags {
 	const char *state_dir, *images, *socket, *listen, *e2b_listen, *key_file, *keys_file, *init,
 	    *uid_ranges, *policies, *output_budget, *audit_max, *audit_security_max;
 	bool no_tcp, version, debug;
+	struct image_pull_config pull;
 };
 
 static void usage(FILE *out)
@@ -147,12 +149,27 @@ static void usage(FILE *out)
 	    "  --uid-ranges-dir DIR\n"
 	    "                      host-wide uid range reservations, shared by every celld on\n"
 	    "                      the host (default " CELLD_UID_RANGES_DIR ", 0700 root)\n"
+	    "  --registries-conf FILE\n"
+	    "                      registries.conf for pulls, read alone (default:\n"
+	    "                      $CONTAINERS_REGISTRIES_CONF, else " PULL_REGCONF_DEFAULT "\n"
+	    "                      and the drop-ins), read again for every pull\n"
+	    "  --registries-conf-dir DIR\n"
+	    "                      its drop-ins, *.conf (default " PULL_REGCONF_DIR_DEFAULT ")\n"
+	    "  --registry-certs-dir DIR\n"
+	    "                      a registry's own CAs: DIR/HOST[:PORT]/*.crt (default\n"
+	    "                      " PULL_CERTS_DIR_DEFAULT ")\n"
+	    "  --auth-file FILE    the operator's registry credentials (auth.json; default\n"
+	    "                      $REGISTRY_AUTH_FILE, /run/containers/0/auth.json, root's\n"
+	    "                      ~/.docker/config.json)\n"
+	    "  --pull-stall-timeout SECONDS\n"
+	    "                      a pull's transfer that moves no byte this long fails\n"
+	    "                      (default %u)\n"
 	    "  --debug             log debug messages\n"
 	    "  --version           print the version and the cgroup backend\n"
 	    "  --help              this text\n",
 	    CELLD_DEFAULT_PENDING_MAX, CELLD_DEFAULT_PENDING_PER_IP, CELLD_DEFAULT_KEYLESS_PER_IP,
 	    CELLD_DEFAULT_HEAD_TIMEOUT_S, CELLD_DEFAULT_PROXY_MAX, CELL_LIBEXEC_DIR, CELL_DATA_DIR,
-	    CELLD_DEFAULT_NFLOG_GROUP);
+	    CELLD_DEFAULT_NFLOG_GROUP, PULL_STALL_DEFAULT_S);
 }
 
 /* optarg as a whole number from 1 to max. */
@@ -245,6 +262,11 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"dns-upstream", required_argument, NULL, 'D'},
 	    {"nflog-group", required_argument, NULL, 'G'},
 	    {"preview-domain", required_argument, NULL, 'H'},
+	    {"registries-conf", required_argument, NULL, 'r'},
+	    {"registries-conf-dir", required_argument, NULL, 'Q'},
+	    {"registry-certs-dir", required_argument, NULL, 'C'},
+	    {"auth-file", required_argument, NULL, 'a'},
+	    {"pull-stall-timeout", required_argument, NULL, 'T'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
@@ -330,6 +352,21 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'H':
 			r = preview_domain_flag(optarg);
+			break;
+		case 'r':
+			f->pull.registries_conf = optarg;
+			break;
+		case 'Q':
+			f->pull.registries_conf_dir = optarg;
+			break;
+		case 'C':
+			f->pull.certs_dir = optarg;
+			break;
+		case 'a':
+			f->pull.auth_file = optarg;
+			break;
+		case 'T':
+			r = uint_flag("--pull-stall-timeout", 3600, &f->pull.stall_timeout_s);
 			break;
 		case 'd':
 			f->debug = true;
@@ -761,7 +798,8 @@ static int run(const struct flags *f)
 	struct cell_error err = {0};
 	if (setup_dirs(f, &err) < 0 || uidrange_init(f->uid_ranges, &err) < 0 ||
 	    volstore_init(celld.state_dir, &err) < 0 || snapshots_init(&err) < 0 ||
-	    store_init(celld.images_dir, &err) < 0 || load_preview_secret(&err) < 0)
+	    store_init(celld.images_dir, &err) < 0 ||
+	    image_pull_init(celld.images_dir, &f->pull, &err) < 0 || load_preview_secret(&err) < 0)
 		goto fail;
 	if (check_kernel(&err) < 0)
 		goto fail;

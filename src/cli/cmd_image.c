@@ -1,4 +1,5 @@
-/* cell image build | ls: local images under the images dir (no celld needed). */
+/* cell image: images of celld's layer store (pull, ls, inspect, rm, prune, tag through the
+ * API) and the local images cell builds (build, and ls --images DIR without celld). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,14 +9,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
+#include "client.h"
 #include "commands.h"
 #include "error.h"
 #include "global.h"
 #include "output.h"
+#include "signals.h"
 #include "table.h"
 
 #ifndef CELL_DATA_DIR
@@ -28,9 +33,26 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: cell image build NAME [--images DIR] [--recipe R] [--suite S] [--mirror URL]\n"
-	    "       cell image ls [--images DIR] [--json]\n"
+	    "Usage: cell image pull REF [--user USER]\n"
+	    "       cell image ls [-q] [--format json] [--images DIR]\n"
+	    "       cell image inspect REF\n"
+	    "       cell image rm [-f] REF...\n"
+	    "       cell image prune\n"
+	    "       cell image tag SOURCE NAME\n"
+	    "       cell image build NAME [--images DIR] [--recipe R] [--suite S] [--mirror URL]\n"
 	    "\n"
+	    "pull:    pull REF (\"busybox\", \"127.0.0.1:5000/x:1\") into celld's layer store;\n"
+	    "         per-layer progress on a terminal, plain lines otherwise. --user USER\n"
+	    "         reads the password from stdin; it is sent to celld for this pull only\n"
+	    "ls:      the store's images (size, shared and unique bytes) and the built ones;\n"
+	    "         -q: names only. With --images DIR: the built images of DIR, read\n"
+	    "         without celld (<DIR>/*/manifest.json)\n"
+	    "inspect: an image's config (Env, WorkingDir, User, Entrypoint, Cmd, ports,\n"
+	    "         labels) and layers, as JSON\n"
+	    "rm:      remove names (the Unix socket only); refused while a sandbox or snapshot\n"
+	    "         uses the image, unless -f, which removes the name alone\n"
+	    "prune:   remove the layers no image name, sandbox or snapshot keeps\n"
+	    "tag:     another name for an image, its layers shared\n"
 	    "build: build image NAME with rootfs/build-image (recipes: default = Debian\n"
 	    "       minbase + tools, a few minutes; busybox = a tiny test image, seconds).\n"
 	    "       Needs root. The new image replaces an old one only once it is complete.\n"
@@ -43,7 +65,11 @@ static void usage(FILE *f)
 	    "                        --mirror)\n"
 	    "      --mirror URL      package mirror (default http://deb.debian.org/debian)\n"
 	    "      --components C    archive components (default main; Ubuntu main,universe)\n"
-	    "      --json            (ls) print the manifests as a JSON array\n"
+	    "      --json, --format json\n"
+	    "                        (ls) print the images as a JSON array\n"
+	    "  -q                    (ls) names only\n"
+	    "  -f, --force           (rm) remove the name even while the image is used\n"
+	    "      --user USER       (pull) the registry's user; the password on stdin\n"
 	    "  -h, --help            this help\n"
 	    "\n"
 	    "Example: sudo cell image build noble --recipe default --suite noble \\\n"
@@ -184,19 +210,35 @@ static json_t *read_manifest(int dirfd, const char *name)
 	return m;
 }
 
+static int store_ls(bool quiet);
+
 static int image_ls(int argc, char **argv)
 {
-	enum { OPT_IMAGES = 0x2000 };
-	static const struct option longopts[] = {
-	    {"images", required_argument, NULL, OPT_IMAGES}, CLI_GLOBAL_LONGOPTS, {0}};
+	enum { OPT_IMAGES = 0x2000, OPT_FORMAT };
+	static const struct option longopts[] = {{"images", required_argument, NULL, OPT_IMAGES},
+						 {"format", required_argument, NULL, OPT_FORMAT},
+						 CLI_GLOBAL_LONGOPTS,
+						 {0}};
 	const char *images = NULL;
+	bool quiet = false;
 	int c;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
 		if (cli_global_opt(c, optarg))
 			continue;
 		if (c == 'h') {
 			usage(stdout);
 			return CLI_EXIT_OK;
+		}
+		if (c == 'q') {
+			quiet = true;
+			continue;
+		}
+		if (c == OPT_FORMAT) {
+			if (strcmp(optarg, "json"))
+				return cli_error_usage("image", CLI_EXIT_USAGE,
+						       "--format takes json");
+			cli.json = true;
+			continue;
 		}
 		if (c == OPT_IMAGES) {
 			images = optarg;
@@ -206,6 +248,8 @@ static int image_ls(int argc, char **argv)
 	}
 	if (optind != argc)
 		return cli_error_usage("image", CLI_EXIT_USAGE, "image ls takes no arguments");
+	if (!images)
+		return store_ls(quiet);
 	const char *dir = images_dir(images);
 	_cleanup_closedir_ DIR *d = opendir(dir);
 	if (!d) {
@@ -239,6 +283,14 @@ static int image_ls(int argc, char **argv)
 		json_decref(all);
 		return CLI_EXIT_OK;
 	}
+	if (quiet) {
+		size_t k;
+		json_t *o;
+		json_array_foreach(all, k, o)
+		    printf("%s\n", json_string_value(json_object_get(o, "name")));
+		json_decref(all);
+		return CLI_EXIT_OK;
+	}
 	struct cli_table t;
 	cli_table_init(&t, 5);
 	cli_table_add(&t, (const char *const[]){"NAME", "SUITE", "PACKAGES", "SIZE", "BUILT"});
@@ -268,6 +320,392 @@ static int image_ls(int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
+/* ---- the layer store, through celld ---- */
+
+/* Options of the store's subcommands: the global ones, -h, and those of optstring/longopts
+ * handled by fn (NULL: none). Returns -1 to go on, else the exit status. */
+static int store_opts(int argc, char **argv, const char *optstring, const struct option *more,
+		      bool (*fn)(int c, void *cls), void *cls)
+{
+	struct option longopts[8] = {CLI_GLOBAL_LONGOPTS};
+	size_t n = 0;
+	while (longopts[n].name)
+		n++;
+	for (size_t i = 0; more && more[i].name && n + 1 < CELL_ARRAY_SIZE(longopts); i++)
+		longopts[n++] = more[i];
+	int c;
+	while ((c = getopt_long(argc, argv, optstring, longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg))
+			continue;
+		if (c == 'h') {
+			usage(stdout);
+			return CLI_EXIT_OK;
+		}
+		if (fn && fn(c, cls))
+			continue;
+		return cli_error_option("image", CLI_EXIT_USAGE);
+	}
+	return -1;
+}
+
+static int store_ls(bool quiet)
+{
+	json_t *items = NULL;
+	long status = 0;
+	struct cell_error err = {0};
+	if (cli_client_api("GET", "/v1/images", NULL, "list images", &items, &status, &err) < 0) {
+		cli_error("%s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
+	if (cli.json) {
+		cli_output_json(items);
+		json_decref(items);
+		return CLI_EXIT_OK;
+	}
+	size_t i;
+	json_t *o;
+	if (quiet) {
+		json_array_foreach(items, i, o)
+		    printf("%s\n", json_string_value(json_object_get(o, "name")));
+		json_decref(items);
+		return CLI_EXIT_OK;
+	}
+	struct cli_table t;
+	cli_table_init(&t, 5);
+	cli_table_add(&t, (const char *const[]){"NAME", "DIGEST", "SIZE", "SHARED", "UNIQUE"});
+	json_array_foreach(items, i, o)
+	{
+		char size[32] = "-", shared[32] = "-", unique[32] = "-", digest[20] = "-";
+		const char *d = json_string_value(json_object_get(o, "digest"));
+		if (d && !strncmp(d, "sha256:", 7))
+			snprintf(digest, sizeof(digest), "%.12s", d + 7);
+		if (!strcmp(json_string_value(json_object_get(o, "source")) ?: "", "registry")) {
+			cli_output_size(
+			    (unsigned long long)json_integer_value(json_object_get(o, "bytes")),
+			    size, sizeof(size));
+			cli_output_size((unsigned long long)json_integer_value(
+					    json_object_get(o, "sharedBytes")),
+					shared, sizeof(shared));
+			cli_output_size((unsigned long long)json_integer_value(
+					    json_object_get(o, "uniqueBytes")),
+					unique, sizeof(unique));
+		}
+		const char *name = json_string_value(json_object_get(o, "name"));
+		cli_table_add(
+		    &t, (const char *const[]){name ? name : "?", digest, size, shared, unique});
+	}
+	cli_table_print(&t, stdout);
+	cli_table_free(&t);
+	json_decref(items);
+	return CLI_EXIT_OK;
+}
+
+/* /v1/images/<ref> with ref escaped as one path segment per component. */
+static char *image_path(const char *ref)
+{
+	_cleanup_free_ char *enc = cell_client_urlencode(ref);
+	char *p = NULL;
+	if (!enc || asprintf(&p, "/v1/images/x?name=%s", enc) < 0)
+		return NULL;
+	return p;
+}
+
+static int image_inspect(int argc, char **argv)
+{
+	int rc = store_opts(argc, argv, "h", NULL, NULL, NULL);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind != 1)
+		return cli_error_usage("image", CLI_EXIT_USAGE, "image inspect takes one REF");
+	_cleanup_free_ char *path = image_path(argv[optind]);
+	json_t *out = NULL;
+	long status = 0;
+	struct cell_error err = {0};
+	if (!path || cli_client_api("GET", path, NULL, "inspect image", &out, &status, &err) < 0) {
+		cli_error("%s", err.msg[0] ? err.msg : "out of memory");
+		return CLI_EXIT_FAIL;
+	}
+	cli_output_json(out);
+	json_decref(out);
+	return CLI_EXIT_OK;
+}
+
+static bool rm_opt(int c, void *cls)
+{
+	if (c != 'f')
+		return false;
+	*(bool *)cls = true;
+	return true;
+}
+
+static int remove_one(const char *name, void *cls, struct cell_error *err)
+{
+	bool force = *(bool *)cls;
+	_cleanup_free_ char *path = image_path(name);
+	_cleanup_free_ char *full = NULL;
+	if (!path || asprintf(&full, "%s%s", path, force ? "&force=true" : "") < 0)
+		return cell_err(err, ENOMEM, "remove image");
+	return cli_client_api("DELETE", full, NULL, "remove image", NULL, NULL, err);
+}
+
+static int image_rm(int argc, char **argv)
+{
+	static const struct option more[] = {{"force", no_argument, NULL, 'f'}, {0}};
+	bool force = false;
+	int rc = store_opts(argc, argv, "hf", more, rm_opt, &force);
+	if (rc >= 0)
+		return rc;
+	return cli_each(argc, argv, "image", "image name", false, remove_one, &force);
+}
+
+static int image_prune(int argc, char **argv)
+{
+	int rc = store_opts(argc, argv, "h", NULL, NULL, NULL);
+	if (rc >= 0)
+		return rc;
+	if (optind != argc)
+		return cli_error_usage("image", CLI_EXIT_USAGE, "image prune takes no arguments");
+	json_t *out = NULL;
+	long status = 0;
+	struct cell_error err = {0};
+	if (cli_client_api("POST", "/v1/images/prune", NULL, "prune images", &out, &status, &err) <
+	    0) {
+		cli_error("%s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
+	char freed[32];
+	cli_output_size((unsigned long long)json_integer_value(json_object_get(out, "freedBytes")),
+			freed, sizeof(freed));
+	printf("freed %s\n", freed);
+	json_decref(out);
+	return CLI_EXIT_OK;
+}
+
+static int image_tag(int argc, char **argv)
+{
+	int rc = store_opts(argc, argv, "h", NULL, NULL, NULL);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind != 2)
+		return cli_error_usage("image", CLI_EXIT_USAGE, "image tag takes SOURCE and NAME");
+	json_t *body = json_pack("{s:s, s:s}", "source", argv[optind], "name", argv[optind + 1]);
+	json_t *out = NULL;
+	long status = 0;
+	struct cell_error err = {0};
+	rc = cli_client_api("POST", "/v1/images/tag", body, "tag image", &out, &status, &err);
+	json_decref(body);
+	if (rc < 0) {
+		cli_error("%s", err.msg);
+		return CLI_EXIT_FAIL;
+	}
+	printf("%s\n", json_string_value(json_object_get(out, "name")) ?: argv[optind + 1]);
+	json_decref(out);
+	return CLI_EXIT_OK;
+}
+
+/* ---- pull, with its progress ---- */
+
+#define PULL_LAYERS_SHOWN 128
+
+struct pull_view {
+	bool tty;
+	unsigned count, drawn; /* layers known; lines drawn last time */
+	struct {
+		char id[16], state[16];
+		uint64_t done, total, rate_base;
+		double rate_t0, rate;
+	} l[PULL_LAYERS_SHOWN];
+	double last_draw;
+	json_t *end; /* the done or error event */
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void draw(struct pull_view *v, bool force)
+{
+	double t = now_s();
+	if (!force && t - v->last_draw < 0.1)
+		return;
+	v->last_draw = t;
+	if (v->drawn)
+		printf("\033[%uA", v->drawn);
+	for (unsigned i = 0; i < v->count; i++) {
+		char done[32], total[32], line[160];
+		cli_output_size(v->l[i].done, done, sizeof(done));
+		cli_output_size(v->l[i].total, total, sizeof(total));
+		if (!strcmp(v->l[i].state, "downloading")) {
+			int width = 30,
+			    fill = v->l[i].total ? (int)(width * v->l[i].done / v->l[i].total) : 0;
+			char bar[40];
+			for (int k = 0; k < width; k++)
+				bar[k] = k < fill ? '=' : k == fill ? '>' : ' ';
+			bar[width] = '\0';
+			char rate[32];
+			cli_output_size((uint64_t)v->l[i].rate, rate, sizeof(rate));
+			snprintf(line, sizeof(line), "%s: downloading [%s] %s/%s %s/s", v->l[i].id,
+				 bar, done, total, rate);
+		} else if (!strcmp(v->l[i].state, "exists")) {
+			snprintf(line, sizeof(line), "%s: already exists", v->l[i].id);
+		} else if (!strcmp(v->l[i].state, "done")) {
+			snprintf(line, sizeof(line), "%s: pull complete (%s)", v->l[i].id, total);
+		} else {
+			snprintf(line, sizeof(line), "%s: %s", v->l[i].id, v->l[i].state);
+		}
+		printf("\r\033[2K%s\n", line);
+	}
+	v->drawn = v->count;
+	fflush(stdout);
+}
+
+static int on_pull_event(void *ctx, const char *data, size_t len)
+{
+	struct pull_view *v = ctx;
+	json_t *ev = json_loadb(data, len, 0, NULL);
+	if (!ev)
+		return 0;
+	const char *type = json_string_value(json_object_get(ev, "type")) ?: "";
+	if (!strcmp(type, "done") || !strcmp(type, "error")) {
+		json_decref(v->end);
+		v->end = ev;
+		return 0;
+	}
+	if (!strcmp(type, "status")) {
+		printf("pulling %s\n", json_string_value(json_object_get(ev, "image")) ?: "?");
+		fflush(stdout);
+	} else if (!strcmp(type, "progress")) {
+		json_int_t idx = json_integer_value(json_object_get(ev, "index"));
+		json_int_t count = json_integer_value(json_object_get(ev, "count"));
+		const char *layer = json_string_value(json_object_get(ev, "layer")) ?: "";
+		const char *state = json_string_value(json_object_get(ev, "state")) ?: "";
+		if (idx >= 0 && idx < PULL_LAYERS_SHOWN) {
+			if (count > 0 && count <= PULL_LAYERS_SHOWN && (unsigned)count > v->count)
+				v->count = (unsigned)count;
+			typeof(v->l[0]) *l = &v->l[idx];
+			bool changed = strcmp(l->state, state) != 0;
+			snprintf(l->id, sizeof(l->id), "%.12s",
+				 strchr(layer, ':') ? strchr(layer, ':') + 1 : layer);
+			snprintf(l->state, sizeof(l->state), "%s", state);
+			l->done = (uint64_t)json_integer_value(json_object_get(ev, "done"));
+			l->total = (uint64_t)json_integer_value(json_object_get(ev, "total"));
+			double t = now_s();
+			if (changed) {
+				l->rate_t0 = t;
+				l->rate_base = l->done;
+			} else if (t > l->rate_t0) {
+				l->rate = (double)(l->done - l->rate_base) / (t - l->rate_t0);
+			}
+			if (v->tty)
+				draw(v, changed);
+			else if (changed)
+				printf("%s: %s\n", l->id, state);
+		}
+	}
+	json_decref(ev);
+	return 0;
+}
+
+/* The password of --user: a line of stdin (echo off on a terminal). */
+static int read_password(char *buf, size_t size)
+{
+	bool tty = isatty(STDIN_FILENO);
+	struct termios old, quiet;
+	if (tty && tcgetattr(STDIN_FILENO, &old) == 0) {
+		quiet = old;
+		quiet.c_lflag &= ~(tcflag_t)ECHO;
+		fprintf(stderr, "Password: ");
+		tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+	} else {
+		tty = false;
+	}
+	char *line = fgets(buf, (int)size, stdin);
+	if (tty) {
+		tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+		fprintf(stderr, "\n");
+	}
+	if (!line)
+		return -1;
+	buf[strcspn(buf, "\r\n")] = '\0';
+	return 0;
+}
+
+static bool pull_opt(int c, void *cls)
+{
+	if (c != 'u')
+		return false;
+	*(const char **)cls = optarg;
+	return true;
+}
+
+static int image_pull(int argc, char **argv)
+{
+	static const struct option more[] = {{"user", required_argument, NULL, 'u'}, {0}};
+	const char *user = NULL;
+	int rc = store_opts(argc, argv, "hu:", more, pull_opt, &user);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind != 1)
+		return cli_error_usage("image", CLI_EXIT_USAGE, "image pull takes one REF");
+	json_t *body = json_pack("{s:s}", "image", argv[optind]);
+	if (user) {
+		char pass[1024];
+		if (read_password(pass, sizeof(pass)) < 0) {
+			json_decref(body);
+			cli_error("image pull: no password on stdin for --user %s", user);
+			return CLI_EXIT_USAGE;
+		}
+		json_object_set_new(body, "auth",
+				    json_pack("{s:s, s:s}", "username", user, "password", pass));
+		explicit_bzero(pass, sizeof(pass));
+	}
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	if (!text)
+		return CLI_EXIT_FAIL;
+	struct pull_view *v = calloc(1, sizeof(*v));
+	if (!v) {
+		free(text);
+		return CLI_EXIT_FAIL;
+	}
+	v->tty = isatty(STDOUT_FILENO);
+	cli_signals_install();
+	struct cell_client_req req = {
+	    .method = "POST", .path = "/v1/images/pull", .body = text, .abortable = true};
+	struct cell_error err = {0};
+	long status = 0;
+	rc = cell_client_stream(cli_client(), &req, on_pull_event, v, "pull image", &status, &err);
+	explicit_bzero(text, strlen(text));
+	free(text);
+	if (v->tty && v->count)
+		draw(v, true);
+	int exit_code = CLI_EXIT_OK;
+	const char *type = json_string_value(json_object_get(v->end, "type"));
+	if (rc < 0) {
+		cli_error("%s", err.msg);
+		exit_code = CLI_EXIT_FAIL;
+	} else if (!type || strcmp(type, "done")) {
+		cli_error("image pull %s: %s", argv[optind],
+			  json_string_value(json_object_get(v->end, "message"))
+			      ?: "the pull ended without its result");
+		exit_code = CLI_EXIT_FAIL;
+	} else {
+		char fetched[32];
+		cli_output_size(
+		    (unsigned long long)json_integer_value(json_object_get(v->end, "fetchedBytes")),
+		    fetched, sizeof(fetched));
+		printf("%s: %s (%s fetched)\n",
+		       json_string_value(json_object_get(v->end, "name")) ?: "?",
+		       json_string_value(json_object_get(v->end, "digest")) ?: "?", fetched);
+	}
+	json_decref(v->end);
+	free(v);
+	return exit_code;
+}
+
 int cmd_image(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -277,12 +715,20 @@ int cmd_image(int argc, char **argv)
 	const char *sub = argv[1];
 	char prog[32];
 	optind = 0;
-	if (!strcmp(sub, "build") || !strcmp(sub, "ls") || !strcmp(sub, "list")) {
+	static const struct {
+		const char *name;
+		int (*fn)(int argc, char **argv);
+	} subs[] = {{"build", image_build}, {"ls", image_ls},		{"list", image_ls},
+		    {"pull", image_pull},   {"inspect", image_inspect}, {"rm", image_rm},
+		    {"prune", image_prune}, {"tag", image_tag}};
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(subs); i++) {
+		if (strcmp(sub, subs[i].name))
+			continue;
 		snprintf(prog, sizeof(prog), "cell image %s", sub);
 		argv[1] = prog; /* getopt's messages name the command */
-		if (sub[0] == 'b')
-			return image_build(argc - 1, argv + 1);
-		return image_ls(argc - 1, argv + 1);
+		return subs[i].fn(argc - 1, argv + 1);
 	}
-	return cli_error_usage("image", CLI_EXIT_USAGE, "unknown subcommand '%s' (build, ls)", sub);
+	return cli_error_usage("image", CLI_EXIT_USAGE,
+			       "unknown subcommand '%s' (pull, ls, inspect, rm, prune, tag, build)",
+			       sub);
 }

@@ -37,7 +37,7 @@ static const struct cli_command commands[] = {
     {"fork", cmd_fork, "snapshot a sandbox and create a new one from it"},
     {"cp", cmd_cp, "copy a file into or out of a sandbox, a directory out of it"},
     {"fs", cmd_fs, "list, find, stat, make, move, chmod and remove files in a sandbox"},
-    {"image", cmd_image, "build and list local images"},
+    {"image", cmd_image, "pull, list, inspect, tag and remove images; build local ones"},
     {"volume", cmd_volume, "list and remove named volumes"},
     {"skill", cmd_skill, "register, list and remove skills (packages a sandbox installs)"},
     {"network", cmd_network, "show or change a sandbox's egress policy live"},

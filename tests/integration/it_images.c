@@ -1,0 +1,1036 @@
+/* Image pulls (src/celld/image_pull.c) and the images API (src/celld/api_images.c) against
+ * the registry lab (registry_lab.h): plain, TLS with a certs dir, htpasswd and token auth,
+ * short names through the search list, a manifest list, Docker schema 2, zstd, shared
+ * layers, one pull for two callers, partial blobs resumed or fetched whole, and registries
+ * that lie or stall (a corrupted blob on the registry's disk, a server that never answers,
+ * a redirect loop, an HTML page, a truncated and an over-long blob), each leaving the store
+ * as it was. celld is restarted for each test with the lab's registries.conf, certs dir and
+ * auth file, its store (<images>/.store) removed first. */
+#include <arpa/inet.h>
+#include <check.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "cell/codec.h"
+#include "cell/error.h"
+#include "cell/fsutil.h"
+#include "harness.h"
+#include "registry_lab.h"
+
+#define OCI_MANIFEST_TYPE "application/vnd.oci.image.manifest.v1+json"
+
+static const struct rl_image_spec multi = {.multi_layer = true};
+
+/* ---- the store and celld's flags ---- */
+
+/* <H.images>/.store/<rel> (malloc'd); H.images is checked to be an absolute path. */
+static char *store_path(const char *rel)
+{
+	ck_assert_msg(H.images[0] == '/' && H.images[1], "images dir '%s'", H.images);
+	return h_fmt("%s/.store/%s", H.images, rel);
+}
+
+/* Entries of a dir (-1 when it does not exist). */
+static int count_dir(const char *path)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* celld restarted with the lab's flags and an empty store. conf: registries.conf's text
+ * (NULL: the lab's registry, insecure); auth: the auth file's text (NULL: none). */
+static void pull_setup_with(const char *conf, const char *auth, const char *const *more)
+{
+	char *conf_file = h_fmt("%s/registries.conf", H.dir);
+	char *certs = h_fmt("%s/certs.d", H.dir);
+	char *auth_file = h_fmt("%s/auth.json", H.dir);
+	char *dflt = h_fmt("[[registry]]\nlocation = \"%s\"\ninsecure = true\n", rl_host());
+	h_write_file(conf_file, conf ? conf : dflt, 0644);
+	mkdir(certs, 0755);
+	if (auth)
+		h_write_file(auth_file, auth, 0600);
+	else
+		unlink(auth_file);
+	h_celld_kill();
+	/* Only <images>/.store, by its explicit path under the checked images dir. */
+	ck_assert_msg(H.images[0] == '/' && strlen(H.images) > 1, "images dir '%s'", H.images);
+	int dfd = open(H.images, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(dfd, 0);
+	struct cell_error err = {0};
+	ck_assert_msg(cell_remove_tree_at(dfd, ".store", &err) == 0, "%s", err.msg);
+	close(dfd);
+	const char *extra[H_EXTRA_FLAGS_MAX + 1] = {
+	    "--registries-conf", conf_file, "--registry-certs-dir", certs,
+	    "--auth-file",	 auth_file, "--pull-stall-timeout", "3"};
+	size_t n = 8;
+	for (size_t i = 0; more && more[i] && n < H_EXTRA_FLAGS_MAX; i++)
+		extra[n++] = more[i];
+	extra[n] = NULL;
+	h_celld_restart_with(extra);
+	free(dflt);
+	free(conf_file);
+	free(certs);
+	free(auth_file);
+}
+
+static void pull_setup(const char *conf)
+{
+	pull_setup_with(conf, NULL, NULL);
+}
+
+/* ---- pulls ---- */
+
+/* POST /v1/images/pull via; the last event (done or error), a new reference; *events_out:
+ * the whole stream (malloc'd) when not NULL. */
+static json_t *pull_via(enum h_via via, const char *ref, const char *user, const char *pass,
+			char **events_out)
+{
+	json_t *body = json_pack("{s:s}", "image", ref);
+	if (user)
+		json_object_set_new(body, "auth",
+				    json_pack("{s:s, s:s}", "username", user, "password", pass));
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	struct h_resp r;
+	struct h_req q = {.method = "POST", .path = "/v1/images/pull", .body = text, .via = via};
+	h_request(&q, &r);
+	free(text);
+	ck_assert_msg(r.status == 200, "pull %s: %ld %s", ref, r.status, r.body);
+	json_t *last = NULL;
+	for (char *line = r.body; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		if (!strncmp(line, "data: ", 6)) {
+			json_t *o = json_loads(line + 6, 0, NULL);
+			const char *t = h_jstr(o, "type");
+			if (!strcmp(t, "done") || !strcmp(t, "error")) {
+				json_decref(last);
+				last = o;
+			} else {
+				json_decref(o);
+			}
+		}
+		if (nl)
+			*nl = '\n';
+		line = nl ? nl + 1 : NULL;
+	}
+	ck_assert_msg(last, "pull %s: no end event in\n%s", ref, r.body);
+	if (events_out)
+		*events_out = strdup(r.body);
+	h_resp_free(&r);
+	return last;
+}
+
+static json_t *pull_ok(const char *ref, const char *user, const char *pass)
+{
+	json_t *e = pull_via(H_UNIX, ref, user, pass, NULL);
+	ck_assert_msg(!strcmp(h_jstr(e, "type"), "done"), "pull %s: %s\n%s", ref, json_dumps(e, 0),
+		      h_celld_log_tail());
+	return e;
+}
+
+/* A pull that fails: its error event's message (malloc'd), which must hold needle. */
+static char *pull_fails(const char *ref, const char *user, const char *pass, const char *code,
+			const char *needle)
+{
+	json_t *e = pull_via(H_UNIX, ref, user, pass, NULL);
+	ck_assert_msg(!strcmp(h_jstr(e, "type"), "error"), "pull %s: %s", ref, json_dumps(e, 0));
+	char *msg = strdup(h_jstr(e, "message"));
+	if (code)
+		ck_assert_msg(!strcmp(h_jstr(e, "code"), code), "pull %s: %s, not %s", ref,
+			      json_dumps(e, 0), code);
+	if (needle)
+		ck_assert_msg(strstr(msg, needle), "pull %s: '%s' has no '%s'", ref, msg, needle);
+	json_decref(e);
+	return msg;
+}
+
+/* The listed image of that name (a new reference) or NULL. */
+static json_t *listed(const char *name)
+{
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", "/v1/images", NULL, &r), 200);
+	json_t *found = NULL;
+	size_t i;
+	json_t *o;
+	json_array_foreach(r.json, i, o) if (!strcmp(h_jstr(o, "name"), name)) found =
+	    json_incref(o);
+	h_resp_free(&r);
+	return found;
+}
+
+/* The store is as an empty one: no image record, no name, nothing in tmp/ or partial/. */
+static void store_untouched(void)
+{
+	char *dirs[] = {store_path("images"), store_path("refs"), store_path("tmp"),
+			store_path("partial")};
+	for (int i = 0; i < 4; i++) {
+		int n = count_dir(dirs[i]);
+		ck_assert_msg(n <= 0, "%s holds %d entries", dirs[i], n);
+		free(dirs[i]);
+	}
+}
+
+/* The lab manifest name:tag (a new reference). */
+static json_t *lab_manifest(const char *name, const char *tag)
+{
+	char *path = h_fmt("/v2/%s/manifests/%s", name, tag);
+	struct rl_resp r;
+	ck_assert_int_eq(rl_http("GET", path, NULL, &r), 200);
+	json_t *m = json_loadb(r.body, r.len, 0, NULL);
+	ck_assert_ptr_nonnull(m);
+	rl_resp_free(&r);
+	free(path);
+	return m;
+}
+
+static long long layers_size(json_t *m, int from, int to)
+{
+	long long n = 0;
+	for (int i = from; i < to; i++)
+		n += h_jint(json_array_get(json_object_get(m, "layers"), (size_t)i), "size");
+	return n;
+}
+
+/* ---- plain ---- */
+
+START_TEST(plain_pull_list_inspect_remove)
+{
+	rl_start(RL_PLAIN);
+	static const char *const env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LAB=1", NULL};
+	static const char *const cmd[] = {"sleep", "3600", NULL};
+	struct rl_image_spec spec = multi;
+	spec.env = env;
+	spec.cmd = cmd;
+	spec.workdir = RL_SANDBOX_HOME;
+	spec.user = "sandbox";
+	char *digest = rl_push_image("lab/multi", "1", &spec);
+	pull_setup(NULL);
+	char *ref = h_fmt("%s/lab/multi:1", rl_host());
+	json_t *m = lab_manifest("lab/multi", "1");
+
+	json_t *done = pull_ok(ref, NULL, NULL);
+	ck_assert_str_eq(h_jstr(done, "name"), ref);
+	ck_assert_str_eq(h_jstr(done, "digest"), digest);
+	ck_assert_int_eq(h_jint(done, "layers"), 3);
+	ck_assert_int_eq(h_jint(done, "layersFetched"), 3);
+	ck_assert_int_eq(h_jint(done, "fetchedBytes"), layers_size(m, 0, 3));
+	json_decref(done);
+
+	/* listed with its bytes, all of them its own */
+	json_t *l = listed(ref);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_str_eq(h_jstr(l, "digest"), digest);
+	ck_assert_int_gt(h_jint(l, "bytes"), 0);
+	ck_assert_int_eq(h_jint(l, "uniqueBytes"), h_jint(l, "bytes"));
+	ck_assert_int_eq(h_jint(l, "sharedBytes"), 0);
+	json_decref(l);
+
+	/* inspected by its path, ?name= and its digest */
+	char *by_path = h_fmt("/v1/images/%s", ref);
+	char *enc = h_urlencode(ref);
+	char *by_query = h_fmt("/v1/images/x?name=%s", enc);
+	char *by_digest = h_fmt("/v1/images/%s", digest);
+	const char *paths[] = {by_path, by_query, by_digest};
+	for (int i = 0; i < 3; i++) {
+		struct h_resp r;
+		ck_assert_msg(h_http("GET", paths[i], NULL, &r) == 200, "%s: %s", paths[i], r.body);
+		ck_assert_str_eq(h_jstr(r.json, "digest"), digest);
+		ck_assert_str_eq(h_jstr(r.json, "config.WorkingDir"), RL_SANDBOX_HOME);
+		ck_assert_str_eq(h_jstr(r.json, "config.User"), "sandbox");
+		json_t *cfg = json_object_get(r.json, "config");
+		ck_assert_str_eq(json_string_value(json_array_get(json_object_get(cfg, "Cmd"), 0)),
+				 "sleep");
+		ck_assert_str_eq(json_string_value(json_array_get(json_object_get(cfg, "Env"), 1)),
+				 "LAB=1");
+		ck_assert_uint_eq(json_array_size(json_object_get(r.json, "layers")), 3);
+		h_resp_free(&r);
+	}
+	ck_assert_int_eq(h_http("GET", "/v1/images/nothing/here:1", NULL, NULL), 404);
+
+	/* again: nothing fetched */
+	done = pull_ok(ref, NULL, NULL);
+	ck_assert_int_eq(h_jint(done, "fetchedBytes"), 0);
+	ck_assert_int_eq(h_jint(done, "layersFetched"), 0);
+	json_decref(done);
+
+	/* a tag: another name, the same layers */
+	char *tag_body = h_fmt("{\"source\": \"%s\", \"name\": \"lab/other:2\"}", ref);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("POST", "/v1/images/tag", tag_body, &r), 200);
+	ck_assert_str_eq(h_jstr(r.json, "name"), "docker.io/lab/other:2");
+	h_resp_free(&r);
+	l = listed("docker.io/lab/other:2");
+	ck_assert_ptr_nonnull(l);
+	ck_assert_str_eq(h_jstr(l, "digest"), digest);
+	json_decref(l);
+
+	/* removed on the Unix socket only */
+	struct h_req del = {.method = "DELETE", .path = by_path, .via = H_TCP};
+	ck_assert_int_eq(h_request(&del, &r), 403);
+	h_resp_free(&r);
+	struct h_req prune = {.method = "POST", .path = "/v1/images/prune", .via = H_TCP};
+	ck_assert_int_eq(h_request(&prune, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("DELETE", by_path, NULL, NULL), 200);
+	ck_assert_ptr_null(listed(ref));
+	ck_assert_int_eq(h_http("DELETE", by_path, NULL, NULL), 404);
+	/* the other name keeps the layers; once it goes, prune has nothing left to do */
+	ck_assert_int_eq(h_http("DELETE", "/v1/images/docker.io/lab/other:2", NULL, NULL), 200);
+	ck_assert_int_eq(h_http("POST", "/v1/images/prune", NULL, &r), 200);
+	h_resp_free(&r);
+	char *layers = store_path("layers");
+	ck_assert_int_eq(count_dir(layers), 0);
+	store_untouched();
+	free(layers);
+	free(tag_body);
+	free(by_path);
+	free(enc);
+	free(by_query);
+	free(by_digest);
+	json_decref(m);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+START_TEST(short_name_through_the_search_list)
+{
+	rl_start(RL_PLAIN);
+	char *digest = rl_push_image("lab/short", "1", &(struct rl_image_spec){0});
+	/* The first search registry has no such image (nothing listens there): the second. */
+	unsigned dead = h_free_port();
+	char *conf = h_fmt("unqualified-search-registries = [\"127.0.0.1:%u\", \"%s\"]\n"
+			   "[[registry]]\nlocation = \"127.0.0.1:%u\"\ninsecure = true\n"
+			   "[[registry]]\nlocation = \"%s\"\ninsecure = true\n",
+			   dead, rl_host(), dead, rl_host());
+	pull_setup(conf);
+	json_t *done = pull_ok("lab/short:1", NULL, NULL);
+	char *want = h_fmt("%s/lab/short:1", rl_host());
+	ck_assert_str_eq(h_jstr(done, "name"), want);
+	ck_assert_str_eq(h_jstr(done, "digest"), digest);
+	json_decref(done);
+	free(want);
+	free(conf);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+/* ---- TLS, credentials ---- */
+
+START_TEST(tls_with_a_certs_dir)
+{
+	rl_start(RL_TLS);
+	char *digest = rl_push_image("lab/tls", "1", &(struct rl_image_spec){0});
+	char *conf = h_fmt("[[registry]]\nlocation = \"%s\"\n", rl_host());
+	pull_setup(conf);
+	char *ref = h_fmt("%s/lab/tls:1", rl_host());
+	free(pull_fails(ref, NULL, NULL, NULL, rl_host()));
+	store_untouched();
+	/* the lab's CA in certs.d/HOST:PORT/ */
+	char *dir = h_fmt("%s/certs.d/%s", H.dir, rl_host());
+	char *crt = h_fmt("%s/lab-ca.crt", dir);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	char *ca = h_read_file(rl_ca_path());
+	h_write_file(crt, ca, 0644);
+	json_t *done = pull_ok(ref, NULL, NULL);
+	ck_assert_str_eq(h_jstr(done, "digest"), digest);
+	json_decref(done);
+	free(ca);
+	free(crt);
+	free(dir);
+	free(ref);
+	free(conf);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+/* No file of dir (recursively) holds needle. */
+static void nowhere(const char *dir, const char *needle)
+{
+	char *const argv[] = {"/usr/bin/grep", "-rlF", "--", (char *)needle, (char *)dir, NULL};
+	struct h_proc p;
+	h_run(argv, NULL, 60, &p);
+	ck_assert_msg(p.status == 1, "'%s' found under %s: %s", needle, dir, p.out);
+	h_proc_free(&p);
+}
+
+START_TEST(basic_auth_from_the_request_and_the_auth_file)
+{
+	rl_start(RL_BASIC);
+	char *digest = rl_push_image("lab/basic", "1", &(struct rl_image_spec){0});
+	pull_setup(NULL);
+	char *ref = h_fmt("%s/lab/basic:1", rl_host());
+	free(pull_fails(ref, NULL, NULL, "REGISTRY_UNAUTHORIZED", rl_host()));
+	free(pull_fails(ref, RL_USER, "wrong", "REGISTRY_UNAUTHORIZED", NULL));
+	json_t *done = pull_ok(ref, RL_USER, RL_PASS);
+	ck_assert_str_eq(h_jstr(done, "digest"), digest);
+	json_decref(done);
+	/* the password is nowhere celld writes */
+	nowhere(H.images, RL_PASS);
+	nowhere(H.state, RL_PASS);
+	nowhere(H.log, RL_PASS);
+
+	/* the operator's auth file */
+	char *b64 = cell_base64_encode(RL_USER ":" RL_PASS, strlen(RL_USER ":" RL_PASS));
+	char *auth = h_fmt("{\"auths\": {\"%s\": {\"auth\": \"%s\"}}}", rl_host(), b64);
+	pull_setup_with(NULL, auth, NULL);
+	done = pull_ok(ref, NULL, NULL);
+	ck_assert_str_eq(h_jstr(done, "digest"), digest);
+	json_decref(done);
+	free(auth);
+	free(b64);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+START_TEST(token_auth)
+{
+	rl_start(RL_TOKEN);
+	char *digest = rl_push_image("lab/token", "1", &(struct rl_image_spec){0});
+	pull_setup(NULL);
+	char *ref = h_fmt("%s/lab/token:1", rl_host());
+	free(pull_fails(ref, NULL, NULL, "REGISTRY_UNAUTHORIZED", NULL));
+	free(pull_fails(ref, RL_USER, "wrong", "REGISTRY_UNAUTHORIZED", NULL));
+	json_t *done = pull_ok(ref, RL_USER, RL_PASS);
+	ck_assert_str_eq(h_jstr(done, "digest"), digest);
+	json_decref(done);
+	nowhere(H.log, RL_PASS);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+/* ---- formats ---- */
+
+START_TEST(manifest_list_picks_the_host_arch)
+{
+	rl_start(RL_PLAIN);
+	static const char *const archs[] = {"amd64", "arm64", NULL};
+	struct rl_image_spec spec = {.archs = archs};
+	char *digest = rl_push_image("lab/list", "1", &spec);
+	pull_setup(NULL);
+	struct utsname u;
+	ck_assert_int_eq(uname(&u), 0);
+	bool arm = !strcmp(u.machine, "aarch64");
+	const char *host = arm ? "arm64" : "amd64", *other = arm ? "amd64" : "arm64";
+	char *ref = h_fmt("%s/lab/list:1", rl_host());
+	json_t *done = pull_ok(ref, NULL, NULL);
+	char *mine = h_fmt("%s/lab/list:1-%s", rl_host(), host);
+	json_t *direct = pull_ok(mine, NULL, NULL);
+	/* the index's choice is the host's own image */
+	ck_assert_str_eq(h_jstr(done, "digest"), h_jstr(direct, "digest"));
+	ck_assert_str_ne(h_jstr(done, "digest"), digest);
+	char *theirs = h_fmt("%s/lab/list:1-%s", rl_host(), other);
+	free(pull_fails(theirs, NULL, NULL, "IMAGE_PLATFORM", other));
+	json_decref(done);
+	json_decref(direct);
+	free(theirs);
+	free(mine);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+START_TEST(docker_schema2_and_zstd)
+{
+	rl_start(RL_PLAIN);
+	struct rl_image_spec d = multi, z = multi;
+	d.docker_format = true;
+	z.zstd = true;
+	char *dd = rl_push_image("lab/docker", "1", &d);
+	char *zd = rl_push_image("lab/zstd", "1", &z);
+	pull_setup(NULL);
+	char *dref = h_fmt("%s/lab/docker:1", rl_host()), *zref = h_fmt("%s/lab/zstd:1", rl_host());
+	json_t *a = pull_ok(dref, NULL, NULL), *b = pull_ok(zref, NULL, NULL);
+	ck_assert_str_eq(h_jstr(a, "digest"), dd);
+	ck_assert_str_eq(h_jstr(b, "digest"), zd);
+	ck_assert_int_eq(h_jint(b, "layers"), 3);
+	json_decref(a);
+	json_decref(b);
+	free(dref);
+	free(zref);
+	free(dd);
+	free(zd);
+	rl_stop();
+}
+END_TEST
+
+static size_t discard(char *p, size_t size, size_t n, void *cls)
+{
+	(void)p;
+	(void)cls;
+	return size * n;
+}
+
+/* name:tag in the lab: the first n layers of the lab's manifest of name:from (its config
+ * cut to match), pushed as a manifest of its own. */
+static void push_lower(const char *name, const char *from, const char *tag, size_t n)
+{
+	json_t *m = lab_manifest(name, from);
+	json_t *layers = json_object_get(m, "layers");
+	while (json_array_size(layers) > n)
+		json_array_remove(layers, json_array_size(layers) - 1);
+	const char *cd = h_jstr(m, "config.digest");
+	char *cpath = h_fmt("/v2/%s/blobs/%s", name, cd);
+	struct rl_resp r;
+	ck_assert_int_eq(rl_http("GET", cpath, NULL, &r), 200);
+	json_t *c = json_loadb(r.body, r.len, 0, NULL);
+	rl_resp_free(&r);
+	json_t *ids = json_object_get(json_object_get(c, "rootfs"), "diff_ids");
+	while (json_array_size(ids) > n)
+		json_array_remove(ids, json_array_size(ids) - 1);
+	json_object_del(c, "history");
+	char *ctext = json_dumps(c, JSON_COMPACT);
+	char hex[CELL_SHA256_HEX_LEN + 1];
+	cell_sha256_hex(ctext, strlen(ctext), hex);
+	char *digest = h_fmt("sha256:%s", hex);
+	/* an upload: POST for its Location, then PUT the bytes there with their digest */
+	char *up = h_fmt("%s/v2/%s/blobs/uploads/", rl_url(), name);
+	CURL *h = curl_easy_init();
+	curl_easy_setopt(h, CURLOPT_URL, up);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+	ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
+	long code = 0;
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	ck_assert_int_eq(code, 202);
+	struct curl_header *loc = NULL;
+	ck_assert_int_eq(curl_easy_header(h, "Location", 0, CURLH_HEADER, -1, &loc), CURLHE_OK);
+	char *put = h_fmt("%s%s%cdigest=%s", loc->value[0] == '/' ? rl_url() : "", loc->value,
+			  strchr(loc->value, '?') ? '&' : '?', digest);
+	curl_easy_cleanup(h);
+	h = curl_easy_init();
+	curl_easy_setopt(h, CURLOPT_URL, put);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, ctext);
+	struct curl_slist *ct = curl_slist_append(NULL, "Content-Type: application/octet-stream");
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, ct);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+	ck_assert_int_eq(curl_easy_perform(h), CURLE_OK);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+	ck_assert_msg(code == 201, "PUT %s: %ld", put, code);
+	curl_easy_cleanup(h);
+	curl_slist_free_all(ct);
+	free(put);
+	json_object_set_new(json_object_get(m, "config"), "digest", json_string(digest));
+	json_object_set_new(json_object_get(m, "config"), "size",
+			    json_integer((json_int_t)strlen(ctext)));
+	char *mtext = json_dumps(m, JSON_COMPACT);
+	char *mpath = h_fmt("/v2/%s/manifests/%s", name, tag);
+	ck_assert_int_eq(rl_http("PUT", mpath,
+				 &(struct rl_http_opts){.body = mtext,
+							.len = strlen(mtext),
+							.content_type = OCI_MANIFEST_TYPE},
+				 &r),
+			 201);
+	rl_resp_free(&r);
+	free(mpath);
+	free(mtext);
+	free(up);
+	free(digest);
+	free(ctext);
+	json_decref(c);
+	free(cpath);
+	json_decref(m);
+}
+
+START_TEST(a_second_image_fetches_only_its_new_layers)
+{
+	rl_start(RL_PLAIN);
+	char *digest = rl_push_image("lab/multi", "1", &multi);
+	push_lower("lab/multi", "1", "base", 2);
+	pull_setup(NULL);
+	json_t *m = lab_manifest("lab/multi", "1");
+	char *base = h_fmt("%s/lab/multi:base", rl_host()),
+	     *top = h_fmt("%s/lab/multi:1", rl_host());
+	json_t *a = pull_ok(base, NULL, NULL);
+	ck_assert_int_eq(h_jint(a, "layersFetched"), 2);
+	json_t *b = pull_ok(top, NULL, NULL);
+	ck_assert_str_eq(h_jstr(b, "digest"), digest);
+	ck_assert_int_eq(h_jint(b, "layersFetched"), 1);
+	ck_assert_int_eq(h_jint(b, "fetchedBytes"), layers_size(m, 2, 3));
+	/* listed: the two lower layers shared */
+	json_t *l = listed(top);
+	ck_assert_int_gt(h_jint(l, "sharedBytes"), 0);
+	ck_assert_int_lt(h_jint(l, "uniqueBytes"), h_jint(l, "bytes"));
+	json_decref(l);
+	json_decref(a);
+	json_decref(b);
+	json_decref(m);
+	free(base);
+	free(top);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+struct bg_pull {
+	const char *ref;
+	json_t *last;
+};
+
+static void *bg_pull(void *arg)
+{
+	struct bg_pull *b = arg;
+	b->last = pull_via(H_UNIX, b->ref, NULL, NULL, NULL);
+	return NULL;
+}
+
+START_TEST(two_concurrent_pulls_download_once)
+{
+	rl_start(RL_PLAIN);
+	char *digest = rl_push_image("lab/multi", "1", &multi);
+	pull_setup(NULL);
+	char *ref = h_fmt("%s/lab/multi:1", rl_host());
+	struct bg_pull a = {.ref = ref}, b = {.ref = ref};
+	pthread_t ta, tb;
+	pthread_create(&ta, NULL, bg_pull, &a);
+	pthread_create(&tb, NULL, bg_pull, &b);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	ck_assert_str_eq(h_jstr(a.last, "type"), "done");
+	ck_assert_str_eq(h_jstr(b.last, "type"), "done");
+	ck_assert_str_eq(h_jstr(a.last, "digest"), digest);
+	ck_assert_str_eq(h_jstr(b.last, "digest"), digest);
+	/* One pull downloaded; the other joined it, or (started after it ended) found every
+	 * layer there: the layers were downloaded once either way. */
+	bool aj = json_is_true(json_object_get(a.last, "joined"));
+	bool bj = json_is_true(json_object_get(b.last, "joined"));
+	long long fa = h_jint(a.last, "layersFetched"), fb = h_jint(b.last, "layersFetched");
+	ck_assert_msg(aj != bj || (fa + fb == 3), "joined %d %d, fetched %lld %lld", aj, bj, fa,
+		      fb);
+	json_decref(a.last);
+	json_decref(b.last);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+/* ---- partial blobs ---- */
+
+START_TEST(a_partial_blob_is_resumed_and_a_corrupt_one_fetched_whole)
+{
+	rl_start(RL_PLAIN);
+	char *digest = rl_push_image("lab/multi", "1", &multi);
+	pull_setup(NULL);
+	json_t *m = lab_manifest("lab/multi", "1");
+	json_t *bottom = json_array_get(json_object_get(m, "layers"), 0);
+	const char *blob = h_jstr(bottom, "digest");
+	long long size = h_jint(bottom, "size"), others = layers_size(m, 1, 3);
+	char *bpath = h_fmt("/v2/lab/multi/blobs/%s", blob);
+	struct rl_resp r;
+	ck_assert_int_eq(rl_http("GET", bpath, NULL, &r), 200);
+	ck_assert_int_eq((long long)r.len, size);
+	char *dir = store_path("partial");
+	char *dst = h_fmt("%s/%s", dir, blob + 7);
+	int fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, r.body, (size_t)(size / 2)), size / 2);
+	close(fd);
+	char *ref = h_fmt("%s/lab/multi:1", rl_host());
+	json_t *done = pull_ok(ref, NULL, NULL);
+	ck_assert_str_eq(h_jstr(done, "digest"), digest);
+	ck_assert_int_eq(h_jint(done, "fetchedBytes"), others + (size - size / 2));
+	ck_assert_int_eq(access(dst, F_OK), -1);
+	json_decref(done);
+
+	/* What a host crash may leave: the file's length, not its bytes. The resumed blob is
+	 * not the blob; fetched once more, whole, the pull succeeds. */
+	pull_setup(NULL);
+	r.body[10] ^= 0xff;
+	fd = open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_eq(write(fd, r.body, (size_t)(size / 2)), size / 2);
+	close(fd);
+	done = pull_ok(ref, NULL, NULL);
+	ck_assert_int_eq(h_jint(done, "fetchedBytes"), others + (size - size / 2) + size);
+	ck_assert_msg(strstr(h_celld_log_tail(), "fetching it whole"), "%s", h_celld_log_tail());
+	ck_assert_int_eq(access(dst, F_OK), -1);
+	json_decref(done);
+	rl_resp_free(&r);
+	free(ref);
+	free(dst);
+	free(dir);
+	free(bpath);
+	json_decref(m);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+/* ---- registries that lie or stall ---- */
+
+START_TEST(a_corrupted_blob_is_refused_and_the_store_unchanged)
+{
+	rl_start(RL_PLAIN);
+	rl_push_image("lab/multi", "1", &multi);
+	pull_setup(NULL);
+	json_t *m = lab_manifest("lab/multi", "1");
+	const char *blob = h_jstr(json_array_get(json_object_get(m, "layers"), 0), "digest");
+	char *data = h_fmt("%s/storage/docker/registry/v2/blobs/sha256/%.2s/%s/data", rl_dir(),
+			   blob + 7, blob + 7);
+	int fd = open(data, O_RDWR);
+	ck_assert_msg(fd >= 0, "%s", data);
+	unsigned char c;
+	ck_assert_int_eq(pread(fd, &c, 1, 100), 1);
+	c ^= 0xff;
+	ck_assert_int_eq(pwrite(fd, &c, 1, 100), 1);
+	close(fd);
+	char *ref = h_fmt("%s/lab/multi:1", rl_host());
+	free(pull_fails(ref, NULL, NULL, "DIGEST_MISMATCH", blob));
+	ck_assert_ptr_null(listed(ref));
+	store_untouched();
+	free(ref);
+	free(data);
+	json_decref(m);
+	rl_stop();
+}
+END_TEST
+
+/* A fake registry on 127.0.0.1: each route a path and what is answered to it. */
+enum fake_lie { FAKE_ASIS, FAKE_SHORT, FAKE_LONG, FAKE_LONG_NOLEN, FAKE_SILENT };
+struct fake_route {
+	const char *path; /* "/v2/x/manifests/1" */
+	int status;
+	const char *ctype, *extra;
+	const char *body;
+	size_t len;
+	enum fake_lie lie;
+};
+struct fake {
+	int lfd, port;
+	struct fake_route routes[16];
+	int n;
+	atomic_bool stop;
+};
+
+static void fake_write(int fd, const void *p, size_t n)
+{
+	const char *b = p;
+	while (n) {
+		ssize_t w = write(fd, b, n);
+		if (w <= 0)
+			return;
+		b += w;
+		n -= (size_t)w;
+	}
+}
+
+static void *fake_conn(void *arg)
+{
+	struct fake *f = ((void **)arg)[0];
+	int fd = (int)(intptr_t)((void **)arg)[1];
+	free(arg);
+	char req[8192];
+	size_t got = 0;
+	while (got < sizeof(req) - 1) {
+		ssize_t n = read(fd, req + got, sizeof(req) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		req[got] = '\0';
+		if (strstr(req, "\r\n\r\n") || (unsigned char)req[0] == 0x16)
+			break;
+	}
+	req[got] = '\0';
+	/* A TLS ClientHello (an insecure registry is tried with TLS first): not spoken here. */
+	if (got && (unsigned char)req[0] == 0x16) {
+		close(fd);
+		return NULL;
+	}
+	char path[2048] = "";
+	sscanf(req, "%*s %2047s", path);
+	const struct fake_route *rt = NULL;
+	for (int i = 0; i < f->n; i++)
+		if (!strcmp(f->routes[i].path, path))
+			rt = &f->routes[i];
+	if (!rt) {
+		static const char nf[] = "HTTP/1.1 404 Not Found\r\nContent-Type: "
+					 "application/json\r\nContent-Length: 2\r\nConnection: "
+					 "close\r\n\r\n{}";
+		fake_write(fd, nf, sizeof(nf) - 1);
+	} else if (rt->lie == FAKE_SILENT) {
+		while (!atomic_load(&f->stop))
+			usleep(100000);
+	} else {
+		size_t cl = rt->lie == FAKE_LONG ? rt->len + 4096 : rt->len;
+		char *head =
+		    rt->lie == FAKE_LONG_NOLEN
+			? h_fmt("HTTP/1.1 %d X\r\nContent-Type: %s\r\n%sConnection: close\r\n\r\n",
+				rt->status, rt->ctype, rt->extra ? rt->extra : "")
+			: h_fmt("HTTP/1.1 %d X\r\nContent-Type: %s\r\n%sContent-Length: "
+				"%zu\r\nConnection: close\r\n\r\n",
+				rt->status, rt->ctype, rt->extra ? rt->extra : "", cl);
+		fake_write(fd, head, strlen(head));
+		free(head);
+		if (rt->lie == FAKE_SHORT) {
+			fake_write(fd, rt->body, rt->len / 2);
+		} else {
+			fake_write(fd, rt->body, rt->len);
+			if (rt->lie == FAKE_LONG || rt->lie == FAKE_LONG_NOLEN) {
+				char junk[4096];
+				memset(junk, 'x', sizeof(junk));
+				fake_write(fd, junk, sizeof(junk));
+			}
+		}
+	}
+	close(fd);
+	return NULL;
+}
+
+static void *fake_accept(void *arg)
+{
+	struct fake *f = arg;
+	for (;;) {
+		int cfd = accept4(f->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (cfd < 0)
+			return NULL;
+		void **a = malloc(2 * sizeof(void *));
+		a[0] = f;
+		a[1] = (void *)(intptr_t)cfd;
+		pthread_t t;
+		pthread_create(&t, NULL, fake_conn, a);
+		pthread_detach(t);
+	}
+}
+
+static struct fake *fake_start(void)
+{
+	struct fake *f = calloc(1, sizeof(*f));
+	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+	ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	socklen_t al = sizeof(a);
+	getsockname(f->lfd, (struct sockaddr *)&a, &al);
+	f->port = ntohs(a.sin_port);
+	ck_assert_int_eq(listen(f->lfd, 64), 0);
+	pthread_t t;
+	pthread_create(&t, NULL, fake_accept, f);
+	pthread_detach(t);
+	return f;
+}
+
+static void fake_route(struct fake *f, const char *path, int status, const char *ctype,
+		       const char *extra, const char *body, size_t len, enum fake_lie lie)
+{
+	ck_assert_int_lt(f->n, 16);
+	f->routes[f->n++] = (struct fake_route){path, status, ctype, extra, body, len, lie};
+}
+
+/* A blob or manifest from the lab (malloc'd body, its length). */
+static char *lab_get(const char *path, size_t *len)
+{
+	struct rl_resp r;
+	ck_assert_int_eq(rl_http("GET", path, NULL, &r), 200);
+	char *b = malloc(r.len + 1);
+	memcpy(b, r.body, r.len);
+	b[r.len] = '\0';
+	*len = r.len;
+	rl_resp_free(&r);
+	return b;
+}
+
+START_TEST(registries_that_lie_or_stall)
+{
+	rl_start(RL_PLAIN);
+	rl_push_image("lab/one", "1", &(struct rl_image_spec){0});
+	json_t *m = lab_manifest("lab/one", "1");
+	const char *cd = h_jstr(m, "config.digest");
+	const char *ld = h_jstr(json_array_get(json_object_get(m, "layers"), 0), "digest");
+	size_t mlen, clen, llen;
+	char *mb = lab_get("/v2/lab/one/manifests/1", &mlen);
+	char *cpath = h_fmt("/v2/lab/one/blobs/%s", cd), *lpath = h_fmt("/v2/lab/one/blobs/%s", ld);
+	char *cb = lab_get(cpath, &clen), *lb = lab_get(lpath, &llen);
+	struct fake *f = fake_start();
+	/* one repository per lie, each serving the lab's manifest and config */
+	static const char *const repos[] = {"short", "long", "longnolen"};
+	static const enum fake_lie lies[] = {FAKE_SHORT, FAKE_LONG, FAKE_LONG_NOLEN};
+	char *paths[3][3];
+	for (int i = 0; i < 3; i++) {
+		paths[i][0] = h_fmt("/v2/x/%s/manifests/1", repos[i]);
+		paths[i][1] = h_fmt("/v2/x/%s/blobs/%s", repos[i], cd);
+		paths[i][2] = h_fmt("/v2/x/%s/blobs/%s", repos[i], ld);
+		fake_route(f, paths[i][0], 200, OCI_MANIFEST_TYPE, NULL, mb, mlen, FAKE_ASIS);
+		fake_route(f, paths[i][1], 200, "application/octet-stream", NULL, cb, clen,
+			   FAKE_ASIS);
+		fake_route(f, paths[i][2], 200, "application/octet-stream", NULL, lb, llen,
+			   lies[i]);
+	}
+	fake_route(f, "/v2/x/loop/manifests/1", 302, "text/plain",
+		   "Location: /v2/x/loop/manifests/1\r\n", "", 0, FAKE_ASIS);
+	static const char html[] = "<html><body>Sign in</body></html>";
+	fake_route(f, "/v2/x/html/manifests/1", 200, "text/html", NULL, html, sizeof(html) - 1,
+		   FAKE_ASIS);
+	fake_route(f, "/v2/x/stall/manifests/1", 200, "text/plain", NULL, "", 0, FAKE_SILENT);
+	char *conf = h_fmt("[[registry]]\nlocation = \"127.0.0.1:%d\"\ninsecure = true\n", f->port);
+	pull_setup(conf);
+	char *host = h_fmt("127.0.0.1:%d", f->port);
+
+	char *ref = h_fmt("%s/x/short:1", host);
+	free(pull_fails(ref, NULL, NULL, NULL, ld));
+	free(ref);
+	ref = h_fmt("%s/x/long:1", host);
+	free(pull_fails(ref, NULL, NULL, NULL, ld));
+	free(ref);
+	ref = h_fmt("%s/x/longnolen:1", host);
+	free(pull_fails(ref, NULL, NULL, NULL, ld));
+	free(ref);
+	ref = h_fmt("%s/x/loop:1", host);
+	free(pull_fails(ref, NULL, NULL, NULL, host));
+	free(ref);
+	ref = h_fmt("%s/x/html:1", host);
+	free(pull_fails(ref, NULL, NULL, NULL, "HTML"));
+	free(ref);
+	ref = h_fmt("%s/x/stall:1", host);
+	free(pull_fails(ref, NULL, NULL, "REGISTRY_TIMEOUT", host));
+	free(ref);
+	/* Nothing named, recorded or half unpacked (a truncated blob's prefix may stay in
+	 * partial/ to be resumed: that is by design). */
+	char *images = store_path("images"), *tmp = store_path("tmp"), *refs = store_path("refs");
+	ck_assert_int_le(count_dir(images), 0);
+	ck_assert_int_le(count_dir(tmp), 0);
+	ck_assert_int_le(count_dir(refs), 0);
+	atomic_store(&f->stop, true);
+	free(images);
+	free(tmp);
+	free(refs);
+	free(host);
+	free(conf);
+	for (int i = 0; i < 3; i++)
+		for (int j = 0; j < 3; j++)
+			free(paths[i][j]);
+	free(mb);
+	free(cb);
+	free(lb);
+	free(cpath);
+	free(lpath);
+	json_decref(m);
+	rl_stop();
+}
+END_TEST
+
+/* ---- the CLI ---- */
+
+/* cell ARGS... (its output asserted free of escape codes: stdout is not a terminal). */
+static char *cli_ok(const char *const *args)
+{
+	struct h_proc p;
+	const char *argv[16] = {NULL};
+	char *cell = h_fmt("%s/cell", H.bin);
+	size_t n = 0;
+	argv[n++] = cell;
+	argv[n++] = "--socket";
+	argv[n++] = H.socket;
+	for (size_t i = 0; args[i] && n < 15; i++)
+		argv[n++] = args[i];
+	h_run((char *const *)argv, NULL, 120, &p);
+	ck_assert_msg(p.status == 0, "cell %s %s: %d\n%s\n%s", args[0], args[1] ? args[1] : "",
+		      p.status, p.out, p.err);
+	ck_assert_msg(!strchr(p.out, '\033'), "escape codes in\n%s", p.out);
+	char *out = strdup(p.out);
+	h_proc_free(&p);
+	free(cell);
+	return out;
+}
+
+START_TEST(cli_pull_ls_inspect_tag_rm_prune)
+{
+	rl_start(RL_PLAIN);
+	char *digest = rl_push_image("lab/multi", "1", &multi);
+	pull_setup(NULL);
+	char *ref = h_fmt("%s/lab/multi:1", rl_host());
+	char *out = cli_ok((const char *const[]){"image", "pull", ref, NULL});
+	ck_assert_msg(strstr(out, digest) && strstr(out, "pull complete") == NULL &&
+			  strstr(out, ": done"),
+		      "%s", out);
+	free(out);
+	out = cli_ok((const char *const[]){"image", "ls", NULL});
+	ck_assert_msg(strstr(out, ref) && strstr(out, "UNIQUE"), "%s", out);
+	free(out);
+	out = cli_ok((const char *const[]){"image", "ls", "-q", NULL});
+	ck_assert_msg(strstr(out, ref) && !strstr(out, "NAME"), "%s", out);
+	free(out);
+	out = cli_ok((const char *const[]){"image", "ls", "--format", "json", NULL});
+	json_t *j = json_loads(out, 0, NULL);
+	ck_assert_msg(json_is_array(j), "%s", out);
+	json_decref(j);
+	free(out);
+	out = cli_ok((const char *const[]){"image", "inspect", ref, NULL});
+	j = json_loads(out, 0, NULL);
+	ck_assert_str_eq(h_jstr(j, "digest"), digest);
+	json_decref(j);
+	free(out);
+	free(cli_ok((const char *const[]){"image", "tag", ref, "lab/again:2", NULL}));
+	ck_assert_ptr_nonnull(listed("docker.io/lab/again:2"));
+	free(cli_ok((const char *const[]){"image", "rm", ref, "lab/again:2", NULL}));
+	ck_assert_ptr_null(listed(ref));
+	out = cli_ok((const char *const[]){"image", "prune", NULL});
+	ck_assert_msg(strstr(out, "freed"), "%s", out);
+	free(out);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+static Suite *images_suite(void)
+{
+	Suite *s = suite_create("images");
+	tcase_add_test(h_tcase(s, "plain_pull_list_inspect_remove", 300),
+		       plain_pull_list_inspect_remove);
+	tcase_add_test(h_tcase(s, "short_name_through_the_search_list", 300),
+		       short_name_through_the_search_list);
+	tcase_add_test(h_tcase(s, "tls_with_a_certs_dir", 300), tls_with_a_certs_dir);
+	tcase_add_test(h_tcase(s, "basic_auth_from_the_request_and_the_auth_file", 300),
+		       basic_auth_from_the_request_and_the_auth_file);
+	tcase_add_test(h_tcase(s, "token_auth", 300), token_auth);
+	tcase_add_test(h_tcase(s, "manifest_list_picks_the_host_arch", 300),
+		       manifest_list_picks_the_host_arch);
+	tcase_add_test(h_tcase(s, "docker_schema2_and_zstd", 300), docker_schema2_and_zstd);
+	tcase_add_test(h_tcase(s, "a_second_image_fetches_only_its_new_layers", 300),
+		       a_second_image_fetches_only_its_new_layers);
+	tcase_add_test(h_tcase(s, "two_concurrent_pulls_download_once", 300),
+		       two_concurrent_pulls_download_once);
+	tcase_add_test(h_tcase(s, "a_partial_blob_is_resumed_and_a_corrupt_one_fetched_whole", 300),
+		       a_partial_blob_is_resumed_and_a_corrupt_one_fetched_whole);
+	tcase_add_test(h_tcase(s, "a_corrupted_blob_is_refused_and_the_store_unchanged", 300),
+		       a_corrupted_blob_is_refused_and_the_store_unchanged);
+	tcase_add_test(h_tcase(s, "registries_that_lie_or_stall", 300),
+		       registries_that_lie_or_stall);
+	tcase_add_test(h_tcase(s, "cli_pull_ls_inspect_tag_rm_prune", 300),
+		       cli_pull_ls_inspect_tag_rm_prune);
+	return s;
+}
+
+int main(void)
+{
+	return h_main(images_suite());
+}
