@@ -340,11 +340,7 @@ static int check_platform(json_t *pf, struct cell_error *err)
  * create: those are honoured). Fields the API does not define are ignored. */
 static int check_unsupported(json_t *body, struct cell_error *err)
 {
-	json_t *image = json_object_get(body, "image");
 	json_t *v;
-	if (json_is_object(image) && present(image, "auth"))
-		return field_fail(err, "image.auth: cell runs local images only and pulls from no "
-				       "registry, so it uses no registry credentials");
 	if ((v = json_object_get(body, "secureAccess")) && !json_is_null(v)) {
 		if (!json_is_boolean(v))
 			return field_fail(err, "secureAccess must be a boolean");

@@ -1,13 +1,20 @@
 /* The image a create names (create_spec.h): pulled when the create's policy says so, found,
  * and its config's defaults taken. The config came from a registry or an archive: it was
  * judged when it entered the store (oci_image.c), and is read here again with bounds,
- * field by field. */
+ * field by field.
+ *
+ * An image pulled with a request's own credentials (image.auth) is private to the key
+ * that pulled it: another key naming it must show credentials the registry accepts for it
+ * (its manifest fetched again with them, no layer downloaded twice) before it is handed the
+ * cached layers. An image pulled anonymously or with the operator's auth file is
+ * everyone's, as the operator configured the host's registries for everyone. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "admission.h"
 #include "create_spec.h"
+#include "image_pull.h"
 #include "images.h"
 
 #define CONFIG_ARGV_MAX 256  /* Entrypoint + Cmd */
@@ -108,11 +115,71 @@ static int take_defaults(struct create_spec *spec, json_t *cfg, struct cell_erro
 	return 0;
 }
 
-/* image_find, pulling first as spec->pull says (create_pull.c; a built image is never
- * pulled). */
+/* Pull spec->image as spec says, with its credentials; the image's private mark set or
+ * cleared by whose credentials opened it. */
+static int pull(struct create_spec *spec, struct cell_error *err)
+{
+	struct oci_creds creds = {0};
+	bool own = spec->pull_user && spec->pull_password;
+	if (own) {
+		snprintf(creds.user, sizeof(creds.user), "%s", spec->pull_user);
+		snprintf(creds.pass, sizeof(creds.pass), "%s", spec->pull_password);
+	}
+	struct image_pull_result res;
+	int r = image_pull(spec->image, own ? &creds : NULL, NULL, NULL, &res, err);
+	explicit_bzero(&creds, sizeof(creds));
+	if (r < 0)
+		return cell_err_wrap(err, "image.uri '%.200s': pulling it: ", spec->image), r;
+	struct cell_error perr = {0};
+	/* The key's own credentials made it the key's; anyone's (the operator's) made it
+	 * everyone's. The operator's own pulls with credentials stay the operator's. */
+	const char *owner = own ? admission_principal_id(spec->owner) : NULL;
+	if (store_name_private(res.name, owner, &perr) < 0)
+		cell_err_drop(&perr, "marking a pulled image");
+	/* Found next by the name the pull stored it under (a short name's registry). */
+	spec->pulled_name = strdup(res.name);
+	return 0;
+}
+
+/* Whether spec's caller may use the image found without pulling: it is everyone's, or
+ * the caller's own, or the caller is the operator. */
+static bool usable(const struct create_spec *spec, const struct image_found *f)
+{
+	return !f->private_to[0] || !spec->owner ||
+	       !strcmp(f->private_to, admission_principal_id(spec->owner));
+}
+
+static int find_pulled(struct create_spec *spec, struct image_found *f, struct cell_error *err)
+{
+	return image_find(spec->pulled_name ? spec->pulled_name : spec->image, f, err);
+}
+
+/* image_find, pulling first as spec->pull says (a built image is never pulled). */
 static int find_or_pull(struct create_spec *spec, struct image_found *f, struct cell_error *err)
 {
-	return image_find(spec->image, f, err);
+	bool built = image_is_built(spec->image);
+	if (!built && spec->pull == CREATE_PULL_ALWAYS) {
+		int r = pull(spec, err);
+		if (r < 0)
+			return r;
+		return find_pulled(spec, f, err);
+	}
+	int r = image_find(spec->image, f, err);
+	if (r == 0 && (built || usable(spec, f)))
+		return 0;
+	if (r == 0) {
+		/* Another key's private image: this caller's credentials must open it too. */
+		image_found_free(f);
+		if ((r = pull(spec, err)) < 0)
+			return r;
+		return find_pulled(spec, f, err);
+	}
+	if (r != -ENOENT || built || spec->pull == CREATE_PULL_NEVER)
+		return r;
+	*err = (struct cell_error){0};
+	if ((r = pull(spec, err)) < 0)
+		return r;
+	return find_pulled(spec, f, err);
 }
 
 int create_spec_image(struct create_spec *spec, struct cell_error *err)

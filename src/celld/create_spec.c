@@ -1,5 +1,6 @@
 /* What every API's create shares below the API layer: the caps of what a client stores in a
  * sandbox's record (metadata, env), the env's key check, and freeing a spec. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "create_spec.h"
@@ -42,4 +43,5 @@ void create_spec_free(struct create_spec *spec)
 	json_decref(spec->snapshot);
 	json_decref(spec->image_layers);
 	json_decref(spec->image_config);
+	free(spec->pulled_name);
 }

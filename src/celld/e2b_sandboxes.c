@@ -448,25 +448,36 @@ int e2b_create_spec(json_t *body, bool fork, struct create_spec *spec, const cha
 	 * template the map lists is its image; else an image of that name (unless the map
 	 * refuses unlisted ids); else one of the caller's own snapshots, by id or name. No
 	 * snapshot shadows an image or a template, nor another tenant's snapshot. */
+	/* An image the host has is taken before a snapshot; a registry image is pulled only
+	 * after the caller's snapshots (a snapshot's id never goes to a registry). */
 	struct cell_error ierr = {0};
 	bool listed = e2b_template_listed(*template_id);
-	if (e2b_template_image(*template_id, &spec->image) == 0 &&
-	    create_spec_image(spec, &ierr) == 0)
+	const char *image = NULL;
+	bool mapped = e2b_template_image(*template_id, &image) == 0;
+	spec->image = image;
+	spec->pull = CREATE_PULL_NEVER;
+	if (mapped && create_spec_image(spec, &ierr) == 0)
 		return 0;
-	if (listed)
-		return cell_err_msg(err, ENOENT,
-				    "template '%.128s' not found (no image '%.128s' on this host)",
-				    *template_id, spec->image),
-		       -ENOENT;
-	spec->image = NULL;
-	spec->rootfs[0] = '\0';
-	rc = snapshot_find(spec->owner, *template_id, &spec->snapshot, err);
-	if (rc == 0)
-		return from_snapshot(spec, fork, err);
-	if (rc != -ENOENT)
-		return rc;
-	*err = (struct cell_error){0};
-	return cell_err_msg(err, ENOENT, "template '%.128s' not found", *template_id), -ENOENT;
+	if (!listed) {
+		spec->image = NULL;
+		spec->rootfs[0] = '\0';
+		rc = snapshot_find(spec->owner, *template_id, &spec->snapshot, err);
+		if (rc == 0)
+			return from_snapshot(spec, fork, err);
+		if (rc != -ENOENT)
+			return rc;
+		*err = (struct cell_error){0};
+	}
+	if (mapped) {
+		spec->image = image;
+		spec->pull = CREATE_PULL_IF_NOT_PRESENT;
+		ierr = (struct cell_error){0};
+		if (create_spec_image(spec, &ierr) == 0)
+			return 0;
+	}
+	return cell_err_msg(err, ENOENT, "template '%.128s' not found%s%.512s%s", *template_id,
+			    ierr.msg[0] ? " (" : "", ierr.msg, ierr.msg[0] ? ")" : ""),
+	       -ENOENT;
 }
 
 int e2b_sandbox_create(struct http_req *r)

@@ -26,6 +26,7 @@
 #include "cell/fsutil.h"
 #include "cell/log.h"
 #include "cell/version.h"
+#include "image_policy.h"
 #include "image_pull.h"
 
 #define ERRBODY_MAX   4096	  /* bytes of an error answer kept for the message */
@@ -1106,6 +1107,34 @@ static int pull_layers(struct pull *p, struct cell_error *err)
 
 /* Pull ref from the endpoint e. *final: the failure is the image's, not the endpoint's (a
  * digest mismatch, a bound, another platform): no other endpoint is tried. */
+/* The image store's bounds (policies/images/limits.json): layers of one image, its
+ * compressed bytes, and what the store may hold in all (its layers unpack to at least as
+ * many bytes as they take compressed: counted so, before any is fetched). */
+static int within_policy(const char *name, const struct oci_manifest *m, uint64_t total,
+			 struct cell_error *err)
+{
+	const struct image_policy *p = image_policy();
+	if (m->n_layers > p->max_layers)
+		return cell_err_msg(err, EFBIG,
+				    "%s: %u layers, more than the %u a pull takes "
+				    "(maxLayers)",
+				    name, m->n_layers, p->max_layers);
+	if (total > p->max_image_bytes)
+		return cell_err_msg(
+		    err, EFBIG,
+		    "%s: its layers are %llu bytes, more than the %llu a pull takes "
+		    "(maxImageBytes)",
+		    name, (unsigned long long)total, (unsigned long long)p->max_image_bytes);
+	uint64_t used = store_used_bytes();
+	if (used + total > p->max_store_bytes)
+		return cell_err_msg(err, ENOSPC,
+				    "%s: the image store holds %llu bytes of its %llu "
+				    "(maxStoreBytes): remove images and prune first",
+				    name, (unsigned long long)used,
+				    (unsigned long long)p->max_store_bytes);
+	return 0;
+}
+
 static int pull_from(struct endpoint *e, const struct oci_ref *ref, const char *name,
 		     struct flight *f, struct image_pull_result *res, bool *final,
 		     struct cell_error *err)
@@ -1160,6 +1189,10 @@ static int pull_from(struct endpoint *e, const struct oci_ref *ref, const char *
 	uint64_t total = 0;
 	for (unsigned i = 0; i < m.n_layers; i++)
 		total += m.layers[i].size > 0 ? (uint64_t)m.layers[i].size : 0;
+	if ((r = within_policy(name, &m, total, err)) < 0) {
+		*final = true;
+		goto out;
+	}
 	if (total > g.cfg.image_max) {
 		*final = true;
 		r = cell_err_msg(err, EFBIG,

@@ -1764,6 +1764,48 @@ char *h_policies_with_quotas(const char *name, const char *quotas)
 	return dir;
 }
 
+/* Symlink every entry of dir src into dst (made), but skip. */
+static void link_entries(const char *src, const char *dst, const char *skip)
+{
+	mkdir(dst, 0755);
+	DIR *d = opendir(src);
+	ck_assert_msg(d, "opening %s", src);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' || (skip && !strcmp(e->d_name, skip)))
+			continue;
+		char *from = h_fmt("%s/%s", src, e->d_name), *to = h_fmt("%s/%s", dst, e->d_name);
+		if (access(to, F_OK) != 0)
+			ck_assert_int_eq(symlink(from, to), 0);
+		free(to);
+		free(from);
+	}
+	closedir(d);
+}
+
+char *h_policies_with(const char *name, const char *file, const char *content)
+{
+	const char *slash = strchr(file, '/');
+	ck_assert_msg(slash && !strchr(slash + 1, '/'), "policy file %s: not sub/name", file);
+	char *sub = h_fmt("%.*s", (int)(slash - file), file);
+	char *dir = h_fmt("%s/%s", H.dir, name), *src = h_fmt("%s/policies", H.src);
+	char *src_sub = h_fmt("%s/%s", src, sub), *dir_sub = h_fmt("%s/%s", dir, sub);
+	link_entries(src, dir, sub);
+	struct stat st;
+	if (stat(src_sub, &st) == 0)
+		link_entries(src_sub, dir_sub, slash + 1);
+	else
+		mkdir(dir_sub, 0755);
+	char *path = h_fmt("%s/%s", dir, file);
+	h_write_file(path, content, 0644);
+	free(path);
+	free(dir_sub);
+	free(src_sub);
+	free(src);
+	free(sub);
+	return dir;
+}
+
 long h_as(const char *const *headers, const char *method, const char *path, const char *body,
 	  struct h_resp *resp)
 {

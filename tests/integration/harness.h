@@ -271,6 +271,9 @@ void h_two_tenants_with(const char *const *extra);
 /* A policies dir T/<name> (made; malloc'd path): the suite's seccomp, resources and
  * network, and quotas/default.json holding quotas; for --policies. */
 char *h_policies_with_quotas(const char *name, const char *quotas);
+/* A policies dir T/<name> (made; malloc'd path): every policy of the tree, but file
+ * ("sub/name.json") holding content; for --policies. */
+char *h_policies_with(const char *name, const char *file, const char *content);
 /* method path (body may be NULL) as the tenant whose key headers hold (TCP). */
 long h_as(const char *const *headers, const char *method, const char *path, const char *body,
 	  struct h_resp *resp);

@@ -559,8 +559,7 @@ START_TEST(unhonoured_create_fields)
 		const char *extra, *name;
 	} bad[] = {
 	    {"{\"snapshotId\":\"snap-1\"}", "snapshotId"},
-	    {"{\"image\":{\"uri\":\"busybox\",\"auth\":{\"username\":\"u\",\"password\":\"p\"}}}",
-	     "image.auth"},
+	    {"{\"image\":{\"uri\":\"busybox\",\"auth\":\"u:p\"}}", "image.auth"},
 	    {"{\"secureAccess\":true}", "secureAccess"},
 	    {"{\"secureAccess\":\"no\"}", "secureAccess"},
 	    {"{\"resourceRequests\":{\"cpu\":\"1\"}}", "resourceRequests"},

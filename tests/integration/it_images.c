@@ -1001,6 +1001,152 @@ START_TEST(cli_pull_ls_inspect_tag_rm_prune)
 }
 END_TEST
 
+/* ---- sandboxes on pulled images ---- */
+
+static const char *const run_env[] = {"LAB=1", "PATH=/usr/local/bin:/usr/bin:/bin", NULL};
+static const char *const run_cmd[] = {"echo", "from the lab", NULL};
+static const struct rl_image_spec run_spec = {
+    .multi_layer = true,
+    .env = run_env,
+    .workdir = RL_SANDBOX_HOME,
+    .user = "sandbox",
+    .cmd = run_cmd,
+};
+
+/* POST /v1/sandboxes of image as headers (NULL: the Unix socket); auth: with the lab's
+ * credentials as image.auth; extra: more members of the body (",..." or NULL). */
+static long create_on(const char *const *headers, const char *image, bool auth, const char *extra,
+		      struct h_resp *r)
+{
+	char *body = h_fmt(
+	    "{\"image\":{\"uri\":\"%s\"%s}%s}", image,
+	    auth ? ",\"auth\":{\"username\":\"" RL_USER "\",\"password\":\"" RL_PASS "\"}" : "",
+	    extra ? extra : "");
+	long st = headers ? h_as(headers, "POST", "/v1/sandboxes", body, r)
+			  : h_http("POST", "/v1/sandboxes", body, r);
+	if (st == 202 || st == 200)
+		h_track_sandbox(h_jstr(r->json, "id"));
+	free(body);
+	return st;
+}
+
+START_TEST(create_pulls_and_honours_the_config)
+{
+	rl_start(RL_PLAIN);
+	char *digest = rl_push_image("lab/run", "1", &run_spec);
+	pull_setup(NULL);
+	char *ref = h_fmt("%s/lab/run:1", rl_host());
+	/* Never: the store has none. */
+	struct h_resp r;
+	long st =
+	    create_on(NULL, ref, false, ",\"extensions\":{\"cell.pullPolicy\":\"Never\"}", &r);
+	ck_assert_msg(st == 400 && !strcmp(h_err_code(&r), "IMAGE_NOT_FOUND"), "%ld %s", st,
+		      r.body);
+	h_resp_free(&r);
+	/* The first create pulls it. */
+	st = create_on(NULL, ref, false, NULL, &r);
+	ck_assert_msg(st == 202, "create on %s: %ld %s\n%s", ref, st, r.body, h_celld_log_tail());
+	char *id = strdup(h_jstr(r.json, "id"));
+	ck_assert_str_eq(json_string_value(json_array_get(h_jget(r.json, "entrypoint"), 0)),
+			 "echo");
+	h_resp_free(&r);
+	json_t *in = h_inspect(id);
+	ck_assert_str_eq(h_jstr(in, "imageDigest"), digest);
+	json_decref(in);
+	/* The config's user, directory and environment; the layers with their whiteout and
+	 * opaque directory. */
+	char *out = h_trim(h_sh(id, "id -un; pwd; echo $LAB; cat " RL_ADDED "; ls " RL_REMOVED
+				    " 2>&1 | grep -c 'No such'; ls " RL_OPAQUE_DIR));
+	ck_assert_msg(!strcmp(out, "sandbox\n" RL_SANDBOX_HOME "\n1\nadded by the second "
+				   "layer\n1\nnew"),
+		      "'%s'", out);
+	free(out);
+	/* A command's own uid still wins. */
+	struct h_exec ex;
+	struct h_exec_opts o = {.as_user = true, .uid = 0, .gid = 0};
+	ck_assert_int_eq(h_exec(id, "id -u", &o, &ex), 0);
+	char *uid = h_trim(h_out_lines(&ex));
+	ck_assert_str_eq(uid, "0");
+	free(uid);
+	h_exec_free(&ex);
+	/* In use: not removed; once the sandbox is gone, removed. */
+	char *path = h_fmt("/v1/images/%s", ref);
+	ck_assert_int_eq(h_http("DELETE", path, NULL, &r), 409);
+	ck_assert_msg(strstr(r.body, id), "%s", r.body);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_delete(id), 204);
+	st = h_http("DELETE", path, NULL, NULL);
+	ck_assert_msg(st == 200 || st == 204, "rm after: %ld", st);
+	free(path);
+	free(id);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+/* An image pulled with a key's own credentials is that key's: another key must give
+ * credentials the registry takes; the operator is the operator. */
+START_TEST(private_image_kept_to_its_key)
+{
+	rl_start(RL_BASIC);
+	char *digest = rl_push_image("lab/private", "2", &(struct rl_image_spec){0});
+	char *keys = h_fmt("%s/api-keys", H.dir);
+	h_write_file(keys, "alice " H_ALICE_KEY "\nbob " H_BOB_KEY "\n", 0600);
+	const char *more[] = {"--api-keys-file", keys, NULL};
+	pull_setup_with(NULL, NULL, more);
+	char *ref = h_fmt("%s/lab/private:2", rl_host());
+	struct h_resp r;
+	ck_assert_int_eq(create_on(h_alice, ref, true, NULL, &r), 202);
+	h_resp_free(&r);
+	long st = create_on(h_bob, ref, false, NULL, &r);
+	ck_assert_msg(st >= 400, "bob got alice's private image: %ld %s", st, r.body);
+	h_resp_free(&r);
+	ck_assert_int_eq(create_on(h_bob, ref, true, NULL, &r), 202);
+	h_resp_free(&r);
+	ck_assert_int_eq(create_on(NULL, ref, false, NULL, &r), 202);
+	h_resp_free(&r);
+	free(ref);
+	free(keys);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+/* policies/images/limits.json bounds what a pull takes and what the store holds. */
+START_TEST(store_bounds_from_the_policy)
+{
+	rl_start(RL_PLAIN);
+	char *digest = rl_push_image("lab/bounds", "1", &multi);
+	char *ref = h_fmt("%s/lab/bounds:1", rl_host());
+	char *pol = h_policies_with("pol-layers", "images/limits.json", "{\"maxLayers\": 2}");
+	const char *more[] = {"--policies", pol, NULL};
+	pull_setup_with(NULL, NULL, more);
+	free(pull_fails(ref, NULL, NULL, NULL, "maxLayers"));
+	free(pol);
+	pol = h_policies_with("pol-store", "images/limits.json", "{\"maxStoreBytes\": 4096}");
+	const char *more2[] = {"--policies", pol, NULL};
+	pull_setup_with(NULL, NULL, more2);
+	free(pull_fails(ref, NULL, NULL, NULL, "maxStoreBytes"));
+	char *layers = store_path("layers");
+	ck_assert_int_eq(count_dir(layers), 0);
+	free(layers);
+	free(pol);
+	/* A bad file refuses the start, naming the field. */
+	pol = h_policies_with("pol-bad", "images/limits.json", "{\"maxLayers\": 0}");
+	const char *flags[] = {"--policies", pol, NULL};
+	struct h_world_opts wo = {.name = "bad", .flags = flags, .unstarted = true};
+	struct h_world *w = h_world_add(&wo);
+	char why[4096];
+	ck_assert(!h_world_spawn(w, why, sizeof(why)));
+	ck_assert_msg(strstr(why, "maxLayers"), "%s", why);
+	free(pol);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
 static Suite *images_suite(void)
 {
 	Suite *s = suite_create("images");
@@ -1027,6 +1173,12 @@ static Suite *images_suite(void)
 		       registries_that_lie_or_stall);
 	tcase_add_test(h_tcase(s, "cli_pull_ls_inspect_tag_rm_prune", 300),
 		       cli_pull_ls_inspect_tag_rm_prune);
+	tcase_add_test(h_tcase(s, "create_pulls_and_honours_the_config", 240),
+		       create_pulls_and_honours_the_config);
+	tcase_add_test(h_tcase(s, "private_image_kept_to_its_key", 240),
+		       private_image_kept_to_its_key);
+	tcase_add_test(h_tcase(s, "store_bounds_from_the_policy", 240),
+		       store_bounds_from_the_policy);
 	return s;
 }
 
