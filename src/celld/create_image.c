@@ -128,8 +128,14 @@ static int pull(struct create_spec *spec, struct cell_error *err)
 	struct image_pull_result res;
 	int r = image_pull(spec->image, own ? &creds : NULL, NULL, NULL, &res, err);
 	explicit_bzero(&creds, sizeof(creds));
-	if (r < 0)
-		return cell_err_wrap(err, "image.uri '%.200s': pulling it: ", spec->image), r;
+	if (r < 0) {
+		cell_err_wrap(err, "image.uri '%.200s': pulling it: ", spec->image);
+		/* An image that cannot be had is the create's image not found (400), whatever
+		 * the registry said (the message says it); the host's own limits stay theirs. */
+		if (r != -ENOSPC && r != -ENOMEM && r != -EMFILE && r != -ENFILE)
+			err->code = ENOENT, r = -ENOENT;
+		return r;
+	}
 	struct cell_error perr = {0};
 	/* The key's own credentials made it the key's; anyone's (the operator's) made it
 	 * everyone's. The operator's own pulls with credentials stay the operator's. */

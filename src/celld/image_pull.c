@@ -961,7 +961,7 @@ static int download(struct pull *p, struct endpoint *ep, struct layer_job *j, in
 		return r;
 	}
 	if ((r = oci_digest_verify(&ctx, &d->digest, err)) < 0) {
-		cell_err_wrap(err, "%s", what);
+		cell_err_wrap(err, "%s: ", what);
 		if (unlinkat(g.partial, hex, 0) < 0 && errno != ENOENT)
 			log_warn("pull: removing %s/%s: %s", g.partial_dir, hex, strerror(errno));
 		if (have > 0) {
@@ -1163,7 +1163,7 @@ static int pull_from(struct endpoint *e, const struct oci_ref *ref, const char *
 		r = oci_index_choose(body, len, ctype, &host, NULL, &chosen, err);
 		if (r < 0) {
 			*final = true;
-			return cell_err_wrap(err, "%s", name);
+			return cell_err_wrap(err, "%s: ", name);
 		}
 		free(body);
 		body = NULL;
@@ -1208,7 +1208,7 @@ static int pull_from(struct endpoint *e, const struct oci_ref *ref, const char *
 	    (r = oci_config_check_layers(&c, &m, err)) < 0 ||
 	    (r = oci_config_check_platform(&c, &host, err)) < 0) {
 		*final = true;
-		cell_err_wrap(err, "%s", name);
+		cell_err_wrap(err, "%s: ", name);
 		goto out;
 	}
 	if (!(cjson = json_loadb(cbody, clen, 0, NULL)) ||
@@ -1345,7 +1345,7 @@ static int pull_ref(const struct oci_ref *ref, const struct oci_creds *creds, st
 		int ne = oci_regconf_endpoints(conf, &cands[ci], eps, err);
 		if (ne < 0) {
 			r = ne;
-			cell_err_wrap(err, "%s", name);
+			cell_err_wrap(err, "%s: ", name);
 			continue;
 		}
 		for (int ei = 0; ei < ne; ei++) {

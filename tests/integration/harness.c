@@ -1080,6 +1080,32 @@ bool h_celld_alive(void)
 	return shared && h_world_alive(&H);
 }
 
+/* A registries.conf in which docker.io (where a name that is no image cell built would be
+ * pulled from) is blocked: no test's celld sends a packet off this machine. A test with a
+ * registry of its own passes its own --registries-conf, later on the line. */
+static const char *blocked_registries(void)
+{
+	static const char path[] = "/tmp/cell-test-registries-blocked.conf";
+	static const char text[] =
+	    "# cell's tests: nothing is pulled from outside this machine\n"
+	    "unqualified-search-registries = [\"docker.io\"]\n"
+	    "[[registry]]\nprefix = \"docker.io\"\nlocation = \"docker.io\"\n"
+	    "blocked = true\n";
+	/* Plain stdio: the runner calls this outside any test too. Written whole to a temp
+	 * name, then renamed, so a celld starting beside never reads half of it. */
+	char tmp[sizeof(path) + 16];
+	snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+	FILE *f = fopen(tmp, "w");
+	if (f) {
+		fputs(text, f);
+		if (fclose(f) == 0)
+			rename(tmp, path);
+		else
+			unlink(tmp);
+	}
+	return path;
+}
+
 pid_t h_spawn_celld_netns(char *const argv[], const char *log, int netns_fd)
 {
 	/* Every test's celld runs with --network-default none unless its argv says otherwise:
@@ -1091,7 +1117,7 @@ pid_t h_spawn_celld_netns(char *const argv[], const char *log, int netns_fd)
 		if (!strcmp(argv[argc], "--network-default") ||
 		    !strncmp(argv[argc], "--network-default=", 18))
 			has_default = true;
-	char **full = calloc(argc + 3, sizeof(*full));
+	char **full = calloc(argc + 5, sizeof(*full));
 	if (!full)
 		return -1;
 	size_t n = 0;
@@ -1100,6 +1126,8 @@ pid_t h_spawn_celld_netns(char *const argv[], const char *log, int netns_fd)
 		full[n++] = "--network-default";
 		full[n++] = "none";
 	}
+	full[n++] = "--registries-conf";
+	full[n++] = (char *)blocked_registries();
 	for (size_t i = 1; i < argc; i++)
 		full[n++] = argv[i];
 	full[n] = NULL;

@@ -175,6 +175,13 @@ export async function startCelld() {
 	}
 	const keyFile = path.join(h.tmp, "api-key");
 	fs.writeFileSync(keyFile, h.apiKey, { mode: 0o600 });
+	// docker.io blocked: a name that is no image cell built is never pulled from outside
+	// this machine (a file with a registry of its own passes --registries-conf later).
+	const regconf = path.join(h.tmp, "registries.conf");
+	fs.writeFileSync(
+		regconf,
+		'unqualified-search-registries = ["docker.io"]\n[[registry]]\nprefix = "docker.io"\nlocation = "docker.io"\nblocked = true\n',
+	);
 	const args = [
 		"--state-dir", h.state,
 		"--images", h.images,
@@ -185,6 +192,7 @@ export async function startCelld() {
 		"--policies", path.join(REPO, "policies"),
 		// No sandbox of these tests needs a network unless it asks (useCelld({netns})).
 		"--network-default", "none",
+		"--registries-conf", regconf,
 		...h.celldArgs,
 		...(process.env.CELLD_EXTRA_ARGS || "").split(/\s+/).filter(Boolean),
 	];
