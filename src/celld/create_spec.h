@@ -28,8 +28,8 @@ struct create_spec {
 	 * credentials (image.auth), or NULL for the operator's auth file. */
 	enum create_pull { CREATE_PULL_IF_NOT_PRESENT, CREATE_PULL_ALWAYS, CREATE_PULL_NEVER } pull;
 	const char *pull_user, *pull_password;
-	char *pulled_name; /* the name a pull of this create stored the image under (owned) */
-	json_t *entrypoint;					 /* array of strings or NULL */
+	char *pulled_name;  /* the name a pull of this create stored the image under (owned) */
+	json_t *entrypoint; /* array of strings or NULL */
 	json_t *env, *metadata, *resource_limits, *volumes_json; /* owned references */
 	const char *session_key;
 	struct adm_principal *owner; /* who asks (NULL: the Unix socket) */
