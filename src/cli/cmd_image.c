@@ -15,6 +15,7 @@
 #include "commands.h"
 #include "error.h"
 #include "global.h"
+#include "image_import.h"
 #include "output.h"
 #include "table.h"
 
@@ -284,5 +285,8 @@ int cmd_image(int argc, char **argv)
 			return image_build(argc - 1, argv + 1);
 		return image_ls(argc - 1, argv + 1);
 	}
+	if (!strcmp(sub, "import") || !strcmp(sub, "commit"))
+		return (sub[1] == 'm' ? image_import_import : image_import_commit)(argc - 1,
+										   argv + 1);
 	return cli_error_usage("image", CLI_EXIT_USAGE, "unknown subcommand '%s' (build, ls)", sub);
 }
