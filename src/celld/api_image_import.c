@@ -33,7 +33,6 @@ struct import_job {
 	struct import_result res;
 	struct cell_error err;
 	int rc;
-	struct http_later failed;
 };
 
 /* The name may move from its owner's image only when who sees that owner's things. */
