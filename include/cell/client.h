@@ -255,6 +255,14 @@ struct cell_client_upload {
  * a 2xx answer is success, anything else an error as cell_client_api. */
 int cell_client_upload(struct cell_client *c, const struct cell_client_upload *up,
 		       struct cell_error *err);
+/* POST path with fd's bytes as the body (to its end; a regular file's size is sent, anything
+ * else goes chunked), progress(cls, bytes sent so far) called as they go (may be NULL).
+ * Abortable. 0 when an answer came (any status: *answer holds it, freed with
+ * cell_client_resp_free), -errno when none did. */
+typedef void cell_client_progress_fn(void *cls, unsigned long long sent);
+int cell_client_post_fd(struct cell_client *c, const char *path, int fd, const char *content_type,
+			cell_client_progress_fn *progress, void *cls,
+			struct cell_client_resp *answer, struct cell_error *err);
 /* GET .../files/download?path= into fd. Abortable. */
 int cell_client_download(struct cell_client *c, const char *id, const char *path, int fd,
 			 struct cell_error *err);

@@ -80,6 +80,14 @@ int api_skill_get(struct http_req *r);
 int api_skill_delete(struct http_req *r);
 int api_skill_delete_version(struct http_req *r);
 
+/* ---- api_image_import.c: images made here (cell's own) ---- */
+
+int api_image_import(struct http_req *r);
+int api_image_import_begin(struct http_req *r);
+int api_image_import_data(struct http_req *r, const char *data, size_t len);
+int api_sandbox_commit(struct http_req *r);
+int api_snapshot_commit(struct http_req *r);
+
 /* ---- api_execd.c: execd's ping and commands ---- */
 
 int api_execd_ping(struct http_req *r);

@@ -384,7 +384,16 @@ int store_layer_add_over(int fd, const char *want_blob, const char *want_diff,
 
 /* ---- image records and names ---- */
 
-int store_image_put(const char *name, const struct store_image *img, struct cell_error *err)
+/* The owner a ref record names ("" when none). */
+static const char *ref_owner(json_t *ref)
+{
+	const char *o = json_string_value(json_object_get(ref, "owner"));
+	return o ? o : "";
+}
+
+static int put(const char *name, const char *owner_id,
+	       bool (*may_take)(const char *owner, void *cls), void *cls,
+	       const struct store_image *img, struct cell_error *err)
 {
 	char hex[65];
 	if (!digest_hex(img->digest, hex))
@@ -408,21 +417,47 @@ int store_image_put(const char *name, const struct store_image *img, struct cell
 		      (json_int_t)img->bytes, "created", (json_int_t)time(NULL));
 	if (!o)
 		return cell_err(err, ENOMEM, "image record");
-	char file[80];
+	char file[80], nf[CELL_SHA256_HEX_LEN + 6];
 	snprintf(file, sizeof(file), "%s.json", hex);
+	if (name)
+		name_file(name, nf);
 	pthread_mutex_lock(&st.lock);
-	int r = write_json_at(st.images, file, o, err);
+	int r = 0;
+	if (name && may_take) {
+		/* Checked and written under the lock: two importers of one name never both
+		 * pass. */
+		struct cell_error rerr = {0};
+		json_t *cur = read_json_at(st.refs, nf, &rerr);
+		if (cur && !may_take(ref_owner(cur), cls))
+			r = cell_err_msg(err, STORE_ENAME_TAKEN,
+					 "image name '%.200s' is taken: choose another", name);
+		json_decref(cur);
+	}
+	if (r == 0)
+		r = write_json_at(st.images, file, o, err);
 	json_decref(o);
 	if (r == 0 && name) {
 		json_t *ref = json_pack("{s:s, s:s, s:I}", "name", name, "digest", img->digest,
 					"created", (json_int_t)time(NULL));
-		char nf[CELL_SHA256_HEX_LEN + 6];
-		name_file(name, nf);
+		if (ref && owner_id && owner_id[0])
+			json_object_set_new(ref, "owner", json_string(owner_id));
 		r = ref ? write_json_at(st.refs, nf, ref, err) : cell_err(err, ENOMEM, "name");
 		json_decref(ref);
 	}
 	pthread_mutex_unlock(&st.lock);
 	return r;
+}
+
+int store_image_put(const char *name, const struct store_image *img, struct cell_error *err)
+{
+	return put(name, NULL, NULL, NULL, img, err);
+}
+
+int store_image_put_owned(const char *name, const char *owner_id,
+			  bool (*may_take)(const char *owner, void *cls), void *cls,
+			  const struct store_image *img, struct cell_error *err)
+{
+	return put(name, owner_id, may_take, cls, img, err);
 }
 
 /* The ref record of a name (a new reference), checked to be that name's: NULL with errno
@@ -486,6 +521,16 @@ int store_name_private(const char *name, const char *owner_id, struct cell_error
 	pthread_mutex_unlock(&st.lock);
 	json_decref(ref);
 	return r;
+}
+
+int store_name_owner(const char *name, char *owner, size_t size, struct cell_error *err)
+{
+	json_t *ref = read_ref(name, err);
+	if (!ref)
+		return -errno;
+	snprintf(owner, size, "%s", ref_owner(ref));
+	json_decref(ref);
+	return 0;
 }
 
 static int image_from_json(json_t *o, struct store_image *out, struct cell_error *err)
@@ -614,10 +659,12 @@ static bool list_one(const char *file, json_t *ref, void *cls)
 	struct cell_error err = {0};
 	if (!name || !digest || store_image_get(digest, &img, &err) < 0)
 		return true;
-	json_array_append_new(out, json_pack("{s:s, s:s, s:I, s:I, s:O}", "name", name, "digest",
-					     digest, "bytes", (json_int_t)img.bytes, "layers",
-					     (json_int_t)img.n_layers, "created",
-					     json_object_get(ref, "created")));
+	json_t *item = json_pack("{s:s, s:s, s:I, s:I, s:O}", "name", name, "digest", digest,
+				 "bytes", (json_int_t)img.bytes, "layers", (json_int_t)img.n_layers,
+				 "created", json_object_get(ref, "created"));
+	if (item && ref_owner(ref)[0])
+		json_object_set_new(item, "owner", json_string(ref_owner(ref)));
+	json_array_append_new(out, item);
 	store_image_free(&img);
 	return true;
 }
@@ -643,6 +690,89 @@ int store_name_remove(const char *name, struct cell_error *err)
 	if (r == -ENOENT)
 		return cell_err_msg(err, ENOENT, "image '%.200s' is not in the store", name);
 	return r < 0 ? cell_err(err, -r, "removing the name %.200s", name) : 0;
+}
+
+/* ---- work dirs of imports and commits ---- */
+
+int store_tmp_make(const char *kind, char *name, size_t size, struct cell_error *err)
+{
+	unsigned char rnd[6];
+	if (st.tmp < 0)
+		return cell_err_msg(err, ENOENT, "the layer store is not open");
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+		return cell_err(err, EIO, "random name");
+	if ((size_t)snprintf(name, size, "%s-%d-%02x%02x%02x%02x%02x%02x", kind, (int)getpid(),
+			     rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]) >= size)
+		return cell_err(err, ENAMETOOLONG, "work dir of %s", kind);
+	if (mkdirat(st.tmp, name, 0700) < 0)
+		return cell_err(err, errno, "making %s/tmp/%s", st.dir, name);
+	int fd = openat(st.tmp, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		unlinkat(st.tmp, name, AT_REMOVEDIR);
+		return cell_err(err, e, "opening %s/tmp/%s", st.dir, name);
+	}
+	return fd;
+}
+
+int store_tmp_path(const char *name, char *buf, size_t size)
+{
+	return (size_t)snprintf(buf, size, "%s/tmp/%s", st.dir, name) < size ? 0 : -ENAMETOOLONG;
+}
+
+void store_tmp_remove(const char *name)
+{
+	struct cell_error rerr = {0};
+	if (name && name[0] && st.tmp >= 0 && layer_remove_all(st.tmp, name, &rerr) < 0)
+		log_warn("layer store: removing %s/tmp/%s: %s", st.dir, name, rerr.msg);
+}
+
+static bool note_layers(const char *file, json_t *o, void *cls)
+{
+	(void)file;
+	size_t i;
+	json_t *l;
+	json_array_foreach(json_object_get(o, "layers"), i, l)
+	{
+		if (json_is_string(l))
+			json_object_set_new(cls, json_string_value(l), json_true());
+	}
+	return true;
+}
+
+int store_layers_drop(const char (*diff_ids)[STORE_DIGEST_MAX], size_t n, struct cell_error *err)
+{
+	json_t *named = json_object();
+	if (!named)
+		return cell_err(err, ENOMEM, "dropping layers");
+	int r = 0;
+	pthread_mutex_lock(&st.lock);
+	if (st.holds > 1) {
+		r = cell_err_msg(err, EBUSY,
+				 "another pull or import holds the store: a prune removes them");
+	} else {
+		each_record(st.images, note_layers, named);
+		for (size_t i = 0; i < n && r == 0; i++) {
+			char hex[65];
+			bool busy = false;
+			for (int k = 0; k < BUSY_MAX; k++)
+				busy |= !strcmp(st.busy[k], diff_ids[i]);
+			if (!digest_hex(diff_ids[i], hex) || busy ||
+			    json_object_get(named, diff_ids[i]) || !store_has_layer(diff_ids[i]))
+				continue;
+			uint64_t bytes = store_layer_bytes(diff_ids[i]);
+			struct cell_error rerr = {0};
+			if (layer_remove_all(st.layers, hex, &rerr) < 0) {
+				r = cell_err_msg(err, EIO, "removing layer %s: %s", diff_ids[i],
+						 rerr.msg);
+				break;
+			}
+			st.used -= bytes < st.used ? bytes : st.used;
+		}
+	}
+	pthread_mutex_unlock(&st.lock);
+	json_decref(named);
+	return r;
 }
 
 /* ---- prune ---- */

@@ -7,7 +7,9 @@
  *   images/<hex>.json          an image by its manifest's digest: {digest, configDigest,
  *                              config, layers (diffIDs, bottom first), bytes, created}
  *   refs/<hex of the name>.json  a name ("docker.io/library/busybox:1.36") → a digest
- *   tmp/                       layers being unpacked (swept at start)
+ *                              (and "owner": who imported or committed it)
+ *   tmp/                       layers being unpacked, imports' and commits' work dirs
+ *                              (swept at start)
  *
  * An image's lower dirs are its layers' diff/ dirs, top first. Nothing here follows a link
  * or trusts a name: digests are checked for their grammar before they become file names,
@@ -74,6 +76,16 @@ int store_image_put(const char *name, const struct store_image *img, struct cell
  * must show the registry credentials of their own before they use it (private_to); NULL:
  * with no one's, or the operator's: everyone's. */
 int store_name_private(const char *name, const char *owner_id, struct cell_error *err);
+/* The name's owner, the principal that imported or committed it (admission_principal_id's
+ * text; "" when none was recorded: a pull's, everyone's), into owner: 0, or -ENOENT. */
+int store_name_owner(const char *name, char *owner, size_t size, struct cell_error *err);
+/* store_image_put recording owner_id ("" or NULL: none) with the name. When may_take is
+ * not NULL and the name names an image already, may_take(its owner, cls) decides, under
+ * the store's lock, whether the name may move: -STORE_ENAME_TAKEN when not. */
+#define STORE_ENAME_TAKEN EADDRINUSE
+int store_image_put_owned(const char *name, const char *owner_id,
+			  bool (*may_take)(const char *owner, void *cls), void *cls,
+			  const struct store_image *img, struct cell_error *err);
 /* The image a name or a digest ("sha256:...") names: 0 with *out filled (free with
  * store_image_free), -ENOENT, or another -errno. */
 int store_image_get(const char *name_or_digest, struct store_image *out, struct cell_error *err);
@@ -91,6 +103,16 @@ int store_name_remove(const char *name, struct cell_error *err);
  * its image record names them, and no prune may take them meanwhile. */
 void store_hold(void);
 void store_unhold(void);
+/* A private work dir of an import or a commit, tmp/<kind>-<pid>-<random> (swept at start
+ * when its process is gone): its fd, its name into name. */
+int store_tmp_make(const char *kind, char *name, size_t size, struct cell_error *err);
+/* The work dir's path (for what must name it: a mount's source). */
+int store_tmp_path(const char *name, char *buf, size_t size);
+void store_tmp_remove(const char *name);
+/* Undo of a failed import or commit (which holds the store): remove the layers it added
+ * (diff_ids) that no image record names. -EBUSY, removing none, while another pull or
+ * import holds the store (one may stand on them; a later prune takes them). */
+int store_layers_drop(const char (*diff_ids)[STORE_DIGEST_MAX], size_t n, struct cell_error *err);
 /* Remove every layer no image record names and every image record no name names and
  * keep() does not keep (keep: a digest a sandbox or snapshot uses). *freed: bytes.
  * -EBUSY while a pull or import holds the store. */

@@ -25,6 +25,9 @@ enum route_body {
 enum route_flags {
 	ROUTE_SHORT = 0,
 	ROUTE_STREAMED = 1 << 0,
+	/* ROUTE_BODY_STREAM of an archive (an image's): up to HTTP_ARCHIVE_MAX, not
+	 * HTTP_UPLOAD_MAX; the route bounds what it reads of it itself. */
+	ROUTE_ARCHIVE = 1 << 1,
 };
 
 struct route {

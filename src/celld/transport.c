@@ -184,7 +184,9 @@ static void begin_request(struct http_req *r)
 		}
 		r->admitted = true;
 	}
-	r->body_limit = route->body == ROUTE_BODY_STREAM ? HTTP_UPLOAD_MAX : HTTP_JSON_MAX;
+	r->body_limit = route->body != ROUTE_BODY_STREAM ? HTTP_JSON_MAX
+			: route->flags & ROUTE_ARCHIVE	 ? HTTP_ARCHIVE_MAX
+							 : HTTP_UPLOAD_MAX;
 	if (body_too_large(r))
 		return;
 	/* Who asked, for the audit log of whatever this request changes (audit.h). */

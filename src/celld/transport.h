@@ -16,8 +16,9 @@
 #include "gate.h"
 #include "http.h"
 
-#define HTTP_JSON_MAX	(1u << 20)		    /* JSON request bodies */
-#define HTTP_UPLOAD_MAX ((1ull << 30) + (1u << 20)) /* multipart uploads: 1 GiB + framing */
+#define HTTP_JSON_MAX	 (1u << 20)		     /* JSON request bodies */
+#define HTTP_UPLOAD_MAX	 ((1ull << 30) + (1u << 20)) /* multipart uploads: 1 GiB + framing */
+#define HTTP_ARCHIVE_MAX (64ull << 30)		     /* ROUTE_ARCHIVE bodies: an image archive */
 
 struct transport_listener {
 	const struct http_api *api;

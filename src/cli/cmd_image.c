@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "error.h"
 #include "global.h"
+#include "image_import.h"
 #include "output.h"
 #include "signals.h"
 #include "table.h"
@@ -39,6 +40,8 @@ static void usage(FILE *f)
 	    "       cell image rm [-f] REF...\n"
 	    "       cell image prune\n"
 	    "       cell image tag SOURCE NAME\n"
+	    "       cell image import FILE [NAME] [--ref REF] (see cell image import -h)\n"
+	    "       cell image commit ID NAME [--snapshot] (see cell image commit -h)\n"
 	    "       cell image build NAME [--images DIR] [--recipe R] [--suite S] [--mirror URL]\n"
 	    "\n"
 	    "pull:    pull REF (\"busybox\", \"127.0.0.1:5000/x:1\") into celld's layer store;\n"
@@ -728,7 +731,12 @@ int cmd_image(int argc, char **argv)
 		argv[1] = prog; /* getopt's messages name the command */
 		return subs[i].fn(argc - 1, argv + 1);
 	}
-	return cli_error_usage("image", CLI_EXIT_USAGE,
-			       "unknown subcommand '%s' (pull, ls, inspect, rm, prune, tag, build)",
-			       sub);
+	if (!strcmp(sub, "import") || !strcmp(sub, "commit"))
+		return (sub[1] == 'm' ? image_import_import : image_import_commit)(argc - 1,
+										   argv + 1);
+	return cli_error_usage(
+	    "image", CLI_EXIT_USAGE,
+	    "unknown subcommand '%s' (pull, ls, inspect, rm, prune, tag, import, "
+	    "commit, build)",
+	    sub);
 }

@@ -114,3 +114,67 @@ int cell_client_upload(struct cell_client *c, const struct cell_client_upload *u
 	curl_slist_free_all(hdrs);
 	return r;
 }
+
+struct post_src {
+	int fd;
+	unsigned long long sent;
+	cell_client_progress_fn *progress;
+	void *cls;
+};
+
+static size_t post_read_cb(char *buf, size_t size, size_t nitems, void *arg)
+{
+	struct post_src *s = arg;
+	size_t n = fd_read_cb(buf, size, nitems, &s->fd);
+	if (n != CURL_READFUNC_ABORT) {
+		s->sent += n;
+		if (s->progress)
+			s->progress(s->cls, s->sent);
+	}
+	return n;
+}
+
+int cell_client_post_fd(struct cell_client *c, const char *path, int fd, const char *content_type,
+			cell_client_progress_fn *progress, void *cls,
+			struct cell_client_resp *answer, struct cell_error *err)
+{
+	*answer = (struct cell_client_resp){0};
+	CURL *h = cell_client_begin(c, path, err);
+	if (!h)
+		return -err->code;
+	struct post_src src = {.fd = fd, .progress = progress, .cls = cls};
+	struct stat st;
+	curl_off_t size = -1; /* a pipe: chunked */
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+		size = st.st_size - lseek(fd, 0, SEEK_CUR);
+	curl_easy_setopt(h, CURLOPT_POST, 1L);
+	curl_easy_setopt(h, CURLOPT_READFUNCTION, post_read_cb);
+	curl_easy_setopt(h, CURLOPT_READDATA, &src);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, size);
+	_cleanup_free_ char *ct = NULL;
+	if (asprintf(&ct, "Content-Type: %s",
+		     content_type ? content_type : "application/octet-stream") < 0)
+		return cell_err(err, ENOMEM, "building the request");
+	struct curl_slist *hdrs = cell_client_headers(c, ct, NULL);
+	if (size < 0)
+		hdrs = curl_slist_append(hdrs, "Transfer-Encoding: chunked");
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, cell_client_collect);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, &answer->headers);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, cell_client_collect);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &answer->body);
+	CURLcode rc = cell_client_perform(c, true);
+	answer->status = cell_client_status(c);
+	int r = 0;
+	if (rc == CURLE_ABORTED_BY_CALLBACK)
+		r = cell_err_msg(err, EINTR, "POST %s interrupted", path);
+	else if (rc != CURLE_OK)
+		r = cell_client_transport_error(c, rc, path, err);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(h, CURLOPT_READFUNCTION, NULL);
+	curl_easy_setopt(h, CURLOPT_READDATA, NULL);
+	curl_easy_setopt(h, CURLOPT_POST, 0L);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)-1);
+	curl_slist_free_all(hdrs);
+	return r;
+}

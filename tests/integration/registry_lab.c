@@ -1048,8 +1048,9 @@ static void add_config(const char *image, const struct rl_image_spec *spec, cons
 
 /* Build one image (for arch) in a layout of its own and push it as name:tag; its manifest's
  * digest (malloc'd). */
-static char *build_and_push(const char *name, const char *tag, const struct rl_image_spec *spec,
-			    const char *arch)
+/* An image built into the OCI layout <work>/layout as its tag "img" (work: lab.dir/
+ * build-N, malloc'd into *work_out). */
+static char *build_layout(const struct rl_image_spec *spec, const char *arch, char **work_out)
 {
 	unsigned build = ++lab.builds;
 	char *work = h_fmt("%s/build-%u", lab.dir, build);
@@ -1079,7 +1080,29 @@ static char *build_and_push(const char *name, const char *tag, const struct rl_i
 		add_opaque_layer(image, work, build);
 	}
 	add_config(image, spec, arch);
+	free(bundle);
+	free(root);
+	free(layout);
+	*work_out = work;
+	return image;
+}
 
+char *rl_build_layout(const struct rl_image_spec *spec)
+{
+	need_lab();
+	char *work;
+	char *image = build_layout(spec, spec->arch ? spec->arch : "amd64", &work);
+	free(image);
+	char *layout = h_fmt("%s/layout", work);
+	free(work);
+	return layout;
+}
+
+static char *build_and_push(const char *name, const char *tag, const struct rl_image_spec *spec,
+			    const char *arch)
+{
+	char *work;
+	char *image = build_layout(spec, arch, &work);
 	char *src = h_fmt("oci:%s", image), *dst = h_fmt("docker://%s/%s:%s", lab.host, name, tag);
 	char *digestfile = h_fmt("%s/digest", work);
 	const char *args[24];
@@ -1124,10 +1147,7 @@ static char *build_and_push(const char *name, const char *tag, const struct rl_i
 		      "removing %s: %s", work, err.msg);
 	close(wfd);
 	free(work);
-	free(layout);
-	free(bundle);
 	free(image);
-	free(root);
 	free(src);
 	free(dst);
 	free(digestfile);

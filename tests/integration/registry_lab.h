@@ -77,6 +77,11 @@ void rl_stop(void);
 /* Build and push NAME:TAG to the lab; the digest of what TAG names (malloc'd). */
 char *rl_push_image(const char *name, const char *tag, const struct rl_image_spec *spec);
 
+/* The same image built but not pushed: the OCI layout dir it is in (malloc'd; in the lab
+ * dir, removed by rl_stop), the image tagged "img" there (org.opencontainers.image.ref.name
+ * "img"). */
+char *rl_build_layout(const struct rl_image_spec *spec);
+
 enum rl_mode rl_mode(void);
 pid_t rl_pid(void);
 unsigned rl_port(void);
