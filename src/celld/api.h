@@ -164,9 +164,10 @@ int api_preview_begin(struct http_req *r, const char *id, unsigned port);
 json_t *api_preview_endpoint(struct http_req *r, const char *id, unsigned port, const char *host,
 			     uint64_t expires);
 
-/* ---- api_audit.c: a sandbox's events and the audit log (cell's own) ---- */
+/* ---- api_audit.c: a sandbox's and the image store's events, the audit log (cell's own) ---- */
 
 int api_sandbox_events(struct http_req *r);
+int api_image_events(struct http_req *r);
 int api_audit(struct http_req *r);
 
 /* ---- api_tunnel.c: a raw TCP tunnel to a port (cell forward) ---- */

@@ -1,6 +1,6 @@
 /* cell's own routes of the audit trail: a sandbox's events (GET /v1/sandboxes/{id}/events,
- * server-sent events: those kept, then live ones) and the audit log (GET /v1/audit, the
- * Unix socket only). */
+ * server-sent events: those kept, then live ones), the image store's (GET /v1/images/events,
+ * the same way) and the audit log (GET /v1/audit); the last two on the Unix socket only. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -16,6 +16,7 @@
 #include "events.h"
 #include "fields.h"
 #include "http.h"
+#include "image_store.h"
 #include "registry.h"
 #include "sandbox.h"
 #include "timefmt.h"
@@ -27,7 +28,7 @@
 /* ---- GET /v1/sandboxes/{id}/events[?since=N][&follow=false] ---- */
 
 struct ev_stream {
-	struct sandbox *sb;
+	struct sandbox *sb; /* NULL: the image store's events, which have no end */
 	struct events_cursor cur;
 	bool follow, done;
 	char *out;
@@ -68,9 +69,12 @@ static void ev_step(struct ev_stream *s)
 		s->done = true;
 		return;
 	}
-	registry_lock();
-	bool here = s->sb->in_table;
-	registry_unlock();
+	bool here = true;
+	if (s->sb) {
+		registry_lock();
+		here = s->sb->in_table;
+		registry_unlock();
+	}
 	if (!here) {
 		/* What was written before the delete is read first. */
 		if (events_cursor_read(&s->cur, &s->out, &s->len) >= 0)
@@ -96,7 +100,8 @@ static void ev_step(struct ev_stream *s)
 		return;
 	}
 	/* OOM kills are noticed while someone follows (and at every transition). */
-	events_check_oom(s->sb->id, s->sb->cgroup_rel);
+	if (s->sb)
+		events_check_oom(s->sb->id, s->sb->cgroup_rel);
 	events_wait(gen, EVENTS_WAKE_MS);
 }
 
@@ -127,32 +132,42 @@ static void ev_free(void *cls)
 	struct ev_stream *s = cls;
 	events_cursor_close(&s->cur);
 	free(s->out);
-	sandbox_unref(s->sb);
+	if (s->sb)
+		sandbox_unref(s->sb);
 	free(s);
 }
 
-int api_sandbox_events(struct http_req *r)
+/* since and follow of an events request into *from and *follow: 0, or an answer sent. */
+static int events_query(struct http_req *r, uint64_t *from, bool *follow_out)
 {
 	const char *since = http_query(r, "since"), *follow = http_query(r, "follow");
-	int64_t from = 0;
-	if (since && since[0] && parse_int64(since, 0, INT64_MAX, &from) < 0)
+	int64_t n = 0;
+	if (since && since[0] && parse_int64(since, 0, INT64_MAX, &n) < 0)
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "since must be an event's seq (an integer >= 0): the events "
-				  "after it are sent");
+				  "after it are sent"),
+		       -1;
 	if (follow && strcmp(follow, "true") && strcmp(follow, "false"))
-		return http_error(r, 400, "INVALID_ARGUMENT", "follow must be true or false");
-	struct sandbox *sb = api_find_sandbox(r);
-	if (!sb)
-		return 0;
+		return http_error(r, 400, "INVALID_ARGUMENT", "follow must be true or false"), -1;
+	*from = (uint64_t)n;
+	*follow_out = !follow || !strcmp(follow, "true");
+	return 0;
+}
+
+/* The stream of the events under dir_fd/id (sb: their sandbox, a reference taken). */
+static int events_respond(struct http_req *r, struct sandbox *sb, int dir_fd, const char *id,
+			  uint64_t from, bool follow)
+{
 	struct ev_stream *s = calloc(1, sizeof(*s));
 	if (!s) {
-		sandbox_unref(sb);
+		if (sb)
+			sandbox_unref(sb);
 		return http_error(r, 500, "INTERNAL", "out of memory");
 	}
 	s->sb = sb;
-	s->follow = !follow || !strcmp(follow, "true");
+	s->follow = follow;
 	s->next_ping = celld_now_ms() + EVENTS_PING_MS;
-	events_cursor_init(&s->cur, celld.sandboxes_fd, sb->id, (uint64_t)from);
+	events_cursor_init(&s->cur, dir_fd, id, from);
 	struct MHD_Response *resp =
 	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, ev_read, s, ev_free);
 	if (!resp) {
@@ -163,6 +178,36 @@ int api_sandbox_events(struct http_req *r)
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
 	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
 	return http_respond(r, 200, resp);
+}
+
+int api_sandbox_events(struct http_req *r)
+{
+	uint64_t from;
+	bool follow;
+	if (events_query(r, &from, &follow) < 0)
+		return 0;
+	struct sandbox *sb = api_find_sandbox(r);
+	if (!sb)
+		return 0;
+	return events_respond(r, sb, celld.sandboxes_fd, sb->id, from, follow);
+}
+
+/* ---- GET /v1/images/events[?since=N][&follow=false] ---- */
+
+int api_image_events(struct http_req *r)
+{
+	/* Every tenant's pulls are in it: the operator's, like the store's prune. A client
+	 * follows its own pull on POST /v1/images/pull. */
+	if (http_is_tcp(r))
+		return http_error(r, 403, "FORBIDDEN",
+				  "the image store's events are read on celld's Unix socket only");
+	uint64_t from;
+	bool follow;
+	if (events_query(r, &from, &follow) < 0)
+		return 0;
+	if (store_fd() < 0)
+		return http_error(r, 503, "UNAVAILABLE", "the image store is not open");
+	return events_respond(r, NULL, store_fd(), STORE_EVENTS_ID, from, follow);
 }
 
 /* ---- GET /v1/audit[?sandbox=ID][&since=TIME][&limit=N] ---- */

@@ -16,6 +16,7 @@
 #include "admission.h"
 #include "api.h"
 #include "http.h"
+#include "image_events.h"
 #include "image_commit.h"
 #include "image_import.h"
 #include "sandbox.h"
@@ -164,6 +165,10 @@ int api_image_import(struct http_req *r)
 	log_info("image %s imported: %s, %zu layers (%zu new), %llu bytes", j->res.name,
 		 j->res.digest, j->res.layers, j->res.layers_added,
 		 (unsigned long long)j->res.bytes);
+	image_event("image.imported",
+		    json_pack("{s:s, s:s, s:I, s:I, s:I}", "name", j->res.name, "digest",
+			      j->res.digest, "layers", (json_int_t)j->res.layers, "layersAdded",
+			      (json_int_t)j->res.layers_added, "bytes", (json_int_t)j->res.bytes));
 	return http_json(r, 201,
 			 json_pack("{s:s, s:s, s:I, s:I, s:I}", "name", j->res.name, "digest",
 				   j->res.digest, "layers", (json_int_t)j->res.layers,
@@ -188,6 +193,9 @@ static int commit_answer(struct http_req *r, int rc, const struct commit_result 
 		return http_internal(r, err);
 	log_info("image %s committed from %s: %s, %zu layers", res->name, res->source, res->digest,
 		 res->layers);
+	image_event("image.committed",
+		    json_pack("{s:s, s:s, s:s, s:I}", "name", res->name, "digest", res->digest,
+			      "source", res->source, "layers", (json_int_t)res->layers));
 	return http_json(r, 201,
 			 json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "name", res->name, "digest",
 				   res->digest, "layers", (json_int_t)res->layers, "bytes",

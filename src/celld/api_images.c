@@ -28,6 +28,7 @@
 #include "errors.h"
 #include "http.h"
 #include "image_pull.h"
+#include "image_events.h"
 #include "image_store.h"
 #include "registry.h"
 #include "sandbox.h"
@@ -365,6 +366,8 @@ int api_image_delete(struct http_req *r)
 		else if (rc < 0)
 			return http_internal(r, &err);
 	}
+	image_event("image.removed", json_pack("{s:s, s:b, s:I}", "name", norm, "untaggedOnly",
+					       forced, "freedBytes", (json_int_t)freed));
 	return http_json(r, 200,
 			 json_pack("{s:s, s:b, s:I}", "removed", norm, "untaggedOnly", forced,
 				   "freedBytes", (json_int_t)freed));
@@ -385,6 +388,7 @@ int api_image_prune(struct http_req *r)
 		return http_error(r, 409, "STORE_BUSY", "%s", err.msg);
 	if (rc < 0)
 		return http_internal(r, &err);
+	image_event("images.pruned", json_pack("{s:I}", "freedBytes", (json_int_t)freed));
 	return http_json(r, 200, json_pack("{s:I}", "freedBytes", (json_int_t)freed));
 }
 
@@ -423,6 +427,8 @@ int api_image_tag(struct http_req *r)
 	store_image_free(&img);
 	if (rc < 0)
 		return http_internal(r, &err);
+	image_event("image.tagged", json_pack("{s:s, s:s, s:s}", "name", norm, "source", src_norm,
+					      "digest", digest));
 	return http_json(r, 200, json_pack("{s:s, s:s}", "name", norm, "digest", digest));
 }
 

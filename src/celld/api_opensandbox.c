@@ -54,6 +54,7 @@ static const struct route routes[] = {
     {"POST", "images/pull", JSON, STREAMED, api_image_pull, NULL, NULL},
     {"POST", "images/prune", NONE, SHORT, api_image_prune, NULL, NULL},
     {"POST", "images/tag", JSON, SHORT, api_image_tag, NULL, NULL},
+    {"GET", "images/events", NONE, STREAMED, api_image_events, NULL, NULL},
     {"GET", "images/*", NONE, SHORT, api_image_get, NULL, NULL},
     {"DELETE", "images/*", NONE, SHORT, api_image_delete, NULL, NULL},
     {"POST", "skills", STREAM, STREAMED, api_skill_add, api_skill_add_begin, api_skill_add_data},

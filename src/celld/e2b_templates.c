@@ -13,6 +13,7 @@
 #include "e2b_templates.h"
 #include "fields.h"
 #include "images.h"
+#include "oci_image.h"
 
 #define POLICY_FILE	"e2b/templates.json"
 #define POLICY_MAX	(256 << 10)
@@ -58,6 +59,10 @@ static int load_root(json_t *root, struct cell_error *err)
 					  TEMPLATE_ID_MAX);
 		}
 		int r = image_resolve(json_string_value(v), rootfs, sizeof(rootfs), &ierr);
+		struct oci_ref ref;
+		/* A registry reference is pulled by the first create that names its template. */
+		if (r == -EINVAL && oci_ref_parse(json_string_value(v), &ref, &ierr) == 0)
+			continue;
 		if (r == -EINVAL) {
 			json_decref(map);
 			return field_fail(err,

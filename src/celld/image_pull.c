@@ -27,6 +27,7 @@
 #include "cell/log.h"
 #include "cell/version.h"
 #include "image_policy.h"
+#include "image_events.h"
 #include "image_pull.h"
 
 #define ERRBODY_MAX   4096	  /* bytes of an error answer kept for the message */
@@ -746,6 +747,7 @@ struct listener {
 
 struct flight {
 	char key[OCI_NAME_MAX * 2 + CELL_SHA256_HEX_LEN + 4];
+	char reference[STORE_NAME_MAX * 2]; /* normalized, as its events name it */
 	bool done;
 	int rc;
 	struct cell_error err;
@@ -830,6 +832,9 @@ static void progress(struct pull *p, const struct layer_job *j, enum image_pull_
 					 .done = done,
 					 .total = (uint64_t)j->desc->size};
 	emit(p->flight, &pp);
+	if (s == PULL_LAYER_DONE || s == PULL_LAYER_EXISTS)
+		image_event_layer(p->flight->reference, pp.digest, pp.index, pp.count,
+				  image_pull_state_name(s), pp.total);
 }
 
 struct bytes_cls {
@@ -1427,6 +1432,7 @@ int image_pull(const char *reference, const struct oci_creds *creds, image_pull_
 		return cell_err(err, ENOMEM, "pull");
 	}
 	snprintf(f->key, sizeof(f->key), "%s", key);
+	snprintf(f->reference, sizeof(f->reference), "%s", norm);
 	f->refs = 1;
 	listen_locked(f, fn, cls);
 	f->next = g.flights;
@@ -1434,11 +1440,21 @@ int image_pull(const char *reference, const struct oci_creds *creds, image_pull_
 	pthread_mutex_unlock(&g.lock);
 
 	struct cell_error e = {0};
+	image_event("pull.started", json_pack("{s:s}", "reference", norm));
 	store_hold();
 	r = pull_ref(&ref, creds, f, out, &e);
 	store_unhold();
 	if (r < 0 && !e.code)
 		cell_err_msg(&e, -r, "pulling %s", norm);
+	if (r < 0)
+		image_event("pull.failed",
+			    json_pack("{s:s, s:s}", "reference", norm, "error", e.msg));
+	else
+		image_event("pull.done", json_pack("{s:s, s:s, s:s, s:I, s:I, s:I}", "reference",
+						   norm, "name", out->name, "digest", out->digest,
+						   "layers", (json_int_t)out->layers,
+						   "layersFetched", (json_int_t)out->layers_fetched,
+						   "bytesFetched", (json_int_t)out->fetched));
 
 	pthread_mutex_lock(&g.lock);
 	f->done = true;

@@ -168,9 +168,17 @@ int store_init(const char *images_dir, struct cell_error *err)
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(fds); i++)
 		if ((*fds[i] = open_sub(st.store, names[i], err)) < 0)
 			return *fds[i];
+	/* The store's events (image_events.c) are kept like a sandbox's, in a dir of their own. */
+	if (mkdirat(st.store, STORE_EVENTS_ID, 0700) < 0 && errno != EEXIST)
+		return cell_err(err, errno, "making %s/%s", st.dir, STORE_EVENTS_ID);
 	sweep_tmp();
 	count_used();
 	return 0;
+}
+
+int store_fd(void)
+{
+	return st.store;
 }
 
 /* ---- layers ---- */

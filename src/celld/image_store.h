@@ -43,6 +43,10 @@ struct store_image {
 
 /* Make the store's dirs under <images>/.store and sweep tmp/: 0 or -errno with err. */
 int store_init(const char *images_dir, struct cell_error *err);
+/* <images>/.store, open (-1 before store_init): the parent of its events' dir, named
+ * STORE_EVENTS_ID (no sandbox's id: those have no dot). */
+int store_fd(void);
+#define STORE_EVENTS_ID ".events"
 /* The bounds of one layer. */
 const struct layer_limits *store_layer_limits(void);
 

@@ -1,4 +1,5 @@
-/* cell events (a sandbox's events, kept and live) and cell audit (celld's audit log). */
+/* cell events (a sandbox's or the image store's events, kept and live) and cell audit
+ * (celld's audit log). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -18,13 +19,18 @@ static void events_usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: cell events [-f] [--since SEQ] ID\n"
+		"       cell events --images [-f] [--since SEQ]\n"
 		"\n"
 		"Print a sandbox's events, oldest first: its state transitions, OOM kills,\n"
 		"network and seccomp denials, provisioning output. One line each: time,\n"
 		"seq, type and the rest as JSON (--json: each event's JSON).\n"
+		"With --images, the image store's instead: pulls started, each layer fetched\n"
+		"or found, pulls done or failed (a create's as well as cell image pull's),\n"
+		"images imported, committed, tagged and removed, prunes.\n"
 		"\n"
 		"Options:\n"
 		"  -f, --follow       then wait for new ones until ^C or the sandbox is deleted\n"
+		"      --images       the image store's events (celld's Unix socket only)\n"
 		"      --since SEQ    only events after this seq\n"
 		"      --json         one JSON object a line\n"
 		"      --socket PATH  celld's socket\n"
@@ -77,12 +83,13 @@ static int print_event(void *ctx, const char *data, size_t len)
 
 int cmd_events(int argc, char **argv)
 {
-	enum { OPT_SINCE = 0x2000 };
+	enum { OPT_SINCE = 0x2000, OPT_IMAGES };
 	static const struct option longopts[] = {{"follow", no_argument, NULL, 'f'},
 						 {"since", required_argument, NULL, OPT_SINCE},
+						 {"images", no_argument, NULL, OPT_IMAGES},
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
-	bool follow = false;
+	bool follow = false, images = false;
 	const char *since = NULL;
 	int c;
 	while ((c = getopt_long(argc, argv, "fh", longopts, NULL)) != -1) {
@@ -96,6 +103,10 @@ int cmd_events(int argc, char **argv)
 			follow = true;
 			continue;
 		}
+		if (c == OPT_IMAGES) {
+			images = true;
+			continue;
+		}
 		if (c == OPT_SINCE) {
 			since = optarg;
 			if (strspn(since, "0123456789") != strlen(since) || !since[0] ||
@@ -106,14 +117,18 @@ int cmd_events(int argc, char **argv)
 		}
 		return cli_error_option("events", CLI_EXIT_USAGE);
 	}
-	if (argc - optind != 1)
-		return cli_error_usage("events", CLI_EXIT_USAGE, "expected exactly one sandbox id");
-	const char *id = argv[optind];
-	if (!cli_parse_id(id))
+	if (images && argc - optind != 0)
+		return cli_error_usage("events", CLI_EXIT_USAGE, "--images takes no sandbox id");
+	if (!images && argc - optind != 1)
+		return cli_error_usage("events", CLI_EXIT_USAGE,
+				       "expected exactly one sandbox id (or --images)");
+	const char *id = images ? NULL : argv[optind];
+	if (id && !cli_parse_id(id))
 		return CLI_EXIT_FAIL;
 	_cleanup_free_ char *path = NULL;
-	if (asprintf(&path, "/v1/sandboxes/%s/events?follow=%s%s%s", id, follow ? "true" : "false",
-		     since ? "&since=" : "", since ? since : "") < 0)
+	if (asprintf(&path, "/v1/%s%s/events?follow=%s%s%s", images ? "images" : "sandboxes/",
+		     images ? "" : id, follow ? "true" : "false", since ? "&since=" : "",
+		     since ? since : "") < 0)
 		return CLI_EXIT_FAIL;
 	cli_signals_install();
 	struct cell_client_req req = {.method = "GET", .path = path, .abortable = true};

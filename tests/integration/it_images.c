@@ -1147,6 +1147,94 @@ START_TEST(store_bounds_from_the_policy)
 }
 END_TEST
 
+/* The image store's events: of a create's pull as of the API's, its layers, a failure, a
+ * tag and a removal; kept for a later reader (since=SEQ), the operator's alone. */
+static json_t *image_events(const char *since)
+{
+	char *path =
+	    h_fmt("/v1/images/events?follow=false%s%s", since ? "&since=" : "", since ? since : "");
+	struct h_resp r;
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	json_t *all = json_array();
+	for (char *line = r.body; line && *line;) {
+		char *nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		if (!strncmp(line, "data: ", 6))
+			json_array_append_new(all, json_loads(line + 6, 0, NULL));
+		line = nl ? nl + 1 : NULL;
+	}
+	h_resp_free(&r);
+	free(path);
+	return all;
+}
+
+static size_t count_type(json_t *events, const char *type, const char *key, const char *value)
+{
+	size_t i, n = 0;
+	json_t *o;
+	json_array_foreach(events, i, o) if (!strcmp(h_jstr(o, "type"), type) &&
+					     (!key || !strcmp(h_jstr(o, key), value))) n++;
+	return n;
+}
+
+START_TEST(image_events_tell_what_the_store_did)
+{
+	rl_start(RL_PLAIN);
+	char *digest = rl_push_image("lab/run", "1", &run_spec);
+	pull_setup(NULL);
+	char *ref = h_fmt("%s/lab/run:1", rl_host());
+	struct h_resp r;
+	ck_assert_int_eq(create_on(NULL, ref, false, NULL, &r), 202);
+	char *id = strdup(h_jstr(r.json, "id"));
+	h_resp_free(&r);
+	json_t *ev = image_events(NULL);
+	ck_assert_int_eq(count_type(ev, "pull.started", "reference", ref), 1);
+	ck_assert_int_eq(count_type(ev, "pull.layer", "state", "done"), 3);
+	ck_assert_int_eq(count_type(ev, "pull.done", "digest", digest), 1);
+	size_t i;
+	json_t *o;
+	json_array_foreach(ev, i, o) if (!strcmp(h_jstr(o, "type"), "pull.done"))
+	    ck_assert_int_eq(h_jint(o, "layersFetched"), 3);
+	json_int_t last = h_jint(json_array_get(ev, json_array_size(ev) - 1), "seq");
+	json_decref(ev);
+
+	/* The next: a failed pull, a tag and a removal (only the tag: a sandbox uses the
+	 * image), read from where the last left off. */
+	char *missing = h_fmt("%s/lab/nothing:1", rl_host());
+	free(pull_fails(missing, NULL, NULL, NULL, NULL));
+	char *tag_body = h_fmt("{\"source\": \"%s\", \"name\": \"lab/ev:2\"}", ref);
+	ck_assert_int_eq(h_http("POST", "/v1/images/tag", tag_body, NULL), 200);
+	ck_assert_int_eq(h_http("DELETE", "/v1/images/docker.io/lab/ev:2?force=true", NULL, NULL),
+			 200);
+	char since[32];
+	snprintf(since, sizeof(since), "%lld", (long long)last);
+	ev = image_events(since);
+	ck_assert_int_eq(count_type(ev, "pull.started", NULL, NULL), 1);
+	ck_assert_int_eq(count_type(ev, "pull.failed", "reference", missing), 1);
+	ck_assert_int_eq(count_type(ev, "image.tagged", "name", "docker.io/lab/ev:2"), 1);
+	ck_assert_int_eq(count_type(ev, "image.removed", "name", "docker.io/lab/ev:2"), 1);
+	ck_assert_int_eq(count_type(ev, "pull.done", NULL, NULL), 0);
+	ck_assert_int_eq(h_jint(json_array_get(ev, 0), "seq"), last + 1);
+	json_decref(ev);
+
+	/* The CLI's reading; a TCP client's is refused (every tenant's pulls are in it). */
+	char *out = cli_ok((const char *const[]){"events", "--images", "--since", since, NULL});
+	ck_assert_msg(strstr(out, "pull.failed") && strstr(out, "image.removed"), "%s", out);
+	free(out);
+	struct h_req q = {.method = "GET", .path = "/v1/images/events?follow=false", .via = H_TCP};
+	ck_assert_int_eq(h_request(&q, &r), 403);
+	h_resp_free(&r);
+	ck_assert_int_eq(h_delete(id), 204);
+	free(tag_body);
+	free(missing);
+	free(id);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
 static Suite *images_suite(void)
 {
 	Suite *s = suite_create("images");
@@ -1179,6 +1267,8 @@ static Suite *images_suite(void)
 		       private_image_kept_to_its_key);
 	tcase_add_test(h_tcase(s, "store_bounds_from_the_policy", 240),
 		       store_bounds_from_the_policy);
+	tcase_add_test(h_tcase(s, "image_events_tell_what_the_store_did", 240),
+		       image_events_tell_what_the_store_did);
 	return s;
 }
 
