@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cell/codec.h"
@@ -732,16 +734,23 @@ struct fake {
 	atomic_bool stop;
 };
 
-static void fake_write(int fd, const void *p, size_t n)
+/* All of p onto fd; false when the peer went away. */
+static bool write_all(int fd, const void *p, size_t n)
 {
 	const char *b = p;
 	while (n) {
 		ssize_t w = write(fd, b, n);
 		if (w <= 0)
-			return;
+			return false;
 		b += w;
 		n -= (size_t)w;
 	}
+	return true;
+}
+
+static void fake_write(int fd, const void *p, size_t n)
+{
+	(void)write_all(fd, p, n);
 }
 
 static void *fake_conn(void *arg)
@@ -822,16 +831,23 @@ static void *fake_accept(void *arg)
 	}
 }
 
+/* A socket listening on 127.0.0.1 at a free port: its fd, *port filled. */
+static int listen_loopback(int *port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	socklen_t al = sizeof(a);
+	getsockname(fd, (struct sockaddr *)&a, &al);
+	*port = ntohs(a.sin_port);
+	ck_assert_int_eq(listen(fd, 64), 0);
+	return fd;
+}
+
 static struct fake *fake_start(void)
 {
 	struct fake *f = calloc(1, sizeof(*f));
-	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
-	ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-	socklen_t al = sizeof(a);
-	getsockname(f->lfd, (struct sockaddr *)&a, &al);
-	f->port = ntohs(a.sin_port);
-	ck_assert_int_eq(listen(f->lfd, 64), 0);
+	f->lfd = listen_loopback(&f->port);
 	pthread_t t;
 	pthread_create(&t, NULL, fake_accept, f);
 	pthread_detach(t);
@@ -1235,6 +1251,201 @@ START_TEST(image_events_tell_what_the_store_did)
 }
 END_TEST
 
+/* ---- a pull cut by a celld killed mid-blob ---- */
+
+/* A TCP proxy to the lab registry that passes at most hold_at bytes of any one answer and
+ * then holds the rest until released: a big blob's download stops mid-way, where the test
+ * wants it, however fast the machine. */
+struct holdproxy {
+	int lfd, port, upstream;
+	uint64_t hold_at;
+	atomic_bool released, holding;
+};
+
+struct hp_conn {
+	struct holdproxy *hp;
+	int cfd;
+};
+
+static void *hp_conn_serve(void *arg)
+{
+	struct hp_conn *c = arg;
+	struct holdproxy *hp = c->hp;
+	int u = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(0x7f000001),
+				.sin_port = htons((uint16_t)hp->upstream)};
+	uint64_t down = 0;
+	enum { BUF = 1 << 16 };
+	char *buf = malloc(BUF);
+	if (u >= 0 && buf && connect(u, (struct sockaddr *)&a, sizeof(a)) == 0) {
+		for (;;) {
+			bool held = !atomic_load(&hp->released) && down >= hp->hold_at;
+			if (held)
+				atomic_store(&hp->holding, true);
+			struct pollfd pf[2] = {{.fd = c->cfd, .events = POLLIN},
+					       {.fd = held ? -1 : u, .events = POLLIN}};
+			if (poll(pf, 2, held ? 50 : -1) < 0)
+				break;
+			if (pf[0].revents) {
+				ssize_t n = read(c->cfd, buf, BUF);
+				if (n <= 0 || !write_all(u, buf, (size_t)n))
+					break;
+			}
+			if (pf[1].revents) {
+				size_t want = BUF;
+				if (!atomic_load(&hp->released) && hp->hold_at - down < want)
+					want = (size_t)(hp->hold_at - down);
+				ssize_t n = read(u, buf, want);
+				if (n <= 0 || !write_all(c->cfd, buf, (size_t)n))
+					break;
+				down += (uint64_t)n;
+			}
+		}
+	}
+	if (u >= 0)
+		close(u);
+	close(c->cfd);
+	free(buf);
+	free(c);
+	return NULL;
+}
+
+static void *hp_accept(void *arg)
+{
+	struct holdproxy *hp = arg;
+	for (;;) {
+		int cfd = accept4(hp->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (cfd < 0)
+			return NULL;
+		struct hp_conn *c = malloc(sizeof(*c));
+		*c = (struct hp_conn){hp, cfd};
+		pthread_t t;
+		pthread_create(&t, NULL, hp_conn_serve, c);
+		pthread_detach(t);
+	}
+}
+
+static struct holdproxy *holdproxy_start(uint64_t hold_at)
+{
+	struct holdproxy *hp = calloc(1, sizeof(*hp));
+	hp->hold_at = hold_at;
+	hp->upstream = atoi(strrchr(rl_host(), ':') + 1);
+	hp->lfd = listen_loopback(&hp->port);
+	pthread_t t;
+	pthread_create(&t, NULL, hp_accept, hp);
+	pthread_detach(t);
+	return hp;
+}
+
+static long long file_size(const char *path)
+{
+	struct stat s;
+	return stat(path, &s) == 0 ? (long long)s.st_size : -1;
+}
+
+/* Every layer of the store is whole: its record written (a layer arrives by one rename of
+ * a dir that has it), nothing left in tmp/. */
+static void store_whole(void)
+{
+	char *tmp = store_path("tmp"), *layers = store_path("layers");
+	ck_assert_int_eq(count_dir(tmp), 0);
+	DIR *d = opendir(layers);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		char *rec = h_fmt("%s/%s/layer.json", layers, de->d_name);
+		ck_assert_msg(access(rec, F_OK) == 0, "layer %s has no record", de->d_name);
+		free(rec);
+	}
+	if (d)
+		closedir(d);
+	free(tmp);
+	free(layers);
+}
+
+/* A pull whose celld is killed (SIGKILL) with a big blob half in partial/: the restarted
+ * celld lists nothing of it, and the next pull resumes the blob with a Range (fetching
+ * fewer bytes than it has) into an image whole in every layer. */
+START_TEST(pull_survives_a_celld_restart)
+{
+	rl_start(RL_PLAIN);
+	struct rl_image_spec spec = multi;
+	spec.big_layer = 48u << 20;
+	char *digest = rl_push_image("lab/big", "1", &spec);
+	char *want_sha = strdup(rl_big_sha256());
+	json_t *m = lab_manifest("lab/big", "1");
+	json_t *layers = json_object_get(m, "layers");
+	ck_assert_msg(json_array_size(layers) == 4, "%s", json_dumps(m, 0));
+	const char *blob = h_jstr(json_array_get(layers, 3), "digest");
+	long long size = h_jint(json_array_get(layers, 3), "size"), others = layers_size(m, 0, 3);
+	ck_assert_int_gt(size, 40ll << 20);
+	struct holdproxy *hp = holdproxy_start(8u << 20);
+	char *c = h_fmt("[[registry]]\nlocation = \"127.0.0.1:%d\"\ninsecure = true\n", hp->port);
+	pull_setup(c);
+	char *ref = h_fmt("127.0.0.1:%d/lab/big:1", hp->port);
+	char *rel = h_fmt("partial/%s", blob + 7);
+	char *part = store_path(rel);
+
+	/* The first pull, by a client that dies with its celld. */
+	char *cell = h_fmt("%s/cell", H.bin), *log = h_fmt("%s/pull-1.log", H.dir);
+	char *const argv[] = {cell, "--socket", H.socket, "image", "pull", ref, NULL};
+	pid_t client = h_spawn_log(argv, log);
+	for (int i = 0; i < 2400 && !(atomic_load(&hp->holding) && file_size(part) > 0); i++)
+		usleep(50000);
+	ck_assert_msg(atomic_load(&hp->holding) && file_size(part) > 0,
+		      "the big blob never reached partial/\n%s", h_celld_log_tail());
+	h_celld_kill();
+	waitpid(client, NULL, 0);
+	long long have = file_size(part);
+	ck_assert_msg(have > 0 && have < size, "partial %lld of %lld", have, size);
+
+	/* Restarted: the image is not listed, no half layer anywhere, the blob kept. */
+	h_celld_start();
+	ck_assert_ptr_null(listed(ref));
+	store_whole();
+	ck_assert_int_eq(file_size(part), have);
+
+	/* Pulled again: the blob resumed where it stopped. */
+	atomic_store(&hp->released, true);
+	json_t *done = pull_ok(ref, NULL, NULL);
+	ck_assert_str_eq(h_jstr(done, "digest"), digest);
+	long long fetched = h_jint(done, "fetchedBytes");
+	ck_assert_msg(fetched >= size - have && fetched <= size - have + others && fetched < size,
+		      "fetched %lld: the blob is %lld, %lld of it was kept", fetched, size, have);
+	char *resumed = h_fmt("resuming blob %s at %lld", blob, have);
+	ck_assert_msg(strstr(h_celld_log_tail(), resumed), "no '%s' in\n%s", resumed,
+		      h_celld_log_tail());
+	ck_assert_int_eq(file_size(part), -1);
+	store_whole();
+	json_decref(done);
+
+	/* Whole: a file of each layer, the big one by its digest. */
+	char *id = h_create(ref, NULL);
+	char *out =
+	    h_trim(h_sh(id, "sha256sum " RL_BIG_FILE " | cut -d' ' -f1; cat " RL_ADDED
+			    "; ls " RL_OPAQUE_DIR "; ls " RL_REMOVED " 2>&1 | grep -c 'No such'"));
+	char *want = h_fmt("%s\nadded by the second layer\nnew\n1", want_sha);
+	ck_assert_str_eq(out, want);
+	ck_assert_int_eq(h_delete(id), 204);
+	free(want);
+	free(out);
+	free(id);
+	free(resumed);
+	free(cell);
+	free(log);
+	free(part);
+	free(rel);
+	free(ref);
+	free(c);
+	json_decref(m);
+	free(want_sha);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
 static Suite *images_suite(void)
 {
 	Suite *s = suite_create("images");
@@ -1269,6 +1480,8 @@ static Suite *images_suite(void)
 		       store_bounds_from_the_policy);
 	tcase_add_test(h_tcase(s, "image_events_tell_what_the_store_did", 240),
 		       image_events_tell_what_the_store_did);
+	tcase_add_test(h_tcase(s, "pull_survives_a_celld_restart", 300),
+		       pull_survives_a_celld_restart);
 	return s;
 }
 

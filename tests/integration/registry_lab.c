@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/x509.h>
 #include <poll.h>
 #include <pthread.h>
@@ -45,7 +46,8 @@ static struct lab {
 	int token_fd, stop[2];
 	pthread_t token_thread;
 	EVP_PKEY *token_key;
-	char *token_x5c; /* base64 DER of its certificate */
+	char *token_x5c;			  /* base64 DER of its certificate */
+	char big_sha256[CELL_SHA256_HEX_LEN + 1]; /* of the last big layer's file */
 } lab = {.token_fd = -1, .stop = {-1, -1}};
 
 /* ---- small helpers ---- */
@@ -1009,6 +1011,63 @@ static void add_opaque_layer(const char *image, const char *work, unsigned build
 	free(mtime);
 }
 
+/* path made and filled with n random bytes; their sha256 kept for rl_big_sha256. */
+static void random_file(const char *path, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ck_assert_int_ge(fd, 0);
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	ck_assert(ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1);
+	static unsigned char buf[1 << 16];
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		ck_assert_int_eq(RAND_bytes(buf, (int)k), 1);
+		ck_assert_int_eq(write(fd, buf, k), (ssize_t)k);
+		ck_assert_int_eq(EVP_DigestUpdate(ctx, buf, k), 1);
+		done += k;
+	}
+	ck_assert_int_eq(close(fd), 0);
+	unsigned char md[32];
+	unsigned mdlen = 0;
+	ck_assert_int_eq(EVP_DigestFinal_ex(ctx, md, &mdlen), 1);
+	EVP_MD_CTX_free(ctx);
+	for (unsigned i = 0; i < mdlen; i++)
+		snprintf(lab.big_sha256 + 2 * i, 3, "%02x", md[i]);
+}
+
+const char *rl_big_sha256(void)
+{
+	return lab.big_sha256;
+}
+
+/* One more layer on top: RL_BIG_FILE of size random bytes. Added raw: a repack would start
+ * again from the bundle's image and drop a raw layer below it. */
+static void add_big_layer(const char *image, const char *work, size_t size)
+{
+	char *stage = h_fmt("%s/big", work), *opt = h_fmt("%s/opt", stage),
+	     *dir = h_fmt("%s/opt/big", stage), *file = h_fmt("%s%s", stage, RL_BIG_FILE);
+	ck_assert_int_eq(mkdir(stage, 0755), 0);
+	ck_assert_int_eq(mkdir(opt, 0755), 0);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	random_file(file, size);
+	char *tar = h_fmt("%s/big.tar", work);
+	char *const mk[] = {"/usr/bin/tar", "--numeric-owner",
+			    "--owner=0",    "--group=0",
+			    "-C",	    stage,
+			    "-cf",	    tar,
+			    "opt",	    NULL};
+	lab_run(mk, 120);
+	char *const add[] = {"/usr/bin/umoci", "raw", "add-layer", "--image",
+			     (char *)image,    tar,   NULL};
+	lab_run(add, 120);
+	ck_assert_int_eq(unlink(tar), 0);
+	free(stage);
+	free(opt);
+	free(dir);
+	free(file);
+	free(tar);
+}
+
 static void add_opt(char **argv, int *n, char **owned, int *n_owned, const char *flag,
 		    const char *value)
 {
@@ -1079,6 +1138,8 @@ static char *build_layout(const struct rl_image_spec *spec, const char *arch, ch
 		free(added);
 		add_opaque_layer(image, work, build);
 	}
+	if (spec->big_layer)
+		add_big_layer(image, work, spec->big_layer);
 	add_config(image, spec, arch);
 	free(bundle);
 	free(root);

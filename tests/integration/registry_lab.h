@@ -41,14 +41,16 @@
 
 enum rl_mode { RL_PLAIN, RL_TLS, RL_BASIC, RL_TOKEN };
 
-#define RL_USER		   "lab-user"
-#define RL_PASS		   "lab-pass-7d1f"
-#define RL_SERVICE	   "cell-lab-registry"
-#define RL_ISSUER	   "cell-lab-issuer"
-#define RL_REMOVED	   "/etc/cell-lab/removed"
-#define RL_ADDED	   "/etc/cell-lab/added"
-#define RL_ADDED_TEXT	   "added by the second layer\n"
-#define RL_OPAQUE_DIR	   "/opt/lab"
+#define RL_USER	      "lab-user"
+#define RL_PASS	      "lab-pass-7d1f"
+#define RL_SERVICE    "cell-lab-registry"
+#define RL_ISSUER     "cell-lab-issuer"
+#define RL_REMOVED    "/etc/cell-lab/removed"
+#define RL_ADDED      "/etc/cell-lab/added"
+#define RL_ADDED_TEXT "added by the second layer\n"
+#define RL_OPAQUE_DIR "/opt/lab"
+/* The file of an image's big layer (spec.big_layer): random bytes, its layer on top. */
+#define RL_BIG_FILE	   "/opt/big/random"
 #define RL_OPAQUE_OLD	   RL_OPAQUE_DIR "/old"
 #define RL_OPAQUE_NEW	   RL_OPAQUE_DIR "/new"
 #define RL_SANDBOX_UID	   1000
@@ -67,6 +69,9 @@ struct rl_image_spec {
 	/* NULL-terminated GOARCH names: an image each, pushed as <tag>-<arch>, and at tag an
 	 * index (a Docker manifest list with docker_format) naming them */
 	const char *const *archs;
+	/* > 0: one more layer on top, RL_BIG_FILE of this many random bytes (they do not
+	 * compress: the blob is about as big); rl_big_sha256 says what they hash to. */
+	size_t big_layer;
 };
 
 void rl_start(enum rl_mode mode);
@@ -94,6 +99,8 @@ const char *rl_cert_dir(void);	/* a dir holding the CA as ca.crt (RL_TLS), else 
 const char *rl_token_url(void); /* the token server's realm (RL_TOKEN), else NULL */
 /* The last few KiB of the registry's log (static buffer), for failure messages. */
 const char *rl_log_tail(void);
+/* The sha256 (hex) of the last big layer's RL_BIG_FILE built, "" before any. */
+const char *rl_big_sha256(void);
 
 /* An HTTP request to the registry through libcurl, as a client with the lab's credentials
  * would send it: RL_BASIC with basic auth, RL_TOKEN with a bearer token fetched for the
