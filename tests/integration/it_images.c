@@ -1251,6 +1251,115 @@ START_TEST(image_events_tell_what_the_store_did)
 }
 END_TEST
 
+/* ---- images unlike cell's own ---- */
+
+/* All of an exec's answer as text: its error event or its non-200 body (malloc'd). */
+static char *exec_failure(const struct h_exec *ex)
+{
+	char *e = ex->error ? json_dumps(ex->error, 0) : NULL;
+	char *b = ex->body ? json_dumps(ex->body, 0) : NULL;
+	char *all =
+	    h_fmt("%ld %s %s %s", ex->status, e ? e : "", b ? b : "", ex->err ? ex->err : "");
+	free(e);
+	free(b);
+	return all;
+}
+
+static const char *const bb_sleep[] = {"/bin/busybox", "sleep", "3600", NULL};
+
+/* An Ubuntu-like image: its user (not root), its home, no sudo; a command's uid still wins. */
+START_TEST(an_ubuntu_like_image_runs_as_its_user)
+{
+	rl_start(RL_PLAIN);
+	struct rl_image_spec spec = {.flavour = RL_UBUNTU_LIKE,
+				     .user = "ubuntu",
+				     .workdir = "/home/ubuntu",
+				     .cmd = bb_sleep};
+	char *digest = rl_push_image("lab/ubuntu", "24.04", &spec);
+	pull_setup(NULL);
+	char *ref = h_fmt("%s/lab/ubuntu:24.04", rl_host());
+	struct h_resp r;
+	long st = create_on(NULL, ref, false, NULL, &r);
+	ck_assert_msg(st == 202, "create on %s: %ld %s\n%s", ref, st, r.body, h_celld_log_tail());
+	char *id = strdup(h_jstr(r.json, "id"));
+	h_resp_free(&r);
+	char *out = h_trim(h_sh(id, ". /etc/os-release; echo $ID $VERSION_ID; id -un; id -u; pwd; "
+				    "command -v sudo || echo no sudo; touch /etc/x 2>&1 | "
+				    "grep -c 'Permission denied'"));
+	char *want = h_fmt("ubuntu 24.04\nubuntu\n%d\n/home/ubuntu\nno sudo\n1", RL_UBUNTU_UID);
+	ck_assert_str_eq(out, want);
+	struct h_exec ex;
+	struct h_exec_opts o = {.as_user = true, .uid = 0, .gid = 0};
+	ck_assert_int_eq(h_exec(id, "id -u; touch /etc/x && echo written", &o, &ex), 0);
+	ck_assert_str_eq(ex.out, "0\nwritten\n");
+	h_exec_free(&ex);
+	ck_assert_int_eq(h_delete(id), 204);
+	free(want);
+	free(out);
+	free(id);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
+/* A distroless image (no /bin/sh, no /etc/passwd): argv runs; a shell command and a user
+ * name get errors that say why. */
+START_TEST(a_distroless_image_runs_argv)
+{
+	rl_start(RL_PLAIN);
+	struct rl_image_spec bare = {.flavour = RL_DISTROLESS, .cmd = bb_sleep};
+	struct rl_image_spec named = {.flavour = RL_DISTROLESS, .cmd = bb_sleep, .user = "app"};
+	char *d1 = rl_push_image("lab/bare", "1", &bare);
+	char *d2 = rl_push_image("lab/bare", "named", &named);
+	pull_setup(NULL);
+	char *ref = h_fmt("%s/lab/bare:1", rl_host());
+	struct h_resp r;
+	long st = create_on(NULL, ref, false, NULL, &r);
+	ck_assert_msg(st == 202, "create on %s: %ld %s\n%s", ref, st, r.body, h_celld_log_tail());
+	char *id = strdup(h_jstr(r.json, "id"));
+	h_resp_free(&r);
+	static const char *const echo[] = {"/bin/busybox", "echo", "argv runs", NULL};
+	struct h_exec ex;
+	struct h_exec_opts o = {.argv = echo};
+	ck_assert_int_eq(h_exec(id, NULL, &o, &ex), 0);
+	ck_assert_str_eq(ex.out, "argv runs\n");
+	h_exec_free(&ex);
+	h_exec(id, "echo hi", NULL, &ex);
+	char *why = exec_failure(&ex);
+	ck_assert_msg(!ex.complete || ex.exit_code != 0, "a shell command ran: %s", why);
+	ck_assert_msg(strstr(why, "no /bin/sh"), "%s", why);
+	free(why);
+	h_exec_free(&ex);
+	ck_assert_int_eq(h_delete(id), 204);
+	free(id);
+
+	/* Its user a name the image cannot look up: the create's entrypoint or the command
+	 * says so. */
+	char *ref2 = h_fmt("%s/lab/bare:named", rl_host());
+	st = create_on(NULL, ref2, false, NULL, &r);
+	if (st == 202) {
+		id = strdup(h_jstr(r.json, "id"));
+		h_exec(id, NULL, &o, &ex);
+		why = exec_failure(&ex);
+		ck_assert_msg(strstr(why, "'app' is not in the sandbox's /etc/passwd"), "%s", why);
+		free(why);
+		h_exec_free(&ex);
+		ck_assert_int_eq(h_delete(id), 204);
+		free(id);
+	} else {
+		ck_assert_msg(strstr(r.body, "'app' is not in the sandbox's /etc/passwd"), "%ld %s",
+			      st, r.body);
+	}
+	h_resp_free(&r);
+	free(ref2);
+	free(ref);
+	free(d1);
+	free(d2);
+	rl_stop();
+}
+END_TEST
+
 /* ---- a pull cut by a celld killed mid-blob ---- */
 
 /* A TCP proxy to the lab registry that passes at most hold_at bytes of any one answer and
@@ -1482,6 +1591,10 @@ static Suite *images_suite(void)
 		       image_events_tell_what_the_store_did);
 	tcase_add_test(h_tcase(s, "pull_survives_a_celld_restart", 300),
 		       pull_survives_a_celld_restart);
+	tcase_add_test(h_tcase(s, "an_ubuntu_like_image_runs_as_its_user", 240),
+		       an_ubuntu_like_image_runs_as_its_user);
+	tcase_add_test(h_tcase(s, "a_distroless_image_runs_argv", 240),
+		       a_distroless_image_runs_argv);
 	return s;
 }
 

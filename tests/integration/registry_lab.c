@@ -966,6 +966,37 @@ static void fill_rootfs(const char *root, unsigned build)
 	free(ep);
 }
 
+/* The flavour's changes to a filled rootfs. */
+static void flavour_rootfs(const char *root, enum rl_flavour flavour)
+{
+	if (flavour == RL_UBUNTU_LIKE) {
+		static const char *const files[][2] = {
+		    {"etc/os-release", "PRETTY_NAME=\"Ubuntu 24.04 LTS\"\nNAME=\"Ubuntu\"\n"
+				       "VERSION_ID=\"24.04\"\nID=ubuntu\nID_LIKE=debian\n"},
+		    {"etc/passwd", "root:x:0:0:root:/root:/bin/sh\n"
+				   "sandbox:x:1000:1000:sandbox:/home/sandbox:/bin/sh\n"
+				   "ubuntu:x:1001:1001:Ubuntu:/home/ubuntu:/bin/sh\n"},
+		    {"etc/group", "root:x:0:\nsandbox:x:1000:\nubuntu:x:1001:\n"}};
+		for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+			char *p = h_fmt("%s/%s", root, files[i][0]);
+			h_write_file(p, files[i][1], 0644);
+			free(p);
+		}
+		char *home = h_fmt("%s/home/ubuntu", root);
+		ck_assert_int_eq(mkdir(home, 0750), 0);
+		ck_assert_int_eq(chown(home, RL_UBUNTU_UID, RL_UBUNTU_UID), 0);
+		free(home);
+	}
+	if (flavour == RL_DISTROLESS) {
+		static const char *const gone[] = {"bin/sh", "etc/passwd", "etc/group"};
+		for (size_t i = 0; i < sizeof(gone) / sizeof(gone[0]); i++) {
+			char *p = h_fmt("%s/%s", root, gone[i]);
+			ck_assert_msg(unlink(p) == 0, "unlink %s: %s", p, strerror(errno));
+			free(p);
+		}
+	}
+}
+
 /* An mtime of this build's own, so that layers 2 and 3 are blobs of their own too (a push
  * must never find them in the registry already, or skopeo reuses them as they are). */
 static time_t build_mtime(unsigned build)
@@ -1124,6 +1155,7 @@ static char *build_layout(const struct rl_image_spec *spec, const char *arch, ch
 	lab_run(unpack, 60);
 	char *root = h_fmt("%s/rootfs", bundle);
 	fill_rootfs(root, build);
+	flavour_rootfs(root, spec->flavour);
 	char *const repack[] = {"/usr/bin/umoci", "repack", "--refresh-bundle", "--image", image,
 				bundle,		  NULL};
 	lab_run(repack, 120);

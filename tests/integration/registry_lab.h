@@ -57,7 +57,17 @@ enum rl_mode { RL_PLAIN, RL_TLS, RL_BASIC, RL_TOKEN };
 #define RL_SANDBOX_HOME	   "/home/sandbox"
 #define RL_ENTRYPOINT_PATH RL_SANDBOX_HOME "/entrypoint.sh"
 
+/* What the base layer is besides busybox and the lab's files. */
+enum rl_flavour {
+	RL_BUSYBOX,	/* /bin/sh and the applets, passwd with root and sandbox */
+	RL_UBUNTU_LIKE, /* and /etc/os-release of Ubuntu 24.04, user ubuntu (RL_UBUNTU_UID,
+			 * its home /home/ubuntu), no sudo */
+	RL_DISTROLESS,	/* /bin/busybox alone: no /bin/sh, no passwd, no group */
+};
+#define RL_UBUNTU_UID 1001
+
 struct rl_image_spec {
+	enum rl_flavour flavour;
 	bool multi_layer;	/* layers 2 and 3 above */
 	bool docker_format;	/* Docker v2 schema 2 (skopeo --format v2s2), else OCI */
 	bool zstd;		/* zstd layers (OCI only) */
