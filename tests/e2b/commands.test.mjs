@@ -277,7 +277,8 @@ describe("E2B commands", { skip }, () => {
 			body: tenv,
 		}).then(async (res) => Buffer.from(await res.arrayBuffer()).toString());
 		let entry;
-		for (let i = 0; i < 100 && !entry; i++, await sleep(50))
+		// Up to 30 s: a loaded two-core machine may take seconds to start it.
+		for (let i = 0; i < 600 && !entry; i++, await sleep(50))
 			entry = (await unary("List", {})).body.processes.find((p) => p.tag === "my-tag");
 		assert.ok(entry, "the tagged process is listed");
 		assert.deepEqual(entry.config, { cmd: "sleep", args: ["30"], envs: {}, cwd: "" });
