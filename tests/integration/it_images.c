@@ -1017,6 +1017,74 @@ START_TEST(cli_pull_ls_inspect_tag_rm_prune)
 }
 END_TEST
 
+/* How often text holds needle. */
+static int count_in(const char *text, const char *needle)
+{
+	int n = 0;
+	for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* Finished pulls of name in celld's log (image_pull.c: "pull: NAME is DIGEST (...)") and
+ * the registry's answers to a GET of its manifest (its access log). */
+static void pulls_seen(const char *name, const char *manifest, int *logged, int *asked)
+{
+	char *log = h_read_file(H.log), *needle = h_fmt("pull: %s is ", name);
+	*logged = count_in(log, needle);
+	free(log);
+	free(needle);
+	char *rlog_path = h_fmt("%s/registry.log", rl_dir());
+	char *rlog = h_read_file(rlog_path);
+	needle = h_fmt("\"GET %s ", manifest);
+	*asked = count_in(rlog, needle);
+	free(rlog);
+	free(rlog_path);
+	free(needle);
+}
+
+/* cell run --rm of a registry image: pulled into a cold store, then run warm without a
+ * pull; the command's output and exit status passed through; nothing left behind. */
+START_TEST(cli_run_pulls_cold_then_warm)
+{
+	rl_start(RL_PLAIN);
+	char *digest = rl_push_image("lab/x", "1", &multi);
+	pull_setup(NULL);
+	char *ref = h_fmt("%s/lab/x:1", rl_host());
+	ck_assert_ptr_null(listed(ref));
+	int logged, asked;
+	struct h_proc p;
+	h_cell(&p, "run", "--rm", "--image", ref, "--", "cat", RL_ADDED, NULL);
+	ck_assert_msg(p.status == 0 && !strcmp(p.out, RL_ADDED_TEXT), "cold run: %d '%s' %s\n%s",
+		      p.status, p.out, p.err, h_celld_log_tail());
+	h_proc_free(&p);
+	pulls_seen(ref, "/v2/lab/x/manifests/1", &logged, &asked);
+	ck_assert_msg(logged == 1 && asked == 1, "cold: %d pulls logged, %d manifest GETs", logged,
+		      asked);
+	json_t *img = listed(ref);
+	ck_assert_ptr_nonnull(img);
+	ck_assert_str_eq(h_jstr(img, "digest"), digest);
+	json_decref(img);
+	/* Warm: the store has it; the exit status is the command's. */
+	h_cell(&p, "run", "--rm", "--image", ref, "--", "sh", "-c", "cat " RL_ADDED "; exit 7",
+	       NULL);
+	ck_assert_msg(p.status == 7 && !strcmp(p.out, RL_ADDED_TEXT), "warm run: %d '%s' %s",
+		      p.status, p.out, p.err);
+	h_proc_free(&p);
+	pulls_seen(ref, "/v2/lab/x/manifests/1", &logged, &asked);
+	ck_assert_msg(logged == 1 && asked == 1, "warm: %d pulls logged, %d manifest GETs", logged,
+		      asked);
+	/* --rm left nothing: no sandbox listed, none on disk. */
+	ck_assert_int_eq(h_sandbox_count(), 0);
+	char *sbdir = h_fmt("%s/sandboxes", H.state);
+	ck_assert_msg(count_dir(sbdir) <= 0, "%s holds %d entries", sbdir, count_dir(sbdir));
+	free(sbdir);
+	free(ref);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
 /* ---- sandboxes on pulled images ---- */
 
 static const char *const run_env[] = {"LAB=1", "PATH=/usr/local/bin:/usr/bin:/bin", NULL};
@@ -1581,6 +1649,8 @@ static Suite *images_suite(void)
 		       registries_that_lie_or_stall);
 	tcase_add_test(h_tcase(s, "cli_pull_ls_inspect_tag_rm_prune", 300),
 		       cli_pull_ls_inspect_tag_rm_prune);
+	tcase_add_test(h_tcase(s, "cli_run_pulls_cold_then_warm", 240),
+		       cli_run_pulls_cold_then_warm);
 	tcase_add_test(h_tcase(s, "create_pulls_and_honours_the_config", 240),
 		       create_pulls_and_honours_the_config);
 	tcase_add_test(h_tcase(s, "private_image_kept_to_its_key", 240),

@@ -322,7 +322,8 @@ export const skip = !IS_ROOT ? "needs root (celld creates namespaces and cgroups
 // Called inside a test file's describe (through its suite's useCelld): a private celld for
 // its cases, everything it made deleted in the end, even when a case fails.
 //   opts.netns: celld in a private network namespace (see startBridge);
-//   opts.celldArgs: more celld arguments;
+//   opts.celldArgs: more celld arguments (or a function returning them, called when the
+//   file's cases start: after an earlier before hook, such as a registry lab's, has run);
 //   opts.e2b: a second listener speaking E2B's API (--e2b-listen), on h.e2bPort;
 //   opts.images(): the images dir to hand to celld (default: prepareImages, busybox);
 //   opts.started(): called once celld answers;
@@ -332,7 +333,7 @@ export function useCelld(opts = {}) {
 	h.cleanup = opts.cleanup || (async () => {});
 	before(async () => {
 		h.netns = !!opts.netns;
-		h.celldArgs = opts.celldArgs || [];
+		h.celldArgs = (typeof opts.celldArgs === "function" ? opts.celldArgs() : opts.celldArgs) || [];
 		for (const bin of [CELLD, CELL_INIT])
 			assert.ok(fs.existsSync(bin), `${bin} missing: run make all (or set CELL_BUILD)`);
 		h.tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cell-sdk-"));
