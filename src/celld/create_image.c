@@ -129,7 +129,7 @@ static int pull(struct create_spec *spec, struct cell_error *err)
 	int r = image_pull(spec->image, own ? &creds : NULL, NULL, NULL, &res, err);
 	explicit_bzero(&creds, sizeof(creds));
 	if (r < 0) {
-		cell_err_wrap(err, "image.uri '%.200s': pulling it: ", spec->image);
+		cell_err_wrap(err, "image '%.200s': pulling it: ", spec->image);
 		/* An image that cannot be had is the create's image not found (400), whatever
 		 * the registry said (the message says it); the host's own limits stay theirs. */
 		if (r != -ENOSPC && r != -ENOMEM && r != -EMFILE && r != -ENFILE)

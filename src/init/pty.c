@@ -558,6 +558,14 @@ child(const struct pty *p, char **env, int tty, int in_r, int out_w, int err_w)
 		 * shell (PID 1 searches no path of the sandbox's). */
 		if (strchr(p->argv[0], '/')) {
 			execve(p->argv[0], p->argv, env);
+			/* E2B's SDKs run every command as /bin/bash -l -c: an image without
+			 * bash (alpine, busybox) runs it with its sh, as a terminal does, named
+			 * sh (a multi-call busybox picks its applet by that name). */
+			if (errno == ENOENT && !strcmp(p->argv[0], "/bin/bash")) {
+				p->argv[0] = (char *)"sh";
+				execve("/bin/sh", p->argv, env);
+				p->argv[0] = (char *)"/bin/bash";
+			}
 			child_die(errno == ENOENT ? 127 : 126, p->argv[0], errno);
 		}
 		execve("/bin/sh", p->sh_argv, env);

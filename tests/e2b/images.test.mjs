@@ -1,6 +1,6 @@
 // Registry images through E2B's SDK: a template id that is an image reference (of a
 // registry lab on 127.0.0.1, tests/lib/registry.mjs) is pulled on first use and the
-// sandbox runs with the image's env, files and entrypoint; a snapshot's id is found among
+// sandbox runs with the image's env, files and entrypoint, and without bash; a snapshot's id is found among
 // the caller's snapshots and never asked of a registry, although celld searches the lab
 // for short names; a reference the registry lacks is a clear "not found".
 
@@ -41,6 +41,19 @@ describe("registry images as E2B template ids", { skip: skip || labMissing() }, 
 		assert.equal(who.stdout, `sandbox\n${LAB.HOME}\n`);
 		assert.equal((await sbx.getInfo()).templateId, ref());
 		assert.equal(lab.requests(`/v2/${APP.name}/manifests/${APP.tag}`, "GET").length, 1, "pulled once");
+	});
+
+	it("an image without bash: commands and a terminal run with its sh", { timeout: STEP_MS }, async () => {
+		// The SDK asks for /bin/bash -l -c (commands) and /bin/bash -i -l (terminals).
+		const r = await sbx.commands.run("test -e /bin/bash || echo no bash; echo sum=$((2+3))");
+		assert.equal(r.exitCode, 0, r.stderr);
+		assert.equal(r.stdout, "no bash\nsum=5\n");
+		let seen = "";
+		const term = await sbx.pty.create({ cols: 80, rows: 24, user: "sandbox", onData: (d) => (seen += Buffer.from(d).toString()) });
+		await sbx.pty.sendInput(term.pid, new TextEncoder().encode("echo hi$((1+1)) $(id -un)\n"));
+		for (let i = 0; i < 200 && !/hi2 sandbox/.test(seen); i++) await sleep(50);
+		assert.match(seen, /hi2 sandbox/);
+		assert.equal(await sbx.pty.kill(term.pid), true);
 	});
 
 	it("a snapshot's id is the caller's snapshot, never asked of the registry", { timeout: STEP_MS }, async () => {

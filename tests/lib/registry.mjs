@@ -10,7 +10,7 @@
 // policy (--policy) and registries.d (--registries.d) are all the lab's.
 //
 // An image (push), bottom up:
-//   1  the root filesystem: busybox and its applets (/bin/bash a script running its ash),
+//   1  the root filesystem: busybox and its applets (no bash),
 //      /etc/passwd with root and `sandbox` (uid 1000, home /home/sandbox, owned by it, with
 //      workspace/ and entrypoint.sh)
 //   2  LAB.ADDED (LAB.ADDED_TEXT) and LAB.APP_FILE: the top layer
@@ -295,8 +295,8 @@ function fillRootfs(root, stamp) {
 		["etc/group", "root:x:0:\nsandbox:x:1000:\n", 0o644],
 		["etc/cell-lab/build", stamp, 0o644],
 		[LAB.ENTRYPOINT.slice(1), ENTRYPOINT_SH, 0o755],
-		// E2B's SDK runs every command as /bin/bash -l -c: busybox's ash stands in.
-		["bin/bash", '#!/bin/sh\nexec /bin/sh "$@"\n', 0o755],
+		// No /bin/bash: E2B's SDK runs every command as /bin/bash -l -c, and cell-init
+		// runs that with the image's sh, as on alpine or busybox images.
 	];
 	for (const [f, text, mode] of files) {
 		fs.writeFileSync(path.join(root, f), text);
