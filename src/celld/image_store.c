@@ -108,9 +108,34 @@ static DIR *open_dir(int dirfd)
 	return d;
 }
 
+/* Whether pid is a celld that may still write its entries: alive (a zombie is not) and
+ * running the program this one runs (a pid reused by anything else is not). */
+static bool celld_alive(int pid)
+{
+	char path[64], self[4096], theirs[4096];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char stat[512];
+	ssize_t n = fd >= 0 ? read(fd, stat, sizeof(stat) - 1) : -1;
+	if (n <= 0)
+		return false;
+	stat[n] = '\0';
+	const char *paren = strrchr(stat, ')'); /* the name may hold anything */
+	if (!paren || paren[1] != ' ' || paren[2] == 'Z' || paren[2] == 'X')
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/exe", pid);
+	ssize_t a = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ssize_t b = readlink(path, theirs, sizeof(theirs) - 1);
+	/* Unreadable: keep its entries rather than remove a live unpack's. */
+	if (a <= 0 || b <= 0)
+		return true;
+	return a == b && !memcmp(self, theirs, (size_t)a);
+}
+
 /* What an interrupted unpack left in tmp/ (never a layer: layers arrive by rename). Each
  * entry names the process that made it ("<kind>-<pid>-<random>"): another celld sharing
- * the images dir may be unpacking there, so only a dead process's entries go. */
+ * the images dir may be unpacking there, so only entries of a process that is no live
+ * celld go. */
 static void sweep_tmp(void)
 {
 	DIR *d = open_dir(st.tmp);
@@ -122,7 +147,7 @@ static void sweep_tmp(void)
 			continue;
 		const char *dash = strchr(e->d_name, '-');
 		int pid = dash ? atoi(dash + 1) : 0;
-		if (pid > 0 && !(kill(pid, 0) < 0 && errno == ESRCH))
+		if (pid > 0 && celld_alive(pid))
 			continue;
 		struct cell_error rerr = {0};
 		if (layer_remove_all(st.tmp, e->d_name, &rerr) < 0)

@@ -1526,7 +1526,15 @@ static long long file_size(const char *path)
 static void store_whole(void)
 {
 	char *tmp = store_path("tmp"), *layers = store_path("layers");
-	ck_assert_int_eq(count_dir(tmp), 0);
+	DIR *t = opendir(tmp);
+	for (struct dirent *de; t && (de = readdir(t));) {
+		if (de->d_name[0] != '.')
+			fprintf(stderr, "tmp/%s left; celld's log:\n%s\n", de->d_name,
+				h_celld_log_tail());
+		ck_assert_msg(de->d_name[0] == '.', "tmp/%s left", de->d_name);
+	}
+	if (t)
+		closedir(t);
 	DIR *d = opendir(layers);
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
