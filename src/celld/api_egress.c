@@ -10,7 +10,6 @@
  * is (deny, no rule: nothing leaves it), a DELETE removes nothing, and a PATCH, which would
  * have to open a network that does not exist, is refused 409 SANDBOX_NO_NETWORK. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,11 +22,6 @@
 #include "sandbox.h"
 
 #define ENFORCEMENT "dns+nft"
-
-/* A PATCH or DELETE reads the policy, changes it, and replaces it: two at once on the same
- * sandbox would lose one's change. Held around that (network.c's own locks nest inside;
- * nothing here waits on a sandbox's operation). */
-static pthread_mutex_t edit_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static json_t *status_body(const struct netpolicy *p, const char *reason)
 {
@@ -85,6 +79,31 @@ int api_egress_get(struct http_req *r)
 
 enum edit { EDIT_PATCH, EDIT_DELETE };
 
+struct edit_req {
+	enum edit what;
+	json_t *body;
+	bool no_network; /* a PATCH of a sandbox without one */
+	bool changed;	 /* the change was good: it was put in force (or failed to be) */
+};
+
+/* The request's change of the policy in force (network_policy_edit, under the lock every
+ * API's edit takes). */
+static int change(struct netpolicy *p, bool has_network, void *cls, struct cell_error *err)
+{
+	struct edit_req *q = cls;
+	if (!has_network && q->what == EDIT_PATCH) {
+		q->no_network = true;
+		return -ENOTSUP;
+	}
+	int rc = q->what == EDIT_PATCH ? netpolicy_merge(p, q->body, err)
+				       : netpolicy_remove_targets(p, q->body, err);
+	if (rc < 0)
+		return rc; /* EINVAL 400 naming the element, EFBIG 413 */
+	/* A DELETE that matched nothing leaves the policy as it is (the sidecar's answer). */
+	q->changed = q->what == EDIT_PATCH || rc > 0;
+	return q->changed;
+}
+
 static int edit(struct http_req *r, enum edit what)
 {
 	json_t *body;
@@ -96,41 +115,23 @@ static int edit(struct http_req *r, enum edit what)
 		return 0;
 	}
 	struct cell_error err = {0};
-	struct netpolicy p = {0};
-	pthread_mutex_lock(&edit_lock);
-	int rc = network_policy_get(sb, NULL, &p, &err);
-	bool none = rc == -ENOTSUP;
-	if (none && what == EDIT_PATCH) {
-		pthread_mutex_unlock(&edit_lock);
+	struct netpolicy p;
+	struct edit_req q = {.what = what, .body = body};
+	int rc = network_policy_edit(sb, change, &q, &p, &err);
+	if (q.no_network) {
 		no_network(r, sb);
 		goto out;
 	}
-	if (rc < 0 && !none) {
-		pthread_mutex_unlock(&edit_lock);
-		http_internal(r, &err);
-		goto out;
-	}
-	if (none)
-		cell_err_clear(&err);
-	rc = what == EDIT_PATCH ? netpolicy_merge(&p, body, &err)
-				: netpolicy_remove_targets(&p, body, &err);
-	if (rc < 0) {
-		pthread_mutex_unlock(&edit_lock);
-		http_internal(r, &err); /* EINVAL 400 naming the element, EFBIG 413 */
-		goto out;
-	}
-	if (what == EDIT_DELETE && rc == 0) {
-		/* Nothing matched: the policy stays as it is (the sidecar's answer). */
-		pthread_mutex_unlock(&edit_lock);
+	if (rc == 1) {
 		answer(r, &p, "no matching targets found");
 		goto out;
 	}
-	rc = network_policy_replace(sb, &p, &err);
-	pthread_mutex_unlock(&edit_lock);
 	/* A network decision: the audit log has the change asked and whether it took. */
-	audit_log(sb->id, "network.policy",
-		  json_pack("{s:s, s:O, s:b}", "op", what == EDIT_PATCH ? "patch" : "delete",
-			    "change", body, "ok", rc == 0));
+	if (q.changed)
+		audit_log(sb->id, "network.policy",
+			  json_pack("{s:s, s:O, s:b}", "op",
+				    what == EDIT_PATCH ? "patch" : "delete", "change", body, "ok",
+				    rc == 0));
 	if (rc == 0)
 		events_emit(sb->id, "network.policy",
 			    json_pack("{s:s}", "op", what == EDIT_PATCH ? "patch" : "delete"));

@@ -732,10 +732,25 @@ int e2b_sandbox_timeout(struct http_req *r)
 	return rc < 0 ? 0 : http_empty(r, 204);
 }
 
+/* E2B's update of the policy in force: the whole of it replaced by the one translated
+ * from the body (cls, moved). A sandbox without a network stays without: the replace
+ * refuses it. */
+static int replace_whole(struct netpolicy *p, bool has_network, void *cls, struct cell_error *err)
+{
+	(void)has_network;
+	(void)err;
+	struct netpolicy *asked = cls;
+	netpolicy_free(p);
+	*p = *asked;
+	*asked = (struct netpolicy){0};
+	return 1;
+}
+
 /* PUT /sandboxes/{id}/network {allowOut, denyOut, allow_internet_access, rules,
  * egressProxy}: the sandbox's egress replaced as a whole (an omitted field cleared), with
- * the create's translation, live (network_policy_replace: resolver, nftables, record). A
- * sandbox without a network (created with nothing allowed) cannot be given one: 409. */
+ * the create's translation, live (network_policy_edit: resolver, nftables, record, under
+ * the lock OpenSandbox's edits take too). A sandbox without a network (created with
+ * nothing allowed) cannot be given one: 409. */
 int e2b_sandbox_network(struct http_req *r)
 {
 	static const char *const known[] = {"allowOut", "denyOut", "allow_internet_access", "rules",
@@ -789,7 +804,9 @@ int e2b_sandbox_network(struct http_req *r)
 			  sb->id);
 		goto out;
 	}
-	rc = network_policy_replace(sb, &p, &err);
+	struct netpolicy now;
+	rc = network_policy_edit(sb, replace_whole, &p, &now, &err);
+	netpolicy_free(&now);
 	/* A network decision: the audit log has the change asked and whether it took. */
 	audit_log(sb->id, "network.policy",
 		  json_pack("{s:s, s:O, s:b}", "op", "replace", "change", body, "ok", rc == 0));

@@ -995,7 +995,12 @@ static int apply_locked(const struct sb_link *l, const struct netpolicy *p, uint
 	return r;
 }
 
-int network_policy_replace(struct sandbox *sb, const struct netpolicy *p, struct cell_error *err)
+/* Every edit of a sandbox's policy: a read, a change and a replace, which two at once would
+ * interleave (one's replace undoing the other's). Taken before net.lock and the
+ * registry's; nothing under it waits on a sandbox's operation. */
+static pthread_mutex_t edit_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int policy_replace(struct sandbox *sb, const struct netpolicy *p, struct cell_error *err)
 {
 	enum network_mode mode;
 	struct netpolicy old;
@@ -1035,6 +1040,33 @@ int network_policy_replace(struct sandbox *sb, const struct netpolicy *p, struct
 	}
 	pthread_mutex_unlock(&net.lock);
 	json_decref(rec);
+	return r;
+}
+
+int network_policy_edit(struct sandbox *sb, network_policy_change *fn, void *cls,
+			struct netpolicy *p, struct cell_error *err)
+{
+	*p = (struct netpolicy){0};
+	pthread_mutex_lock(&edit_lock);
+	int r = network_policy_get(sb, NULL, p, err);
+	bool has_network = r != -ENOTSUP;
+	if (!has_network) {
+		cell_err_clear(err);
+		*p = (struct netpolicy){0};
+		r = 0;
+	} else if (r < 0) {
+		/* The record's policy is not understood: celld's fault, not the request's. */
+		cell_err_wrap(err, "the policy in force: ");
+		err->code = EIO;
+		r = -EIO;
+	}
+	if (r == 0)
+		r = fn(p, has_network, cls, err);
+	if (r > 0)
+		r = policy_replace(sb, p, err);
+	else if (r == 0)
+		r = 1;
+	pthread_mutex_unlock(&edit_lock);
 	return r;
 }
 

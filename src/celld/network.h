@@ -69,11 +69,19 @@ void network_shutdown(void);
  * counters (connections allowed, packets blocked/denied/spoofed), resolver counters. */
 json_t *network_inspect_json(struct sandbox *sb);
 
-/* Replace sb's policy with p (validated by netpolicy.c) live: the resolver's rules, the
- * nft allowed set's static addresses, the record; a change of defaultAction (allow <->
- * deny) writes the sandbox's chains again. The mode becomes "custom". -ENOTSUP
- * with err for a sandbox whose mode is "none" (it has no interface to open). */
-int network_policy_replace(struct sandbox *sb, const struct netpolicy *p, struct cell_error *err);
+/* An edit's change of the policy in force, p (has_network false: the sandbox has none and
+ * p is empty): 1 to put p in force, 0 to leave the policy as it is, -errno with err. */
+typedef int network_policy_change(struct netpolicy *p, bool has_network, void *cls,
+				  struct cell_error *err);
+/* Read sb's policy, change it with fn and put the result in force live (the resolver's
+ * rules, the nft allowed set's static addresses, the record; a change of defaultAction
+ * writes the sandbox's chains again; the mode becomes "custom"), as one step: every edit,
+ * whichever API asks for it, takes the same lock, so none undoes another's. *p: the policy
+ * after (as read when fn left it), the caller's to free (netpolicy_free). 0 put in force,
+ * 1 left as it was, -errno with err: -ENOTSUP for a sandbox whose mode is "none" (it has
+ * no interface to open). */
+int network_policy_edit(struct sandbox *sb, network_policy_change *fn, void *cls,
+			struct netpolicy *p, struct cell_error *err);
 /* sb's policy in force, copied into *out (netpolicy_free), and its mode (mode may be
  * NULL). -ENOTSUP for mode "none". */
 int network_policy_get(struct sandbox *sb, enum network_mode *mode, struct netpolicy *out,

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -952,6 +953,114 @@ START_TEST(default_action_changes_live)
 }
 END_TEST
 
+/* One sandbox's policy edited through both APIs at once: OpenSandbox's PATCHes (read, merge,
+ * replace) run in a loop while E2B's PUT replaces the whole policy. A PATCH that read the
+ * policy before a PUT and replaced it after would undo the PUT: after each PUT, with the
+ * PATCHes parked, the PUT's target must be in force. */
+struct patcher {
+	char *path;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool paused, parked, stop;
+	unsigned done, failed;
+};
+
+static void *patch_loop(void *arg)
+{
+	struct patcher *p = arg;
+	for (;;) {
+		pthread_mutex_lock(&p->lock);
+		while (p->paused && !p->stop) {
+			p->parked = true;
+			pthread_cond_broadcast(&p->cond);
+			pthread_cond_wait(&p->cond, &p->lock);
+		}
+		p->parked = false;
+		bool stop = p->stop;
+		pthread_mutex_unlock(&p->lock);
+		if (stop)
+			return NULL;
+		/* Many rules: the read-merge-replace takes long enough for a PUT to fall in. */
+		json_t *rules = json_array();
+		for (unsigned k = 0; k < 200; k++) {
+			char target[64];
+			snprintf(target, sizeof(target), "p%u.test", k);
+			json_array_append_new(
+			    rules, json_pack("{s:s, s:s}", "action", "allow", "target", target));
+		}
+		char *body = json_dumps(rules, JSON_COMPACT);
+		json_decref(rules);
+		long st = h_world_http(W, "PATCH", p->path, body, NULL);
+		free(body);
+		pthread_mutex_lock(&p->lock);
+		p->done++;
+		p->failed += st != 200;
+		pthread_cond_broadcast(&p->cond);
+		pthread_mutex_unlock(&p->lock);
+	}
+}
+
+/* Park the loop (no PATCH in flight once this returns) or let it go on. */
+static void patcher_park(struct patcher *p, bool park)
+{
+	pthread_mutex_lock(&p->lock);
+	p->paused = park;
+	pthread_cond_broadcast(&p->cond);
+	while (park && !p->parked)
+		pthread_cond_wait(&p->cond, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+}
+
+/* Wait until the loop has done one more PATCH than done. */
+static void patcher_wait_past(struct patcher *p, unsigned done)
+{
+	pthread_mutex_lock(&p->lock);
+	while (p->done <= done)
+		pthread_cond_wait(&p->cond, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+}
+
+START_TEST(edits_through_both_apis_never_undo_each_other)
+{
+	lab_world_e2b();
+	static const char *const allow[] = {"web1.test", NULL};
+	char *id = create_allowlist(allow);
+	struct patcher p = {.path = h_fmt("/v1/sandboxes/%s/proxy/18080/policy", id),
+			    .lock = PTHREAD_MUTEX_INITIALIZER,
+			    .cond = PTHREAD_COND_INITIALIZER};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, patch_loop, &p), 0);
+	for (int round = 0; round < 20; round++) {
+		pthread_mutex_lock(&p.lock);
+		unsigned before = p.done;
+		pthread_mutex_unlock(&p.lock);
+		patcher_wait_past(&p, before);
+		char *body =
+		    h_fmt("{\"allowOut\":[\"mark%d.test\"],\"denyOut\":[\"0.0.0.0/0\"]}", round);
+		ck_assert_int_eq(e2b_put_network(id, body), 204);
+		patcher_park(&p, true);
+		struct h_resp r;
+		ck_assert_int_eq(h_world_http(W, "GET", p.path, NULL, &r), 200);
+		char *mark = h_fmt("mark%d.test", round);
+		ck_assert_msg(strstr(r.body, mark),
+			      "round %d: E2B's PUT of %s was undone by a PATCH", round, mark);
+		h_resp_free(&r);
+		free(mark);
+		free(body);
+		patcher_park(&p, false);
+	}
+	pthread_mutex_lock(&p.lock);
+	p.stop = true;
+	pthread_cond_broadcast(&p.cond);
+	pthread_mutex_unlock(&p.lock);
+	pthread_join(t, NULL);
+	ck_assert_msg(p.failed == 0, "%u of %u PATCHes failed", p.failed, p.done);
+	free(p.path);
+	free(id);
+	lab_end();
+}
+END_TEST
+
 START_TEST(limited_admits_registries_only)
 {
 	lab_world();
@@ -1730,6 +1839,7 @@ static Suite *network_suite(void)
 	ONE(s, egress_api_denies_live, 120);
 	ONE(s, address_rules_in_allowlist, 120);
 	ONE(s, default_action_changes_live, 180);
+	ONE(s, edits_through_both_apis_never_undo_each_other, 240);
 	ONE(s, limited_admits_registries_only, 120);
 	ONE(s, none_has_no_network, 120);
 	ONE(s, root_cannot_spoof, 180);
