@@ -359,8 +359,6 @@ static child_step_fn *const child_steps[] = {
     child_unshare_cgroupns,
     child_populate,
     child_mount_cgroupfs,
-    /* Network, the child's half, goes here: configure the interface the parent moved into
-     * this net namespace (before the mounts were sent), before pivot_root. */
     child_pivot_root,
     child_mask_paths,
     child_give_boot_id,
@@ -855,10 +853,8 @@ static parent_step_fn *const parent_steps[] = {
     write_id_maps,
     protect_init,
     attach_by_pid,
-    /* Network, the parent's half, goes here: move the sandbox's veth into the child's net
-     * namespace (through p->pidfd). The child is still waiting for its mounts
-     * (child_recv_mounts), so the interface is there before it goes on; its undo (the
-     * host end) belongs in parent_undo. */
+    /* No network step: the net namespace is born with loopback alone, and celld attaches
+     * the sandbox's interface after the spawn (network.c, network_attach). */
     open_child_userns,
     send_rootfs,
     send_volumes,
