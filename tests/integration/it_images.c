@@ -1319,6 +1319,57 @@ START_TEST(image_events_tell_what_the_store_did)
 }
 END_TEST
 
+/* ---- mirrors ---- */
+
+/* A port of 127.0.0.1 nothing listens on: a registry that refuses every connection. */
+static int dead_port(void)
+{
+	int port;
+	close(listen_loopback(&port));
+	return port;
+}
+
+/* registries.conf's mirrors are tried first, in order: one that refuses connections falls
+ * through to the next, which serves the image under the registry's own name. Everything
+ * stays on 127.0.0.1: the registry itself refuses too, so nothing is asked elsewhere. */
+START_TEST(mirrors_are_tried_first_in_order)
+{
+	rl_start(RL_PLAIN);
+	char *digest = rl_push_image("lab/multi", "1", &multi);
+	int origin = dead_port(), broken = dead_port();
+	char *conf = h_fmt("[[registry]]\nlocation = \"127.0.0.1:%d\"\ninsecure = true\n"
+			   "[[registry.mirror]]\nlocation = \"127.0.0.1:%d\"\ninsecure = true\n"
+			   "[[registry.mirror]]\nlocation = \"%s\"\ninsecure = true\n",
+			   origin, broken, rl_host());
+	pull_setup(conf);
+	char *ref = h_fmt("127.0.0.1:%d/lab/multi:1", origin);
+	json_t *done = pull_ok(ref, NULL, NULL);
+	ck_assert_str_eq(h_jstr(done, "name"), ref);
+	ck_assert_str_eq(h_jstr(done, "digest"), digest);
+	ck_assert_int_eq(h_jint(done, "layersFetched"), 3);
+	json_decref(done);
+	char *broken_host = h_fmt("127.0.0.1:%d", broken);
+	ck_assert_msg(strstr(h_celld_log_tail(), broken_host),
+		      "the broken mirror was not tried:\n%s", h_celld_log_tail());
+	/* Without the serving mirror: every endpoint refuses, and the error says so. */
+	char *conf2 = h_fmt("[[registry]]\nlocation = \"127.0.0.1:%d\"\ninsecure = true\n"
+			    "[[registry.mirror]]\nlocation = \"127.0.0.1:%d\"\ninsecure = true\n",
+			    origin, broken);
+	pull_setup(conf2);
+	char *msg = pull_fails(ref, NULL, NULL, NULL, NULL);
+	char *origin_host = h_fmt("127.0.0.1:%d", origin);
+	ck_assert_msg(strstr(msg, origin_host), "%s", msg);
+	free(origin_host);
+	free(msg);
+	free(conf2);
+	free(broken_host);
+	free(ref);
+	free(conf);
+	free(digest);
+	rl_stop();
+}
+END_TEST
+
 /* ---- images unlike cell's own ---- */
 
 /* All of an exec's answer as text: its error event or its non-200 body (malloc'd). */
@@ -1669,6 +1720,8 @@ static Suite *images_suite(void)
 		       image_events_tell_what_the_store_did);
 	tcase_add_test(h_tcase(s, "pull_survives_a_celld_restart", 300),
 		       pull_survives_a_celld_restart);
+	tcase_add_test(h_tcase(s, "mirrors_are_tried_first_in_order", 240),
+		       mirrors_are_tried_first_in_order);
 	tcase_add_test(h_tcase(s, "an_ubuntu_like_image_runs_as_its_user", 240),
 		       an_ubuntu_like_image_runs_as_its_user);
 	tcase_add_test(h_tcase(s, "a_distroless_image_runs_argv", 240),
