@@ -431,6 +431,9 @@ END_TEST
 
 /* ---- formats ---- */
 
+static long create_on(const char *const *headers, const char *image, bool auth, const char *extra,
+		      struct h_resp *r);
+
 START_TEST(manifest_list_picks_the_host_arch)
 {
 	rl_start(RL_PLAIN);
@@ -451,6 +454,12 @@ START_TEST(manifest_list_picks_the_host_arch)
 	ck_assert_str_ne(h_jstr(done, "digest"), digest);
 	char *theirs = h_fmt("%s/lab/list:1-%s", rl_host(), other);
 	free(pull_fails(theirs, NULL, NULL, "IMAGE_PLATFORM", other));
+	/* A create that names it: a clear 400, never a hang. */
+	struct h_resp r;
+	ck_assert_int_eq(create_on(NULL, theirs, false, NULL, &r), 400);
+	ck_assert_str_eq(h_err_code(&r), "IMAGE_NOT_FOUND");
+	ck_assert_msg(strstr(r.body, other), "%s", r.body);
+	h_resp_free(&r);
 	json_decref(done);
 	json_decref(direct);
 	free(theirs);
