@@ -406,6 +406,15 @@ static void buf_append(struct body_buf *b, const void *data, size_t n)
 	b->data[b->len] = '\0';
 }
 
+/* A free port for w's TCP listener, and the URL its TCP client sends to. Its clients hold
+ * a pointer to w->url (in the memory the runner shares with the tests), so every request
+ * made after this, from any process, goes to the new port. */
+static void world_new_port(struct h_world *w)
+{
+	snprintf(w->listen, sizeof(w->listen), "127.0.0.1:%u", h_free_port());
+	snprintf(w->url, sizeof(w->url), "http://%s", w->listen);
+}
+
 /* The world's endpoints (see struct h_world), once its socket, port and key are set. */
 static void world_clients(struct h_world *w)
 {
@@ -1170,9 +1179,8 @@ pid_t h_spawn_celld(char *const argv[], const char *log)
 	return h_spawn_celld_netns(argv, log, -1);
 }
 
-/* Start w's celld and wait until its socket answers HTTP. Returns 0, or -1 with why
- * filled. */
-static int celld_spawn(struct h_world *w, char *why, size_t why_len)
+/* Start w's celld with its flags; 0, or -1 with why filled. */
+static int celld_exec(struct h_world *w, char *why, size_t why_len)
 {
 	char *celld = h_fmt("%s/celld", w->bin);
 	char *init = h_fmt("%s/cell-init", w->bin);
@@ -1184,7 +1192,7 @@ static int celld_spawn(struct h_world *w, char *why, size_t why_len)
 			      init,	 "--policies",	policies};
 	for (size_t i = 0; i < CELL_ARRAY_SIZE(base); i++)
 		argv[n++] = base[i];
-	if (w->listen[0]) {
+	if (w->tcp) {
 		argv[n++] = "--listen";
 		argv[n++] = w->listen;
 		argv[n++] = "--api-key-file";
@@ -1222,23 +1230,96 @@ static int celld_spawn(struct h_world *w, char *why, size_t why_len)
 		if (!w->celld_start)
 			h_sleep_ms(1);
 	}
+	return 0;
+}
+
+static off_t log_size(const struct h_world *w)
+{
+	struct stat st;
+	return stat(w->log, &st) == 0 ? st.st_size : 0;
+}
+
+/* Whether w's log holds needle past offset from. */
+static bool logged_since(const struct h_world *w, off_t from, const char *needle)
+{
+	int fd = open(w->log, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	struct body_buf b = {0};
+	char chunk[8192];
+	ssize_t n;
+	while ((n = pread(fd, chunk, sizeof(chunk), from)) > 0) {
+		buf_append(&b, chunk, (size_t)n);
+		from += n;
+	}
+	close(fd);
+	bool hit = b.data && strstr(b.data, needle);
+	free(b.data);
+	return hit;
+}
+
+/* What this start of w's celld said of its port in its log (from offset from): its own
+ * listener's line (a world without TCP has none to wait for), its refusal of a port taken
+ * since it was picked, or nothing yet. */
+enum port_news { PORT_NOTHING_YET, PORT_LISTENING, PORT_TAKEN };
+
+static enum port_news port_news(const struct h_world *w, off_t from)
+{
+	if (!w->tcp)
+		return PORT_LISTENING;
+	char *ok = h_fmt("listening on tcp:%s (", w->listen);
+	char *taken = h_fmt("listening on %s: %s", w->listen, strerror(EADDRINUSE));
+	enum port_news news = logged_since(w, from, ok)	     ? PORT_LISTENING
+			      : logged_since(w, from, taken) ? PORT_TAKEN
+							     : PORT_NOTHING_YET;
+	free(taken);
+	free(ok);
+	return news;
+}
+
+/* Wait until w's celld, started when its log was from bytes long, answers on its socket
+ * and listens on its port. 0; -EADDRINUSE when another process took the port; -1 (why
+ * filled either way). */
+static int celld_wait(struct h_world *w, off_t from, char *why, size_t why_len)
+{
 	int64_t end = now_ms() + 60000;
 	while (now_ms() < end) {
-		if (!h_pid_alive(pid)) {
+		enum port_news news = port_news(w, from);
+		if (!h_pid_alive(w->celld_pid)) {
 			snprintf(why, why_len, "celld of %s exited during start; log tail:\n%s",
 				 w->dir, h_world_log_tail(w));
-			return -1;
+			return port_news(w, from) == PORT_TAKEN ? -EADDRINUSE : -1;
 		}
 		struct h_resp resp;
 		long status = h_world_http(w, "GET", "/v1/info", NULL, &resp);
 		h_resp_free(&resp);
-		if (status > 0)
+		if (status > 0 && news == PORT_LISTENING)
 			return 0;
 		h_sleep_ms(50);
 	}
-	snprintf(why, why_len, "celld did not answer on %s within 60 s; log tail:\n%s", w->socket,
+	snprintf(why, why_len, "celld did not answer on %s%s%s within 60 s; log tail:\n%s",
+		 w->socket, w->tcp ? " and listen on " : "", w->tcp ? w->listen : "",
 		 h_world_log_tail(w));
 	return -1;
+}
+
+/* Start w's celld and wait until it answers. Its TCP port is picked afresh at every start
+ * (see struct h_world), and picked again when another process took it between the pick
+ * and celld's bind. Returns 0, or -1 with why filled. */
+static int celld_spawn(struct h_world *w, char *why, size_t why_len)
+{
+	int r = -EADDRINUSE;
+	for (int i = 0; i < 5 && r == -EADDRINUSE; i++) {
+		if (w->tcp)
+			world_new_port(w);
+		off_t from = log_size(w);
+		r = celld_exec(w, why, why_len);
+		if (r == 0)
+			r = celld_wait(w, from, why, why_len);
+		if (r == -EADDRINUSE)
+			hlog("port %s was taken before celld of %s bound it", w->listen, w->dir);
+	}
+	return r == 0 ? 0 : -1;
 }
 
 bool h_world_spawn(struct h_world *w, char *why, size_t why_len)
@@ -1920,11 +2001,6 @@ unsigned h_free_port(void)
 	return ntohs(a.sin_port);
 }
 
-static void pick_port(struct h_world *w)
-{
-	snprintf(w->listen, sizeof(w->listen), "127.0.0.1:%u", h_free_port());
-}
-
 /* A fresh random API key, in w->key and w->key_file. Returns 0 or -errno. */
 static int world_key(struct h_world *w)
 {
@@ -1982,7 +2058,8 @@ static void world_init(void)
 	snprintf(skips_file, sizeof(skips_file), "%.400s/test-skips", H.dir);
 	if (world_key(&H) < 0)
 		die("writing %s", H.key_file);
-	pick_port(&H);
+	H.tcp = true;
+	world_new_port(&H);
 	world_clients(&H);
 	H.in_use = true;
 }
@@ -2008,8 +2085,9 @@ struct h_world *h_world_add(const struct h_world_opts *opts)
 	ck_assert_msg(!(opts->tcp && opts->netns_fd > 0), "a world in a netns has no TCP");
 	w->netns_fd = opts->netns_fd > 0 ? opts->netns_fd : 0;
 	w->netns_owner = getpid();
-	if (opts->tcp)
-		pick_port(w);
+	w->tcp = opts->tcp;
+	if (w->tcp)
+		world_new_port(w);
 	world_clients(w);
 	world_set_flags(w, opts->flags);
 	if (!opts->unstarted)

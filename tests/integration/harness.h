@@ -5,8 +5,9 @@
  * h_main() builds the busybox image (once per run when CELL_TEST_IMAGES names a shared
  * dir); h_main_image(s, "default") uses the default image instead (see below). Then it starts
  * `celld --state-dir T/state --images ... --socket T/cell.sock --listen 127.0.0.1:<free port>
- * --api-key-file T/key --init <bin>/cell-init`, runs the suite, then deletes every sandbox, stops
- * celld, checks that nothing under T leaked and removes T.
+ * --api-key-file T/key --init <bin>/cell-init` (a port picked afresh at every start of a celld),
+ * runs the suite, then deletes every sandbox, stops celld, checks that nothing under T leaked
+ * and removes T.
  *
  * Tests run in forked children (Check's default). Every TCase made with h_tcase() gets a
  * teardown that runs in the parent, so it runs even when the test failed or crashed: it
@@ -40,7 +41,9 @@
  * suite's own world is H (dir T); a test may start more (h_world_add, dir T/<name>) and
  * talk to each of them at once through the h_world_* functions. Worlds live in memory
  * shared with the forked test children, so a test may kill and restart a celld and the
- * runner still knows which process to stop. */
+ * runner still knows which process to stop. A world's TCP port is picked afresh at every
+ * start of its celld, never kept across one (once celld is gone, anyone may take it): read
+ * listen after a restart, never before. */
 struct h_world {
 	char dir[H_PATH];      /* T or T/<name>, canonical */
 	char state[H_PATH];    /* <dir>/state unless given */
@@ -48,7 +51,8 @@ struct h_world {
 	char socket[H_PATH];   /* <dir>/cell.sock */
 	char key_file[H_PATH]; /* <dir>/key */
 	char key[65];	       /* the TCP API key */
-	char listen[64];       /* 127.0.0.1:<port>; "" for a world without TCP (--no-tcp) */
+	bool tcp;	       /* a TCP listener too (else --no-tcp) */
+	char listen[64];       /* 127.0.0.1:<port> of its running celld; "" without TCP */
 	char url[80];	       /* http://<listen>; "" without TCP */
 	char log[H_PATH];      /* <dir>/celld.log */
 	char bin[H_PATH];      /* dir of celld, cell, cell-init */

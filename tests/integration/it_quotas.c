@@ -1,7 +1,8 @@
 /* Quotas: what an API key (and all keys together) may hold at once — sandboxes, running
  * commands, open streams — so that no key holder fills celld's fd table or threads and
  * locks out the others or the operator; the Unix socket is never refused by a quota, and
- * when the host itself runs out (fds) the answer is 503, never a client error. */
+ * when the host itself runs out (fds) the answer is 503, never a client error. Two tenants'
+ * keys together reach the all-keys quota while each is under its own. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -119,6 +120,64 @@ START_TEST(key_quotas_and_the_unix_socket)
 }
 END_TEST
 
+/* A create as the tenant whose key headers hold; its status, the id registered for the
+ * teardown when one was made. */
+static long create_as(const char *const *headers, struct h_resp *r)
+{
+	long st = h_as(headers, "POST", "/v1/sandboxes", "{\"image\":{\"uri\":\"busybox\"}}", r);
+	if (st == 202)
+		h_track_sandbox(h_jstr(r->json, "id"));
+	return st;
+}
+
+static char *created_as(const char *const *headers)
+{
+	struct h_resp r;
+	long st = create_as(headers, &r);
+	ck_assert_msg(st == 202, "create: HTTP %ld %s", st, r.body);
+	char *id = strdup(h_jstr(r.json, "id"));
+	h_resp_free(&r);
+	return id;
+}
+
+/* The all-keys quota is reached by two keys together, each under its own quota: the
+ * refusal names allKeys, not perKey, and a delete by either key lifts it. */
+START_TEST(all_keys_quota_reached_by_two_keys)
+{
+	char *pol = h_policies_with_quotas(
+	    "pol-two", "{\"perKey\": {\"sandboxes\": 2, \"runningCommands\": 3, \"streams\": 2},"
+		       " \"allKeys\": {\"sandboxes\": 3, \"runningCommands\": 4, \"streams\": 3}}");
+	h_two_tenants_with((const char *const[]){"--policies", pol, NULL});
+	char *a1 = created_as(h_alice), *a2 = created_as(h_alice), *b1 = created_as(h_bob);
+	ck_assert_int_eq(info_int("quotas.sandboxes.used"), 3);
+
+	/* bob holds 1 of his 2: only the keys together are at their 3 */
+	struct h_resp r;
+	expect_quota(create_as(h_bob, &r), &r, "allKeys.sandboxes");
+	ck_assert_msg(!strstr(h_jstr(r.json, "message"), "perKey"), "%s", r.body);
+	h_resp_free(&r);
+	expect_quota(create_as(h_alice, &r), &r, "perKey.sandboxes");
+	h_resp_free(&r);
+	ck_assert_int_eq(info_int("quotas.sandboxes.used"), 3);
+	free(h_create("busybox", NULL)); /* the operator is not limited */
+
+	/* alice deletes one: bob's next create fits again, and then the keys are full again */
+	char *path = h_fmt("/v1/sandboxes/%s", a2);
+	ck_assert_int_eq(h_as(h_alice, "DELETE", path, NULL, NULL), 204);
+	ck_assert_int_eq(info_int("quotas.sandboxes.used"), 2);
+	char *b2 = created_as(h_bob);
+	ck_assert_int_eq(info_int("quotas.sandboxes.used"), 3);
+	expect_quota(create_as(h_alice, &r), &r, "allKeys.sandboxes");
+	h_resp_free(&r);
+	free(path);
+	free(b2);
+	free(b1);
+	free(a2);
+	free(a1);
+	free(pol);
+}
+END_TEST
+
 /* celld's fd limit bounds what the keys may hold (it lowers their quotas at start to keep a
  * reserve): the operator's creates still work when the keys are at their limit, and when
  * the host really runs out of fds a create answers 503, never a client error. */
@@ -161,6 +220,8 @@ static Suite *quotas_suite(void)
 	Suite *s = suite_create("quotas");
 	tcase_add_test(h_tcase(s, "key_quotas_and_the_unix_socket", 180),
 		       key_quotas_and_the_unix_socket);
+	tcase_add_test(h_tcase(s, "all_keys_quota_reached_by_two_keys", 180),
+		       all_keys_quota_reached_by_two_keys);
 	tcase_add_test(h_tcase(s, "fd_limit_bounds_the_keys", 300), fd_limit_bounds_the_keys);
 	return s;
 }
