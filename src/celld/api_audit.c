@@ -162,7 +162,7 @@ static int events_respond(struct http_req *r, struct sandbox *sb, int dir_fd, co
 	if (!s) {
 		if (sb)
 			sandbox_unref(sb);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	s->sb = sb;
 	s->follow = follow;
@@ -172,7 +172,7 @@ static int events_respond(struct http_req *r, struct sandbox *sb, int dir_fd, co
 	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, ev_read, s, ev_free);
 	if (!resp) {
 		ev_free(s);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");

@@ -36,7 +36,7 @@ static int answer(struct http_req *r, const struct netpolicy *p, const char *rea
 {
 	json_t *body = status_body(p, reason);
 	if (!body)
-		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+		return http_no_memory(r);
 	return http_json(r, 200, body);
 }
 

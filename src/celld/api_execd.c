@@ -102,7 +102,7 @@ static int respond_events(struct http_req *r, char *text, size_t len)
 	    MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(text);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
@@ -143,7 +143,7 @@ static int respond_refused(struct http_req *r, struct command *c, const struct r
 	}
 	out_add(&b, sse_error(code, e->message, &len), &len);
 	if (!b.data)
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	return respond_events(r, b.data, b.len);
 }
 
@@ -323,7 +323,7 @@ static int respond_stream(struct http_req *r, struct sandbox *sb, struct command
 	size_t len;
 	if (!s) {
 		command_drain(c, fd, NULL);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	sandbox_ref(sb);
 	command_ref(c);
@@ -342,7 +342,7 @@ static int respond_stream(struct http_req *r, struct sandbox *sb, struct command
 	    MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, s, stream_free);
 	if (!resp) {
 		stream_free(s);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
@@ -382,7 +382,7 @@ static void run_request(struct http_req *r, struct sandbox *sb, json_t *req, con
 			respond_events(r, b.data, b.len);
 		else {
 			sse_buf_free(&b);
-			http_error(r, 500, "INTERNAL", "out of memory");
+			http_no_memory(r);
 		}
 	} else {
 		respond_stream(r, sb, c, fd, raw);
@@ -417,7 +417,7 @@ int api_execd_command(struct http_req *r)
 	if (!req || (o.stdin && json_object_set_new(req, "stdin", json_true()) < 0)) {
 		json_decref(req);
 		sandbox_unref(sb);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	run_request(r, sb, req, content, o.raw, o.background);
 	sandbox_unref(sb);
@@ -487,7 +487,7 @@ int api_execd_logs(struct http_req *r)
 	struct log_stream *ls = malloc(sizeof(*ls));
 	if (!ls) {
 		command_unref(c);
-		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+		return http_no_memory(r);
 	}
 	/* Up to what was written when the request came: that is the next cursor. */
 	*ls = (struct log_stream){.c = c, .pos = (uint64_t)cursor, .end = command_logs_end(c)};
@@ -499,7 +499,7 @@ int api_execd_logs(struct http_req *r)
 	    MHD_SIZE_UNKNOWN, 64 << 10, log_read, ls, log_stream_free);
 	if (!resp) {
 		log_stream_free(ls);
-		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+		return http_no_memory(r);
 	}
 	MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
 	MHD_add_response_header(resp, "EXECD-COMMANDS-TAIL-CURSOR", nbuf);
@@ -664,7 +664,7 @@ int api_execd_session_create(struct http_req *r)
 		json_decref(body);
 		if (sb) {
 			sandbox_unref(sb);
-			http_error(r, 500, "INTERNAL", "out of memory");
+			http_no_memory(r);
 		}
 		return 0;
 	}
@@ -772,7 +772,7 @@ int api_execd_session_run(struct http_req *r)
 	json_decref(body);
 	if (!req) {
 		sandbox_unref(sb);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	struct command *c = NULL;
 	struct relay_error rerr = {0};

@@ -241,14 +241,14 @@ static int download_tar(struct http_req *r, const char *path)
 	}
 	struct file_download *d = file_download_new(sb, fd);
 	if (!d)
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	d->tar = true;
 	d->left = UINT64_MAX;
 	struct MHD_Response *resp = MHD_create_response_from_callback(
 	    MHD_SIZE_UNKNOWN, 64 << 10, file_download_read, d, file_download_free);
 	if (!resp) {
 		file_download_free(d);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	MHD_add_response_header(resp, "Content-Type", "application/x-tar");
 	add_disposition(resp, path, ".tar");
@@ -315,7 +315,7 @@ int api_files_download(struct http_req *r)
 	}
 	struct file_download *d = file_download_new(sb, fd);
 	if (!d)
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	d->lines = lines;
 	d->skip = first > 1 ? first - 1 : 0;
 	d->want = count;
@@ -327,7 +327,7 @@ int api_files_download(struct http_req *r)
 	    lines ? MHD_SIZE_UNKNOWN : len, 64 << 10, file_download_read, d, file_download_free);
 	if (!resp) {
 		file_download_free(d);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	if (lines) {
 		MHD_add_response_header(resp, "Content-Type", "text/plain; charset=utf-8");
@@ -463,7 +463,7 @@ static int metadata_done(struct upload *u)
 		rc = 0;
 	json_t *pending = rc == 0 ? json_pack("{s:s, s:i}", "path", path, "mode", (int)mode) : NULL;
 	if (rc == 0 && !pending) {
-		rc = http_later_fail(&u->failed, 500, "INTERNAL", "out of memory");
+		rc = http_later_fail_errno(&u->failed, ENOMEM, NULL, "out of memory");
 	} else if (rc == 0 && jo && !json_is_null(jo) &&
 		   owner_field(jo, pending, "uid", "owner") < 0) {
 		rc = http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
@@ -549,7 +549,7 @@ static int on_part_data(void *cls, const char *data, size_t len)
 					       "metadata part larger than %u bytes", META_MAX);
 		char *nm = realloc(u->meta, u->meta_len + len + 1);
 		if (!nm)
-			return http_later_fail(&u->failed, 500, "INTERNAL", "out of memory");
+			return http_later_fail_errno(&u->failed, ENOMEM, NULL, "out of memory");
 		memcpy(nm + u->meta_len, data, len);
 		u->meta = nm;
 		u->meta_len += len;
@@ -587,7 +587,7 @@ int api_files_upload_begin(struct http_req *r)
 	struct upload *u = calloc(1, sizeof(*u));
 	if (!u) {
 		sandbox_unref(sb);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	u->sb = sb;
 	sandbox_stream_begin(sb); /* a long upload keeps the sandbox from idling */
@@ -930,7 +930,7 @@ int api_files_move(struct http_req *r)
 			return 0;
 		json_t *req = json_pack("{s:s, s:s}", "src", src, "dest", dest);
 		if (!req || json_array_append_new(reqs, req) < 0)
-			return http_error(r, 500, "INTERNAL", "out of memory");
+			return http_no_memory(r);
 	}
 	return run_ops(r, CELL_FRAME_FILE_MOVE, reqs);
 }
@@ -974,7 +974,7 @@ int api_files_replace(struct http_req *r)
 					  REPLACE_TEXT_MAX);
 		json_t *req = json_pack("{s:s, s:O, s:O}", "path", path, "old", jo, "new", jn);
 		if (!req || json_array_append_new(reqs, req) < 0)
-			return http_error(r, 500, "INTERNAL", "out of memory");
+			return http_no_memory(r);
 	}
 	bool v = verbose && !strcmp(verbose, "true");
 	return run_ops_collect(r, CELL_FRAME_FILE_REPLACE, reqs, v ? json_object() : NULL);

@@ -90,7 +90,7 @@ int api_image_import_begin(struct http_req *r)
 {
 	struct import_job *j = calloc(1, sizeof(*j));
 	if (!j)
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	j->wfd = j->rfd = -1;
 	http_set_state(r, j, job_free);
 	char given[STORE_NAME_MAX] = "";

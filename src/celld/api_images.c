@@ -142,7 +142,7 @@ int api_image_list(struct http_req *r)
 	if (!listed || !out) {
 		json_decref(listed);
 		json_decref(out);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	struct store_image *imgs = NULL;
 	const char **names = NULL;
@@ -256,7 +256,7 @@ int api_image_get(struct http_req *r)
 	    "private", img.private_to[0] != '\0');
 	store_image_free(&img);
 	if (!o)
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	return http_json(r, 200, o);
 }
 
@@ -611,7 +611,7 @@ int api_image_pull(struct http_req *r)
 	struct pull_stream *s = calloc(1, sizeof(*s));
 	if (!s) {
 		json_decref(body);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
@@ -639,7 +639,7 @@ int api_image_pull(struct http_req *r)
 	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, pull_read, s, pull_free);
 	if (!resp) {
 		ps_unref(s);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	/* The pull runs on a thread of its own: a client that goes away leaves it to finish
 	 * (another caller may be waiting for it). */

@@ -158,7 +158,7 @@ int api_execd_metrics_watch(struct http_req *r)
 	struct watch *w = calloc(1, sizeof(*w));
 	if (!w) {
 		sandbox_unref(sb);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	w->sb = sb;
 	w->first = true;
@@ -174,7 +174,7 @@ int api_execd_metrics_watch(struct http_req *r)
 	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, watch_read, w, watch_free);
 	if (!resp) {
 		watch_free(w);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");

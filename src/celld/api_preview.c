@@ -242,7 +242,7 @@ int api_preview_begin(struct http_req *r, const char *id, unsigned port)
 	if (!resp) {
 		free(location);
 		free(cookie);
-		return http_error(r, 500, "INTERNAL", "out of memory"), 1;
+		return http_no_memory(r), 1;
 	}
 	MHD_add_response_header(resp, "Location", location);
 	MHD_add_response_header(resp, "Set-Cookie", cookie);

@@ -600,7 +600,7 @@ int api_proxy_begin(struct http_req *r)
 	struct proxy *p = calloc(1, sizeof(*p));
 	if (!p) {
 		sandbox_unref(sb);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	p->refs = 1;
 	p->sb = sb;
@@ -616,7 +616,7 @@ int api_proxy_begin(struct http_req *r)
 				 sb->id, celld.proxy_max);
 	p->buf = malloc(PROXY_HEAD_MAX + 1);
 	if (!p->buf)
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	if (!target_ok(http_raw_path(r)) || !target_ok(http_raw_query(r)))
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "the path and query for port %u must not contain blanks or "
@@ -819,7 +819,7 @@ int api_proxy(struct http_req *r)
 			proxy_unref(p);
 	}
 	if (!resp)
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	struct answer_out o;
 	answer_headers(r, &a, &o);
 	for (size_t i = 0; o.headers[i]; i += 2)

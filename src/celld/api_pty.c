@@ -602,7 +602,7 @@ int api_pty_ws(struct http_req *r)
 	const char *const headers[] = {"Sec-WebSocket-Accept", accept, NULL};
 	if (http_upgrade_ex(r, "websocket", headers, term_run, t, term_free) < 0) {
 		term_free(t);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	return 0;
 }

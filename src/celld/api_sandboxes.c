@@ -670,7 +670,7 @@ int api_sandbox_list(struct http_req *r)
 			free(ls->page);
 		free(ls);
 		json_decref(q.filter);
-		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+		return http_no_memory(r);
 	}
 	int64_t total = list_select(&q, ls);
 	json_decref(q.filter);
@@ -682,13 +682,13 @@ int api_sandbox_list(struct http_req *r)
 		     q.page < pages ? "true" : "false") < 0) {
 		ls->tail = NULL;
 		list_stream_free(ls);
-		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+		return http_no_memory(r);
 	}
 	struct MHD_Response *resp = MHD_create_response_from_callback(
 	    MHD_SIZE_UNKNOWN, 64 << 10, list_read, ls, list_stream_free);
 	if (!resp) {
 		list_stream_free(ls);
-		return http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+		return http_no_memory(r);
 	}
 	MHD_add_response_header(resp, "Content-Type", "application/json");
 	return http_respond(r, 200, resp);

@@ -111,7 +111,7 @@ int api_skill_add_begin(struct http_req *r)
 {
 	struct skill_upload *u = calloc(1, sizeof(*u));
 	if (!u)
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	u->fd = -1;
 	http_set_state(r, u, upload_free);
 	struct cell_error err = {0};
@@ -169,7 +169,7 @@ int api_skill_list(struct http_req *r)
 {
 	json_t *items = skills_list(http_principal(r), NULL);
 	if (!items)
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	return http_json(r, 200, json_pack("{s:o}", "items", items));
 }
 

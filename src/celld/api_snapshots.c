@@ -58,8 +58,7 @@ int api_snapshot_create(struct http_req *r)
 		return http_internal(r, &err);
 	json_t *o = snapshot_json(meta);
 	json_decref(meta);
-	return o ? http_json(r, 202, o)
-		 : http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+	return o ? http_json(r, 202, o) : http_no_memory(r);
 }
 
 static bool state_matches(const char **want, size_t n)
@@ -121,8 +120,7 @@ int api_snapshot_list(struct http_req *r)
 			      "page", (json_int_t)page, "pageSize", (json_int_t)page_size,
 			      "totalItems", (json_int_t)total, "totalPages", (json_int_t)pages,
 			      "hasNextPage", page < pages);
-	return o ? http_json(r, 200, o)
-		 : http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+	return o ? http_json(r, 200, o) : http_no_memory(r);
 }
 
 int api_snapshot_get(struct http_req *r)
@@ -137,8 +135,7 @@ int api_snapshot_get(struct http_req *r)
 		return http_internal(r, &err);
 	json_t *o = snapshot_json(meta);
 	json_decref(meta);
-	return o ? http_json(r, 200, o)
-		 : http_error(r, 503, "HOST_OUT_OF_CAPACITY", "out of memory");
+	return o ? http_json(r, 200, o) : http_no_memory(r);
 }
 
 int api_snapshot_delete(struct http_req *r)

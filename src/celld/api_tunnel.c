@@ -87,7 +87,7 @@ int api_tunnel(struct http_req *r)
 	struct tunnel *t = calloc(1, sizeof(*t));
 	if (!t) {
 		sandbox_unref(sb);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		return http_no_memory(r);
 	}
 	*t = (struct tunnel){.sb = sb, .app = -1, .port = (unsigned)port};
 	unsigned open = __atomic_add_fetch(&sb->proxy_conns, 1, __ATOMIC_RELAXED);

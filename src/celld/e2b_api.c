@@ -190,7 +190,7 @@ static int reroute_signed(struct http_req *r)
 		return e2b_error(r, 401, "invalid signature"), -1;
 	char *path;
 	if (asprintf(&path, "/sandboxes/%s/files", id) < 0)
-		return e2b_error(r, 500, "out of memory"), -1;
+		return http_no_memory(r), -1;
 	http_reroute(r, path);
 	return 0;
 }
@@ -223,7 +223,7 @@ static int reroute(struct http_req *r)
 	char *path;
 	const char *raw = http_raw_path(r);
 	if (asprintf(&path, "/sandboxes/%s/proxy/%lu%s", id, p, raw[0] ? raw : "/") < 0) {
-		e2b_error(r, 500, "out of memory");
+		http_no_memory(r);
 		return -1;
 	}
 	http_reroute(r, path);

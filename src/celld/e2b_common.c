@@ -292,12 +292,12 @@ int e2b_page(struct http_req *r, json_t *items, const char *next_token)
 	char *text = json_dumps(items, JSON_COMPACT);
 	json_decref(items);
 	if (!text)
-		return e2b_error(r, 500, "out of memory");
+		return http_no_memory(r);
 	struct MHD_Response *resp =
 	    MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
 	if (!resp) {
 		free(text);
-		return e2b_error(r, 500, "out of memory");
+		return http_no_memory(r);
 	}
 	MHD_add_response_header(resp, "Content-Type", "application/json");
 	/* The SDK asks for the next page only when this header is there. */

@@ -238,7 +238,8 @@ int connect_stream(struct http_req *r,
 	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, read, cls, free_fn);
 	if (!resp) {
 		free_fn(cls);
-		return http_error(r, 500, "INTERNAL", "out of memory");
+		/* In the protocol's shape: a bare 503 would read as the sandbox gone. */
+		return connect_stream_error(r, connect_code_from_errno(ENOMEM), "out of memory");
 	}
 	MHD_add_response_header(resp, "Content-Type", "application/connect+json");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");

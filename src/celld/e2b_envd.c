@@ -129,7 +129,7 @@ int e2b_envs(struct http_req *r)
 	/* env is fixed once the sandbox is published. */
 	json_t *env = json_is_object(sb->env) ? json_deep_copy(sb->env) : json_object();
 	sandbox_unref(sb);
-	return env ? http_json(r, 200, env) : e2b_error(r, 500, "out of memory");
+	return env ? http_json(r, 200, env) : http_no_memory(r);
 }
 
 /* envd's GET /metrics: {ts (Unix seconds), cpu_count, cpu_used_pct, mem_total, mem_used,

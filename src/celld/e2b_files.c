@@ -120,14 +120,14 @@ int e2b_files_download(struct http_req *r)
 	}
 	struct file_download *d = file_download_new(sb, fd);
 	if (!d)
-		return e2b_error(r, 500, "out of memory");
+		return http_no_memory(r);
 	d->left = st.size > 0 ? (uint64_t)st.size : 0;
 	/* A known length: Content-Length (0 for an empty file, which the SDK reads as such). */
 	struct MHD_Response *resp = MHD_create_response_from_callback(
 	    d->left, 64 << 10, file_download_read, d, file_download_free);
 	if (!resp) {
 		file_download_free(d);
-		return e2b_error(r, 500, "out of memory");
+		return http_no_memory(r);
 	}
 	MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
 	return http_respond(r, 200, resp);
@@ -363,7 +363,7 @@ int e2b_files_upload_begin(struct http_req *r)
 	struct upload *u = calloc(1, sizeof(*u));
 	if (!u) {
 		sandbox_unref(sb);
-		return e2b_error(r, 500, "out of memory");
+		return http_no_memory(r);
 	}
 	u->sb = sb;
 	sandbox_stream_begin(sb); /* a long upload keeps the sandbox from idling */
@@ -372,7 +372,7 @@ int e2b_files_upload_begin(struct http_req *r)
 	http_set_state(r, u, upload_free);
 	u->refused = true; /* until it is ready */
 	if (!(u->written = json_array()))
-		return e2b_error(r, 500, "out of memory");
+		return http_no_memory(r);
 	if (files_user(r, sb, &u->user, &u->budget) < 0)
 		return 0;
 	const char *qp = http_query(r, "path"), *why;
@@ -385,7 +385,7 @@ int e2b_files_upload_begin(struct http_req *r)
 		u->gzip = true;
 		if (!(u->zout = malloc(INFLATE_CHUNK)) ||
 		    inflateInit2(&u->z, 16 + MAX_WBITS) != Z_OK)
-			return e2b_error(r, 500, "out of memory");
+			return http_no_memory(r);
 		u->z_ready = true;
 	}
 	http_headers_each(r, meta_header, u);

@@ -66,7 +66,7 @@ static int body_or_empty(struct http_req *r, json_t **out)
 	http_body(r, &len);
 	if (!len) {
 		*out = json_object();
-		return *out ? 0 : (e2b_error(r, 500, "out of memory"), -ENOMEM);
+		return *out ? 0 : (http_no_memory(r), -ENOMEM);
 	}
 	return http_json_body(r, out);
 }
@@ -506,7 +506,7 @@ int e2b_sandbox_create(struct http_req *r)
 		if (o)
 			http_json(r, 201, o);
 		else
-			e2b_error(r, 500, "out of memory");
+			http_no_memory(r);
 		sandbox_unref(sb);
 	}
 	create_spec_free(&spec);
@@ -540,7 +540,7 @@ static int parse_states(struct http_req *r, struct list_query *q)
 	for (size_t i = 0; i < n; i++) {
 		_cleanup_free_ char *buf = strdup(vals[i]);
 		if (!buf)
-			return e2b_error(r, 500, "out of memory"), -ENOMEM;
+			return http_no_memory(r), -ENOMEM;
 		char *save = NULL;
 		for (char *s = strtok_r(buf, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
 			if (!strcmp(s, "running"))
@@ -657,7 +657,7 @@ static int list(struct http_req *r, bool v2)
 		e2b_page_token_format(token, v[taken - 1]->created_ms, v[taken - 1]->id);
 	sandbox_unref_all(v, n);
 	if (!arr)
-		return e2b_error(r, 500, "out of memory");
+		return http_no_memory(r);
 	return e2b_page(r, arr, more && taken ? token : NULL);
 }
 
@@ -683,7 +683,7 @@ int e2b_sandbox_get(struct http_req *r)
 	json_t *o = detail_obj(sb, &v);
 	view_release(&v);
 	sandbox_unref(sb);
-	return o ? http_json(r, 200, o) : e2b_error(r, 500, "out of memory");
+	return o ? http_json(r, 200, o) : http_no_memory(r);
 }
 
 int e2b_sandbox_kill(struct http_req *r)
@@ -914,7 +914,7 @@ static int wake(struct http_req *r, struct sandbox *sb, bool memory, bool *resum
 static int answer_sandbox(struct http_req *r, struct sandbox *sb, unsigned status)
 {
 	json_t *o = e2b_sandbox_json(sb, NULL);
-	return o ? http_json(r, status, o) : e2b_error(r, 500, "out of memory");
+	return o ? http_json(r, status, o) : http_no_memory(r);
 }
 
 /* The body of resume and connect: timeout (seconds) and memory. */
@@ -1050,5 +1050,5 @@ int e2b_sandbox_metrics(struct http_req *r)
 				   (json_int_t)s.mem_total, "memCache", (json_int_t)0, "diskUsed",
 				   (json_int_t)s.disk_used, "diskTotal", (json_int_t)s.disk_total));
 	sandbox_unref(sb);
-	return arr ? http_json(r, 200, arr) : e2b_error(r, 500, "out of memory");
+	return arr ? http_json(r, 200, arr) : http_no_memory(r);
 }

@@ -62,7 +62,7 @@ int e2b_snapshot_create(struct http_req *r)
 		return e2b_change_failed(r, rc, &err);
 	json_t *o = snapshot_info(meta);
 	json_decref(meta);
-	return o ? http_json(r, 201, o) : e2b_error(r, 500, "out of memory");
+	return o ? http_json(r, 201, o) : http_no_memory(r);
 }
 
 /* ---- GET /snapshots?sandboxID&name&limit&nextToken ---- */
@@ -131,7 +131,7 @@ int e2b_snapshot_list(struct http_req *r)
 				      json_string_value(json_object_get(last, "id")));
 	json_decref(all);
 	if (!items)
-		return e2b_error(r, 500, "out of memory");
+		return http_no_memory(r);
 	return e2b_page(r, items, more && last ? token : NULL);
 }
 
@@ -253,5 +253,5 @@ int e2b_sandbox_fork(struct http_req *r)
 		log_warn("fork of %s: removing its snapshot %s: %s", source, snap_id, err.msg);
 	log_info("sandbox %s forked %lld times through snapshot %s", source, (long long)count,
 		 snap_id);
-	return results ? http_json(r, 201, results) : e2b_error(r, 500, "out of memory");
+	return results ? http_json(r, 201, results) : http_no_memory(r);
 }

@@ -300,6 +300,11 @@ int http_internal(struct http_req *r, const struct cell_error *err)
 	return http_fail(r, err->code, NULL, "%s", err->msg);
 }
 
+int http_no_memory(struct http_req *r)
+{
+	return http_fail(r, ENOMEM, NULL, "out of memory");
+}
+
 /* ---- connection upgrade ---- */
 
 static unsigned upgraded_live; /* atomic: conversations between their switch and their end */
@@ -405,17 +410,34 @@ void http_upgrades_stop(void)
 		usleep(10000);
 }
 
-int http_later_fail(struct http_later *l, unsigned status, const char *code, const char *fmt, ...)
+static int later_keep(struct http_later *l, unsigned status, const char *code, const char *fmt,
+		      va_list ap)
 {
 	if (!l->status) {
-		va_list ap;
-		va_start(ap, fmt);
 		vsnprintf(l->msg, sizeof(l->msg), fmt, ap);
-		va_end(ap);
 		l->status = status;
 		l->code = code;
 	}
 	return -EIO;
+}
+
+int http_later_fail(struct http_later *l, unsigned status, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = later_keep(l, status, code, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int http_later_fail_errno(struct http_later *l, int errnum, const char *code, const char *fmt, ...)
+{
+	const struct errors_answer *a = errors_lookup(errnum);
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = later_keep(l, a->status, code ? code : a->code, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 int http_later_answer(struct http_req *r, const struct http_later *l)

@@ -109,6 +109,10 @@ struct http_later {
 /* Keep the failure unless one is kept already; -EIO (to stop the work at hand). */
 int http_later_fail(struct http_later *l, unsigned status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same for a failure with errno errnum: its status through the errno table (errors.h),
+ * its code too unless code names it more precisely for this route. */
+int http_later_fail_errno(struct http_later *l, int errnum, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Answer the kept failure. */
 int http_later_answer(struct http_req *r, const struct http_later *l);
 /* A failure with errno errnum, answered through the errno table (errors.h): its status,
@@ -117,6 +121,8 @@ int http_fail(struct http_req *r, int errnum, const char *code, const char *fmt,
     __attribute__((format(printf, 4, 5)));
 /* The same for a cell_error from a lower layer: err->code through the table. */
 int http_internal(struct http_req *r, const struct cell_error *err);
+/* celld out of memory: ENOMEM through the table, whichever API r is of. */
+int http_no_memory(struct http_req *r);
 
 /* Connection upgrade (the WebSocket/PTY routes, the port proxy): answer 101 with
  * Upgrade: protocol plus headers (name, value pairs ending with NULL; may be NULL), then

@@ -75,7 +75,7 @@ static int route_request(struct http_req *r)
 	if (res == ROUTER_MATCH)
 		return 0;
 	if (res == ROUTER_NOMEM)
-		return http_error(r, 500, "INTERNAL", "out of memory"), -ENOMEM;
+		return http_no_memory(r), -ENOMEM;
 	return api->unrouted(r, res, &r->match), -ENOENT;
 }
 
