@@ -559,7 +559,7 @@ int api_execd_stdin(struct http_req *r)
 		return http_error(r, 409, rc == -ESRCH ? "COMMAND_ENDED" : "STDIN_CLOSED", "%s",
 				  err.msg);
 	if (rc == -EAGAIN)
-		return http_error(r, 503, "STDIN_FULL", "%s", err.msg);
+		return http_fail(r, EAGAIN, "STDIN_FULL", "%s", err.msg);
 	if (rc < 0)
 		return http_internal(r, &err);
 	return http_json(r, 200,

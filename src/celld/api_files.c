@@ -22,7 +22,6 @@
 #include "commands.h"
 #include "lifecycle.h"
 #include "timefmt.h"
-#include "errors.h"
 #include "fields.h"
 #include "file_xfer.h"
 #include "multipart.h"
@@ -380,10 +379,8 @@ static void upload_free(void *cls)
 static int relay_failed(struct upload *u, const struct relay_error *e)
 {
 	int errnum = sandbox_errno(e->errnum);
-	const struct errors_answer *a = errors_lookup(errnum);
-	const char *code = path_code(errnum);
-	return http_later_fail(&u->failed, a->status, code ? code : a->code, "%s: %s", u->path,
-			       e->message);
+	return http_later_fail_errno(&u->failed, errnum, path_code(errnum), "%s: %s", u->path,
+				     e->message);
 }
 
 /* 644 (or "644") → 0644: every digit must be octal. */
@@ -492,7 +489,8 @@ static int write_failed(struct upload *u, int rc, const struct relay_error *rerr
 {
 	if (rc == 1)
 		return relay_failed(u, rerr);
-	return http_later_fail(&u->failed, 500, "INTERNAL", "%s: relay: %s", u->path, err->msg);
+	return http_later_fail_errno(&u->failed, err->code, NULL, "%s: relay: %s", u->path,
+				     err->msg);
 }
 
 static int file_begin(struct upload *u)
@@ -505,7 +503,7 @@ static int file_begin(struct upload *u)
 	json_decref(u->pending);
 	u->pending = NULL;
 	if (rc < 0)
-		return http_later_fail(&u->failed, 500, "INTERNAL", "%s", err.msg);
+		return http_later_fail_errno(&u->failed, err.code, NULL, "%s", err.msg);
 	return 0;
 }
 
@@ -607,10 +605,8 @@ int api_files_upload_data(struct http_req *r, const char *data, size_t len)
 	if (!u || u->failed.status)
 		return 0;
 	struct cell_error err = {0};
-	if (multipart_feed(u->mp, data, len, &err) < 0 && !u->failed.status) {
-		const struct errors_answer *a = errors_lookup(err.code);
-		http_later_fail(&u->failed, a->status, a->code, "%s", err.msg);
-	}
+	if (multipart_feed(u->mp, data, len, &err) < 0 && !u->failed.status)
+		http_later_fail_errno(&u->failed, err.code, NULL, "%s", err.msg);
 	return 0;
 }
 

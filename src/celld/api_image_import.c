@@ -110,13 +110,13 @@ int api_image_import_begin(struct http_req *r)
 				       .cls = j->who};
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) < 0)
-		return http_error(r, 500, "INTERNAL", "pipe: %s", strerror(errno));
+		return http_fail(r, errno, NULL, "pipe: %s", strerror(errno));
 	j->rfd = fds[0];
 	j->wfd = fds[1];
 	fcntl(j->wfd, F_SETPIPE_SZ, 1 << 20); /* fewer wake-ups; the default is fine too */
 	int e = pthread_create(&j->thread, NULL, run, j);
 	if (e)
-		return http_error(r, 500, "INTERNAL", "starting the import: %s", strerror(e));
+		return http_fail(r, e, NULL, "starting the import: %s", strerror(e));
 	j->started = true;
 	return 0;
 }

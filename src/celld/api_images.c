@@ -653,7 +653,7 @@ int api_image_pull(struct http_req *r)
 	if (pr != 0) {
 		s->refs--;
 		MHD_destroy_response(resp);
-		return http_error(r, 503, "UNAVAILABLE", "no thread for the pull");
+		return http_fail(r, pr, NULL, "no thread for the pull: %s", strerror(pr));
 	}
 	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");

@@ -762,7 +762,7 @@ static int switch_protocols(struct http_req *r, struct proxy *p, const struct an
 	int rc = http_upgrade_ex(r, protocol, o.headers, splice_run, p, proxy_unref);
 	answer_out_free(&o);
 	if (rc < 0)
-		return http_error(r, 500, "INTERNAL", "switching protocols: %s", strerror(-rc));
+		return http_fail(r, -rc, NULL, "switching protocols: %s", strerror(-rc));
 	return 0;
 }
 

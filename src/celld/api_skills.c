@@ -55,7 +55,7 @@ static int on_begin(void *cls, const char *name)
 		u->has_file = true;
 		struct cell_error err = {0};
 		if (skills_upload_open(u->path, sizeof(u->path), &u->fd, &err) < 0)
-			return http_later_fail(&u->failed, 500, "INTERNAL", "%s", err.msg);
+			return http_later_fail_errno(&u->failed, err.code, NULL, "%s", err.msg);
 	} else {
 		return http_later_fail(
 		    &u->failed, 400, "INVALID_ARGUMENT",
@@ -90,8 +90,8 @@ static int on_data(void *cls, const char *data, size_t len)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0)
-			return http_later_fail(&u->failed, 500, "INTERNAL", "writing %s: %s",
-					       u->path, strerror(errno));
+			return http_later_fail_errno(&u->failed, errno, NULL, "writing %s: %s",
+						     u->path, strerror(errno));
 		data += w;
 		len -= (size_t)w;
 	}

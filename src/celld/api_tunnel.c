@@ -122,8 +122,7 @@ int api_tunnel(struct http_req *r)
 	int rc = http_upgrade_ex(r, TUNNEL_PROTOCOL, NULL, tunnel_run, t, tunnel_free);
 	if (rc < 0) {
 		tunnel_free(t);
-		return http_error(r, 500, "INTERNAL", "switching the connection: %s",
-				  strerror(-rc));
+		return http_fail(r, -rc, NULL, "switching the connection: %s", strerror(-rc));
 	}
 	return 0;
 }
