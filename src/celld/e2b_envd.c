@@ -6,6 +6,7 @@
 
 #include "cell/id.h"
 #include "e2b.h"
+#include "errors.h"
 #include "http.h"
 #include "lifecycle.h"
 #include "registry.h"
@@ -61,7 +62,8 @@ static struct sandbox *envd_sandbox(struct http_req *r, enum answer_kind kind)
 	struct cell_error err = {0};
 	if (lifecycle_wake(sb, &err) < 0 && err.code != EBUSY && err.code != ENOENT) {
 		sandbox_unref(sb);
-		refuse(r, kind, connect_code_from_errno(err.code), 500, err.msg);
+		refuse(r, kind, connect_code_from_errno(err.code), errors_lookup(err.code)->status,
+		       err.msg);
 		return NULL;
 	}
 	registry_lock();

@@ -22,6 +22,7 @@
 
 #include "audit.h"
 #include "e2b.h"
+#include "errors.h"
 #include "file_xfer.h"
 #include "http.h"
 #include "multipart.h"
@@ -31,31 +32,19 @@
 
 #define INFLATE_CHUNK (64u << 10)
 
-/* The HTTP status of errno from cell-init or the relay: a missing file 404, a full sandbox
- * layer 507 (its quota, never the host's capacity). */
+/* The errno cell-init reported, as the table should read it: a full disk, or a file past
+ * what the sandbox allows, is its own layer at its quota (507, the SDK's
+ * NotEnoughSpaceError), never the host out of capacity. */
+static int sandbox_errno(int errnum)
+{
+	return errnum == ENOSPC || errnum == EFBIG ? EDQUOT : errnum;
+}
+
+/* The HTTP status of an errno cell-init reported: the table's (errors.h), but a path that
+ * is there as something else is a 400, as envd answers it. */
 static unsigned files_status(int errnum)
 {
-	switch (errnum) {
-	case ENOENT:
-		return 404;
-	case EISDIR:
-	case ENOTDIR:
-	case EINVAL:
-	case ENAMETOOLONG:
-	case ELOOP:
-	case EEXIST:
-		return 400;
-	case EACCES:
-	case EPERM:
-	case EROFS:
-		return 403;
-	case ENOSPC:
-	case EDQUOT:
-	case EFBIG:
-		return 507;
-	default:
-		return 500;
-	}
+	return errnum == EEXIST ? 400 : errors_lookup(sandbox_errno(errnum))->status;
 }
 
 /* The call's user: the username query parameter, else the default. 0, or -1 answered. */
@@ -67,8 +56,13 @@ static int files_user(struct http_req *r, const struct sandbox *sb, struct e2b_u
 	if (qn && qn[0] && e2b_user_name(qn, name) < 0)
 		return e2b_error(r, 400, "username: not a user name"), -1;
 	struct cell_error err = {0};
-	if (e2b_user_lookup(sb, name, u, b, &err) < 0)
-		return e2b_error(r, err.code == ENOENT ? 401 : 500, "%s", err.msg), -1;
+	if (e2b_user_lookup(sb, name, u, b, &err) < 0) {
+		if (err.code == ENOENT) /* no such user: envd's 401 */
+			e2b_error(r, 401, "%s", err.msg);
+		else
+			http_internal(r, &err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -111,7 +105,7 @@ int e2b_files_download(struct http_req *r)
 		if (rc == 1)
 			return e2b_error(r, files_status(rerr.errnum), "%.1024s: %s", path,
 					 rerr.message);
-		return e2b_error(r, 500, "%.1024s: %s", path, err.msg);
+		return http_fail(r, err.code, NULL, "%.1024s: %s", path, err.msg);
 	}
 	if (strcmp(st.type, "file")) {
 		close(fd);
@@ -183,8 +177,7 @@ static int upload_fail(struct upload *u, int rc, const struct relay_error *rerr,
 	if (rc == 1)
 		return http_later_fail(&u->failed, files_status(rerr->errnum), "", "%s: %s",
 				       u->path, rerr->message);
-	return http_later_fail(&u->failed, err->code == ENOMEM ? 500 : files_status(err->code), "",
-			       "%s: %s", u->path, err->msg);
+	return http_later_fail_errno(&u->failed, err->code, NULL, "%s: %s", u->path, err->msg);
 }
 
 static int file_begin(struct upload *u, const char *path)
