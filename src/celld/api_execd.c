@@ -19,6 +19,7 @@
 #include "cell/log.h"
 #include "api.h"
 #include "audit.h"
+#include "errors.h"
 #include "commands.h"
 #include "lifecycle.h"
 #include "registry.h"
@@ -41,6 +42,8 @@ int api_execd_ping(struct http_req *r)
 	struct cell_error err = {0};
 	int rc = relay_ping(sb, 5000, &err);
 	sandbox_unref(sb);
+	if (rc < 0 && errors_host_short(-rc))
+		return http_internal(r, &err); /* celld out of fds or memory: not the sandbox */
 	if (rc < 0)
 		return http_error(r, 503, "SANDBOX_UNAVAILABLE", "%s", err.msg);
 	return http_empty(r, 200);

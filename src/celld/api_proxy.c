@@ -38,6 +38,7 @@
 #include "cell/splice.h"
 #include "api.h"
 #include "config.h"
+#include "errors.h"
 #include "fields.h"
 #include "http.h"
 #include "portconn.h"
@@ -636,6 +637,9 @@ int api_proxy_begin(struct http_req *r)
 		return http_error(r, 504, "PROXY_TIMEOUT",
 				  "port %u in sandbox %s took longer than %d s to accept", p->port,
 				  sb->id, PORTCONN_CONNECT_MS / 1000);
+	/* No socket or thread to make it: celld's own failure, not the app's. */
+	if (p->fd < 0 && errors_host_short(-p->fd))
+		return http_internal(r, &err);
 	if (p->fd < 0)
 		return http_error(r, 502, "PROXY_CONNECT_FAILED", "port %u in sandbox %s: %s",
 				  p->port, sb->id, err.msg);
@@ -644,6 +648,9 @@ int api_proxy_begin(struct http_req *r)
 		return http_error(r, 431, "HEADERS_TOO_LARGE",
 				  "the request head for port %u is over %u bytes", p->port,
 				  PROXY_HEAD_MAX);
+	if (rc < 0 && errors_host_short(-rc))
+		return http_fail(r, -rc, NULL, "sending the request to port %u in sandbox %s: %s",
+				 p->port, sb->id, strerror(-rc));
 	if (rc < 0)
 		return http_error(r, 502, "PROXY_SEND_FAILED",
 				  "sending the request to port %u in sandbox %s: %s", p->port,

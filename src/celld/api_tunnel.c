@@ -18,6 +18,7 @@
 #include "cell/splice.h"
 #include "api.h"
 #include "config.h"
+#include "errors.h"
 #include "fields.h"
 #include "http.h"
 #include "portconn.h"
@@ -112,6 +113,8 @@ int api_tunnel(struct http_req *r)
 			rc = http_error(r, 504, "PROXY_TIMEOUT",
 					"port %u in sandbox %s took longer than %d s to accept",
 					t->port, sb->id, PORTCONN_CONNECT_MS / 1000);
+		else if (errors_host_short(e)) /* celld's own failure, not the app's */
+			rc = http_internal(r, &err);
 		else
 			rc = http_error(r, 502, "PROXY_CONNECT_FAILED", "port %u in sandbox %s: %s",
 					t->port, sb->id, err.msg);

@@ -42,3 +42,8 @@ const struct errors_answer *errors_lookup(int errnum)
 			return &table[i];
 	return &internal;
 }
+
+bool errors_host_short(int errnum)
+{
+	return errors_lookup(errnum)->status == 503;
+}

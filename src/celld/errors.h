@@ -5,6 +5,8 @@
  * spec does (FILE_NOT_FOUND for a 404 of a file), but the status comes from this table. */
 #pragma once
 
+#include <stdbool.h>
+
 struct errors_answer {
 	int errnum;
 	unsigned status;
@@ -13,3 +15,6 @@ struct errors_answer {
 
 /* The row of errnum; 500 INTERNAL for an errno the table does not list. Never NULL. */
 const struct errors_answer *errors_lookup(int errnum);
+/* errnum is the host out of something (a 503 of the table): celld's own failure, whatever
+ * step met it, never what a sandbox or an app behind it answered. */
+bool errors_host_short(int errnum);
