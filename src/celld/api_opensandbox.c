@@ -8,6 +8,7 @@
 #include "cell/id.h"
 #include "config.h"
 #include "credentials.h"
+#include "errors.h"
 #include "http.h"
 #include "keys.h"
 #include "router.h"
@@ -131,12 +132,6 @@ static bool head_authorized(const char *head, size_t len, const struct peer_key 
 	       api_preview_head_authorized(head, len);
 }
 
-static json_t *error_body(unsigned status, const char *code, const char *message)
-{
-	(void)status;
-	return json_pack("{s:s, s:s}", "code", code, "message", message);
-}
-
 static int unrouted(struct http_req *r, enum router_result res, const struct router_match *m)
 {
 	if (res == ROUTER_BAD_PATH)
@@ -170,7 +165,7 @@ const struct http_api api_opensandbox = {
     .key_header = KEY_HEADER,
     .unauthorized_message = "missing or wrong " KEY_HEADER " header (or, for a sandbox's "
 			    "port, its preview token)",
-    .error_body = error_body,
+    .error_body = errors_body_named,
     .unrouted = unrouted,
     .reroute = api_preview_reroute,
 };

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "e2b.h"
 #include "e2b_recent.h"
+#include "errors.h"
 #include "head.h"
 #include "http.h"
 #include "keys.h"
@@ -433,12 +434,6 @@ static bool head_authorized(const char *head, size_t len, const struct peer_key 
 }
 
 /* E2B's Error: {"code": <HTTP status>, "message"}; the SDK branches on the number. */
-static json_t *error_body(unsigned status, const char *code, const char *message)
-{
-	(void)code;
-	return json_pack("{s:i, s:s}", "code", (int)status, "message", message);
-}
-
 static int unrouted(struct http_req *r, enum router_result res, const struct router_match *m)
 {
 	if (res == ROUTER_BAD_PATH)
@@ -466,7 +461,7 @@ const struct http_api api_e2b = {
     .key_header = E2B_HEADER_KEY,
     .unauthorized_message = "missing or wrong " E2B_HEADER_KEY " header (or, for a "
 			    "sandbox's envd and ports, its " E2B_HEADER_TOKEN ")",
-    .error_body = error_body,
+    .error_body = errors_body_numbered,
     .unrouted = unrouted,
     .reroute = reroute,
 };

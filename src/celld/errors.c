@@ -1,4 +1,5 @@
-/* The errno → {HTTP status, code} table (errors.h says who uses it and how). */
+/* The errno → {HTTP status, code} table and the two APIs' error bodies (errors.h says who
+ * uses them and how). */
 #include <errno.h>
 #include <stddef.h>
 
@@ -46,4 +47,16 @@ const struct errors_answer *errors_lookup(int errnum)
 bool errors_host_short(int errnum)
 {
 	return errors_lookup(errnum)->status == 503;
+}
+
+json_t *errors_body_named(unsigned status, const char *code, const char *message)
+{
+	(void)status;
+	return json_pack("{s:s, s:s}", "code", code, "message", message);
+}
+
+json_t *errors_body_numbered(unsigned status, const char *code, const char *message)
+{
+	(void)code;
+	return json_pack("{s:i, s:s}", "code", (int)status, "message", message);
 }
