@@ -37,8 +37,8 @@ struct create_spec {
 	const char *seccomp_profile; /* extensions["cell.seccomp"]; NULL: "default" */
 	bool seccomp_log;	     /* extensions["cell.seccompLog"] */
 	bool sudo;		     /* extensions["cell.sudo"]; E2B's creates */
-	bool manual_resume;	     /* E2B's autoResume.enabled false (sandbox.h) */
-	bool public_ports;	     /* E2B's network.allowPublicTraffic (sandbox.h) */
+	bool manual_resume;	     /* woken only when asked (sandbox.h) */
+	bool public_ports;	     /* ports reached without a credential (sandbox.h) */
 	struct cell_limits limits;   /* resourceLimits, validated, defaults filled in */
 	/* The named volumes it mounts, with what to do when one is missing (volumes.h):
 	 * [{volume, create, bytes, access, deleteOnSandboxTermination, dest, subPath?}], or

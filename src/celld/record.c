@@ -87,7 +87,7 @@ json_t *record_encode(const struct record *rec)
 			json_object_set_new(e, "manualResume", json_true());
 		if (e && rec->public_ports)
 			json_object_set_new(e, "publicPorts", json_true());
-		json_object_set_new(o, "e2b", e);
+		json_object_set_new(o, "access", e);
 	}
 	if (o && rec->network)
 		json_object_set(o, "network", rec->network);
@@ -297,15 +297,18 @@ static int get_sudo(json_t *o, struct record *rec, struct cell_error *err)
 	return 0;
 }
 
-/* "e2b": E2B's per-sandbox choices, each written only when true. */
-static int get_e2b(json_t *o, struct record *rec, struct cell_error *err)
+/* "access": who may wake the sandbox and reach its ports, each written only when true.
+ * A record written before the name was the core's own calls it "e2b" (the API that first
+ * asked for them): read as the same, written back as "access". */
+static int get_access(json_t *o, struct record *rec, struct cell_error *err)
 {
-	json_t *e = json_object_get(o, "e2b");
+	const char *key = json_object_get(o, "access") ? "access" : "e2b";
+	json_t *e = json_object_get(o, key);
 	if (!e)
 		return 0;
 	json_t *m = json_object_get(e, "manualResume"), *p = json_object_get(e, "publicPorts");
 	if (!json_is_object(e) || (m && !json_is_boolean(m)) || (p && !json_is_boolean(p)))
-		return bad(err, "e2b must be {\"manualResume\": bool, \"publicPorts\": bool}");
+		return bad(err, "%s must be {\"manualResume\": bool, \"publicPorts\": bool}", key);
 	rec->manual_resume = json_is_true(m);
 	rec->public_ports = json_is_true(p);
 	return 0;
@@ -420,7 +423,7 @@ int record_decode(json_t *o, const char *id, struct record *rec, struct cell_err
 	if (r == 0)
 		r = get_sudo(o, rec, err);
 	if (r == 0)
-		r = get_e2b(o, rec, err);
+		r = get_access(o, rec, err);
 	if (r == 0)
 		r = get_lifecycle(o, rec, err);
 	if (r == -ENOMEM)

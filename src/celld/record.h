@@ -50,8 +50,8 @@ struct record {
 	char seccomp_profile[CELL_SECCOMP_NAME_MAX + 1];
 	bool seccomp_log;
 	bool sudo; /* "sudo": true; absent (false) in most records */
-	/* "e2b": {"manualResume": true, "publicPorts": true}, each written only when true
-	 * (sandbox.h); absent in most records. */
+	/* "access": {"manualResume": true, "publicPorts": true}, each written only when true
+	 * (sandbox.h); absent in most records; "e2b" in a record of an older celld. */
 	bool manual_resume, public_ports;
 	/* "lifecycle": the idle timers, the last activity and the Running seconds before the
 	 * current spell; false in a record older than them (then no timers run). */

@@ -83,11 +83,13 @@ struct sandbox {
 	char seccomp_profile[CELL_SECCOMP_NAME_MAX + 1];
 	bool seccomp_log; /* denied calls are logged (user-notification listener) */
 	bool sudo;	  /* set-user-ID programs work (no no_new_privs): extensions["cell.sudo"] */
-	/* E2B's autoResume {"enabled": false}: E2B's envd calls do not wake it when paused or
-	 * stopped; its connect (and the OpenSandbox API) do. */
+	/* Woken only when a client asks: traffic that reaches it through the E2B listener (its
+	 * agent's calls, its ports) does not wake it when paused or stopped; a resume or
+	 * connect, and the OpenSandbox API, do. E2B's autoResume {"enabled": false} asks for
+	 * it. */
 	bool manual_resume;
-	/* E2B's network.allowPublicTraffic: the E2B listener lets requests to its ports (not
-	 * envd's) through without a credential. */
+	/* Its ports (not the agent's) are reached without a credential. E2B's
+	 * network.allowPublicTraffic asks for it. */
 	bool public_ports;
 	struct cell_limits limits; /* resourceLimits as enforced (policy defaults filled in) */
 	struct sbx_timers timers;  /* as recorded (policy defaults filled in at create) */

@@ -155,7 +155,7 @@ describe("E2B's network controls", { skip }, () => {
 		assert.deepEqual(detail.lifecycle, { onTimeout: "pause", autoResume: false });
 		// Recorded in its state.json (a restarted celld keeps it).
 		const rec = JSON.parse(fs.readFileSync(path.join(h.state, "sandboxes", sbx.sandboxId, "state.json"), "utf8"));
-		assert.deepEqual(rec.e2b, { manualResume: true });
+		assert.deepEqual(rec.access, { manualResume: true });
 		assert.equal((await sbx.commands.run("echo up")).stdout, "up\n");
 		assert.equal(await sbx.pause(), true);
 		// envd's calls and the ports find it paused (502, the SDK: not running), and it stays so.
@@ -251,7 +251,7 @@ describe("E2B's network controls", { skip }, () => {
 		});
 		assert.equal(list.status, 401);
 		const rec = JSON.parse(fs.readFileSync(path.join(h.state, "sandboxes", pub.sandboxId, "state.json"), "utf8"));
-		assert.deepEqual(rec.e2b, { publicPorts: true });
+		assert.deepEqual(rec.access, { publicPorts: true });
 		assert.equal(await priv.kill(), true);
 		assert.equal(await pub.kill(), true);
 	});

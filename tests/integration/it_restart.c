@@ -136,6 +136,43 @@ START_TEST(init_died_while_celld_was_down)
 }
 END_TEST
 
+/* A sandbox whose record an older celld wrote (its access choices under "e2b", as
+ * before they were named the core's own): adopted Running after the upgrade, and its
+ * record written anew under "access" at its next change, the choices kept. */
+START_TEST(an_older_record_is_adopted_and_written_anew)
+{
+	char *id = h_create("busybox", NULL);
+	h_celld_kill();
+	char *path = h_fmt("%s/sandboxes/%s/state.json", h_state_dir(), id);
+	json_error_t jerr;
+	json_t *rec = json_load_file(path, 0, &jerr);
+	ck_assert_msg(rec, "%s: %s", path, jerr.text);
+	json_object_del(rec, "access");
+	json_object_set_new(rec, "e2b",
+			    json_pack("{s:b, s:b}", "manualResume", 1, "publicPorts", 1));
+	ck_assert_int_eq(json_dump_file(rec, path, JSON_INDENT(2)), 0);
+	json_decref(rec);
+	h_celld_start();
+	ck_assert_str_eq(h_wait_state(id, "Running", 10), "Running");
+	char *out = h_sh(id, "echo adopted");
+	ck_assert_str_eq(out, "adopted\n");
+	free(out);
+	char *meta = h_fmt("/v1/sandboxes/%s/metadata", id);
+	ck_assert_int_eq(h_http("PATCH", meta, "{\"upgraded\": \"yes\"}", NULL), 200);
+	rec = json_load_file(path, 0, &jerr);
+	ck_assert_msg(rec, "%s: %s", path, jerr.text);
+	ck_assert_ptr_null(json_object_get(rec, "e2b"));
+	json_t *access = json_object_get(rec, "access");
+	ck_assert(json_is_true(json_object_get(access, "manualResume")));
+	ck_assert(json_is_true(json_object_get(access, "publicPorts")));
+	json_decref(rec);
+	ck_assert_int_eq(h_delete(id), 204);
+	free(meta);
+	free(path);
+	free(id);
+}
+END_TEST
+
 START_TEST(cli_resume_starts_a_failed_sandbox)
 {
 	char *id = create_with_file();
@@ -219,6 +256,8 @@ static Suite *restart_suite(void)
 		       failed_resumes_after_celld_restart);
 	tcase_add_test(h_tcase(s, "init_died_while_celld_was_down", 180),
 		       init_died_while_celld_was_down);
+	tcase_add_test(h_tcase(s, "an_older_record_is_adopted_and_written_anew", 180),
+		       an_older_record_is_adopted_and_written_anew);
 	tcase_add_test(h_tcase(s, "cli_resume_starts_a_failed_sandbox", 120),
 		       cli_resume_starts_a_failed_sandbox);
 	tcase_add_test(h_tcase(s, "resume_while_deleting_conflicts", 300),

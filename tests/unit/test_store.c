@@ -200,8 +200,8 @@ START_TEST(empty_members_round_trip)
 	ck_assert(!out.has_lifecycle); /* nor timers: none run for it */
 	ck_assert(!out.sudo);	       /* "sudo" is written only when true */
 	ck_assert_ptr_null(json_object_get(o, "sudo"));
-	ck_assert(!out.manual_resume && !out.public_ports); /* "e2b" likewise */
-	ck_assert_ptr_null(json_object_get(o, "e2b"));
+	ck_assert(!out.manual_resume && !out.public_ports); /* "access" likewise */
+	ck_assert_ptr_null(json_object_get(o, "access"));
 	ck_assert_str_eq(out.seccomp_profile, "");
 	ck_assert_ptr_null(out.rootfs);
 	record_free(&out);
@@ -232,6 +232,61 @@ static json_t *mutated(const char *key, json_t *value)
 		json_object_del(target, key);
 	return o;
 }
+
+/* A state.json as the celld before "access" wrote it (this record, full_record's, encoded
+ * by it): it loads, every member as it was, and is written back under the new name; a bad
+ * "e2b" of such a record is refused naming it. */
+static const char older_record[] =
+    "{\"cgroupRel\":\"cell/0123456789abcdef\",\"createdAt\":\"2026-11-18T11:06:40Z\",\"cre"
+    "atedAtMs\":1795000000123,\"dir\":\"/var/lib/cell/sandboxes/0123456789abcdef\",\"e2"
+    "b\":{\"manualResume\":true,\"publicPorts\":true},\"entrypoint\":[\"sleep\",\"infinity\""
+    "],\"env\":{\"FOO\":\"bar baz\"},\"expiresAt\":\"2026-11-18T12:06:40Z\",\"id\":\"012345678"
+    "9abcdef\",\"image\":\"busybox\",\"lastTransitionAt\":\"2026-11-18T11:08:20Z\",\"lifecy"
+    "cle\":{\"idleTimeout\":300,\"lastActivityAt\":\"2023-11-14T22:15:00Z\",\"onTimeout\":"
+    "\"stop\",\"reclaimAfter\":0,\"runningSeconds\":4242,\"stopAfter\":3600},\"limits\":{\"c"
+    "puMillis\":500,\"diskBytes\":10737418240,\"memoryBytes\":536870912,\"pids\":1024,\"s"
+    "ocketMemoryBytes\":67108864},\"metadata\":{\"team\":\"a\",\"ü\":\"ñ\"},\"owner\":\"key:001"
+    "1223344556677\",\"pid\":4242,\"provision\":{\"startupScript\":\"echo hi\",\"startupTim"
+    "eout\":30},\"provisionResult\":{\"reason\":\"StartupScriptFailed\",\"steps\":[]},\"rea"
+    "son\":\"cell-init exited with status 1\",\"resourceLimits\":{\"cpu\":\"500m\",\"memory"
+    "\":\"512Mi\"},\"rootfs\":\"/var/lib/cell/images/busybox/rootfs\",\"seccomp\":{\"log\":t"
+    "rue,\"profile\":\"strict\"},\"sessionKey\":\"app-user-chat\",\"slot\":7,\"snapshotId\":\""
+    "snap0123456789ab\",\"starttime\":123456789,\"state\":\"Paused\",\"sudo\":true,\"uidBas"
+    "e\":1074200576,\"volumes\":[{\"mountPath\":\"/data\",\"name\":\"data\",\"readOnly\":true}"
+    "]}";
+
+START_TEST(a_record_of_an_older_celld_loads)
+{
+	json_error_t jerr;
+	json_t *o = json_loads(older_record, JSON_REJECT_DUPLICATES, &jerr);
+	ck_assert_msg(o, "%s", jerr.text);
+	struct record out;
+	struct cell_error err = {0};
+	ck_assert_msg(record_decode(o, ID, &out, &err) == 0, "%s", err.msg);
+	ck_assert(out.manual_resume && out.public_ports);
+	struct record want;
+	full_record(&want);
+	json_t *a = record_encode(&out), *b = record_encode(&want);
+	/* Where it lives is the loader's to say, not the record's (record_decode leaves them). */
+	static const char *const derived[] = {"dir", "cgroupRel"};
+	for (size_t i = 0; i < 2; i++) {
+		json_object_del(a, derived[i]);
+		json_object_del(b, derived[i]);
+	}
+	ck_assert_msg(json_equal(a, b), "the older record does not load as it was written");
+	ck_assert_ptr_null(json_object_get(a, "e2b"));
+	ck_assert(json_is_true(json_object_get(json_object_get(a, "access"), "publicPorts")));
+	json_decref(a);
+	json_decref(b);
+	free_full(&want);
+	record_free(&out);
+	json_object_set_new(o, "e2b", json_pack("{s:s}", "manualResume", "yes"));
+	ck_assert_int_eq(record_decode(o, ID, &out, &err), -EINVAL);
+	ck_assert_msg(!strncmp(err.msg, "e2b", 3), "%s", err.msg);
+	record_free(&out);
+	json_decref(o);
+}
+END_TEST
 
 START_TEST(malformed_records_name_the_field)
 {
@@ -265,8 +320,8 @@ START_TEST(malformed_records_name_the_field)
 	    {"seccomp.profile", json_string("../etc"), "seccomp.profile"},
 	    {"seccomp.log", json_string("yes"), "seccomp.log"},
 	    {"sudo", json_string("true"), "sudo"},
-	    {"e2b", json_string("public"), "e2b"},
-	    {"e2b", json_pack("{s:s}", "manualResume", "yes"), "e2b"},
+	    {"access", json_string("public"), "access"},
+	    {"access", json_pack("{s:s}", "manualResume", "yes"), "access"},
 	    {"createdAtMs", json_integer(1795000001000), "createdAtMs"},
 	    {"createdAtMs", json_string("123"), "createdAtMs"},
 	    {"lifecycle", json_string("soon"), "lifecycle"},
@@ -311,6 +366,7 @@ int main(void)
 	tcase_add_test(tc, every_field_round_trips);
 	tcase_add_test(tc, every_state_round_trips);
 	tcase_add_test(tc, empty_members_round_trip);
+	tcase_add_test(tc, a_record_of_an_older_celld_loads);
 	tcase_add_test(tc, malformed_records_name_the_field);
 	tcase_add_test(tc, not_an_object_refused);
 	suite_add_tcase(s, tc);
