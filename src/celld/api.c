@@ -1,5 +1,4 @@
 /* Helpers every OpenSandbox route group shares. */
-#include <errno.h>
 #include <stdio.h>
 
 #include "api.h"
@@ -33,28 +32,23 @@ struct sandbox *api_running_sandbox(struct http_req *r)
 		return NULL;
 	/* Using a paused or stopped sandbox starts it first (as a request to a stopped VM
 	 * would wake it), so clients never see exec or files fail on a sandbox an idle timer
-	 * paused or stopped. It is activity: its idle timer starts again. */
-	sandbox_touch(sb);
+	 * paused or stopped. The control API's use wakes any sandbox. */
+	enum sbx_use use;
+	struct sbx_use_view v;
 	struct cell_error perr = {0};
-	if (lifecycle_wake(sb, &perr) < 0 && perr.code != EBUSY && perr.code != ENOENT) {
+	if (lifecycle_use(sb, false, &use, &v, &perr) < 0) {
 		sandbox_unref(sb);
 		http_internal(r, &perr);
 		return NULL;
 	}
-	registry_lock();
-	enum sbx_state st = sb->state;
-	bool busy = sb->busy != SBX_IDLE;
-	char reason[256];
-	snprintf(reason, sizeof(reason), "%s", sb->reason ? sb->reason : "");
-	registry_unlock();
-	if (st == SBX_RUNNING && !busy)
+	if (use == SBX_USE_READY)
 		return sb;
-	if (busy)
+	if (use == SBX_USE_BUSY)
 		http_error(r, 409, "SANDBOX_NOT_RUNNING", "sandbox %s is busy (%s)", sb->id,
-			   sandbox_state_name(st));
+			   sandbox_state_name(v.state));
 	else
 		http_error(r, 409, "SANDBOX_NOT_RUNNING", "sandbox %s is %s%s%s", sb->id,
-			   sandbox_state_name(st), reason[0] ? ": " : "", reason);
+			   sandbox_state_name(v.state), v.reason[0] ? ": " : "", v.reason);
 	sandbox_unref(sb);
 	return NULL;
 }

@@ -222,9 +222,6 @@ int connect_int64(const json_t *v, int64_t *out);
 struct sandbox *e2b_envd_sandbox(struct http_req *r, bool streaming);
 /* The same for envd's plain HTTP routes: errors as {"code": status, "message"}. */
 struct sandbox *e2b_envd_http_sandbox(struct http_req *r);
-/* sb was created with E2B's autoResume false and is not running (paused, stopped): E2B's
- * traffic to it does not wake it (only a connect does). */
-bool e2b_sandbox_asleep(struct sandbox *sb);
 int e2b_health(struct http_req *r);
 int e2b_envs(struct http_req *r);
 int e2b_envd_metrics(struct http_req *r);

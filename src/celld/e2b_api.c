@@ -26,6 +26,7 @@
 #include "errors.h"
 #include "head.h"
 #include "http.h"
+#include "lifecycle.h"
 #include "keys.h"
 #include "peer.h"
 #include "preview.h"
@@ -232,7 +233,7 @@ static int reroute(struct http_req *r)
 	 * port proxy: 502 as E2B's front answers, to a caller allowed to reach it (others get
 	 * the listener's 401, telling nothing of its state). */
 	struct sandbox *sb = authorized(r) ? tenancy_sandbox(r, id) : NULL;
-	bool asleep = sb && e2b_sandbox_asleep(sb);
+	bool asleep = sb && lifecycle_asleep(sb);
 	if (sb)
 		sandbox_unref(sb);
 	if (asleep) {

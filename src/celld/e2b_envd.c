@@ -49,41 +49,28 @@ static struct sandbox *envd_sandbox(struct http_req *r, enum answer_kind kind)
 	/* E2B's auto-resume: a paused or stopped sandbox is started by its use, and the use
 	 * is activity for its idle timer. Created with autoResume {"enabled": false}, it is
 	 * not: E2B's front answers 502 for it (the SDK: not running) until a connect. */
-	if (e2b_sandbox_asleep(sb)) {
-		snprintf(msg, sizeof(msg),
-			 "sandbox %s is paused and is not resumed by its use (autoResume false): "
-			 "connect to it first",
-			 id);
-		sandbox_unref(sb);
-		refuse(r, kind, CONNECT_UNAVAILABLE, 502, msg);
-		return NULL;
-	}
-	sandbox_touch(sb);
+	enum sbx_use use;
+	struct sbx_use_view v;
 	struct cell_error err = {0};
-	if (lifecycle_wake(sb, &err) < 0 && err.code != EBUSY && err.code != ENOENT) {
+	if (lifecycle_use(sb, true, &use, &v, &err) < 0) {
 		sandbox_unref(sb);
 		refuse(r, kind, connect_code_from_errno(err.code), errors_lookup(err.code)->status,
 		       err.msg);
 		return NULL;
 	}
-	registry_lock();
-	bool ready = sb->state == SBX_RUNNING && sb->busy == SBX_IDLE;
-	const char *state = sandbox_state_name(sb->state);
-	registry_unlock();
-	if (ready)
+	if (use == SBX_USE_READY)
 		return sb;
-	snprintf(msg, sizeof(msg), "sandbox %s is %s", id, state);
+	if (use == SBX_USE_ASLEEP)
+		snprintf(msg, sizeof(msg),
+			 "sandbox %s is paused and is not resumed by its use (autoResume false): "
+			 "connect to it first",
+			 id);
+	else
+		snprintf(msg, sizeof(msg), "sandbox %s is %s", id, sandbox_state_name(v.state));
 	sandbox_unref(sb);
-	refuse(r, kind, CONNECT_UNAVAILABLE, 503, msg);
+	/* Asleep: 502, as E2B answers a sandbox that is not running (the SDK reads it so). */
+	refuse(r, kind, CONNECT_UNAVAILABLE, use == SBX_USE_ASLEEP ? 502 : 503, msg);
 	return NULL;
-}
-
-bool e2b_sandbox_asleep(struct sandbox *sb)
-{
-	registry_lock();
-	bool asleep = sb->manual_resume && sb->state != SBX_RUNNING && sb->state != SBX_PENDING;
-	registry_unlock();
-	return asleep;
 }
 
 struct sandbox *e2b_envd_sandbox(struct http_req *r, bool streaming)

@@ -953,6 +953,41 @@ int lifecycle_wake(struct sandbox *sb, struct cell_error *err)
 	return 0;
 }
 
+bool lifecycle_asleep(struct sandbox *sb)
+{
+	registry_lock();
+	bool asleep = sb->manual_resume && sb->state != SBX_RUNNING && sb->state != SBX_PENDING;
+	registry_unlock();
+	return asleep;
+}
+
+int lifecycle_use(struct sandbox *sb, bool by_traffic, enum sbx_use *use, struct sbx_use_view *view,
+		  struct cell_error *err)
+{
+	*view = (struct sbx_use_view){0};
+	if (by_traffic && lifecycle_asleep(sb)) {
+		*use = SBX_USE_ASLEEP;
+		registry_lock();
+		view->state = sb->state;
+		registry_unlock();
+		return 0;
+	}
+	sandbox_touch(sb);
+	int r = lifecycle_wake(sb, err);
+	if (r < 0 && r != -EBUSY && r != -ENOENT)
+		return r;
+	cell_err_clear(err);
+	registry_lock();
+	view->state = sb->state;
+	bool busy = sb->busy != SBX_IDLE;
+	snprintf(view->reason, sizeof(view->reason), "%s", sb->reason ? sb->reason : "");
+	registry_unlock();
+	*use = view->state == SBX_RUNNING && !busy ? SBX_USE_READY
+	       : busy				   ? SBX_USE_BUSY
+						   : SBX_USE_NOT_RUNNING;
+	return 0;
+}
+
 /* ---- the record's changes: expiry, metadata ---- */
 
 int lifecycle_renew(struct sandbox *sb, time_t expires_at, struct cell_error *err)

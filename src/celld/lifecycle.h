@@ -43,6 +43,28 @@ int lifecycle_resume(struct sandbox *sb, struct cell_error *err);
 /* Resume sb when it is Paused or Stopped (exec, files, ping and create-or-resume use it
  * first); 0 when it is Running (or Failed: only an explicit resume starts that again). */
 int lifecycle_wake(struct sandbox *sb, struct cell_error *err);
+
+/* What a client's use of a sandbox found (lifecycle_use). */
+enum sbx_use {
+	SBX_USE_READY,	     /* Running, no operation on it: go on */
+	SBX_USE_ASLEEP,	     /* paused or stopped, and woken only when a client asks */
+	SBX_USE_BUSY,	     /* an operation holds it (view.state: its state) */
+	SBX_USE_NOT_RUNNING, /* Failed, Pending: view.state and view.reason say which */
+};
+struct sbx_use_view {
+	enum sbx_state state;
+	char reason[256];
+};
+/* A client's use of sb, the one rule under every API: activity for its idle timer, and a
+ * paused or stopped sandbox started first. by_traffic: the use is traffic that reaches the
+ * sandbox (its agent's calls, its ports) rather than a call of the control API, so a
+ * sandbox that resumes only when asked (sandbox.h, manual_resume) is left asleep and not
+ * touched. 0 with *use and *view, or -errno with err when waking it failed (a race with a
+ * pause, a stop or a delete is no failure: it answers as what it found). */
+int lifecycle_use(struct sandbox *sb, bool by_traffic, enum sbx_use *use, struct sbx_use_view *view,
+		  struct cell_error *err);
+/* sb is paused or stopped and resumes only when a client asks (sandbox.h). */
+bool lifecycle_asleep(struct sandbox *sb);
 /* Stop: every process ended, memory and cgroup freed, the network's rules and resolver
  * socket removed; the disk, uid range, policy and record kept. why is recorded as the
  * reason ("on request", "idle"). -EALREADY (Stopped), -EBUSY (not Running or Paused, or
