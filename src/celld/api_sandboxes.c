@@ -37,6 +37,7 @@
 #include "lifecycle.h"
 #include "metafilter.h"
 #include "sandbox.h"
+#include "sandbox_select.h"
 #include "tenancy.h"
 
 #define TIMEOUT_MAX	(10LL * 365 * 24 * 3600)
@@ -593,8 +594,9 @@ struct list_query {
 	const struct adm_principal *who; /* who asks: only what it sees (tenancy.h) */
 };
 
-static bool list_matches_locked(const struct list_query *q, const struct sandbox *sb)
+static bool list_matches_locked(const struct sandbox *sb, void *cls)
 {
+	const struct list_query *q = cls;
 	if (!tenancy_sees(q->who, sb->owner))
 		return false;
 	bool ok = q->n_states == 0;
@@ -603,30 +605,6 @@ static bool list_matches_locked(const struct list_query *q, const struct sandbox
 		ok |= sb->state == q->want[k] ||
 		      (q->want[k] == SBX_PAUSED && sb->state == SBX_STOPPED);
 	return ok && (!q->filter || metafilter_matches(sb->metadata, q->filter));
-}
-
-/* Choose the page (referenced, in ls) and count every match. */
-static int64_t list_select(const struct list_query *q, struct list_stream *ls)
-{
-	struct sandbox **v;
-	size_t n = registry_snapshot(&v);
-	qsort(v, n, sizeof(*v), sandbox_cmp_created);
-	int64_t total = 0, first = (q->page - 1) * q->page_size;
-	registry_lock();
-	for (size_t i = 0; i < n; i++) {
-		if (!list_matches_locked(q, v[i]))
-			continue;
-		if (total >= first && total < first + q->page_size) {
-			ls->page[ls->n++] = v[i];
-			v[i] = NULL; /* the page keeps this reference */
-		}
-		total++;
-	}
-	registry_unlock();
-	for (size_t i = 0; i < n; i++)
-		sandbox_unref(v[i]);
-	free(v);
-	return total;
 }
 
 static int list_parse(struct http_req *r, struct list_query *q)
@@ -663,17 +641,18 @@ int api_sandbox_list(struct http_req *r)
 	if (list_parse(r, &q) < 0)
 		return 0;
 	struct list_stream *ls = calloc(1, sizeof(*ls));
-	if (ls)
-		ls->page = calloc((size_t)q.page_size, sizeof(*ls->page));
-	if (!ls || !ls->page) {
-		if (ls)
-			free(ls->page);
+	struct sandbox_page page;
+	if (!ls ||
+	    sandbox_select(list_matches_locked, &q, false, (size_t)((q.page - 1) * q.page_size),
+			   (size_t)q.page_size, &page) < 0) {
 		free(ls);
 		json_decref(q.filter);
 		return http_no_memory(r);
 	}
-	int64_t total = list_select(&q, ls);
 	json_decref(q.filter);
+	ls->page = page.v;
+	ls->n = page.n;
+	int64_t total = (int64_t)page.total;
 	int64_t pages = (total + q.page_size - 1) / q.page_size;
 	if (asprintf(&ls->tail,
 		     "],\"pagination\":{\"page\":%lld,\"pageSize\":%lld,\"totalItems\":%lld,"

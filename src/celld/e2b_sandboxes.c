@@ -38,6 +38,7 @@
 #include "peer.h"
 #include "registry.h"
 #include "sandbox.h"
+#include "sandbox_select.h"
 #include "tenancy.h"
 #include "snapshots.h"
 #include "timefmt.h"
@@ -587,11 +588,6 @@ static int list_parse(struct http_req *r, struct list_query *q, bool v2)
 	return 0;
 }
 
-static int by_creation_desc(const void *a, const void *b)
-{
-	return sandbox_cmp_created(b, a);
-}
-
 /* sb comes after the page token in the list's order. */
 static bool after_token(const struct list_query *q, const struct sandbox *sb)
 {
@@ -601,8 +597,9 @@ static bool after_token(const struct list_query *q, const struct sandbox *sb)
 	return q->desc ? c < 0 : c > 0;
 }
 
-static bool list_matches_locked(const struct list_query *q, const struct sandbox *sb)
+static bool list_matches_locked(const struct sandbox *sb, void *cls)
 {
+	const struct list_query *q = cls;
 	bool running = state_running(sb->state);
 	if (!(running ? q->running : q->paused) || q->no_template ||
 	    !tenancy_sees(q->who, sb->owner))
@@ -623,30 +620,18 @@ static int list(struct http_req *r, bool v2)
 		json_decref(q.filter);
 		return 0;
 	}
-	struct sandbox **v;
-	size_t n = registry_snapshot(&v);
-	qsort(v, n, sizeof(*v), q.desc ? by_creation_desc : sandbox_cmp_created);
-	size_t taken = 0;
-	bool more = false;
-	registry_lock();
-	for (size_t i = 0; i < n; i++) {
-		if (!list_matches_locked(&q, v[i]))
-			continue;
-		if ((int64_t)taken == q.limit) {
-			more = true;
-			break;
-		}
-		struct sandbox *t = v[taken];
-		v[taken++] = v[i]; /* the page, in order, at the front */
-		v[i] = t;
-	}
-	registry_unlock();
+	struct sandbox_page page;
+	int rc = sandbox_select(list_matches_locked, &q, q.desc, 0, (size_t)q.limit, &page);
 	json_decref(q.filter);
+	if (rc < 0)
+		return http_no_memory(r);
+	size_t taken = page.n;
+	bool more = page.total > taken;
 	json_t *arr = json_array();
 	for (size_t i = 0; arr && i < taken; i++) {
 		struct view vw;
-		view_take(v[i], &vw);
-		if (json_array_append_new(arr, listed_obj(v[i], &vw)) < 0) {
+		view_take(page.v[i], &vw);
+		if (json_array_append_new(arr, listed_obj(page.v[i], &vw)) < 0) {
 			json_decref(arr);
 			arr = NULL;
 		}
@@ -654,8 +639,8 @@ static int list(struct http_req *r, bool v2)
 	}
 	char token[E2B_PAGE_TOKEN_MAX];
 	if (more && taken)
-		e2b_page_token_format(token, v[taken - 1]->created_ms, v[taken - 1]->id);
-	sandbox_unref_all(v, n);
+		e2b_page_token_format(token, page.v[taken - 1]->created_ms, page.v[taken - 1]->id);
+	sandbox_page_free(&page);
 	if (!arr)
 		return http_no_memory(r);
 	return e2b_page(r, arr, more && taken ? token : NULL);

@@ -20,6 +20,7 @@
 #include "events.h"
 #include "registry.h"
 #include "sandbox.h"
+#include "sandbox_select.h"
 #include "unit.h"
 
 /* ---- seams: what sandbox_new needs besides the object ---- */
@@ -85,6 +86,70 @@ static int begin(struct sandbox *sb, enum sbx_op op, char *msg, size_t size)
 }
 
 /* ---- the table ---- */
+
+/* ---- the sandboxes a list shows (sandbox_select.c) ---- */
+
+/* A sandbox of that id, made at ms, published Running. */
+static struct sandbox *published_at(const char *id, int64_t ms)
+{
+	celld.state_dir = "/nonexistent";
+	struct sandbox *sb = sandbox_new(id);
+	ck_assert_ptr_nonnull(sb);
+	sb->created_ms = ms;
+	struct cell_error err = {0};
+	ck_assert_int_eq(sandbox_begin(sb, SBX_CREATING, &err), 0);
+	registry_lock();
+	ck_assert_int_eq(registry_publish_locked(sb), 0);
+	registry_unlock();
+	sandbox_end(sb, SBX_CREATING, SBX_RUNNING, NULL);
+	return sb;
+}
+
+/* Every one but those whose id ends in the digit cls names. */
+static bool not_ending_in(const struct sandbox *sb, void *cls)
+{
+	return sb->id[strlen(sb->id) - 1] != *(const char *)cls;
+}
+
+static void expect_page(struct sandbox_page *p, size_t total, const char *const *ids)
+{
+	ck_assert_uint_eq(p->total, total);
+	size_t n = 0;
+	while (ids[n])
+		n++;
+	ck_assert_uint_eq(p->n, n);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_str_eq(p->v[i]->id, ids[i]);
+	sandbox_page_free(p);
+}
+
+START_TEST(select_pages_matches_in_creation_order)
+{
+	/* Made out of order: s1 first, s5 last; s3 filtered out. */
+	static const char *const ids[] = {"s4", "s1", "s3", "s5", "s2"};
+	static const int64_t ms[] = {4000, 1000, 3000, 5000, 2000};
+	struct sandbox *sb[5];
+	for (int i = 0; i < 5; i++)
+		sb[i] = published_at(ids[i], ms[i]);
+	struct sandbox_page p;
+	ck_assert_int_eq(sandbox_select(not_ending_in, "3", false, 0, 2, &p), 0);
+	expect_page(&p, 4, (const char *const[]){"s1", "s2", NULL});
+	ck_assert_int_eq(sandbox_select(not_ending_in, "3", false, 2, 2, &p), 0);
+	expect_page(&p, 4, (const char *const[]){"s4", "s5", NULL});
+	ck_assert_int_eq(sandbox_select(not_ending_in, "3", false, 4, 2, &p), 0);
+	expect_page(&p, 4, (const char *const[]){NULL});
+	ck_assert_int_eq(sandbox_select(not_ending_in, "3", true, 1, 10, &p), 0);
+	expect_page(&p, 4, (const char *const[]){"s4", "s2", "s1", NULL});
+	/* Every reference the pages took was given back: only the registry's and ours. */
+	for (int i = 0; i < 5; i++) {
+		registry_lock();
+		unsigned refs = sb[i]->refs;
+		registry_unlock();
+		ck_assert_uint_eq(refs, 2);
+		unpublish(sb[i]);
+	}
+}
+END_TEST
 
 START_TEST(transition_table)
 {
@@ -351,6 +416,7 @@ int main(void)
 	Suite *s = suite_create("sandbox");
 	TCase *tc = tcase_create("states");
 	tcase_add_test(tc, transition_table);
+	tcase_add_test(tc, select_pages_matches_in_creation_order);
 	tcase_add_test(tc, active_seconds_add_up_running_spells);
 	tcase_add_test(tc, state_names);
 	tcase_add_test(tc, operations_begin_only_from_their_states);
