@@ -1559,6 +1559,18 @@ void h_skip_host(const char *probe, const char *fmt, ...)
 	skip_end(reason);
 }
 
+void h_skip_host_part(const char *probe, const char *fmt, ...)
+{
+	char *reason = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&reason, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	skip_record("host", probe, reason);
+	free(reason);
+}
+
 void h_skip(const char *fmt, ...)
 {
 	char *reason = NULL;

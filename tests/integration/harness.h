@@ -348,6 +348,11 @@ int h_world_sh_code(struct h_world *w, const char *id, const char *cmd);
 void h_skip_host(const char *probe, const char *fmt, ...)
     __attribute__((format(printf, 2, 3), noreturn));
 void h_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* One part of a test that judges many on its own (a battery of attempts) did not run: the
+ * host lacks it, as the probe named decided. Recorded as h_skip_host's skips are; the test
+ * goes on. A part that did not run for any other reason is the test's failure. */
+void h_skip_host_part(const char *probe, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 bool h_strict(void); /* CELL_TEST_STRICT=1 */
 /* The value of a kernel config option ('y', 'm', 'n' when unset) from
  * /boot/config-$(uname -r) or /proc/config.gz; 0 when neither is readable. */

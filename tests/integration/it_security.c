@@ -8,12 +8,15 @@
  * Also here: the helper's own behaviour (it reports a failed attempt as "not ok" and exits
  * non-zero; it refuses to run on the host), --json and --keep. */
 #include <check.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,6 +85,166 @@ static char *marker_dir(const char *err)
 	return strndup(p, strcspn(p, "\n"));
 }
 
+/* ---- the battery's skips ------------------------------------------------------------ */
+
+/* A skip is an attempt that proved nothing, so each is judged by its reason: a lack of the
+ * host passes only once a probe of the host itself, without cell, bears it out (and the
+ * skip goes to the run's list); a tool the busybox image lacks is that image's design (the
+ * default image's run has them all); any other reason (an argument cell selftest did not
+ * pass, a pid that collided, "run as root", a wording this table does not know) fails. */
+
+#define PATH_ABSENT  " does not exist on this kernel"
+#define TOOL_MISSING " is not in this image (or only as a busybox applet)"
+
+/* "PATH does not exist on this kernel": the host, the same kernel, has no PATH either. A
+ * path the host has is no lack of the kernel's: cell hid it from the sandbox. */
+static bool host_lacks_path(const char *reason)
+{
+	if (reason[0] != '/')
+		return false;
+	char *path = strndup(reason, strlen(reason) - strlen(PATH_ABSENT));
+	struct stat st;
+	bool absent = lstat(path, &st) < 0 && errno == ENOENT;
+	free(path);
+	return absent;
+}
+
+/* "this kernel has no i386 emulation": int 0x80 faults on the host too. */
+static bool host_lacks_int80(const char *reason)
+{
+	(void)reason;
+#if defined(__x86_64__)
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		long ret = 20; /* getpid on the i386 entry */
+		__asm__ volatile("int $0x80"
+				 : "+a"(ret)
+				 :
+				 : "memory", "r8", "r9", "r10", "r11", "rcx");
+		_exit(0);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		ck_assert_int_eq(errno, EINTR);
+	return WIFSIGNALED(st) && (WTERMSIG(st) == SIGSEGV || WTERMSIG(st) == SIGILL);
+#else
+	return false;
+#endif
+}
+
+/* "... on x86 only", "... on x86_64 only": the host is not x86_64 (the helper is built for
+ * the host's own architecture). */
+static bool host_not_x86_64(const char *reason)
+{
+	(void)reason;
+	struct utsname u;
+	return uname(&u) == 0 && strcmp(u.machine, "x86_64") != 0;
+}
+
+/* The skips a host may cause, as the battery words them (a prefix, or a suffix), with
+ * the probe that checks the host and the name it is recorded under. */
+static const struct host_skip {
+	const char *words;
+	bool suffix;
+	bool (*lacks)(const char *reason);
+	const char *probe;
+} host_skips[] = {
+    {PATH_ABSENT, true, host_lacks_path, "kernel-path"},
+    {"this kernel has no i386 emulation", false, host_lacks_int80, "kernel-ia32-emulation"},
+    {"iopl and ioperm exist on x86 only", false, host_not_x86_64, "arch-x86_64"},
+    {"int 0x80 exists on x86_64 only", false, host_not_x86_64, "arch-x86_64"},
+    {"the x32 ABI exists on x86_64 only", false, host_not_x86_64, "arch-x86_64"},
+};
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n > k && !strcmp(s + n - k, suffix);
+}
+
+/* The probe that bears out a host's lack for reason, or NULL. */
+static const char *host_probe(const char *reason)
+{
+	for (size_t i = 0; i < sizeof(host_skips) / sizeof(host_skips[0]); i++) {
+		const struct host_skip *k = &host_skips[i];
+		bool says = k->suffix ? has_suffix(reason, k->words)
+				      : !strncmp(reason, k->words, strlen(k->words));
+		if (says)
+			return k->lacks(reason) ? k->probe : NULL;
+	}
+	return NULL;
+}
+
+struct skips {
+	int host, image, n;
+	char *bad; /* the lines no host explains, newline-separated */
+};
+
+/* One "ok N - DESC # SKIP REASON" line (line ends at its newline) into s. */
+static void judge_skip(struct skips *s, const char *image, const char *line)
+{
+	const char *mark = strstr(line, " # SKIP ");
+	size_t len = strcspn(line, "\n");
+	const char *desc = strstr(line, " - ");
+	char *reason = strndup(mark + 8, len - (size_t)(mark + 8 - line));
+	char *what = desc && desc < mark ? strndup(desc + 3, (size_t)(mark - desc - 3))
+					 : strndup(line, (size_t)(mark - line));
+	const char *probe = host_probe(reason);
+	s->n++;
+	if (probe) {
+		s->host++;
+		h_skip_host_part(probe, "cell selftest --image %s: %s: %s", image, what, reason);
+	} else if (!strcmp(image, "busybox") && !strncmp(what, "ordinary: ", 10) &&
+		   has_suffix(reason, TOOL_MISSING)) {
+		s->image++;
+	} else {
+		char *more = h_fmt("%s%.*s\n", s->bad, (int)len, line);
+		free(s->bad);
+		s->bad = more;
+	}
+	free(what);
+	free(reason);
+}
+
+/* Every skip of a report, judged; fails on any that no host's lack explains. */
+static struct skips judge_skips(const char *image, const char *out)
+{
+	struct skips s = {.bad = strdup("")};
+	for (const char *l = out; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		const char *mark = strstr(l, " # SKIP ");
+		if (!strncmp(l, "ok ", 3) && mark && mark < l + strcspn(l, "\n"))
+			judge_skip(&s, image, l);
+	}
+	ck_assert_msg(!s.bad[0],
+		      "cell selftest --image %s: skips no lack of this host explains:\n%s", image,
+		      s.bad);
+	free(s.bad);
+	s.bad = NULL;
+	if (s.image)
+		fprintf(stderr,
+			"it_security: %d ordinary attempts need tools the busybox image lacks "
+			"(selftest_default runs them)\n",
+			s.image);
+	return s;
+}
+
+/* The report's own counts: "# N attempts: P passed, F failed, S skipped". */
+struct totals {
+	int total, passed, failed, skipped;
+};
+
+static struct totals report_totals(const char *out)
+{
+	struct totals t;
+	for (const char *l = strstr(out, "\n# "); l; l = strstr(l + 1, "\n# "))
+		if (sscanf(l, "\n# %d attempts: %d passed, %d failed, %d skipped", &t.total,
+			   &t.passed, &t.failed, &t.skipped) == 4)
+			return t;
+	ck_abort_msg("no summary line in:\n%s", out);
+	return t;
+}
+
 /* Run the whole battery on image; every attempt must pass, nothing may be left behind. */
 static void selftest_passes(const char *image)
 {
@@ -93,8 +256,16 @@ static void selftest_passes(const char *image)
 		      "cell selftest --image %s: exit %d; failed attempts:\n%s\nstderr:\n%s", image,
 		      p.status, bad, p.err);
 	free(bad);
-	/* The whole battery ran: its plan, and the classes of the issue, each with attempts. */
-	int oks = count_prefix(p.out, "ok ");
+	/* Every skip has a reason this host bears out, and the report counts them all. */
+	struct skips sk = judge_skips(image, p.out);
+	struct totals tot = report_totals(p.out);
+	ck_assert_int_eq(sk.n, tot.skipped);
+	if (strcmp(image, "busybox"))
+		ck_assert_int_eq(sk.image, 0);
+	/* The whole battery ran: its plan, and the classes of the issue, each with attempts
+	 * that passed (a skip proved nothing). */
+	int oks = count_prefix(p.out, "ok ") - sk.n;
+	ck_assert_int_eq(oks, tot.passed);
 	ck_assert_msg(oks >= 100, "only %d attempts reported:\n%s", oks, p.out);
 	static const char *const classes[] = {
 	    " - syscalls: ", " - capabilities: ",  " - mounts: ",    " - proc-sys: ",

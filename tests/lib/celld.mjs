@@ -12,6 +12,9 @@
 //   CELL_TEST_IMAGES  images dir with busybox/{rootfs,manifest.json} (default: make one)
 //   CELLD_EXTRA_ARGS  extra celld arguments, space separated
 //   CELL_SDK_KEEP=1   keep the temp dir (state, images, celld.log) for debugging
+//   CELL_TEST_SKIPS   the run's list of skips, which a file that cannot run appends to
+//                     (make check's parts pass it; see "skips" below)
+//   CELL_TEST_STRICT=1  a file may skip only for a host's lack (CI)
 
 import { it, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -315,9 +318,42 @@ export function reapCgroup(dir) {
 }
 
 // ---------------------------------------------------------------------------
-// a test file's celld
+// skips
+//
+// A file whose cases cannot run here records why, as the C suites do (tests/Makefile.inc's
+// TEST_SKIPS): one "suite<TAB>test<TAB>kind<TAB>probe<TAB>reason" line appended to
+// $CELL_TEST_SKIPS (suite: the directory, test: the file), so that make check's list shows
+// it. Its kind is "host" when a probe found the host lacking, else "other". Under
+// CELL_TEST_STRICT=1 only "host" skips: any other reason fails the file's cases instead
+// (useCelld's before() fails, naming it).
 
-export const skip = !IS_ROOT ? "needs root (celld creates namespaces and cgroups)" : false;
+export const STRICT = process.env.CELL_TEST_STRICT === "1";
+
+// Why this process's test file cannot run here ({kind, probe, reason}), or null.
+function whyNotRun() {
+	if (!IS_ROOT) return { kind: "other", probe: "", reason: "needs root (celld creates namespaces and cgroups)" };
+	return null;
+}
+
+const notRun = whyNotRun();
+const failsNotRun = notRun && STRICT && notRun.kind !== "host";
+
+// The skip's line, on stderr and in the run's list (when make names one).
+function recordSkip({ kind, probe, reason }) {
+	const file = process.argv[1] || "?";
+	const fields = [path.basename(path.dirname(file)), path.basename(file), failsNotRun ? "other-strict" : kind, probe, reason];
+	const line = fields.map((f) => String(f).replace(/[\t\n]/g, " ")).join("\t");
+	console.error(`${fields[0]}/${fields[1]}: SKIP: ${reason} (${fields[2]}${probe ? `, probe ${probe}` : ""})`);
+	if (process.env.CELL_TEST_SKIPS) fs.appendFileSync(process.env.CELL_TEST_SKIPS, `${line}\n`);
+}
+
+if (notRun) recordSkip(notRun);
+
+// A test file's describe option: the reason its cases are skipped, or false.
+export const skip = notRun && !failsNotRun ? notRun.reason : false;
+
+// ---------------------------------------------------------------------------
+// a test file's celld
 
 // Called inside a test file's describe (through its suite's useCelld): a private celld for
 // its cases, everything it made deleted in the end, even when a case fails.
@@ -332,6 +368,8 @@ export const skip = !IS_ROOT ? "needs root (celld creates namespaces and cgroups
 export function useCelld(opts = {}) {
 	h.cleanup = opts.cleanup || (async () => {});
 	before(async () => {
+		if (notRun)
+			assert.fail(`not run: ${notRun.reason}; CELL_TEST_STRICT=1 allows only skips a host capability probe decided`);
 		h.netns = !!opts.netns;
 		h.celldArgs = (typeof opts.celldArgs === "function" ? opts.celldArgs() : opts.celldArgs) || [];
 		for (const bin of [CELLD, CELL_INIT])
