@@ -977,10 +977,18 @@ END_TEST
 /* ---- what crosses the proxy: celld's credentials, the app's answer head ---- */
 
 #define PROBE_PORT 8070
-#define E2B_CREDS  "127.0.0.1:38090" /* the E2B listeners of two tests' worlds */
-#define E2B_TOKENS "127.0.0.1:38091"
-#define DOMAIN	   "preview.test"
-#define ANSWER	   "/tmp/head_probe.answer"
+/* The E2B listeners of two tests' worlds: ports free when a test first asks (each test
+ * runs in a process of its own), not fixed ones another process may hold. */
+static const char *e2b_addr(int which)
+{
+	static char addr[2][32];
+	if (!addr[which][0])
+		snprintf(addr[which], sizeof(addr[which]), "127.0.0.1:%u", h_free_port());
+	return addr[which];
+}
+enum { E2B_CREDS, E2B_TOKENS };
+#define DOMAIN "preview.test"
+#define ANSWER "/tmp/head_probe.answer"
 
 /* A world (its name: unique in the case) with a preview domain and an E2B listener on
  * e2b_listen, and a sandbox of it running head_probe on PROBE_PORT, answering under the
@@ -1066,9 +1074,9 @@ static void preview_token_of(struct h_world *w, const char *id, unsigned port, c
 START_TEST(credentials_never_reach_the_app)
 {
 	char *id;
-	struct h_world *w = probe_world("creds", E2B_CREDS, &id, NULL);
+	struct h_world *w = probe_world("creds", e2b_addr(E2B_CREDS), &id, NULL);
 	char envd[64], traffic[64], preview[64];
-	e2b_tokens(w, E2B_CREDS, id, envd, traffic);
+	e2b_tokens(w, e2b_addr(E2B_CREDS), id, envd, traffic);
 	preview_token_of(w, id, PROBE_PORT, preview);
 	char *creds = h_fmt("OPEN-SANDBOX-API-KEY: %s\r\nX-API-Key: %s\r\nX-Access-Token: %s\r\n"
 			    "E2B-Traffic-Access-Token: %s\r\nX-Cell-Preview-Token: %s\r\n"
@@ -1082,7 +1090,7 @@ START_TEST(credentials_never_reach_the_app)
 	struct {
 		const char *listen, *target, *headers;
 	} const ways[] = {
-	    {w->listen, path, creds}, {E2B_CREDS, "/x", e2b}, {w->listen, "/x", host}};
+	    {w->listen, path, creds}, {e2b_addr(E2B_CREDS), "/x", e2b}, {w->listen, "/x", host}};
 	static const char *const names[] = {"OPEN-SANDBOX-API-KEY", "X-API-Key",
 					    "X-Access-Token",	    "E2B-Traffic-Access-Token",
 					    "X-Cell-Preview-Token", "cell_preview"};
@@ -1117,7 +1125,7 @@ static int e2b_status(const char *id, unsigned port, const char *target, const c
 	char *headers =
 	    h_fmt("E2b-Sandbox-Id: %s\r\nE2b-Sandbox-Port: %u\r\n%s\r\n", id, port, line);
 	struct raw a;
-	raw_get(E2B_TOKENS, target, headers, &a);
+	raw_get(e2b_addr(E2B_TOKENS), target, headers, &a);
 	free(headers);
 	return a.status;
 }
@@ -1129,9 +1137,9 @@ static int e2b_status(const char *id, unsigned port, const char *target, const c
 START_TEST(e2b_tokens_kept_apart)
 {
 	char *id;
-	struct h_world *w = probe_world("tokens", E2B_TOKENS, &id, NULL);
+	struct h_world *w = probe_world("tokens", e2b_addr(E2B_TOKENS), &id, NULL);
 	char envd[64], traffic[64], preview[64];
-	e2b_tokens(w, E2B_TOKENS, id, envd, traffic);
+	e2b_tokens(w, e2b_addr(E2B_TOKENS), id, envd, traffic);
 	preview_token_of(w, id, 49983, preview);
 	ck_assert_uint_eq(strlen(envd), 43);
 	ck_assert_uint_eq(strlen(traffic), 43);
@@ -1171,7 +1179,7 @@ START_TEST(answer_header_names_checked)
 				     "X-Tab: a\tb\r\n"
 				     "X-Last: 9\r\n";
 	char *id;
-	struct h_world *w = probe_world("names", E2B_CREDS, &id, answer);
+	struct h_world *w = probe_world("names", e2b_addr(E2B_CREDS), &id, answer);
 	char *path = proxy_path(id, PROBE_PORT, "/x");
 	char *key = h_fmt("OPEN-SANDBOX-API-KEY: %s\r\n", w->key);
 	struct raw a;
@@ -1204,7 +1212,7 @@ START_TEST(app_cookies_stay_with_the_app)
 			     "Set-Cookie: nopath=5\r\n",
 			     PROBE_PORT);
 	/* The sandbox's id is in a line: the answer is written after the create. */
-	struct h_world *w = probe_world("cookies", E2B_TOKENS, &id, NULL);
+	struct h_world *w = probe_world("cookies", e2b_addr(E2B_TOKENS), &id, NULL);
 	char *full = h_fmt(answer, id);
 	put_file(w, id, ANSWER, full, 0644);
 	char *prefix = h_fmt("/v1/sandboxes/%s/proxy/%u", id, PROBE_PORT);

@@ -149,8 +149,30 @@ END_TEST
 
 /* ---- snapshots and named volumes ---- */
 
-#define E2B_LISTEN "127.0.0.1:38097" /* the E2B listener of these tests' celld */
-static const char *const e2b_flags[] = {"--e2b-listen", E2B_LISTEN, NULL};
+/* The E2B listener of these tests' celld: a port free when a test first asks (each test
+ * runs in a process of its own), not a fixed one another process may hold. */
+static unsigned e2b_port(void)
+{
+	static unsigned port;
+	if (!port)
+		port = h_free_port();
+	return port;
+}
+
+static const char *e2b_listen(void)
+{
+	static char addr[32];
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", e2b_port());
+	return addr;
+}
+
+static const char *const *e2b_flags(void)
+{
+	static const char *flags[3];
+	flags[0] = "--e2b-listen";
+	flags[1] = e2b_listen();
+	return flags;
+}
 
 /* method path (body may be NULL) on the E2B listener with key (X-API-Key); the status,
  * the answer's JSON into *out (a new reference, NULL when it is none). */
@@ -161,7 +183,7 @@ static long e2b_as(const char *key, const char *method, const char *path, const 
 			 "%zu\r\nConnection: close\r\n\r\n%s",
 			 method, path, key, body ? "Content-Type: application/json\r\n" : "",
 			 body ? strlen(body) : 0, body ? body : "");
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(38097)};
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)e2b_port())};
 	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(fd, 0);
@@ -254,7 +276,7 @@ static char *who_of(const char *id)
 
 START_TEST(another_keys_snapshot_is_not_found)
 {
-	h_two_tenants_with(e2b_flags);
+	h_two_tenants_with(e2b_flags());
 	delete_snapshots();
 	char *a = create_as(h_alice, NULL), *b = create_as(h_bob, NULL);
 	free(h_sh(a, "echo alice > /root/who"));
@@ -345,7 +367,7 @@ static void rename_on_disk(const char *id, const char *name)
 
 START_TEST(snapshot_names_never_shadow_the_catalogue)
 {
-	h_two_tenants_with(e2b_flags);
+	h_two_tenants_with(e2b_flags());
 	delete_snapshots();
 	char *a = create_as(h_alice, NULL);
 	free(h_sh(a, "echo planted > /root/who"));
@@ -495,7 +517,7 @@ START_TEST(snapshots_count_against_quotas)
 	char *pol = h_policies_with_quotas("pol-snap",
 					   "{\"perKey\": {" QUOTA_UNITS ", \"snapshots\": 2},"
 					   " \"allKeys\": {" QUOTA_UNITS ", \"snapshots\": 3}}");
-	const char *const flags[] = {"--policies", pol, "--e2b-listen", E2B_LISTEN, NULL};
+	const char *const flags[] = {"--policies", pol, "--e2b-listen", e2b_listen(), NULL};
 	h_two_tenants_with(flags);
 	delete_snapshots();
 	char *a = create_as(h_alice, NULL), *b = create_as(h_bob, NULL);
@@ -526,7 +548,7 @@ START_TEST(snapshots_count_against_quotas)
 			" \"allKeys\": {" QUOTA_UNITS ", \"snapshotBytes\": \"1Ti\"}}",
 			limit);
 	char *pol2 = h_policies_with_quotas("pol-snap-bytes", q);
-	const char *const flags2[] = {"--policies", pol2, "--e2b-listen", E2B_LISTEN, NULL};
+	const char *const flags2[] = {"--policies", pol2, "--e2b-listen", e2b_listen(), NULL};
 	h_two_tenants_with(flags2);
 	char *cmd = h_fmt("dd if=/dev/urandom of=/root/big bs=1M count=%lld 2>/dev/null && sync",
 			  limit / (1 << 20) + 2);
