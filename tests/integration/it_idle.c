@@ -6,7 +6,8 @@
  * foreground command's reader, an attached terminal, an open proxied WebSocket), never
  * what runs inside by itself (an entrypoint, background commands); the expiry can stop
  * instead of delete; activeSeconds and lastActivityAt; bad timer values are refused naming
- * the field; `cell stop` and `cell keepalive`. */
+ * the field; `cell stop` and `cell keepalive`; the CLI's timer flags (in the record, in
+ * effect, a bad value a usage error naming the flag). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>

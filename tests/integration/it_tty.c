@@ -10,6 +10,9 @@
  * - exec_it_detach_and_attach: ^P^Q detaches `cell exec -it` and says how to come back;
  *   `cell attach` shows what was written meanwhile and goes on live; the command's exit code
  *   comes through attach; the session is gone afterwards.
+ * - attach_takeover_ends_the_other_client: a second `cell attach` is refused; with
+ *   --takeover it takes the session and the first one ends saying so.
+ * - attach_no_replay_shows_only_what_follows: --no-replay shows nothing written before.
  * - exec_i_feeds_a_pipe: -i alone pipes 3.6 MB whole into a command, also a slow one.
  * - exec_t_refusals: -it without a terminal, -t with --timeout, an -e name the command line
  *   cannot carry. */
