@@ -83,14 +83,17 @@ int cmd_create(int argc, char **argv)
 	int rc = CLI_EXIT_FAIL;
 	int c;
 	while ((c = getopt_long(argc, argv, "+hi:s:e:v:t:", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &o) ||
-		    cli_create_timer_opt(c, optarg, &o))
+		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &o))
 			continue;
-		int nr = cli_create_network_opt(c, optarg, &o);
+		int nr = cli_create_timer_opt(c, optarg, &o);
+		if (nr == 0)
+			nr = cli_create_network_opt(c, optarg, &o);
 		if (nr == 0)
 			nr = cli_create_provision_opt(c, optarg, &o);
-		if (nr < 0)
+		if (nr < 0) {
+			rc = CLI_EXIT_USAGE;
 			goto out;
+		}
 		if (nr > 0)
 			continue;
 		switch (c) {

@@ -77,10 +77,11 @@ int cmd_run(int argc, char **argv)
 	int code = CLI_EXIT_RUN_FAIL;
 	int c;
 	while ((c = getopt_long(argc, argv, "+hi:v:w:e:t:u:s:", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &co) ||
-		    cli_create_timer_opt(c, optarg, &co))
+		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &co))
 			continue;
-		int nr = cli_create_network_opt(c, optarg, &co);
+		int nr = cli_create_timer_opt(c, optarg, &co);
+		if (nr == 0)
+			nr = cli_create_network_opt(c, optarg, &co);
 		if (nr == 0)
 			nr = cli_create_provision_opt(c, optarg, &co);
 		if (nr < 0)

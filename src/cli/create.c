@@ -22,24 +22,40 @@ bool cli_create_seccomp_opt(int c, const char *arg, struct cli_create_opts *o)
 	return c == CLI_OPT_SECCOMP || c == CLI_OPT_SECCOMP_LOG;
 }
 
-bool cli_create_timer_opt(int c, const char *arg, struct cli_create_opts *o)
+/* Whole seconds, as cell(1) gives the timers; their range and the operator's caps are
+ * celld's to judge. */
+static bool whole_seconds(const char *s)
 {
-	switch (c) {
-	case CLI_OPT_IDLE_TIMEOUT:
-		o->idle_timeout = arg;
-		return true;
-	case CLI_OPT_STOP_AFTER:
-		o->stop_after = arg;
-		return true;
-	case CLI_OPT_RECLAIM_AFTER:
-		o->reclaim_after = arg;
-		return true;
-	case CLI_OPT_ON_TIMEOUT:
-		o->on_timeout = arg;
-		return true;
-	default:
-		return false;
+	return *s && strspn(s, "0123456789") == strlen(s);
+}
+
+/* A bad value is a usage error naming the flag: celld's answer would name its extension,
+ * which the user never typed. */
+int cli_create_timer_opt(int c, const char *arg, struct cli_create_opts *o)
+{
+	const char **slot = c == CLI_OPT_IDLE_TIMEOUT	 ? &o->idle_timeout
+			    : c == CLI_OPT_STOP_AFTER	 ? &o->stop_after
+			    : c == CLI_OPT_RECLAIM_AFTER ? &o->reclaim_after
+							 : NULL;
+	const char *flag = c == CLI_OPT_IDLE_TIMEOUT ? "--idle-timeout"
+			   : c == CLI_OPT_STOP_AFTER ? "--stop-after"
+						     : "--reclaim-after";
+	if (slot && !whole_seconds(arg)) {
+		cli_error("%s '%s': expected whole seconds (0: never)", flag, arg);
+		return -1;
 	}
+	if (slot) {
+		*slot = arg;
+		return 1;
+	}
+	if (c != CLI_OPT_ON_TIMEOUT)
+		return 0;
+	if (strcmp(arg, "delete") && strcmp(arg, "stop")) {
+		cli_error("--on-timeout '%s': expected delete or stop", arg);
+		return -1;
+	}
+	o->on_timeout = arg;
+	return 1;
 }
 
 int cli_create_network_opt(int c, const char *arg, struct cli_create_opts *o)

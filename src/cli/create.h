@@ -61,8 +61,9 @@ enum {
 	"      --stop-after S       stop a paused one after S seconds (0: never)\n"                \
 	"      --reclaim-after S    delete a stopped one after S seconds (0: never)\n"             \
 	"      --on-timeout WHAT    at the end of --timeout: delete (default) or stop\n"
-/* Handle one of CLI_TIMER_LONGOPTS into o: true when c was one. */
-bool cli_create_timer_opt(int c, const char *arg, struct cli_create_opts *o);
+/* Handle one of CLI_TIMER_LONGOPTS into o: 1 when c was one, 0 when not, -1 after a usage
+ * error naming the flag. */
+int cli_create_timer_opt(int c, const char *arg, struct cli_create_opts *o);
 
 /* --network MODE, --allow-host H and --deny-host H (repeatable) of create and run. */
 enum { CLI_OPT_NETWORK = 0x1200, CLI_OPT_ALLOW_HOST, CLI_OPT_DENY_HOST };

@@ -4,6 +4,7 @@
  * following SIGWINCH, ^P^Q to detach. */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -210,9 +211,10 @@ static int open_ws(struct term *t, struct cell_error *err)
 	struct winsize ws = {0};
 	ioctl(0, TIOCGWINSZ, &ws);
 	_cleanup_free_ char *path = NULL;
-	char since[32] = "";
-	if (t->a->since >= 0)
-		snprintf(since, sizeof(since), "&since=%lld", t->a->since);
+	/* No replay is an offset past all output: celld takes a missing since as 0, execd's
+	 * replay of everything kept. */
+	char since[32];
+	snprintf(since, sizeof(since), "&since=%lld", t->a->since >= 0 ? t->a->since : LLONG_MAX);
 	if (asprintf(&path, PTY_PATH "/%s/ws?cols=%u&rows=%u%s%s", t->a->id, t->a->session,
 		     ws.ws_col ? ws.ws_col : 80u, ws.ws_row ? ws.ws_row : 24u, since,
 		     t->a->takeover ? "&takeover=1" : "") < 0)

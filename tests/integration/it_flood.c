@@ -1,7 +1,7 @@
 /* Peers without the API key against the TCP listener: whatever they do (many connections,
  * slow heads, huge heads, wrong keys), key holders and the Unix socket keep being served,
  * celld's memory stays put, and each refusal is answered as the API says. Every connection
- * comes from a loopback address of its own test (127.1-7.x.y), so that the per-client cap
+ * comes from a loopback address of its own test (127.1-9.x.y), so that the per-client cap
  * of one test never meets another's. Waits here are hang guards, never measurements. */
 #include <arpa/inet.h>
 #include <check.h>
@@ -42,9 +42,9 @@ static void raise_nofile(void)
 		      (unsigned long long)rl.rlim_max);
 }
 
-/* A connection to celld's TCP port from src (an address of 127.0.0.0/8); -1 when refused.
- * Blocking, with a hang guard on every call. */
-static int connect_from(const char *src)
+/* A connection to world w's TCP port from src (an address of 127.0.0.0/8); -1 when
+ * refused. Blocking, with a hang guard on every call. */
+static int connect_to(const struct h_world *w, const char *src)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(fd, 0);
@@ -54,7 +54,7 @@ static int connect_from(const char *src)
 	struct sockaddr_in s = {.sin_family = AF_INET}, d = {.sin_family = AF_INET};
 	ck_assert_int_eq(inet_pton(AF_INET, src, &s.sin_addr), 1);
 	inet_pton(AF_INET, "127.0.0.1", &d.sin_addr);
-	d.sin_port = htons((uint16_t)atoi(strrchr(H.listen, ':') + 1));
+	d.sin_port = htons((uint16_t)atoi(strrchr(w->listen, ':') + 1));
 	ck_assert_msg(bind(fd, (struct sockaddr *)&s, sizeof(s)) == 0, "bind %s: %s", src,
 		      strerror(errno));
 	if (connect(fd, (struct sockaddr *)&d, sizeof(d)) < 0) {
@@ -62,6 +62,11 @@ static int connect_from(const char *src)
 		return -1;
 	}
 	return fd;
+}
+
+static int connect_from(const char *src)
+{
+	return connect_to(&H, src);
 }
 
 static bool send_all(int fd, const char *data, size_t len)
@@ -76,15 +81,20 @@ static bool send_all(int fd, const char *data, size_t len)
 	return true;
 }
 
-/* A slow client: a request line and one header, and never the end of the head. */
-static int slow_client(const char *src)
+/* A slow client of world w: a request line and one header, and never the end of the head. */
+static int slow_client_to(const struct h_world *w, const char *src)
 {
-	int fd = connect_from(src);
+	int fd = connect_to(w, src);
 	if (fd >= 0 && !send_all(fd, SLOW_START, strlen(SLOW_START))) {
 		close(fd);
 		fd = -1;
 	}
 	return fd;
+}
+
+static int slow_client(const char *src)
+{
+	return slow_client_to(&H, src);
 }
 
 /* celld closed fd (an end of file or a reset is waiting), seen within timeout_ms (0: look
@@ -174,20 +184,25 @@ static long raw_exchange(int fd, const char *req, struct raw_resp *r)
 	return raw_read(fd, !strncmp(req, "HEAD ", 5), r);
 }
 
-/* GET /v1/info with the key from src, on a connection of its own. */
-static long keyed_get_from(const char *src)
+/* GET /v1/info with world w's key from src, on a connection of its own. */
+static long keyed_get_to(const struct h_world *w, const char *src)
 {
-	int fd = connect_from(src);
+	int fd = connect_to(w, src);
 	if (fd < 0)
 		return 0;
 	char *req = h_fmt("GET /v1/info HTTP/1.1\r\nHost: cell\r\nOPEN-SANDBOX-API-KEY: %s\r\n"
 			  "Connection: close\r\n\r\n",
-			  H.key);
+			  w->key);
 	struct raw_resp r;
 	long st = raw_exchange(fd, req, &r);
 	free(req);
 	close(fd);
 	return st;
+}
+
+static long keyed_get_from(const char *src)
+{
+	return keyed_get_to(&H, src);
 }
 
 /* The answer is the API's 401: a JSON error body, a request id, and the connection ends. */
@@ -287,6 +302,69 @@ START_TEST(per_ip_cap_closes_the_oldest)
 	ck_assert_int_eq(keyed_get_from("127.3.0.1"), 200);
 	close_all(fds, PER_IP + 8);
 	close(witness);
+}
+END_TEST
+
+/* A celld of the test's own with TCP and these flags (NULL-terminated). */
+static struct h_world *tcp_world(const char *name, const char *const *flags)
+{
+	return h_world_add(&(struct h_world_opts){.name = name, .tcp = true, .flags = flags});
+}
+
+/* --tcp-head-timeout is the head's deadline: a half head held on a celld with 1 s is closed
+ * without an answer. Proved by order, not by a clock: a half head opened seconds earlier on
+ * a celld with 300 s is still open then, which it would not be were both deadlines the same
+ * (the flag ignored, say): the older one would reach it seconds first. */
+START_TEST(head_timeout_flag_sets_the_deadline)
+{
+	static const char *const short_f[] = {"--tcp-head-timeout", "1", NULL};
+	static const char *const long_f[] = {"--tcp-head-timeout", "300", NULL};
+	struct h_world *lng = tcp_world("long", long_f);
+	struct h_world *shrt = tcp_world("short", short_f);
+	int witness = slow_client_to(lng, "127.8.0.1");
+	ck_assert_int_ge(witness, 0);
+	/* Not a measurement: the witness's head, were the deadlines equal, would be due
+	 * this much before the other's, far more than two gates' wake-ups differ by. */
+	h_sleep_ms(3000);
+	int fd = slow_client_to(shrt, "127.8.0.1");
+	ck_assert_int_ge(fd, 0);
+	/* The hang guard only: a minute for a deadline of a second. */
+	ck_assert_msg(closed_by_celld(fd, 60000),
+		      "a half head was still open a minute past --tcp-head-timeout 1");
+	ck_assert_msg(!closed_by_celld(witness, 0),
+		      "an older half head on a celld with --tcp-head-timeout 300 was closed too");
+	close(fd);
+	close(witness);
+	ck_assert_int_eq(keyed_get_to(shrt, "127.8.0.1"), 200);
+}
+END_TEST
+
+/* --tcp-pending-max bounds the connections waiting for their head, whoever they come from:
+ * with 4, a fifth (each from an address of its own, so the per-client cap is not what acts)
+ * closes the oldest and keeps the rest; a key holder's connection then gets through,
+ * closing the next oldest. The heads' deadline is far off, so it closes nothing here. */
+START_TEST(pending_max_closes_the_oldest)
+{
+	static const char *const flags[] = {"--tcp-pending-max", "4", "--tcp-head-timeout", "300",
+					    NULL};
+	struct h_world *w = tcp_world("small", flags);
+	int fds[5];
+	for (int i = 0; i < 5; i++) {
+		char *src = h_fmt("127.9.0.%d", i + 1);
+		fds[i] = slow_client_to(w, src);
+		ck_assert_msg(fds[i] >= 0, "connection %d from %s was refused", i, src);
+		free(src);
+	}
+	ck_assert_msg(closed_by_celld(fds[0], 20000),
+		      "the oldest of 5 pending connections is still open (--tcp-pending-max 4)");
+	for (int i = 1; i < 5; i++)
+		ck_assert_msg(!closed_by_celld(fds[i], 0), "pending connection %d was closed", i);
+	ck_assert_int_eq(keyed_get_to(w, "127.9.0.9"), 200);
+	ck_assert_msg(closed_by_celld(fds[1], 20000),
+		      "a key holder's connection closed no pending one of a full table");
+	for (int i = 2; i < 5; i++)
+		ck_assert_msg(!closed_by_celld(fds[i], 0), "pending connection %d was closed", i);
+	close_all(fds, 5);
 }
 END_TEST
 
@@ -569,6 +647,10 @@ static Suite *flood_suite(void)
 		       head_deadline_closes_slowloris);
 	tcase_add_test(h_tcase(s, "per_ip_cap_closes_the_oldest", 120),
 		       per_ip_cap_closes_the_oldest);
+	tcase_add_test(h_tcase(s, "head_timeout_flag_sets_the_deadline", 120),
+		       head_timeout_flag_sets_the_deadline);
+	tcase_add_test(h_tcase(s, "pending_max_closes_the_oldest", 120),
+		       pending_max_closes_the_oldest);
 	tcase_add_test(h_tcase(s, "big_heads_cost_no_memory", 300), big_heads_cost_no_memory);
 	tcase_add_test(h_tcase(s, "head_limit_answers_431", 120), head_limit_answers_431);
 	tcase_add_test(h_tcase(s, "unauthorized_answers", 120), unauthorized_answers);

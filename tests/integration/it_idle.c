@@ -6,7 +6,8 @@
  * foreground command's reader, an attached terminal, an open proxied WebSocket), never
  * what runs inside by itself (an entrypoint, background commands); the expiry can stop
  * instead of delete; activeSeconds and lastActivityAt; bad timer values are refused naming
- * the field; `cell stop` and `cell keepalive`. */
+ * the field; `cell stop` and `cell keepalive`; the CLI's timer flags (in the record, in
+ * effect, a bad value a usage error naming the flag). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -522,6 +523,121 @@ START_TEST(cli_stop_keepalive_and_ls)
 }
 END_TEST
 
+/* ---- the CLI's timer flags (cell(1): --idle-timeout, --stop-after, --reclaim-after and
+ * --on-timeout of create and run, the cell.* extensions of the same names) ---- */
+
+/* `cell inspect id`'s timers: each must be what the flags asked. */
+static void cli_timers_are(const char *id, long idle, long stop, long reclaim, const char *on)
+{
+	struct h_proc p;
+	ck_assert_int_eq(h_cell(&p, "inspect", id, NULL), 0);
+	json_t *ins = json_loads(p.out, 0, NULL);
+	ck_assert_msg(ins, "cell inspect printed no JSON: %s", p.out);
+	ck_assert_int_eq(h_jint(ins, "timers.idleTimeout"), idle);
+	ck_assert_int_eq(h_jint(ins, "timers.stopAfter"), stop);
+	ck_assert_int_eq(h_jint(ins, "timers.reclaimAfter"), reclaim);
+	ck_assert_str_eq(h_jstr(ins, "timers.onTimeout"), on);
+	json_decref(ins);
+	h_proc_free(&p);
+}
+
+/* The id `cell run` names in its "sandbox ... kept" line on stderr, tracked. */
+static char *run_kept_id(const struct h_proc *p)
+{
+	const char *k = p->err ? strstr(p->err, "cell: sandbox ") : NULL;
+	char id[80] = "";
+	ck_assert_msg(k && sscanf(k, "cell: sandbox %79s kept", id) == 1, "stderr: %s",
+		      p->err ? p->err : "");
+	h_track_sandbox(id);
+	return strdup(id);
+}
+
+/* Each flag of create and run lands in the sandbox's timers as given: values that differ
+ * from the shipped policy's defaults (300, 3600, 604800, delete), so a flag dropped on the
+ * way shows. */
+START_TEST(cli_timer_flags_reach_the_sandbox)
+{
+	struct h_proc p;
+	ck_assert_int_eq(h_cell(&p, "create", "-i", "busybox", "--idle-timeout", "0",
+				"--stop-after", "70", "--reclaim-after", "90", "--on-timeout",
+				"stop", NULL),
+			 0);
+	char *id = strdup(h_trim(p.out));
+	h_track_sandbox(id);
+	h_proc_free(&p);
+	cli_timers_are(id, 0, 70, 90, "stop");
+	ck_assert_int_eq(h_cell(&p, "run", "-i", "busybox", "--idle-timeout", "50", "--stop-after",
+				"0", "--reclaim-after", "0", "--on-timeout", "stop", "--", "true",
+				NULL),
+			 0);
+	char *rid = run_kept_id(&p);
+	h_proc_free(&p);
+	cli_timers_are(rid, 50, 0, 0, "stop");
+	free(rid);
+	free(id);
+}
+END_TEST
+
+/* What the flags ask happens: 1 s of each timer pauses, stops, then deletes a sandbox of
+ * `cell create`; --on-timeout stop makes its expiry (brought near through the API) a stop
+ * of one of `cell run`. The waits are hang guards. */
+START_TEST(cli_timer_flags_take_effect)
+{
+	struct h_proc p;
+	ck_assert_int_eq(h_cell(&p, "create", "-i", "busybox", "--idle-timeout", "1",
+				"--stop-after", "1", "--reclaim-after", "1", NULL),
+			 0);
+	char *id = strdup(h_trim(p.out));
+	h_track_sandbox(id);
+	h_proc_free(&p);
+	ck_assert_str_eq(wait_for(id, "Paused", 60), "Paused");
+	ck_assert_str_eq(wait_for(id, "Stopped", 60), "Stopped");
+	ck_assert_str_eq(wait_for(id, "HTTP 404", 60), "HTTP 404");
+	free(id);
+
+	ck_assert_int_eq(h_cell(&p, "run", "-i", "busybox", "-t", "60", "--idle-timeout", "0",
+				"--on-timeout", "stop", "--", "true", NULL),
+			 0);
+	id = run_kept_id(&p);
+	h_proc_free(&p);
+	char when[64];
+	time_t t = time(NULL) + 4;
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+	char *body = h_fmt("{\"expiresAt\": \"%s\"}", when);
+	char *path = h_fmt("/v1/sandboxes/%s/renew-expiration", id);
+	ck_assert_int_eq(h_http("POST", path, body, NULL), 200);
+	ck_assert_str_eq(wait_for(id, "Stopped", 60), "Stopped");
+	free(path);
+	free(body);
+	free(id);
+}
+END_TEST
+
+/* A bad value is the command's usage error naming the flag (create: exit 2; run: 125, its
+ * own failure), and no sandbox is made. */
+START_TEST(cli_timer_flags_refuse_bad_values)
+{
+	static const char *const bad[][2] = {
+	    {"--idle-timeout", "abc"},
+	    {"--stop-after", "-1"},
+	    {"--reclaim-after", "1.5"},
+	    {"--on-timeout", "pause"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct h_proc p;
+		h_cell(&p, "create", "-i", "busybox", bad[i][0], bad[i][1], NULL);
+		ck_assert_msg(p.status == 2 && strstr(p.err, bad[i][0]),
+			      "create %s %s: exit %d: %s", bad[i][0], bad[i][1], p.status, p.err);
+		h_proc_free(&p);
+		h_cell(&p, "run", "-i", "busybox", bad[i][0], bad[i][1], "--", "true", NULL);
+		ck_assert_msg(p.status == 125 && strstr(p.err, bad[i][0]), "run %s %s: exit %d: %s",
+			      bad[i][0], bad[i][1], p.status, p.err);
+		h_proc_free(&p);
+	}
+	ck_assert_int_eq(h_sandbox_count(), 0);
+}
+END_TEST
+
 static Suite *idle_suite(void)
 {
 	Suite *s = suite_create("idle");
@@ -551,6 +667,11 @@ static Suite *idle_suite(void)
 	tcase_add_test(h_tcase(s, "bad_timer_values_are_refused", 120),
 		       bad_timer_values_are_refused);
 	tcase_add_test(h_tcase(s, "cli_stop_keepalive_and_ls", 120), cli_stop_keepalive_and_ls);
+	tcase_add_test(h_tcase(s, "cli_timer_flags_reach_the_sandbox", 120),
+		       cli_timer_flags_reach_the_sandbox);
+	tcase_add_test(h_tcase(s, "cli_timer_flags_take_effect", 300), cli_timer_flags_take_effect);
+	tcase_add_test(h_tcase(s, "cli_timer_flags_refuse_bad_values", 120),
+		       cli_timer_flags_refuse_bad_values);
 	return s;
 }
 

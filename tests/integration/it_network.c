@@ -1039,6 +1039,53 @@ START_TEST(default_action_changes_live)
 }
 END_TEST
 
+/* The bodies E2B's JS SDK (e2b 2.51.0, tests/e2b's pin) sends for sbx.updateNetwork(...),
+ * as its buildNetworkUpdateBody writes them (allowOut, denyOut, then allow_internet_access
+ * from allowInternetAccess; a selector function is sent as the list it returns), each
+ * followed by the traffic it must allow and stop. */
+START_TEST(e2b_sdk_update_network_bodies_steer_traffic)
+{
+	lab_world_e2b();
+	char *id = h_world_create(W, "busybox", NULL);
+	assert_reaches(id, NETLAB_WEB2, NETLAB_WEB2);
+	/* {allowOut: ["web1.test"], allowInternetAccess: false}: that name only. */
+	ck_assert_int_eq(
+	    e2b_put_network(id, "{\"allowOut\":[\"web1.test\"],\"allow_internet_access\":false}"),
+	    204);
+	assert_default(id, "deny");
+	assert_reaches(id, "web1.test", NETLAB_WEB1);
+	assert_no_answer(id, "web2.test", 80);
+	assert_no_answer(id, NETLAB_WEB2, 80);
+	/* {allowOut: [WEB2], denyOut: ({allTraffic}) => [allTraffic]}: that address only; the
+	 * name allowed before is closed, also at the address it resolved to. */
+	ck_assert_int_eq(
+	    e2b_put_network(id, "{\"allowOut\":[\"" NETLAB_WEB2 "\"],\"denyOut\":[\"0.0.0.0/0\"]}"),
+	    204);
+	assert_default(id, "deny");
+	assert_reaches(id, NETLAB_WEB2, NETLAB_WEB2);
+	assert_no_answer(id, "web1.test", 80);
+	assert_no_answer(id, NETLAB_WEB1, 80);
+	/* {allowOut: [WEB2], denyOut: [its /24]}: the internet open but that range. The denied
+	 * range wins over the allowed address within it, as every denied address does in
+	 * cell (celld(8), E2B API; unlike E2B, where the allowed one would pass). */
+	ck_assert_int_eq(e2b_put_network(id, "{\"allowOut\":[\"" NETLAB_WEB2
+					     "\"],\"denyOut\":[\"203.0.113.0/24\"]}"),
+			 204);
+	assert_default(id, "allow");
+	assert_reaches(id, NETLAB_WEB1, NETLAB_WEB1);
+	assert_no_answer(id, NETLAB_WEB2, 80);
+	assert_no_answer(id, "web2.test", 80);
+	/* {allowInternetAccess: true}: every rule cleared, all of it open again. */
+	ck_assert_int_eq(e2b_put_network(id, "{\"allow_internet_access\":true}"), 204);
+	assert_default(id, "allow");
+	assert_reaches(id, "web1.test", NETLAB_WEB1);
+	assert_reaches(id, NETLAB_WEB2, NETLAB_WEB2);
+	assert_forbidden_untouched();
+	free(id);
+	lab_end();
+}
+END_TEST
+
 /* One sandbox's policy edited through both APIs at once: OpenSandbox's PATCHes (read, merge,
  * replace) run in a loop while E2B's PUT replaces the whole policy. A PATCH that read the
  * policy before a PUT and replaced it after would undo the PUT: after each PUT, with the
@@ -1925,6 +1972,7 @@ static Suite *network_suite(void)
 	ONE(s, egress_api_denies_live, 120);
 	ONE(s, address_rules_in_allowlist, 120);
 	ONE(s, default_action_changes_live, 180);
+	ONE(s, e2b_sdk_update_network_bodies_steer_traffic, 180);
 	ONE(s, edits_through_both_apis_never_undo_each_other, 240);
 	ONE(s, limited_admits_registries_only, 120);
 	ONE(s, none_has_no_network, 120);

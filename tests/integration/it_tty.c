@@ -10,6 +10,9 @@
  * - exec_it_detach_and_attach: ^P^Q detaches `cell exec -it` and says how to come back;
  *   `cell attach` shows what was written meanwhile and goes on live; the command's exit code
  *   comes through attach; the session is gone afterwards.
+ * - attach_takeover_ends_the_other_client: a second `cell attach` is refused; with
+ *   --takeover it takes the session and the first one ends saying so.
+ * - attach_no_replay_shows_only_what_follows: --no-replay shows nothing written before.
  * - exec_i_feeds_a_pipe: -i alone pipes 3.6 MB whole into a command, also a slow one.
  * - exec_t_refusals: -it without a terminal, -t with --timeout, an -e name the command line
  *   cannot carry. */
@@ -259,6 +262,104 @@ START_TEST(exec_it_detach_and_attach)
 }
 END_TEST
 
+/* A PTY session of sandbox id made through the API, running sh -c script once a client
+ * attaches; its id (malloc'd). */
+static char *api_session(const char *id, const char *script)
+{
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/44772/pty", id);
+	json_t *body = json_pack("{s:s}", "command", script);
+	char *text = json_dumps(body, JSON_COMPACT);
+	struct h_resp r;
+	ck_assert_int_eq(h_http("POST", path, text, &r), 201);
+	char *sid = strdup(h_jstr(r.json, "session_id"));
+	ck_assert_msg(sid[0], "no session_id: %s", r.body);
+	h_resp_free(&r);
+	free(text);
+	json_decref(body);
+	free(path);
+	return sid;
+}
+
+/* --takeover: the session another `cell attach` holds is taken; that one ends, exit 125,
+ * saying so, and the process runs on for the new client. Without it, a second attach is
+ * refused (ALREADY_CONNECTED). */
+START_TEST(attach_takeover_ends_the_other_client)
+{
+	struct tmux t;
+	tmux_start(&t);
+	char *id = h_create("busybox", NULL);
+	char *sid = api_session(id, "sh -c 'echo start-$((6*7)); read x; echo got-$x; exit 5'");
+	char *exit1 = h_fmt("%s/first.exit", H.dir), *exit2 = h_fmt("%s/second.exit", H.dir);
+	char *args = h_fmt("attach %s %s", id, sid);
+	pane(&t, "a", args, exit1, true);
+	free(wait_screen(&t, "t:a", "start-42", 60));
+	struct h_proc p;
+	h_cell(&p, "attach", id, sid, NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "ALREADY_CONNECTED"),
+		      "a second attach without --takeover: exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	char *targs = h_fmt("attach --takeover %s %s", id, sid);
+	pane(&t, "b", targs, exit2, false);
+	free(wait_screen(&t, "t:b", "start-42", 30));
+	char *code = wait_file(&t, "t:a", exit1, 20);
+	ck_assert_str_eq(code, "EXIT=125\n");
+	free(code);
+	free(wait_screen(&t, "t:a", "another client took it over", 10));
+	keys(&t, "t:b", "one", true);
+	free(wait_screen(&t, "t:b", "got-one", 20));
+	code = wait_file(&t, "t:b", exit2, 20);
+	ck_assert_str_eq(code, "EXIT=5\n");
+	free(code);
+	tmux_stop(&t);
+	free(targs);
+	free(args);
+	free(exit1);
+	free(exit2);
+	free(sid);
+	free(id);
+}
+END_TEST
+
+/* --no-replay: what the session wrote before the attach is not shown (a plain attach,
+ * detached with ^P^Q, first proves it is kept), what it writes after is. */
+START_TEST(attach_no_replay_shows_only_what_follows)
+{
+	struct tmux t;
+	tmux_start(&t);
+	char *id = h_create("busybox", NULL);
+	char *sid = api_session(id, "sh -c 'echo early-$((6*7)); read x; echo late-$x; read y; "
+				    "echo end-$y'");
+	char *exit1 = h_fmt("%s/replay.exit", H.dir), *exit2 = h_fmt("%s/noreplay.exit", H.dir);
+	char *args = h_fmt("attach %s %s", id, sid);
+	pane(&t, "r", args, exit1, true);
+	free(wait_screen(&t, "t:r", "early-42", 60));
+	keys(&t, "t:r", "C-p", false);
+	keys(&t, "t:r", "C-q", false);
+	char *code = wait_file(&t, "t:r", exit1, 20);
+	ck_assert_str_eq(code, "EXIT=0\n");
+	free(code);
+	char *nargs = h_fmt("attach --no-replay %s %s", id, sid);
+	pane(&t, "n", nargs, exit2, false);
+	/* Typed before the attach is up, it waits in the pane for cell to read it. */
+	keys(&t, "t:n", "one", true);
+	/* A replay would come before anything live: by now it would show. */
+	char *s = wait_screen(&t, "t:n", "late-one", 30);
+	ck_assert_msg(!strstr(s, "early-42"), "--no-replay showed the earlier output:\n%s", s);
+	free(s);
+	keys(&t, "t:n", "two", true);
+	code = wait_file(&t, "t:n", exit2, 20);
+	ck_assert_str_eq(code, "EXIT=0\n");
+	free(code);
+	tmux_stop(&t);
+	free(nargs);
+	free(args);
+	free(exit1);
+	free(exit2);
+	free(sid);
+	free(id);
+}
+END_TEST
+
 START_TEST(exec_t_refusals)
 {
 	char *id = h_create("busybox", NULL);
@@ -318,6 +419,10 @@ static Suite *suite(void)
 	Suite *s = suite_create("tty");
 	tcase_add_test(h_tcase(s, "shell_on_a_real_terminal", 180), shell_on_a_real_terminal);
 	tcase_add_test(h_tcase(s, "exec_it_detach_and_attach", 180), exec_it_detach_and_attach);
+	tcase_add_test(h_tcase(s, "attach_takeover_ends_the_other_client", 180),
+		       attach_takeover_ends_the_other_client);
+	tcase_add_test(h_tcase(s, "attach_no_replay_shows_only_what_follows", 180),
+		       attach_no_replay_shows_only_what_follows);
 	tcase_add_test(h_tcase(s, "exec_t_refusals", 120), exec_t_refusals);
 	tcase_add_test(h_tcase(s, "exec_i_feeds_a_pipe", 240), exec_i_feeds_a_pipe);
 	return s;
