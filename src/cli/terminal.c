@@ -227,6 +227,12 @@ int cli_term_attach(const struct cli_term_attach *a, int *exit_code, struct cell
 {
 	struct term t = {.a = a};
 	int rc = open_ws(&t, err);
+	/* The API's hint names its query; a CLI user's is the flag. */
+	if (rc < 0 && strstr(err->msg, "?takeover=1"))
+		cell_err_msg(err, EBUSY,
+			     "another client is attached to session %s of sandbox %s "
+			     "(--takeover takes it over)",
+			     a->session, a->id);
 	if (rc < 0) {
 		cell_client_close(cli_client());
 		if (a->remove_at_end)

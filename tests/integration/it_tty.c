@@ -282,7 +282,7 @@ static char *api_session(const char *id, const char *script)
 
 /* --takeover: the session another `cell attach` holds is taken; that one ends, exit 125,
  * saying so, and the process runs on for the new client. Without it, a second attach is
- * refused (ALREADY_CONNECTED). */
+ * refused, naming the flag that would take it. */
 START_TEST(attach_takeover_ends_the_other_client)
 {
 	struct tmux t;
@@ -295,7 +295,7 @@ START_TEST(attach_takeover_ends_the_other_client)
 	free(wait_screen(&t, "t:a", "start-42", 60));
 	struct h_proc p;
 	h_cell(&p, "attach", id, sid, NULL);
-	ck_assert_msg(p.status == 125 && strstr(p.err, "ALREADY_CONNECTED"),
+	ck_assert_msg(p.status == 125 && strstr(p.err, "--takeover takes it over"),
 		      "a second attach without --takeover: exit %d: %s", p.status, p.err);
 	h_proc_free(&p);
 	char *targs = h_fmt("attach --takeover %s %s", id, sid);
