@@ -458,9 +458,11 @@ static struct sock_reading fill_sockets(const char *id, const char *kind, uint64
 		sscanf(line, "end %15s", r.end);
 	}
 	free(out);
+	char *why = e.error ? json_dumps(e.error, JSON_COMPACT) : NULL;
 	ck_assert_msg(r.any && (r.end[0] || e.exit_code == 137),
-		      "%s probe: exit %d, out '%.400s', err '%.400s'", kind, e.exit_code, e.out,
-		      e.err);
+		      "%s probe: exit %d, error %.300s, out '%.300s', err '%.200s'", kind,
+		      e.exit_code, why ? why : "none", e.out, e.err);
+	free(why);
 	fprintf(stderr, "it_limits: %s: %llu sockets queued %llu bytes, holding %llu (%s)\n", kind,
 		r.sockets, r.payload, r.mem, r.end[0] ? r.end : "OOM-killed");
 	h_exec_free(&e);
