@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +62,22 @@ struct proc_entry {
 	int pid;
 	char *tag;	/* NULL: none */
 	json_t *config; /* {"cmd","args","envs","cwd"} */
+	uint64_t added; /* table_added when it came */
 };
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct proc_entry *table;
+static uint64_t table_added; /* entries ever added: a list taken after mark saw those */
+
+/* The mark to take before asking cell-init what runs: a prune with that answer may drop only
+ * entries added up to the mark, as later ones may have started after the answer was made. */
+static uint64_t table_mark(void)
+{
+	pthread_mutex_lock(&table_lock);
+	uint64_t m = table_added;
+	pthread_mutex_unlock(&table_lock);
+	return m;
+}
 
 static void entry_free(struct proc_entry *e)
 {
@@ -73,13 +86,14 @@ static void entry_free(struct proc_entry *e)
 	free(e);
 }
 
-/* Drop the entries of sandbox whose session is not in running (PTY_LIST's "sessions"). */
-static void table_prune(const char *sandbox, json_t *running)
+/* Drop the entries of sandbox added up to mark whose session is not in running (PTY_LIST's
+ * "sessions", asked for after mark was taken). */
+static void table_prune(const char *sandbox, json_t *running, uint64_t mark)
 {
 	pthread_mutex_lock(&table_lock);
 	for (struct proc_entry **pp = &table; *pp;) {
 		struct proc_entry *e = *pp;
-		bool live = strcmp(e->sandbox, sandbox) != 0;
+		bool live = strcmp(e->sandbox, sandbox) != 0 || e->added > mark;
 		size_t i;
 		json_t *s;
 		json_array_foreach(running, i, s)
@@ -120,7 +134,7 @@ static void table_sweep(void)
 		if (sb)
 			sandbox_unref(sb);
 		else
-			table_prune(ids[i], NULL);
+			table_prune(ids[i], NULL, UINT64_MAX);
 	}
 	free(ids);
 }
@@ -155,6 +169,7 @@ static void table_add(struct proc_entry *e)
 		*oldest = o->next;
 		entry_free(o);
 	}
+	e->added = ++table_added;
 	e->next = table;
 	table = e;
 	pthread_mutex_unlock(&table_lock);
@@ -723,9 +738,10 @@ int e2b_process_start(struct http_req *r)
 	}
 	/* Stale entries go before a new one comes. */
 	table_sweep();
+	uint64_t mark = table_mark();
 	json_t *running = list_sessions(sb, &err);
 	if (running)
-		table_prune(sb->id, running);
+		table_prune(sb->id, running, mark);
 	else
 		cell_err_drop(&err, "listing the processes before a start");
 	json_decref(running);
@@ -857,13 +873,14 @@ int e2b_process_list(struct http_req *r)
 	if (!sb)
 		return 0;
 	struct cell_error err = {0};
+	uint64_t mark = table_mark();
 	json_t *running = list_sessions(sb, &err);
 	if (!running) {
 		sandbox_unref(sb);
 		return connect_error(r, connect_code_from_errno(err.code), "%s", err.msg);
 	}
 	table_sweep();
-	table_prune(sb->id, running);
+	table_prune(sb->id, running, mark);
 	json_t *list = json_array();
 	size_t i;
 	json_t *s;

@@ -287,5 +287,60 @@ describe("E2B commands", { skip }, () => {
 		assert.match(await tagged, /"signal: killed"/);
 	});
 
+	// A List that asked cell-init what runs just before a Start made its process must not
+	// forget that process when it prunes what it remembers: starts raced by lists are all
+	// listed with their tags.
+	it("lists every process started while other lists run", { timeout: STEP_MS }, async () => {
+		const url = (m) => `http://127.0.0.1:${h.e2bPort}/process.Process/${m}`;
+		const hd = {
+			"E2b-Sandbox-Id": sbx.sandboxId,
+			"E2b-Sandbox-Port": "49983",
+			"X-Access-Token": sbx.envdAccessToken,
+		};
+		const list = async () => {
+			const r = await fetch(url("List"), {
+				method: "POST",
+				headers: { ...hd, "Content-Type": "application/json" },
+				body: "{}",
+			});
+			assert.equal(r.status, 200);
+			return (await r.json()).processes;
+		};
+		const start = (tag) => {
+			const m = Buffer.from(JSON.stringify({ process: { cmd: "sleep", args: ["30"] }, tag }));
+			const env = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), m]);
+			env.writeUInt32BE(m.length, 1);
+			return fetch(url("Start"), {
+				method: "POST",
+				headers: { ...hd, "Content-Type": "application/connect+json" },
+				body: env,
+			}).then((res) => res.arrayBuffer());
+		};
+		const tags = Array.from({ length: 12 }, (_, i) => `race-${i}`);
+		let listing = true;
+		const lister = (async () => {
+			while (listing) await list();
+		})();
+		const streams = [];
+		for (const t of tags) {
+			streams.push(start(t));
+			await sleep(15);
+		}
+		let missing = tags;
+		for (let i = 0; i < 200 && missing.length; i++, await sleep(50)) {
+			const seen = new Set((await list()).map((p) => p.tag));
+			missing = tags.filter((t) => !seen.has(t));
+		}
+		listing = false;
+		await lister;
+		const procs = await list();
+		for (const t of tags) {
+			const p = procs.find((x) => x.tag === t);
+			if (p) await sbx.commands.kill(p.pid);
+		}
+		await Promise.all(streams);
+		assert.deepEqual(missing, [], "every tagged process is listed");
+	});
+
 	stopsCleanly();
 });
