@@ -15,7 +15,9 @@ SAN      ?=
 
 COMMON_SRC  := $(wildcard src/common/*.c)
 RUNTIME_SRC := $(wildcard src/runtime/*.c)
-CELLD_SRC   := $(wildcard src/celld/*.c)
+# celld's core is flat; its HTTP layer and each API front have a folder of their own
+# (HACKING.md). Its files include one another by their path under src/celld.
+CELLD_SRC   := $(wildcard src/celld/*.c src/celld/http/*.c src/celld/api/*.c src/celld/api/*/*.c)
 INIT_SRC    := $(wildcard src/init/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c)
 # The HTTP client library (include/cell/client.h): linked into cell and the bench client.
@@ -48,6 +50,8 @@ all: $(BINS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(SAN) -c $< -o $@
+
+$(call obj,$(CELLD_SRC)): CFLAGS += -iquote src/celld
 
 $(BUILD)/celld: $(call obj,$(CELLD_SRC) $(RUNTIME_SRC) $(COMMON_SRC))
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(CELLD_LIBS)

@@ -26,7 +26,7 @@
 #include "commands.h"
 #include "config.h"
 #include "images.h"
-#include "keys.h"
+#include "http/keys.h"
 #include "lifecycle.h"
 #include "registry.h"
 #include "relay.h"
@@ -45,7 +45,7 @@
 #include "provision.h"
 #include "watch.h"
 #include "fields.h"
-#include "limits.h"
+#include "resource_policy.h"
 
 #define START_TIMEOUT_MS 10000 /* spawn → init answers PING */
 #define ADOPT_PING_MS	 3000

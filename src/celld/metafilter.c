@@ -5,7 +5,7 @@
 #include "cell/cleanup.h"
 #include "fields.h"
 #include "metafilter.h"
-#include "url.h"
+#include "http/url.h"
 
 static int unescape(char *s, bool twice)
 {

@@ -1,11 +1,11 @@
 /* celld's listeners (server.h). */
-#include "api.h"
+#include "api/opensandbox/api.h"
 #include "admission.h"
-#include "e2b.h"
-#include "keys.h"
+#include "api/e2b/e2b.h"
+#include "http/keys.h"
 #include "config.h"
 #include "server.h"
-#include "transport.h"
+#include "http/transport.h"
 
 /* A TCP listener of api, behind the gate: each request acts for the key it carries
  * (keys.h), never for the operator. */

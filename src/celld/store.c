@@ -18,7 +18,7 @@
 #include "sandbox.h"
 #include "store.h"
 #include "fields.h"
-#include "limits.h"
+#include "resource_policy.h"
 
 #define STATE_FILE "state.json"
 #define STATE_MAX  (1u << 20)

@@ -2,8 +2,8 @@
 #include <string.h>
 
 #include "admission.h"
-#include "http.h"
-#include "keys.h"
+#include "http/http.h"
+#include "http/keys.h"
 #include "registry.h"
 #include "sandbox.h"
 #include "tenancy.h"

@@ -41,7 +41,7 @@
 #include "cell/log.h"
 #include "volumes.h"
 #include "config.h"
-#include "limits.h"
+#include "resource_policy.h"
 #include "volstore.h"
 #include "fields.h"
 #include "uidrange.h"

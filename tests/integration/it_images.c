@@ -1,5 +1,5 @@
-/* Image pulls (src/celld/image_pull.c) and the images API (src/celld/api_images.c) against
- * the registry lab (registry_lab.h): plain, TLS with a certs dir, htpasswd and token auth,
+/* Image pulls (src/celld/image_pull.c) and the images API (src/celld/api/opensandbox/api_images.c)
+ * against the registry lab (registry_lab.h): plain, TLS with a certs dir, htpasswd and token auth,
  * short names through the search list, a manifest list, Docker schema 2, zstd, shared
  * layers, one pull for two callers, partial blobs resumed or fetched whole, and registries
  * that lie or stall (a corrupted blob on the registry's disk, a server that never answers,

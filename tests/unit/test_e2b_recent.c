@@ -1,5 +1,5 @@
 /* Where a signed /files URL's signer is looked for on the gate's thread
- * (src/celld/e2b_recent.c): the sandbox the request names, else the last few its client
+ * (src/celld/api/e2b/e2b_recent.c): the sandbox the request names, else the last few its client
  * (an IPv4 address, an IPv6 /64) used. Counted in signature checks with 10,000 sandboxes:
  * one when named, none from a client that used none, at most E2B_RECENT_PER_CLIENT from one
  * that did, whatever the number of sandboxes or clients. And the bound on the scan of
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../src/celld/e2b_recent.h"
+#include "../../src/celld/api/e2b/e2b_recent.h"
 #include "unit.h"
 
 #define SANDBOXES 10000

@@ -10,9 +10,9 @@
 #include <microhttpd.h>
 
 #include "cell/error.h"
-#include "errors.h"
-#include "http.h"
-#include "http_req.h"
+#include "http/errors.h"
+#include "http/http.h"
+#include "http/http_req.h"
 #include "unit.h"
 
 static unsigned queued;

@@ -1,4 +1,4 @@
-/* celld's streaming multipart/form-data parser (src/celld/multipart.c): the same parts
+/* celld's streaming multipart/form-data parser (src/celld/http/multipart.c): the same parts
  * whatever way the body is cut into feeds (a boundary split across two), a body without
  * its closing boundary refused, part headers over the limit refused, and a boundary the
  * Content-Type must carry. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/celld/multipart.h"
+#include "../../src/celld/http/multipart.h"
 #include "unit.h"
 
 /* What the callbacks saw: "name=data;" per part. */

@@ -1,4 +1,4 @@
-/* What crosses the port proxy (src/celld/proxyhead.c): every credential celld takes,
+/* What crosses the port proxy (src/celld/http/proxyhead.c): every credential celld takes,
  * whichever API it belongs to, dropped from a request in any case of its name; the preview
  * cookie taken out of the app's cookies; everything else passed as it is. Of an app's
  * answer: malformed names and values dropped, cookies kept to the app's own host and
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../../src/celld/credentials.h"
-#include "../../src/celld/proxyhead.h"
+#include "../../src/celld/http/proxyhead.h"
 #include "unit.h"
 
 START_TEST(credentials_dropped)

@@ -1,10 +1,10 @@
-/* The router (src/celld/router.c): captures, the optional prefix, ids checked, a last
+/* The router (src/celld/http/router.c): captures, the optional prefix, ids checked, a last
  * segment "*" that takes any rest, and the method "*" that takes any method, but only on a
  * path no route before it in the table knows (so a known path with another method stays a
  * 405, as the port proxy needs for the execd routes under /proxy/44772/). */
 #include <string.h>
 
-#include "../../src/celld/router.h"
+#include "../../src/celld/http/router.h"
 #include "unit.h"
 
 static int h_ping(struct http_req *r)

@@ -1,4 +1,4 @@
-/* celld's command events (src/celld/sse.c): one JSON object and a blank line each; output
+/* celld's command events (src/celld/http/sse.c): one JSON object and a blank line each; output
  * as text when it is UTF-8 and escaping is not longer, else base64 (exact bytes); a UTF-8
  * character split across two chunks held back and sent whole; the held bytes flushed by
  * the final call; output split into lines as execd does (sse_lines). */
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include <jansson.h>
-#include "../../src/celld/sse.h"
+#include "../../src/celld/http/sse.h"
 #include "cell/codec.h"
 #include "unit.h"
 

@@ -1,11 +1,11 @@
-/* celld's percent-decoding of URL text (src/celld/url.c): escapes of either case decoded,
+/* celld's percent-decoding of URL text (src/celld/http/url.c): escapes of either case decoded,
  * '+' a space only in a query (plus_space), and refused: a '%' without two hex digits after
  * it, and "%00" (a NUL would cut the text short wherever it is used next). */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 
-#include "../../src/celld/url.h"
+#include "../../src/celld/http/url.h"
 #include "unit.h"
 
 /* url_unescape of a copy of in: its result, the text in out. */

@@ -9,7 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "websocket.h"
+#include "http/websocket.h"
 
 static const struct websocket_handshake good = {
     .method = "GET",
