@@ -168,10 +168,24 @@ function startBridge(socketPath) {
 	});
 }
 
+// A port picked free here may be taken by another program before celld binds it: celld then
+// exits at once saying the address is in use, and the start is tried again on fresh ports
+// (the E2B listener's too until its first start: its clients keep their URL after that).
 export async function startCelld() {
+	for (let attempt = 1; ; attempt++) {
+		try {
+			return await startCelldOnce();
+		} catch (e) {
+			if (attempt >= 5 || !e.addressInUse) throw e;
+			if (!h.e2bStarted && h.e2bPort) h.e2bPort = await freePort();
+		}
+	}
+}
+
+async function startCelldOnce() {
 	const socketPath = path.join(h.tmp, "cell.sock");
 	if (h.netns) {
-		h.bridge = await startBridge(socketPath);
+		if (!h.bridge) h.bridge = await startBridge(socketPath);
 		h.port = h.bridge.address().port;
 	} else {
 		h.port = await freePort();
@@ -197,6 +211,7 @@ export async function startCelld() {
 		"--network-default", "none",
 		"--registries-conf", regconf,
 		...h.celldArgs,
+		...(h.e2bPort ? ["--e2b-listen", `127.0.0.1:${h.e2bPort}`] : []),
 		...(process.env.CELLD_EXTRA_ARGS || "").split(/\s+/).filter(Boolean),
 	];
 	h.logPath = path.join(h.tmp, "celld.log");
@@ -208,8 +223,10 @@ export async function startCelld() {
 	const child = h.netns
 		? spawn("unshare", ["--net", "--", CELLD, ...args], { env, stdio: ["ignore", "pipe", "pipe"] })
 		: spawn(CELLD, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+	let addressInUse = false;
 	const keep = (chunk) => {
 		log.write(chunk);
+		if (/address already in use/i.test(chunk)) addressInUse = true;
 		h.logTail.push(...chunk.toString().split("\n").filter(Boolean));
 		if (h.logTail.length > 80) h.logTail.splice(0, h.logTail.length - 80);
 	};
@@ -227,15 +244,21 @@ export async function startCelld() {
 	const deadline = Date.now() + 20_000;
 	let last = "no answer";
 	while (Date.now() < deadline) {
-		if (child.exitCode !== null || child.signalCode !== null)
-			throw new Error(`celld exited early (${child.exitCode ?? child.signalCode}):\n${tail()}`);
+		if (child.exitCode !== null || child.signalCode !== null) {
+			const e = new Error(`celld exited early (${child.exitCode ?? child.signalCode}):\n${tail()}`);
+			e.addressInUse = addressInUse;
+			throw e;
+		}
 		try {
 			const res = await fetch(`http://127.0.0.1:${h.port}/v1/sandboxes`, {
 				headers: { "OPEN-SANDBOX-API-KEY": h.apiKey },
 				signal: AbortSignal.timeout(2000),
 			});
 			await res.arrayBuffer();
-			if (res.ok) return;
+			if (res.ok) {
+				if (h.e2bPort) h.e2bStarted = true;
+				return;
+			}
 			last = `HTTP ${res.status}`;
 		} catch (e) {
 			last = e.cause?.code || e.message;
@@ -379,10 +402,8 @@ export function useCelld(opts = {}) {
 		h.state = path.join(h.tmp, "state");
 		h.apiKey = `e2b_${crypto.randomBytes(20).toString("hex")}`;
 		h.images = opts.images ? opts.images() : prepareImages();
-		if (opts.e2b) {
-			h.e2bPort = await freePort();
-			h.celldArgs = [...h.celldArgs, "--e2b-listen", `127.0.0.1:${h.e2bPort}`];
-		}
+		h.e2bStarted = false;
+		h.e2bPort = opts.e2b ? await freePort() : 0;
 		await startCelld();
 		opts.started?.();
 	});
