@@ -4,6 +4,7 @@
  * instead of answering a connection; each API's body is kept as it was made. (http.c logs
  * each 5xx it writes: the suite's output has those lines.) */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -92,6 +93,60 @@ START_TEST(table_rows)
 	ck_assert(!errors_host_short(0));
 	ck_assert(!errors_host_short(ENOENT));
 	ck_assert(!errors_host_short(ECONNREFUSED));
+}
+END_TEST
+
+/* The RPC names (Connect's and gRPC's codes) the table gives: finer than the status where
+ * those protocols are, and only names the protocols have (a misspelt one would read as
+ * "internal" wherever it is looked up). */
+START_TEST(rpc_names)
+{
+	static const struct {
+		int errnum;
+		const char *rpc;
+	} rows[] = {
+	    {ENOENT, "not_found"},
+	    {ESRCH, "not_found"},
+	    {EEXIST, "already_exists"},
+	    {ENOTEMPTY, "invalid_argument"},
+	    {EACCES, "permission_denied"},
+	    {ENOMEM, "resource_exhausted"},
+	    {EMFILE, "resource_exhausted"},
+	    {EDQUOT, "resource_exhausted"},
+	    {EBUSY, "unavailable"},
+	    {EAGAIN, "unavailable"},
+	    {ETIMEDOUT, "deadline_exceeded"},
+	    {EPIPE, "failed_precondition"},
+	    {EIO, "internal"},
+	    {EPROTO, "internal"},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		ck_assert_str_eq(errors_lookup(rows[i].errnum)->rpc, rows[i].rpc);
+	static const char *const names[] = {
+	    "canceled",
+	    "unknown",
+	    "invalid_argument",
+	    "deadline_exceeded",
+	    "not_found",
+	    "already_exists",
+	    "permission_denied",
+	    "resource_exhausted",
+	    "failed_precondition",
+	    "aborted",
+	    "out_of_range",
+	    "unimplemented",
+	    "internal",
+	    "unavailable",
+	    "data_loss",
+	    "unauthenticated",
+	};
+	for (int e = 1; e < 134; e++) {
+		const char *rpc = errors_lookup(e)->rpc;
+		bool known = false;
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && !known; i++)
+			known = !strcmp(rpc, names[i]);
+		ck_assert_msg(known, "errno %d: rpc code '%s' is no RPC code", e, rpc);
+	}
 }
 END_TEST
 
@@ -198,6 +253,7 @@ static Suite *suite(void)
 	TCase *tc = tcase_create("errors");
 	tcase_add_checked_fixture(tc, NULL, teardown);
 	tcase_add_test(tc, table_rows);
+	tcase_add_test(tc, rpc_names);
 	tcase_add_test(tc, fail_in_the_named_body);
 	tcase_add_test(tc, fail_in_the_numbered_body);
 	tcase_add_test(tc, no_memory_in_both);

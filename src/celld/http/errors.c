@@ -1,4 +1,4 @@
-/* The errno → {HTTP status, code} table and the two APIs' error bodies (errors.h says who
+/* The errno → {HTTP status, code, RPC code} table and the two APIs' error bodies (errors.h says who
  * uses them and how). */
 #include <errno.h>
 #include <stddef.h>
@@ -8,33 +8,39 @@
 
 /* The host running out of something (fds, memory, uid ranges, disk) is 503: the request
  * was fine and may succeed later; never a client error. A sandbox's own disk quota used up
- * (EDQUOT) is 507: that sandbox cannot store more, whatever the host has. */
+ * (EDQUOT) is 507: that sandbox cannot store more, whatever the host has. The last rows are
+ * finer for RPC only: the HTTP APIs name no answer of their own for them, and a process
+ * that is gone or a timeout on the way to cell-init stays their 500 INTERNAL. */
 static const struct errors_answer table[] = {
-    {EINVAL, 400, "INVALID_ARGUMENT"},
-    {EISDIR, 400, "INVALID_ARGUMENT"},
-    {ENOTDIR, 400, "INVALID_ARGUMENT"},
-    {ELOOP, 400, "INVALID_ARGUMENT"},
-    {ENAMETOOLONG, 400, "INVALID_ARGUMENT"},
-    {EXDEV, 400, "INVALID_ARGUMENT"},
-    {EACCES, 403, "FORBIDDEN"},
-    {EPERM, 403, "FORBIDDEN"},
-    {EROFS, 403, "FORBIDDEN"},
-    {ENOENT, 404, "NOT_FOUND"},
-    {EBUSY, 409, "CONFLICT"},
-    {EEXIST, 409, "CONFLICT"},
-    {ENOTEMPTY, 409, "CONFLICT"},
-    {EALREADY, 409, "CONFLICT"},
-    {EFBIG, 413, "REQUEST_TOO_LARGE"},
-    {EUSERS, 429, "QUOTA_EXCEEDED"},
-    {ENOSPC, 503, "HOST_OUT_OF_CAPACITY"},
-    {EMFILE, 503, "HOST_OUT_OF_CAPACITY"},
-    {ENFILE, 503, "HOST_OUT_OF_CAPACITY"},
-    {ENOMEM, 503, "HOST_OUT_OF_CAPACITY"},
-    {EAGAIN, 503, "HOST_OUT_OF_CAPACITY"},
-    {EDQUOT, 507, "INSUFFICIENT_STORAGE"},
+    {EINVAL, 400, "INVALID_ARGUMENT", "invalid_argument"},
+    {EISDIR, 400, "INVALID_ARGUMENT", "invalid_argument"},
+    {ENOTDIR, 400, "INVALID_ARGUMENT", "invalid_argument"},
+    {ELOOP, 400, "INVALID_ARGUMENT", "invalid_argument"},
+    {ENAMETOOLONG, 400, "INVALID_ARGUMENT", "invalid_argument"},
+    {EXDEV, 400, "INVALID_ARGUMENT", "invalid_argument"},
+    {EACCES, 403, "FORBIDDEN", "permission_denied"},
+    {EPERM, 403, "FORBIDDEN", "permission_denied"},
+    {EROFS, 403, "FORBIDDEN", "permission_denied"},
+    {ENOENT, 404, "NOT_FOUND", "not_found"},
+    {EBUSY, 409, "CONFLICT", "unavailable"},
+    {EEXIST, 409, "CONFLICT", "already_exists"},
+    {ENOTEMPTY, 409, "CONFLICT", "invalid_argument"},
+    {EALREADY, 409, "CONFLICT", "failed_precondition"},
+    {EFBIG, 413, "REQUEST_TOO_LARGE", "resource_exhausted"},
+    {EUSERS, 429, "QUOTA_EXCEEDED", "resource_exhausted"},
+    {ENOSPC, 503, "HOST_OUT_OF_CAPACITY", "resource_exhausted"},
+    {EMFILE, 503, "HOST_OUT_OF_CAPACITY", "resource_exhausted"},
+    {ENFILE, 503, "HOST_OUT_OF_CAPACITY", "resource_exhausted"},
+    {ENOMEM, 503, "HOST_OUT_OF_CAPACITY", "resource_exhausted"},
+    {EAGAIN, 503, "HOST_OUT_OF_CAPACITY", "unavailable"},
+    {EDQUOT, 507, "INSUFFICIENT_STORAGE", "resource_exhausted"},
+    {ESRCH, 500, "INTERNAL", "not_found"},
+    {E2BIG, 500, "INTERNAL", "resource_exhausted"},
+    {ETIMEDOUT, 500, "INTERNAL", "deadline_exceeded"},
+    {EPIPE, 500, "INTERNAL", "failed_precondition"},
 };
 
-static const struct errors_answer internal = {0, 500, "INTERNAL"};
+static const struct errors_answer internal = {0, 500, "INTERNAL", "internal"};
 
 const struct errors_answer *errors_lookup(int errnum)
 {

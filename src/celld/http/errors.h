@@ -14,9 +14,14 @@ struct errors_answer {
 	int errnum;
 	unsigned status;
 	const char *code;
+	/* The same failure as an RPC protocol's status code names it ("not_found"; Connect and
+	 * gRPC share the names): finer than the HTTP status where those protocols are (an
+	 * existing name is already_exists, not a conflict). */
+	const char *rpc;
 };
 
-/* The row of errnum; 500 INTERNAL for an errno the table does not list. Never NULL. */
+/* The row of errnum; 500 INTERNAL (rpc "internal") for an errno the table does not list.
+ * Never NULL. */
 const struct errors_answer *errors_lookup(int errnum);
 /* errnum is the host out of something (a 503 of the table): celld's own failure, whatever
  * step met it, never what a sandbox or an app behind it answered. */

@@ -178,7 +178,7 @@ enum connect_code {
 const char *connect_code_name(enum connect_code code);
 /* The HTTP status of a unary error with code. */
 unsigned connect_code_status(enum connect_code code);
-/* The code for an errno from a lower layer (ENOENT not_found, EEXIST already_exists, ...). */
+/* The code for an errno from a lower layer: the errno table's RPC name (http/errors.c). */
 enum connect_code connect_code_from_errno(int errnum);
 /* The request message of a Connect call: a unary call's body is the JSON message, a
  * streaming call's one envelope around it. 0 with *msg (a new reference, an object), or

@@ -15,6 +15,7 @@
 #include "cell/cleanup.h"
 #include "e2b.h"
 #include "fields.h"
+#include "http/errors.h"
 #include "http/http.h"
 #include "http/sse.h"
 
@@ -56,44 +57,16 @@ unsigned connect_code_status(enum connect_code code)
 	return (size_t)code < CELL_ARRAY_SIZE(codes) ? codes[code].status : 500;
 }
 
+/* The errno table's RPC name of errnum (http/errors.c), as this protocol's code. */
 enum connect_code connect_code_from_errno(int errnum)
 {
-	switch (errnum) {
-	case 0:
+	if (!errnum)
 		return CONNECT_OK;
-	case ENOENT:
-	case ESRCH:
-		return CONNECT_NOT_FOUND;
-	case EEXIST:
-		return CONNECT_ALREADY_EXISTS;
-	case EINVAL:
-	case ENOTDIR:
-	case EISDIR:
-	case ENAMETOOLONG:
-	case ELOOP:
-	case ENOTEMPTY:
-		return CONNECT_INVALID_ARGUMENT;
-	case EACCES:
-	case EPERM:
-	case EROFS:
-		return CONNECT_PERMISSION_DENIED;
-	case ENOSPC:
-	case EDQUOT:
-	case EFBIG:
-	case EUSERS:
-	case EMFILE:
-	case E2BIG:
-		return CONNECT_RESOURCE_EXHAUSTED;
-	case EBUSY:
-	case EAGAIN:
-		return CONNECT_UNAVAILABLE;
-	case ETIMEDOUT:
-		return CONNECT_DEADLINE_EXCEEDED;
-	case EPIPE:
-		return CONNECT_FAILED_PRECONDITION;
-	default:
-		return CONNECT_INTERNAL;
-	}
+	const char *rpc = errors_lookup(errnum)->rpc;
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(codes); i++)
+		if (!strcmp(codes[i].name, rpc))
+			return (enum connect_code)i;
+	return CONNECT_INTERNAL;
 }
 
 static int parse_message(struct http_req *r, const char *text, size_t len, json_t **msg)
