@@ -1,5 +1,6 @@
 /* A file's bytes streamed between an HTTP body and cell-init (file_xfer.h). */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <microhttpd.h>
 
 #include "cell/log.h"
+#include "audit.h"
 #include "file_xfer.h"
 #include "sandbox.h"
 
@@ -114,9 +116,16 @@ void file_download_free(void *cls)
 
 /* ---- upload ---- */
 
-int file_upload_begin(struct file_upload *fu, json_t *req, struct cell_error *err)
+int file_upload_begin(struct file_upload *fu, const char *path, const struct sbfile_perm *p,
+		      json_t *xattrs, struct cell_error *err)
 {
-	int rc = relay_file_write(fu->sb, req, &fu->fd, fu->budget, err);
+	snprintf(fu->path, sizeof(fu->path), "%s", path);
+	json_t *req = sbfile_req_perm(path, p);
+	if (req && xattrs)
+		json_object_set(req, "xattrs", xattrs);
+	int rc = req ? relay_file_write(fu->sb, req, &fu->fd, fu->budget, err)
+		     : cell_err(err, ENOMEM, "request");
+	json_decref(req);
 	if (rc < 0)
 		return rc;
 	if (!fu->chunk && !(fu->chunk = malloc(CELL_FRAME_CHUNK)))
@@ -125,25 +134,33 @@ int file_upload_begin(struct file_upload *fu, json_t *req, struct cell_error *er
 	return 0;
 }
 
-static int flush_chunk(struct file_upload *fu, struct relay_error *rerr, struct cell_error *err)
+/* cell-init's refusal, read as sbfile.h's calls answer it: 1 with its errno and message. */
+static int refused(const struct relay_error *rerr, struct cell_error *err)
+{
+	cell_err_msg(err, rerr->errnum, "%s", rerr->message);
+	return 1;
+}
+
+static int flush_chunk(struct file_upload *fu, struct cell_error *err)
 {
 	if (!fu->clen)
 		return 0;
 	/* init may have refused the write already (no such dir, read-only): stop at once
 	 * instead of pushing the rest of the file at a closed door. */
-	int t = relay_take_error(fu->fd, rerr, 0);
+	struct relay_error rerr;
+	int t = relay_take_error(fu->fd, &rerr, 0);
 	if (t == 1)
-		return 1;
+		return refused(&rerr, err);
 	if (t < 0)
 		return cell_err(err, EPROTO, "relay: protocol violation");
 	if (cell_frame_send(fu->fd, CELL_FRAME_DATA, fu->chunk, fu->clen, err) < 0)
-		return relay_take_error(fu->fd, rerr, 1000) == 1 ? 1 : -err->code;
+		return relay_take_error(fu->fd, &rerr, 1000) == 1 ? refused(&rerr, err)
+								  : -err->code;
 	fu->clen = 0;
 	return 0;
 }
 
-int file_upload_write(struct file_upload *fu, const char *data, size_t len,
-		      struct relay_error *rerr, struct cell_error *err)
+int file_upload_write(struct file_upload *fu, const char *data, size_t len, struct cell_error *err)
 {
 	while (len) {
 		size_t n = CELL_FRAME_CHUNK - fu->clen;
@@ -154,7 +171,7 @@ int file_upload_write(struct file_upload *fu, const char *data, size_t len,
 		data += n;
 		len -= n;
 		if (fu->clen == CELL_FRAME_CHUNK) {
-			int rc = flush_chunk(fu, rerr, err);
+			int rc = flush_chunk(fu, err);
 			if (rc)
 				return rc;
 		}
@@ -162,14 +179,18 @@ int file_upload_write(struct file_upload *fu, const char *data, size_t len,
 	return 0;
 }
 
-int file_upload_end(struct file_upload *fu, int64_t *size, struct relay_error *rerr,
-		    struct cell_error *err)
+int file_upload_end(struct file_upload *fu, int64_t *size, struct cell_error *err)
 {
-	int rc = flush_chunk(fu, rerr, err);
-	if (rc == 0)
-		rc = relay_file_write_end(fu->fd, size, rerr, fu->budget, err);
+	struct relay_error rerr;
+	*size = 0;
+	int rc = flush_chunk(fu, err);
+	if (rc == 0 && (rc = relay_file_write_end(fu->fd, size, &rerr, fu->budget, err)) == 1)
+		refused(&rerr, err);
 	close(fu->fd);
 	fu->fd = -1;
+	/* The audit log: where, how much and as whom, never what. */
+	audit_log(fu->sb->id, "file.write",
+		  sbfile_req_audit_write(fu->path, rc == 0 ? *size : 0, fu->user, rc == 0));
 	return rc;
 }
 
