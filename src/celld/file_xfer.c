@@ -10,18 +10,19 @@
 #include "cell/log.h"
 #include "audit.h"
 #include "file_xfer.h"
+#include "relay.h"
 #include "sandbox.h"
 
 /* ---- download ---- */
 
 static ssize_t take_bytes(struct file_download *d, char *buf, size_t max)
 {
-	size_t n = d->cur.len - d->cur_off;
+	size_t n = d->cur->len - d->cur_off;
 	if (n > max)
 		n = max;
 	if (n > d->left)
 		n = d->left; /* never more than promised, whatever init sends */
-	memcpy(buf, d->cur.payload + d->cur_off, n);
+	memcpy(buf, d->cur->payload + d->cur_off, n);
 	d->cur_off += n;
 	d->left -= n;
 	return (ssize_t)n;
@@ -29,8 +30,8 @@ static ssize_t take_bytes(struct file_download *d, char *buf, size_t max)
 
 static ssize_t take_lines(struct file_download *d, char *buf, size_t max)
 {
-	const char *p = (const char *)d->cur.payload + d->cur_off;
-	size_t avail = d->cur.len - d->cur_off;
+	const char *p = (const char *)d->cur->payload + d->cur_off;
+	size_t avail = d->cur->len - d->cur_off;
 	while (d->skip > 0 && avail) {
 		const char *nl = memchr(p, '\n', avail);
 		size_t k = nl ? (size_t)(nl - p) + 1 : avail;
@@ -65,16 +66,16 @@ ssize_t file_download_read(void *cls, uint64_t pos, char *buf, size_t max)
 	for (;;) {
 		if ((d->lines && d->want == 0) || (!d->lines && !d->left))
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (d->cur.payload && d->cur_off < d->cur.len) {
+		if (d->cur->payload && d->cur_off < d->cur->len) {
 			ssize_t n = d->lines ? take_lines(d, buf, max) : take_bytes(d, buf, max);
 			if (n > 0)
 				return n;
 			continue;
 		}
-		cell_frame_free(&d->cur);
+		cell_frame_free(d->cur);
 		d->cur_off = 0;
 		struct cell_error err;
-		int rc = relay_file_read_next(d->fd, &d->cur, &err);
+		int rc = relay_file_read_next(d->fd, d->cur, &err);
 		/* Byte mode: END before the promised length (the file shrank) or any error
 		 * leaves a truncated body, never made-up bytes. */
 		if (rc == 0 && (d->lines || d->tar))
@@ -92,6 +93,10 @@ ssize_t file_download_read(void *cls, uint64_t pos, char *buf, size_t max)
 struct file_download *file_download_new(struct sandbox *sb, int fd)
 {
 	struct file_download *d = calloc(1, sizeof(*d));
+	if (d && !(d->cur = calloc(1, sizeof(*d->cur)))) {
+		free(d);
+		d = NULL;
+	}
 	if (!d) {
 		close(fd);
 		sandbox_unref(sb);
@@ -106,7 +111,8 @@ struct file_download *file_download_new(struct sandbox *sb, int fd)
 void file_download_free(void *cls)
 {
 	struct file_download *d = cls;
-	cell_frame_free(&d->cur);
+	cell_frame_free(d->cur);
+	free(d->cur);
 	if (d->fd >= 0)
 		close(d->fd);
 	sandbox_stream_end(d->sb);

@@ -14,10 +14,10 @@
 #include <jansson.h>
 
 #include "cell/error.h"
-#include "cell/proto.h"
-#include "relay.h"
+#include "relay_types.h"
 #include "sbfile_req.h"
 
+struct cell_frame;
 struct sandbox;
 
 /* A download streams DATA frames as they come. Byte mode (whole file or a range) promises
@@ -26,7 +26,7 @@ struct sandbox;
 struct file_download {
 	struct sandbox *sb;
 	int fd;
-	struct cell_frame cur;
+	struct cell_frame *cur; /* the DATA frame being sent */
 	size_t cur_off;
 	bool lines;
 	bool tar;

@@ -8,6 +8,7 @@
 
 #include "audit.h"
 #include "sandbox.h"
+#include "relay.h"
 #include "sbfile.h"
 
 /* A relay call's result in the service's form: cell-init's refusal (1, rerr) folded into

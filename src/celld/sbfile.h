@@ -16,8 +16,10 @@
 #include <jansson.h>
 
 #include "cell/error.h"
-#include "relay.h"
+#include "relay_types.h"
 #include "sbfile_req.h"
+
+struct cell_frame;
 
 struct sandbox;
 

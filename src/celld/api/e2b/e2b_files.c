@@ -21,6 +21,7 @@
 #include <microhttpd.h>
 #include <zlib.h>
 
+#include "cell/meta.h"
 #include "e2b.h"
 #include "http/errors.h"
 #include "file_xfer.h"
