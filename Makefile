@@ -79,6 +79,7 @@ $(BUILD)/cell-init: $(INIT_OBJ)
 -include tests/Makefile.inc
 -include tests/sdk/sdk.mk
 -include tests/e2b/e2b.mk
+-include tests/interpreter/interpreter.mk
 -include tools/bench.mk
 -include tests/security/security.mk
 -include tests/vm/vm.mk
@@ -102,8 +103,9 @@ ASAN_BUILD := $(if $(filter file,$(origin BUILD)),build-asan,$(BUILD))
 asan:
 	$(MAKE) BUILD=$(ASAN_BUILD) SAN='-fsanitize=address,undefined -fno-omit-frame-pointer' all
 
-# Dependency files only: the test image cache under $(BUILD) has dirs named *.d (etc/rc2.d).
--include $(shell find $(BUILD) -path '*/tests/images-cache' -prune -o -name '*.d' -type f -print 2>/dev/null)
+# Dependency files only: the test image cache under $(BUILD) has dirs named *.d (etc/rc2.d),
+# and images built into $(BUILD)/images have files named so (usr/sbin/invoke-rc.d).
+-include $(shell find $(BUILD) \( -path '*/tests/images-cache' -o -path '$(BUILD)/images' \) -prune -o -name '*.d' -type f -print 2>/dev/null)
 
 # ---- run, images, install (rootfs/ and tools/) ----
 DESTDIR     ?=
