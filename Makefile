@@ -139,7 +139,12 @@ install: all
 	install -m 0755 $(BUILD)/cell-init $(DESTDIR)$(PREFIX)/libexec/cell/cell-init
 	install -m 0755 $(BUILD)/cell-escape $(DESTDIR)$(PREFIX)/libexec/cell/cell-escape
 	install -m 0755 rootfs/build-image $(DESTDIR)$(PREFIX)/share/cell/rootfs/build-image
-	install -m 0644 rootfs/default.packages rootfs/README.md $(DESTDIR)$(PREFIX)/share/cell/rootfs/
+	install -m 0644 rootfs/default.packages rootfs/code-interpreter.packages rootfs/README.md \
+		$(DESTDIR)$(PREFIX)/share/cell/rootfs/
+	install -d $(DESTDIR)$(PREFIX)/share/cell/interpreter
+	install -m 0755 src/interpreter/code-interpreter.sh $(DESTDIR)$(PREFIX)/share/cell/interpreter/
+	install -m 0644 src/interpreter/code_interpreter.py src/interpreter/kernel_startup.py \
+		$(DESTDIR)$(PREFIX)/share/cell/interpreter/
 	@for f in $(POLICIES); do \
 		install -D -m 0644 $$f $(DESTDIR)$(PREFIX)/share/cell/$$f || exit 1; \
 	done

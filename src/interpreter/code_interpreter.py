@@ -46,6 +46,7 @@ MAX_BODY bytes; error answers are text/plain, one line naming what was wrong):
         connection) interrupts the kernel at once; the context stays usable.
   POST   /contexts {language?, cwd?}  200 {"id","language","cwd"}  (starts its kernel)
   GET    /contexts                    200 [{"id","language","cwd"}, ...]
+  GET    /contexts/{id}               200 {"id","language","cwd"}
   POST   /contexts/{id}/restart       204  a fresh kernel, state gone (a run in progress
                                            ends with an error)
   POST   /contexts/{id}/interrupt     204  SIGINT to the run in progress, if any
@@ -70,6 +71,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -290,10 +292,6 @@ class Context:
                 await km.shutdown_kernel(now=True)
             except Exception as e:
                 log.warning("context %s: stopping kernel: %s", self.id, e)
-            try:
-                km.cleanup_resources()
-            except Exception:
-                pass
         rdir = getattr(self, "_rdir", None)
         if rdir:
             for f in os.listdir(rdir) if os.path.isdir(rdir) else []:
@@ -369,18 +367,31 @@ class Context:
 
     async def _run(self, code, emit, gone):
         kc = self.kc
-        mid = kc.execute(code, silent=False, store_history=True, allow_stdin=False)
+        # stop_on_error=False: after an error ipykernel otherwise aborts requests that reach
+        # it in the next moment, and the next run, sent as soon as this one ends, would be
+        # answered "aborted" without running.
+        mid = kc.execute(code, silent=False, store_history=True, allow_stdin=False,
+                         stop_on_error=False)
         budget = self.svc.output_limit
         capped = False
         client = True  # the client still listens
         interrupted_at = None
         loop = asyncio.get_running_loop()
         getter = None
+        # The run's execute_reply, read beside iopub: should iopub drop the closing idle
+        # status (its socket drops messages past its high-water mark when this service
+        # falls behind), the reply still ends the run.
+        replier = asyncio.ensure_future(self.reply_to(kc, mid))
+        replied_at = None
         try:
             while True:
                 if getter is None:
                     getter = asyncio.ensure_future(kc.get_iopub_msg(timeout=None))
+                if replied_at is None and replier.done():
+                    replied_at = loop.time() if replier.result() else float("inf")
                 waits = {getter}
+                if replied_at is None:
+                    waits.add(replier)
                 if client and not gone.done():
                     waits.add(gone)
                 done, _ = await asyncio.wait(waits, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
@@ -392,6 +403,11 @@ class Context:
                 if getter not in done:
                     if not await self.alive():
                         return await self._died(emit, client)
+                    if replied_at is not None and loop.time() - replied_at > 2.0:
+                        log.warning("context %s: no idle status after the reply; run ended", self.id)
+                        if client:
+                            await emit({"type": "end_of_execution"})
+                        return
                     if interrupted_at is not None and loop.time() - interrupted_at > INTERRUPT_GRACE:
                         log.warning("context %s: run ignored the interrupt; new kernel", self.id)
                         await self.stop_kernel()
@@ -466,13 +482,26 @@ class Context:
                         log.info("context %s: client gone, interrupting the run", self.id)
                         await self.interrupt()
         finally:
-            if getter is not None:
-                getter.cancel()
-                try:
-                    await getter
-                except BaseException:
-                    pass
+            for task in (getter, replier):
+                if task is not None:
+                    task.cancel()
+                    try:
+                        await task
+                    except BaseException:
+                        pass
             await self.drain_replies()
+
+    async def reply_to(self, kc, mid):
+        # True once the execute_reply of message mid arrived (False: the channel closed).
+        try:
+            while True:
+                msg = await kc.get_shell_msg(timeout=None)
+                if msg.get("parent_header", {}).get("msg_id") == mid:
+                    return True
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            return False
 
     async def drain_replies(self):
         # The runs' execute_replies are not needed (iopub's idle ends a run); drop them so
@@ -517,8 +546,11 @@ class Service:
         self.defaults = {}  # language -> context id
         with open(os.path.join(HERE, "kernel_startup.py"), encoding="utf-8") as f:
             self.startup_code = f.read()
-        base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-        self.runtime_dir = tempfile.mkdtemp(prefix="code-interpreter-", dir=base)
+        # The kernels' connection files and Unix sockets, under the state dir: what a
+        # previous start left there (a cold start of the sandbox) is removed first.
+        self.runtime_dir = os.path.join(state_dir, "run")
+        shutil.rmtree(self.runtime_dir, ignore_errors=True)
+        os.mkdir(self.runtime_dir, 0o700)
 
     # ---- contexts on disk ----
 
@@ -593,10 +625,7 @@ class Service:
     async def shutdown(self):
         for ctx in list(self.contexts.values()):
             await ctx.stop_kernel()
-        try:
-            os.rmdir(self.runtime_dir)
-        except OSError:
-            pass
+        shutil.rmtree(self.runtime_dir, ignore_errors=True)
 
     # ---- HTTP handlers ----
 
@@ -911,6 +940,8 @@ async def main_async(args):
 
 
 def main():
+    # ipykernel's debugger, imported with the kernelspecs, would warn on stderr otherwise.
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     p = argparse.ArgumentParser(description="cell's code-interpreter service")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=49999)
