@@ -515,7 +515,10 @@ class Context:
 
     async def _died(self, emit, client):
         why = self.exit_status() if self.km is not None else "it was stopped"
-        if self.restarting:
+        if self.removed:
+            value = "the context was removed during this run"
+            name = "ContextRemoved"
+        elif self.restarting:
             value = "the context was restarted during this run; state is gone"
             name = "KernelRestarted"
         else:
@@ -761,12 +764,12 @@ class Connection:
         except asyncio.IncompleteReadError:
             return False
         except asyncio.LimitOverrunError:
-            await self.send(431, b"request head too large\n", close=True)
+            await self.send(431, b"request head too large", close=True)
             return False
         lines = head.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-            await self.send(400, b"bad request line\n", close=True)
+            await self.send(400, b"bad request line", close=True)
             return False
         method, target, version = parts
         headers = {}
@@ -775,20 +778,20 @@ class Connection:
                 continue
             k, sep, v = line.partition(":")
             if not sep:
-                await self.send(400, b"bad header line\n", close=True)
+                await self.send(400, b"bad header line", close=True)
                 return False
             headers[k.strip().lower()] = v.strip()
         conn = headers.get("connection", "").lower()
         keep = (version == "HTTP/1.1" and conn != "close") or conn == "keep-alive"
         if "transfer-encoding" in headers:
-            await self.send(411, b"send the body with Content-Length (chunked bodies are not accepted)\n", close=True)
+            await self.send(411, b"send the body with Content-Length (chunked bodies are not accepted)", close=True)
             return False
         try:
             length = int(headers.get("content-length", "0"))
             if length < 0:
                 raise ValueError
         except ValueError:
-            await self.send(400, b"bad Content-Length\n", close=True)
+            await self.send(400, b"bad Content-Length", close=True)
             return False
         if length > MAX_BODY:
             # Read (and drop) a body of reasonable size first, so that the client, still
@@ -800,7 +803,7 @@ class Connection:
                     if not chunk:
                         return False
                     left -= len(chunk)
-            await self.send(413, f"request body is {length} bytes; at most {MAX_BODY}\n".encode(),
+            await self.send(413, f"request body is {length} bytes; at most {MAX_BODY}".encode(),
                             close=True)
             return False
         body = await self.reader.readexactly(length) if length else b""
@@ -808,7 +811,7 @@ class Connection:
         try:
             return await self.route(method, path, body, keep)
         except HTTPError as e:
-            await self.send(e.status, (e.message + "\n").encode(), close=not keep)
+            await self.send(e.status, e.message.encode(), close=not keep)
             return keep
 
     async def route(self, method, path, body, keep):
@@ -949,9 +952,13 @@ def main():
     p.add_argument("--output-limit", type=int, default=OUTPUT_LIMIT)
     p.add_argument("--ready-file", help="write the bound port here once listening")
     p.add_argument("--log-level", default="INFO")
-    args = p.parse_args()
+    # Arguments it does not know (a client's entrypoint may pass some) are logged, not fatal:
+    # the sandbox's entrypoint must come up.
+    args, unknown = p.parse_known_args()
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="code-interpreter: %(levelname)s %(message)s")
+    if unknown:
+        log.warning("ignoring arguments %s", " ".join(unknown))
     os.makedirs(args.state_dir, mode=0o700, exist_ok=True)
     if os.geteuid() == 0:
         log.warning("running as root: kernels run as root too (code-interpreter.sh drops to `user`)")

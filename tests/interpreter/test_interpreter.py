@@ -164,6 +164,11 @@ def read_line(f):
         return json.loads(chunk)
 
 
+def read_text(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
 def of(lines, kind):
     return [l for l in lines if l["type"] == kind]
 
@@ -194,7 +199,7 @@ class InterpreterTest(unittest.TestCase):
         if cls.svc:
             cls.svc.stop()
             if os.environ.get("CELL_INTERP_KEEP_LOG"):
-                print(open(cls.svc.log_path).read(), file=sys.stderr)
+                print(read_text(cls.svc.log_path), file=sys.stderr)
         if getattr(cls, "tmp", None):
             shutil.rmtree(cls.tmp, ignore_errors=True)
 
@@ -597,6 +602,53 @@ class PersistenceTest(unittest.TestCase):
         self.assertEqual(stdout(lines), self.tmp + "\n")
         # A context no code ran in lost nothing: it just runs.
         self.assertEqual(stdout(svc.execute("print('fresh')", context_id=unused["id"])), "fresh\n")
+
+
+class LauncherTest(unittest.TestCase):
+    """code-interpreter.sh started as root runs the service and its kernels unprivileged."""
+
+    def setUp(self):
+        if missing_modules():
+            self.skipTest("packages missing (see InterpreterTest)")
+        if os.geteuid() != 0:
+            if record_skip("code-interpreter.sh drops from root: needs root"):
+                self.fail("needs root; CELL_TEST_STRICT=1 allows no such skip")
+            self.skipTest("needs root")
+        self.tmp = tempfile.mkdtemp(prefix="cell-interp-")
+        os.chmod(self.tmp, 0o711)  # the account passes through to its state dir
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def test_drops_to_account(self):
+        state = os.path.join(self.tmp, "state")
+        ready = os.path.join(state, "ready")
+        env = dict(os.environ, CODE_INTERPRETER_USER="nobody", CODE_INTERPRETER_STATE_DIR=state,
+                   CODE_INTERPRETER_PYTHON=PYTHON)
+        log = open(os.path.join(self.tmp, "service.log"), "wb")
+        proc = subprocess.Popen(
+            [os.path.join(SRC, "code-interpreter.sh"), "--port", "0", "--ready-file", ready,
+             "--an-argument-it-does-not-know"],
+            env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        svc = Service(state, os.path.join(self.tmp, "service.log"))
+        svc.proc = proc
+        self.addCleanup(svc.stop)
+        deadline = time.time() + 60
+        while time.time() < deadline and svc.port is None:
+            self.assertIsNone(proc.poll(), read_text(svc.log_path))
+            try:
+                with open(ready) as f:
+                    svc.port = int(f.read().strip() or 0) or None
+            except (FileNotFoundError, PermissionError):
+                time.sleep(0.05)
+        self.assertIsNotNone(svc.port, read_text(svc.log_path))
+        st = os.stat(state)
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (65534, 0o700))
+        with open(f"/proc/{proc.pid}/status") as f:
+            status = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+        self.assertEqual(status["Uid"].split(), ["65534"] * 4)
+        self.assertEqual(int(status["CapEff"], 16), 0)
+        lines = svc.execute("import os; print(os.getuid(), os.geteuid(), os.getgid())")
+        self.assertEqual(stdout(lines), "65534 65534 65534\n")
 
 
 if __name__ == "__main__":
