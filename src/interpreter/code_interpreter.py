@@ -58,7 +58,9 @@ always exists; a run with only `language` runs in that language's default contex
 (created on first use).
 
 Contexts (id, language, cwd, default, whether code ever ran) are saved in STATE_DIR
-(/var/lib/code-interpreter/contexts.json). Pause and resume need nothing: the kernels
+(/var/lib/code-interpreter/contexts.json), with when the sandbox started: a service that
+starts again in the same sandbox run (it crashed; code-interpreter.sh starts it again)
+says so in KernelRestarted's message instead of "the sandbox was stopped". Pause and resume need nothing: the kernels
 are frozen with the sandbox. The service sends nothing on its own (no timers while
 idle, no heartbeats: the kernels talk to it over Unix sockets) and runs as the sandbox's
 unprivileged user (code-interpreter.sh drops from root), its kernels too.
@@ -73,6 +75,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -88,6 +91,10 @@ INTERRUPT_GRACE = 10.0
 KERNEL_RESTARTED = (
     "its kernel restarted: the sandbox was stopped; state is gone "
     "(variables, imports and definitions of earlier runs). Run the code again."
+)
+SERVICE_RESTARTED = (
+    "its kernel restarted: the code-interpreter service started again in this sandbox; "
+    "state is gone (variables, imports and definitions of earlier runs). Run the code again."
 )
 LANG_ALIASES = {"python3": "python", "py": "python", "ir": "r"}
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -117,6 +124,17 @@ class HTTPError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def sandbox_start():
+    """When the sandbox (its PID 1, in this PID namespace) started, in clock ticks since
+    the host booted: it changes with every cold start of the sandbox, not when only this
+    service starts again."""
+    try:
+        with open("/proc/1/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
 
 
 def now_iso():
@@ -262,14 +280,26 @@ class Context:
         env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
         env["PYTHONUNBUFFERED"] = "1"
         cwd = self.cwd if os.path.isdir(self.cwd) else os.path.expanduser("~")
-        await km.start_kernel(cwd=cwd, env=env)
+        # The kernel's own stdout and stderr (where ipykernel also copies what its
+        # subprocesses print) go nowhere: a run's output reaches its client as messages,
+        # and must not fill this service's log.
+        await km.start_kernel(cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         kc = km.client()
+        # No receive high-water mark: past the default (1000 messages) zmq drops what the
+        # kernel publishes while this service is busy, and a run of many display() calls
+        # would lose results. What one run may send is bounded in the kernel instead.
+        import zmq
+
+        kc.context.setsockopt(zmq.RCVHWM, 0)
         kc.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
         self.km, self.kc = km, kc
         try:
             await kc.wait_for_ready(timeout=KERNEL_START_TIMEOUT)
             if self.language == "python":
-                reply = await self.silent(self.svc.startup_code)
+                reply = await self.silent(
+                    self.svc.startup_code +
+                    f"\nimport _cell_interp as _c; _c.set_output_limit({self.svc.output_limit}); del _c\n")
                 if reply.get("status") != "ok":
                     log.warning("context %s: kernel startup code: %s %s", self.id,
                                 reply.get("ename"), reply.get("evalue"))
@@ -547,6 +577,7 @@ class Service:
         self.kernels = Kernels()
         self.contexts = {}
         self.defaults = {}  # language -> context id
+        self.boot = sandbox_start()
         with open(os.path.join(HERE, "kernel_startup.py"), encoding="utf-8") as f:
             self.startup_code = f.read()
         # The kernels' connection files and Unix sockets, under the state dir: what a
@@ -566,7 +597,10 @@ class Service:
         except (OSError, ValueError) as e:
             log.warning("%s unreadable (%s): starting with no saved contexts", self.state_file, e)
             saved = {"contexts": []}
-        for c in saved.get("contexts", []):
+        if not isinstance(saved, dict) or not isinstance(saved.get("contexts"), list):
+            saved = {"contexts": []}
+        same_start = bool(self.boot) and saved.get("sandboxStart") == self.boot
+        for c in saved["contexts"]:
             try:
                 cid, lang, cwd = str(c["id"]), str(c["language"]), str(c["cwd"])
             except (KeyError, TypeError):
@@ -575,7 +609,8 @@ class Service:
                 continue
             used = bool(c.get("used"))
             # A context whose code ran before this start lost its kernel's state.
-            notice = ("KernelRestarted", KERNEL_RESTARTED) if used else None
+            why = SERVICE_RESTARTED if same_start else KERNEL_RESTARTED
+            notice = ("KernelRestarted", why) if used else None
             ctx = Context(self, cid, lang, cwd, default=bool(c.get("default")),
                           used=used, notice=notice)
             self.contexts[cid] = ctx
@@ -586,7 +621,8 @@ class Service:
         self.save()
 
     def save(self):
-        data = {"version": 1, "contexts": [c.record() for c in self.contexts.values()]}
+        data = {"version": 1, "sandboxStart": self.boot,
+                "contexts": [c.record() for c in self.contexts.values()]}
         tmp = self.state_file + ".tmp"
         try:
             with open(tmp, "w", encoding="utf-8") as f:

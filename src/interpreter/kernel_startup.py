@@ -32,6 +32,55 @@ def _cell_interp_setup():
     mod.set_env = set_env
     mod.restore_env = restore_env
 
+    # A run's stdout and stderr are bounded here, where they are written: past the limit
+    # the text is dropped before it becomes a message, so printing 100 MB costs neither
+    # this kernel's memory nor the service's, and the code runs on. The service keeps the
+    # same bound on what it forwards (and says so the same way).
+    out = {"limit": None, "used": 0, "noted": False}
+
+    def set_output_limit(n):
+        out["limit"] = int(n)
+
+    def reset_output(*_):
+        out["used"] = 0
+        out["noted"] = False
+
+    def bounded(stream, notice_to):
+        orig = stream.write
+
+        def write(text):
+            n = out["limit"]
+            if n is None or not isinstance(text, str):
+                return orig(text)
+            left = n - out["used"]
+            if left <= 0:
+                dropped = text
+            else:
+                raw = text.encode("utf-8", "surrogatepass")
+                out["used"] += len(raw)
+                if len(raw) <= left:
+                    return orig(text)
+                orig(raw[:left].decode("utf-8", "ignore"))
+                dropped = text
+            if not out["noted"]:
+                out["noted"] = True
+                notice_to(
+                    f"\n[cell: this run's output passed {n} bytes; the rest is dropped, "
+                    f"the code keeps running]\n"
+                )
+            return len(dropped)
+
+        return orig, write
+
+    mod.set_output_limit = set_output_limit
+    mod.reset_output = reset_output
+    if hasattr(sys.stdout, "write") and hasattr(sys.stderr, "write"):
+        err_orig = sys.stderr.write
+        _, out_write = bounded(sys.stdout, err_orig)
+        _, err_write = bounded(sys.stderr, err_orig)
+        sys.stdout.write = out_write
+        sys.stderr.write = err_write
+
     def num(v):
         # JSON has no NaN or infinity: they become null.
         try:
@@ -305,6 +354,7 @@ def _cell_interp_setup():
             except Exception:
                 return None
 
+    ip.events.register("pre_run_cell", reset_output)
     fm = ip.display_formatter.formatters
     fm["application/vnd.cell.chart+json"] = ChartFormatter(parent=ip.display_formatter)
     fm["application/vnd.cell.data+json"] = DataFormatter(parent=ip.display_formatter)

@@ -586,6 +586,15 @@ class PersistenceTest(unittest.TestCase):
         svc.execute("w = 2")
         before = sorted(svc.json("GET", "/contexts"), key=lambda c: c["id"])
         svc.stop()
+        # A cold start: the sandbox's PID 1 started anew (the host's did not: the service
+        # recorded when it started, and this stands in for a new one).
+        path = os.path.join(svc.state_dir, "contexts.json")
+        with open(path) as f:
+            saved = json.load(f)
+        self.assertTrue(saved["sandboxStart"])
+        saved["sandboxStart"] = "0"
+        with open(path, "w") as f:
+            json.dump(saved, f)
         svc.start()
         self.assertEqual(sorted(svc.json("GET", "/contexts"), key=lambda c: c["id"]), before)
         for target in ({"context_id": used["id"]}, {}):
@@ -632,23 +641,61 @@ class LauncherTest(unittest.TestCase):
         svc = Service(state, os.path.join(self.tmp, "service.log"))
         svc.proc = proc
         self.addCleanup(svc.stop)
-        deadline = time.time() + 60
-        while time.time() < deadline and svc.port is None:
-            self.assertIsNone(proc.poll(), read_text(svc.log_path))
-            try:
-                with open(ready) as f:
-                    svc.port = int(f.read().strip() or 0) or None
-            except (FileNotFoundError, PermissionError):
-                time.sleep(0.05)
-        self.assertIsNotNone(svc.port, read_text(svc.log_path))
+        svc.port = self.wait_ready(proc, ready, svc.log_path)
         st = os.stat(state)
         self.assertEqual((st.st_uid, st.st_mode & 0o777), (65534, 0o700))
-        with open(f"/proc/{proc.pid}/status") as f:
-            status = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
-        self.assertEqual(status["Uid"].split(), ["65534"] * 4)
-        self.assertEqual(int(status["CapEff"], 16), 0)
-        lines = svc.execute("import os; print(os.getuid(), os.geteuid(), os.getgid())")
+        service = self.service_pid(proc.pid)
+        for pid in (proc.pid, service):
+            with open(f"/proc/{pid}/status") as f:
+                status = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+            self.assertEqual(status["Uid"].split(), ["65534"] * 4)
+            self.assertEqual(int(status["CapEff"], 16), 0)
+        lines = svc.execute("import os; print(os.getuid(), os.geteuid(), os.getgid())\nkept = 1")
         self.assertEqual(stdout(lines), "65534 65534 65534\n")
+
+        # The service dies: the launcher starts it again, and the context says why its
+        # state is gone.
+        os.unlink(ready)
+        os.kill(service, signal.SIGKILL)
+        svc.port = self.wait_ready(proc, ready, svc.log_path)
+        self.assertNotEqual(self.service_pid(proc.pid), service)
+        lines = svc.execute("kept")
+        err = of(lines, "error")
+        self.assertEqual(err[0]["name"], "KernelRestarted")
+        self.assertIn("service started again in this sandbox", err[0]["value"])
+        self.assertEqual(of(svc.execute("1 + 1"), "result")[0]["text"], "2")
+
+        # SIGTERM stops the service and the launcher, cleanly.
+        service = self.service_pid(proc.pid)
+        os.kill(proc.pid, signal.SIGTERM)
+        self.assertEqual(proc.wait(timeout=30), 0)
+        self.assertFalse(os.path.exists(f"/proc/{service}"))
+
+    @staticmethod
+    def service_pid(launcher):
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with open(f"/proc/{launcher}/task/{launcher}/children") as f:
+                for pid in f.read().split():
+                    with open(f"/proc/{pid}/cmdline", "rb") as c:
+                        if b"code_interpreter.py" in c.read():
+                            return int(pid)
+            time.sleep(0.05)
+        raise AssertionError("no service under the launcher")
+
+    def wait_ready(self, proc, ready, log_path):
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            self.assertIsNone(proc.poll(), read_text(log_path))
+            try:
+                with open(ready) as f:
+                    port = int(f.read().strip() or 0)
+                if port:
+                    return port
+            except (FileNotFoundError, PermissionError):
+                pass
+            time.sleep(0.05)
+        self.fail("the service did not start: " + read_text(log_path))
 
 
 if __name__ == "__main__":
