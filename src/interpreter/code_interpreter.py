@@ -72,6 +72,7 @@ import datetime
 import json
 import logging
 import os
+import queue
 import re
 import shutil
 import signal
@@ -283,18 +284,19 @@ class Context:
         # The kernel's own stdout and stderr (where ipykernel also copies what its
         # subprocesses print) go nowhere: a run's output reaches its client as messages,
         # and must not fill this service's log.
-        await km.start_kernel(cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-        kc = km.client()
-        # No receive high-water mark: past the default (1000 messages) zmq drops what the
-        # kernel publishes while this service is busy, and a run of many display() calls
-        # would lose results. What one run may send is bounded in the kernel instead.
-        import zmq
-
-        kc.context.setsockopt(zmq.RCVHWM, 0)
-        kc.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
-        self.km, self.kc = km, kc
+        self.km = km
         try:
+            await km.start_kernel(cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+            kc = km.client()
+            # No receive high-water mark: past the default (1000 messages) zmq drops what
+            # the kernel publishes while this service is busy, and a run of many display()
+            # calls would lose results. What one run may print is bounded in the kernel.
+            import zmq
+
+            kc.context.setsockopt(zmq.RCVHWM, 0)
+            kc.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+            self.kc = kc
             await kc.wait_for_ready(timeout=KERNEL_START_TIMEOUT)
             if self.language == "python":
                 reply = await self.silent(
@@ -343,8 +345,13 @@ class Context:
         while True:
             left = end - loop.time()
             if left <= 0:
-                raise TimeoutError("kernel did not answer a silent request")
-            msg = await self.kc.get_shell_msg(timeout=left)
+                raise TimeoutError("the kernel did not answer")
+            try:
+                msg = await self.kc.get_shell_msg(timeout=min(left, 1.0))
+            except queue.Empty:
+                if not await self.alive():
+                    raise RuntimeError("the kernel died")
+                continue
             if msg.get("parent_header", {}).get("msg_id") == mid:
                 return msg.get("content", {})
 
@@ -385,7 +392,16 @@ class Context:
                 self.used = True
                 self.svc.save()
             if env_vars:
-                await self.silent("import _cell_interp as _c; _c.set_env(%r); del _c" % (env_vars,))
+                try:
+                    await self.silent("import _cell_interp as _c; _c.set_env(%r); del _c" % (env_vars,))
+                except Exception as e:
+                    log.warning("context %s: setting env_vars: %s", self.id, e)
+                    if not await self.alive():
+                        return await self._died(emit, True)
+                    await emit({"type": "error", "name": "EnvVarsFailed",
+                                "value": f"env_vars could not be set: {e}", "traceback": ""})
+                    await emit({"type": "end_of_execution"})
+                    return
             try:
                 await self._run(code, emit, gone)
             finally:
@@ -927,6 +943,12 @@ class Connection:
 
         try:
             await ctx.run(code, env, emit, gone)
+        except Exception as e:
+            # A failure of this service's own: the client still gets a terminal line.
+            log.exception("context %s: run failed", ctx.id)
+            await emit({"type": "error", "name": "InterpreterError",
+                        "value": f"the code-interpreter service failed: {e}", "traceback": ""})
+            await emit({"type": "unexpected_end_of_execution"})
         finally:
             watcher.cancel()
             try:

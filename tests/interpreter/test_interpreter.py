@@ -355,6 +355,12 @@ class InterpreterTest(unittest.TestCase):
         self.assertEqual(res[2]["markdown"], "# m")
         self.assertEqual(res[3]["text"], "{'k': 1}")
 
+    def test_many_displays_none_lost(self):
+        lines = self.svc.execute(
+            "from IPython.display import display\nfor i in range(5000):\n    display(i)")
+        self.assertEnds(lines)
+        self.assertEqual([r["text"] for r in of(lines, "result")], [str(i) for i in range(5000)])
+
     def test_error_with_traceback(self):
         lines = self.svc.execute("def f():\n    return 1 / 0\nf()")
         self.assertEnds(lines)
