@@ -50,12 +50,12 @@ MAX_BODY bytes; error answers are text/plain, one line naming what was wrong):
   POST   /contexts/{id}/restart       204  a fresh kernel, state gone (a run in progress
                                            ends with an error)
   POST   /contexts/{id}/interrupt     204  SIGINT to the run in progress, if any
-  DELETE /contexts/{id}               204  (the default python context cannot be removed:
-                                           400; restart it instead)
+  DELETE /contexts/{id}               204  (a language's default context too: the next
+                                           run without a context gets a new one)
 
 A run without context_id and without language runs in the default python context, which
-always exists; a run with only `language` runs in that language's default context
-(created on first use).
+exists from the start (and is made anew after it was removed); a run with only `language`
+runs in that language's default context (created on first use).
 
 Contexts (id, language, cwd, default, whether code ever ran) are saved in STATE_DIR
 (/var/lib/code-interpreter/contexts.json), with when the sandbox started: a service that
@@ -721,9 +721,10 @@ class Service:
             ctx.restarting = False
 
     async def h_delete(self, ctx):
-        if ctx.default and self.defaults.get(ctx.language) == ctx.id:
-            raise HTTPError(400, f"context {ctx.id} is the default {ctx.language} context; "
-                                 "restart it instead of removing it")
+        # The default context of a language may go too (OpenSandbox deletes all contexts
+        # of a language): the next run without a context starts a new default one.
+        if self.defaults.get(ctx.language) == ctx.id:
+            del self.defaults[ctx.language]
         ctx.removed = True
         ctx.restarting = True
         del self.contexts[ctx.id]

@@ -565,9 +565,24 @@ class InterpreterTest(unittest.TestCase):
         self.assertNotIn(ctx["id"], [c["id"] for c in self.svc.json("GET", "/contexts")])
         status, _, _ = self.svc.request("POST", "/execute", {"code": "1", "context_id": ctx["id"]})
         self.assertEqual(status, 404)
-        default = [c for c in self.svc.json("GET", "/contexts")][0]
-        status, body, _ = self.svc.request("DELETE", f"/contexts/{default['id']}")
-        self.assertEqual(status, 400)
+
+    def test_remove_default_context(self):
+        self.svc.execute("in_default = 1")
+        before = {c["id"] for c in self.svc.json("GET", "/contexts")}
+        default = None
+        for c in self.svc.json("GET", "/contexts"):
+            lines = self.svc.execute("in_default", context_id=c["id"])
+            if not of(lines, "error"):
+                default = c["id"]
+        self.assertIsNotNone(default)
+        status, body, _ = self.svc.request("DELETE", f"/contexts/{default}")
+        self.assertEqual(status, 204, body)
+        # A run without a context gets a new default context, fresh.
+        lines = self.svc.execute("in_default")
+        self.assertEqual(of(lines, "error")[0]["name"], "NameError")
+        after = {c["id"] for c in self.svc.json("GET", "/contexts")}
+        self.assertEqual(len(after - before), 1)
+        self.assertNotIn(default, after)
 
 
 class PersistenceTest(unittest.TestCase):
