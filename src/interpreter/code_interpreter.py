@@ -17,8 +17,9 @@ MAX_BODY bytes; error answers are text/plain, one line naming what was wrong):
 
   GET  /health                  200 {"status":"ok"}
   POST /execute                 {code, context_id?, language?, env_vars?}
-        200 application/x-ndjson, chunked, streamed while the code runs; one JSON object
-        per line, each with "type":
+        200 application/x-ndjson, chunked, streamed while the code runs, with the header
+        X-Context-Id naming the context it runs in; one JSON object per line, each with
+        "type":
           {"type":"number_of_executions","execution_count":N}   once the kernel took it
           {"type":"stdout"|"stderr","text":S,"timestamp":ISO-8601}
           {"type":"result","is_main_result":B, and the MIME fields present:
@@ -906,8 +907,11 @@ class Connection:
 
     async def execute(self, ctx, code, env, keep):
         w = self.writer
+        # X-Context-Id: the context the run goes to (the one named, or the language's
+        # default), which celld's OpenSandbox front hands its client for an interrupt.
         w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
-                b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
+                b"Cache-Control: no-cache\r\nX-Context-Id: %s\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n" % ctx.id.encode())
         state = {"ok": True}
         loop = asyncio.get_running_loop()
         gone = loop.create_future()
