@@ -2,7 +2,7 @@
 # The harness is tools/bench; tools/bench-exec.c is its HTTP latency/throughput client, built
 # on the client library (src/client, the objects cell links too).
 # Knobs (environment): BENCH_N, BENCH_EXEC_N, BENCH_BYTES, BENCH_WARMUP, BENCH_PROXY_BYTES,
-# BENCH_PROXY_N, BENCH_ONLY (snapshot, sdk or pull), BENCH_PULL_N, BENCH_PULL_RUN_N,
+# BENCH_PROXY_N, BENCH_ONLY (exec, snapshot, sdk or pull), BENCH_PULL_N, BENCH_PULL_RUN_N,
 # BENCH_PULL_LAYER_MB (tools/bench-pull, leg 10), BENCH_OUT, BENCH_KEEP.
 
 BENCH_EXEC := $(BUILD)/bench-exec
@@ -17,6 +17,11 @@ BENCH_TCP := $(BUILD)/bench-tcp
 $(BENCH_TCP): tools/bench-tcp.c
 	$(CC) $(CFLAGS) -static -o $@ $<
 
-.PHONY: bench
+.PHONY: bench bench-baseline
 bench: all $(BENCH_EXEC) $(BENCH_TCP)
 	BUILD=$(BUILD) tools/bench
+
+# What a change did to cell's own speed: BASE's build (any commit) against this tree's, legs 2,
+# 3 and 9 alternating in one run (tools/bench-baseline; BENCH_BASE_ROUNDS rounds).
+bench-baseline: all $(BENCH_EXEC) $(BENCH_TCP)
+	BUILD=$(BUILD) tools/bench-baseline $(BASE)

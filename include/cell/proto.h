@@ -110,6 +110,7 @@
 #include <stdint.h>
 
 #include "cell/error.h"
+#include "cell/meta.h"
 
 /* The relay's listening socket is this fd in cell-init: the runtime puts it there before
  * the exec, init accepts celld's connections on it. */
@@ -190,16 +191,3 @@ int cell_frame_send_str(int fd, uint16_t type, const char *json, struct cell_err
  * bad header. free(frame->payload) afterwards. */
 int cell_frame_recv(int fd, struct cell_frame *frame, uint32_t max, struct cell_error *err);
 void cell_frame_free(struct cell_frame *frame);
-
-/* File metadata (FILE_WRITE's "xattrs", STAT's): extended attributes "user.e2b.<key>", bounded
- * as E2B's envd bounds them. A key is 1..CELL_META_KEY_MAX HTTP token characters (RFC 9110:
- * it travels as a header name, X-Metadata-<key>), a value printable ASCII (0x20-0x7e); all
- * keys of a file (each counted with its CELL_META_PREFIX) and values are at most
- * CELL_META_MAX bytes. */
-#define CELL_META_PREFIX  "user.e2b."
-#define CELL_META_MAX	  4096
-#define CELL_META_KEY_MAX 246
-bool cell_meta_key_ok(const char *k, size_t n);
-/* RFC 9110's tchar: what an HTTP token (a header name, a metadata key) is made of. */
-bool cell_http_tchar(unsigned char c);
-bool cell_meta_value_ok(const char *v, size_t n);

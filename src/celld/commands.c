@@ -1040,3 +1040,96 @@ json_t *command_session_run(const char *id, const char *command, const char *cwd
 	}
 	return req;
 }
+
+/* ---- a command's events, for a front ---- */
+
+struct command_stream {
+	struct command *c; /* referenced */
+	int fd;
+	struct relay_reader rd;
+};
+
+static void stream_free(struct command_stream *s)
+{
+	relay_reader_free(&s->rd);
+	command_unref(s->c);
+	free(s);
+}
+
+int command_open(struct sandbox *sb, bool session, json_t *req, const char *content,
+		 struct adm_principal *who, struct command **out, struct command_stream **stream,
+		 struct command_refusal *why, struct cell_error *err)
+{
+	*stream = NULL;
+	struct command_stream *s = calloc(1, sizeof(*s));
+	if (!s)
+		return cell_err(err, ENOMEM, "out of memory");
+	struct relay_error rerr = {0};
+	int rc = start_as(sb, session ? CELL_FRAME_SESSION_RUN : CELL_FRAME_EXEC, req, content, who,
+			  out, &s->fd, &rerr, err);
+	if (rc == 1) {
+		why->errnum = rerr.errnum;
+		snprintf(why->message, sizeof(why->message), "%s", rerr.message);
+	}
+	if (rc != 0) {
+		free(s);
+		return rc;
+	}
+	command_ref(*out);
+	s->c = *out;
+	*stream = s;
+	return 0;
+}
+
+int command_stream_wait(struct command_stream *s, int timeout_ms)
+{
+	return relay_wait(s->fd, timeout_ms);
+}
+
+static const enum command_ev stream_kinds[] = {
+    [RELAY_EV_STDOUT] = COMMAND_EV_STDOUT,
+    [RELAY_EV_STDERR] = COMMAND_EV_STDERR,
+    [RELAY_EV_EXIT] = COMMAND_EV_EXIT,
+    [RELAY_EV_STDIN_TAKEN] = COMMAND_EV_STDIN_TAKEN,
+};
+
+int command_stream_read(struct command_stream *s, struct command_event *ev, struct cell_error *err)
+{
+	struct relay_event re;
+	memset(ev, 0, sizeof(*ev));
+	int rc = relay_exec_read(s->fd, &s->rd, &re, err);
+	if (rc < 0)
+		return rc;
+	command_apply(s->c, &re);
+	ev->kind = stream_kinds[re.kind];
+	ev->data = re.frame.payload;
+	ev->len = re.frame.len;
+	if (re.kind == RELAY_EV_EXIT) {
+		ev->code = relay_exit_code(&re.exit);
+		ev->duration_ms = re.exit.duration_ms;
+		if (ev->code)
+			command_exit_text(s->c, &re.exit, ev->text, sizeof(ev->text));
+	}
+	return 0;
+}
+
+void command_stream_drain(struct command_stream *s)
+{
+	/* Frames are read whole, so the reader hands over at a frame boundary. */
+	struct cell_error err = {0};
+	if (command_drain(s->c, s->fd, &err) < 0)
+		cell_err_drop(&err, "a command whose client went away");
+	stream_free(s);
+}
+
+void command_stream_close(struct command_stream *s)
+{
+	command_set_relay(s->c, -1);
+	close(s->fd);
+	stream_free(s);
+}
+
+int command_ping(const struct sandbox *sb, int timeout_ms, struct cell_error *err)
+{
+	return relay_ping(sb, timeout_ms, err);
+}

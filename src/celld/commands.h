@@ -7,10 +7,14 @@
 #include <jansson.h>
 
 #include "admission.h"
+#include "cell/error.h"
 #include "cmdlog.h"
-#include "relay.h"
 
 struct sandbox;
+/* relay.h's, for the core's callers that read the relay (a front reads none of them). */
+struct relay_error;
+struct relay_event;
+struct relay_exit;
 
 #define CMD_TABLE_MAX 256 /* commands remembered per sandbox */
 /* Kept output of all a sandbox's commands together (their log buffers), so that a sandbox
@@ -89,3 +93,41 @@ void relay_exit_text(const struct relay_exit *ex, char *buf, size_t size);
  * cgroup counted one more. */
 void command_exit_text(const struct command *c, const struct relay_exit *ex, char *buf,
 		       size_t size);
+
+/* ---- a command's events, for a front (which never reads the relay itself) ---- */
+
+/* Why cell-init refused a command or a run: its errno and its message. */
+struct command_refusal {
+	int errnum;
+	char message[256];
+};
+
+/* A started command's conversation: the events its front reads until the end. */
+struct command_stream;
+
+enum command_ev { COMMAND_EV_STDOUT, COMMAND_EV_STDERR, COMMAND_EV_STDIN_TAKEN, COMMAND_EV_EXIT };
+
+struct command_event {
+	enum command_ev kind;
+	const uint8_t *data; /* output, valid until the next read */
+	size_t len;
+	int code;	     /* EXIT: the reported exit code (124 on timeout, 128+N) */
+	int64_t duration_ms; /* EXIT: as cell-init measured it (0: unknown) */
+	char text[128];	     /* EXIT: why, for a non-zero code (an OOM kill noted) */
+};
+
+/* command_start (session false) or command_start_session (true) for a front: 0 with *out
+ * and *stream (the command running), 1 refused (why; *out, unless NULL, finished), -errno. */
+int command_open(struct sandbox *sb, bool session, json_t *req, const char *content,
+		 struct adm_principal *who, struct command **out, struct command_stream **stream,
+		 struct command_refusal *why, struct cell_error *err);
+/* 1 an event is waiting, 0 none within timeout_ms, -errno. */
+int command_stream_wait(struct command_stream *s, int timeout_ms);
+/* The next event, applied to the command (its log, its end) before it is returned. */
+int command_stream_read(struct command_stream *s, struct command_event *ev, struct cell_error *err);
+/* The rest read by a thread of its own (the command runs on unwatched); s is freed. */
+void command_stream_drain(struct command_stream *s);
+/* The conversation closed (its command's signals go nowhere from now on); s is freed. */
+void command_stream_close(struct command_stream *s);
+/* PING → PONG within timeout_ms: cell-init answers. */
+int command_ping(const struct sandbox *sb, int timeout_ms, struct cell_error *err);

@@ -4,12 +4,14 @@
  * path) or by their normalized registry reference. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "cell/cleanup.h"
+#include "cell/fsutil.h"
 #include "config.h"
 #include "images.h"
 #include "cell/id.h"
@@ -67,6 +69,24 @@ int image_resolve(const char *uri_in, char *buf, size_t size, struct cell_error 
 	return 0;
 }
 
+#define BUILT_MANIFEST_MAX (64u << 10)
+#define BUILT_ARGV_MAX	   256
+
+/* 1 to BUILT_ARGV_MAX strings without a NUL inside. */
+static bool valid_argv(json_t *a)
+{
+	size_t n = json_array_size(a), i;
+	json_t *v;
+	if (!json_is_array(a) || !n || n > BUILT_ARGV_MAX)
+		return false;
+	json_array_foreach(a, i, v)
+	{
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+			return false;
+	}
+	return true;
+}
+
 /* The store's image for uri: as named, else as its normalized reference. */
 static int store_find(const char *uri, struct store_image *img, struct cell_error *err)
 {
@@ -118,14 +138,53 @@ static int found_from_store(const struct store_image *img, struct image_found *o
 	return 0;
 }
 
+/* A built image's manifest.json (build-image writes it beside rootfs) may name the
+ * entrypoint its sandboxes run when a create names none, as an OCI image's config does:
+ * "entrypoint": ["/opt/code-interpreter/code-interpreter.sh"]. Handed on as such a config,
+ * {"config": {"Entrypoint": [...]}}; *config stays NULL when there is none. */
+static int built_config(const char *rootfs, json_t **config, struct cell_error *err)
+{
+	*config = NULL;
+	char path[4096];
+	const char *slash = strrchr(rootfs, '/');
+	if (!slash || (size_t)snprintf(path, sizeof(path), "%.*s/manifest.json",
+				       (int)(slash - rootfs), rootfs) >= sizeof(path))
+		return 0;
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	struct cell_error rerr = {0};
+	int r = cell_read_file_at(AT_FDCWD, path, BUILT_MANIFEST_MAX, &text, &len, &rerr);
+	if (r == -ENOENT)
+		return 0;
+	/* The operator's file, not the client's request: a bad one is celld's failure (EIO),
+	 * unless the host is short of memory or fds. */
+	if (r < 0)
+		return cell_err_msg(err, r == -ENOMEM || r == -EMFILE || r == -ENFILE ? -r : EIO,
+				    "%s: %s", path, rerr.msg);
+	json_error_t jerr;
+	json_t *m = json_loadb(text, len, 0, &jerr);
+	json_t *ep = json_object_get(m, "entrypoint");
+	bool ok = json_is_object(m) && (!ep || valid_argv(ep));
+	if (ok && ep)
+		*config = json_pack("{s:{s:O}}", "config", "Entrypoint", ep);
+	json_decref(m);
+	if (!ok)
+		return cell_err_msg(err, EIO,
+				    "%s: not an object whose entrypoint (when there) is 1 to %d "
+				    "strings",
+				    path, BUILT_ARGV_MAX);
+	return ep && !*config ? cell_err(err, ENOMEM, "%s", path) : 0;
+}
+
 int image_find(const char *uri, struct image_found *out, struct cell_error *err)
 {
 	memset(out, 0, sizeof(*out));
 	struct cell_error lerr = {0};
 	int r = image_resolve(uri, out->rootfs, sizeof(out->rootfs), &lerr);
+	if (r == 0)
+		return built_config(out->rootfs, &out->config, err);
 	if (r != -ENOENT && r != -EINVAL) {
-		if (r < 0)
-			*err = lerr;
+		*err = lerr;
 		return r;
 	}
 	struct store_image img;

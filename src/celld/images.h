@@ -15,7 +15,8 @@ struct image_found {
 	char rootfs[4096]; /* its top lower dir (a built image's rootfs) */
 	json_t *layers;	   /* a store image's lower dirs, top first; NULL: rootfs alone */
 	char digest[STORE_DIGEST_MAX]; /* a store image's manifest digest; "" for a built one */
-	json_t *config;		       /* a store image's config; NULL for a built one */
+	json_t *config;	     /* a store image's config; a built one's {"config": {"Entrypoint"}}
+			      * from its manifest.json, or NULL */
 	char private_to[32]; /* store_image's: pulled with that principal's own credentials */
 };
 

@@ -9,15 +9,11 @@
 
 #include "cell/error.h"
 #include "cell/proto.h"
+#include "relay_types.h"
 
 struct sandbox;
 
 #define RELAY_CONTROL_MAX (64u << 10) /* JSON frames from init */
-
-struct relay_error {
-	int errnum; /* validated, 1..4095 */
-	char message[256];
-};
 
 struct relay_exit {
 	int exit_code; /* 0..255 */
@@ -36,37 +32,8 @@ struct relay_event {
 	uint64_t taken;
 };
 
-struct relay_stat {
-	char type[16]; /* file, directory, symlink, other */
-	int64_t size;
-	uint32_t mode; /* permission bits */
-	int64_t uid, gid;
-	char owner[64], group[64];
-	double mtime, ctime;
-	char target[4096]; /* a symlink's text, "" when unknown */
-	/* Its metadata (cell-init's "xattrs": user.e2b.<key> extended attributes) as
-	 * "key\0value\0" pairs, meta_len bytes, bounded as cell/proto.h says; what does not fit
-	 * is left out. */
-	char meta[CELL_META_MAX];
-	size_t meta_len;
-};
 /* st's metadata as a JSON object {key: value} (a new reference), NULL when it has none. */
 json_t *relay_stat_meta(const struct relay_stat *st);
-
-/* What one API request may spend waiting on cell-init in its control steps (connect, send a
- * request, wait for its answer), all steps together: a file info over many paths, a ranged
- * download (a stat, then a read), the files of one upload, a command's start. A stalled or
- * hostile init pins a celld thread for this long at most, not for a fresh timeout per step.
- * Streamed bytes (command output, download and upload data) are paced by the client and
- * have only the socket's idle timeout per frame (RELAY_IO_TIMEOUT_MS, relay.c). */
-#define RELAY_BUDGET_MS 30000
-struct relay_budget {
-	int64_t left_ms;
-};
-#define RELAY_BUDGET_INIT                                                                          \
-	{                                                                                          \
-		RELAY_BUDGET_MS                                                                    \
-	}
 
 /* Connect to <dir>/init.sock; the socket has send/receive timeouts so a stalled init can
  * never hold a thread inside a frame. */

@@ -17,6 +17,8 @@
 #include "audit.h"
 #include "commands.h"
 #include "events.h"
+#include "file_watchers.h"
+#include "proc_table.h"
 #include "config.h"
 #include "registry.h"
 #include "sandbox.h"
@@ -79,9 +81,13 @@ struct sandbox *sandbox_new(const char *id)
 		return NULL;
 	}
 	sb->cmds = cmd_table_new();
+	sb->watchers = file_watchers_new();
+	sb->procs = proc_table_new();
 	sb->metadata = json_object();
-	if (!sb->cmds || !sb->metadata) {
+	if (!sb->cmds || !sb->watchers || !sb->procs || !sb->metadata) {
 		cmd_table_free(sb->cmds);
+		file_watchers_free(sb->watchers);
+		proc_table_free(sb->procs);
 		json_decref(sb->metadata);
 		free(sb->dir);
 		free(sb);
@@ -119,6 +125,8 @@ void sandbox_unref(struct sandbox *sb)
 	json_decref(sb->provision);
 	json_decref(sb->provision_result);
 	cmd_table_free(sb->cmds);
+	file_watchers_free(sb->watchers);
+	proc_table_free(sb->procs);
 	pthread_mutex_destroy(&sb->store_lock);
 	pthread_mutex_destroy(&sb->meta_lock);
 	free(sb->image);

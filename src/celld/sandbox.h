@@ -46,6 +46,8 @@ enum sbx_op {
 
 struct adm_principal;
 struct cmd_table;
+struct file_watchers;
+struct proc_table;
 
 /* What a sandbox's expiry does (cell.onTimeout). */
 enum sbx_on_timeout { SBX_TIMEOUT_DELETE, SBX_TIMEOUT_STOP };
@@ -98,6 +100,9 @@ struct sandbox {
 	pthread_mutex_t store_lock; /* serialises state.json writes */
 	pthread_mutex_t meta_lock;  /* serialises metadata patches (read, merge, swap, save) */
 	struct cmd_table *cmds;
+	struct file_watchers *watchers; /* E2B's polling watchers (file_watchers.h) */
+	/* What its started processes were given, its bash sessions: proc_table.h. */
+	struct proc_table *procs;
 
 	int refs;	      /* atomic */
 	unsigned proxy_conns; /* atomic: the port proxy's open connections (api_proxy.c) */

@@ -2089,7 +2089,7 @@ struct h_world *h_world_add(const struct h_world_opts *opts)
 	ck_assert_msg(mkdir(w->dir, 0711) == 0, "mkdir %s: %s", w->dir, strerror(errno));
 	/* In use from here: the teardown removes the dir whatever happens next. */
 	w->in_use = true;
-	snprintf(w->images, sizeof(w->images), "%s", H.images);
+	snprintf(w->images, sizeof(w->images), "%s", opts->images ? opts->images : H.images);
 	snprintf(w->bin, sizeof(w->bin), "%s", H.bin);
 	snprintf(w->src, sizeof(w->src), "%s", H.src);
 	world_paths(w, opts->state);

@@ -298,9 +298,11 @@ struct h_world_opts {
 	 * for cleanup after the test ended (it cannot use the test's fd) runs in a fresh,
 	 * empty namespace instead: never in the host's. */
 	int netns_fd;
-	bool unstarted; /* leave it to h_world_spawn (a start that must fail) */
+	bool unstarted;	    /* leave it to h_world_spawn (a start that must fail) */
+	const char *images; /* its celld's images dir; NULL: H's */
 };
-/* Start another celld (same images, init and policies as H) and wait until it answers;
+/* Start another celld (same images unless opts->images, init and policies as H) and wait
+ * until it answers;
  * asserts. The test's teardown (in the runner, also after a failure) deletes its
  * sandboxes, restarting it first when the test left it dead with sandboxes, stops it,
  * counts whatever of it leaked and removes its dir. */

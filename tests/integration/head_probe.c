@@ -4,7 +4,13 @@
  * byte (what reached the app), and whose head carries, before its own Content-Length, the
  * bytes of /tmp/head_probe.answer when that file exists, as they are ("Name: value\r\n"
  * lines an app crafted: control characters, cookies), so a test writes the answer it wants
- * with a file upload and no shell quoting. */
+ * with a file upload and no shell quoting.
+ *
+ * When /tmp/head_probe.silent exists it plays an app that goes quiet instead: after the
+ * request head it sends nothing (the file empty) or, the file holding "head", a 200 head and
+ * "first\n" of a body that never ends; then it waits for the other side to close and, when
+ * it has, writes /tmp/head_probe.gone (/tmp/head_probe.got once it has the request head) (for a
+ * test of how soon the proxy lets go of an app whose client left). */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -18,6 +24,7 @@
 #define HEAD_MAX   (64u << 10)
 #define ANSWER_MAX (16u << 10)
 #define ANSWER	   "/tmp/head_probe.answer"
+#define SILENT	   "/tmp/head_probe" /* .silent: the mode; .gone: the close came */
 
 static int send_all(int fd, const char *p, size_t len)
 {
@@ -59,11 +66,43 @@ static size_t read_answer(char *out)
 	return n > 0 ? (size_t)n : 0;
 }
 
+/* The silent app: the head or nothing, then wait for the close, then say it came. */
+static void mark(const char *path)
+{
+	int g = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (g >= 0)
+		close(g);
+}
+
+static void serve_silent(int fd, const char *mode)
+{
+	mark(SILENT ".got");
+	static const char start[] = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+				    "Connection: close\r\n\r\nfirst\n";
+	if (!strncmp(mode, "head", 4) && send_all(fd, start, sizeof(start) - 1) < 0)
+		return;
+	struct timeval tv = {.tv_sec = 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)); /* block until it closes */
+	char buf[512];
+	while (recv(fd, buf, sizeof(buf), 0) > 0)
+		;
+	mark(SILENT ".gone");
+}
+
 static void serve(int fd, char *head, char *extra)
 {
 	size_t len = read_head(fd, head);
 	if (!len)
 		return;
+	char mode[16] = "";
+	int m = open(SILENT ".silent", O_RDONLY | O_CLOEXEC);
+	if (m >= 0) {
+		ssize_t n = read(m, mode, sizeof(mode) - 1);
+		close(m);
+		mode[n > 0 ? n : 0] = '\0';
+		serve_silent(fd, mode);
+		return;
+	}
 	size_t extra_len = read_answer(extra);
 	char top[128];
 	int n = snprintf(top, sizeof(top), "HTTP/1.1 200 OK\r\n");

@@ -1613,6 +1613,72 @@ static void store_whole(void)
 /* A pull whose celld is killed (SIGKILL) with a big blob half in partial/: the restarted
  * celld lists nothing of it, and the next pull resumes the blob with a Range (fetching
  * fewer bytes than it has) into an image whole in every layer. */
+/* An image cell built may name, in its manifest.json, the entrypoint its sandboxes run when
+ * a create names none (the code-interpreter image starts its service so): it runs; a
+ * create's own entrypoint wins; a manifest whose entrypoint is no list of strings fails the
+ * create naming the file, as celld's failure (500), not the client's. A world of its own
+ * with a private images dir holding a copy of busybox under three manifests. */
+static void built_image(const char *images, const char *name, const char *manifest)
+{
+	char *dir = h_fmt("%s/%s", images, name);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	char *src = h_fmt("%s/busybox/rootfs", H.images);
+	char *dst = h_fmt("%s/rootfs", dir);
+	char *const argv[] = {"/bin/cp", "-a", src, dst, NULL};
+	struct h_proc p;
+	ck_assert_msg(h_run(argv, NULL, 120, &p) == 0, "cp -a %s %s: %s", src, dst, p.err);
+	h_proc_free(&p);
+	char *m = h_fmt("%s/manifest.json", dir);
+	h_write_file(m, manifest, 0644);
+	free(m);
+	free(dst);
+	free(src);
+	free(dir);
+}
+
+START_TEST(a_built_image_names_its_entrypoint)
+{
+	char *images = h_fmt("%s/own-images", H.dir);
+	ck_assert_int_eq(mkdir(images, 0755), 0);
+	built_image(images, "withep",
+		    "{\"name\": \"withep\", \"entrypoint\": [\"/bin/sh\", \"-c\", "
+		    "\"echo image-entrypoint > /tmp/ep; exec sleep 1000\"]}\n");
+	built_image(images, "badep", "{\"name\": \"badep\", \"entrypoint\": \"/bin/true\"}\n");
+	struct h_world *w = h_world_add(&(struct h_world_opts){.name = "ep", .images = images});
+	char *id = h_world_create(w, "withep", NULL);
+	ck_assert_str_eq(h_world_wait_state(w, id, "Running", 30), "Running");
+	char *out = NULL;
+	for (int i = 0; i < 100 && !(out && strstr(out, "image-entrypoint")); i++, h_sleep_ms(50)) {
+		free(out);
+		out = h_world_sh(w, id, "cat /tmp/ep 2>/dev/null; true");
+	}
+	ck_assert_msg(strstr(out, "image-entrypoint"), "the image's entrypoint did not run: %s",
+		      out);
+	free(out);
+	free(id);
+
+	json_t *own = json_pack("{s:[s,s,s]}", "entrypoint", "/bin/sh", "-c",
+				"echo own > /tmp/ep; exec sleep 1000");
+	id = h_world_create(w, "withep", own);
+	ck_assert_str_eq(h_world_wait_state(w, id, "Running", 30), "Running");
+	out = NULL;
+	for (int i = 0; i < 100 && !(out && strstr(out, "own")); i++, h_sleep_ms(50)) {
+		free(out);
+		out = h_world_sh(w, id, "cat /tmp/ep 2>/dev/null; true");
+	}
+	ck_assert_msg(!strcmp(out, "own\n"), "the create's entrypoint did not win: %s", out);
+	free(out);
+	free(id);
+
+	struct h_resp r;
+	long st = h_world_create_ex(w, "badep", NULL, H_UNIX, &r);
+	ck_assert_msg(st == 500, "a bad manifest: %ld %s", st, r.body);
+	ck_assert_msg(strstr(h_jstr(r.json, "message"), "badep/manifest.json"), "%s", r.body);
+	h_resp_free(&r);
+	free(images);
+}
+END_TEST
+
 START_TEST(pull_survives_a_celld_restart)
 {
 	rl_start(RL_PLAIN);
@@ -1735,6 +1801,8 @@ static Suite *images_suite(void)
 		       an_ubuntu_like_image_runs_as_its_user);
 	tcase_add_test(h_tcase(s, "a_distroless_image_runs_argv", 240),
 		       a_distroless_image_runs_argv);
+	tcase_add_test(h_tcase(s, "a_built_image_names_its_entrypoint", 240),
+		       a_built_image_names_its_entrypoint);
 	return s;
 }
 

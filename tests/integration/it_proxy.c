@@ -1197,6 +1197,70 @@ START_TEST(answer_header_names_checked)
 }
 END_TEST
 
+/* A client that leaves while its app is silent: the proxy lets go of the app at once, both
+ * while the app has sent nothing (before its head) and while it streams a body it has paused
+ * (a long computation's output, a code interpreter's run). The app learns its client left
+ * when its connection closes: long before PROXY_IDLE_MS (120 s), the old wait. The bound
+ * below is a deadline for the test, not a measure. */
+static void leave_silent_app(struct h_world *w, const char *id, const char *mode)
+{
+	free(h_world_sh(w, id, "rm -f /tmp/head_probe.gone /tmp/head_probe.got"));
+	put_file(w, id, "/tmp/head_probe.silent", mode, 0644);
+	const char *colon = strrchr(w->listen, ':');
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(atoi(colon + 1))};
+	inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	char *path = proxy_path(id, PROBE_PORT, "/run");
+	char *rq =
+	    h_fmt("GET %s HTTP/1.1\r\nHost: x\r\nOPEN-SANDBOX-API-KEY: %s\r\n\r\n", path, w->key);
+	ck_assert_int_eq(send(fd, rq, strlen(rq), MSG_NOSIGNAL), (ssize_t)strlen(rq));
+	if (*mode) { /* the app's head and first bytes reach the client first */
+		char got[1024] = "";
+		size_t len = 0;
+		struct timeval tv = {.tv_sec = 30};
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		while (!strstr(got, "first\n") && len < sizeof(got) - 1) {
+			ssize_t n = recv(fd, got + len, sizeof(got) - 1 - len, 0);
+			ck_assert_msg(n > 0, "the app's start never came: %s", got);
+			len += (size_t)n;
+			got[len] = '\0';
+		}
+		ck_assert_msg(!strncmp(got, "HTTP/1.1 200", 12), "%s", got);
+	}
+	/* The request is in the app (in mode "": no answer will come). */
+	char *got = NULL;
+	for (int i = 0; i < 300 && !(got && strstr(got, "got")); i++, h_sleep_ms(100)) {
+		free(got);
+		got = h_world_sh(w, id, "test -e /tmp/head_probe.got && echo got; true");
+	}
+	ck_assert_msg(strstr(got, "got"), "the request never reached the app");
+	free(got);
+	close(fd); /* the client leaves */
+	char *gone = NULL;
+	for (int i = 0; i < 300; i++, h_sleep_ms(100)) {
+		free(gone);
+		gone = h_world_sh(w, id, "test -e /tmp/head_probe.gone && echo gone; true");
+		if (strstr(gone, "gone"))
+			break;
+	}
+	ck_assert_msg(strstr(gone, "gone"),
+		      "the app's side stayed open 30 s after its client left (mode '%s')", mode);
+	free(gone);
+	free(rq);
+	free(path);
+}
+
+START_TEST(client_gone_ends_the_app_side)
+{
+	char *id;
+	struct h_world *w = probe_world("gone", e2b_addr(E2B_CREDS), &id, NULL);
+	leave_silent_app(w, id, "head");
+	leave_silent_app(w, id, "");
+	free(id);
+}
+END_TEST
+
 /* An app's cookies stay the app's: no Domain attribute (which would set them for every
  * preview host under the domain, a cookie bomb answering 431 to all), none of celld's own
  * cookie, and through the path route a Path under the app's prefix (else they are the
@@ -1640,6 +1704,7 @@ static Suite *proxy_suite(void)
 	tc = h_tcase(s, "answers", 300);
 	tcase_add_test(tc, answer_header_names_checked);
 	tcase_add_test(tc, app_cookies_stay_with_the_app);
+	tcase_add_test(tc, client_gone_ends_the_app_side);
 	/* A case of its own: the worlds of the first are gone by then. */
 	tc = h_tcase(s, "websocket", 300);
 	tcase_add_test(tc, websocket_echo);

@@ -64,6 +64,7 @@ struct proxy {
 	struct sandbox *sb;
 	bool counted; /* in sb->proxy_conns */
 	int fd;	      /* to the app */
+	int client;   /* the client's socket, only polled for its hangup (-1: unknown) */
 	unsigned port;
 	bool chunked_up;  /* the client's body goes to the app chunked */
 	bool send_failed; /* the app stopped taking the body: its answer is still read */
@@ -93,12 +94,17 @@ static void proxy_unref(void *cls)
 	free(p);
 }
 
-/* poll fd for events for at most ms: 1 ready, 0 timed out, -errno. */
-static int wait_fd(int fd, short events, int ms)
+/* poll fd for events for at most ms: 1 ready, 0 timed out, -errno. A client that hangs up
+ * meanwhile (client >= 0) ends the wait at once with -ECONNRESET: the app's side is closed
+ * then, so an app that streams nothing (a long computation's answer) learns the client is
+ * gone now, not after PROXY_IDLE_MS. */
+static int wait_fd(int fd, short events, int client, int ms)
 {
-	struct pollfd pfd = {.fd = fd, .events = events};
+	struct pollfd pfd[2] = {{.fd = fd, .events = events}, {.fd = client, .events = POLLRDHUP}};
 	for (;;) {
-		int r = poll(&pfd, 1, ms);
+		int r = poll(pfd, client >= 0 ? 2 : 1, ms);
+		if (r > 0 && client >= 0 && (pfd[1].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			return -ECONNRESET;
 		if (r >= 0)
 			return r;
 		if (errno != EINTR)
@@ -113,7 +119,7 @@ static int send_all(int fd, const char *data, size_t len)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			int r = wait_fd(fd, POLLOUT, PROXY_IDLE_MS);
+			int r = wait_fd(fd, POLLOUT, -1, PROXY_IDLE_MS);
 			if (r <= 0)
 				return r ? r : -ETIMEDOUT;
 			continue;
@@ -126,18 +132,19 @@ static int send_all(int fd, const char *data, size_t len)
 	return 0;
 }
 
-/* Up to max bytes from the app into out: how many (0 at its end), or -errno. */
-static ssize_t recv_some(int fd, char *out, size_t max)
+/* Up to max bytes from p's app into out: how many (0 at its end), or -errno (-ECONNRESET
+ * when the client hung up while the app was silent). */
+static ssize_t recv_some(const struct proxy *p, char *out, size_t max)
 {
 	for (;;) {
-		ssize_t n = recv(fd, out, max, 0);
+		ssize_t n = recv(p->fd, out, max, 0);
 		if (n >= 0)
 			return n;
 		if (errno == EINTR)
 			continue;
 		if (errno != EAGAIN)
 			return -errno;
-		int r = wait_fd(fd, POLLIN, PROXY_IDLE_MS);
+		int r = wait_fd(p->fd, POLLIN, p->client, PROXY_IDLE_MS);
 		if (r <= 0)
 			return r ? r : -ETIMEDOUT;
 	}
@@ -375,7 +382,7 @@ static ssize_t fill_line(struct proxy *p, size_t bound, bool compact)
 		}
 		if (p->len >= PROXY_HEAD_MAX)
 			return -E2BIG;
-		ssize_t n = recv_some(p->fd, p->buf + p->len, PROXY_HEAD_MAX - p->len);
+		ssize_t n = recv_some(p, p->buf + p->len, PROXY_HEAD_MAX - p->len);
 		if (n <= 0)
 			return n ? n : -EPIPE;
 		p->len += (size_t)n;
@@ -484,7 +491,7 @@ static ssize_t take(struct proxy *p, char *out, size_t max)
 		p->pos += n;
 		return (ssize_t)n;
 	}
-	return recv_some(p->fd, out, max);
+	return recv_some(p, out, max);
 }
 
 static ssize_t read_chunked(struct proxy *p, char *out, size_t max)
@@ -607,6 +614,7 @@ int api_proxy_begin(struct http_req *r)
 	p->refs = 1;
 	p->sb = sb;
 	p->fd = -1;
+	p->client = http_socket(r);
 	p->port = (unsigned)port;
 	http_set_state(r, p, proxy_unref);
 	p->counted = true;

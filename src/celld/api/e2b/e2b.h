@@ -28,6 +28,7 @@
 #include "credentials.h"
 #include "http/http.h"
 #include "preview.h"
+#include "sbfile.h"
 
 struct sandbox;
 struct sse_buf;
@@ -97,7 +98,6 @@ struct e2b_user {
 	int64_t uid, gid;
 	char home[4096];
 };
-struct relay_budget;
 struct cell_error;
 /* A user name as a client sends it, checked (letters, digits, "._-", a last "$"): 0 or
  * -EINVAL. */
@@ -108,13 +108,7 @@ int e2b_rpc_user_name(struct http_req *r, char out[E2B_USER_NAME_MAX + 1]);
 /* name (NULL or "": the default) looked up in sb's /etc/passwd: 0 with u, -ENOENT (err
  * names the user) when there is no such user, -errno from the relay. */
 int e2b_user_lookup(const struct sandbox *sb, const char *name, struct e2b_user *u,
-		    struct relay_budget *b, struct cell_error *err);
-/* The directories above path that are missing, made one level at a time owned by u
- * (envd makes them as its user); those there are left as they are. 0, 1 with rerr
- * (cell-init refused), -errno. */
-struct relay_error;
-int e2b_make_parents(const struct sandbox *sb, const struct e2b_user *u, const char *path,
-		     struct relay_budget *b, struct relay_error *rerr, struct cell_error *err);
+		    sbfile_budget *b, struct cell_error *err);
 /* path as u sees it: absolute as is, "~" and "~/..." and relative ones below u's home.
  * 0, -EINVAL (empty), -ENAMETOOLONG. */
 int e2b_user_path(const struct e2b_user *u, const char *path, char out[4096]);

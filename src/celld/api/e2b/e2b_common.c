@@ -17,8 +17,8 @@
 #include "http/http.h"
 #include "preview.h"
 #include "registry.h"
-#include "relay.h"
 #include "sandbox.h"
+#include "sbfile.h"
 #include "tenancy.h"
 
 int e2b_access_token(const char *id, char out[PREVIEW_TOKEN_LEN + 1])
@@ -55,24 +55,12 @@ struct sandbox *e2b_find_sandbox(struct http_req *r)
 
 #define PASSWD_MAX (256u << 10) /* bytes of the sandbox's /etc/passwd read */
 
-static bool user_name_ok(const char *s, size_t n)
-{
-	if (n == 0 || n > E2B_USER_NAME_MAX || s[0] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		      (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.' ||
-		      (ch == '$' && i == n - 1)))
-			return false;
-	}
-	return true;
-}
+_Static_assert(E2B_USER_NAME_MAX == SBFILE_NAME_MAX, "envd's user names are the service's");
 
 int e2b_user_name(const char *name, char out[E2B_USER_NAME_MAX + 1])
 {
 	size_t n = name ? strlen(name) : 0;
-	if (!user_name_ok(name ? name : "", n))
+	if (!sbfile_name_ok(name ? name : "", n))
 		return -EINVAL;
 	memcpy(out, name, n + 1);
 	return 0;
@@ -95,7 +83,7 @@ int e2b_rpc_user_name(struct http_req *r, char out[E2B_USER_NAME_MAX + 1])
 	const char *colon = memchr(dec, ':', len);
 	size_t n = colon ? (size_t)(colon - (const char *)dec) : len;
 	int rc = -EINVAL;
-	if (n <= E2B_USER_NAME_MAX && user_name_ok((const char *)dec, n)) {
+	if (n <= E2B_USER_NAME_MAX && sbfile_name_ok((const char *)dec, n)) {
 		memcpy(out, dec, n);
 		out[n] = '\0';
 		rc = 0;
@@ -104,44 +92,6 @@ int e2b_rpc_user_name(struct http_req *r, char out[E2B_USER_NAME_MAX + 1])
 	}
 	free(dec);
 	return rc;
-}
-
-/* The sandbox's /etc/passwd, at most PASSWD_MAX bytes (a NUL-terminated malloc'd copy). */
-static int read_passwd(const struct sandbox *sb, char **out, struct relay_budget *b,
-		       struct cell_error *err)
-{
-	struct relay_stat st;
-	struct relay_error rerr;
-	int fd;
-	int rc = relay_file_read(sb, "/etc/passwd", 0, PASSWD_MAX, &fd, &st, &rerr, b, err);
-	if (rc == 1)
-		return cell_err(err, rerr.errnum, "/etc/passwd: %s", rerr.message);
-	if (rc < 0)
-		return rc;
-	size_t len = 0;
-	char *buf = malloc(PASSWD_MAX + 1);
-	if (!buf) {
-		close(fd);
-		return cell_err(err, ENOMEM, "reading /etc/passwd");
-	}
-	for (;;) {
-		struct cell_frame f;
-		rc = relay_file_read_next(fd, &f, err);
-		if (rc <= 0)
-			break;
-		size_t n = f.len < PASSWD_MAX - len ? f.len : PASSWD_MAX - len;
-		memcpy(buf + len, f.payload, n);
-		len += n;
-		cell_frame_free(&f);
-	}
-	close(fd);
-	if (rc < 0) {
-		free(buf);
-		return rc;
-	}
-	buf[len] = '\0';
-	*out = buf;
-	return 0;
 }
 
 /* name's line of passwd ("name:x:uid:gid:gecos:home:shell") into u: 0 or -ENOENT. */
@@ -189,13 +139,21 @@ static int passwd_find(const char *passwd, const char *name, struct e2b_user *u)
 }
 
 int e2b_user_lookup(const struct sandbox *sb, const char *name, struct e2b_user *u,
-		    struct relay_budget *b, struct cell_error *err)
+		    sbfile_budget *b, struct cell_error *err)
 {
 	static const struct e2b_user root = {"root", 0, 0, "/root"};
 	char *passwd = NULL;
-	int rc = read_passwd(sb, &passwd, b, err);
-	if (rc < 0 && rc != -ENOENT)
+	/* The sandbox's own /etc/passwd (at most PASSWD_MAX bytes); none is no user. */
+	struct sbfile_ctx c = {(struct sandbox *)sb, NULL, b};
+	int rc = sbfile_read_all(&c, "/etc/passwd", PASSWD_MAX, &passwd, err);
+	if (rc == 1 && err->code != ENOENT) {
+		char why[sizeof(err->msg)];
+		snprintf(why, sizeof(why), "%s", err->msg);
+		return cell_err(err, err->code, "/etc/passwd: %s", why);
+	}
+	if (rc < 0)
 		return rc;
+	cell_err_clear(err);
 	bool named = name && name[0];
 	rc = passwd ? passwd_find(passwd, named ? name : E2B_DEFAULT_USER, u) : -ENOENT;
 	free(passwd);
@@ -222,41 +180,6 @@ int e2b_user_path(const struct e2b_user *u, const char *path, char out[PATH_MAX]
 	else
 		n = snprintf(out, PATH_MAX, "%s/%s", u->home, path);
 	return n < 0 || n >= PATH_MAX ? -ENAMETOOLONG : 0;
-}
-
-int e2b_make_parents(const struct sandbox *sb, const struct e2b_user *u, const char *path,
-		     struct relay_budget *b, struct relay_error *rerr, struct cell_error *err)
-{
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", path);
-	size_t len = strlen(dir);
-	while (len > 1 && dir[len - 1] == '/')
-		dir[--len] = '\0';
-	char *slash = strrchr(dir, '/');
-	if (!slash || slash == dir)
-		return 0; /* below the root: nothing to make */
-	*slash = '\0';
-	struct relay_stat st;
-	int rc = relay_file_stat(sb, dir, &st, rerr, b, err);
-	if (rc != 1 || rerr->errnum != ENOENT)
-		return rc < 0 ? rc : 0; /* there (or not reachable: the write says why) */
-	/* Top down, one level per request: a level made is the user's, one there is left as
-	 * it is (FILE_MKDIR's mkdir -p would make the levels between root's). */
-	for (char *p = dir + 1;; p++) {
-		if (*p != '/' && *p)
-			continue;
-		char keep = *p;
-		*p = '\0';
-		json_t *req = json_pack("{s:s, s:i, s:I, s:I}", "path", dir, "mode", 0755, "uid",
-					(json_int_t)u->uid, "gid", (json_int_t)u->gid);
-		json_t *ok = NULL;
-		rc = relay_file_op(sb, CELL_FRAME_FILE_MKDIR, req, &ok, rerr, b, err);
-		json_decref(req);
-		json_decref(ok);
-		*p = keep;
-		if (rc != 0 || !keep)
-			return rc;
-	}
 }
 
 int e2b_page_token_parse(const char *text, struct e2b_page_token *t)

@@ -1,9 +1,10 @@
 /* envd's GET and POST /files: a file's bytes, streamed through celld, never held whole.
- *   GET /files?path=P&username=U: FILE_READ's DATA frames as the body (file_xfer.c).
+ *   GET /files?path=P&username=U: the file's bytes as the body (sbfile.c's reader,
+ *   file_xfer.c's download).
  *   POST /files?path=P&username=U: a multipart/form-data body (each "file" part one file,
  *   at ?path or, without it, at the part's filename) or an application/octet-stream body
  *   (one file at ?path), either possibly gzip-compressed (Content-Encoding: gzip), each file
- *   through one FILE_WRITE conversation; the answer lists what was written
+ *   through one upload of file_xfer.c; the answer lists what was written
  *   ([{"name","type":"file","path","metadata"?}]). X-Metadata-<key>: <value> headers are
  *   kept on each file written as its metadata (cell-init's xattrs: user.e2b.<key>).
  * Paths resolve as the call's user sees them (e2b_user_path), created files are owned by it;
@@ -20,14 +21,14 @@
 #include <microhttpd.h>
 #include <zlib.h>
 
-#include "audit.h"
+#include "cell/meta.h"
 #include "e2b.h"
 #include "http/errors.h"
 #include "file_xfer.h"
 #include "http/http.h"
 #include "http/multipart.h"
-#include "relay.h"
 #include "sandbox.h"
+#include "sbfile.h"
 #include "http/transport.h"
 
 #define INFLATE_CHUNK (64u << 10)
@@ -49,7 +50,7 @@ static unsigned files_status(int errnum)
 
 /* The call's user: the username query parameter, else the default. 0, or -1 answered. */
 static int files_user(struct http_req *r, const struct sandbox *sb, struct e2b_user *u,
-		      struct relay_budget *b)
+		      sbfile_budget *b)
 {
 	const char *qn = http_query(r, "username");
 	char name[E2B_USER_NAME_MAX + 1] = "";
@@ -83,7 +84,7 @@ int e2b_files_download(struct http_req *r)
 	struct sandbox *sb = e2b_envd_http_sandbox(r);
 	if (!sb)
 		return 0;
-	struct relay_budget b = RELAY_BUDGET_INIT;
+	sbfile_budget b = SBFILE_BUDGET_INIT;
 	struct e2b_user u;
 	char path[PATH_MAX];
 	const char *why;
@@ -95,16 +96,15 @@ int e2b_files_download(struct http_req *r)
 		sandbox_unref(sb);
 		return e2b_error(r, 400, "%s", why);
 	}
-	struct relay_stat st;
-	struct relay_error rerr;
+	sbfile_info st;
 	struct cell_error err = {0};
 	int fd;
-	int rc = relay_file_read(sb, path, 0, -1, &fd, &st, &rerr, &b, &err);
+	struct sbfile_ctx c = {sb, u.name, &b};
+	int rc = sbfile_read_open(&c, path, 0, -1, &fd, &st, &err);
 	if (rc != 0) {
 		sandbox_unref(sb);
 		if (rc == 1)
-			return e2b_error(r, files_status(rerr.errnum), "%.1024s: %s", path,
-					 rerr.message);
+			return e2b_error(r, files_status(err.code), "%.1024s: %s", path, err.msg);
 		return http_fail(r, err.code, NULL, "%.1024s: %s", path, err.msg);
 	}
 	if (strcmp(st.type, "file")) {
@@ -134,7 +134,7 @@ enum upload_part { PART_NONE, PART_FILE };
 struct upload {
 	struct sandbox *sb;
 	struct e2b_user user;
-	struct relay_budget budget;
+	sbfile_budget budget;
 	char qpath[PATH_MAX]; /* ?path resolved, "" when absent */
 	struct multipart *mp; /* a multipart body; NULL: one raw file at qpath */
 	enum upload_part part;
@@ -171,12 +171,12 @@ static void upload_free(void *cls)
 	free(u);
 }
 
-static int upload_fail(struct upload *u, int rc, const struct relay_error *rerr,
-		       const struct cell_error *err)
+/* A failure of the file being written: cell-init's refusal (1) or the relay's (-errno). */
+static int upload_fail(struct upload *u, int rc, const struct cell_error *err)
 {
 	if (rc == 1)
-		return http_later_fail(&u->failed, files_status(rerr->errnum), "", "%s: %s",
-				       u->path, rerr->message);
+		return http_later_fail(&u->failed, files_status(err->code), "", "%s: %s", u->path,
+				       err->msg);
 	return http_later_fail_errno(&u->failed, err->code, NULL, "%s: %s", u->path, err->msg);
 }
 
@@ -185,40 +185,32 @@ static int file_begin(struct upload *u, const char *path)
 	const char *why;
 	if (resolve(&u->user, path, u->path, &why) < 0)
 		return http_later_fail(&u->failed, 400, "", "%s", why);
-	struct relay_error rerr;
 	struct cell_error err = {0};
-	int rc = e2b_make_parents(u->sb, &u->user, u->path, &u->budget, &rerr, &err);
+	struct sbfile_ctx c = {u->sb, u->user.name, &u->budget};
+	int rc = sbfile_make_parents(&c, u->path, u->user.uid, u->user.gid, &err);
 	if (rc != 0)
-		return upload_fail(u, rc, &rerr, &err);
-	json_t *req = json_pack("{s:s, s:i, s:I, s:I}", "path", u->path, "mode", 0644, "uid",
-				(json_int_t)u->user.uid, "gid", (json_int_t)u->user.gid);
-	if (req && u->meta)
-		json_object_set(req, "xattrs", u->meta);
-	rc = req ? file_upload_begin(&u->fu, req, &err) : cell_err(&err, ENOMEM, "request");
-	json_decref(req);
-	return rc < 0 ? upload_fail(u, rc, NULL, &err) : 0;
+		return upload_fail(u, rc, &err);
+	/* What it creates is the user's, as envd makes it. */
+	struct sbfile_perm p = {
+	    .mode = 0644, .user = {.id = u->user.uid}, .group = {.id = u->user.gid}};
+	rc = file_upload_begin(&u->fu, u->path, &p, u->meta, &err);
+	return rc < 0 ? upload_fail(u, rc, &err) : 0;
 }
 
 static int file_data(struct upload *u, const char *data, size_t len)
 {
-	struct relay_error rerr;
 	struct cell_error err = {0};
-	int rc = file_upload_write(&u->fu, data, len, &rerr, &err);
-	return rc ? (upload_fail(u, rc, &rerr, &err), -EIO) : 0;
+	int rc = file_upload_write(&u->fu, data, len, &err);
+	return rc ? (upload_fail(u, rc, &err), -EIO) : 0;
 }
 
 static int file_end(struct upload *u)
 {
-	struct relay_error rerr;
 	struct cell_error err = {0};
 	int64_t size = 0;
-	int rc = file_upload_end(&u->fu, &size, &rerr, &err);
-	/* The audit log: where, how much and as whom, never what. */
-	audit_log(u->sb->id, "file.write",
-		  json_pack("{s:s, s:I, s:s, s:b}", "path", u->path, "size", (json_int_t)size,
-			    "user", u->user.name, "ok", rc == 0));
+	int rc = file_upload_end(&u->fu, &size, &err); /* audited there */
 	if (rc != 0)
-		return upload_fail(u, rc, &rerr, &err);
+		return upload_fail(u, rc, &err);
 	const char *slash = strrchr(u->path, '/');
 	json_t *info = json_pack("{s:s, s:s, s:s}", "name", slash ? slash + 1 : u->path, "type",
 				 "file", "path", u->path);
@@ -309,7 +301,7 @@ static int inflate_bytes(struct upload *u, const char *data, size_t len, bool fi
 }
 
 /* One request header: X-Metadata-<key>: <value> into u->meta (the key lowercased; the first
- * of a repeated key wins), validated and bounded as cell/proto.h says. */
+ * of a repeated key wins), validated and bounded as cell-init bounds a file's metadata. */
 static bool meta_header(void *cls, const char *name, const char *value)
 {
 	struct upload *u = cls;
@@ -360,8 +352,9 @@ int e2b_files_upload_begin(struct http_req *r)
 	}
 	u->sb = sb;
 	sandbox_stream_begin(sb); /* a long upload keeps the sandbox from idling */
-	u->budget = (struct relay_budget)RELAY_BUDGET_INIT;
-	u->fu = (struct file_upload){.sb = sb, .fd = -1, .budget = &u->budget};
+	u->budget = (sbfile_budget)SBFILE_BUDGET_INIT;
+	u->fu =
+	    (struct file_upload){.sb = sb, .user = u->user.name, .fd = -1, .budget = &u->budget};
 	http_set_state(r, u, upload_free);
 	u->refused = true; /* until it is ready */
 	if (!(u->written = json_array()))

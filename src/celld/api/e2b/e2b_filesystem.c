@@ -1,37 +1,30 @@
-/* envd's filesystem service (Connect, JSON): Stat, ListDir, MakeDir, Move, Remove, each one
- * request to cell-init (FILE_STAT, FILE_LIST, FILE_MKDIR, FILE_MOVE, FILE_REMOVE) made as the
- * call's user (e2b_user_lookup: relative paths below its home, what it creates owned by it),
- * answered with envd's EntryInfo, and the watches (WatchDir, the polling watchers) on
- * cell-init's FILE_WATCH. cell-init resolves every path beneath the sandbox's root
- * (RESOLVE_IN_ROOT); here paths are only checked to be NUL-free text of bounded length. */
+/* envd's filesystem service (Connect, JSON): Stat, ListDir, MakeDir, Move, Remove, each a
+ * call of the files service (sbfile.h: stat, list, mkdir, move, remove) made as the call's
+ * user (e2b_user_lookup: relative paths below its home, what it creates owned by it),
+ * answered with envd's EntryInfo, and the watches (WatchDir; the polling watchers, kept on
+ * the sandbox: file_watchers.h) on the service's watch. cell-init resolves every path
+ * beneath the sandbox's root (RESOLVE_IN_ROOT); here paths are only checked to be NUL-free
+ * text of bounded length. */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
 
-#include "cell/id.h"
-
-#include "audit.h"
 #include "e2b.h"
 #include "fields.h"
+#include "file_watchers.h"
 #include "http/http.h"
-#include "registry.h"
-#include "relay.h"
 #include "sandbox.h"
+#include "sbfile.h"
 #include "http/sse.h"
 #include "timefmt.h"
-
-#define LIST_DEPTH_MAX	 32    /* cell-init's bound */
-#define LIST_ENTRIES_MAX 10000 /* entries one answer holds; cell-init's bound */
 
 /* ---- EntryInfo ---- */
 
@@ -118,7 +111,7 @@ static void link_target(const char *link, const char *text, char *out, size_t si
 }
 
 /* The EntryInfo of path; NULL when a name is not UTF-8 (or out of memory). */
-static json_t *entry_info(const char *path, const struct relay_stat *st)
+static json_t *entry_info(const char *path, const sbfile_info *st)
 {
 	char trimmed[PATH_MAX];
 	snprintf(trimmed, sizeof(trimmed), "%s", path);
@@ -139,7 +132,7 @@ static json_t *entry_info(const char *path, const struct relay_stat *st)
 		link_target(trimmed, st->target, target, sizeof(target));
 		json_object_set_new(e, "symlinkTarget", json_string(target));
 	}
-	json_t *meta = e ? relay_stat_meta(st) : NULL;
+	json_t *meta = e ? sbfile_info_meta(st) : NULL;
 	if (meta)
 		json_object_set_new(e, "metadata", meta);
 	return e;
@@ -152,17 +145,21 @@ struct fs_call {
 	bool stream; /* a streaming call: its errors answered in its body */
 	struct sandbox *sb;
 	struct e2b_user user;
-	struct relay_budget b;
+	sbfile_budget b;
 	json_t *msg;
-	json_t *ok;	      /* cell-init's answer to a change */
 	char path[PATH_MAX];  /* the first path member, resolved */
 	char path2[PATH_MAX]; /* the second (Move's destination) */
 };
 
+/* The files service's caller: the sandbox, as the call's user, on its budget. */
+static struct sbfile_ctx fs_ctx(struct fs_call *c)
+{
+	return (struct sbfile_ctx){c->sb, c->user.name, &c->b};
+}
+
 static void fs_end(struct fs_call *c)
 {
 	json_decref(c->msg);
-	json_decref(c->ok);
 	if (c->sb)
 		sandbox_unref(c->sb);
 }
@@ -244,22 +241,21 @@ static int fs_begin(struct http_req *r, const char *const *fields, unsigned path
 static int fs_run(struct http_req *r, const char *const *fields, unsigned paths,
 		  void (*op)(struct fs_call *c))
 {
-	struct fs_call c = {.r = r, .b = RELAY_BUDGET_INIT};
+	struct fs_call c = {.r = r, .b = SBFILE_BUDGET_INIT};
 	if (fs_begin(r, fields, paths, &c) == 0)
 		op(&c);
 	fs_end(&c);
 	return 0;
 }
 
-/* A failure of a relay call about path: cell-init's refusal (1, rerr) or the relay's
- * (-errno, err). */
-static int fs_fail(struct fs_call *c, const char *path, int rc, const struct relay_error *rerr,
-		   const struct cell_error *err)
+/* A failure of the files service about path: cell-init's refusal (1) or the relay's
+ * (-errno). */
+static int fs_fail(struct fs_call *c, const char *path, int rc, const struct cell_error *err)
 {
-	int errnum = rc == 1 ? rerr->errnum : err->code;
+	int errnum = err->code;
 	if (errnum == ENOSPC)
 		errnum = EDQUOT; /* the sandbox's own layer at its quota */
-	const char *msg = rc == 1 ? rerr->message : err->msg;
+	const char *msg = err->msg;
 	if (errnum == ENOENT)
 		return connect_error(c->r, CONNECT_NOT_FOUND, "path not found: %.1024s: %s", path,
 				     msg);
@@ -268,18 +264,18 @@ static int fs_fail(struct fs_call *c, const char *path, int rc, const struct rel
 }
 
 /* The entry path names (a symlink itself): 0, or -1 answered. */
-static int fs_stat(struct fs_call *c, const char *path, struct relay_stat *st)
+static int fs_stat(struct fs_call *c, const char *path, sbfile_info *st)
 {
-	struct relay_error rerr;
 	struct cell_error err = {0};
-	int rc = relay_file_stat(c->sb, path, st, &rerr, &c->b, &err);
-	return rc == 0 ? 0 : (fs_fail(c, path, rc, &rerr, &err), -1);
+	struct sbfile_ctx fc = fs_ctx(c);
+	int rc = sbfile_stat(&fc, path, st, &err);
+	return rc == 0 ? 0 : (fs_fail(c, path, rc, &err), -1);
 }
 
 /* {"entry": EntryInfo of path} as the answer. */
 static void reply_entry(struct fs_call *c, const char *path)
 {
-	struct relay_stat st;
+	sbfile_info st;
 	if (fs_stat(c, path, &st) < 0)
 		return;
 	json_t *e = entry_info(path, &st);
@@ -287,22 +283,6 @@ static void reply_entry(struct fs_call *c, const char *path)
 		connect_error(c->r, CONNECT_INTERNAL, "%.1024s: a name is not UTF-8", path);
 	else
 		connect_reply(c->r, json_pack("{s:o}", "entry", e));
-}
-
-/* One change through cell-init: FILE_MKDIR, FILE_MOVE or FILE_REMOVE with req (stolen),
- * audited as action with the user and whether it was done. 0 with c->ok, or -1 answered. */
-static int fs_change(struct fs_call *c, uint16_t type, const char *action, json_t *req)
-{
-	struct relay_error rerr;
-	struct cell_error err = {0};
-	int rc = req ? relay_file_op(c->sb, type, req, &c->ok, &rerr, &c->b, &err)
-		     : cell_err(&err, ENOMEM, "request");
-	if (req) {
-		json_object_set_new(req, "user", json_string(c->user.name));
-		json_object_set_new(req, "ok", json_boolean(rc == 0));
-	}
-	audit_log(c->sb->id, action, req);
-	return rc == 0 ? 0 : (fs_fail(c, c->path, rc, &rerr, &err), -1);
 }
 
 /* ---- the calls ---- */
@@ -318,7 +298,7 @@ int e2b_fs_stat(struct http_req *r)
 	return fs_run(r, fields, 1, op_stat);
 }
 
-static int add_entry(void *cls, const char *path, const struct relay_stat *st)
+static int add_entry(void *cls, const char *path, const sbfile_info *st)
 {
 	json_t *e = entry_info(path, st);
 	if (!e)
@@ -331,14 +311,14 @@ static void op_list_dir(struct fs_call *c)
 	json_t *jd = json_object_get(c->msg, "depth");
 	int64_t depth = 1;
 	/* proto3 leaves a 0 out: no depth is envd's default, 1. */
-	if (jd && (connect_int64(jd, &depth) < 0 || depth < 0 || depth > LIST_DEPTH_MAX)) {
+	if (jd && (connect_int64(jd, &depth) < 0 || depth < 0 || depth > SBFILE_LIST_DEPTH_MAX)) {
 		connect_error(c->r, CONNECT_INVALID_ARGUMENT,
-			      "depth must be an integer from 1 to %d", LIST_DEPTH_MAX);
+			      "depth must be an integer from 1 to %d", SBFILE_LIST_DEPTH_MAX);
 		return;
 	}
 	if (depth == 0)
 		depth = 1;
-	struct relay_stat st;
+	sbfile_info st;
 	if (fs_stat(c, c->path, &st) < 0)
 		return;
 	/* A symlink is followed (confined) by the listing, which refuses a non-directory. */
@@ -347,20 +327,17 @@ static void op_list_dir(struct fs_call *c)
 			      c->path);
 		return;
 	}
-	struct relay_error rerr;
 	struct cell_error err = {0};
 	/* A trailing '/' has cell-init follow a last symlink (confined) to its directory. */
 	char lpath[PATH_MAX + 1];
 	snprintf(lpath, sizeof(lpath), "%s%s", c->path, strcmp(st.type, "symlink") ? "" : "/");
-	json_t *req = json_pack("{s:s, s:I}", "path", lpath, "depth", (json_int_t)depth);
+	struct sbfile_ctx fc = fs_ctx(c);
 	json_t *entries = json_array();
-	int rc = req && entries ? relay_file_list(c->sb, req, LIST_ENTRIES_MAX, add_entry, entries,
-						  &rerr, &c->b, &err)
-				: cell_err(&err, ENOMEM, "listing");
-	json_decref(req);
+	int rc = entries ? sbfile_list(&fc, lpath, (int)depth, NULL, add_entry, entries, &err)
+			 : cell_err(&err, ENOMEM, "listing");
 	if (rc != 0) {
 		json_decref(entries);
-		fs_fail(c, c->path, rc, &rerr, &err);
+		fs_fail(c, c->path, rc, &err);
 		return;
 	}
 	connect_reply(c->r, json_pack("{s:o}", "entries", entries));
@@ -372,22 +349,31 @@ int e2b_fs_list_dir(struct http_req *r)
 	return fs_run(r, fields, 1, op_list_dir);
 }
 
+/* The missing directories above path made, each the user's (as envd does): 0, or -1
+ * answered. */
+static int fs_make_parents(struct fs_call *c, const char *path)
+{
+	struct cell_error err = {0};
+	struct sbfile_ctx fc = fs_ctx(c);
+	int rc = sbfile_make_parents(&fc, path, c->user.uid, c->user.gid, &err);
+	return rc == 0 ? 0 : (fs_fail(c, path, rc, &err), -1);
+}
+
 /* mkdir -p, every level it makes owned by the user; an existing one is envd's
  * already_exists (the SDK's makeDir answers false). */
 static void op_make_dir(struct fs_call *c)
 {
-	struct relay_error rerr;
+	if (fs_make_parents(c, c->path) < 0)
+		return;
+	struct sbfile_perm p = {
+	    .mode = 0755, .user = {.id = c->user.uid}, .group = {.id = c->user.gid}};
 	struct cell_error err = {0};
-	int rc = e2b_make_parents(c->sb, &c->user, c->path, &c->b, &rerr, &err);
-	if (rc != 0) {
-		fs_fail(c, c->path, rc, &rerr, &err);
-		return;
-	}
-	json_t *req = json_pack("{s:s, s:i, s:I, s:I}", "path", c->path, "mode", 0755, "uid",
-				(json_int_t)c->user.uid, "gid", (json_int_t)c->user.gid);
-	if (fs_change(c, CELL_FRAME_FILE_MKDIR, "file.mkdir", req) < 0)
-		return;
-	if (!json_is_true(json_object_get(c->ok, "created")))
+	struct sbfile_ctx fc = fs_ctx(c);
+	bool created;
+	int rc = sbfile_mkdir(&fc, c->path, &p, &created, &err);
+	if (rc != 0)
+		fs_fail(c, c->path, rc, &err);
+	else if (!created)
 		connect_error(c->r, CONNECT_ALREADY_EXISTS, "directory already exists: %.1024s",
 			      c->path);
 	else
@@ -404,18 +390,15 @@ int e2b_fs_make_dir(struct http_req *r)
  * envd does), once the source is known to be there. */
 static void op_move(struct fs_call *c)
 {
-	struct relay_stat st;
-	struct relay_error rerr;
+	sbfile_info st;
+	if (fs_stat(c, c->path, &st) < 0 || fs_make_parents(c, c->path2) < 0)
+		return;
 	struct cell_error err = {0};
-	if (fs_stat(c, c->path, &st) < 0)
-		return;
-	int rc = e2b_make_parents(c->sb, &c->user, c->path2, &c->b, &rerr, &err);
-	if (rc != 0) {
-		fs_fail(c, c->path2, rc, &rerr, &err);
-		return;
-	}
-	json_t *req = json_pack("{s:s, s:s}", "src", c->path, "dest", c->path2);
-	if (fs_change(c, CELL_FRAME_FILE_MOVE, "file.move", req) == 0)
+	struct sbfile_ctx fc = fs_ctx(c);
+	int rc = sbfile_move(&fc, c->path, c->path2, &err);
+	if (rc != 0)
+		fs_fail(c, c->path, rc, &err);
+	else
 		reply_entry(c, c->path2);
 }
 
@@ -425,27 +408,25 @@ int e2b_fs_move(struct http_req *r)
 	return fs_run(r, fields, 2, op_move);
 }
 
-/* envd removes a directory with what it holds (FILE_REMOVE's recursive form takes
- * directories only: the entry itself, a symlink not followed, says which), and a path
- * that is not there is removed already: {} (E2B's own suite removes a missing file and
- * expects no error). */
+/* envd removes a directory with what it holds (the service's recursive remove takes
+ * directories only: the entry itself, a symlink not followed, says which), and a path that
+ * is not there is removed already: {} (E2B's own suite removes a missing file and expects
+ * no error). */
 static void op_remove(struct fs_call *c)
 {
-	struct relay_stat st;
-	struct relay_error rerr;
+	sbfile_info st;
 	struct cell_error err = {0};
-	int rc = relay_file_stat(c->sb, c->path, &st, &rerr, &c->b, &err);
-	if (rc == 1 && rerr.errnum == ENOENT) {
+	struct sbfile_ctx fc = fs_ctx(c);
+	int rc = sbfile_stat(&fc, c->path, &st, &err);
+	if (rc == 1 && err.code == ENOENT) {
 		connect_reply(c->r, json_object());
 		return;
 	}
-	if (rc != 0) {
-		fs_fail(c, c->path, rc, &rerr, &err);
-		return;
-	}
-	json_t *req =
-	    json_pack("{s:s, s:b}", "path", c->path, "recursive", !strcmp(st.type, "directory"));
-	if (fs_change(c, CELL_FRAME_FILE_REMOVE, "file.delete", req) == 0)
+	if (rc == 0)
+		rc = sbfile_remove(&fc, c->path, !strcmp(st.type, "directory"), &err);
+	if (rc != 0)
+		fs_fail(c, c->path, rc, &err);
+	else
 		connect_reply(c->r, json_object());
 }
 
@@ -457,17 +438,14 @@ int e2b_fs_remove(struct http_req *r)
 
 /* ---- watching ----
  *
- * cell-init's FILE_WATCH conversation (fswatch.c) turned into envd's events. WatchDir
+ * The files service's watch (cell-init's fswatch.c) turned into envd's events. WatchDir
  * streams them as they come; the polling watchers (CreateWatcher, GetWatcherEvents,
- * RemoveWatcher) keep the conversation open here, its events waiting in the socket and in
- * cell-init's bounded queue until a GetWatcherEvents drains them. */
+ * RemoveWatcher) keep the watch open on the sandbox (file_watchers.h), its events waiting
+ * in the socket and in cell-init's bounded queue until a GetWatcherEvents drains them. */
 
 #define KEEPALIVE_DEFAULT_S 50 /* the SDK asks for 50 s */
 #define KEEPALIVE_MAX_S	    300
-#define WATCHERS_MAX	    256	  /* polling watchers, every sandbox together */
-#define WATCHERS_PER_SBX    16	  /* polling watchers of one sandbox */
 #define WATCHER_EVENTS_MAX  10000 /* events one GetWatcherEvents answers */
-#define WATCHER_ID_LEN	    32
 
 static const char *event_type(const char *op)
 {
@@ -487,7 +465,7 @@ static const char *event_type(const char *op)
 }
 
 /* includeEntry: the EntryInfo of each event's path after it, stat-ed by celld (one
- * FILE_STAT each) for at most ENTRY_STATS_MAX events of one batch of cell-init's, all within
+ * stat each) for at most ENTRY_STATS_MAX events of one batch of cell-init's, all within
  * ENTRY_BUDGET_MS: a flood of events, or a stalled cell-init, costs a bounded time per batch
  * and the rest go without an entry (which envd sends only when it can, too). */
 #define ENTRY_STATS_MAX 64
@@ -495,15 +473,15 @@ static const char *event_type(const char *op)
 
 struct entry_opts {
 	bool on;
-	const struct sandbox *sb;
+	struct sandbox *sb;
 	const char *dir; /* the watched directory, resolved */
-	struct relay_budget b;
+	sbfile_budget b;
 	unsigned left;
 };
 
 static void entry_opts_batch(struct entry_opts *eo)
 {
-	eo->b = (struct relay_budget){ENTRY_BUDGET_MS};
+	eo->b = (sbfile_budget){ENTRY_BUDGET_MS};
 	eo->left = ENTRY_STATS_MAX;
 }
 
@@ -523,10 +501,10 @@ static json_t *fs_event(json_t *ev, struct entry_opts *eo)
 	if (snprintf(path, sizeof(path), "%s%s%s", eo->dir, dl && eo->dir[dl - 1] == '/' ? "" : "/",
 		     name) >= (int)sizeof(path))
 		return fe;
-	struct relay_stat st;
-	struct relay_error rerr;
+	sbfile_info st;
 	struct cell_error err = {0};
-	if (relay_file_stat(eo->sb, path, &st, &rerr, &eo->b, &err) == 0) {
+	struct sbfile_ctx fc = {eo->sb, NULL, &eo->b};
+	if (sbfile_stat(&fc, path, &st, &err) == 0) {
 		json_t *e = entry_info(path, &st);
 		if (e)
 			json_object_set_new(fe, "entry", e);
@@ -539,7 +517,7 @@ static enum connect_code watch_code(int errnum)
 	return errnum == EOVERFLOW ? CONNECT_RESOURCE_EXHAUSTED : connect_code_from_errno(errnum);
 }
 
-/* The checks every watch shares, then cell-init's watch of c->path: 0 with *fd, or -1
+/* The checks every watch shares, then the service's watch of c->path: 0 with *fd, or -1
  * answered. */
 static int watch_open(struct fs_call *c, int *fd)
 {
@@ -550,35 +528,24 @@ static int watch_open(struct fs_call *c, int *fd)
 			  : (je && !json_is_boolean(je)) ? "includeEntry must be a boolean"
 			  : (jn && !json_is_boolean(jn)) ? "allowNetworkMounts must be a boolean"
 							 : NULL;
-	struct relay_stat st;
-	struct relay_error rerr;
+	if (bad)
+		return fs_error(c, CONNECT_INVALID_ARGUMENT, "%s", bad), -1;
+	sbfile_info st;
 	struct cell_error err = {0};
-	enum connect_code code = CONNECT_INVALID_ARGUMENT;
-	char msg[2048];
-	int rc = 0;
-	if (bad) {
-		snprintf(msg, sizeof(msg), "%s", bad);
-		rc = -1;
-	} else if ((rc = relay_file_stat(c->sb, c->path, &st, &rerr, &c->b, &err)) == 0 &&
-		   strcmp(st.type, "directory") && strcmp(st.type, "symlink")) {
-		snprintf(msg, sizeof(msg), "path is not a directory: %.1024s", c->path);
-		rc = -1;
-	} else if (rc == 0) {
-		json_t *req =
-		    json_pack("{s:s, s:b}", "path", c->path, "recursive", json_is_true(jr));
-		rc = relay_file_watch(c->sb, req, fd, &rerr, &c->b, &err);
-		json_decref(req);
-	}
-	if (rc > 0) {
-		code = rerr.errnum == ENOENT ? CONNECT_NOT_FOUND : watch_code(rerr.errnum);
-		snprintf(msg, sizeof(msg), "%.1024s: %s", c->path, rerr.message);
-	} else if (rc < -1) {
-		code = CONNECT_INTERNAL;
-		snprintf(msg, sizeof(msg), "%.1024s: %s", c->path, err.msg);
-	}
+	struct sbfile_ctx fc = fs_ctx(c);
+	int rc = sbfile_stat(&fc, c->path, &st, &err);
+	if (rc == 0 && strcmp(st.type, "directory") && strcmp(st.type, "symlink"))
+		return fs_error(c, CONNECT_INVALID_ARGUMENT, "path is not a directory: %.1024s",
+				c->path),
+		       -1;
+	if (rc == 0)
+		rc = sbfile_watch_open(&fc, c->path, json_is_true(jr), fd, &err);
 	if (rc == 0)
 		return 0;
-	fs_error(c, code, "%s", msg);
+	enum connect_code code = rc < 0		      ? CONNECT_INTERNAL
+				 : err.code == ENOENT ? CONNECT_NOT_FOUND
+						      : watch_code(err.code);
+	fs_error(c, code, "%.1024s: %s", c->path, err.msg);
 	return -1;
 }
 
@@ -654,7 +621,7 @@ static ssize_t watch_read(void *cls, uint64_t pos, char *buf, size_t max)
 		json_t *events = NULL;
 		struct cell_error err = {0};
 		rc = rc < 0 ? cell_err(&err, -rc, "waiting for cell-init")
-			    : relay_watch_next(w->fd, &events, &err);
+			    : sbfile_watch_next(w->fd, &events, &err);
 		if (rc == 0)
 			watch_end(w, CONNECT_OK, "");
 		else if (rc < 0)
@@ -688,7 +655,7 @@ int e2b_fs_watch_dir(struct http_req *r)
 {
 	static const char *const fields[] = {"path", "recursive", "includeEntry",
 					     "allowNetworkMounts", NULL};
-	struct fs_call c = {.r = r, .stream = true, .b = RELAY_BUDGET_INIT};
+	struct fs_call c = {.r = r, .stream = true, .b = SBFILE_BUDGET_INIT};
 	int fd = -1;
 	/* A streaming call's errors are answered in its body. */
 	if (fs_begin(r, fields, 1, &c) < 0 || watch_open(&c, &fd) < 0) {
@@ -722,137 +689,22 @@ int e2b_fs_watch_dir(struct http_req *r)
 
 /* ---- polling watchers ---- */
 
-struct watcher {
-	struct watcher *next;
-	char id[WATCHER_ID_LEN + 1];
-	char sandbox[CELL_ID_MAX + 1];
-	int fd;
-	bool busy; /* a GetWatcherEvents is draining it */
-	bool include_entry;
-	char path[PATH_MAX]; /* the watched directory, resolved */
-};
-
-static pthread_mutex_t watchers_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct watcher *watchers;
-
-static void watcher_free(struct watcher *w)
-{
-	close(w->fd);
-	free(w);
-}
-
-/* Forget the watchers of sandboxes that are gone (their conversations died with them).
- * The registry is asked with watchers_lock released: no lock is taken inside it. */
-static void watchers_sweep(void)
-{
-	char ids[WATCHERS_MAX][CELL_ID_MAX + 1];
-	size_t n = 0;
-	pthread_mutex_lock(&watchers_lock);
-	for (struct watcher *w = watchers; w && n < WATCHERS_MAX; w = w->next)
-		snprintf(ids[n++], sizeof(ids[0]), "%s", w->sandbox);
-	pthread_mutex_unlock(&watchers_lock);
-	for (size_t i = 0; i < n; i++) {
-		struct sandbox *sb = registry_get(ids[i]);
-		if (sb) {
-			sandbox_unref(sb);
-			ids[i][0] = '\0'; /* still there */
-		}
-	}
-	struct watcher *dead = NULL;
-	pthread_mutex_lock(&watchers_lock);
-	for (struct watcher **p = &watchers; *p;) {
-		bool gone = false;
-		for (size_t i = 0; i < n && !gone; i++)
-			gone = ids[i][0] && !strcmp(ids[i], (*p)->sandbox);
-		if (!gone || (*p)->busy) {
-			p = &(*p)->next;
-			continue;
-		}
-		struct watcher *w = *p;
-		*p = w->next;
-		w->next = dead;
-		dead = w;
-	}
-	pthread_mutex_unlock(&watchers_lock);
-	while (dead) {
-		struct watcher *next = dead->next;
-		watcher_free(dead);
-		dead = next;
-	}
-}
-
-/* The watcher id names for sandbox sbid, taken out of use by others (busy): NULL when
- * there is none. */
-static struct watcher *watcher_take(const char *id, const char *sbid)
-{
-	pthread_mutex_lock(&watchers_lock);
-	struct watcher *w = watchers;
-	while (w && (strcmp(w->id, id) || strcmp(w->sandbox, sbid)))
-		w = w->next;
-	if (w && w->busy)
-		w = NULL;
-	if (w)
-		w->busy = true;
-	pthread_mutex_unlock(&watchers_lock);
-	return w;
-}
-
-/* Give w back (keep) or drop it from the table and free it. */
-static void watcher_put(struct watcher *w, bool keep)
-{
-	pthread_mutex_lock(&watchers_lock);
-	w->busy = false;
-	if (!keep)
-		for (struct watcher **p = &watchers; *p; p = &(*p)->next)
-			if (*p == w) {
-				*p = w->next;
-				break;
-			}
-	pthread_mutex_unlock(&watchers_lock);
-	if (!keep)
-		watcher_free(w);
-}
-
 static void op_create_watcher(struct fs_call *c)
 {
-	watchers_sweep();
 	int fd;
 	if (watch_open(c, &fd) < 0)
 		return;
-	struct watcher *w = calloc(1, sizeof(*w));
-	uint8_t rnd[WATCHER_ID_LEN / 2];
-	if (!w || getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
-		free(w);
-		close(fd);
-		connect_error(c->r, CONNECT_INTERNAL, "out of memory");
-		return;
-	}
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(w->id + 2 * i, 3, "%02x", rnd[i]);
-	snprintf(w->sandbox, sizeof(w->sandbox), "%s", c->sb->id);
-	w->fd = fd;
-	w->include_entry = json_is_true(json_object_get(c->msg, "includeEntry"));
-	snprintf(w->path, sizeof(w->path), "%s", c->path);
-	unsigned all = 0, mine = 0;
-	pthread_mutex_lock(&watchers_lock);
-	for (struct watcher *o = watchers; o; o = o->next) {
-		all++;
-		mine += !strcmp(o->sandbox, w->sandbox);
-	}
-	bool room = all < WATCHERS_MAX && mine < WATCHERS_PER_SBX;
-	if (room) {
-		w->next = watchers;
-		watchers = w;
-	}
-	pthread_mutex_unlock(&watchers_lock);
-	if (!room) {
-		watcher_free(w);
+	char id[FILE_WATCHER_ID_LEN + 1];
+	bool entry = json_is_true(json_object_get(c->msg, "includeEntry"));
+	int rc = file_watchers_add(c->sb->watchers, fd, c->path, entry, id);
+	if (rc == -ENOSPC)
 		connect_error(c->r, CONNECT_RESOURCE_EXHAUSTED,
 			      "at most %d watchers per sandbox and %d in all: remove one first",
-			      WATCHERS_PER_SBX, WATCHERS_MAX);
-		return;
-	}
-	connect_reply(c->r, json_pack("{s:s}", "watcherId", w->id));
+			      FILE_WATCHERS_PER_SBX, FILE_WATCHERS_MAX);
+	else if (rc < 0)
+		connect_error(c->r, CONNECT_INTERNAL, "out of memory");
+	else
+		connect_reply(c->r, json_pack("{s:s}", "watcherId", id));
 }
 
 int e2b_fs_create_watcher(struct http_req *r)
@@ -863,12 +715,12 @@ int e2b_fs_create_watcher(struct http_req *r)
 }
 
 /* The watcher the request names, taken; NULL answered. */
-static struct watcher *watcher_named(struct fs_call *c)
+static struct file_watcher *watcher_named(struct fs_call *c)
 {
-	watchers_sweep();
 	json_t *v = json_object_get(c->msg, "watcherId");
 	const char *id = json_string_value(v);
-	struct watcher *w = id && json_is_clean_string(v) ? watcher_take(id, c->sb->id) : NULL;
+	struct file_watcher *w =
+	    id && json_is_clean_string(v) ? file_watchers_take(c->sb->watchers, id) : NULL;
 	if (!w)
 		connect_error(c->r, CONNECT_NOT_FOUND, "watcher %.64s not found (or in use)",
 			      id ? id : "");
@@ -877,7 +729,7 @@ static struct watcher *watcher_named(struct fs_call *c)
 
 static void op_get_watcher_events(struct fs_call *c)
 {
-	struct watcher *w = watcher_named(c);
+	struct file_watcher *w = watcher_named(c);
 	if (!w)
 		return;
 	json_t *out = json_array();
@@ -886,9 +738,10 @@ static void op_get_watcher_events(struct fs_call *c)
 	/* One entry budget for the whole call: it answers at once. */
 	struct entry_opts eo = {.on = w->include_entry, .sb = c->sb, .dir = w->path};
 	entry_opts_batch(&eo);
-	while (rc == 1 && json_array_size(out) < WATCHER_EVENTS_MAX && relay_wait(w->fd, 0) == 1) {
+	while (rc == 1 && json_array_size(out) < WATCHER_EVENTS_MAX &&
+	       sbfile_watch_ready(w->fd, 0) == 1) {
 		json_t *events = NULL;
-		rc = relay_watch_next(w->fd, &events, &err);
+		rc = sbfile_watch_next(w->fd, &events, &err);
 		size_t i;
 		json_t *ev;
 		json_array_foreach(events, i, ev)
@@ -901,7 +754,7 @@ static void op_get_watcher_events(struct fs_call *c)
 	}
 	/* The watch ended (its directory gone) or failed: what came before it is answered
 	 * first; the next call finds the watcher gone. */
-	watcher_put(w, rc == 1);
+	file_watchers_put(c->sb->watchers, w, rc == 1);
 	if (rc < 0 && !json_array_size(out)) {
 		json_decref(out);
 		connect_error(c->r, watch_code(err.code), "%s", err.msg);
@@ -918,10 +771,10 @@ int e2b_fs_get_watcher_events(struct http_req *r)
 
 static void op_remove_watcher(struct fs_call *c)
 {
-	struct watcher *w = watcher_named(c);
+	struct file_watcher *w = watcher_named(c);
 	if (!w)
 		return;
-	watcher_put(w, false);
+	file_watchers_put(c->sb->watchers, w, false);
 	connect_reply(c->r, json_object());
 }
 

@@ -131,6 +131,16 @@ int api_files_replace(struct http_req *r);
 int api_execd_metrics(struct http_req *r);
 int api_execd_metrics_watch(struct http_req *r);
 
+/* ---- api_code.c: execd's code interpreter (/code, /code/context, /code/contexts) ---- */
+
+int api_code_context_create(struct http_req *r);
+int api_code_contexts_list(struct http_req *r);
+int api_code_contexts_delete(struct http_req *r);
+int api_code_context_get(struct http_req *r);
+int api_code_context_delete(struct http_req *r);
+int api_code_run(struct http_req *r);
+int api_code_interrupt(struct http_req *r);
+
 /* ---- api_egress.c: the egress API, /policy under the endpoint of port 18080 ---- */
 
 int api_egress_get(struct http_req *r);

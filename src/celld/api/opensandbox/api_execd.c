@@ -22,12 +22,11 @@
 #include "http/errors.h"
 #include "commands.h"
 #include "lifecycle.h"
-#include "registry.h"
+#include "processes.h"
 #include "timefmt.h"
 #include "fields.h"
 #include "http/sse.h"
 #include "http/http.h"
-#include "relay.h"
 #include "sandbox.h"
 
 #define PING_EVERY_MS	    3000
@@ -40,7 +39,7 @@ int api_execd_ping(struct http_req *r)
 	if (!sb)
 		return 0;
 	struct cell_error err = {0};
-	int rc = relay_ping(sb, 5000, &err);
+	int rc = command_ping(sb, 5000, &err);
 	sandbox_unref(sb);
 	if (rc < 0 && errors_host_short(-rc))
 		return http_internal(r, &err); /* celld out of fds or memory: not the sandbox */
@@ -126,7 +125,7 @@ static int out_add(struct sse_buf *b, char *ev, const size_t *lenp)
 
 /* init refused to start it: the stream still tells the story (init, stderr, error), with
  * the exit code a shell would give (127 not found, 126 otherwise). */
-static int respond_refused(struct http_req *r, struct command *c, const struct relay_error *e,
+static int respond_refused(struct http_req *r, struct command *c, const struct command_refusal *e,
 			   bool raw)
 {
 	struct sse_buf b = {0};
@@ -164,8 +163,7 @@ static int respond_refused(struct http_req *r, struct command *c, const struct r
 struct exec_stream {
 	struct sandbox *sb;
 	struct command *cmd;
-	int fd; /* relay; -1 once closed */
-	struct relay_reader rd;
+	struct command_stream *events; /* NULL once closed */
 	struct sse_buf out;
 	bool done;
 	int64_t next_ping, t0;
@@ -176,13 +174,11 @@ struct exec_stream {
 	uint64_t output;	       /* bytes of output carried so far */
 };
 
-static void stream_close_relay(struct exec_stream *s)
+static void stream_close_events(struct exec_stream *s)
 {
-	if (s->fd < 0)
-		return;
-	command_set_relay(s->cmd, -1);
-	close(s->fd);
-	s->fd = -1;
+	if (s->events)
+		command_stream_close(s->events);
+	s->events = NULL;
 }
 
 static void stream_fail(struct exec_stream *s, const char *msg)
@@ -192,11 +188,11 @@ static void stream_fail(struct exec_stream *s, const char *msg)
 	snprintf(tb, sizeof(tb), "cell: %s", msg);
 	command_finish(s->cmd, -1, msg);
 	out_add(&s->out, sse_error(125, tb, &len), &len);
-	stream_close_relay(s);
+	stream_close_events(s);
 	s->done = true;
 }
 
-static void stream_exit(struct exec_stream *s, const struct relay_exit *ex)
+static void stream_exit(struct exec_stream *s, const struct command_event *ex)
 {
 	size_t len;
 	if (s->raw) {
@@ -206,47 +202,42 @@ static void stream_exit(struct exec_stream *s, const struct relay_exit *ex)
 		sse_lines_add(&s->out, "stdout", &s->l_out, NULL, 0, true);
 		sse_lines_add(&s->out, "stderr", &s->l_err, NULL, 0, true);
 	}
-	int code = relay_exit_code(ex);
-	if (code == 0) {
+	if (ex->code == 0) {
 		int64_t ms = ex->duration_ms ? ex->duration_ms : celld_now_ms() - s->t0;
 		out_add(&s->out, sse_complete(ms, &len), &len);
 	} else {
-		char text[128];
-		command_exit_text(s->cmd, ex, text, sizeof(text));
-		out_add(&s->out, sse_error(code, text, &len), &len);
+		out_add(&s->out, sse_error(ex->code, ex->text, &len), &len);
 	}
-	stream_close_relay(s);
+	stream_close_events(s);
 	s->done = true;
 }
 
-/* Read and turn into events one frame; the relay has data. */
+/* Read and turn into events one frame; one is waiting. */
 static void stream_frame(struct exec_stream *s)
 {
 	struct cell_error err = {0};
-	struct relay_event ev;
-	if (relay_exec_read(s->fd, &s->rd, &ev, &err) < 0) {
+	struct command_event ev;
+	if (command_stream_read(s->events, &ev, &err) < 0) {
 		stream_fail(s, err.msg);
 		return;
 	}
-	command_apply(s->cmd, &ev);
-	if (ev.kind == RELAY_EV_EXIT) {
-		stream_exit(s, &ev.exit);
+	if (ev.kind == COMMAND_EV_EXIT) {
+		stream_exit(s, &ev);
 		return;
 	}
-	if (ev.kind == RELAY_EV_STDIN_TAKEN)
+	if (ev.kind == COMMAND_EV_STDIN_TAKEN)
 		return;
-	bool out = ev.kind == RELAY_EV_STDOUT;
+	bool out = ev.kind == COMMAND_EV_STDOUT;
 	const char *type = out ? "stdout" : "stderr";
-	int rc = s->raw ? sse_output_add(&s->out, type, out ? &s->u_out : &s->u_err,
-					 ev.frame.payload, ev.frame.len, false)
-			: sse_lines_add(&s->out, type, out ? &s->l_out : &s->l_err,
-					ev.frame.payload, ev.frame.len, false);
+	int rc =
+	    s->raw
+		? sse_output_add(&s->out, type, out ? &s->u_out : &s->u_err, ev.data, ev.len, false)
+		: sse_lines_add(&s->out, type, out ? &s->l_out : &s->l_err, ev.data, ev.len, false);
 	if (rc < 0) {
 		stream_fail(s, "out of memory");
 		return;
 	}
-	if (s->output < STREAM_BULK && (s->output += ev.frame.len) >= STREAM_BULK &&
-	    s->client_fd >= 0) {
+	if (s->output < STREAM_BULK && (s->output += ev.len) >= STREAM_BULK && s->client_fd >= 0) {
 		int size = STREAM_SNDBUF;
 		setsockopt(s->client_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 	}
@@ -262,7 +253,7 @@ static void stream_step(struct exec_stream *s)
 		out_add(&s->out, sse_ping(&len), &len);
 		return;
 	}
-	int w = relay_wait(s->fd, (int)wait);
+	int w = command_stream_wait(s->events, (int)wait);
 	if (w == 0)
 		return;
 	if (w < 0) {
@@ -271,7 +262,8 @@ static void stream_step(struct exec_stream *s)
 	}
 	stream_frame(s);
 	/* More frames already waiting go into the same piece for the client. */
-	while (!s->done && s->out.len - s->out.off < STREAM_READAHEAD && relay_wait(s->fd, 0) == 1)
+	while (!s->done && s->out.len - s->out.off < STREAM_READAHEAD &&
+	       command_stream_wait(s->events, 0) == 1)
 		stream_frame(s);
 }
 
@@ -298,16 +290,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 static void stream_free(void *cls)
 {
 	struct exec_stream *s = cls;
-	if (s->fd >= 0 && !s->done) {
-		/* The client went away: the command runs on and its output is still kept.
-		 * Frames are read whole, so the reader hands over at a frame boundary. */
-		struct cell_error err;
-		command_drain(s->cmd, s->fd, &err);
-		s->fd = -1;
+	if (s->events && !s->done) {
+		/* The client went away: the command runs on and its output is still kept. */
+		command_stream_drain(s->events);
+		s->events = NULL;
 	}
 	sandbox_stream_end(s->sb); /* begun with the stream (respond_stream) */
-	stream_close_relay(s);
-	relay_reader_free(&s->rd);
+	stream_close_events(s);
 	sse_lines_free(&s->l_out);
 	sse_lines_free(&s->l_err);
 	sse_buf_free(&s->out);
@@ -319,20 +308,20 @@ static void stream_free(void *cls)
 /* MHD asks for up to this much per call; large pieces mean fewer chunks and sends. */
 #define STREAM_BLOCK (256u << 10)
 
-static int respond_stream(struct http_req *r, struct sandbox *sb, struct command *c, int fd,
-			  bool raw)
+static int respond_stream(struct http_req *r, struct sandbox *sb, struct command *c,
+			  struct command_stream *events, bool raw)
 {
 	struct exec_stream *s = calloc(1, sizeof(*s));
 	size_t len;
 	if (!s) {
-		command_drain(c, fd, NULL);
+		command_stream_drain(events);
 		return http_no_memory(r);
 	}
 	sandbox_ref(sb);
 	command_ref(c);
 	s->sb = sb;
 	s->cmd = c;
-	s->fd = fd;
+	s->events = events;
 	s->raw = raw;
 	s->t0 = command_started_ms(c);
 	s->next_ping = celld_now_ms() + PING_EVERY_MS;
@@ -360,17 +349,17 @@ static void run_request(struct http_req *r, struct sandbox *sb, json_t *req, con
 {
 	struct cell_error err = {0};
 	struct command *c;
-	struct relay_error rerr;
-	int fd;
+	struct command_stream *events;
+	struct command_refusal why;
 	bool takes_stdin = json_is_true(json_object_get(req, "stdin"));
-	int rc = command_start(sb, req, content, http_principal(r), &c, &fd, &rerr, &err);
+	int rc = command_open(sb, false, req, content, http_principal(r), &c, &events, &why, &err);
 	json_decref(req);
 	if (rc == 0 && takes_stdin)
 		command_take_stdin(c);
 	if (rc < 0)
 		http_internal(r, &err);
 	else if (rc == 1)
-		respond_refused(r, c, &rerr, raw);
+		respond_refused(r, c, &why, raw);
 	else if (background) {
 		/* As execd: init, then at once execution_complete (the SDK waits for a terminal
 		 * event); the command runs on, its status and logs under its id. */
@@ -379,7 +368,7 @@ static void run_request(struct http_req *r, struct sandbox *sb, json_t *req, con
 		_cleanup_free_ char *init = sse_init(command_id(c), &ilen);
 		_cleanup_free_ char *done =
 		    sse_complete(celld_now_ms() - command_started_ms(c), &clen);
-		command_drain(c, fd, &err);
+		command_stream_drain(events);
 		if (init && done && sse_buf_add(&b, init, ilen) == 0 &&
 		    sse_buf_add(&b, done, clen) == 0)
 			respond_events(r, b.data, b.len);
@@ -388,7 +377,7 @@ static void run_request(struct http_req *r, struct sandbox *sb, json_t *req, con
 			http_no_memory(r);
 		}
 	} else {
-		respond_stream(r, sb, c, fd, raw);
+		respond_stream(r, sb, c, events, raw);
 	}
 	if (rc >= 0)
 		command_unref(c);
@@ -577,53 +566,8 @@ int api_execd_stdin(struct http_req *r)
  * next run. Runs of one session go one at a time (a second one meanwhile: 409 SESSION_BUSY);
  * a run's timeout or interrupt stops the processes it started, not the shell. The shells are
  * the sandbox's own and die with it. cell-init knows the sessions by id, so they outlive a
- * restart of celld; celld only counts them, for its caps. */
-
-#define SESSIONS_PER_SANDBOX 64 /* cell-init's SESSION_MAX too */
-#define SESSIONS_MAX	     4096
-
-struct session {
-	uint64_t serial; /* the sandbox's (an id can come back after a delete) */
-	char sandbox[CELL_ID_MAX + 1];
-	char id[CELL_ID_RANDOM_LEN + 1];
-};
-
-/* A leaf lock: taken before the registry lock (pruning), never under it. */
-static pthread_mutex_t sessions_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct session *sessions[SESSIONS_MAX];
-static size_t n_sessions;
-
-static void session_drop_locked(size_t i)
-{
-	free(sessions[i]);
-	sessions[i] = sessions[--n_sessions];
-}
-
-/* Forget the sessions of sandboxes that are gone. */
-static void sessions_prune_locked(void)
-{
-	for (size_t i = 0; i < n_sessions;) {
-		struct sandbox *sb = registry_get(sessions[i]->sandbox);
-		bool live = sb && sb->serial == sessions[i]->serial;
-		if (sb)
-			sandbox_unref(sb);
-		if (live)
-			i++;
-		else
-			session_drop_locked(i);
-	}
-}
-
-static void session_forget(const struct sandbox *sb, const char *id)
-{
-	pthread_mutex_lock(&sessions_lock);
-	for (size_t i = 0; i < n_sessions; i++)
-		if (sessions[i]->serial == sb->serial && !strcmp(sessions[i]->id, id)) {
-			session_drop_locked(i);
-			break;
-		}
-	pthread_mutex_unlock(&sessions_lock);
-}
+ * restart of celld; celld only counts them, for its caps, in the sandbox's table
+ * (processes.h). */
 
 static int session_path(const char *cwd, struct cell_error *err)
 {
@@ -660,9 +604,8 @@ int api_execd_session_create(struct http_req *r)
 			return 0;
 		}
 	struct sandbox *sb = api_running_sandbox(r);
-	struct session *s = sb ? calloc(1, sizeof(*s)) : NULL;
-	if (!sb || !s || cell_id_random(s->id) < 0) {
-		free(s);
+	char id[CELL_ID_RANDOM_LEN + 1];
+	if (!sb || cell_id_random(id) < 0) {
 		json_decref(envs);
 		json_decref(body);
 		if (sb) {
@@ -671,44 +614,23 @@ int api_execd_session_create(struct http_req *r)
 		}
 		return 0;
 	}
-	s->serial = sb->serial;
-	snprintf(s->sandbox, sizeof(s->sandbox), "%s", sb->id);
-	pthread_mutex_lock(&sessions_lock);
-	size_t mine = 0;
-	for (size_t i = 0; i < n_sessions; i++)
-		mine += sessions[i]->serial == sb->serial;
-	if (n_sessions == SESSIONS_MAX)
-		sessions_prune_locked();
-	bool full = mine >= SESSIONS_PER_SANDBOX || n_sessions == SESSIONS_MAX;
-	if (!full)
-		sessions[n_sessions++] = s;
-	pthread_mutex_unlock(&sessions_lock);
-	json_t *req = full ? NULL : command_session_open(sb, s->id, cwd, envs);
 	/* For the audit log: the session, its cwd and the names of its envs (never values). */
-	json_t *rec = json_pack("{s:s, s:s*, s:[]}", "session", s->id, "cwd", cwd, "envNames");
+	json_t *rec = json_pack("{s:s, s:s*, s:[]}", "session", id, "cwd", cwd, "envNames");
 	json_object_foreach(envs, k, v) if (rec)
 	    json_array_append_new(json_object_get(rec, "envNames"), json_string(k));
+	char shell[8];
+	struct proc_refusal why = {0};
+	int rc = proc_shell_open(sb, id, cwd, envs, shell, &why, &err);
 	json_decref(envs);
 	json_decref(body);
-	if (full) {
+	if (rc == -EUSERS || rc == -ENOSPC) {
 		json_decref(rec);
-		free(s);
 		sandbox_unref(sb);
 		return http_error(r, 409, "TOO_MANY_SESSIONS",
 				  "a sandbox keeps at most %d bash sessions (celld at most %d): "
 				  "delete one first",
-				  SESSIONS_PER_SANDBOX, SESSIONS_MAX);
+				  PROC_SHELLS_PER_SANDBOX, PROC_SHELLS_MAX);
 	}
-	char id[sizeof(s->id)];
-	snprintf(id, sizeof(id), "%s", s->id); /* s is the table's from here on */
-	json_t *ok = NULL;
-	struct relay_error rerr = {0};
-	struct relay_budget b = RELAY_BUDGET_INIT;
-	int rc = req ? relay_file_op(sb, CELL_FRAME_SESSION_OPEN, req, &ok, &rerr, &b, &err)
-		     : cell_err(&err, ENOMEM, "out of memory");
-	json_decref(req);
-	if (rc != 0)
-		session_forget(sb, id);
 	if (rec)
 		json_object_set_new(rec, "ok", json_boolean(rc == 0));
 	audit_log(sb->id, "session.open", rec);
@@ -716,29 +638,24 @@ int api_execd_session_create(struct http_req *r)
 	if (rc < 0)
 		return http_internal(r, &err);
 	if (rc == 1) {
-		if (rerr.errnum == EMFILE || rerr.errnum == EEXIST)
-			return http_fail(r, EBUSY, "TOO_MANY_SESSIONS", "%s", rerr.message);
-		if (rerr.errnum == ENOENT)
-			return http_fail(r, EINVAL, NULL, "cwd: %s", rerr.message);
-		return http_fail(r, rerr.errnum, NULL, "%s", rerr.message);
+		if (why.errnum == EMFILE || why.errnum == EEXIST)
+			return http_fail(r, EBUSY, "TOO_MANY_SESSIONS", "%s", why.message);
+		if (why.errnum == ENOENT)
+			return http_fail(r, EINVAL, NULL, "cwd: %s", why.message);
+		return http_fail(r, why.errnum, NULL, "%s", why.message);
 	}
-	const char *shell = json_string_value(json_object_get(ok, "shell"));
-	if (!shell || (strcmp(shell, "bash") && strcmp(shell, "sh")))
-		shell = "sh";
 	if (strcmp(shell, "bash"))
 		log_info("sandbox %s: session %s runs sh: the image has no bash", http_param(r, 0),
 			 id);
-	json_t *ans = json_pack("{s:s, s:s}", "session_id", id, "shell", shell);
-	json_decref(ok);
-	return http_json(r, 200, ans);
+	return http_json(r, 200, json_pack("{s:s, s:s}", "session_id", id, "shell", shell));
 }
 
 /* A session refused a run: no such session (404), busy or its shell gone (409). */
 static int session_refused(struct http_req *r, struct sandbox *sb, const char *sid,
-			   const struct relay_error *e)
+			   const struct command_refusal *e)
 {
 	if (e->errnum == ENOENT) {
-		session_forget(sb, sid);
+		proc_shell_forget(sb, sid);
 		return http_error(r, 404, "SESSION_NOT_FOUND", "session %s not found", sid);
 	}
 	if (e->errnum == EBUSY)
@@ -778,16 +695,16 @@ int api_execd_session_run(struct http_req *r)
 		return http_no_memory(r);
 	}
 	struct command *c = NULL;
-	struct relay_error rerr = {0};
-	int fd;
-	int rc = command_start_session(sb, req, content, http_principal(r), &c, &fd, &rerr, &err);
+	struct command_stream *events;
+	struct command_refusal why = {0};
+	int rc = command_open(sb, true, req, content, http_principal(r), &c, &events, &why, &err);
 	json_decref(req);
 	if (rc < 0)
 		http_internal(r, &err);
 	else if (rc == 1)
-		session_refused(r, sb, sid, &rerr);
+		session_refused(r, sb, sid, &why);
 	else {
-		respond_stream(r, sb, c, fd, false);
+		respond_stream(r, sb, c, events, false);
 		command_unref(c);
 	}
 	sandbox_unref(sb);
@@ -800,23 +717,15 @@ int api_execd_session_delete(struct http_req *r)
 	if (!sb)
 		return 0;
 	const char *sid = http_param(r, 1);
-	json_t *req = json_pack("{s:s}", "id", sid);
-	json_t *ok = NULL;
-	struct relay_error rerr = {0};
-	struct relay_budget b = RELAY_BUDGET_INIT;
+	struct proc_refusal why = {0};
 	struct cell_error err = {0};
-	int rc = req ? relay_file_op(sb, CELL_FRAME_SESSION_CLOSE, req, &ok, &rerr, &b, &err)
-		     : cell_err(&err, ENOMEM, "out of memory");
-	json_decref(req);
-	json_decref(ok);
-	if (rc >= 0)
-		session_forget(sb, sid);
+	int rc = proc_shell_close(sb, sid, &why, &err);
 	sandbox_unref(sb);
 	if (rc < 0)
 		return http_internal(r, &err);
 	if (rc == 1)
-		return rerr.errnum == ENOENT
+		return why.errnum == ENOENT
 			   ? http_error(r, 404, "SESSION_NOT_FOUND", "session %s not found", sid)
-			   : http_fail(r, rerr.errnum, NULL, "%s", rerr.message);
+			   : http_fail(r, why.errnum, NULL, "%s", why.message);
 	return http_empty(r, 200);
 }

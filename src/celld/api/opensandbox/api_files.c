@@ -1,10 +1,10 @@
-/* execd file routes: upload (multipart, streamed into FILE_WRITE frames), download (DATA
- * frames streamed out, offset/limit and Range; format=tar a directory as an archive cell-init
- * makes as it goes, FILE_TAR), info, and the management routes, each one
- * frame request per path (FILE_MKDIR, FILE_REMOVE, FILE_LIST, FILE_MOVE, FILE_CHMOD,
- * FILE_REPLACE), validated here first so bad input changes nothing. Paths are resolved by cell-init
- * beneath the sandbox's root (RESOLVE_IN_ROOT): "..", absolute symlinks and magic links
- * cannot reach a host file; here they are only checked to be absolute, NUL-free text. */
+/* execd file routes: upload (multipart, each file streamed through file_xfer.c's upload),
+ * download (streamed out, offset/limit and Range; format=tar a directory as an archive
+ * cell-init makes as it goes), info, and the management routes, each one call of the files
+ * service (sbfile.h) per path (mkdir, remove, list, move, chmod, replace), validated here
+ * first so bad input changes nothing. Paths are resolved by cell-init beneath the sandbox's
+ * root (RESOLVE_IN_ROOT): "..", absolute symlinks and magic links cannot reach a host file;
+ * here they are only checked to be absolute, NUL-free text. */
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -18,7 +18,6 @@
 #include "cell/cleanup.h"
 #include "cell/log.h"
 #include "api.h"
-#include "audit.h"
 #include "commands.h"
 #include "lifecycle.h"
 #include "timefmt.h"
@@ -26,8 +25,8 @@
 #include "file_xfer.h"
 #include "http/multipart.h"
 #include "http/http.h"
-#include "relay.h"
 #include "sandbox.h"
+#include "sbfile.h"
 
 #define INFO_PATHS_MAX 256
 #define META_MAX       (64u << 10)
@@ -48,17 +47,22 @@ static int sandbox_errno(int errnum)
 	return errnum == ENOSPC ? EDQUOT : errnum;
 }
 
-static int respond_relay_error(struct http_req *r, const char *path, const struct relay_error *e)
+/* A failed call of the files service about path: cell-init's refusal (1) through the
+ * table as a path's error, the relay's (-errno) as it is. */
+static int respond_failed(struct http_req *r, const char *path, int rc,
+			  const struct cell_error *err)
 {
-	int errnum = sandbox_errno(e->errnum);
-	return http_fail(r, errnum, path_code(errnum), "%.1024s: %s", path, e->message);
+	if (rc != 1)
+		return http_internal(r, err);
+	int errnum = sandbox_errno(err->code);
+	return http_fail(r, errnum, path_code(errnum), "%.1024s: %s", path, err->msg);
 }
 
 static int check_path(struct http_req *r, const char *path, const char *name)
 {
 	if (!path || !path[0])
 		return http_error(r, 400, "INVALID_ARGUMENT", "%s is required", name), -EINVAL;
-	if (path[0] != '/' || strlen(path) >= PATH_MAX)
+	if (!sbfile_path_ok(path))
 		return http_error(r, 400, "INVALID_ARGUMENT", "%s must be an absolute path", name),
 		       -EINVAL;
 	return 0;
@@ -75,7 +79,7 @@ static long octal_digits(uint32_t mode)
 	return v;
 }
 
-static json_t *file_info(const char *path, const struct relay_stat *st)
+static json_t *file_info(const char *path, const sbfile_info *st)
 {
 	char mt[CELLD_TIME_LEN], ct[CELLD_TIME_LEN];
 	celld_format_time((time_t)st->mtime, mt);
@@ -99,18 +103,15 @@ int api_files_info(struct http_req *r)
 		return 0;
 	/* One budget for every path: a stalled init costs this request RELAY_BUDGET_MS, not
 	 * that per path. */
-	struct relay_budget b = RELAY_BUDGET_INIT;
+	sbfile_budget b = SBFILE_BUDGET_INIT;
+	struct sbfile_ctx c = {sb, NULL, &b};
 	json_t *out = json_object();
 	for (size_t i = 0; i < n; i++) {
-		struct relay_stat st;
-		struct relay_error rerr;
+		sbfile_info st;
 		struct cell_error err = {0};
-		int rc = relay_file_stat(sb, paths[i], &st, &rerr, &b, &err);
+		int rc = sbfile_stat(&c, paths[i], &st, &err);
 		if (rc != 0) {
-			if (rc == 1)
-				respond_relay_error(r, paths[i], &rerr);
-			else
-				http_internal(r, &err);
+			respond_failed(r, paths[i], rc, &err);
 			json_decref(out);
 			sandbox_unref(sb);
 			return 0;
@@ -178,17 +179,14 @@ static int respond_unsatisfiable(struct http_req *r, int64_t size)
 }
 
 /* Range resolved against the file's size: 0 go on (ranged or not), 1 answered. */
-static int apply_range(struct http_req *r, struct sandbox *sb, const char *path, const char *range,
-		       struct relay_budget *b, int64_t *offset, int64_t *limit, int64_t *size)
+static int apply_range(struct http_req *r, const struct sbfile_ctx *c, const char *path,
+		       const char *range, int64_t *offset, int64_t *limit, int64_t *size)
 {
-	struct relay_stat st;
-	struct relay_error rerr;
+	sbfile_info st;
 	struct cell_error err = {0};
-	int rc = relay_file_stat(sb, path, &st, &rerr, b, &err);
-	if (rc == 1)
-		return respond_relay_error(r, path, &rerr), 1;
-	if (rc < 0)
-		return http_internal(r, &err), 1;
+	int rc = sbfile_stat(c, path, &st, &err);
+	if (rc != 0)
+		return respond_failed(r, path, rc, &err), 1;
 	int64_t start, end;
 	int pr = parse_range(range, st.size, &start, &end);
 	if (pr < 0)
@@ -222,21 +220,21 @@ static void add_disposition(struct MHD_Response *resp, const char *path, const c
 }
 
 /* format=tar: the directory (or file) path leads to as a tar archive cell-init makes while
- * it is sent (FILE_TAR), chunked, never held whole here. */
+ * it is sent, chunked, never held whole here. */
 static int download_tar(struct http_req *r, const char *path)
 {
 	struct sandbox *sb = api_running_sandbox(r);
 	if (!sb)
 		return 0;
-	struct relay_budget b = RELAY_BUDGET_INIT;
-	struct relay_stat st;
-	struct relay_error rerr;
+	sbfile_budget b = SBFILE_BUDGET_INIT;
+	struct sbfile_ctx c = {sb, NULL, &b};
+	sbfile_info st;
 	struct cell_error err = {0};
 	int fd;
-	int rc = relay_file_tar(sb, path, &fd, &st, &rerr, &b, &err);
+	int rc = sbfile_tar_open(&c, path, &fd, &st, &err);
 	if (rc != 0) {
 		sandbox_unref(sb);
-		return rc == 1 ? respond_relay_error(r, path, &rerr) : http_internal(r, &err);
+		return respond_failed(r, path, rc, &err);
 	}
 	struct file_download *d = file_download_new(sb, fd);
 	if (!d)
@@ -292,19 +290,19 @@ int api_files_download(struct http_req *r)
 		return 0;
 	int64_t offset = 0, limit = -1, full = -1;
 	/* The stat of a Range and the read share one budget. */
-	struct relay_budget b = RELAY_BUDGET_INIT;
-	if (range && apply_range(r, sb, path, range, &b, &offset, &limit, &full)) {
+	sbfile_budget b = SBFILE_BUDGET_INIT;
+	struct sbfile_ctx c = {sb, NULL, &b};
+	if (range && apply_range(r, &c, path, range, &offset, &limit, &full)) {
 		sandbox_unref(sb);
 		return 0;
 	}
-	struct relay_stat st;
-	struct relay_error rerr;
+	sbfile_info st;
 	struct cell_error err = {0};
 	int fd;
-	int rc = relay_file_read(sb, path, offset, limit, &fd, &st, &rerr, &b, &err);
+	int rc = sbfile_read_open(&c, path, offset, limit, &fd, &st, &err);
 	if (rc != 0) {
 		sandbox_unref(sb);
-		return rc == 1 ? respond_relay_error(r, path, &rerr) : http_internal(r, &err);
+		return respond_failed(r, path, rc, &err);
 	}
 	if (strcmp(st.type, "file")) {
 		close(fd);
@@ -354,10 +352,11 @@ struct upload {
 	enum part_kind part;
 	char *meta;
 	size_t meta_len;
-	json_t *pending; /* FILE_WRITE request from a metadata part, awaiting its file */
+	bool pending;		 /* a metadata part awaits its file: path and perm */
+	struct sbfile_perm perm; /* its mode and owners */
 	char path[PATH_MAX];
-	struct file_upload fu;	    /* the file being written */
-	struct relay_budget budget; /* for every file's start and end, together */
+	struct file_upload fu; /* the file being written */
+	sbfile_budget budget;  /* for every file's start and end, together */
 	unsigned files;
 	/* The first failure; the rest of the body is read and dropped, then it is answered. */
 	struct http_later failed;
@@ -368,7 +367,6 @@ static void upload_free(void *cls)
 	struct upload *u = cls;
 	file_upload_release(&u->fu);
 	multipart_free(u->mp);
-	json_decref(u->pending);
 	free(u->meta);
 	if (u->sb)
 		sandbox_stream_end(u->sb);
@@ -376,11 +374,15 @@ static void upload_free(void *cls)
 	free(u);
 }
 
-static int relay_failed(struct upload *u, const struct relay_error *e)
+/* A failure of the file being written: cell-init's refusal (1), or the relay's (-errno). */
+static int write_failed(struct upload *u, int rc, const struct cell_error *err)
 {
-	int errnum = sandbox_errno(e->errnum);
+	if (rc != 1)
+		return http_later_fail_errno(&u->failed, err->code, NULL, "%s: relay: %s", u->path,
+					     err->msg);
+	int errnum = sandbox_errno(err->code);
 	return http_later_fail_errno(&u->failed, errnum, path_code(errnum), "%s: %s", u->path,
-				     e->message);
+				     err->msg);
 }
 
 /* 644 (or "644") → 0644: every digit must be octal. */
@@ -424,7 +426,7 @@ static int parse_id(json_t *v, int64_t *out)
 	return parse_int64(json_string_value(v), 0, CELL_UID_RANGE - 1, out);
 }
 
-static int owner_field(json_t *v, json_t *req, const char *num_key, const char *name_key);
+static int owner_field(json_t *v, struct sbfile_owner *o);
 
 static int metadata_done(struct upload *u)
 {
@@ -448,7 +450,7 @@ static int metadata_done(struct upload *u)
 	int rc = -EINVAL;
 	if (field_string(m, "path", "metadata.path", true, &path, &err) < 0)
 		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT", "%s", err.msg);
-	else if (path[0] != '/' || strlen(path) >= PATH_MAX)
+	else if (!sbfile_path_ok(path))
 		http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
 				"metadata.path must be an absolute path");
 	else if (jm && !json_is_null(jm) && parse_mode(jm, &mode) < 0)
@@ -458,39 +460,24 @@ static int metadata_done(struct upload *u)
 		    "(set-id and sticky bits are refused)");
 	else
 		rc = 0;
-	json_t *pending = rc == 0 ? json_pack("{s:s, s:i}", "path", path, "mode", (int)mode) : NULL;
-	if (rc == 0 && !pending) {
-		rc = http_later_fail_errno(&u->failed, ENOMEM, NULL, "out of memory");
-	} else if (rc == 0 && jo && !json_is_null(jo) &&
-		   owner_field(jo, pending, "uid", "owner") < 0) {
+	struct sbfile_perm perm = SBFILE_PERM_KEEP;
+	perm.mode = (int32_t)mode;
+	if (rc == 0 && jo && !json_is_null(jo) && owner_field(jo, &perm.user) < 0) {
 		rc = http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
 				     "metadata.owner must be a user name or a numeric id (0-%d)",
 				     CELL_UID_RANGE - 1);
-	} else if (rc == 0 && jg && !json_is_null(jg) &&
-		   owner_field(jg, pending, "gid", "group") < 0) {
+	} else if (rc == 0 && jg && !json_is_null(jg) && owner_field(jg, &perm.group) < 0) {
 		rc = http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
 				     "metadata.group must be a group name or a numeric id (0-%d)",
 				     CELL_UID_RANGE - 1);
 	}
 	if (rc == 0) {
 		snprintf(u->path, sizeof(u->path), "%s", path);
-		json_decref(u->pending);
-		u->pending = pending;
-		pending = NULL;
+		u->perm = perm;
+		u->pending = true;
 	}
-	json_decref(pending);
 	json_decref(m);
 	return rc;
-}
-
-/* A failure of the file being written: cell-init's refusal, or the relay's. */
-static int write_failed(struct upload *u, int rc, const struct relay_error *rerr,
-			const struct cell_error *err)
-{
-	if (rc == 1)
-		return relay_failed(u, rerr);
-	return http_later_fail_errno(&u->failed, err->code, NULL, "%s: relay: %s", u->path,
-				     err->msg);
 }
 
 static int file_begin(struct upload *u)
@@ -499,9 +486,8 @@ static int file_begin(struct upload *u)
 		return http_later_fail(&u->failed, 400, "INVALID_ARGUMENT",
 				       "file part without a metadata part before it");
 	struct cell_error err = {0};
-	int rc = file_upload_begin(&u->fu, u->pending, &err);
-	json_decref(u->pending);
-	u->pending = NULL;
+	int rc = file_upload_begin(&u->fu, u->path, &u->perm, NULL, &err);
+	u->pending = false;
 	if (rc < 0)
 		return http_later_fail_errno(&u->failed, err.code, NULL, "%s", err.msg);
 	return 0;
@@ -509,16 +495,12 @@ static int file_begin(struct upload *u)
 
 static int file_end(struct upload *u)
 {
-	struct relay_error rerr;
 	struct cell_error err = {0};
 	int64_t size;
-	int rc = file_upload_end(&u->fu, &size, &rerr, &err);
+	int rc = file_upload_end(&u->fu, &size, &err); /* audited there */
 	if (rc != 0)
-		return write_failed(u, rc, &rerr, &err);
+		return write_failed(u, rc, &err);
 	u->files++;
-	/* The audit log: where and how much, never what. */
-	audit_log(u->sb->id, "file.write",
-		  json_pack("{s:s, s:I}", "path", u->path, "size", (json_int_t)size));
 	return 0;
 }
 
@@ -555,11 +537,10 @@ static int on_part_data(void *cls, const char *data, size_t len)
 	}
 	if (u->part != PART_FILE)
 		return 0;
-	struct relay_error rerr;
 	struct cell_error err = {0};
-	int rc = file_upload_write(&u->fu, data, len, &rerr, &err);
+	int rc = file_upload_write(&u->fu, data, len, &err);
 	if (rc != 0)
-		return write_failed(u, rc, &rerr, &err), -EIO;
+		return write_failed(u, rc, &err), -EIO;
 	return 0;
 }
 
@@ -589,7 +570,7 @@ int api_files_upload_begin(struct http_req *r)
 	}
 	u->sb = sb;
 	sandbox_stream_begin(sb); /* a long upload keeps the sandbox from idling */
-	u->budget = (struct relay_budget)RELAY_BUDGET_INIT;
+	u->budget = (sbfile_budget)SBFILE_BUDGET_INIT;
 	u->fu = (struct file_upload){.sb = sb, .fd = -1, .budget = &u->budget};
 	http_set_state(r, u, upload_free);
 	struct cell_error err = {0};
@@ -631,39 +612,32 @@ int api_files_upload(struct http_req *r)
 /* ---- directories and file management ---- */
 
 #define MANAGE_PATHS_MAX 256 /* paths one request names */
-#define OWNER_NAME_MAX	 32
 
-/* owner/group on a directory or a permission change: a numeric id inside the sandbox's
- * range (number or digits), or a user/group name cell-init looks up in the sandbox's own
- * /etc/passwd or /etc/group. Sets req[num_key] or req[name_key]. 0 or -EINVAL. */
-static int owner_field(json_t *v, json_t *req, const char *num_key, const char *name_key)
+/* owner/group on a directory, a permission change or an upload: a numeric id inside the
+ * sandbox's range (number or digits), or a user/group name cell-init looks up in the
+ * sandbox's own /etc/passwd or /etc/group. 0 or -EINVAL. */
+static int owner_field(json_t *v, struct sbfile_owner *o)
 {
 	int64_t id;
-	if (parse_id(v, &id) == 0)
-		return json_object_set_new(req, num_key, json_integer(id)) < 0 ? -ENOMEM : 0;
+	*o = (struct sbfile_owner){.id = -1};
+	if (parse_id(v, &id) == 0) {
+		o->id = id;
+		return 0;
+	}
 	if (!json_is_clean_string(v))
 		return -EINVAL;
 	const char *s = json_string_value(v);
 	size_t n = strlen(s);
-	if (n == 0 || n > OWNER_NAME_MAX || s[0] == '-')
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-			  (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.' ||
-			  (ch == '$' && i == n - 1);
-		if (!ok)
-			return -EINVAL;
-	}
 	/* All digits but out of range: parse_id refused it, a name must not be a number. */
-	if (strspn(s, "0123456789") == n)
+	if (!sbfile_name_ok(s, n) || strspn(s, "0123456789") == n)
 		return -EINVAL;
-	return json_object_set_new(req, name_key, json_string(s)) < 0 ? -ENOMEM : 0;
+	snprintf(o->name, sizeof(o->name), "%s", s);
+	return 0;
 }
 
-/* {mode?, owner?, group?} of one path into req; 400 naming the field on bad input. */
-static int permission_fields(struct http_req *r, const char *path, json_t *perm, json_t *req,
-			     bool need_mode)
+/* {mode?, owner?, group?} of one path into p; 400 naming the field on bad input. */
+static int permission_fields(struct http_req *r, const char *path, json_t *perm,
+			     struct sbfile_perm *p, bool need_mode)
 {
 	if (!json_is_object(perm))
 		return http_error(r, 400, "INVALID_ARGUMENT",
@@ -671,6 +645,7 @@ static int permission_fields(struct http_req *r, const char *path, json_t *perm,
 		       -EINVAL;
 	json_t *jm = json_object_get(perm, "mode"), *jo = json_object_get(perm, "owner"),
 	       *jg = json_object_get(perm, "group");
+	*p = SBFILE_PERM_KEEP;
 	uint32_t mode;
 	if (jm && !json_is_null(jm)) {
 		if (parse_mode(jm, &mode) < 0)
@@ -679,16 +654,16 @@ static int permission_fields(struct http_req *r, const char *path, json_t *perm,
 					  "to 777 such as 755 (set-id and sticky bits are refused)",
 					  path),
 			       -EINVAL;
-		json_object_set_new(req, "mode", json_integer(mode));
+		p->mode = (int32_t)mode;
 	} else if (need_mode) {
-		json_object_set_new(req, "mode", json_integer(0755));
+		p->mode = 0755;
 	}
-	if (jo && !json_is_null(jo) && owner_field(jo, req, "uid", "owner") < 0)
+	if (jo && !json_is_null(jo) && owner_field(jo, &p->user) < 0)
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "%.1024s: owner must be a user name or a numeric id (0-%d)", path,
 				  CELL_UID_RANGE - 1),
 		       -EINVAL;
-	if (jg && !json_is_null(jg) && owner_field(jg, req, "gid", "group") < 0)
+	if (jg && !json_is_null(jg) && owner_field(jg, &p->group) < 0)
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "%.1024s: group must be a group name or a numeric id (0-%d)",
 				  path, CELL_UID_RANGE - 1),
@@ -696,103 +671,118 @@ static int permission_fields(struct http_req *r, const char *path, json_t *perm,
 	return 0;
 }
 
-/* The audit log's record of one file operation: its paths and modes, never a text it
- * writes (replace's old and new). */
-static void audit_file_op(const struct sandbox *sb, uint16_t type, json_t *req, int rc)
+enum op_kind { OP_MKDIR, OP_REMOVE, OP_MOVE, OP_CHMOD, OP_REPLACE };
+
+/* One path's change, its texts borrowed from the request. */
+struct op {
+	const char *path;	    /* a move's source */
+	const char *dest;	    /* a move's */
+	struct sbfile_perm perm;    /* mkdir, chmod */
+	bool recursive;		    /* remove */
+	const char *old, *new_text; /* replace */
+};
+
+/* All of a request's changes, validated before the first is made. */
+struct ops {
+	enum op_kind kind;
+	size_t n;
+	struct op v[MANAGE_PATHS_MAX];
+};
+
+static struct ops *ops_new(enum op_kind kind)
 {
-	const char *action = type == CELL_FRAME_FILE_MKDIR     ? "file.mkdir"
-			     : type == CELL_FRAME_FILE_REMOVE  ? "file.delete"
-			     : type == CELL_FRAME_FILE_MOVE    ? "file.move"
-			     : type == CELL_FRAME_FILE_CHMOD   ? "file.chmod"
-			     : type == CELL_FRAME_FILE_REPLACE ? "file.replace"
-							       : "file";
-	json_t *d = json_deep_copy(req);
-	if (d) {
-		json_object_del(d, "old");
-		json_object_del(d, "new");
-		json_object_set_new(d, "ok", json_boolean(rc == 0));
-	}
-	audit_log(sb->id, action, d);
+	struct ops *o = calloc(1, sizeof(*o));
+	if (o)
+		o->kind = kind;
+	return o;
 }
 
-/* Send each prepared request in turn; the first failure answers. With collect, each OK's
- * "replaced" count goes into it as {"<path>": {"replacedCount": N}} and it is the answer. */
-static int run_ops_collect(struct http_req *r, uint16_t type, json_t *reqs, json_t *collect)
+/* One change through the files service, which audits it. */
+static int run_one(const struct sbfile_ctx *c, enum op_kind k, const struct op *o, int64_t *count,
+		   struct cell_error *err)
+{
+	switch (k) {
+	case OP_MKDIR:
+		return sbfile_mkdir(c, o->path, &o->perm, NULL, err);
+	case OP_REMOVE:
+		return sbfile_remove(c, o->path, o->recursive, err);
+	case OP_MOVE:
+		return sbfile_move(c, o->path, o->dest, err);
+	case OP_CHMOD:
+		return sbfile_chmod(c, o->path, &o->perm, err);
+	case OP_REPLACE:
+		return sbfile_replace(c, o->path, o->old, o->new_text, count, err);
+	}
+	return cell_err(err, EINVAL, "unknown file operation");
+}
+
+/* Make each change in turn; the first failure answers. With collect, each replace's count
+ * goes into it as {"<path>": {"replacedCount": N}} and it is the answer. */
+static int run_ops_collect(struct http_req *r, const struct ops *ops, json_t *collect)
 {
 	struct sandbox *sb = api_running_sandbox(r);
 	if (!sb) {
 		json_decref(collect);
 		return 0;
 	}
-	struct relay_budget b = RELAY_BUDGET_INIT;
-	size_t i;
-	json_t *req;
-	json_array_foreach(reqs, i, req)
-	{
-		json_t *ok = NULL;
-		struct relay_error rerr;
+	sbfile_budget b = SBFILE_BUDGET_INIT;
+	struct sbfile_ctx c = {sb, NULL, &b};
+	for (size_t i = 0; i < ops->n; i++) {
+		const struct op *o = &ops->v[i];
 		struct cell_error err = {0};
-		const char *path = json_string_value(json_object_get(req, "path"));
-		if (!path)
-			path = json_string_value(json_object_get(req, "src"));
-		int rc = relay_file_op(sb, type, req, &ok, &rerr, &b, &err);
-		if (rc == 0 && collect) {
-			json_t *n = json_object_get(ok, "replaced");
-			if (!json_is_integer(n) || json_integer_value(n) < 0)
-				rc = cell_err(&err, EPROTO, "cell-init sent OK without a count");
-			else
-				json_object_set_new(
-				    collect, path,
-				    json_pack("{s:I}", "replacedCount", json_integer_value(n)));
-		}
-		json_decref(ok);
-		audit_file_op(sb, type, req, rc);
+		int64_t count = 0;
+		int rc = run_one(&c, ops->kind, o, collect ? &count : NULL, &err);
 		if (rc != 0) {
 			sandbox_unref(sb);
 			json_decref(collect);
-			return rc == 1 ? respond_relay_error(r, path, &rerr)
-				       : http_internal(r, &err);
+			return respond_failed(r, o->path, rc, &err);
 		}
+		if (collect)
+			json_object_set_new(collect, o->path,
+					    json_pack("{s:I}", "replacedCount", (json_int_t)count));
 	}
 	sandbox_unref(sb);
 	return collect ? http_json(r, 200, collect) : http_empty(r, 200);
 }
 
-static int run_ops(struct http_req *r, uint16_t type, json_t *reqs)
+static int run_ops(struct http_req *r, const struct ops *ops)
 {
-	return run_ops_collect(r, type, reqs, NULL);
+	return run_ops_collect(r, ops, NULL);
 }
 
-/* A body {"<path>": {mode, owner?, group?}, ...} run as one op of type per path: mode is
- * required for mkdir, optional for chmod. what names the paths in the bound's message. */
-static int run_path_perms(struct http_req *r, uint16_t type, bool mode_required, const char *what)
+/* A body {"<path>": {mode, owner?, group?}, ...} run as one change of kind per path: mode
+ * is required for mkdir, optional for chmod. what names the paths in the bound's message. */
+static int run_path_perms(struct http_req *r, enum op_kind kind, bool mode_required,
+			  const char *what)
 {
 	json_t *body;
 	if (http_json_body(r, &body) < 0)
 		return 0;
 	__attribute__((cleanup(json_decrefp))) json_t *owned = body;
-	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
 	if (json_object_size(body) == 0 || json_object_size(body) > MANAGE_PATHS_MAX)
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "body must map 1 to %d %s to {mode, owner?, group?}",
 				  MANAGE_PATHS_MAX, what);
+	_cleanup_free_ struct ops *ops = ops_new(kind);
+	if (!ops)
+		return http_no_memory(r);
 	const char *path;
 	json_t *perm;
 	json_object_foreach(body, path, perm)
 	{
-		json_t *req = json_pack("{s:s}", "path", path);
-		if (!req || json_array_append_new(reqs, req) < 0 ||
-		    check_path(r, path, "path") < 0 ||
-		    permission_fields(r, path, perm, req, mode_required) < 0)
+		struct op *o = &ops->v[ops->n++];
+		o->path = path;
+		if (check_path(r, path, "path") < 0 ||
+		    permission_fields(r, path, perm, &o->perm, mode_required) < 0)
 			return 0;
 	}
-	return run_ops(r, type, reqs);
+	return run_ops(r, ops);
 }
 
 /* POST /directories {"<path>": {mode, owner?, group?}, ...}: mkdir -p each. */
 int api_dirs_create(struct http_req *r)
 {
-	return run_path_perms(r, CELL_FRAME_FILE_MKDIR, true, "directory paths");
+	return run_path_perms(r, OP_MKDIR, true, "directory paths");
 }
 
 /* DELETE /files?path=P... (not directories) and DELETE /directories?path=P... (rm -r). */
@@ -805,15 +795,17 @@ static int remove_paths(struct http_req *r, bool recursive)
 	if (n > MANAGE_PATHS_MAX)
 		return http_error(r, 400, "INVALID_ARGUMENT", "path: at most %d per request",
 				  MANAGE_PATHS_MAX);
-	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	_cleanup_free_ struct ops *ops = ops_new(OP_REMOVE);
+	if (!ops)
+		return http_no_memory(r);
 	for (size_t i = 0; i < n; i++) {
 		if (check_path(r, paths[i], "path") < 0)
 			return 0;
-		json_t *req = json_pack("{s:s, s:b}", "path", paths[i], "recursive", recursive);
-		if (!req || json_array_append_new(reqs, req) < 0)
+		if (!sbfile_text_ok(paths[i]))
 			return http_error(r, 400, "INVALID_ARGUMENT", "path is not valid UTF-8");
+		ops->v[ops->n++] = (struct op){.path = paths[i], .recursive = recursive};
 	}
-	return run_ops(r, CELL_FRAME_FILE_REMOVE, reqs);
+	return run_ops(r, ops);
 }
 
 int api_files_delete(struct http_req *r)
@@ -828,33 +820,32 @@ int api_dirs_delete(struct http_req *r)
 
 /* ---- listing and search ---- */
 
-#define LIST_DEPTH_MAX	 32    /* cell-init's bound too */
-#define LIST_ENTRIES_MAX 10000 /* entries (matches) one answer holds; cell-init's bound */
-
-static int add_entry(void *cls, const char *path, const struct relay_stat *st)
+static int add_entry(void *cls, const char *path, const sbfile_info *st)
 {
 	json_t *fi = file_info(path, st);
 	return fi && json_array_append_new(cls, fi) == 0 ? 0 : -ENOMEM;
 }
 
-static int list_request(struct http_req *r, const char *path, json_t *req)
+/* The entries of path, depth levels down or (pattern) matching a glob, as the answer. */
+static int list_request(struct http_req *r, const char *path, int depth, const char *pattern)
 {
+	if (!sbfile_text_ok(path) || (pattern && !sbfile_text_ok(pattern)))
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  pattern ? "path and pattern must be UTF-8 text"
+					  : "path is not valid UTF-8");
 	struct sandbox *sb = api_running_sandbox(r);
-	if (!sb) {
-		json_decref(req);
+	if (!sb)
 		return 0;
-	}
-	struct relay_budget b = RELAY_BUDGET_INIT;
-	struct relay_error rerr;
+	sbfile_budget b = SBFILE_BUDGET_INIT;
+	struct sbfile_ctx c = {sb, NULL, &b};
 	struct cell_error err = {0};
 	json_t *out = json_array();
-	int rc = out ? relay_file_list(sb, req, LIST_ENTRIES_MAX, add_entry, out, &rerr, &b, &err)
+	int rc = out ? sbfile_list(&c, path, depth, pattern, add_entry, out, &err)
 		     : cell_err(&err, ENOMEM, "listing");
-	json_decref(req);
 	sandbox_unref(sb);
 	if (rc != 0) {
 		json_decref(out);
-		return rc == 1 ? respond_relay_error(r, path, &rerr) : http_internal(r, &err);
+		return respond_failed(r, path, rc, &err);
 	}
 	return http_json(r, 200, out);
 }
@@ -866,13 +857,10 @@ int api_dirs_list(struct http_req *r)
 	int64_t depth = 1;
 	if (check_path(r, path, "path") < 0)
 		return 0;
-	if (ds && parse_int64(ds, 1, LIST_DEPTH_MAX, &depth) < 0)
+	if (ds && parse_int64(ds, 1, SBFILE_LIST_DEPTH_MAX, &depth) < 0)
 		return http_error(r, 400, "INVALID_ARGUMENT",
-				  "depth must be an integer from 1 to %d", LIST_DEPTH_MAX);
-	json_t *req = json_pack("{s:s, s:I}", "path", path, "depth", (json_int_t)depth);
-	if (!req)
-		return http_error(r, 400, "INVALID_ARGUMENT", "path is not valid UTF-8");
-	return list_request(r, path, req);
+				  "depth must be an integer from 1 to %d", SBFILE_LIST_DEPTH_MAX);
+	return list_request(r, path, (int)depth, NULL);
 }
 
 /* GET /files/search?path=DIR&pattern=GLOB */
@@ -885,16 +873,10 @@ int api_files_search(struct http_req *r)
 		pattern = "**";
 	if (strlen(pattern) > 1024)
 		return http_error(r, 400, "INVALID_ARGUMENT", "pattern: at most 1024 bytes");
-	json_t *req = json_pack("{s:s, s:s}", "path", path, "pattern", pattern);
-	if (!req)
-		return http_error(r, 400, "INVALID_ARGUMENT",
-				  "path and pattern must be UTF-8 text");
-	return list_request(r, path, req);
+	return list_request(r, path, 0, pattern);
 }
 
 /* ---- move, permissions, replace ---- */
-
-#define REPLACE_TEXT_MAX (64u << 10) /* cell-init's bound too */
 
 /* POST /files/mv [{"src","dest"}, ...] */
 int api_files_move(struct http_req *r)
@@ -907,7 +889,9 @@ int api_files_move(struct http_req *r)
 	    json_array_size(body) > MANAGE_PATHS_MAX)
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "body must be an array of 1 to %d {src, dest}", MANAGE_PATHS_MAX);
-	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
+	_cleanup_free_ struct ops *ops = ops_new(OP_MOVE);
+	if (!ops)
+		return http_no_memory(r);
 	size_t i;
 	json_t *e;
 	json_array_foreach(body, i, e)
@@ -924,17 +908,35 @@ int api_files_move(struct http_req *r)
 		snprintf(name, sizeof(name), "[%zu].dest", i);
 		if (check_path(r, dest, name) < 0)
 			return 0;
-		json_t *req = json_pack("{s:s, s:s}", "src", src, "dest", dest);
-		if (!req || json_array_append_new(reqs, req) < 0)
-			return http_no_memory(r);
+		ops->v[ops->n++] = (struct op){.path = src, .dest = dest};
 	}
-	return run_ops(r, CELL_FRAME_FILE_MOVE, reqs);
+	return run_ops(r, ops);
 }
 
 /* POST /files/permissions {"<path>": {mode, owner?, group?}, ...} */
 int api_files_permissions(struct http_req *r)
 {
-	return run_path_perms(r, CELL_FRAME_FILE_CHMOD, false, "paths");
+	return run_path_perms(r, OP_CHMOD, false, "paths");
+}
+
+/* One path's {"old","new"} into o; 400 naming the field on bad input. */
+static int replace_fields(struct http_req *r, const char *path, json_t *item, struct op *o)
+{
+	json_t *jo = json_object_get(item, "old"), *jn = json_object_get(item, "new");
+	if (!json_is_clean_string(jo) || !json_string_length(jo) ||
+	    json_string_length(jo) > SBFILE_REPLACE_MAX)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "%.1024s: old must be a non-empty string of at most %u bytes",
+				  path, SBFILE_REPLACE_MAX),
+		       -EINVAL;
+	if (!json_is_clean_string(jn) || json_string_length(jn) > SBFILE_REPLACE_MAX)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "%.1024s: new must be a string of at most %u bytes", path,
+				  SBFILE_REPLACE_MAX),
+		       -EINVAL;
+	*o = (struct op){
+	    .path = path, .old = json_string_value(jo), .new_text = json_string_value(jn)};
+	return 0;
 }
 
 /* POST /files/replace[?verbose=true] {"<path>": {"old","new"}, ...} */
@@ -947,31 +949,20 @@ int api_files_replace(struct http_req *r)
 	if (http_json_body(r, &body) < 0)
 		return 0;
 	__attribute__((cleanup(json_decrefp))) json_t *owned = body;
-	__attribute__((cleanup(json_decrefp))) json_t *reqs = json_array();
 	if (json_object_size(body) == 0 || json_object_size(body) > MANAGE_PATHS_MAX)
 		return http_error(r, 400, "INVALID_ARGUMENT",
 				  "body must map 1 to %d paths to {old, new}", MANAGE_PATHS_MAX);
+	_cleanup_free_ struct ops *ops = ops_new(OP_REPLACE);
+	if (!ops)
+		return http_no_memory(r);
 	const char *path;
 	json_t *item;
 	json_object_foreach(body, path, item)
 	{
-		if (check_path(r, path, "path") < 0)
+		if (check_path(r, path, "path") < 0 ||
+		    replace_fields(r, path, item, &ops->v[ops->n++]) < 0)
 			return 0;
-		json_t *jo = json_object_get(item, "old"), *jn = json_object_get(item, "new");
-		if (!json_is_clean_string(jo) || !json_string_length(jo) ||
-		    json_string_length(jo) > REPLACE_TEXT_MAX)
-			return http_error(r, 400, "INVALID_ARGUMENT",
-					  "%.1024s: old must be a non-empty string of at most %u "
-					  "bytes",
-					  path, REPLACE_TEXT_MAX);
-		if (!json_is_clean_string(jn) || json_string_length(jn) > REPLACE_TEXT_MAX)
-			return http_error(r, 400, "INVALID_ARGUMENT",
-					  "%.1024s: new must be a string of at most %u bytes", path,
-					  REPLACE_TEXT_MAX);
-		json_t *req = json_pack("{s:s, s:O, s:O}", "path", path, "old", jo, "new", jn);
-		if (!req || json_array_append_new(reqs, req) < 0)
-			return http_no_memory(r);
 	}
 	bool v = verbose && !strcmp(verbose, "true");
-	return run_ops_collect(r, CELL_FRAME_FILE_REPLACE, reqs, v ? json_object() : NULL);
+	return run_ops_collect(r, ops, v ? json_object() : NULL);
 }

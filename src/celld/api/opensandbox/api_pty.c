@@ -2,15 +2,14 @@
  * /pty/{sid}, and the WebSocket of GET /pty/{sid}/ws (OpenSandbox execd's PTY API).
  *
  * cell-init keeps the terminal (its process, its PTY or pipes, its scrollback, who is
- * attached: PTY_* frames, include/cell/proto.h); celld makes the id, relays, and speaks
- * WebSocket. A WebSocket is one PTY_ATTACH conversation, held on the HTTP connection's own
- * thread: one poll loop over the client's socket and the relay. Attaching happens before the
- * 101, so an unknown session (404) and one already held (409 without ?takeover=1) are plain
- * HTTP answers. Then: a JSON "connected" frame, binary frames with a channel byte (0x01
- * stdout, 0x02 stderr in pipe mode, 0x03 replay: an 8-byte big-endian offset, then bytes),
- * and from the client binary 0x00+bytes (stdin) or JSON text frames (stdin, resize, signal,
- * ping). The process's end is an "exit" frame and close 1000; a takeover closes the previous
- * holder with 4001 TAKEN_OVER. */
+ * attached), reached through processes.h; this front makes the id and speaks WebSocket. A WebSocket
+ * is one PTY_ATTACH conversation, held on the HTTP connection's own thread: one poll loop over the
+ * client's socket and the relay. Attaching happens before the 101, so an unknown session (404) and
+ * one already held (409 without ?takeover=1) are plain HTTP answers. Then: a JSON "connected"
+ * frame, binary frames with a channel byte (0x01 stdout, 0x02 stderr in pipe mode, 0x03 replay: an
+ * 8-byte big-endian offset, then bytes), and from the client binary 0x00+bytes (stdin) or JSON text
+ * frames (stdin, resize, signal, ping). The process's end is an "exit" frame and close 1000; a
+ * takeover closes the previous holder with 4001 TAKEN_OVER. */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -26,10 +25,9 @@
 #include "cell/log.h"
 #include "api.h"
 #include "audit.h"
-#include "commands.h"
 #include "fields.h"
 #include "http/http.h"
-#include "relay.h"
+#include "processes.h"
 #include "sandbox.h"
 #include "timefmt.h"
 #include "http/websocket.h"
@@ -49,8 +47,9 @@ static int not_found(struct http_req *r, const char *sid)
 	return http_error(r, 404, "CONTEXT_NOT_FOUND", "pty session %s not found", sid);
 }
 
-/* An ERROR from init on a PTY request: 404 for an unknown session, else the errno table. */
-static int refused(struct http_req *r, const char *sid, const struct relay_error *e)
+/* A refusal of cell-init's on a PTY request: 404 for an unknown session, else the errno
+ * table. */
+static int refused(struct http_req *r, const char *sid, const struct proc_refusal *e)
 {
 	if (e->errnum == ENOENT)
 		return not_found(r, sid);
@@ -59,27 +58,33 @@ static int refused(struct http_req *r, const char *sid, const struct relay_error
 	return http_fail(r, e->errnum, NULL, "%s", e->message);
 }
 
-/* A one-answer PTY request on sandbox {id}: 0 with *ok, or answered (returns 1). */
-static int pty_op(struct http_req *r, uint16_t type, json_t *req, json_t **ok)
+/* Answer a failed PTY request (rc: 1 refused, else -errno with err); returns 1 when it
+ * did. */
+static int failed(struct http_req *r, int rc, const struct proc_refusal *why,
+		  const struct cell_error *err)
 {
-	*ok = NULL;
-	struct sandbox *sb = api_running_sandbox(r);
-	if (!sb) {
-		json_decref(req);
-		return 1;
-	}
-	struct relay_error rerr = {0};
-	struct relay_budget b = RELAY_BUDGET_INIT;
-	struct cell_error err = {0};
-	int rc = req ? relay_file_op(sb, type, req, ok, &rerr, &b, &err)
-		     : cell_err(&err, ENOMEM, "out of memory");
-	json_decref(req);
-	sandbox_unref(sb);
 	if (rc < 0)
-		return http_internal(r, &err), 1;
+		return http_internal(r, err), 1;
 	if (rc == 1)
-		return refused(r, http_param(r, 1), &rerr), 1;
+		return refused(r, http_param(r, 1), why), 1;
 	return 0;
+}
+
+/* PTY_STATUS of session sid of sandbox {id}: 0 with its answer, or answered (1). */
+static int status_of(struct http_req *r, const char *sid, bool *running, int64_t *offset)
+{
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb)
+		return 1;
+	struct proc_refusal why;
+	struct cell_error err = {0};
+	int rc = proc_status(sb, sid, running, offset, &why, &err);
+	sandbox_unref(sb);
+	if (rc == 2)
+		return http_error(r, 502, "SANDBOX_PROTOCOL",
+				  "cell-init sent an invalid status of pty session %s", sid),
+		       1;
+	return failed(r, rc, &why, &err);
 }
 
 /* ---- POST /pty {"cwd"?, "command"?} → 201 {"session_id"} ---- */
@@ -119,35 +124,31 @@ int api_pty_create(struct http_req *r)
 		return 0;
 	}
 	char id[CELL_ID_RANDOM_LEN + 1];
-	/* The sandbox's environment, as a bash session's (PTY_CREATE has SESSION_OPEN's
-	 * fields plus the command). */
-	json_t *req = cell_id_random(id) == 0 ? command_session_open(sb, id, cwd, NULL) : NULL;
-	_cleanup_free_ char *b64 = command ? cell_base64_encode(command, strlen(command)) : NULL;
-	if (req && command && (!b64 || json_object_set_new(req, "command", json_string(b64)) < 0)) {
-		json_decref(req);
-		req = NULL;
-	}
-	/* For the audit log: what the terminal runs and where (its environment never). */
-	json_t *rec = json_pack("{s:s, s:s*, s:s*}", "session", id, "command", command, "cwd", cwd);
+	int rc = cell_id_random(id);
+	/* What the table keeps of it: what it runs and where. */
+	json_t *config = rc == 0 ? json_pack("{s:s*, s:s*}", "command", command, "cwd", cwd) : NULL;
+	/* The sandbox's environment, as a bash session's; its mode is its first attach's. */
+	const struct proc_spec spec = {.api = PROC_API_OPENSANDBOX,
+				       .sid = id,
+				       .command = command,
+				       .cwd = cwd,
+				       .stdin_open = -1,
+				       .timeout_ms = -1,
+				       .pty = true,
+				       .config = config};
+	struct proc_refusal why = {0};
+	int pid;
+	rc = config ? proc_start(sb, &spec, NULL, &pid, &why, &err)
+		    : cell_err(&err, ENOMEM, "out of memory");
+	json_decref(config);
 	json_decref(body);
-	json_t *ok = NULL;
-	struct relay_error rerr = {0};
-	struct relay_budget b = RELAY_BUDGET_INIT;
-	int rc = req ? relay_file_op(sb, CELL_FRAME_PTY_CREATE, req, &ok, &rerr, &b, &err)
-		     : cell_err(&err, ENOMEM, "out of memory");
-	json_decref(req);
-	json_decref(ok);
-	if (rec)
-		json_object_set_new(rec, "ok", json_boolean(rc == 0));
-	audit_log(sb->id, "pty.create", rec);
 	sandbox_unref(sb);
+	if (rc == 1 && (why.errnum == EINVAL || why.errnum == ENOENT))
+		return http_fail(r, EINVAL, "INVALID_REQUEST_BODY", "%s", why.message);
+	if (rc == 1)
+		return refused(r, id, &why);
 	if (rc < 0)
 		return http_internal(r, &err);
-	if (rc == 1) {
-		if (rerr.errnum == EINVAL || rerr.errnum == ENOENT)
-			return http_fail(r, EINVAL, "INVALID_REQUEST_BODY", "%s", rerr.message);
-		return refused(r, id, &rerr);
-	}
 	return http_json(r, 201, json_pack("{s:s}", "session_id", id));
 }
 
@@ -156,30 +157,28 @@ int api_pty_create(struct http_req *r)
 int api_pty_status(struct http_req *r)
 {
 	const char *sid = http_param(r, 1);
-	json_t *ok;
-	if (pty_op(r, CELL_FRAME_PTY_STATUS, json_pack("{s:s}", "id", sid), &ok))
+	bool running;
+	int64_t off;
+	if (status_of(r, sid, &running, &off))
 		return 0;
-	json_t *running = json_object_get(ok, "running");
-	json_t *off = json_object_get(ok, "output_offset");
-	if (!json_is_boolean(running) || !json_is_integer(off) || json_integer_value(off) < 0) {
-		json_decref(ok);
-		return http_error(r, 502, "SANDBOX_PROTOCOL",
-				  "cell-init sent an invalid status of pty session %s", sid);
-	}
-	json_t *ans = json_pack("{s:s, s:O, s:O}", "session_id", sid, "running", running,
-				"output_offset", off);
-	json_decref(ok);
-	return http_json(r, 200, ans);
+	return http_json(r, 200,
+			 json_pack("{s:s, s:b, s:I}", "session_id", sid, "running", running,
+				   "output_offset", (json_int_t)off));
 }
 
 /* ---- DELETE /pty/{sid}: its process group killed, the session gone ---- */
 
 int api_pty_delete(struct http_req *r)
 {
-	json_t *ok;
-	if (pty_op(r, CELL_FRAME_PTY_CLOSE, json_pack("{s:s}", "id", http_param(r, 1)), &ok))
+	struct sandbox *sb = api_running_sandbox(r);
+	if (!sb)
 		return 0;
-	json_decref(ok);
+	struct proc_refusal why;
+	struct cell_error err = {0};
+	int rc = proc_close(sb, http_param(r, 1), &why, &err);
+	sandbox_unref(sb);
+	if (failed(r, rc, &why, &err))
+		return 0;
 	return http_empty(r, 200);
 }
 
@@ -187,14 +186,13 @@ int api_pty_delete(struct http_req *r)
 
 struct term {
 	char sid[CELL_ID_MAX + 1];
-	char mode[8];	/* "pty" or "pipe" */
-	int relay;	/* the PTY_ATTACH conversation; -1 once it ended */
-	char fail[300]; /* the process could not start: sent as START_FAILED, then closed */
-	struct relay_reader rd;
+	char mode[8];		/* "pty" or "pipe" */
+	struct proc_conn *conn; /* the attached conversation; NULL once it ended */
+	char fail[300];		/* the process could not start: sent as START_FAILED, then closed */
 	struct websocket *ws;
 	bool over;	 /* stop reading the client: a fatal error or the end was sent */
 	bool input_gone; /* init closed its side: what it sent last (ERROR, EXIT) tells why */
-	/* Input sent and not yet taken by the process (CELL_STDIN_WINDOW at most), and the one
+	/* Input sent and not yet taken by the process (PROC_STDIN_WINDOW at most), and the one
 	 * message held back, the client unread meanwhile, until the window has room for it. */
 	uint64_t unacked;
 	uint8_t *held;
@@ -207,9 +205,7 @@ struct term {
 static void term_free(void *cls)
 {
 	struct term *t = cls;
-	if (t->relay >= 0)
-		close(t->relay);
-	relay_reader_free(&t->rd);
+	proc_conn_close(t->conn);
 	free(t->held);
 	if (t->sb) {
 		sandbox_stream_end(t->sb);
@@ -231,23 +227,22 @@ static void send_error(struct term *t, const char *code, const char *msg)
 	send_json(t, json_pack("{s:s, s:s, s:s}", "type", "error", "error", msg, "code", code));
 }
 
-static void relay_end(struct term *t)
+static void conn_end(struct term *t)
 {
-	if (t->relay >= 0)
-		close(t->relay);
-	t->relay = -1;
+	proc_conn_close(t->conn);
+	t->conn = NULL;
 }
 
 /* The end of the conversation: close with code (after a last frame the caller queued). */
 static void term_end(struct term *t, uint16_t code, const char *reason)
 {
-	relay_end(t);
+	conn_end(t);
 	if (!t->over)
 		websocket_close(t->ws, code, reason);
 	t->over = true;
 }
 
-static void relay_failed(struct term *t, const char *what, const struct cell_error *err)
+static void conn_failed(struct term *t, const char *what, const struct cell_error *err)
 {
 	char msg[CELL_ERROR_MSG_MAX + 64];
 	snprintf(msg, sizeof(msg), "%s: %s", what, err->msg);
@@ -255,27 +250,46 @@ static void relay_failed(struct term *t, const char *what, const struct cell_err
 	term_end(t, WEBSOCKET_INTERNAL, "relay failed");
 }
 
-static void to_relay(struct term *t, uint16_t type, const void *data, size_t len, json_t *ctl)
+/* What a send to the process returned: on -EPIPE or -ECONNRESET, init ended the
+ * conversation (a takeover, the process's end, a bound): the frames it sent before that are
+ * still to be read, and say which. */
+static void sent(struct term *t, int rc, bool input, const struct cell_error *err)
 {
-	if (t->relay < 0 || t->input_gone) {
-		json_decref(ctl);
-		return; /* the process has ended: input goes nowhere */
-	}
-	struct cell_error err = {0};
-	int rc = type == CELL_FRAME_STDIN ? relay_send_bytes(t->relay, type, data, len, &err)
-					  : relay_send_control(t->relay, type, ctl, &err);
-	json_decref(ctl);
 	if (rc == -EPIPE || rc == -ECONNRESET) {
-		/* init ended the conversation (a takeover, the process's end, a bound): the
-		 * frames it sent before that are still to be read, and say which. */
 		t->input_gone = true;
 		return;
 	}
 	if (rc < 0) {
-		send_error(t, type == CELL_FRAME_STDIN ? "STDIN_WRITE_FAILED" : "RUNTIME_ERROR",
-			   err.msg);
+		send_error(t, input ? "STDIN_WRITE_FAILED" : "RUNTIME_ERROR", err->msg);
 		term_end(t, WEBSOCKET_INTERNAL, "relay failed");
 	}
+}
+
+/* The process has ended: input goes nowhere. */
+static bool gone(const struct term *t)
+{
+	return !t->conn || t->input_gone;
+}
+
+static void send_input(struct term *t, const void *data, size_t len)
+{
+	struct cell_error err = {0};
+	if (!gone(t))
+		sent(t, proc_conn_input(t->conn, data, len, &err), true, &err);
+}
+
+static void send_resize(struct term *t, unsigned cols, unsigned rows)
+{
+	struct cell_error err = {0};
+	if (!gone(t))
+		sent(t, proc_conn_resize(t->conn, cols, rows, &err), false, &err);
+}
+
+static void send_signal(struct term *t, int sig)
+{
+	struct cell_error err = {0};
+	if (!gone(t))
+		sent(t, proc_conn_signal(t->conn, sig, &err), false, &err);
 }
 
 static const struct {
@@ -296,9 +310,9 @@ static json_int_t dim(json_int_t v)
  * client not read meanwhile) until STDIN_TAKEN makes room. */
 static void to_stdin(struct term *t, const void *data, size_t len)
 {
-	if (!t->held && t->unacked + len <= CELL_STDIN_WINDOW) {
+	if (!t->held && t->unacked + len <= PROC_STDIN_WINDOW) {
 		t->unacked += len;
-		to_relay(t, CELL_FRAME_STDIN, data, len, NULL);
+		send_input(t, data, len);
 		return;
 	}
 	uint8_t *h = realloc(t->held, t->held_len + len);
@@ -316,14 +330,14 @@ static void to_stdin(struct term *t, const void *data, size_t len)
 static void stdin_taken(struct term *t, uint64_t n)
 {
 	t->unacked -= n < t->unacked ? n : t->unacked;
-	if (!t->held || t->unacked + t->held_len > CELL_STDIN_WINDOW)
+	if (!t->held || t->unacked + t->held_len > PROC_STDIN_WINDOW)
 		return;
 	uint8_t *h = t->held;
 	size_t len = t->held_len;
 	t->held = NULL;
 	t->held_len = 0;
 	t->unacked += len;
-	to_relay(t, CELL_FRAME_STDIN, h, len, NULL);
+	send_input(t, h, len);
 	free(h);
 	websocket_read_pause(t->ws, false);
 }
@@ -352,8 +366,7 @@ static void on_text(struct term *t, const uint8_t *data, size_t len)
 		    cols > 65535 || rows > 65535)
 			send_error(t, "INVALID_FRAME", "resize: cols and rows must be 1-65535");
 		else
-			to_relay(t, CELL_FRAME_RESIZE, NULL, 0,
-				 json_pack("{s:I, s:I}", "cols", dim(cols), "rows", dim(rows)));
+			send_resize(t, (unsigned)dim(cols), (unsigned)dim(rows));
 	} else if (!strcmp(type, "signal")) {
 		const char *name = json_string_value(json_object_get(o, "signal"));
 		int sig = 0;
@@ -367,7 +380,7 @@ static void on_text(struct term *t, const uint8_t *data, size_t len)
 				 name ? name : "");
 			send_error(t, "INVALID_FRAME", msg);
 		} else {
-			to_relay(t, CELL_FRAME_SIGNAL, NULL, 0, json_pack("{s:i}", "signal", sig));
+			send_signal(t, sig);
 		}
 	} else {
 		snprintf(msg, sizeof(msg), "unknown frame type \"%.40s\"", type);
@@ -390,33 +403,32 @@ static void on_message(void *cls, bool text, const uint8_t *data, size_t len)
 }
 
 /* One frame from init, turned into the client's. */
-static void from_relay(struct term *t)
+static void from_conn(struct term *t)
 {
-	struct relay_pty_event ev;
+	struct proc_event ev;
 	struct cell_error err = {0};
-	if (relay_pty_read(t->relay, &t->rd, &ev, &err) < 0) {
-		relay_failed(t, "the terminal's relay", &err);
+	if (proc_conn_read(t->conn, &ev, &err) < 0) {
+		conn_failed(t, "the terminal's relay", &err);
 		return;
 	}
-	switch (ev.type) {
-	case CELL_FRAME_STDOUT:
+	switch (ev.kind) {
+	case PROC_EV_STDOUT:
 		websocket_send_prefixed(t->ws, 0x01, ev.data, ev.len);
 		break;
-	case CELL_FRAME_STDERR:
+	case PROC_EV_STDERR:
 		websocket_send_prefixed(t->ws, 0x02, ev.data, ev.len);
 		break;
-	case CELL_FRAME_REPLAY: /* its payload is already the offset, then the bytes */
+	case PROC_EV_REPLAY: /* its payload is already the offset, then the bytes */
 		websocket_send_prefixed(t->ws, 0x03, ev.data, ev.len);
 		break;
-	case CELL_FRAME_STDIN_TAKEN:
+	case PROC_EV_STDIN_TAKEN:
 		stdin_taken(t, ev.taken);
 		break;
-	case CELL_FRAME_EXIT:
-		send_json(t, json_pack("{s:s, s:i}", "type", "exit", "exit_code",
-				       relay_exit_code(&ev.exit)));
+	case PROC_EV_EXIT:
+		send_json(t, json_pack("{s:s, s:i}", "type", "exit", "exit_code", ev.exit.code));
 		term_end(t, WEBSOCKET_NORMAL, "process exited");
 		break;
-	case CELL_FRAME_ERROR:
+	case PROC_EV_ERROR:
 		if (ev.error.errnum == ECONNABORTED) {
 			term_end(t, 4001, "TAKEN_OVER");
 		} else {
@@ -472,8 +484,8 @@ static void term_run(void *cls, int fd, const char *extra, size_t extra_len,
 		struct pollfd p[3] = {{.fd = fd, .events = want}, {.fd = -1}, {.fd = -1}};
 		/* Output is read from the relay while the client keeps up: a slow client slows
 		 * the terminal's output (it goes to the scrollback), never grows celld. */
-		if (t->relay >= 0 && !websocket_backlogged(t->ws))
-			p[1] = (struct pollfd){.fd = t->relay, .events = POLLIN};
+		if (t->conn && !websocket_backlogged(t->ws))
+			p[1] = (struct pollfd){.fd = proc_conn_fd(t->conn), .events = POLLIN};
 		if (!t->over)
 			p[2] = (struct pollfd){.fd = http_upgrades_stopping_fd(), .events = POLLIN};
 		int64_t until = close_by ? close_by : next_ping;
@@ -485,7 +497,7 @@ static void term_run(void *cls, int fd, const char *extra, size_t extra_len,
 			break;
 		revents = n > 0 ? p[0].revents : 0;
 		if (n > 0 && p[1].revents)
-			from_relay(t);
+			from_conn(t);
 		/* celld stops: detach (the process runs on in the sandbox) and say so. */
 		if (n > 0 && p[2].revents && !t->over) {
 			term_end(t, WEBSOCKET_GOING_AWAY, "celld is stopping");
@@ -551,53 +563,46 @@ int api_pty_ws(struct http_req *r)
 	};
 	if (websocket_check(&hs, accept, &herr) < 0) {
 		/* An unknown session is still a 404, as execd answers it before the upgrade. */
-		json_t *ok;
-		if (pty_op(r, CELL_FRAME_PTY_STATUS, json_pack("{s:s}", "id", sid), &ok))
+		bool running;
+		int64_t off;
+		if (status_of(r, sid, &running, &off))
 			return 0;
-		json_decref(ok);
 		return http_error(r, 400, "BAD_HANDSHAKE", "%s", herr.msg);
 	}
 	struct sandbox *sb = api_running_sandbox(r);
 	if (!sb)
 		return 0;
-	json_t *req = json_pack("{s:s, s:b, s:b}", "id", sid, "pty", pty, "takeover", takeover);
 	/* No since is 0, as execd takes it: an attach replays all the kept output. */
-	if (req)
-		json_object_set_new(req, "since", json_integer(since >= 0 ? since : 0));
-	if (req && cols > 0)
-		json_object_set_new(req, "cols", json_integer(dim(cols)));
-	if (req && rows > 0)
-		json_object_set_new(req, "rows", json_integer(dim(rows)));
+	const struct proc_attach a = {.sid = sid,
+				      .pty = pty,
+				      .takeover = takeover,
+				      .since = since >= 0 ? since : 0,
+				      .cols = cols > 0 ? (unsigned)dim(cols) : 0,
+				      .rows = rows > 0 ? (unsigned)dim(rows) : 0};
 	struct term *t = calloc(1, sizeof(*t));
-	json_t *ok = NULL;
-	struct relay_error rerr = {0};
-	struct relay_budget b = RELAY_BUDGET_INIT;
+	struct proc_attached info = {0};
+	struct proc_refusal why = {0};
 	struct cell_error err = {0};
-	int fd = -1;
-	int rc = req && t ? relay_pty_attach(sb, req, &fd, &ok, &rerr, &b, &err)
-			  : cell_err(&err, ENOMEM, "out of memory");
-	json_decref(req);
-	if (rc < 0 || (rc == 1 && (rerr.errnum == ENOENT || rerr.errnum == EBUSY))) {
+	int rc = t ? proc_attach(sb, &a, &t->conn, &info, &why, &err)
+		   : cell_err(&err, ENOMEM, "out of memory");
+	if (rc < 0 || (rc == 1 && (why.errnum == ENOENT || why.errnum == EBUSY))) {
 		sandbox_unref(sb);
 		free(t);
 		if (rc < 0)
 			return http_internal(r, &err);
-		if (rerr.errnum == ENOENT)
+		if (why.errnum == ENOENT)
 			return not_found(r, sid);
 		return http_error(r, 409, "ALREADY_CONNECTED",
 				  "another client is already connected to pty session %s (use "
 				  "?takeover=1 to take it over)",
 				  sid);
 	}
-	t->relay = fd;
 	t->sb = sb; /* our reference moves to t */
 	sandbox_stream_begin(sb);
 	snprintf(t->sid, sizeof(t->sid), "%s", sid);
-	const char *mode = json_string_value(json_object_get(ok, "mode"));
-	snprintf(t->mode, sizeof(t->mode), "%s", mode && !strcmp(mode, "pipe") ? "pipe" : "pty");
-	json_decref(ok);
+	snprintf(t->mode, sizeof(t->mode), "%s", rc == 0 && !info.is_pty ? "pipe" : "pty");
 	if (rc == 1) /* init could not start its process: told on the WebSocket, as execd */
-		snprintf(t->fail, sizeof(t->fail), "%s", rerr.message);
+		snprintf(t->fail, sizeof(t->fail), "%s", why.message);
 	/* The HTTP server adds Connection: Upgrade to a 101 itself. */
 	const char *const headers[] = {"Sec-WebSocket-Accept", accept, NULL};
 	if (http_upgrade_ex(r, "websocket", headers, term_run, t, term_free) < 0) {
