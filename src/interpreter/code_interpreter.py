@@ -182,21 +182,47 @@ def stamp(msg):
     return str(d) if d else now_iso()
 
 
+def spec_manager():
+    """A KernelSpecManager that reads kernelspecs from their kernel.json only: jupyter_client's
+    own imports ipykernel and IPython into this process to describe the python kernel and
+    to find one more kernels dir, some 30 MiB of memory for what the kernelspec files hold."""
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager, NoSuchKernel
+
+    class Specs(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name):
+            d = self.find_kernel_specs().get(kernel_name.lower())
+            if d:
+                return KernelSpec.from_resource_dir(d)
+            if kernel_name == "python3":
+                # No kernelspec installed: ipykernel's own, for this interpreter.
+                return KernelSpec(argv=[sys.executable, "-m", "ipykernel_launcher", "-f",
+                                        "{connection_file}"],
+                                  display_name="Python 3", language="python", resource_dir="")
+            raise NoSuchKernel(kernel_name)
+
+    from jupyter_core.paths import jupyter_path
+
+    # kernel_dirs given: its default asks IPython (imported for it) for one more dir.
+    return Specs(ensure_native_kernel=False, kernel_dirs=jupyter_path("kernels"))
+
+
 class Kernels:
     """Which languages this image has kernels for: kernelspec language -> kernel name."""
 
     def __init__(self):
-        from jupyter_client.kernelspec import KernelSpecManager
-
-        self.ksm = KernelSpecManager()
+        self.ksm = spec_manager()
         self.by_lang = {}
         try:
-            specs = self.ksm.get_all_specs()
+            names = sorted(self.ksm.find_kernel_specs())
         except Exception as e:  # a broken kernelspec dir must not stop python
             log.warning("reading kernelspecs: %s", e)
-            specs = {}
-        for name, info in sorted(specs.items()):
-            lang = str(info.get("spec", {}).get("language", "")).lower()
+            names = []
+        for name in names:
+            try:
+                lang = str(self.ksm.get_kernel_spec(name).language or "").lower()
+            except Exception as e:
+                log.warning("kernelspec %s: %s", name, e)
+                continue
             if lang and lang not in self.by_lang:
                 self.by_lang[lang] = name
         self.by_lang.setdefault("python", "python3")
@@ -264,6 +290,7 @@ class Context:
         rdir = tempfile.mkdtemp(prefix=f"k-{self.id[:8]}-", dir=self.svc.runtime_dir)
         km = AsyncKernelManager(
             kernel_name=kname,
+            kernel_spec_manager=self.svc.kernels.ksm,
             transport="ipc",
             ip=os.path.join(rdir, "k"),
             connection_file=os.path.join(rdir, "connection.json"),
