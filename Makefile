@@ -79,6 +79,7 @@ $(BUILD)/cell-init: $(INIT_OBJ)
 -include tests/Makefile.inc
 -include tests/sdk/sdk.mk
 -include tests/e2b/e2b.mk
+-include tests/interpreter/interpreter.mk
 -include tools/bench.mk
 -include tests/security/security.mk
 -include tests/vm/vm.mk
@@ -102,8 +103,9 @@ ASAN_BUILD := $(if $(filter file,$(origin BUILD)),build-asan,$(BUILD))
 asan:
 	$(MAKE) BUILD=$(ASAN_BUILD) SAN='-fsanitize=address,undefined -fno-omit-frame-pointer' all
 
-# Dependency files only: the test image cache under $(BUILD) has dirs named *.d (etc/rc2.d).
--include $(shell find $(BUILD) -path '*/tests/images-cache' -prune -o -name '*.d' -type f -print 2>/dev/null)
+# Dependency files only: the test image cache under $(BUILD) has dirs named *.d (etc/rc2.d),
+# and images built into $(BUILD)/images have files named so (usr/sbin/invoke-rc.d).
+-include $(shell find $(BUILD) \( -path '*/tests/images-cache' -o -path '$(BUILD)/images' \) -prune -o -name '*.d' -type f -print 2>/dev/null)
 
 # ---- run, images, install (rootfs/ and tools/) ----
 DESTDIR     ?=
@@ -137,7 +139,12 @@ install: all
 	install -m 0755 $(BUILD)/cell-init $(DESTDIR)$(PREFIX)/libexec/cell/cell-init
 	install -m 0755 $(BUILD)/cell-escape $(DESTDIR)$(PREFIX)/libexec/cell/cell-escape
 	install -m 0755 rootfs/build-image $(DESTDIR)$(PREFIX)/share/cell/rootfs/build-image
-	install -m 0644 rootfs/default.packages rootfs/README.md $(DESTDIR)$(PREFIX)/share/cell/rootfs/
+	install -m 0644 rootfs/default.packages rootfs/code-interpreter.packages rootfs/README.md \
+		$(DESTDIR)$(PREFIX)/share/cell/rootfs/
+	install -d $(DESTDIR)$(PREFIX)/share/cell/interpreter
+	install -m 0755 src/interpreter/code-interpreter.sh $(DESTDIR)$(PREFIX)/share/cell/interpreter/
+	install -m 0644 src/interpreter/code_interpreter.py src/interpreter/kernel_startup.py \
+		$(DESTDIR)$(PREFIX)/share/cell/interpreter/
 	@for f in $(POLICIES); do \
 		install -D -m 0644 $$f $(DESTDIR)$(PREFIX)/share/cell/$$f || exit 1; \
 	done
