@@ -32,9 +32,9 @@ MAX_BODY bytes; error answers are text/plain, one line naming what was wrong):
         and exactly one last line: {"type":"end_of_execution"}, or
         {"type":"unexpected_end_of_execution"} when the kernel died during the run
         (an error line before it says so; the next run gets a fresh kernel).
-        A run's stdout, stderr and results are bounded (OUTPUT_LIMIT bytes, default
-        16 MiB): past it one stderr line says so and the rest is dropped while the code
-        keeps running. The first run on a context whose kernel was lost when the sandbox
+        A run's stdout and stderr together, and its results apart, are bounded (OUTPUT_LIMIT
+        bytes each, default 16 MiB): past it one stderr line says so and the rest is
+        dropped while the code keeps running. The first run on a context whose kernel was lost when the sandbox
         was stopped (the service started again and found the context saved) answers
         error KernelRestarted without running the code; later runs run.
         400: invalid JSON, `code` missing or not a string, both context_id and language,
@@ -446,8 +446,12 @@ class Context:
         # answered "aborted" without running.
         mid = kc.execute(code, silent=False, store_history=True, allow_stdin=False,
                          stop_on_error=False)
+        # Output and results have budgets of their own: a run that printed past its limit
+        # still hands back its results (the value of its last line, its figures).
         budget = self.svc.output_limit
         capped = False
+        res_budget = self.svc.output_limit
+        res_capped = False
         client = True  # the client still listens
         interrupted_at = None
         loop = asyncio.get_running_loop()
@@ -533,17 +537,17 @@ class Context:
                                 "timestamp": now_iso()})
                 elif mtype in ("display_data", "execute_result", "update_display_data"):
                     data = content.get("data", {})
-                    if not capped:
+                    if not res_capped:
                         size = sum(len(v) if isinstance(v, str) else 256 for v in data.values())
-                        if size > budget:
-                            capped = True
+                        if size > res_budget:
+                            res_capped = True
                             line = {"type": "stderr",
-                                    "text": f"\n[cell: this run's output passed "
-                                            f"{self.svc.output_limit} bytes; the rest is "
+                                    "text": f"\n[cell: this run's results passed "
+                                            f"{self.svc.output_limit} bytes; the rest are "
                                             f"dropped, the code keeps running]\n",
                                     "timestamp": now_iso()}
                         else:
-                            budget -= size
+                            res_budget -= size
                             line = result_line(data, mtype == "execute_result")
                 elif mtype == "error":
                     line = {"type": "error", "name": content.get("ename", ""),

@@ -108,7 +108,7 @@ export function useCelld(extra = {}) {
 	useLibCelld({
 		...extra,
 		e2b: true,
-		images: defaultImages,
+		images: extra.images || defaultImages,
 		started: setEnv,
 		// A file's own cleanup (sandboxes of other keys) first, then the default key's.
 		cleanup: async () => {

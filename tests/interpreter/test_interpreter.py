@@ -535,8 +535,10 @@ class InterpreterTest(unittest.TestCase):
         lines = self.svc.execute(
             "import sys\nchunk = 'x' * 999999 + '\\n'\n"
             "for _ in range(100):\n    sys.stdout.write(chunk)\n"
-            "print('done', file=sys.stderr)", context_id=ctx, timeout=300)
+            "print('done', file=sys.stderr)\n'its value'", context_id=ctx, timeout=300)
         self.assertEnds(lines)
+        # Results have a budget of their own: the last line's value still comes.
+        self.assertEqual([l["text"] for l in of(lines, "result")], ["'its value'"])
         out = stdout(lines)
         self.assertLessEqual(len(out), OUTPUT_LIMIT)
         self.assertGreater(len(out), OUTPUT_LIMIT // 2)

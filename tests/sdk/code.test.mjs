@@ -1,0 +1,205 @@
+// OpenSandbox's code interpreter (execd's /code routes, specs/execd-api.yaml) on the
+// code-interpreter image. OpenSandbox's code-interpreter SDK is not on npm, so the routes are
+// driven here by a client written to the spec (and to what that SDK sends: a context
+// {id, language} with every run, DELETE /code?id= with the init event's id); the sandbox
+// itself is made with the OpenSandbox SDK, with the entrypoint OpenSandbox's clients pass.
+// Contexts, a run's events in order, errors as the last event, interrupts, concurrent and
+// queued runs, languages this image has no kernel for, bad input.
+import { before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+
+import { interpreterImages } from "../lib/interpreter-image.mjs";
+import { STEP_MS, createSandbox, h, skip, sleep, stopsCleanly, useCelld } from "./harness.mjs";
+
+const ENTRYPOINT = ["/opt/code-interpreter/code-interpreter.sh"];
+
+describe("the code interpreter through OpenSandbox's /code routes", { skip }, () => {
+	useCelld({ images: interpreterImages });
+	let sbx, base;
+
+	const headers = { "OPEN-SANDBOX-API-KEY": "", "Content-Type": "application/json" };
+	const call = async (method, path, body) => {
+		const res = await fetch(`${base}${path}`, {
+			method,
+			headers: { ...headers, "OPEN-SANDBOX-API-KEY": h.apiKey },
+			body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+		});
+		const text = await res.text();
+		return { status: res.status, body: text ? JSON.parse(text) : null };
+	};
+	// POST /code: its events, parsed from the SSE stream ("<json>\n\n" each), pings left out.
+	const run = async (code, context, onEvent) => {
+		const res = await fetch(`${base}/code`, {
+			method: "POST",
+			headers: { ...headers, "OPEN-SANDBOX-API-KEY": h.apiKey, accept: "text/event-stream" },
+			body: JSON.stringify({ code, context }),
+		});
+		if (res.status !== 200) return { status: res.status, body: await res.json() };
+		const events = [];
+		let buf = "";
+		const dec = new TextDecoder();
+		for await (const chunk of res.body) {
+			buf += dec.decode(chunk, { stream: true });
+			let i;
+			while ((i = buf.indexOf("\n\n")) >= 0) {
+				const ev = JSON.parse(buf.slice(0, i).replace(/^data: ?/, ""));
+				buf = buf.slice(i + 2);
+				if (ev.type === "ping") continue;
+				events.push(ev);
+				await onEvent?.(ev);
+			}
+		}
+		return { status: 200, events };
+	};
+	const types = (evs) => evs.map((e) => e.type);
+	const stdout = (evs) => evs.filter((e) => e.type === "stdout").map((e) => e.text).join("");
+
+	before(async () => {
+		sbx = await createSandbox({ image: "code-interpreter", entrypoint: ENTRYPOINT, readyTimeoutSeconds: 60 });
+		base = `http://127.0.0.1:${h.port}/v1/sandboxes/${sbx.id}/proxy/44772`;
+		// The service starts with the sandbox: the first call waits for it.
+		for (let i = 0; i < 300; i++, await sleep(100)) {
+			const r = await call("GET", "/code/contexts");
+			if (r.status === 200) return;
+			assert.equal(r.status, 502, JSON.stringify(r.body));
+		}
+		assert.fail("the code interpreter never answered");
+	});
+
+	it("creates, gets, lists and deletes contexts", { timeout: STEP_MS }, async () => {
+		const c = await call("POST", "/code/context", { language: "python" });
+		assert.equal(c.status, 200, JSON.stringify(c.body));
+		assert.equal(c.body.language, "python");
+		assert.match(c.body.id, /^[a-z0-9-]+$/);
+		const got = await call("GET", `/code/contexts/${c.body.id}`);
+		assert.deepEqual(got.body, c.body);
+		const all = await call("GET", "/code/contexts");
+		assert.ok(all.body.some((x) => x.id === c.body.id));
+		const py = await call("GET", "/code/contexts?language=python");
+		assert.ok(py.body.every((x) => x.language === "python") && py.body.some((x) => x.id === c.body.id));
+		assert.equal((await call("DELETE", `/code/contexts/${c.body.id}`)).status, 200);
+		const gone = await call("GET", `/code/contexts/${c.body.id}`);
+		assert.equal(gone.status, 404);
+		assert.equal(gone.body.code, "CONTEXT_NOT_FOUND");
+		assert.equal((await call("DELETE", "/code/contexts?language=python")).status, 200);
+		assert.deepEqual((await call("GET", "/code/contexts?language=python")).body, []);
+	});
+
+	it("streams a run's events in order: init, output, result, count, complete", { timeout: STEP_MS }, async () => {
+		const ctx = (await call("POST", "/code/context", { language: "python" })).body;
+		const r = await run("import sys\nprint('hello')\nprint('oops', file=sys.stderr)\nresult = 2 + 2\nresult", ctx);
+		assert.equal(r.status, 200);
+		const t = types(r.events);
+		assert.equal(t[0], "init");
+		assert.equal(r.events[0].text, ctx.id, "init names the context");
+		assert.equal(t.at(-1), "execution_complete");
+		assert.ok(t.includes("execution_count"));
+		assert.equal(stdout(r.events), "hello\n");
+		assert.equal(r.events.find((e) => e.type === "stderr").text, "oops\n");
+		const res = r.events.find((e) => e.type === "result");
+		assert.equal(res.results["text/plain"], "4");
+		assert.ok(t.indexOf("stdout") < t.indexOf("result") && t.indexOf("result") < t.length - 1);
+		assert.equal(typeof r.events.at(-1).execution_time, "number");
+		assert.ok(r.events.every((e) => typeof e.timestamp === "number" || e.type === "init"));
+		// State kept in the context; a language-only run uses the language's own context.
+		const again = await run("result * 10", ctx);
+		assert.equal(again.events.find((e) => e.type === "result").results["text/plain"], "40");
+		const direct = await run("'direct'", { language: "python" });
+		assert.equal(direct.events.find((e) => e.type === "result").results["text/plain"], "'direct'");
+		assert.match(direct.events[0].text, /^[a-z0-9-]+$/, "init names the context it ran in");
+	});
+
+	it("returns a chart as a PNG in the result's MIME bundle", { timeout: STEP_MS }, async () => {
+		const r = await run("import matplotlib.pyplot as plt\nplt.bar(['a', 'b'], [1, 3])\nplt.show()", { language: "python" });
+		const res = r.events.find((e) => e.type === "result" && e.results["image/png"]);
+		assert.ok(res, JSON.stringify(types(r.events)));
+		assert.equal(Buffer.from(res.results["image/png"], "base64").subarray(1, 4).toString(), "PNG");
+		assert.equal(res.results["application/vnd.cell.chart+json"].type, "bar");
+	});
+
+	it("ends a failed run with its error, not execution_complete", { timeout: STEP_MS }, async () => {
+		const ctx = (await call("POST", "/code/context", { language: "python" })).body;
+		const r = await run("print(undefined_variable)", ctx);
+		const t = types(r.events);
+		assert.equal(t.at(-1), "error");
+		assert.ok(!t.includes("execution_complete"));
+		const e = r.events.at(-1).error;
+		assert.equal(e.ename, "NameError");
+		assert.match(e.evalue, /undefined_variable/);
+		assert.ok(Array.isArray(e.traceback) && e.traceback.length > 0);
+	});
+
+	it("keeps contexts apart, runs them at once, and queues runs on one context", { timeout: STEP_MS }, async () => {
+		const a = (await call("POST", "/code/context", { language: "python" })).body;
+		const b = (await call("POST", "/code/context", { language: "python" })).body;
+		await run("secret = 'a'", a);
+		const other = await run("secret", b);
+		assert.equal(other.events.at(-1).error?.ename, "NameError");
+		// Two contexts at once: each one's 1 s sleep overlaps the other's (both started before
+		// either ended).
+		const marks = [];
+		const mark = (name) => async (ev) => {
+			if (ev.type === "stdout") marks.push(`${name}:${ev.text.trim()}`);
+		};
+		const code = "import time\nprint('start', flush=True)\ntime.sleep(1)\nprint('end', flush=True)";
+		await Promise.all([run(code, a, mark("a")), run(code, b, mark("b"))]);
+		assert.ok(marks.indexOf("a:start") < marks.indexOf("b:end") && marks.indexOf("b:start") < marks.indexOf("a:end"), marks.join());
+		// On one context, the second waits for the first: its start comes after the first's end.
+		marks.length = 0;
+		await Promise.all([run(code, a, mark("1")), sleep(200).then(() => run(code, a, mark("2")))]);
+		assert.deepEqual(marks, ["1:start", "1:end", "2:start", "2:end"]);
+	});
+
+	it("interrupts a run by the init event's id; an unknown id is 404", { timeout: STEP_MS }, async () => {
+		const ctx = (await call("POST", "/code/context", { language: "python" })).body;
+		let initId;
+		let interrupted;
+		const r = await run("import time\nfor i in range(100):\n    print(i, flush=True)\n    time.sleep(0.2)", ctx, async (ev) => {
+			if (ev.type === "init") initId = ev.text;
+			if (ev.type === "stdout" && ev.text.trim() === "1" && !interrupted)
+				interrupted = await call("DELETE", `/code?id=${encodeURIComponent(initId)}`);
+		});
+		assert.equal(interrupted.status, 200);
+		assert.equal(r.events.at(-1).type, "error");
+		assert.equal(r.events.at(-1).error.ename, "KeyboardInterrupt");
+		assert.ok(Number(stdout(r.events).trim().split("\n").at(-1)) < 50, "stopped early");
+		// The context is usable at once.
+		assert.equal((await run("'after'", ctx)).events.find((e) => e.type === "result").results["text/plain"], "'after'");
+		const fake = await call("DELETE", `/code?id=fake-${Date.now()}`);
+		assert.equal(fake.status, 404);
+	});
+
+	it("refuses a language without a kernel, naming the kernels there are", { timeout: STEP_MS }, async () => {
+		for (const language of ["java", "go", "typescript"]) {
+			const c = await call("POST", "/code/context", { language });
+			assert.equal(c.status, 400, `${language}: ${JSON.stringify(c.body)}`);
+			assert.match(c.body.message, new RegExp(`${language}.*kernels here: python`));
+		}
+		const r = await run("1", { language: "java" });
+		assert.equal(r.status, 400);
+	});
+
+	it("answers bad input with a clear 4xx and changes nothing", { timeout: STEP_MS }, async () => {
+		let r = await call("POST", "/code", "{nope");
+		assert.equal(r.status, 400);
+		r = await call("POST", "/code", { code: "" });
+		assert.equal(r.status, 400);
+		assert.match(r.body.message, /code/);
+		r = await call("POST", "/code", { code: "1", context: { id: "no-such-context", language: "python" } });
+		assert.equal(r.status, 404);
+		r = await call("POST", "/code", { code: "x = '" + "y".repeat(10 << 20) + "'" });
+		assert.equal(r.status, 413);
+		r = await call("POST", "/code/context", { language: 7 });
+		assert.equal(r.status, 400);
+		r = await call("GET", "/code/contexts?language=no%2Fslash");
+		assert.equal(r.status, 400);
+		r = await call("DELETE", "/code/contexts");
+		assert.equal(r.status, 400, "a bulk delete names its language");
+		r = await call("DELETE", "/code");
+		assert.equal(r.status, 400);
+		const ok = await run("'still here'", { language: "python" });
+		assert.equal(ok.events.find((e) => e.type === "result").results["text/plain"], "'still here'");
+	});
+
+	stopsCleanly();
+});
