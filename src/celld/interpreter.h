@@ -16,10 +16,12 @@
 
 struct sandbox;
 
-#define INTERP_PORT	   49999
-#define INTERP_ANSWER_MAX  (1u << 20)  /* a unary answer's body */
-#define INTERP_LINE_MAX	   (64u << 20) /* one NDJSON line of a run (a result's images) */
-#define INTERP_REQUEST_MAX (2u << 20)  /* what is sent: the service refuses more */
+#define INTERP_PORT	  49999
+#define INTERP_ANSWER_MAX (1u << 20) /* a unary answer's body */
+/* One NDJSON line of a run: the service bounds a run's results to 16 MiB; a line past this
+ * is a misbehaving sandbox's, and ends the run (celld holds at most this much per run). */
+#define INTERP_LINE_MAX	   (20u << 20)
+#define INTERP_REQUEST_MAX (2u << 20) /* what is sent: the service refuses more */
 
 /* A unary answer: its status and body (NUL-terminated; JSON on 2xx, one line of text
  * naming what was wrong otherwise). */
