@@ -201,5 +201,29 @@ describe("the code interpreter through OpenSandbox's /code routes", { skip }, ()
 		assert.equal(ok.events.find((e) => e.type === "result").results["text/plain"], "'still here'");
 	});
 
+	// The idle rule counts only a client's use: a sandbox whose service and kernel run, and
+	// that nobody calls, pauses at its idle timeout (the service sends nothing on its own).
+	it("never keeps its sandbox awake by itself", { timeout: STEP_MS * 2 }, async () => {
+		const idle = await createSandbox({
+			image: "code-interpreter",
+			entrypoint: ENTRYPOINT,
+			readyTimeoutSeconds: 60,
+			extensions: { "cell.idleTimeout": "3" },
+		});
+		const at = `http://127.0.0.1:${h.port}/v1/sandboxes/${idle.id}`;
+		const get = async (path, init = {}) =>
+			fetch(`${at}${path}`, { ...init, headers: { "OPEN-SANDBOX-API-KEY": h.apiKey, "Content-Type": "application/json" } });
+		let ran = false;
+		for (let i = 0; i < 300 && !ran; i++, await sleep(100)) {
+			const res = await get("/proxy/44772/code", { method: "POST", body: JSON.stringify({ code: "1 + 1" }) });
+			ran = res.status === 200 && (await res.text()).includes("execution_complete");
+		}
+		assert.ok(ran, "a run in the idle sandbox");
+		let state;
+		for (let i = 0; i < 600 && state !== "Paused"; i++, await sleep(100))
+			state = (await (await get("")).json()).status.state;
+		assert.equal(state, "Paused", "paused at its idle timeout with its kernel running");
+	});
+
 	stopsCleanly();
 });
