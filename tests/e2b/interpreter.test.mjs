@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { Sandbox as Interpreter, TimeoutError } from "@e2b/code-interpreter";
 
 import { interpreterImages } from "../lib/interpreter-image.mjs";
-import { STEP_MS, h, opts, skip, sleep, stopsCleanly, useCelld } from "./harness.mjs";
+import { STEP_MS, h, opts, skip, sleep, startCelld, stopCelld, stopsCleanly, useCelld } from "./harness.mjs";
 
 // A fresh sandbox's service starts its first kernel in about a second; a loaded machine
 // may take longer. runCode is retried while the proxy answers "nothing listens" (502).
@@ -173,6 +173,14 @@ describe("the code interpreter through E2B's SDK", { skip }, () => {
 		res = await post(JSON.stringify({ code: "x = '" + "y".repeat(10 << 20) + "'" }));
 		assert.equal(res.status, 413);
 		assert.equal((await sbx.runCode("x")).results[0].text, "40", "nothing changed");
+	});
+
+	it("keeps its kernels through a restart of celld", { timeout: STEP_MS * 2 }, async () => {
+		await sbx.runCode("survivor = 'kept'");
+		const stopped = await stopCelld();
+		assert.ok(stopped && !stopped.killed, "celld stops on SIGTERM");
+		await startCelld();
+		assert.equal((await sbx.runCode("survivor")).results[0].text, "'kept'");
 	});
 
 	it("keeps the kernel's state through a pause and resume", { timeout: STEP_MS * 2 }, async () => {
