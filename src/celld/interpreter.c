@@ -12,12 +12,14 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cell/cleanup.h"
 #include "cell/id.h"
 #include "interpreter.h"
 #include "portconn.h"
+#include "registry.h"
 #include "sandbox.h"
 
 #define HEAD_MAX       (16u << 10)
@@ -118,6 +120,34 @@ static ssize_t recv_into(int fd, struct bytes *b, size_t max)
 	}
 }
 
+/* sb entered its state (Running: started, resumed) less than INTERP_START_S ago. */
+static bool just_started(struct sandbox *sb)
+{
+	registry_lock();
+	time_t at = sb->transition_at;
+	bool running = sb->state == SBX_RUNNING;
+	registry_unlock();
+	return running && time(NULL) - at < INTERP_START_S;
+}
+
+int interp_connect(struct sandbox *sb, struct cell_error *err)
+{
+	int64_t waited = 0, step = 20;
+	for (;;) {
+		struct cell_error cerr = {0};
+		int fd = portconn_open(sb, INTERP_PORT, &cerr);
+		if (fd != -ECONNREFUSED || waited >= INTERP_READY_MS || !just_started(sb)) {
+			if (fd < 0)
+				*err = cerr;
+			return fd;
+		}
+		struct timespec ts = {.tv_sec = step / 1000, .tv_nsec = (step % 1000) * 1000000};
+		nanosleep(&ts, NULL);
+		waited += step;
+		step = step * 2 > 500 ? 500 : step * 2;
+	}
+}
+
 /* Connected to sb's service with the request sent. */
 static int open_request(struct sandbox *sb, const char *method, const char *path, json_t *body,
 			struct cell_error *err)
@@ -138,7 +168,7 @@ static int open_request(struct sandbox *sb, const char *method, const char *path
 	if (hl < 0 || (size_t)hl >= sizeof(head))
 		return cell_err_msg(err, EINVAL, "code interpreter: path too long");
 	struct cell_error cerr = {0};
-	int fd = portconn_open(sb, INTERP_PORT, &cerr);
+	int fd = interp_connect(sb, &cerr);
 	if (fd == -ECONNREFUSED)
 		return cell_err_msg(
 		    err, ECONNREFUSED,

@@ -23,6 +23,16 @@ struct sandbox;
 #define INTERP_LINE_MAX	   (20u << 20)
 #define INTERP_REQUEST_MAX (2u << 20) /* what is sent: the service refuses more */
 
+/* A connection to sb's service (portconn's, non-blocking), or -errno with err. A sandbox
+ * that started (or resumed) less than INTERP_START_S ago may not have its service up yet:
+ * a refused connection is tried again, a little later each time, for up to
+ * INTERP_READY_MS, so a client's first call right after its create finds it, as on a
+ * platform whose templates start with the service running. The port proxy uses it for
+ * INTERP_PORT too. */
+#define INTERP_START_S	60
+#define INTERP_READY_MS 30000
+int interp_connect(struct sandbox *sb, struct cell_error *err);
+
 /* A unary answer: its status and body (NUL-terminated; JSON on 2xx, one line of text
  * naming what was wrong otherwise). */
 struct interp_answer {

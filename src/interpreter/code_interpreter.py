@@ -16,14 +16,16 @@ HTTP protocol (HTTP/1.1, keep-alive; request bodies JSON with Content-Length, at
 MAX_BODY bytes; error answers are text/plain, one line naming what was wrong):
 
   GET  /health                  200 {"status":"ok"}
-  POST /execute                 {code, context_id?, language?, env_vars?}
+  POST /execute                 {code, context_id?, language?, env_vars?, text_repr?}
         200 application/x-ndjson, chunked, streamed while the code runs, with the header
         X-Context-Id naming the context it runs in; one JSON object per line, each with
         "type":
           {"type":"number_of_executions","execution_count":N}   once the kernel took it
           {"type":"stdout"|"stderr","text":S,"timestamp":ISO-8601}
           {"type":"result","is_main_result":B, and the MIME fields present:
-              text (text/plain), html, markdown, svg, png (base64), jpeg (base64), pdf,
+              text (text/plain; a string's quotes stripped as E2B's server does, unless
+              the request's text_repr is true, as celld's OpenSandbox front sends it),
+              html, markdown, svg, png (base64), jpeg (base64), pdf,
               latex, json, javascript, data (a DataFrame's columns as lists),
               chart (a matplotlib figure's data: type line|scatter|bar|pie|
               box_and_whisker|superchart|unknown, title, elements, ...),
@@ -161,12 +163,31 @@ def sanitize(v):
     return v
 
 
-def result_line(data, main):
+def getpass_user():
+    import pwd
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return f"uid {os.getuid()}"
+
+
+def e2b_text(text):
+    """text/plain as E2B's server hands it on: a string's repr without its quotes."""
+    if isinstance(text, str) and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def result_line(data, main, repr_text=False):
+    """A result's line; its text as E2B's server gives it unless repr_text (OpenSandbox's
+    execd hands Jupyter's text/plain on as it is)."""
     out = {"type": "result", "is_main_result": main}
     extra = {}
     for mime, val in data.items():
         field = MIME_FIELDS.get(mime)
-        if field:
+        if field == "text" and not repr_text:
+            out[field] = e2b_text(val)
+        elif field:
             out[field] = val
         else:
             extra[mime] = val
@@ -391,7 +412,7 @@ class Context:
         if self.km is not None and await self.alive():
             await self.km.interrupt_kernel()
 
-    async def run(self, code, env_vars, emit, gone):
+    async def run(self, code, env_vars, emit, gone, repr_text=False):
         """One run: emit(obj) per NDJSON line (returns False once the client is gone);
         `gone` is a future done when the client disconnected."""
         async with self.lock:
@@ -431,7 +452,7 @@ class Context:
                     await emit({"type": "end_of_execution"})
                     return
             try:
-                await self._run(code, emit, gone)
+                await self._run(code, emit, gone, repr_text)
             finally:
                 if env_vars and self.kc is not None and await self.alive():
                     try:
@@ -439,7 +460,7 @@ class Context:
                     except Exception as e:
                         log.warning("context %s: restoring env: %s", self.id, e)
 
-    async def _run(self, code, emit, gone):
+    async def _run(self, code, emit, gone, repr_text=False):
         kc = self.kc
         # stop_on_error=False: after an error ipykernel otherwise aborts requests that reach
         # it in the next moment, and the next run, sent as soon as this one ends, would be
@@ -548,7 +569,7 @@ class Context:
                                     "timestamp": now_iso()}
                         else:
                             res_budget -= size
-                            line = result_line(data, mtype == "execute_result")
+                            line = result_line(data, mtype == "execute_result", repr_text)
                 elif mtype == "error":
                     line = {"type": "error", "name": content.get("ename", ""),
                             "value": content.get("evalue", ""),
@@ -728,6 +749,11 @@ class Service:
         cwd = cwd or self.default_cwd()
         if not os.path.isdir(cwd):
             raise HTTPError(400, f"cwd {cwd} is not a directory")
+        # The kernel runs as this service's user: a directory it cannot enter is the
+        # caller's error, said now rather than as a kernel that failed to start.
+        if not os.access(cwd, os.X_OK):
+            raise HTTPError(400, f"cwd {cwd} cannot be entered by the kernel's user "
+                                 f"({getpass_user()})")
         ctx = self.new_context(lang, cwd)
         self.save()
         async with ctx.lock:
@@ -788,7 +814,10 @@ class Service:
             if lang is not None and not isinstance(lang, str):
                 raise HTTPError(400, "language must be a string")
             ctx = self.default_context(self.kernels.resolve(lang))
-        return ctx, code, env
+        # cell's own field, for celld's OpenSandbox front: results' text/plain as Jupyter
+        # gives it (E2B's server strips a string's quotes).
+        repr_text = req.get("text_repr") is True
+        return ctx, code, env, repr_text
 
 
 def parse_json(body, allow_empty=False):
@@ -908,8 +937,8 @@ class Connection:
         if seg == ["execute"]:
             if method != "POST":
                 raise HTTPError(405, "use POST /execute")
-            ctx, code, env = svc.execute_target(body)
-            return await self.execute(ctx, code, env, keep)
+            ctx, code, env, repr_text = svc.execute_target(body)
+            return await self.execute(ctx, code, env, keep, repr_text)
         if seg == ["contexts"]:
             if method == "GET":
                 await self.send_json([c.public() for c in svc.contexts.values()])
@@ -936,7 +965,7 @@ class Connection:
             return keep
         raise HTTPError(404, f"no route {method} {path}")
 
-    async def execute(self, ctx, code, env, keep):
+    async def execute(self, ctx, code, env, keep, repr_text=False):
         w = self.writer
         # X-Context-Id: the context the run goes to (the one named, or the language's
         # default), which celld's OpenSandbox front hands its client for an interrupt.
@@ -978,7 +1007,7 @@ class Connection:
             return True
 
         try:
-            await ctx.run(code, env, emit, gone)
+            await ctx.run(code, env, emit, gone, repr_text)
         except Exception as e:
             # A failure of this service's own: the client still gets a terminal line.
             log.exception("context %s: run failed", ctx.id)

@@ -226,7 +226,9 @@ def _cell_interp_setup():
                 else:
                     tl = {round(t, 6): l.get_text() for t, l in zip(ax.get_xticks(), ax.get_xticklabels())}
                 group = str(cont.get_label()) if cont.get_label() else ""
-                if group.startswith("_"):
+                if group.startswith("_container") and group[10:].isdigit():
+                    group = f"Group {int(group[10:])}"  # as E2B names an unlabelled one
+                elif group.startswith("_"):
                     group = ""
                 for r in rects:
                     if horizontal:
@@ -236,7 +238,7 @@ def _cell_interp_setup():
                         pos = r.get_x() + r.get_width() / 2
                         v = r.get_height()
                     label = tl.get(round(pos, 6), str(num(pos)))
-                    chart["elements"].append({"label": label, "value": str(num(v)), "group": group})
+                    chart["elements"].append({"label": label, "value": num(v), "group": group})
             if any(getattr(c, "orientation", "vertical") == "horizontal" for c in ax.containers):
                 chart["x_label"], chart["y_label"] = chart["y_label"], chart["x_label"]
                 chart["x_unit"], chart["y_unit"] = chart["y_unit"], chart["x_unit"]
@@ -353,6 +355,53 @@ def _cell_interp_setup():
                 return clean(obj.to_dict(orient="list"))
             except Exception:
                 return None
+
+    # An image saved to a path is shown too: as in E2B's template, code that saves a picture
+    # with PIL gets it back as a result. Patched when PIL.Image is first imported (a loader
+    # around its own), so a kernel that never uses PIL pays nothing at its start.
+    def patch_pil(image_mod):
+        original_save = image_mod.Image.save
+
+        def save(image, fp, format=None, **options):
+            if isinstance(fp, (str, os.PathLike)):
+                from IPython.display import display
+
+                display(image)
+            return original_save(image, fp, format, **options)
+
+        image_mod.Image.save = save
+
+    import importlib.abc
+
+    class PILHook(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name != "PIL.Image":
+                return None
+            spec = None
+            for finder in sys.meta_path:
+                if finder is not self and hasattr(finder, "find_spec"):
+                    spec = finder.find_spec(name, path, target)
+                    if spec:
+                        break
+            if spec is None or spec.loader is None:
+                return spec
+            inner = spec.loader
+
+            class Loader(importlib.abc.Loader):
+                def create_module(self, s):
+                    return inner.create_module(s)
+
+                def exec_module(self, module):
+                    inner.exec_module(module)
+                    patch_pil(module)
+
+            spec.loader = Loader()
+            return spec
+
+    if "PIL.Image" in sys.modules:
+        patch_pil(sys.modules["PIL.Image"])
+    else:
+        sys.meta_path.insert(0, PILHook())
 
     ip.events.register("pre_run_cell", reset_output)
     fm = ip.display_formatter.formatters

@@ -319,7 +319,7 @@ class InterpreterTest(unittest.TestCase):
         chart = res[0]["chart"]
         self.assertEqual(chart["type"], "bar")
         self.assertEqual([(e["label"], e["value"]) for e in chart["elements"]],
-                         [("a", "3.0"), ("b", "5.0")])
+                         [("a", 3.0), ("b", 5.0)])
         self.assertTrue(res[0]["png"])
 
         lines = self.svc.execute(
@@ -405,6 +405,10 @@ class InterpreterTest(unittest.TestCase):
         # The next run waits for the interrupted one, which must end at once.
         lines = self.svc.execute("kept", context_id=ctx["id"], timeout=60)
         self.assertEnds(lines)
+        # A string's text as E2B's server gives it: without its quotes; with text_repr (as
+        # celld's OpenSandbox front asks) as Jupyter gives it.
+        self.assertEqual(of(lines, "result")[0]["text"], "yes")
+        lines = self.svc.execute("kept", context_id=ctx["id"], text_repr=True)
         self.assertEqual(of(lines, "result")[0]["text"], "'yes'")
 
     def test_interrupt_route(self):
@@ -538,7 +542,7 @@ class InterpreterTest(unittest.TestCase):
             "print('done', file=sys.stderr)\n'its value'", context_id=ctx, timeout=300)
         self.assertEnds(lines)
         # Results have a budget of their own: the last line's value still comes.
-        self.assertEqual([l["text"] for l in of(lines, "result")], ["'its value'"])
+        self.assertEqual([l["text"] for l in of(lines, "result")], ["its value"])
         out = stdout(lines)
         self.assertLessEqual(len(out), OUTPUT_LIMIT)
         self.assertGreater(len(out), OUTPUT_LIMIT // 2)
@@ -546,7 +550,7 @@ class InterpreterTest(unittest.TestCase):
         self.assertEqual(len(notes), 1)
         # The code ran to its end and the kernel lives on with its state.
         lines = self.svc.execute("alive", context_id=ctx)
-        self.assertEqual(of(lines, "result")[0]["text"], "'still'")
+        self.assertEqual(of(lines, "result")[0]["text"], "still")
         # The limit is per run.
         self.assertEqual(stdout(self.svc.execute("print('small')", context_id=ctx)), "small\n")
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "interpreter.h"
@@ -22,14 +23,31 @@
 static int peer = -1; /* the service's end */
 static int mine = -1; /* celld's end, handed out once */
 
+static int refusals; /* connections refused before mine is handed out */
+static int attempts;
+
 int portconn_open(struct sandbox *sb, unsigned port, struct cell_error *err)
 {
 	(void)sb;
 	(void)err;
 	ck_assert_uint_eq(port, INTERP_PORT);
+	attempts++;
+	if (refusals > 0) {
+		refusals--;
+		return -ECONNREFUSED;
+	}
 	int fd = mine;
 	mine = -1;
 	return fd >= 0 ? fd : -ECONNREFUSED;
+}
+
+/* The registry's lock guards the sandbox's state: nothing to guard here. */
+void registry_lock(void)
+{
+}
+
+void registry_unlock(void)
+{
 }
 
 static void setup(void)
@@ -255,14 +273,41 @@ START_TEST(endless_line_bounded)
 }
 END_TEST
 
+/* Nothing listens: at once for a sandbox not just started (this one is Pending). */
 START_TEST(nothing_listens)
 {
 	close(mine);
 	mine = -1;
+	attempts = 0;
 	struct interp_answer a;
 	struct cell_error err = {0};
 	ck_assert_int_eq(interp_call(&sb, "GET", "/contexts", NULL, &a, &err), -ECONNREFUSED);
 	ck_assert_ptr_nonnull(strstr(err.msg, "sbx-test"));
+	ck_assert_int_eq(attempts, 1);
+}
+END_TEST
+
+/* A sandbox that has just started: its service is given the moment it takes to listen. */
+START_TEST(a_young_sandbox_is_waited_for)
+{
+	struct sandbox young = {
+	    .id = "sbx-young", .state = SBX_RUNNING, .transition_at = time(NULL)};
+	refusals = 3;
+	attempts = 0;
+	answer_length("200 OK", "[]");
+	struct interp_answer a;
+	struct cell_error err = {0};
+	ck_assert_int_eq(interp_call(&young, "GET", "/contexts", NULL, &a, &err), 0);
+	ck_assert_int_eq(a.status, 200);
+	ck_assert_int_eq(attempts, 4);
+	interp_answer_free(&a);
+	/* Long running: refused at once. */
+	young.transition_at = time(NULL) - INTERP_START_S - 1;
+	refusals = 1;
+	attempts = 0;
+	ck_assert_int_eq(interp_call(&young, "GET", "/contexts", NULL, &a, &err), -ECONNREFUSED);
+	ck_assert_int_eq(attempts, 1);
+	refusals = 0;
 }
 END_TEST
 
@@ -277,6 +322,7 @@ static Suite *interp_client_suite(void)
 	tcase_add_test(tc, hostile_answers_refused);
 	tcase_add_test(tc, endless_line_bounded);
 	tcase_add_test(tc, nothing_listens);
+	tcase_add_test(tc, a_young_sandbox_is_waited_for);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	return s;

@@ -42,6 +42,7 @@
 #include "http/errors.h"
 #include "fields.h"
 #include "http/http.h"
+#include "interpreter.h"
 #include "portconn.h"
 #include "http/proxyhead.h"
 #include "sandbox.h"
@@ -636,7 +637,11 @@ int api_proxy_begin(struct http_req *r)
 	p->upgrade = wants_upgrade(r);
 	p->head_method = !strcmp(http_method(r), "HEAD");
 	struct cell_error err = {0};
-	p->fd = portconn_open(sb, p->port, &err);
+	/* The code interpreter's port: a sandbox that just started is given the moment its
+	 * service takes to listen (interp_connect), as its client calls right after the
+	 * create. */
+	p->fd =
+	    p->port == INTERP_PORT ? interp_connect(sb, &err) : portconn_open(sb, p->port, &err);
 	if (p->fd == -ECONNREFUSED)
 		return http_error(r, 502, "PROXY_CONNECT_FAILED",
 				  "nothing listens on port %u in sandbox %s (127.0.0.1:%u in its "

@@ -535,10 +535,13 @@ static json_t *run_request(struct http_req *r, json_t *body)
 		http_error(r, 400, "INVALID_ARGUMENT", "%s", bad);
 		return NULL;
 	}
-	/* A context names its language too; the service takes one or the other. */
+	/* A context names its language too; the service takes one or the other. text_repr:
+	 * results' text/plain as Jupyter gives it, as execd hands it on (E2B's protocol strips
+	 * a string's quotes). */
 	json_t *req =
-	    id && *id ? json_pack("{s:O, s:s}", "code", code, "context_id", id)
-		      : json_pack("{s:O, s:s}", "code", code, "language", lang ? lang : "python");
+	    id && *id ? json_pack("{s:O, s:s, s:b}", "code", code, "context_id", id, "text_repr", 1)
+		      : json_pack("{s:O, s:s, s:b}", "code", code, "language",
+				  lang ? lang : "python", "text_repr", 1);
 	if (!req)
 		http_no_memory(r);
 	return req;
