@@ -92,6 +92,7 @@ KERNEL_START_TIMEOUT = 60.0
 # After an interrupt (client gone), how long a run may take to stop before its kernel is
 # replaced: code that ignores KeyboardInterrupt must not hold the context forever.
 INTERRUPT_GRACE = 10.0
+KEPT_INTERRUPT_EVERY = 0.25
 KERNEL_RESTARTED = (
     "its kernel restarted: the sandbox was stopped; state is gone "
     "(variables, imports and definitions of earlier runs). Run the code again."
@@ -274,6 +275,13 @@ class Context:
         self.kc = None
         self.restarting = False
         self.removed = False
+        # An interrupt asked for while a run is under way but before its code started in the
+        # kernel (kernel start, env_vars, the request not yet taken) would reach an idle
+        # kernel and be lost: it is kept and sent once the kernel takes the code.
+        self.accepted = 0       # runs answered (their head sent) and not yet ended
+        self.running = False    # a run holds the lock
+        self.executing = False  # its code started in the kernel (execute_input seen)
+        self.interrupt_pending = False
 
     def public(self):
         return {"id": self.id, "language": self.language, "cwd": self.cwd}
@@ -412,53 +420,70 @@ class Context:
         if self.km is not None and await self.alive():
             await self.km.interrupt_kernel()
 
+    async def request_interrupt(self):
+        """POST /contexts/{id}/interrupt: the run under way stops, whenever it was asked."""
+        if (self.running or self.accepted) and not self.executing:
+            log.info("context %s: interrupt kept until the kernel takes the code", self.id)
+            self.interrupt_pending = True
+        else:
+            await self.interrupt()
+
     async def run(self, code, env_vars, emit, gone, repr_text=False):
         """One run: emit(obj) per NDJSON line (returns False once the client is gone);
         `gone` is a future done when the client disconnected."""
         async with self.lock:
-            if self.removed:
-                await emit({"type": "error", "name": "ContextNotFound",
-                            "value": f"context {self.id} was removed", "traceback": ""})
-                await emit({"type": "end_of_execution"})
-                return
-            if self.notice:
-                name, value = self.notice
-                self.notice = None
-                await emit({"type": "error", "name": name, "value": value, "traceback": ""})
-                await emit({"type": "end_of_execution"})
-                self.svc.save()
-                return
+            # An interrupt kept before this run took the lock is this run's: not cleared.
+            self.running, self.executing = True, False
             try:
-                await self.ensure_kernel()
-            except Exception as e:
-                log.error("context %s: kernel start failed: %s", self.id, e)
-                await emit({"type": "error", "name": "KernelStartFailed",
-                            "value": f"the {self.language} kernel did not start: {e}",
-                            "traceback": ""})
-                await emit({"type": "unexpected_end_of_execution"})
-                return
-            if not self.used:
-                self.used = True
-                self.svc.save()
-            if env_vars:
-                try:
-                    await self.silent("import _cell_interp as _c; _c.set_env(%r); del _c" % (env_vars,))
-                except Exception as e:
-                    log.warning("context %s: setting env_vars: %s", self.id, e)
-                    if not await self.alive():
-                        return await self._died(emit, True)
-                    await emit({"type": "error", "name": "EnvVarsFailed",
-                                "value": f"env_vars could not be set: {e}", "traceback": ""})
-                    await emit({"type": "end_of_execution"})
-                    return
-            try:
-                await self._run(code, emit, gone, repr_text)
+                await self._run_locked(code, env_vars, emit, gone, repr_text)
             finally:
-                if env_vars and self.kc is not None and await self.alive():
-                    try:
-                        await self.silent("import _cell_interp as _c; _c.restore_env(); del _c")
-                    except Exception as e:
-                        log.warning("context %s: restoring env: %s", self.id, e)
+                self.running = self.executing = self.interrupt_pending = False
+
+    async def _run_locked(self, code, env_vars, emit, gone, repr_text):
+        """The run, with the context's lock held."""
+        if self.removed:
+            await emit({"type": "error", "name": "ContextNotFound",
+                        "value": f"context {self.id} was removed", "traceback": ""})
+            await emit({"type": "end_of_execution"})
+            return
+        if self.notice:
+            name, value = self.notice
+            self.notice = None
+            await emit({"type": "error", "name": name, "value": value, "traceback": ""})
+            await emit({"type": "end_of_execution"})
+            self.svc.save()
+            return
+        try:
+            await self.ensure_kernel()
+        except Exception as e:
+            log.error("context %s: kernel start failed: %s", self.id, e)
+            await emit({"type": "error", "name": "KernelStartFailed",
+                        "value": f"the {self.language} kernel did not start: {e}",
+                        "traceback": ""})
+            await emit({"type": "unexpected_end_of_execution"})
+            return
+        if not self.used:
+            self.used = True
+            self.svc.save()
+        if env_vars:
+            try:
+                await self.silent("import _cell_interp as _c; _c.set_env(%r); del _c" % (env_vars,))
+            except Exception as e:
+                log.warning("context %s: setting env_vars: %s", self.id, e)
+                if not await self.alive():
+                    return await self._died(emit, True)
+                await emit({"type": "error", "name": "EnvVarsFailed",
+                            "value": f"env_vars could not be set: {e}", "traceback": ""})
+                await emit({"type": "end_of_execution"})
+                return
+        try:
+            await self._run(code, emit, gone, repr_text)
+        finally:
+            if env_vars and self.kc is not None and await self.alive():
+                try:
+                    await self.silent("import _cell_interp as _c; _c.restore_env(); del _c")
+                except Exception as e:
+                    log.warning("context %s: restoring env: %s", self.id, e)
 
     async def _run(self, code, emit, gone, repr_text=False):
         kc = self.kc
@@ -475,6 +500,10 @@ class Context:
         res_capped = False
         client = True  # the client still listens
         interrupted_at = None
+        # A kept interrupt (request_interrupt) is sent when the kernel takes the code, and
+        # again every KEPT_INTERRUPT_EVERY until the run ends or raises: a SIGINT that lands
+        # while ipykernel itself is between receiving the code and running it is lost.
+        kept_until = kept_last = None
         loop = asyncio.get_running_loop()
         getter = None
         # The run's execute_reply, read beside iopub: should iopub drop the closing idle
@@ -493,7 +522,12 @@ class Context:
                     waits.add(replier)
                 if client and not gone.done():
                     waits.add(gone)
-                done, _ = await asyncio.wait(waits, timeout=0.5, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(waits, timeout=KEPT_INTERRUPT_EVERY,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if kept_until is not None and loop.time() < kept_until and \
+                        loop.time() - kept_last >= KEPT_INTERRUPT_EVERY:
+                    kept_last = loop.time()
+                    await self.interrupt()
                 if client and gone.done():
                     client = False
                     interrupted_at = loop.time()
@@ -535,6 +569,13 @@ class Context:
                             await emit({"type": "end_of_execution"})
                         return
                 elif mtype == "execute_input":
+                    self.executing = True
+                    if self.interrupt_pending:
+                        self.interrupt_pending = False
+                        log.info("context %s: the kept interrupt sent", self.id)
+                        kept_last = loop.time()
+                        kept_until = kept_last + INTERRUPT_GRACE
+                        await self.interrupt()
                     line = {"type": "number_of_executions",
                             "execution_count": content.get("execution_count")}
                 elif mtype == "stream":
@@ -571,6 +612,7 @@ class Context:
                             res_budget -= size
                             line = result_line(data, mtype == "execute_result", repr_text)
                 elif mtype == "error":
+                    kept_until = None  # the interrupt (or anything else) raised: done
                     line = {"type": "error", "name": content.get("ename", ""),
                             "value": content.get("evalue", ""),
                             "traceback": "\n".join(content.get("traceback", []))}
@@ -957,7 +999,7 @@ class Connection:
             elif len(seg) == 3 and seg[2] == "restart" and method == "POST":
                 await svc.h_restart(ctx)
             elif len(seg) == 3 and seg[2] == "interrupt" and method == "POST":
-                await ctx.interrupt()
+                await ctx.request_interrupt()
             else:
                 raise HTTPError(405 if len(seg) == 2 or seg[2] in ("restart", "interrupt") else 404,
                                 f"no route {method} {path}")
@@ -966,6 +1008,16 @@ class Connection:
         raise HTTPError(404, f"no route {method} {path}")
 
     async def execute(self, ctx, code, env, keep, repr_text=False):
+        w = self.writer
+        # From its head on, an interrupt may name this run's context: counted as accepted
+        # until it ends, so that an interrupt sent before its code starts is kept.
+        ctx.accepted += 1
+        try:
+            return await self._execute(ctx, code, env, keep, repr_text)
+        finally:
+            ctx.accepted -= 1
+
+    async def _execute(self, ctx, code, env, keep, repr_text):
         w = self.writer
         # X-Context-Id: the context the run goes to (the one named, or the language's
         # default), which celld's OpenSandbox front hands its client for an interrupt.

@@ -653,6 +653,47 @@ class PersistenceTest(unittest.TestCase):
         self.assertEqual(stdout(svc.execute("print('fresh')", context_id=unused["id"])), "fresh\n")
 
 
+class EarlyInterruptTest(unittest.TestCase):
+    """An interrupt asked for right after a run began, while its context's kernel is still
+    starting (a fresh service's default context), is kept and sent once the kernel takes
+    the code: it is not lost on a kernel that was not running anything yet."""
+
+    def setUp(self):
+        if missing_modules():
+            self.skipTest("packages missing (see InterpreterTest)")
+        self.tmp = tempfile.mkdtemp(prefix="cell-interp-")
+        state = os.path.join(self.tmp, "state")
+        os.mkdir(state)
+        self.svc = Service(state, os.path.join(self.tmp, "service.log"))
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.addCleanup(self.svc.stop)
+
+    def test_interrupt_before_the_code_starts(self):
+        svc = self.svc
+        svc.start()
+        s, f = svc.open_run("import time\nfor i in range(600):\n    print(i, flush=True)\n"
+                            "    time.sleep(0.1)")
+        ctx = None
+        while ctx is None:  # the head comes at once, before the kernel starts
+            line = f.readline()
+            self.assertTrue(line, "the head")
+            if line.lower().startswith(b"x-context-id:"):
+                ctx = line.split(b":", 1)[1].strip().decode()
+        status, body, _ = svc.request("POST", f"/contexts/{ctx}/interrupt")
+        self.assertEqual(status, 204, body)
+        lines = []
+        while True:
+            obj = read_line(f)
+            if obj is None:
+                break
+            lines.append(obj)
+        f.close()
+        s.close()
+        self.assertEqual(lines[-1]["type"], "end_of_execution", lines)
+        self.assertEqual(of(lines, "error")[0]["name"], "KeyboardInterrupt", lines)
+        self.assertLess(len(of(lines, "stdout")), 600, "the loop did not run to its end")
+
+
 class LauncherTest(unittest.TestCase):
     """code-interpreter.sh started as root runs the service and its kernels unprivileged."""
 
