@@ -214,6 +214,16 @@ START_TEST(buffer_appends_and_compacts)
 	ck_assert_uint_eq(b.off, 0);
 	ck_assert_uint_eq(b.len, 2);
 	ck_assert(!memcmp(b.data, "xy", 2));
+	/* Taken by a content reader in pieces of its size, then empty (and emptied). */
+	char out[4];
+	ck_assert_int_eq(sse_buf_add(&b, "zzz", 3), 0);
+	ck_assert_uint_eq(sse_buf_take(&b, out, 4), 4);
+	ck_assert(!memcmp(out, "xyzz", 4));
+	ck_assert_uint_eq(sse_buf_take(&b, out, 4), 1);
+	ck_assert_int_eq(out[0], 'z');
+	ck_assert_uint_eq(sse_buf_take(&b, out, 4), 0);
+	ck_assert_uint_eq(b.off, 0);
+	ck_assert_uint_eq(b.len, 0);
 	sse_buf_free(&b);
 	ck_assert_ptr_null(b.data);
 }

@@ -77,6 +77,20 @@ void sse_buf_free(struct sse_buf *b)
 	*b = (struct sse_buf){0};
 }
 
+size_t sse_buf_take(struct sse_buf *b, char *out, size_t max)
+{
+	size_t n = b->len - b->off;
+	if (!n) {
+		b->off = b->len = 0;
+		return 0;
+	}
+	if (n > max)
+		n = max;
+	memcpy(out, b->data + b->off, n);
+	b->off += n;
+	return n;
+}
+
 /* Room for `more` bytes after the unread ones; consumed bytes are dropped first. */
 static int buf_reserve(struct sse_buf *b, size_t more)
 {

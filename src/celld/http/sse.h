@@ -19,6 +19,9 @@ struct sse_buf {
 /* Append len bytes (an event from the builders below). 0 or -ENOMEM. */
 int sse_buf_add(struct sse_buf *b, const char *data, size_t len);
 void sse_buf_free(struct sse_buf *b);
+/* Up to max unread bytes of b copied to out and consumed: how many; 0 when b has none left
+ * (it is then emptied for the next events). A stream's content reader hands them on so. */
+size_t sse_buf_take(struct sse_buf *b, char *out, size_t max);
 /* The stdout/stderr event(s) for data, appended to b; the rules of sse_output. */
 int sse_output_add(struct sse_buf *b, const char *type, struct sse_utf8 *u, const uint8_t *data,
 		   size_t n, bool final);

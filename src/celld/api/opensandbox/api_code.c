@@ -489,15 +489,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 	(void)pos;
 	struct code_stream *s = cls;
 	for (;;) {
-		if (s->out.off < s->out.len) {
-			size_t n = s->out.len - s->out.off;
-			if (n > max)
-				n = max;
-			memcpy(buf, s->out.data + s->out.off, n);
-			s->out.off += n;
+		size_t n = sse_buf_take(&s->out, buf, max);
+		if (n)
 			return (ssize_t)n;
-		}
-		s->out.off = s->out.len = 0;
 		if (s->done)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		stream_step(s);
