@@ -16,6 +16,7 @@
 #include "create_spec.h"
 #include "image_pull.h"
 #include "images.h"
+#include "interp_service.h"
 
 #define CONFIG_ARGV_MAX 256  /* Entrypoint + Cmd */
 #define CONFIG_ENV_MAX	1024 /* Env entries */
@@ -200,11 +201,14 @@ int create_spec_image(struct create_spec *spec, struct cell_error *err)
 	json_decref(spec->image_config);
 	spec->image_layers = f.layers;
 	spec->image_config = f.config;
+	/* The interpreter asked for runs as the entrypoint, unless the request named one. */
+	if (spec->interpreter_asked && !spec->entrypoint &&
+	    !(spec->entrypoint = json_pack("[s]", INTERP_SERVICE_LAUNCHER)))
+		return cell_err(err, ENOMEM, "entrypoint");
 	json_t *cfg = json_object_get(spec->image_config, "config");
-	if (!json_is_object(cfg))
-		return 0;
-	if ((r = take_env(spec, json_object_get(cfg, "Env"), err)) < 0 ||
-	    (r = take_entrypoint(spec, cfg, err)) < 0)
+	if (json_is_object(cfg) &&
+	    ((r = take_env(spec, json_object_get(cfg, "Env"), err)) < 0 ||
+	     (r = take_entrypoint(spec, cfg, err)) < 0 || (r = take_defaults(spec, cfg, err)) < 0))
 		return r;
-	return take_defaults(spec, cfg, err);
+	return interp_service_choose(spec, err);
 }

@@ -70,6 +70,8 @@ void create_snapshot_record(struct create_spec *spec, unsigned named)
 	}
 	if (!(named & CREATE_NAMED_SUDO))
 		spec->sudo = json_is_true(json_object_get(meta, "sudo"));
+	/* Its image lacks the code-interpreter service the source ran: so does the copy. */
+	spec->interpreter_bind = json_is_true(json_object_get(meta, "interpreterService"));
 }
 
 int create_snapshot_rootfs(struct create_spec *spec, const char *field, struct cell_error *err)

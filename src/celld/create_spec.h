@@ -39,7 +39,10 @@ struct create_spec {
 	bool sudo;		     /* extensions["cell.sudo"]; E2B's creates */
 	bool manual_resume;	     /* woken only when asked (sandbox.h) */
 	bool public_ports;	     /* ports reached without a credential (sandbox.h) */
-	struct cell_limits limits;   /* resourceLimits, validated, defaults filled in */
+	/* The code interpreter asked for (interp_service.h), and whether the host's copy of
+	 * its service is bound into the sandbox (the image lacks one). */
+	bool interpreter_asked, interpreter_bind;
+	struct cell_limits limits; /* resourceLimits, validated, defaults filled in */
 	/* The named volumes it mounts, with what to do when one is missing (volumes.h):
 	 * [{volume, create, bytes, access, deleteOnSandboxTermination, dest, subPath?}], or
 	 * NULL. */

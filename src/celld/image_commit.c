@@ -222,7 +222,14 @@ static int tar_tree(int fd, int workfd, const char *file, uint32_t base, bool ov
 	w->err = err;
 	archive_write_set_format_pax_restricted(w->a);
 	archive_write_set_bytes_in_last_block(w->a, 1);
-	int r = archive_write_open_fd(w->a, out) == ARCHIVE_OK ? 0 : arch_fail(w, "opening");
+	/* Names and link targets are bytes, as the filesystem keeps them: celld's locale is C,
+	 * in which the pax writer could not translate a UTF-8 name (Debian's CA certificates
+	 * link to some), and a name need not be UTF-8 at all. */
+	int r = archive_write_set_format_option(w->a, "pax", "hdrcharset", "BINARY") == ARCHIVE_OK
+		    ? 0
+		    : arch_fail(w, "choosing binary names");
+	if (r == 0 && archive_write_open_fd(w->a, out) != ARCHIVE_OK)
+		r = arch_fail(w, "opening");
 	if (r == 0)
 		r = walk_dir(w, fd, 0, 0);
 	if (archive_write_close(w->a) != ARCHIVE_OK && r == 0)

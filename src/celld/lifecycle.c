@@ -26,6 +26,7 @@
 #include "commands.h"
 #include "config.h"
 #include "images.h"
+#include "interp_service.h"
 #include "http/keys.h"
 #include "lifecycle.h"
 #include "registry.h"
@@ -229,6 +230,7 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 	sb->sudo = spec->sudo;
 	sb->manual_resume = spec->manual_resume;
 	sb->public_ports = spec->public_ports;
+	sb->interpreter_bind = spec->interpreter_bind;
 	sb->expires_at = spec->timeout ? sb->created_at + spec->timeout : 0;
 	sb->timers = spec->timers;
 	return 0;
@@ -465,6 +467,20 @@ static int complete_old_record(struct sandbox *sb, struct cell_error *err)
 	return 0;
 }
 
+/* The host's code-interpreter service after the record's volumes (so that it shows over
+ * a volume at /opt). */
+static int add_interp_service(struct cell_volume **volumes, size_t *n, struct cell_error *err)
+{
+	struct cell_volume *v = realloc(*volumes, (*n + 1) * sizeof(*v));
+	if (!v)
+		return cell_err(err, ENOMEM, "volumes");
+	*volumes = v;
+	int r = interp_service_volume(&v[*n], err);
+	if (r == 0)
+		(*n)++;
+	return r;
+}
+
 /* The runtime's request, from sb's record alone (volumes point into sb->volumes). */
 static int spawn_req(struct sandbox *sb, struct cell_spawn_req *req, struct cell_volume **volumes,
 		     const struct cell_quota *quota, char *resolv, size_t resolv_size,
@@ -482,15 +498,15 @@ static int spawn_req(struct sandbox *sb, struct cell_spawn_req *req, struct cell
 				    sb->seccomp_profile);
 	size_t n_volumes = 0;
 	*volumes = NULL;
-	if (sb->volumes) {
-		int r = volumes_from_json(sb->volumes, volumes, &n_volumes, err);
-		if (r == 0)
-			r = volumes_open_named(sb->volumes, *volumes, n_volumes, err);
-		if (r < 0) {
-			free(*volumes);
-			*volumes = NULL;
-			return r;
-		}
+	int r = volumes_from_json(sb->volumes, volumes, &n_volumes, err);
+	if (r == 0 && sb->interpreter_bind)
+		r = add_interp_service(volumes, &n_volumes, err);
+	if (r == 0)
+		r = volumes_open_named(sb->volumes, *volumes, json_array_size(sb->volumes), err);
+	if (r < 0) {
+		free(*volumes);
+		*volumes = NULL;
+		return r;
 	}
 	*req = (struct cell_spawn_req){
 	    .id = sb->id,

@@ -42,6 +42,7 @@
 #include "image_policy.h"
 #include "image_pull.h"
 #include "image_store.h"
+#include "interp_service.h"
 #include "http/keys.h"
 #include "resource_policy.h"
 #include "audit.h"
@@ -58,7 +59,7 @@ static uint64_t audit_security_max_bytes; /* --audit-security-max-bytes; 0: the 
 
 struct flags {
 	const char *state_dir, *images, *socket, *listen, *e2b_listen, *key_file, *keys_file, *init,
-	    *uid_ranges, *policies, *output_budget, *audit_max, *audit_security_max;
+	    *uid_ranges, *policies, *output_budget, *audit_max, *audit_security_max, *interpreter;
 	bool no_tcp, version, debug;
 	struct image_pull_config pull;
 };
@@ -113,6 +114,10 @@ static void usage(FILE *out)
 	    "  --policies DIR      seccomp profiles, resource policy, quotas (default: policies/ "
 	    "of\n"
 	    "                      the source tree celld was built in, else %s/policies)\n"
+	    "  --interpreter DIR   cell's code-interpreter service, bound read-only at\n"
+	    "                      /opt/code-interpreter of a sandbox whose image lacks it\n"
+	    "                      (default: src/interpreter of the source tree celld was\n"
+	    "                      built in, else %s/interpreter)\n"
 	    "  --output-budget SIZE\n"
 	    "                      command output kept by all sandboxes together, for\n"
 	    "                      /command/{id}/logs (default 1Gi; each sandbox keeps at\n"
@@ -169,7 +174,7 @@ static void usage(FILE *out)
 	    "  --help              this text\n",
 	    CELLD_DEFAULT_PENDING_MAX, CELLD_DEFAULT_PENDING_PER_IP, CELLD_DEFAULT_KEYLESS_PER_IP,
 	    CELLD_DEFAULT_HEAD_TIMEOUT_S, CELLD_DEFAULT_PROXY_MAX, CELL_LIBEXEC_DIR, CELL_DATA_DIR,
-	    CELLD_DEFAULT_NFLOG_GROUP, PULL_STALL_DEFAULT_S);
+	    CELL_DATA_DIR, CELLD_DEFAULT_NFLOG_GROUP, PULL_STALL_DEFAULT_S);
 }
 
 /* optarg as a whole number from 1 to max. */
@@ -252,6 +257,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"init", required_argument, NULL, 'I'},
 	    {"uid-ranges-dir", required_argument, NULL, 'U'},
 	    {"policies", required_argument, NULL, 'P'},
+	    {"interpreter", required_argument, NULL, 'J'},
 	    {"output-budget", required_argument, NULL, 'O'},
 	    {"audit-max-bytes", required_argument, NULL, 'Y'},
 	    {"audit-security-max-bytes", required_argument, NULL, 'y'},
@@ -322,6 +328,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'P':
 			f->policies = optarg;
+			break;
+		case 'J':
+			f->interpreter = optarg;
 			break;
 		case 'O':
 			f->output_budget = optarg;
@@ -773,6 +782,16 @@ static int open_policies(const char *flag, struct cell_error *err)
 	return 0;
 }
 
+/* The code-interpreter service: --interpreter, else the source tree's when celld runs from
+ * its build dir, else the installed copy. */
+static int find_interpreter(const char *flag, struct cell_error *err)
+{
+	char path[PATH_MAX];
+	pick_path(path, sizeof(path), flag, "../src/interpreter", R_OK | X_OK,
+		  CELL_DATA_DIR "/interpreter");
+	return interp_service_init(path, err);
+}
+
 /* ---- process setup ---- */
 
 static void raise_nofile(void)
@@ -815,7 +834,8 @@ static int run(const struct flags *f)
 	    (load_key(f->key_file, &err) < 0 || load_tenant_keys(f->keys_file, &err) < 0))
 		goto fail;
 	if (load_init(f->init, &err) < 0 || open_policies(f->policies, &err) < 0 ||
-	    limits_load(&err) < 0 || admission_load(&err) < 0 || timer_policy_load(&err) < 0 ||
+	    find_interpreter(f->interpreter, &err) < 0 || limits_load(&err) < 0 ||
+	    admission_load(&err) < 0 || timer_policy_load(&err) < 0 ||
 	    audit_policy_load(&err) < 0 || image_policy_load(&err) < 0)
 		goto fail;
 	snapshots_charge();

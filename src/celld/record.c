@@ -81,6 +81,8 @@ json_t *record_encode(const struct record *rec)
 		json_object_set_new(o, "createdAtMs", json_integer(rec->created_ms));
 	if (o && rec->sudo)
 		json_object_set_new(o, "sudo", json_true());
+	if (o && rec->interpreter_bind)
+		json_object_set_new(o, "interpreterService", json_true());
 	if (o && (rec->manual_resume || rec->public_ports)) {
 		json_t *e = json_object();
 		if (e && rec->manual_resume)
@@ -287,13 +289,13 @@ static int get_created_ms(json_t *o, struct record *rec, struct cell_error *err)
 	return 0;
 }
 
-/* "sudo": written only when true. */
-static int get_sudo(json_t *o, struct record *rec, struct cell_error *err)
+/* A flag written only when true: "sudo", "interpreterService". */
+static int get_flag(json_t *o, const char *key, bool *out, struct cell_error *err)
 {
-	json_t *v = json_object_get(o, "sudo");
+	json_t *v = json_object_get(o, key);
 	if (v && !json_is_boolean(v))
-		return bad(err, "sudo must be a boolean");
-	rec->sudo = json_is_true(v);
+		return bad(err, "%s must be a boolean", key);
+	*out = json_is_true(v);
 	return 0;
 }
 
@@ -421,7 +423,9 @@ int record_decode(json_t *o, const char *id, struct record *rec, struct cell_err
 	if (r == 0)
 		r = get_seccomp(o, rec, err);
 	if (r == 0)
-		r = get_sudo(o, rec, err);
+		r = get_flag(o, "sudo", &rec->sudo, err);
+	if (r == 0)
+		r = get_flag(o, "interpreterService", &rec->interpreter_bind, err);
 	if (r == 0)
 		r = get_access(o, rec, err);
 	if (r == 0)

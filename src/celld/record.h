@@ -53,6 +53,7 @@ struct record {
 	/* "access": {"manualResume": true, "publicPorts": true}, each written only when true
 	 * (sandbox.h); absent in most records; "e2b" in a record of an older celld. */
 	bool manual_resume, public_ports;
+	bool interpreter_bind; /* "interpreterService": true, written only when true */
 	/* "lifecycle": the idle timers, the last activity and the Running seconds before the
 	 * current spell; false in a record older than them (then no timers run). */
 	bool has_lifecycle;

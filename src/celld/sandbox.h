@@ -93,6 +93,9 @@ struct sandbox {
 	/* Its ports (not the agent's) are reached without a credential. E2B's
 	 * network.allowPublicTraffic asks for it. */
 	bool public_ports;
+	/* The host's code-interpreter service is bound read-only at /opt/code-interpreter
+	 * (interp_service.h): its image lacks one. */
+	bool interpreter_bind;
 	struct cell_limits limits; /* resourceLimits as enforced (policy defaults filled in) */
 	struct sbx_timers timers;  /* as recorded (policy defaults filled in at create) */
 	int slot;

@@ -356,6 +356,8 @@ static json_t *record_meta(struct sandbox *sb, const char *id, const char *name,
 		json_object_set_new(o, "imageLayers", json_incref(sb->image_layers));
 	if (o && sb->image_digest)
 		json_object_set_new(o, "imageDigest", json_string(sb->image_digest));
+	if (o && sb->interpreter_bind)
+		json_object_set_new(o, "interpreterService", json_true());
 	registry_unlock();
 	if (o && name)
 		json_object_set_new(o, "name", json_string(name));

@@ -66,6 +66,7 @@ static json_t *snapshot_locked(struct sandbox *sb, enum sbx_state state)
 	    .sudo = sb->sudo,
 	    .manual_resume = sb->manual_resume,
 	    .public_ports = sb->public_ports,
+	    .interpreter_bind = sb->interpreter_bind,
 	    .has_lifecycle = true,
 	    .timers = sb->timers,
 	    .active_at = sandbox_active_at(sb),
@@ -204,6 +205,7 @@ static void take_record(struct sandbox *sb, struct record *rec)
 	sb->sudo = rec->sudo;
 	sb->manual_resume = rec->manual_resume;
 	sb->public_ports = rec->public_ports;
+	sb->interpreter_bind = rec->interpreter_bind;
 	if (rec->has_lifecycle) {
 		sb->timers = rec->timers;
 		sb->running_seconds = rec->running_seconds;

@@ -231,9 +231,20 @@ def spec_manager():
 class Kernels:
     """Which languages this image has kernels for: kernelspec language -> kernel name."""
 
+    # What the service and its python kernel import: an image without them (cell binds this
+    # service into any image that asks) gets a clear answer instead of a service that dies.
+    NEEDS = ("jupyter_client", "ipykernel", "zmq")
+
     def __init__(self):
-        self.ksm = spec_manager()
+        import importlib.util
+
         self.by_lang = {}
+        self.missing = [m for m in self.NEEDS if importlib.util.find_spec(m) is None]
+        if self.missing:
+            log.error("%s lacks %s: no kernel can start", sys.executable, ", ".join(self.missing))
+            self.ksm = None
+            return
+        self.ksm = spec_manager()
         try:
             names = sorted(self.ksm.find_kernel_specs())
         except Exception as e:  # a broken kernelspec dir must not stop python
@@ -249,7 +260,17 @@ class Kernels:
                 self.by_lang[lang] = name
         self.by_lang.setdefault("python", "python3")
 
+    def check(self):
+        if self.missing:
+            raise HTTPError(
+                400,
+                f"this image's Python ({sys.executable}) lacks {', '.join(self.missing)}: "
+                "the code interpreter needs ipykernel (Debian: python3-ipykernel; "
+                "pip: ipykernel)",
+            )
+
     def resolve(self, language):
+        self.check()
         lang = (language or "python").strip().lower()
         lang = LANG_ALIASES.get(lang, lang)
         if lang not in self.by_lang:
@@ -312,6 +333,7 @@ class Context:
         return f"exit status {rc}"
 
     async def start_kernel(self):
+        self.svc.kernels.check()
         from jupyter_client.manager import AsyncKernelManager
 
         await self.stop_kernel()

@@ -7,11 +7,29 @@
 // a cold start, bad input.
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 
 import { Sandbox as Interpreter, TimeoutError } from "@e2b/code-interpreter";
 
 import { interpreterImages } from "../lib/interpreter-image.mjs";
-import { STEP_MS, h, opts, skip, sleep, startCelld, stopCelld, stopsCleanly, useCelld } from "./harness.mjs";
+import {
+	CELL_INIT,
+	CELLD,
+	REPO,
+	STEP_MS,
+	freePort,
+	h,
+	opts,
+	skip,
+	sleep,
+	startCelld,
+	stopCelld,
+	stopsCleanly,
+	useCelld,
+} from "./harness.mjs";
 
 // Sandbox.create() returns once the sandbox runs; its service may take a moment more to
 // listen, which celld waits out for a sandbox that just started (interpreter.h): the
@@ -206,6 +224,83 @@ describe("the code interpreter through E2B's SDK", { skip }, () => {
 		assert.match(first.error.value, /restarted/);
 		const next = await back.runCode("'fresh'");
 		assert.equal(next.results[0].text, "fresh");
+	});
+
+	stopsCleanly();
+});
+
+// A template the operator marks "codeInterpreter" in policies/e2b/templates.json: its image
+// (here one derived from code-interpreter without the service, committed from a sandbox)
+// runs cell's own service, bound in by celld, and the SDK's runCode works unchanged.
+describe("the code interpreter in a template whose image lacks the service", { skip }, () => {
+	const image = `ci-e2b-any-${process.pid}`;
+	const policies = fs.mkdtempSync(path.join(os.tmpdir(), "cell-e2b-policies-"));
+	const templates = (entry) => ({ templates: { base: "default", "code-interpreter-v1": "code-interpreter", "py-any": entry } });
+	const writePolicies = (dir, entry) => {
+		fs.cpSync(path.join(REPO, "policies"), dir, { recursive: true });
+		fs.writeFileSync(path.join(dir, "e2b", "templates.json"), JSON.stringify(templates(entry)));
+	};
+	writePolicies(policies, { image, codeInterpreter: true });
+	useCelld({ images: interpreterImages, celldArgs: ["--policies", policies] });
+	after(() => fs.rmSync(policies, { recursive: true, force: true }));
+	const api = (method, p, body) =>
+		fetch(`http://127.0.0.1:${h.port}/v1${p}`, {
+			method,
+			headers: { "OPEN-SANDBOX-API-KEY": h.apiKey, "Content-Type": "application/json" },
+			body: body && JSON.stringify(body),
+		});
+
+	before(async () => {
+		const src = await Interpreter.create({ ...opts(), metadata: { suite: h.tag } });
+		h.created.add(src.sandboxId);
+		const rm = await src.commands.run("rm -rf /opt/code-interpreter /var/lib/code-interpreter", { user: "root" });
+		assert.equal(rm.exitCode, 0);
+		assert.equal(await src.pause(), true);
+		const c = await api("POST", `/sandboxes/${src.sandboxId}/commit`, { name: image });
+		assert.equal(c.status, 201, await c.text());
+		await src.kill();
+	});
+
+	it("runs code in it through runCode, as the image's user", { timeout: STEP_MS }, async () => {
+		const sbx = await Interpreter.create("py-any", { ...opts(), metadata: { suite: h.tag } });
+		h.created.add(sbx.sandboxId);
+		const ex = await firstRun(sbx, "import getpass, os\ngetpass.getuser(), os.path.exists('/opt/code-interpreter/code_interpreter.py')");
+		assert.equal(ex.error, undefined, JSON.stringify(ex.error));
+		assert.equal(ex.results[0].text, "('user', True)");
+		const ls = await sbx.commands.run("touch /opt/code-interpreter/x", { user: "root" }).catch((e) => e);
+		assert.match(String(ls.stderr ?? ls.result?.stderr), /Read-only file system/);
+		await sbx.kill();
+	});
+
+	it("refuses a templates.json entry it cannot read, naming it", { timeout: STEP_MS }, async () => {
+		for (const [entry, want] of [
+			[{ image, codeInterpreter: "yes" }, /templates\.py-any\.codeInterpreter must be a boolean/],
+			[{ image, python: true }, /templates\.py-any: unknown member 'python'/],
+			[{ codeInterpreter: true }, /templates\.py-any must be an image name or/],
+		]) {
+			const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cell-e2b-bad-"));
+			try {
+				writePolicies(path.join(dir, "policies"), entry);
+				const r = spawnSync(
+					CELLD,
+					[
+						"--state-dir", path.join(dir, "state"),
+						"--images", h.images,
+						"--no-tcp",
+						"--socket", path.join(dir, "s.sock"),
+						"--e2b-listen", `127.0.0.1:${await freePort()}`,
+						"--api-key-file", path.join(dir, "key"),
+						"--init", CELL_INIT,
+						"--policies", path.join(dir, "policies"),
+					],
+					{ encoding: "utf8", timeout: 20_000 },
+				);
+				assert.notEqual(r.status, 0, `celld started with ${JSON.stringify(entry)}`);
+				assert.match(r.stderr + r.stdout, want);
+			} finally {
+				fs.rmSync(dir, { recursive: true, force: true });
+			}
+		}
 	});
 
 	stopsCleanly();

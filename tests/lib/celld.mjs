@@ -207,6 +207,7 @@ async function startCelldOnce() {
 		"--socket", socketPath,
 		"--init", CELL_INIT,
 		"--policies", path.join(REPO, "policies"),
+		"--interpreter", path.join(REPO, "src", "interpreter"),
 		// No sandbox of these tests needs a network unless it asks (useCelld({netns})).
 		"--network-default", "none",
 		"--registries-conf", regconf,

@@ -13,15 +13,13 @@ import { STEP_MS, createSandbox, h, skip, sleep, stopsCleanly, useCelld } from "
 
 const ENTRYPOINT = ["/opt/code-interpreter/code-interpreter.sh"];
 
-describe("the code interpreter through OpenSandbox's /code routes", { skip }, () => {
-	useCelld({ images: interpreterImages });
-	let sbx, base;
-
-	const headers = { "OPEN-SANDBOX-API-KEY": "", "Content-Type": "application/json" };
+// A client of one sandbox's /code routes (base: its execd proxy URL).
+function codeClient(base) {
+	const headers = () => ({ "OPEN-SANDBOX-API-KEY": h.apiKey, "Content-Type": "application/json" });
 	const call = async (method, path, body) => {
 		const res = await fetch(`${base}${path}`, {
 			method,
-			headers: { ...headers, "OPEN-SANDBOX-API-KEY": h.apiKey },
+			headers: headers(),
 			body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
 		});
 		const text = await res.text();
@@ -31,7 +29,7 @@ describe("the code interpreter through OpenSandbox's /code routes", { skip }, ()
 	const run = async (code, context, onEvent) => {
 		const res = await fetch(`${base}/code`, {
 			method: "POST",
-			headers: { ...headers, "OPEN-SANDBOX-API-KEY": h.apiKey, accept: "text/event-stream" },
+			headers: { ...headers(), accept: "text/event-stream" },
 			body: JSON.stringify({ code, context }),
 		});
 		if (res.status !== 200) return { status: res.status, body: await res.json() };
@@ -51,12 +49,19 @@ describe("the code interpreter through OpenSandbox's /code routes", { skip }, ()
 		}
 		return { status: 200, events };
 	};
-	const types = (evs) => evs.map((e) => e.type);
-	const stdout = (evs) => evs.filter((e) => e.type === "stdout").map((e) => e.text).join("");
+	return { call, run };
+}
+const types = (evs) => evs.map((e) => e.type);
+const stdout = (evs) => evs.filter((e) => e.type === "stdout").map((e) => e.text).join("");
+const proxyBase = (id) => `http://127.0.0.1:${h.port}/v1/sandboxes/${id}/proxy/44772`;
+
+describe("the code interpreter through OpenSandbox's /code routes", { skip }, () => {
+	useCelld({ images: interpreterImages });
+	let sbx, call, run;
 
 	before(async () => {
 		sbx = await createSandbox({ image: "code-interpreter", entrypoint: ENTRYPOINT, readyTimeoutSeconds: 60 });
-		base = `http://127.0.0.1:${h.port}/v1/sandboxes/${sbx.id}/proxy/44772`;
+		({ call, run } = codeClient(proxyBase(sbx.id)));
 		// The service starts with the sandbox: the first call right after the create finds
 		// it (celld waits out its start for a sandbox that just started).
 		const r = await call("GET", "/code/contexts");
@@ -217,6 +222,117 @@ describe("the code interpreter through OpenSandbox's /code routes", { skip }, ()
 		for (let i = 0; i < 600 && state !== "Paused"; i++, await sleep(100))
 			state = (await (await get("")).json()).status.state;
 		assert.equal(state, "Paused", "paused at its idle timeout with its kernel running");
+	});
+
+	stopsCleanly();
+});
+
+// cell's own service in an image that lacks it, as an image pulled from a registry with
+// Python and ipykernel would: images derived here from code-interpreter by committing a
+// sandbox's changes: the service, the `user` account and setpriv removed (so the launcher
+// falls back to uid 1000 and to python to drop root); then ipykernel; then python3.
+describe("the code interpreter in an image without cell's service", { skip }, () => {
+	useCelld({ images: interpreterImages });
+	const names = { noService: `ci-any-${process.pid}`, noKernel: `ci-nokernel-${process.pid}`, noPython: `ci-nopython-${process.pid}` };
+	const api = async (method, path, body) => {
+		const res = await fetch(`http://127.0.0.1:${h.port}/v1${path}`, {
+			method,
+			headers: { "OPEN-SANDBOX-API-KEY": h.apiKey, "Content-Type": "application/json" },
+			body: body === undefined ? undefined : JSON.stringify(body),
+		});
+		const text = await res.text();
+		return { status: res.status, body: text ? JSON.parse(text) : null };
+	};
+	// A stopped sandbox shows as Paused with reason Stopped (OpenSandbox has no Stopped).
+	const waitState = async (id, want) => {
+		const shown = (st) => (st.reason === "Stopped" ? "Stopped" : st.state);
+		let state;
+		for (let i = 0; i < 300 && state !== want; i++, await sleep(100)) state = shown((await api("GET", `/sandboxes/${id}`)).body.status);
+		assert.equal(state, want);
+	};
+	const sh = async (sbx, cmd) => {
+		const r = await sbx.commands.run(cmd);
+		assert.equal(r.exitCode ?? 0, 0, `${cmd}: ${JSON.stringify(r.logs)}`);
+	};
+	const commit = async (sbx, name) => {
+		assert.equal((await api("POST", `/sandboxes/${sbx.id}/pause`)).status < 300, true);
+		await waitState(sbx.id, "Paused");
+		const c = await api("POST", `/sandboxes/${sbx.id}/commit`, { name });
+		assert.equal(c.status, 201, JSON.stringify(c.body));
+		assert.equal((await api("POST", `/sandboxes/${sbx.id}/resume`)).status < 300, true);
+		await waitState(sbx.id, "Running");
+	};
+
+	before(async () => {
+		const src = await createSandbox({ image: "code-interpreter", entrypoint: ["tail", "-f", "/dev/null"], readyTimeoutSeconds: 60 });
+		await sh(src, "rm -rf /opt/code-interpreter /var/lib/code-interpreter /usr/bin/setpriv && userdel user && rm -rf /home/user");
+		await commit(src, names.noService);
+		await sh(src, "rm -rf /usr/lib/python3/dist-packages/ipykernel && ! python3 -c 'import ipykernel' 2>/dev/null");
+		await commit(src, names.noKernel);
+		await sh(src, "rm -f /usr/bin/python3 /usr/bin/python3.*");
+		await commit(src, names.noPython);
+		await src.kill();
+	});
+
+	it("binds it read-only for the entrypoint OpenSandbox's clients pass, and runs code as an unprivileged user", { timeout: STEP_MS }, async () => {
+		const sbx = await createSandbox({ image: names.noService, entrypoint: ENTRYPOINT, readyTimeoutSeconds: 60 });
+		const { run } = codeClient(proxyBase(sbx.id));
+		const r = await run(
+			[
+				"import os",
+				"print(os.getuid(), os.getgid(), os.getcwd())",
+				"print([l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')][0])",
+				"try:\n    open('/opt/code-interpreter/planted.py', 'w')\nexcept OSError as e:\n    print('refused', e.errno)",
+				"6 * 7",
+			].join("\n"),
+			{ language: "python" },
+		);
+		assert.equal(r.status, 200, JSON.stringify(r.body));
+		assert.equal(types(r.events).at(-1), "execution_complete", JSON.stringify(r.events));
+		assert.deepEqual(stdout(r.events).trim().split("\n"), ["1000 1000 /var/lib/code-interpreter/home", "0000000000000000", "refused 30"]);
+		assert.equal(r.events.find((e) => e.type === "result").results["text/plain"], "42");
+		// A stop and a cold start bind it again; the kernel's loss is said first.
+		assert.equal((await api("POST", `/sandboxes/${sbx.id}/stop`)).status < 300, true);
+		await waitState(sbx.id, "Stopped");
+		assert.equal((await api("POST", `/sandboxes/${sbx.id}/resume`)).status < 300, true);
+		await waitState(sbx.id, "Running");
+		const first = await run("'back'", { language: "python" });
+		assert.equal(first.events?.at(-1).error?.ename, "KernelRestarted", JSON.stringify(first));
+		const again = await run("'back'", { language: "python" });
+		assert.equal(again.events?.find((e) => e.type === "result")?.results["text/plain"], "'back'", JSON.stringify(again));
+	});
+
+	// OpenSandbox's SDK always sends an entrypoint (tail -f /dev/null when given none): a
+	// create of the API's own that names none gets the launcher.
+	it("starts it as the entrypoint when cell.codeInterpreter asks and none is named", { timeout: STEP_MS }, async () => {
+		const c = await api("POST", "/sandboxes", {
+			image: { uri: names.noService },
+			timeout: 600,
+			resourceLimits: {},
+			metadata: { suite: h.tag },
+			extensions: { "cell.codeInterpreter": "true" },
+		});
+		assert.equal(c.status, 202, JSON.stringify(c.body));
+		h.created.add(c.body.id);
+		assert.deepEqual(c.body.entrypoint, ENTRYPOINT);
+		await waitState(c.body.id, "Running");
+		const r = await codeClient(proxyBase(c.body.id)).run("2 + 3", { language: "python" });
+		assert.equal(r.events?.find((e) => e.type === "result")?.results["text/plain"], "5", JSON.stringify(r));
+	});
+
+	it("names what an image lacks: ipykernel at the first run, python3 at the create", { timeout: STEP_MS }, async () => {
+		const sbx = await createSandbox({ image: names.noKernel, entrypoint: ENTRYPOINT, readyTimeoutSeconds: 60 });
+		const r = await codeClient(proxyBase(sbx.id)).run("1", { language: "python" });
+		assert.equal(r.status, 400, JSON.stringify(r));
+		assert.match(r.body.message, /lacks .*ipykernel.*needs ipykernel/);
+		for (const extra of [{ extensions: { "cell.codeInterpreter": "true" } }, { entrypoint: ENTRYPOINT }]) {
+			const c = await api("POST", "/sandboxes", { image: { uri: names.noPython }, timeout: 600, resourceLimits: {}, ...extra });
+			assert.equal(c.status, 400, JSON.stringify(c.body));
+			assert.match(c.body.message, new RegExp(`image ${names.noPython} has no python3`));
+		}
+		const bad = await api("POST", "/sandboxes", { image: { uri: names.noService }, timeout: 600, resourceLimits: {}, extensions: { "cell.codeInterpreter": "yes" } });
+		assert.equal(bad.status, 400);
+		assert.match(bad.body.message, /extensions.cell.codeInterpreter must be "true" or "false"/);
 	});
 
 	stopsCleanly();

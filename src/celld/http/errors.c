@@ -18,6 +18,8 @@ static const struct errors_answer table[] = {
     {ELOOP, 400, "INVALID_ARGUMENT", "invalid_argument"},
     {ENAMETOOLONG, 400, "INVALID_ARGUMENT", "invalid_argument"},
     {EXDEV, 400, "INVALID_ARGUMENT", "invalid_argument"},
+    /* The image cannot run what was asked of it (the code interpreter without python3). */
+    {ENOEXEC, 400, "INVALID_ARGUMENT", "failed_precondition"},
     {EACCES, 403, "FORBIDDEN", "permission_denied"},
     {EPERM, 403, "FORBIDDEN", "permission_denied"},
     {EROFS, 403, "FORBIDDEN", "permission_denied"},

@@ -457,6 +457,7 @@ int e2b_create_spec(json_t *body, bool fork, struct create_spec *spec, const cha
 	bool mapped = e2b_template_image(*template_id, &image) == 0;
 	spec->image = image;
 	spec->pull = CREATE_PULL_NEVER;
+	spec->interpreter_asked = listed && e2b_template_interpreter(*template_id);
 	if (mapped && create_spec_image(spec, &ierr) == 0)
 		return 0;
 	if (!listed) {

@@ -166,18 +166,23 @@ static int parse_seccomp(json_t *ext, struct create_spec *spec, struct cell_erro
 	return 0;
 }
 
-/* cell.sudo "true": no_new_privs stays off, so sudo and other set-user-ID programs raise
- * a command to the sandbox's root (cell-policy(5), SUDO). */
-static int parse_sudo(json_t *ext, struct create_spec *spec, struct cell_error *err)
+/* A flag of cell's extensions, "true" or "false": 1 when given (*out set), 0 when not.
+ * cell.sudo "true": no_new_privs stays off, so sudo and other set-user-ID programs raise
+ * a command to the sandbox's root (cell-policy(5), SUDO). cell.codeInterpreter "true":
+ * the code interpreter runs as the entrypoint, cell's own service when the image has none
+ * (interp_service.h). */
+static int parse_flag(json_t *ext, const char *key, bool *out, struct cell_error *err)
 {
+	char name[64];
+	snprintf(name, sizeof(name), "extensions.%s", key);
 	const char *v = NULL;
-	if (field_string(ext, "cell.sudo", "extensions.cell.sudo", false, &v, err) < 0)
+	if (field_string(ext, key, name, false, &v, err) < 0)
 		return -EINVAL;
 	if (v && strcmp(v, "true") && strcmp(v, "false"))
-		return field_fail(err, "extensions.cell.sudo must be \"true\" or \"false\"");
+		return field_fail(err, "%s must be \"true\" or \"false\"", name);
 	if (v)
-		spec->sudo = !strcmp(v, "true");
-	return 0;
+		*out = !strcmp(v, "true");
+	return v ? 1 : 0;
 }
 
 /* Every refusal of a field is -EINVAL, whatever errno the helper that found it used. */
@@ -245,10 +250,11 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	/* Keys of other providers are theirs; a "cell." key cell does not know (a typo) would
 	 * otherwise be dropped without a word. */
 	static const char *const known[] = {
-	    "cell.sessionKey",	 "cell.volumes",   "cell.seccomp",	 "cell.seccompLog",
-	    "cell.network",	 "cell.secrets",   "cell.idleTimeout",	 "cell.stopAfter",
-	    "cell.reclaimAfter", "cell.onTimeout", "cell.startupScript", "cell.startupTimeout",
-	    "cell.packages",	 "cell.skills",	   "cell.sudo",		 "cell.pullPolicy"};
+	    "cell.sessionKey",	   "cell.volumes",   "cell.seccomp",	   "cell.seccompLog",
+	    "cell.network",	   "cell.secrets",   "cell.idleTimeout",   "cell.stopAfter",
+	    "cell.reclaimAfter",   "cell.onTimeout", "cell.startupScript", "cell.startupTimeout",
+	    "cell.packages",	   "cell.skills",    "cell.sudo",	   "cell.pullPolicy",
+	    "cell.codeInterpreter"};
 	const char *k;
 	json_t *v;
 	json_object_foreach(ext, k, v)
@@ -279,8 +285,16 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	}
 	if (!rc)
 		rc = invalid(parse_seccomp(ext, spec, err), err);
-	if (!rc)
-		rc = invalid(parse_sudo(ext, spec, err), err);
+	if (!rc && (rc = invalid(parse_flag(ext, "cell.sudo", &spec->sudo, err), err)) > 0)
+		rc = 0;
+	int interp = 0;
+	if (!rc &&
+	    (interp = invalid(
+		 parse_flag(ext, "cell.codeInterpreter", &spec->interpreter_asked, err), err)) < 0)
+		rc = interp;
+	if (!rc && interp && spec->snapshot)
+		rc = field_fail(err, "extensions.cell.codeInterpreter is for an image: a sandbox "
+				     "made from a snapshot runs what its source ran");
 	if (!rc)
 		rc = parse_pull_policy(ext, spec, err);
 	if (!rc && field_string(ext, "cell.network", "extensions.cell.network", false,
