@@ -201,10 +201,13 @@ int create_spec_image(struct create_spec *spec, struct cell_error *err)
 	json_decref(spec->image_config);
 	spec->image_layers = f.layers;
 	spec->image_config = f.config;
-	/* The interpreter asked for runs as the entrypoint, unless the request named one. */
-	if (spec->interpreter_asked && !spec->entrypoint &&
-	    !(spec->entrypoint = json_pack("[s]", INTERP_SERVICE_LAUNCHER)))
-		return cell_err(err, ENOMEM, "entrypoint");
+	/* The interpreter asked for runs as the entrypoint, unless the request named one that
+	 * runs something (OpenSandbox's SDK names `tail -f /dev/null` when given none). */
+	if (spec->interpreter_asked && create_entrypoint_is_noop(spec->entrypoint)) {
+		json_decref(spec->entrypoint);
+		if (!(spec->entrypoint = json_pack("[s]", INTERP_SERVICE_LAUNCHER)))
+			return cell_err(err, ENOMEM, "entrypoint");
+	}
 	json_t *cfg = json_object_get(spec->image_config, "config");
 	if (json_is_object(cfg) &&
 	    ((r = take_env(spec, json_object_get(cfg, "Env"), err)) < 0 ||

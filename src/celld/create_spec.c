@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cell/cleanup.h"
 #include "create_spec.h"
 #include "fields.h"
 
@@ -26,6 +27,19 @@ int create_check_env(json_t *env, const char *name, struct cell_error *err)
 					  name, k);
 	}
 	return field_check_map_caps(env, name, &create_env_caps, err);
+}
+
+bool create_entrypoint_is_noop(json_t *ep)
+{
+	static const char *const noop[] = {"tail", "-f", "/dev/null"};
+	if (!ep || json_array_size(ep) == 0)
+		return true;
+	if (json_array_size(ep) != CELL_ARRAY_SIZE(noop))
+		return false;
+	for (size_t i = 0; i < CELL_ARRAY_SIZE(noop); i++)
+		if (strcmp(json_string_value(json_array_get(ep, i)), noop[i]))
+			return false;
+	return true;
 }
 
 void create_spec_free(struct create_spec *spec)

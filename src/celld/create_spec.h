@@ -67,6 +67,10 @@ extern const struct field_caps create_metadata_caps, create_env_caps;
 /* env (a string map, named name in messages): keys non-empty without '=', within
  * create_env_caps. 0 or -EINVAL naming the field. */
 int create_check_env(json_t *env, const char *name, struct cell_error *err);
+/* Whether an entrypoint runs nothing: none, or OpenSandbox's SDK's default `tail -f
+ * /dev/null`, which keeps a container alive; cell-init already is the sandbox's main
+ * process. */
+bool create_entrypoint_is_noop(json_t *ep);
 /* Drop every reference spec holds. */
 void create_spec_free(struct create_spec *spec);
 

@@ -164,7 +164,7 @@ static int walk_entry(struct walk *w, int dirfd, const char *name, size_t plen, 
 		if (r == 0 && w->overlay && fgetxattr(fd, OPAQUE_XATTR, v, sizeof(v)) == 1 &&
 		    v[0] == 'y') {
 			snprintf(w->path + len, sizeof(w->path) - len,
-				 "/" WH_PREFIX WH_PREFIX "opq");
+				 "/" WH_PREFIX WH_PREFIX ".opq");
 			r = put_header(w, NULL, AE_IFREG, NULL, 0);
 			w->path[len] = '\0';
 		}

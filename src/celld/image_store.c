@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -132,10 +133,27 @@ static bool celld_alive(int pid)
 	return a == b && !memcmp(self, theirs, (size_t)a);
 }
 
-/* What an interrupted unpack left in tmp/ (never a layer: layers arrive by rename). Each
- * entry names the process that made it ("<kind>-<pid>-<random>"): another celld sharing
- * the images dir may be unpacking there, so only entries of a process that is no live
- * celld go. */
+/* An entry of tmp/ in use: its maker holds a lock on its directory for as long as it
+ * works there, whatever program it runs (another build of celld may share the images
+ * dir). 1 when it is locked by someone, 0 when free (then *fd holds the lock), <0 on
+ * error. */
+static int tmp_busy(const char *name, int *fd)
+{
+	*fd = openat(st.tmp, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (*fd < 0)
+		return errno == ENOTDIR || errno == ELOOP ? 0 : -errno;
+	if (flock(*fd, LOCK_EX | LOCK_NB) == 0)
+		return 0;
+	int e = errno;
+	close(*fd);
+	*fd = -1;
+	return e == EWOULDBLOCK ? 1 : -e;
+}
+
+/* What an interrupted unpack or commit left in tmp/ (never a layer: layers arrive by
+ * rename). Each entry names the process that made it ("<kind>-<pid>-<random>") and is
+ * locked while in use: another celld sharing the images dir may be working there, so only
+ * entries nobody holds, of a process that is no live celld, go. */
 static void sweep_tmp(void)
 {
 	DIR *d = open_dir(st.tmp);
@@ -147,7 +165,8 @@ static void sweep_tmp(void)
 			continue;
 		const char *dash = strchr(e->d_name, '-');
 		int pid = dash ? atoi(dash + 1) : 0;
-		if (pid > 0 && celld_alive(pid))
+		_cleanup_close_ int lock = -1;
+		if ((pid > 0 && celld_alive(pid)) || tmp_busy(e->d_name, &lock) != 0)
 			continue;
 		struct cell_error rerr = {0};
 		if (layer_remove_all(st.tmp, e->d_name, &rerr) < 0)
@@ -336,7 +355,8 @@ static int unpack_checked(int fd, const char *name, const char *want_blob, const
 		return cell_err(err, errno, "making %s/tmp/%s", st.dir, name);
 	_cleanup_close_ int dir =
 	    openat(st.tmp, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dir < 0 || mkdirat(dir, "diff", 0755) < 0)
+	/* Locked while in use (tmp_busy): the lock goes with the fd. */
+	if (dir < 0 || flock(dir, LOCK_EX | LOCK_NB) < 0 || mkdirat(dir, "diff", 0755) < 0)
 		return cell_err(err, errno, "making %s/tmp/%s/diff", st.dir, name);
 	_cleanup_close_ int diff =
 	    openat(dir, "diff", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -740,8 +760,10 @@ int store_tmp_make(const char *kind, char *name, size_t size, struct cell_error 
 	if (mkdirat(st.tmp, name, 0700) < 0)
 		return cell_err(err, errno, "making %s/tmp/%s", st.dir, name);
 	int fd = openat(st.tmp, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0) { /* locked while in use (tmp_busy) */
 		int e = errno;
+		if (fd >= 0)
+			close(fd);
 		unlinkat(st.tmp, name, AT_REMOVEDIR);
 		return cell_err(err, e, "opening %s/tmp/%s", st.dir, name);
 	}

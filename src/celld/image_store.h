@@ -107,8 +107,9 @@ int store_name_remove(const char *name, struct cell_error *err);
  * its image record names them, and no prune may take them meanwhile. */
 void store_hold(void);
 void store_unhold(void);
-/* A private work dir of an import or a commit, tmp/<kind>-<pid>-<random> (swept at start
- * when its process is gone): its fd, its name into name. */
+/* A private work dir of an import or a commit, tmp/<kind>-<pid>-<random>: its fd, locked
+ * for as long as it is open (a celld that starts on the same images dir sweeps only work
+ * dirs nobody holds, of a process that is no live celld), its name into name. */
 int store_tmp_make(const char *kind, char *name, size_t size, struct cell_error *err);
 /* The work dir's path (for what must name it: a mount's source). */
 int store_tmp_path(const char *name, char *buf, size_t size);

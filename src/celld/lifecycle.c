@@ -93,24 +93,9 @@ static int wait_ready(struct sandbox *sb, struct cell_error *err)
 	}
 }
 
-static bool is_noop_entrypoint(json_t *ep)
-{
-	/* The SDK's default keeps a container alive; init already is the sandbox's main
-	 * process, so there is nothing to run. */
-	static const char *const noop[] = {"tail", "-f", "/dev/null"};
-	if (!ep || json_array_size(ep) == 0)
-		return true;
-	if (json_array_size(ep) != CELL_ARRAY_SIZE(noop))
-		return false;
-	for (size_t i = 0; i < CELL_ARRAY_SIZE(noop); i++)
-		if (strcmp(json_string_value(json_array_get(ep, i)), noop[i]))
-			return false;
-	return true;
-}
-
 static int start_entrypoint(struct sandbox *sb, struct cell_error *err)
 {
-	if (is_noop_entrypoint(sb->entrypoint))
+	if (create_entrypoint_is_noop(sb->entrypoint))
 		return 0;
 	_cleanup_free_ char *content = NULL;
 	json_t *req =

@@ -20,8 +20,10 @@ import {
 	CELLD,
 	REPO,
 	STEP_MS,
+	deleteLeftovers,
 	freePort,
 	h,
+	operatorRequest,
 	opts,
 	skip,
 	sleep,
@@ -241,7 +243,16 @@ describe("the code interpreter in a template whose image lacks the service", { s
 		fs.writeFileSync(path.join(dir, "e2b", "templates.json"), JSON.stringify(templates(entry)));
 	};
 	writePolicies(policies, { image, codeInterpreter: true });
-	useCelld({ images: interpreterImages, celldArgs: ["--policies", policies] });
+	// The image committed here goes again, with its layers (the images dir may be shared).
+	useCelld({
+		images: interpreterImages,
+		celldArgs: ["--policies", policies],
+		cleanup: async () => {
+			await deleteLeftovers();
+			assert.equal((await operatorRequest("DELETE", `/v1/images/${image}`)).status, 200);
+			assert.equal((await operatorRequest("POST", "/v1/images/prune")).status, 200);
+		},
+	});
 	after(() => fs.rmSync(policies, { recursive: true, force: true }));
 	const api = (method, p, body) =>
 		fetch(`http://127.0.0.1:${h.port}/v1${p}`, {

@@ -622,13 +622,18 @@ static long commit(const char *kind, const char *id, const char *name, struct h_
 }
 
 /* A paused sandbox of a built image (its loop disk) committed: refused while it runs, then
- * an image of two layers that a new sandbox runs, the file written there in it. */
+ * an image of two layers that a new sandbox runs, the file written there in it, a
+ * directory made anew over the image's (opaque: none of the image's entries show through)
+ * and a UTF-8 name and link target as they were written. */
 START_TEST(commit_paused_sandbox)
 {
 	own_store(NULL);
 	char *id = h_create("busybox", NULL);
 	free(h_sh(id, "mkdir -p /root/work && echo committed > /root/work/file && "
-		      "rm -f /etc/hostname.old; mkfifo /root/work/fifo"));
+		      "rm -f /etc/hostname.old; mkfifo /root/work/fifo && "
+		      "rm -rf /usr/sbin && mkdir /usr/sbin && echo mine > /usr/sbin/only && "
+		      "echo u > '/root/work/F\xc5\x91t\xc3\xa1n' && "
+		      "ln -s 'F\xc5\x91t\xc3\xa1n' /root/work/link"));
 	struct h_resp r;
 	ck_assert_int_eq(commit("sandboxes", id, "lab/committed:1", &r), 409);
 	h_resp_free(&r);
@@ -640,8 +645,9 @@ START_TEST(commit_paused_sandbox)
 	h_resp_free(&r);
 	char *id2 = h_create("lab/committed:1", NULL);
 	char *out = h_sh(id2, "cat /root/work/file; test -p /root/work/fifo && echo fifo; "
-			      "test -x /bin/busybox && echo busybox");
-	ck_assert_str_eq(out, "committed\nfifo\nbusybox\n");
+			      "test -x /bin/busybox && echo busybox; ls /usr/sbin; "
+			      "cat /root/work/link; readlink /root/work/link");
+	ck_assert_str_eq(out, "committed\nfifo\nbusybox\nonly\nu\nF\xc5\x91t\xc3\xa1n\n");
 	free(out);
 	h_delete(id2);
 	h_delete(id);

@@ -21,6 +21,7 @@ import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -269,6 +270,24 @@ async function startCelldOnce() {
 	throw new Error(`celld not ready on 127.0.0.1:${h.port} after 20 s (${last}):\n${tail()}`);
 }
 
+// A request on celld's Unix socket, the operator's listener (no key): for what only the
+// operator may do, such as removing images and pruning the store. Resolves {status, body}.
+export function operatorRequest(method, urlPath, body) {
+	return new Promise((resolve, reject) => {
+		const req = http.request(
+			{ socketPath: path.join(h.tmp, "cell.sock"), method, path: urlPath, headers: { "Content-Type": "application/json" } },
+			(res) => {
+				let text = "";
+				res.setEncoding("utf8");
+				res.on("data", (c) => (text += c));
+				res.on("end", () => resolve({ status: res.statusCode, body: text }));
+			},
+		);
+		req.on("error", reject);
+		req.end(body === undefined ? undefined : JSON.stringify(body));
+	});
+}
+
 export function tail() {
 	return h.logTail.map((l) => `  celld| ${l}`).join("\n");
 }
@@ -390,8 +409,10 @@ export const skip = notRun && !failsNotRun ? notRun.reason : false;
 //   opts.cleanup(): deletes what the file's cases made, through its client (before the
 //   stop, and in stopsCleanly).
 export function useCelld(opts = {}) {
-	h.cleanup = opts.cleanup || (async () => {});
 	before(async () => {
+		// Set when this describe starts, not when it is declared: a file's later describe
+		// would otherwise hand its cleanup to an earlier one.
+		h.cleanup = opts.cleanup || (async () => {});
 		if (notRun)
 			assert.fail(`not run: ${notRun.reason}; CELL_TEST_STRICT=1 allows only skips a host capability probe decided`);
 		h.netns = !!opts.netns;
