@@ -81,7 +81,8 @@ static void assert_exposition(const char *text)
 	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (!strncmp(line, "# HELP ", 7) || !strncmp(line, "# TYPE ", 7)) {
 			size_t n = name_len(line + 7);
-			ck_assert_msg(n && line[7 + n] == ' ' && line[8 + n], "bad line '%s'", line);
+			ck_assert_msg(n && line[7 + n] == ' ' && line[8 + n], "bad line '%s'",
+				      line);
 			if (line[2] == 'T') {
 				const char *type = line + 8 + n;
 				ck_assert_msg(!strcmp(type, "counter") || !strcmp(type, "gauge") ||
@@ -203,9 +204,9 @@ START_TEST(operator_routes_only_on_the_socket)
 {
 	static const char *const paths[] = {"/metrics", "/v1/metrics", "/health", "/v1/health"};
 	struct h_resp unknown;
-	long nokey = h_request(&(struct h_req){.method = "GET", .path = "/no-such-route",
-					       .via = H_TCP_NOKEY},
-			       &unknown);
+	long nokey = h_request(
+	    &(struct h_req){.method = "GET", .path = "/no-such-route", .via = H_TCP_NOKEY},
+	    &unknown);
 	h_resp_free(&unknown);
 	for (size_t i = 0; i < 4; i++) {
 		struct h_resp r;
@@ -216,11 +217,10 @@ START_TEST(operator_routes_only_on_the_socket)
 		ck_assert_msg(!strstr(r.body, "cell_") && !strstr(r.body, "status\":\"ok"),
 			      "%s on TCP leaks: %s", paths[i], r.body);
 		h_resp_free(&r);
-		ck_assert_int_eq(h_request(&(struct h_req){.method = "GET",
-							   .path = paths[i],
-							   .via = H_TCP_NOKEY},
-					   &r),
-				 nokey);
+		ck_assert_int_eq(
+		    h_request(
+			&(struct h_req){.method = "GET", .path = paths[i], .via = H_TCP_NOKEY}, &r),
+		    nokey);
 		h_resp_free(&r);
 	}
 	struct h_resp h;
@@ -286,8 +286,8 @@ static char ip_forward(const struct h_netns *ns)
 
 static void set_ip_forward(const struct h_netns *ns, const char *v)
 {
-	char *cmd = h_fmt("nsenter --net=%s sh -c 'echo %s > /proc/sys/net/ipv4/ip_forward'",
-			  ns->path, v);
+	char *cmd =
+	    h_fmt("nsenter --net=%s sh -c 'echo %s > /proc/sys/net/ipv4/ip_forward'", ns->path, v);
 	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
 	struct h_proc p;
 	ck_assert_int_eq(h_run(argv, NULL, 30, &p), 0);

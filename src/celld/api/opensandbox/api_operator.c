@@ -91,8 +91,7 @@ static void write_metrics(FILE *f)
 {
 	sandboxes(f);
 	counter(f, "sandbox_creates_total", "Sandboxes created.", METRIC_CREATES);
-	counter(f, "sandbox_create_failures_total", "Creates that failed.",
-		METRIC_CREATE_FAILURES);
+	counter(f, "sandbox_create_failures_total", "Creates that failed.", METRIC_CREATE_FAILURES);
 	counter(f, "sandbox_deletes_total", "Sandboxes deleted.", METRIC_DELETES);
 	latencies(f);
 	directions(f, "relay_bytes_total", "Bytes on the relays to the sandboxes' cell-init.",
