@@ -29,8 +29,8 @@ static json_t *logged(const char *msg)
 	close(p[0]);
 	ck_assert_int_gt(n, 0);
 	buf[n] = '\0';
-	ck_assert_msg(buf[n - 1] == '\n' && !memchr(buf, '\n', (size_t)n - 1),
-		      "not one line: %s", buf);
+	ck_assert_msg(buf[n - 1] == '\n' && !memchr(buf, '\n', (size_t)n - 1), "not one line: %s",
+		      buf);
 	json_error_t e;
 	json_t *j = json_loads(buf, 0, &e);
 	ck_assert_msg(j, "not JSON (%s): %s", e.text, buf);
