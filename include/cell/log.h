@@ -1,10 +1,15 @@
 /* Logging to stderr with a timestamp and level. Thread-safe (one write per line). */
 #pragma once
 
+#include <stdbool.h>
+
 enum cell_log_level { CELL_LOG_DEBUG, CELL_LOG_INFO, CELL_LOG_WARN, CELL_LOG_ERROR };
 
 void cell_log_set_level(enum cell_log_level level);
 void cell_log_set_prefix(const char *prefix); /* e.g. "celld" */
+/* Each line one JSON object instead of text: {"time", "level", "program", "pid",
+ * "message"}, the text line's fields, the message escaped (invalid UTF-8 as U+FFFD). */
+void cell_log_set_json(bool json);
 void cell_log(enum cell_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -4,6 +4,7 @@
  * `cell forward`'s (a local connection and celld's). */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct cell_splice_opts {
@@ -13,6 +14,8 @@ struct cell_splice_opts {
 	size_t b_first_len;
 	int stop_fd; /* readable: stop at once (-1: none) */
 	int idle_ms; /* nothing moved either way this long: stop (<= 0: never) */
+	/* Told of every write: n bytes went to b (to_b) or to a (NULL: nobody is told). */
+	void (*moved)(bool to_b, size_t n);
 };
 
 /* Copy between a and b until both directions have ended, either connection fails, stop_fd

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "cell/cleanup.h"
 #include "cell/codec.h"
 #include "cell/fsutil.h"
@@ -729,6 +730,7 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 		if (r != -ENOENT && r != -EINVAL && r != -EBUSY)
 			cell_err_wrap(err, "creating sandbox %s: ", sb->id);
 		undo_create(sb, made_dir, made_volumes, err->msg);
+		metrics_add(METRIC_CREATE_FAILURES, 1);
 		json_decref(made_volumes);
 		sandbox_unref(sb);
 		return r;
@@ -736,6 +738,7 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 	json_decref(made_volumes);
 	log_info("sandbox %s created (image %s, pid %d, uid base %u)", sb->id, sb->image,
 		 (int)sb->pid, sb->uid_base);
+	metrics_add(METRIC_CREATES, 1);
 	*out = sb;
 	*created = true;
 	return 0;
@@ -781,6 +784,7 @@ int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
 		unpublish(sb);
 		sandbox_end(sb, SBX_DELETING, sb->state, NULL);
 		log_info("sandbox %s deleted", sb->id);
+		metrics_add(METRIC_DELETES, 1);
 		volume_use_release(sb->id, sb->volumes);
 		return 0;
 	}

@@ -60,7 +60,7 @@ static uint64_t audit_security_max_bytes; /* --audit-security-max-bytes; 0: the 
 struct flags {
 	const char *state_dir, *images, *socket, *listen, *e2b_listen, *key_file, *keys_file, *init,
 	    *uid_ranges, *policies, *output_budget, *audit_max, *audit_security_max, *interpreter;
-	bool no_tcp, version, debug;
+	bool no_tcp, version, debug, log_json;
 	struct image_pull_config pull;
 };
 
@@ -169,6 +169,8 @@ static void usage(FILE *out)
 	    "  --pull-stall-timeout SECONDS\n"
 	    "                      a pull's transfer that moves no byte this long fails\n"
 	    "                      (default %u)\n"
+	    "  --log-format FORMAT text (the default) or json: one JSON object per line\n"
+	    "                      (time, level, program, pid, message)\n"
 	    "  --debug             log debug messages\n"
 	    "  --version           print the version and the cgroup backend\n"
 	    "  --help              this text\n",
@@ -211,6 +213,16 @@ static int network_default_flag(const char *mode)
 		return -EINVAL;
 	}
 	snprintf(celld.network_default, sizeof(celld.network_default), "%s", mode);
+	return 0;
+}
+
+static int log_format_flag(const char *format, bool *json)
+{
+	if (strcmp(format, "text") && strcmp(format, "json")) {
+		fprintf(stderr, "celld: --log-format %s: expected text or json\n", format);
+		return -EINVAL;
+	}
+	*json = !strcmp(format, "json");
 	return 0;
 }
 
@@ -273,6 +285,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"registry-certs-dir", required_argument, NULL, 'C'},
 	    {"auth-file", required_argument, NULL, 'a'},
 	    {"pull-stall-timeout", required_argument, NULL, 'T'},
+	    {"log-format", required_argument, NULL, 'f'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"help", no_argument, NULL, 'h'},
@@ -376,6 +389,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'T':
 			r = uint_flag("--pull-stall-timeout", 3600, &f->pull.stall_timeout_s);
+			break;
+		case 'f':
+			r = log_format_flag(optarg, &f->log_json);
 			break;
 		case 'd':
 			f->debug = true;
@@ -895,6 +911,7 @@ int main(int argc, char **argv)
 		return print_version();
 	if (f.debug)
 		cell_log_set_level(CELL_LOG_DEBUG);
+	cell_log_set_json(f.log_json);
 	if (geteuid() != 0) {
 		fprintf(stderr, "celld: must run as root\n");
 		return 1;

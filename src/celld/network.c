@@ -40,6 +40,9 @@
 /* In the state dir: the table of this state dir was made once, so a restart reconciles it
  * even when no sandbox it adopts has a network. */
 #define MARKER_FILE "network"
+/* Beside it: net.ipv4.ip_forward's value before celld turned it on, kept across restarts
+ * (sandboxes outlive celld) until a stop with no networked sandbox puts it back. */
+#define FORWARD_FILE "network.ip_forward"
 
 static const char *const mode_names[] = {
     [NETWORK_NONE] = "none",
@@ -373,9 +376,42 @@ static int forwarding_on(struct cell_error *err)
 	if (v[0] == '1')
 		return 0;
 	int r = cell_net_sysctl(-1, "net/ipv4/ip_forward", "1", err);
-	if (r == 0)
-		log_info("network: turned on IPv4 forwarding (net.ipv4.ip_forward was off)");
-	return r;
+	if (r < 0)
+		return r;
+	/* Only the first turn is recorded: a later start of celld finds forwarding on, ours. */
+	fd = openat(celld.sandboxes_fd, "../" FORWARD_FILE,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		if (write(fd, "0\n", 2) != 2)
+			log_warn("network: recording that net.ipv4.ip_forward was off: %s",
+				 strerror(errno));
+		close(fd);
+	}
+	log_info("network: turned on IPv4 forwarding (net.ipv4.ip_forward was off; turned off "
+		 "again when celld stops with no networked sandbox)");
+	return 0;
+}
+
+/* At a stop: net.ipv4.ip_forward back off if celld turned it on and no sandbox of its
+ * network is left (left is how many are), else left on and why said. */
+static void forwarding_restore(size_t left)
+{
+	struct stat st;
+	if (fstatat(celld.sandboxes_fd, "../" FORWARD_FILE, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return;
+	if (left) {
+		log_info("network: net.ipv4.ip_forward left on: %zu sandbox%s with a network "
+			 "outlive%s this stop and need it (off again at a stop with none left)",
+			 left, left == 1 ? "" : "es", left == 1 ? "s" : "");
+		return;
+	}
+	struct cell_error err = {0};
+	if (cell_net_sysctl(-1, "net/ipv4/ip_forward", "0", &err) < 0) {
+		log_warn("network: restoring net.ipv4.ip_forward: %s", err.msg);
+		return;
+	}
+	unlinkat(celld.sandboxes_fd, "../" FORWARD_FILE, 0);
+	log_info("network: net.ipv4.ip_forward turned off again, as celld found it");
 }
 
 static void mark_made(void)
@@ -910,10 +946,12 @@ void network_shutdown(void)
 	char(*names)[CELL_NFT_IFNAME_MAX + 1] = NULL;
 	size_t n = 0;
 	pthread_mutex_lock(&net.lock);
-	bool unused = net.ready && cell_nft_sandbox_list(net.nft, &names, &n, &err) == 0 && !n;
-	bool removed = unused && cell_nft_table_delete(net.nft, &err) == 0;
+	bool listed = net.ready && cell_nft_sandbox_list(net.nft, &names, &n, &err) == 0;
+	bool removed = listed && !n && cell_nft_table_delete(net.nft, &err) == 0;
 	if (removed)
 		unlinkat(celld.sandboxes_fd, "../" MARKER_FILE, 0);
+	if (listed)
+		forwarding_restore(n);
 	pthread_mutex_unlock(&net.lock);
 	free(names);
 	if (removed)

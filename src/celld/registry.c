@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "registry.h"
 #include "sandbox.h"
@@ -22,6 +23,19 @@ void registry_lock(void)
 void registry_unlock(void)
 {
 	pthread_mutex_unlock(&reg_lock);
+}
+
+bool registry_lock_within(int ms)
+{
+	struct timespec at;
+	clock_gettime(CLOCK_REALTIME, &at);
+	at.tv_sec += ms / 1000;
+	at.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (at.tv_nsec >= 1000000000) {
+		at.tv_sec++;
+		at.tv_nsec -= 1000000000;
+	}
+	return pthread_mutex_timedlock(&reg_lock, &at) == 0;
 }
 
 void registry_wait(void)
@@ -74,6 +88,17 @@ size_t registry_snapshot(struct sandbox ***out)
 	registry_unlock();
 	*out = v;
 	return n;
+}
+
+void registry_count_states(size_t *counts, size_t n)
+{
+	for (size_t s = 0; s < n; s++)
+		counts[s] = 0;
+	registry_lock();
+	for (size_t i = 0; i < n_table; i++)
+		if ((size_t)table[i]->state < n)
+			counts[table[i]->state]++;
+	registry_unlock();
 }
 
 size_t registry_count(void)

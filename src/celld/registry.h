@@ -11,6 +11,8 @@ struct sandbox;
 
 void registry_lock(void);
 void registry_unlock(void);
+/* The lock, unless it is not free within ms (false: not taken; a stuck holder). */
+bool registry_lock_within(int ms);
 /* Wait on the registry condition (registry lock held). */
 void registry_wait(void);
 void registry_broadcast(void);
@@ -23,6 +25,8 @@ struct sandbox *registry_find_serial_locked(uint64_t serial);
 /* Referenced copy of every entry, oldest first; free with sandbox_unref_all. */
 size_t registry_snapshot(struct sandbox ***out);
 size_t registry_count(void);
+/* How many entries are in each state: counts[state] for state < n (enum sbx_state). */
+void registry_count_states(size_t *counts, size_t n);
 
 /* Add sb (its id not in the table: check with registry_find_locked first) with a new
  * serial; the table takes a reference. 0 or -ENOMEM. */

@@ -19,6 +19,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "cell/cleanup.h"
 #include "relay.h"
 #include "sandbox.h"
@@ -97,6 +98,7 @@ static int transfer(int fd, uint8_t *p, size_t len, bool out, bool eof_ok, int64
 			return -errno;
 		if (n == 0)
 			return done == 0 && eof_ok ? -ECONNRESET : -EPIPE;
+		metrics_add(out ? METRIC_RELAY_SENT : METRIC_RELAY_RECEIVED, (size_t)n);
 		done += (size_t)n;
 	}
 	return 0;

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "cell/id.h"
 #include "cell/log.h"
 #include "dns.h"
@@ -263,12 +264,14 @@ static void handle_query(struct sb *s, uint32_t slot, const uint8_t *msg, size_t
 	}
 	if (rc < 0 || q.qclass != DNS_CLASS_IN || !allowed(s, q.name)) {
 		s->st.refused++;
+		metrics_add(METRIC_DNS_REFUSALS, 1);
 		log_refused(s, rc < 0 ? "(a name outside [a-z0-9_-.])" : q.name, q.qtype, now);
 		reply_rcode(s, msg, &q, DNS_RCODE_REFUSED, from);
 		return;
 	}
 	if (q.qtype == DNS_TYPE_AAAA) {
 		s->st.answered++;
+		metrics_add(METRIC_DNS_ANSWERS, 1);
 		reply_rcode(s, msg, &q, DNS_RCODE_NOERROR, from);
 		return;
 	}
@@ -341,6 +344,7 @@ static void on_upstream(uint32_t slot, uint32_t gen)
 		if (s && !allowed(s, p->q.name)) {
 			/* resolver_set_rules refused the name while it was upstream */
 			s->st.refused++;
+			metrics_add(METRIC_DNS_REFUSALS, 1);
 			reply_rcode(s, p->msg, &p->q, DNS_RCODE_REFUSED, &p->client);
 			s = NULL;
 		}
@@ -363,6 +367,7 @@ static void on_upstream(uint32_t slot, uint32_t gen)
 		dns_set_id(buf, (size_t)n, client_id);
 		send_to_client(s, buf, (size_t)n, &client);
 		s->st.answered++;
+		metrics_add(METRIC_DNS_ANSWERS, 1);
 		break;
 	}
 	pthread_mutex_unlock(&lock);

@@ -26,6 +26,7 @@
 #include "registry.h"
 #include "sandbox.h"
 #include "store.h"
+#include "timefmt.h"
 #include "timers.h"
 
 #define TICK_S		2
@@ -108,6 +109,19 @@ static void save_activity(struct sandbox *sb)
 		log_warn("sandbox %s: recording its last activity: %s", sb->id, err.msg);
 }
 
+static int64_t beat_ms = -1; /* celld_now_ms() of the thread's last sign of life */
+
+static void beat(void)
+{
+	__atomic_store_n(&beat_ms, celld_now_ms(), __ATOMIC_RELAXED);
+}
+
+int64_t timers_beat_age_ms(void)
+{
+	int64_t at = __atomic_load_n(&beat_ms, __ATOMIC_RELAXED);
+	return at < 0 ? -1 : celld_now_ms() - at;
+}
+
 static void tick(void)
 {
 	struct sandbox **v;
@@ -119,6 +133,7 @@ static void tick(void)
 			continue;
 		step(v[i], &iv, now);
 		save_activity(v[i]);
+		beat();
 	}
 	sandbox_unref_all(v, n);
 }
@@ -127,8 +142,10 @@ static void *timer_thread(void *arg)
 {
 	(void)arg;
 	for (;;) {
+		beat();
 		struct timespec ts = {TICK_S, 0};
 		nanosleep(&ts, NULL);
+		beat();
 		tick();
 	}
 	return NULL;

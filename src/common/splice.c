@@ -19,6 +19,8 @@ struct dir {
 	bool eof;  /* from ended */
 	bool done; /* and all of it went to `to`, now shut for writing */
 	bool own;  /* buf is a block of its own (a first piece larger than SPLICE_BLOCK) */
+	bool to_b; /* the direction from a to b */
+	void (*moved)(bool to_b, size_t n);
 };
 
 /* Move what can move without blocking: -errno when a connection failed. */
@@ -38,6 +40,8 @@ static int pump(struct dir *d, short from_events)
 	if (d->len > d->pos) {
 		ssize_t n =
 		    send(d->to, d->buf + d->pos, d->len - d->pos, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n > 0 && d->moved)
+			d->moved(d->to_b, (size_t)n);
 		if (n > 0)
 			d->pos += (size_t)n;
 		else if (n < 0 && errno != EAGAIN && errno != EINTR)
@@ -103,8 +107,12 @@ int cell_splice(int a, int b, const struct cell_splice_opts *o)
 	nonblocking(a);
 	nonblocking(b);
 	struct dir d[2] = {
-	    {.from = a, .to = b, .buf = bufs, .block = bufs},
-	    {.from = b, .to = a, .buf = bufs + SPLICE_BLOCK, .block = bufs + SPLICE_BLOCK}};
+	    {.from = a, .to = b, .buf = bufs, .block = bufs, .to_b = true, .moved = o->moved},
+	    {.from = b,
+	     .to = a,
+	     .buf = bufs + SPLICE_BLOCK,
+	     .block = bufs + SPLICE_BLOCK,
+	     .moved = o->moved}};
 	int rc = queue_first(&d[0], o->a_first, o->a_first_len);
 	if (!rc)
 		rc = queue_first(&d[1], o->b_first, o->b_first_len);

@@ -33,6 +33,7 @@
 
 #include <microhttpd.h>
 
+#include "metrics.h"
 #include "cell/cleanup.h"
 #include "cell/log.h"
 #include "cell/splice.h"
@@ -127,6 +128,7 @@ static int send_all(int fd, const char *data, size_t len)
 		}
 		if (n < 0)
 			return -errno;
+		metrics_add(METRIC_PROXY_SENT, (size_t)n);
 		data += n;
 		len -= (size_t)n;
 	}
@@ -139,6 +141,8 @@ static ssize_t recv_some(const struct proxy *p, char *out, size_t max)
 {
 	for (;;) {
 		ssize_t n = recv(p->fd, out, max, 0);
+		if (n > 0)
+			metrics_add(METRIC_PROXY_RECEIVED, (size_t)n);
 		if (n >= 0)
 			return n;
 		if (errno == EINTR)
@@ -753,7 +757,8 @@ static void splice_run(void *cls, int fd, const char *extra, size_t extra_len,
 				     .b_first = p->buf + p->pos,
 				     .b_first_len = p->len - p->pos,
 				     .stop_fd = http_upgrades_stopping_fd(),
-				     .idle_ms = PROXY_SPLICE_MS};
+				     .idle_ms = PROXY_SPLICE_MS,
+				     .moved = metrics_proxy_moved};
 	int rc = cell_splice(fd, p->fd, &o);
 	if (rc < 0 && rc != -ECANCELED)
 		log_debug("upgraded connection to port %u of sandbox %s: %s", p->port, p->sb->id,

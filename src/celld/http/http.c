@@ -234,6 +234,21 @@ int http_respond(struct http_req *r, unsigned status, struct MHD_Response *resp)
 	return 0;
 }
 
+int http_text(struct http_req *r, char *text, size_t len, const char *content_type,
+	      const char *cache_control)
+{
+	struct MHD_Response *resp =
+	    MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(text);
+		return http_no_memory(r);
+	}
+	MHD_add_response_header(resp, "Content-Type", content_type);
+	if (cache_control)
+		MHD_add_response_header(resp, "Cache-Control", cache_control);
+	return http_respond(r, 200, resp);
+}
+
 int http_json(struct http_req *r, unsigned status, json_t *body)
 {
 	/* Nine significant digits: CPU seconds as 0.003148, not 0.0031480000000000002. */

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "cell/error.h"
+#include "metrics.h"
 #include "router.h"
 
 struct http_req;
@@ -43,6 +44,9 @@ struct http_api {
 	int (*reroute)(struct http_req *r);
 	/* Answer a request no route took (ROUTER_BAD_PATH, _NO_PATH, _NO_METHOD, _BAD_ID). */
 	int (*unrouted)(struct http_req *r, enum router_result res, const struct router_match *m);
+	/* The group of route (NULL: no route took the request) whose latency histogram its
+	 * requests count in (metrics.h). NULL: METRIC_GROUP_OTHER. */
+	enum metric_group (*route_group)(const struct route *route);
 };
 
 /* Path captures of the matched route, in order ({id}, then {cmd} or {port}). */
@@ -95,6 +99,10 @@ void http_set_state(struct http_req *r, void *state, void (*free_fn)(void *));
 /* Responses. Each adds X-Request-ID; all return 0 (or -errno when queueing failed). */
 int http_respond(struct http_req *r, unsigned status, struct MHD_Response *resp);
 int http_json(struct http_req *r, unsigned status, json_t *body /* reference stolen */);
+/* text (malloc'd, taken, len bytes) as the body of a 200 with this Content-Type and, when
+ * not NULL, Cache-Control; out of memory answered as such. */
+int http_text(struct http_req *r, char *text, size_t len, const char *content_type,
+	      const char *cache_control);
 int http_empty(struct http_req *r, unsigned status);
 /* An error in the body of r's API; 5xx are logged here, once. */
 int http_error(struct http_req *r, unsigned status, const char *code, const char *fmt, ...)

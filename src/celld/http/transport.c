@@ -343,6 +343,11 @@ static void log_request(const struct http_req *r)
 		 r->request_id);
 }
 
+static enum metric_group group_of(const struct http_req *r)
+{
+	return r->api->route_group ? r->api->route_group(r->match.route) : METRIC_GROUP_OTHER;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
@@ -353,8 +358,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!r)
 		return;
 	*con_cls = NULL;
-	if (r->started)
+	if (r->started) {
 		log_request(r);
+		metrics_request(group_of(r), celld_now_ms() - r->t0);
+	}
 	if (r->state_free)
 		r->state_free(r->state);
 	if (r->admitted)

@@ -454,6 +454,13 @@ static int unrouted(struct http_req *r, enum router_result res, const struct rou
 	return e2b_error(r, 404, "no such endpoint");
 }
 
+/* One group: E2B's clients are told apart by listener, not by route. */
+static enum metric_group route_group(const struct route *route)
+{
+	(void)route;
+	return METRIC_GROUP_E2B;
+}
+
 const struct http_api api_e2b = {
     .name = "E2B",
     .routes = {routes, CELL_ARRAY_SIZE(routes), NULL},
@@ -465,4 +472,5 @@ const struct http_api api_e2b = {
     .error_body = errors_body_numbered,
     .unrouted = unrouted,
     .reroute = reroute,
+    .route_group = route_group,
 };

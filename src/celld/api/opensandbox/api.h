@@ -55,6 +55,10 @@ int api_snapshot_list(struct http_req *r);
 int api_snapshot_get(struct http_req *r);
 int api_snapshot_delete(struct http_req *r);
 int api_info(struct http_req *r);
+/* api_operator.c: GET /metrics (Prometheus' text format) and GET /health, on the Unix
+ * socket only (a 404 on TCP, as an unknown route). */
+int api_operator_metrics(struct http_req *r);
+int api_operator_health(struct http_req *r);
 
 /* ---- api_volumes.c: named volumes (cell's own) ---- */
 

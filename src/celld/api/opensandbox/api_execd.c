@@ -100,15 +100,7 @@ static int parse_opts(json_t *body, struct exec_opts *o, struct cell_error *err)
 
 static int respond_events(struct http_req *r, char *text, size_t len)
 {
-	struct MHD_Response *resp =
-	    MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(text);
-		return http_no_memory(r);
-	}
-	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-	MHD_add_response_header(resp, "Cache-Control", "no-cache");
-	return http_respond(r, 200, resp);
+	return http_text(r, text, len, "text/event-stream", "no-cache");
 }
 
 /* Takes ev (an event from the sse builders, or NULL after a failed allocation). The

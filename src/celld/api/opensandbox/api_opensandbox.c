@@ -48,6 +48,9 @@ static const struct route routes[] = {
     {"DELETE", "snapshots/{id}", NONE, SHORT, api_snapshot_delete, NULL, NULL},
     {"POST", "metrics/events", JSON, SHORT, api_metrics_event, NULL, NULL},
     {"GET", "info", NONE, SHORT, api_info, NULL, NULL},
+    /* The operator's: the Unix socket only, a 404 on TCP (api_operator.c). */
+    {"GET", "metrics", NONE, SHORT, api_operator_metrics, NULL, NULL},
+    {"GET", "health", NONE, SHORT, api_operator_health, NULL, NULL},
     {"GET", "volumes", NONE, SHORT, api_volume_list, NULL, NULL},
     {"GET", "volumes/{name}", NONE, SHORT, api_volume_get, NULL, NULL},
     {"DELETE", "volumes/{name}", NONE, SHORT, api_volume_delete, NULL, NULL},
@@ -164,6 +167,34 @@ static int unrouted(struct http_req *r, enum router_result res, const struct rou
 	return http_error(r, 404, "NOT_FOUND", "no such endpoint");
 }
 
+static bool starts(const char *s, const char *prefix)
+{
+	return !strncmp(s, prefix, strlen(prefix));
+}
+
+/* A route's latency group, from its pattern: a handful of fixed names. */
+static enum metric_group route_group(const struct route *route)
+{
+	if (!route)
+		return METRIC_GROUP_OTHER;
+	const char *p = route->pattern;
+	if (starts(p, EXECD))
+		return starts(p + strlen(EXECD), "files") ||
+			       starts(p + strlen(EXECD), "directories")
+			   ? METRIC_GROUP_FILES
+			   : METRIC_GROUP_EXECD;
+	if (starts(p, EGRESS))
+		return METRIC_GROUP_LIFECYCLE;
+	if (starts(p, "sandboxes/{id}/proxy/") || starts(p, "sandboxes/{id}/ports/"))
+		return METRIC_GROUP_PROXY;
+	if (starts(p, "images") || starts(p, "skills"))
+		return METRIC_GROUP_IMAGES;
+	if (!strcmp(p, "metrics") || !strcmp(p, "health") || !strcmp(p, "info") ||
+	    !strcmp(p, "audit"))
+		return METRIC_GROUP_OPERATOR;
+	return METRIC_GROUP_LIFECYCLE;
+}
+
 const struct http_api api_opensandbox = {
     .name = "OpenSandbox",
     .routes = {routes, CELL_ARRAY_SIZE(routes), "v1"},
@@ -175,4 +206,5 @@ const struct http_api api_opensandbox = {
     .error_body = errors_body_named,
     .unrouted = unrouted,
     .reroute = api_preview_reroute,
+    .route_group = route_group,
 };

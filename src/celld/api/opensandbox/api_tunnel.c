@@ -14,6 +14,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "cell/log.h"
 #include "cell/splice.h"
 #include "api.h"
@@ -47,8 +48,10 @@ static void tunnel_run(void *cls, int fd, const char *extra, size_t extra_len,
 {
 	struct tunnel *t = cls;
 	/* Either side sees its connection close; how it ended is only worth a debug line. */
-	struct cell_splice_opts o = {
-	    .a_first = extra, .a_first_len = extra_len, .stop_fd = http_upgrades_stopping_fd()};
+	struct cell_splice_opts o = {.a_first = extra,
+				     .a_first_len = extra_len,
+				     .stop_fd = http_upgrades_stopping_fd(),
+				     .moved = metrics_proxy_moved};
 	int rc = cell_splice(fd, t->app, &o);
 	if (rc < 0)
 		log_debug("tunnel to port %u of sandbox %s: %s", t->port, t->sb->id, strerror(-rc));
