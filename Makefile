@@ -44,7 +44,7 @@ INIT_LIBS  := -static -Wl,--gc-sections -ljansson -lcrypto -lpthread
 
 BINS := $(BUILD)/celld $(BUILD)/cell $(BUILD)/cell-init
 
-.PHONY: all clean check unit integration bench run install asan format format-check vmcheck images layercheck
+.PHONY: all clean check unit integration bench run install uninstall asan format format-check vmcheck images layercheck
 all: $(BINS)
 
 $(BUILD)/%.o: %.c
@@ -131,6 +131,14 @@ images:
 	rootfs/build-image busybox $(IMAGES_DIR)
 
 # Build and install with the same PREFIX: the binaries look for their files under it.
+# The systemd unit goes to $(SYSTEMD_UNIT_DIR) (default $(PREFIX)/lib/systemd/system, a
+# directory systemd reads for /usr and /usr/local alike), with celld's path written in; the
+# completions to bash-completion's and zsh's directories under $(PREFIX)/share. Group cell
+# (celld's socket is mode 0660, group cell) is made on this host only: not under a DESTDIR
+# (a package's scripts make it there), and not when it exists.
+SYSTEMD_UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+BASH_COMPLETION_DIR ?= $(PREFIX)/share/bash-completion/completions
+ZSH_COMPLETION_DIR ?= $(PREFIX)/share/zsh/site-functions
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin \
 		$(DESTDIR)$(PREFIX)/libexec/cell $(DESTDIR)$(PREFIX)/share/cell/rootfs
@@ -153,4 +161,42 @@ install: all
 		install -d $(DESTDIR)$(PREFIX)/share/man/man$$sec && \
 		install -m 0644 $$f $(DESTDIR)$(PREFIX)/share/man/man$$sec/ || exit 1; \
 		echo "install $$f -> $(PREFIX)/share/man/man$$sec/"; \
+	done
+	install -d $(DESTDIR)$(SYSTEMD_UNIT_DIR) $(DESTDIR)$(BASH_COMPLETION_DIR) \
+		$(DESTDIR)$(ZSH_COMPLETION_DIR)
+	sed 's|@SBINDIR@|$(PREFIX)/sbin|g' dist/systemd/celld.service \
+		>$(DESTDIR)$(SYSTEMD_UNIT_DIR)/celld.service.tmp
+	mv $(DESTDIR)$(SYSTEMD_UNIT_DIR)/celld.service.tmp $(DESTDIR)$(SYSTEMD_UNIT_DIR)/celld.service
+	chmod 0644 $(DESTDIR)$(SYSTEMD_UNIT_DIR)/celld.service
+	$(BUILD)/cell completion bash >$(DESTDIR)$(BASH_COMPLETION_DIR)/cell
+	$(BUILD)/cell completion zsh >$(DESTDIR)$(ZSH_COMPLETION_DIR)/_cell
+	chmod 0644 $(DESTDIR)$(BASH_COMPLETION_DIR)/cell $(DESTDIR)$(ZSH_COMPLETION_DIR)/_cell
+	@if [ -z "$(DESTDIR)" ] && ! getent group cell >/dev/null; then \
+		echo "groupadd --system cell"; groupadd --system cell || exit 1; \
+	fi
+
+# Removes each file install put there, by its path, then cell's own directories when they
+# are empty; shared ones (bin, man1, the unit and completion directories) stay. Group cell
+# stays too: install cannot tell whether it made it or found it, and users may have been
+# added to it since (groupdel cell removes it).
+INSTALLED := bin/cell sbin/celld libexec/cell/cell-init libexec/cell/cell-escape \
+	share/cell/rootfs/build-image share/cell/rootfs/default.packages \
+	share/cell/rootfs/code-interpreter.packages share/cell/rootfs/README.md \
+	share/cell/interpreter/code-interpreter.sh share/cell/interpreter/code_interpreter.py \
+	share/cell/interpreter/kernel_startup.py \
+	$(addprefix share/cell/,$(POLICIES)) \
+	$(foreach f,$(MAN_PAGES),share/man/man$(subst .,,$(suffix $(f)))/$(notdir $(f)))
+# Deepest first: a directory goes once its own are gone.
+INSTALLED_DIRS := $(filter-out share/cell/policies/,$(sort $(dir $(addprefix share/cell/,$(POLICIES))))) \
+	share/cell/policies \
+	share/cell/rootfs share/cell/interpreter share/cell libexec/cell
+uninstall:
+	@for f in $(INSTALLED); do \
+		rm -f -- "$(DESTDIR)$(PREFIX)/$$f" || exit 1; \
+	done
+	rm -f -- $(DESTDIR)$(SYSTEMD_UNIT_DIR)/celld.service $(DESTDIR)$(BASH_COMPLETION_DIR)/cell \
+		$(DESTDIR)$(ZSH_COMPLETION_DIR)/_cell
+	@for d in $(INSTALLED_DIRS); do \
+		[ ! -d "$(DESTDIR)$(PREFIX)/$$d" ] || rmdir -- "$(DESTDIR)$(PREFIX)/$$d" 2>/dev/null || \
+			echo "uninstall: $(PREFIX)/$$d is not empty, kept"; \
 	done

@@ -28,3 +28,4 @@ int cmd_forward(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_selftest(int argc, char **argv);
 int cmd_version(int argc, char **argv);
+int cmd_completion(int argc, char **argv);

@@ -46,6 +46,7 @@ static const struct cli_command commands[] = {
     {"info", cmd_info, "show celld's version, cgroup backend and directories"},
     {"selftest", cmd_selftest, "run the escape battery on this host and kernel (TAP report)"},
     {"version", cmd_version, "print the version of cell"},
+    {"completion", cmd_completion, "print a bash or zsh completion script for cell"},
 };
 
 static void usage(FILE *f)
