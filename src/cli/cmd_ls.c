@@ -13,50 +13,21 @@
 #include "output.h"
 #include "table.h"
 
-#define LS_PAGE_SIZE 200
-#define LS_MAX_PAGES 10000 /* a server that always says hasNextPage cannot loop us forever */
-
 static void ls_usage(FILE *f)
 {
 	fprintf(f, "Usage: cell ls [OPTIONS]\n"
 		   "\n"
-		   "List sandboxes: ID STATE IMAGE CREATED.\n"
+		   "List sandboxes, in every state (Running, Paused, Stopped, Failed):\n"
+		   "ID NAME STATE IMAGE CREATED.\n"
 		   "\n"
 		   "Options:\n"
+		   "  -a, --all          every sandbox (what ls lists anyway; docker's habit)\n"
+		   "  -q, --quiet        only the ids, one a line\n"
 		   "      --state STATE  only sandboxes in this state (Running, Paused, Stopped,\n"
 		   "                     Failed; repeatable)\n"
 		   "      --json         print the sandboxes as a JSON array\n"
 		   "      --socket PATH  celld's socket\n"
 		   "  -h, --help         this help\n");
-}
-
-/* Fetch every page of GET /v1/sandboxes into one array. */
-static int ls_fetch(const char *state_query, json_t *all, struct cell_error *err)
-{
-	for (int page = 1; page <= LS_MAX_PAGES; page++) {
-		_cleanup_free_ char *path = NULL;
-		if (asprintf(&path, "/v1/sandboxes?page=%d&pageSize=%d%s", page, LS_PAGE_SIZE,
-			     state_query) < 0)
-			return cell_err(err, ENOMEM, "list sandboxes");
-		json_t *resp = NULL;
-		int r = cli_client_api("GET", path, NULL, "list sandboxes", &resp, NULL, err);
-		if (r < 0)
-			return r;
-		json_t *items = json_object_get(resp, "items");
-		if (!json_is_array(items)) {
-			json_decref(resp);
-			return cell_err_msg(err, EPROTO,
-					    "list sandboxes: celld's answer has no items");
-		}
-		json_array_extend(all, items);
-		json_t *pg = json_object_get(resp, "pagination");
-		bool more =
-		    json_is_true(json_object_get(pg, "hasNextPage")) && json_array_size(items) > 0;
-		json_decref(resp);
-		if (!more)
-			return 0;
-	}
-	return 0;
 }
 
 static const char *str_or(json_t *j, const char *dflt)
@@ -68,14 +39,22 @@ static const char *str_or(json_t *j, const char *dflt)
 int cmd_ls(int argc, char **argv)
 {
 	enum { OPT_STATE = 0x2000 };
-	static const struct option longopts[] = {
-	    {"state", required_argument, NULL, OPT_STATE}, CLI_GLOBAL_LONGOPTS, {0}};
+	static const struct option longopts[] = {{"state", required_argument, NULL, OPT_STATE},
+						 {"all", no_argument, NULL, 'a'},
+						 {"quiet", no_argument, NULL, 'q'},
+						 CLI_GLOBAL_LONGOPTS,
+						 {0}};
+	bool quiet = false;
 	char query[512] = "";
 	size_t qlen = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg))
+	while ((c = getopt_long(argc, argv, "haq", longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg) || c == 'a')
 			continue;
+		if (c == 'q') {
+			quiet = true;
+			continue;
+		}
 		if (c == 'h') {
 			ls_usage(stdout);
 			return CLI_EXIT_OK;
@@ -96,7 +75,7 @@ int cmd_ls(int argc, char **argv)
 				       argv[optind]);
 	json_t *all = json_array();
 	struct cell_error err = {0};
-	if (ls_fetch(query, all, &err) < 0) {
+	if (cli_client_sandboxes(query, all, &err) < 0) {
 		cli_error("%s", err.msg);
 		json_decref(all);
 		return CLI_EXIT_FAIL;
@@ -106,20 +85,27 @@ int cmd_ls(int argc, char **argv)
 		json_decref(all);
 		return CLI_EXIT_OK;
 	}
-	struct cli_table t;
-	cli_table_init(&t, 4);
-	/* celld reports a Stopped sandbox as Paused with reason Stopped (for OpenSandbox
-	 * clients, which know no Stopped); people are told what it is. */
-	cli_table_add(&t, (const char *const[]){"ID", "STATE", "IMAGE", "CREATED"});
 	size_t i;
 	json_t *sb;
+	if (quiet) {
+		json_array_foreach(all, i, sb)
+		    printf("%s\n", str_or(json_object_get(sb, "id"), "?"));
+		json_decref(all);
+		return CLI_EXIT_OK;
+	}
+	struct cli_table t;
+	cli_table_init(&t, 5);
+	/* celld reports a Stopped sandbox as Paused with reason Stopped (for OpenSandbox
+	 * clients, which know no Stopped); people are told what it is. */
+	cli_table_add(&t, (const char *const[]){"ID", "NAME", "STATE", "IMAGE", "CREATED"});
 	json_array_foreach(all, i, sb)
 	{
 		json_t *status = json_object_get(sb, "status");
 		const char *reason = json_string_value(json_object_get(status, "reason"));
 		bool stopped = reason && !strcmp(reason, "Stopped");
-		const char *row[4] = {
+		const char *row[5] = {
 		    str_or(json_object_get(sb, "id"), "?"),
+		    str_or(json_object_get(sb, "name"), "-"),
 		    stopped ? "Stopped" : str_or(json_object_get(status, "state"), "?"),
 		    str_or(json_object_get(json_object_get(sb, "image"), "uri"), "-"),
 		    str_or(json_object_get(sb, "createdAt"), "-"),

@@ -113,6 +113,8 @@ static int remove_one(const char *id, void *cls, struct cell_error *err)
 {
 	(void)cls;
 	_cleanup_free_ char *path = NULL;
+	if (!cell_id_valid(id))
+		return cell_err_msg(err, EINVAL, "invalid snapshot id '%s'", id);
 	if (asprintf(&path, "/v1/snapshots/%s", id) < 0)
 		return cell_err(err, ENOMEM, "remove snapshot");
 	return cli_client_api("DELETE", path, NULL, "remove snapshot", NULL, NULL, err);
@@ -158,7 +160,7 @@ int cmd_snapshot(int argc, char **argv)
 		return snapshot_ls();
 	}
 	if (!strcmp(first, "rm"))
-		return cli_each(argc, argv, "snapshot", "snapshot id", true, remove_one, NULL);
+		return cli_each(argc, argv, "snapshot", "snapshot id", false, remove_one, NULL);
 	if (optind != argc)
 		return cli_error_usage("snapshot", CLI_EXIT_USAGE, "unexpected argument '%s'",
 				       argv[optind]);

@@ -15,6 +15,7 @@
 #include "global.h"
 #include "parse.h"
 #include "signals.h"
+#include "terminal.h"
 
 int cli_exec_opt(int c, const char *arg, struct cli_exec_req *req, json_t *envs)
 {
@@ -66,6 +67,8 @@ static json_t *exec_body(const struct cli_exec_req *req)
 		json_object_set_new(body, "timeout", json_integer(req->timeout_ms));
 	if (req->input)
 		json_object_set_new(body, "stdin", json_true());
+	if (req->background)
+		json_object_set_new(body, "background", json_true());
 	if (req->set_user) {
 		json_object_set_new(body, "uid", json_integer(req->uid));
 		json_object_set_new(body, "gid", json_integer(req->gid));
@@ -214,4 +217,38 @@ int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_
 	}
 	cell_client_exec_result_free(&res);
 	return r;
+}
+
+/* -t: CMD on a PTY session, removed when it ends (kept when the user detaches). */
+int cli_exec_tty(const struct cli_exec_req *xr, const char *command, bool interactive)
+{
+	if (xr->timeout_ms || xr->set_user) {
+		cli_error_usage(command, CLI_EXIT_RUN_FAIL, "-t does not take %s",
+				xr->timeout_ms ? "--timeout" : "--user");
+		return CLI_EXIT_RUN_FAIL;
+	}
+	if (interactive && !isatty(0)) {
+		cli_error("%s -it: the input is not a terminal (pipe input with -i alone)",
+			  command);
+		return CLI_EXIT_RUN_FAIL;
+	}
+	_cleanup_free_ char *line = cli_term_command_line(xr->argv, xr->envs);
+	if (!line) {
+		cli_error("%s: an -e name is not a shell variable name", command);
+		return CLI_EXIT_RUN_FAIL;
+	}
+	struct cell_error err = {0};
+	_cleanup_free_ char *sid = NULL;
+	int code = CLI_EXIT_RUN_FAIL;
+	if (cli_term_create(xr->id, line, xr->cwd, &sid, &err) < 0) {
+		cli_error("%s", err.msg);
+		return code;
+	}
+	struct cli_term_attach a = {
+	    .id = xr->id, .session = sid, .since = 0, .input = interactive, .remove_at_end = true};
+	if (cli_term_attach(&a, &code, &err) < 0) {
+		cli_error("%s", err.msg);
+		code = CLI_EXIT_RUN_FAIL;
+	}
+	return code;
 }
