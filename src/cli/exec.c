@@ -90,15 +90,65 @@ static int exec_output(void *ctx, int fd, const void *data, size_t len, struct c
 	return r;
 }
 
+/* cell-init's "cwd DIR: why" when -w DIR could not be entered (CMD never started), said
+ * as the flag the user gave: true when text was that. */
+static bool workdir_failed(const struct cli_exec_req *req, const char *text)
+{
+	if (!req->cwd || !text || strncmp(text, "cwd ", 4))
+		return false;
+	size_t n = strlen(req->cwd);
+	if (strncmp(text + 4, req->cwd, n) || strncmp(text + 4 + n, ": ", 2))
+		return false;
+	const char *why = text + 4 + n + 2;
+	if (!strcmp(why, strerror(ENOENT)))
+		cli_error("-w %s: no such directory in the sandbox", req->cwd);
+	else
+		cli_error("-w %s: %s", req->cwd, why);
+	return true;
+}
+
+/* celld could not carry the command to its end: say so with what became of its sandbox,
+ * the usual cause (deleted or stopped under it). */
+static void say_celld_failed(const char *id, const char *why)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	json_t *sb = NULL;
+	long status = 0;
+	struct cell_error err = {0};
+	int r = cli_client_api("GET", path, NULL, "sandbox", &sb, &status, &err);
+	json_t *st = json_object_get(sb, "status");
+	const char *state = json_string_value(json_object_get(st, "state"));
+	const char *reason = json_string_value(json_object_get(st, "reason"));
+	if (r < 0 && status == 404)
+		cli_error("sandbox %s was deleted while the command ran (%s)", id, why);
+	else if (state && strcmp(state, "Running"))
+		cli_error("sandbox %s is %s: the command ended with it (%s)", id,
+			  reason && !strcmp(reason, "Stopped") ? "Stopped" : state, why);
+	else
+		cli_error("sandbox %s: %s", id, why);
+	json_decref(sb);
+}
+
 /* The command's exit code from its error event. A plain non-zero exit is the command's own
  * business; a timeout, a signal or a failure to start deserves one line on stderr naming
  * what happened. */
-static int exec_error_code(json_t *e, int code)
+static int exec_error_code(const struct cli_exec_req *req, json_t *e, int code)
 {
 	const char *ename = json_string_value(json_object_get(e, "ename"));
 	const char *evalue = json_string_value(json_object_get(e, "evalue"));
 	json_t *tb = json_object_get(e, "traceback");
+	if (workdir_failed(req, evalue) ||
+	    workdir_failed(req, json_string_value(json_array_get(tb, 0))))
+		return CLI_EXIT_RUN_FAIL;
 	bool exec_error = ename && !strcmp(ename, "CommandExecError");
+	/* celld's own failure (the sandbox stopped or deleted under the command, its relay
+	 * gone) is 125 with a traceback of "cell: why": never silent, never doubled. */
+	const char *first = json_string_value(json_array_get(tb, 0));
+	if (exec_error && first && !strncmp(first, "cell: ", 6)) {
+		say_celld_failed(req->id, first + 6);
+		return CLI_EXIT_RUN_FAIL;
+	}
 	if (!exec_error || code < 0 || code == CLI_EXIT_TIMEOUT || code > 128) {
 		size_t i;
 		json_t *line;
@@ -213,7 +263,7 @@ int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_
 	} else if (r < 0 && res.stream_failed) {
 		exec_interrupt(req->id, res.cmd_id);
 	} else if (r == 0) {
-		*exit_code = res.complete ? 0 : exec_error_code(res.error, res.exit_code);
+		*exit_code = res.complete ? 0 : exec_error_code(req, res.error, res.exit_code);
 	}
 	cell_client_exec_result_free(&res);
 	return r;

@@ -127,6 +127,11 @@ int main(int argc, char **argv)
 			optind = 0;
 			return commands[i].fn(2, help_argv);
 		}
+		if (optind + 1 < argc) {
+			cli_error("help: unknown command '%s'", argv[optind + 1]);
+			fprintf(stderr, "Try 'cell --help'.\n");
+			return CLI_EXIT_USAGE;
+		}
 		usage(stdout);
 		return CLI_EXIT_OK;
 	}

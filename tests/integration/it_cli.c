@@ -1059,6 +1059,78 @@ START_TEST(names_are_unique_and_taken_for_ids)
 }
 END_TEST
 
+/* ---- what a failure says ---- */
+
+START_TEST(exec_says_why_it_failed)
+{
+	char *id = cli_create_busybox();
+	struct h_proc p;
+	h_cell(&p, "exec", "-w", "/nonexistent", id, "--", "true", NULL);
+	ck_assert_msg(p.status == 125 &&
+			  strstr(p.err, "-w /nonexistent: no such directory in the sandbox"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	int before = h_sandbox_count();
+	h_cell(&p, "run", "--rm", "-I", "busybox", "-w", "/nonexistent", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 &&
+			  strstr(p.err, "-w /nonexistent: no such directory in the sandbox"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_sandbox_count(), before);
+
+	/* the sandbox deleted under a running command: 125, and why */
+	char *bin = h_fmt("%s/cell", H.bin);
+	char *sock = h_fmt("%s/cell.sock", H.dir);
+	char *cmd = h_fmt("%s --socket %s exec %s -- sleep 60 & sleep 2; %s --socket %s rm %s "
+			  ">/dev/null; wait $!",
+			  bin, sock, id, bin, sock, id);
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	h_run(argv, NULL, 120, &p);
+	ck_assert_msg(p.status == 125 && (strstr(p.err, "was deleted while the command ran") ||
+					  strstr(p.err, "the sandbox is being deleted")),
+		      "exit %d, stderr: '%s'", p.status, p.err);
+	h_proc_free(&p);
+
+	h_cell(&p, "help", "nosuch", NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "nosuch"), "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	free(cmd);
+	free(sock);
+	free(bin);
+	free(id);
+}
+END_TEST
+
+START_TEST(rm_all_takes_the_stopped)
+{
+	char *stopped = cli_create_busybox(), *running = cli_create_busybox();
+	struct h_proc p;
+	h_cell(&p, "stop", stopped, NULL);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "rm", "--all", NULL);
+	ck_assert_msg(p.status == 0 && strstr(p.out, stopped) && !strstr(p.out, running),
+		      "exit %d: %s %s", p.status, p.out, p.err);
+	h_proc_free(&p);
+	char *path = h_fmt("/v1/sandboxes/%s", stopped);
+	ck_assert_int_eq(h_http("GET", path, NULL, NULL), 404);
+	free(path);
+	path = h_fmt("/v1/sandboxes/%s", running);
+	ck_assert_int_eq(h_http("GET", path, NULL, NULL), 200);
+	h_cell(&p, "rm", "--all", running, NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "--all takes no id"), "exit %d: %s", p.status,
+		      p.err);
+	h_proc_free(&p);
+	h_cell(&p, "rm", "-f", running, NULL);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_http("GET", path, NULL, NULL), 404);
+	free(path);
+	free(stopped);
+	free(running);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -1082,6 +1154,8 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "run_entrypoint", 120), run_entrypoint);
 	tcase_add_test(h_tcase(s, "names_are_unique_and_taken_for_ids", 120),
 		       names_are_unique_and_taken_for_ids);
+	tcase_add_test(h_tcase(s, "exec_says_why_it_failed", 120), exec_says_why_it_failed);
+	tcase_add_test(h_tcase(s, "rm_all_takes_the_stopped", 120), rm_all_takes_the_stopped);
 	return s;
 }
 
