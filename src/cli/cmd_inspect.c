@@ -37,19 +37,19 @@ static void inspect_usage(FILE *f)
 {
 	fprintf(f, "Usage: cell inspect ID...\n"
 		   "\n"
-		   "Print each sandbox as JSON: what celld's API says of it (id, name, status,\n"
-		   "image, metadata, resourceLimits, ...) and its kernel-level details: host pid\n"
-		   "of its init, uid/gid maps, namespace ids, cgroup path, host pids of its\n"
-		   "processes, state dir, seccomp profile (and, with --seccomp-log, its denied\n"
-		   "calls). One ID: an object; several: an array. ID is an id, a name or a\n"
-		   "unique start of an id.\n"
+		   "Print each sandbox's kernel-level details as JSON: host pid of its init,\n"
+		   "uid/gid maps, namespace ids, cgroup path, host pids of its processes, state\n"
+		   "dir, seccomp profile (and, with --seccomp-log, its denied calls), with the\n"
+		   "API's name, status, metadata, entrypoint and resourceLimits. One ID: an\n"
+		   "object; several: an array. ID is an id, a name or a unique start of an id.\n"
 		   "\n"
 		   "Options:\n"
 		   "      --socket PATH  celld's socket\n"
 		   "  -h, --help         this help\n");
 }
 
-/* The sandbox's API object with its kernel-level details added; NULL after printing why. */
+/* The sandbox's kernel-level details with its API object's other members; NULL after
+ * printing why. */
 static json_t *inspect_one(const char *arg)
 {
 	const char *id = cli_resolve_id(arg);
@@ -66,9 +66,11 @@ static json_t *inspect_one(const char *arg)
 		json_decref(sb);
 		return NULL;
 	}
-	json_object_update_missing(sb, kern);
-	json_decref(kern);
-	return sb;
+	/* The kernel-level view as it always was (its image a string, its state cell's);
+	 * the API's members it lacks (name, status, metadata, resourceLimits...) added. */
+	json_object_update_missing(kern, sb);
+	json_decref(sb);
+	return kern;
 }
 
 int cmd_inspect(int argc, char **argv)

@@ -1026,9 +1026,24 @@ START_TEST(names_are_unique_and_taken_for_ids)
 	ck_assert_msg(strstr(p.out, id) && !strstr(p.out, "NAME") && !strstr(p.out, name),
 		      "ls -q: %s", p.out);
 	h_proc_free(&p);
+	json_t *j;
+	char *line = h_fmt("%s %s\tRunning\n", id, name);
+	h_cell(&p, "ls", "--format", "{{.ID}} {{ .Name }}\\t{{.State}}", NULL);
+	ck_assert_msg(p.status == 0 && strstr(p.out, line), "ls --format: %s %s", p.out, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "ls", "--format", "json", NULL);
+	j = json_loads(p.out, 0, NULL);
+	ck_assert_msg(json_is_array(j) && strstr(p.out, name), "ls --format json: %s", p.out);
+	json_decref(j);
+	h_proc_free(&p);
+	h_cell(&p, "ls", "--format", "{{.ID}} {{.Nmae}}", NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "{{.Nmae}} is not a field") && !p.out[0],
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	free(line);
 	char *other = cli_create_busybox();
 	h_cell(&p, "inspect", name, other, NULL);
-	json_t *j = json_loads(p.out, 0, NULL);
+	j = json_loads(p.out, 0, NULL);
 	ck_assert_msg(p.status == 0 && json_array_size(j) == 2, "inspect: %s %s", p.out, p.err);
 	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(j, 0), "name")), name);
 	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(j, 1), "id")), other);
