@@ -58,10 +58,8 @@ static char *take(const char *id, const char *name)
 {
 	_cleanup_free_ char *path = NULL;
 	struct cell_error err = {0};
-	if (!cell_id_valid(id)) {
-		cli_error("invalid sandbox id '%.80s'", id);
+	if (!(id = cli_resolve_id(id)))
 		return NULL;
-	}
 	if (asprintf(&path, "/v1/sandboxes/%s/snapshots", id) < 0)
 		return NULL;
 	json_t *body = name ? json_pack("{s:s}", "name", name) : json_object();

@@ -987,17 +987,27 @@ END_TEST
 
 /* ---- names and ids as the user gives them ---- */
 
-START_TEST(names_are_unique_and_taken_for_ids)
+/* `cell create -I busybox --name PREFIX<random>`, which must succeed: the name in *name
+ * (malloc'd), the id (tracked) returned. */
+static char *cli_create_named(const char *prefix, char **name)
 {
 	char rnd[CELL_ID_RANDOM_LEN + 1];
 	ck_assert_int_eq(cell_id_random(rnd), 0);
-	char *name = h_fmt("web-%s", rnd);
+	*name = h_fmt("%s%s", prefix, rnd);
 	struct h_proc p;
-	h_cell(&p, "create", "-I", "busybox", "--name", name, NULL);
+	h_cell(&p, "create", "-I", "busybox", "--name", *name, NULL);
 	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
 	char *id = strdup(h_trim(p.out));
 	h_track_sandbox(id);
 	h_proc_free(&p);
+	return id;
+}
+
+START_TEST(names_are_unique_and_taken_for_ids)
+{
+	char *name;
+	char *id = cli_create_named("web-", &name);
+	struct h_proc p;
 
 	/* a second create of the name is refused by celld, naming the flag */
 	int before = h_sandbox_count();
@@ -1146,6 +1156,44 @@ START_TEST(rm_all_takes_the_stopped)
 }
 END_TEST
 
+START_TEST(run_from_a_snapshot_by_name)
+{
+	char *name;
+	char *id = cli_create_named("Src_v1.", &name);
+	struct h_proc p;
+	/* cp, fs and snapshot take the name too */
+	char *file = h_fmt("%s/snap-%s", H.dir, id);
+	h_write_file(file, "kept-in-the-snapshot\n", 0644);
+	char *dst = h_fmt("%s:/workspace/f", name);
+	h_cell(&p, "cp", file, dst, NULL);
+	ck_assert_msg(p.status == 0, "cp: exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "fs", "ls", name, "/workspace", NULL);
+	ck_assert_msg(p.status == 0 && strstr(p.out, "f"), "fs ls: exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "snapshot", name, NULL);
+	ck_assert_msg(p.status == 0, "snapshot: exit %d: %s", p.status, p.err);
+	char *snap = strdup(h_trim(p.out));
+	h_proc_free(&p);
+	h_cell(&p, "run", "--rm", "--snapshot", snap, "--", "cat", "/workspace/f", NULL);
+	ck_assert_msg(p.status == 0 && !strcmp(p.out, "kept-in-the-snapshot\n"),
+		      "run --snapshot: exit %d: %s %s", p.status, p.out, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "run", "--rm", "--snapshot", "nosuchsnapshot", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "nosuchsnapshot not found") &&
+			  !strstr(p.err, "snapshotId"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "snapshot", "rm", snap, NULL);
+	h_proc_free(&p);
+	free(snap);
+	free(dst);
+	free(file);
+	free(name);
+	free(id);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -1171,6 +1219,7 @@ static Suite *cli_suite(void)
 		       names_are_unique_and_taken_for_ids);
 	tcase_add_test(h_tcase(s, "exec_says_why_it_failed", 120), exec_says_why_it_failed);
 	tcase_add_test(h_tcase(s, "rm_all_takes_the_stopped", 120), rm_all_takes_the_stopped);
+	tcase_add_test(h_tcase(s, "run_from_a_snapshot_by_name", 180), run_from_a_snapshot_by_name);
 	return s;
 }
 
