@@ -269,6 +269,36 @@ int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_
 	return r;
 }
 
+/* -t's -w DIR, checked before the session starts: its process would otherwise fail on
+ * the user's terminal with cell-init's words. 0, or -1 after saying what is wrong. */
+static int tty_workdir(const char *id, const char *cwd)
+{
+	_cleanup_free_ char *enc = cell_client_urlencode(cwd);
+	char path[8192];
+	if (!enc ||
+	    snprintf(path, sizeof(path), "/v1/sandboxes/%s" CLI_EXECD_PREFIX "/files/info?path=%s",
+		     id, enc) >= (int)sizeof(path)) {
+		cli_error("-w %.80s: too long", cwd);
+		return -1;
+	}
+	json_t *ans = NULL;
+	long status = 0;
+	struct cell_error err = {0};
+	int r = cli_client_api("GET", path, NULL, "-w", &ans, &status, &err);
+	/* {"<path>": {FileInfo}}: one entry. */
+	json_t *info = json_object_iter_value(json_object_iter(ans));
+	const char *type = json_string_value(json_object_get(info, "type"));
+	bool dir = type && (!strcmp(type, "directory") || !strcmp(type, "dir"));
+	if (r < 0 && status == 404)
+		cli_error("-w %s: no such directory in the sandbox", cwd);
+	else if (r < 0)
+		cli_error("%s", err.msg);
+	else if (!dir)
+		cli_error("-w %s: not a directory in the sandbox", cwd);
+	json_decref(ans);
+	return r == 0 && dir ? 0 : -1;
+}
+
 /* -t: CMD on a PTY session, removed when it ends (kept when the user detaches). */
 int cli_exec_tty(const struct cli_exec_req *xr, const char *command, bool interactive)
 {
@@ -287,6 +317,8 @@ int cli_exec_tty(const struct cli_exec_req *xr, const char *command, bool intera
 		cli_error("%s: an -e name is not a shell variable name", command);
 		return CLI_EXIT_RUN_FAIL;
 	}
+	if (xr->cwd && tty_workdir(xr->id, xr->cwd) < 0)
+		return CLI_EXIT_RUN_FAIL;
 	struct cell_error err = {0};
 	_cleanup_free_ char *sid = NULL;
 	int code = CLI_EXIT_RUN_FAIL;

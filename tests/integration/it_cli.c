@@ -854,10 +854,11 @@ START_TEST(run_it_is_a_throwaway_shell)
 {
 	int before = h_sandbox_count();
 	int status;
-	const char *args[] = {"run", "-it", "--rm", "-I", "busybox", "--", "sh", NULL};
-	char *out = cell_on_pty("tty; echo got-$((40+2)); exit 5\r", &status, args);
+	const char *args[] = {"run", "-it",  "--rm", "-I", "busybox",
+			      "-w",  "/etc", "--",   "sh", NULL};
+	char *out = cell_on_pty("tty; echo got-$((40+2)) in $PWD; exit 5\r", &status, args);
 	ck_assert_msg(status == 5, "exit %d, terminal: %s", status, out);
-	ck_assert_msg(strstr(out, "got-42"), "terminal: %s", out);
+	ck_assert_msg(strstr(out, "got-42 in /etc"), "terminal: %s", out);
 	ck_assert_msg(strstr(out, "/dev/pts/"), "no terminal in the sandbox: %s", out);
 	free(out);
 	ck_assert_int_eq(h_sandbox_count(), before);
@@ -1102,6 +1103,12 @@ START_TEST(exec_says_why_it_failed)
 		      "exit %d: %s", p.status, p.err);
 	h_proc_free(&p);
 	ck_assert_int_eq(h_sandbox_count(), before);
+	int status;
+	const char *args[] = {"exec", "-it", "-w", "/nonexistent", id, "--", "true", NULL};
+	char *out = cell_on_pty(NULL, &status, args);
+	ck_assert_msg(status == 125 && strstr(out, "-w /nonexistent: no such directory"),
+		      "exec -it -w: exit %d: %s", status, out);
+	free(out);
 
 	/* the sandbox deleted under a running command: 125, and why */
 	char *bin = h_fmt("%s/cell", H.bin);
@@ -1153,6 +1160,36 @@ START_TEST(rm_all_takes_the_stopped)
 	free(path);
 	free(stopped);
 	free(running);
+}
+END_TEST
+
+/* Creates of one name that race: celld lets exactly one through. */
+START_TEST(a_name_raced_is_given_once)
+{
+	char rnd[CELL_ID_RANDOM_LEN + 1];
+	ck_assert_int_eq(cell_id_random(rnd), 0);
+	int before = h_sandbox_count();
+	char *bin = h_fmt("%s/cell", H.bin);
+	char *sock = h_fmt("%s/cell.sock", H.dir);
+	char *cmd = h_fmt("for i in 1 2 3 4; do %s --socket %s create -I busybox --name race-%s & "
+			  "done; wait",
+			  bin, sock, rnd);
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	struct h_proc p;
+	h_run(argv, NULL, 120, &p);
+	char id[CELL_ID_MAX + 1];
+	ck_assert_msg(sscanf(p.out, "%64s", id) == 1, "no create succeeded: %s", p.err);
+	h_track_sandbox(id);
+	ck_assert_msg(!strchr(h_trim(p.out), '\n'), "more than one create: %s", p.out);
+	int taken = 0;
+	for (const char *e = p.err; (e = strstr(e, "--name: the name is taken")); e++)
+		taken++;
+	ck_assert_msg(taken == 3, "refusals: %s", p.err);
+	ck_assert_int_eq(h_sandbox_count(), before + 1);
+	h_proc_free(&p);
+	free(cmd);
+	free(sock);
+	free(bin);
 }
 END_TEST
 
@@ -1219,6 +1256,7 @@ static Suite *cli_suite(void)
 		       names_are_unique_and_taken_for_ids);
 	tcase_add_test(h_tcase(s, "exec_says_why_it_failed", 120), exec_says_why_it_failed);
 	tcase_add_test(h_tcase(s, "rm_all_takes_the_stopped", 120), rm_all_takes_the_stopped);
+	tcase_add_test(h_tcase(s, "a_name_raced_is_given_once", 120), a_name_raced_is_given_once);
 	tcase_add_test(h_tcase(s, "run_from_a_snapshot_by_name", 180), run_from_a_snapshot_by_name);
 	return s;
 }
