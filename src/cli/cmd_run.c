@@ -121,7 +121,7 @@ static int check_run(const struct run *run, int argc, char **argv, int optind_)
 					       "-i is --interactive and takes no value: name an "
 					       "image with --image %s (or -I %s)",
 					       argv[optind_], argv[optind_]);
-	if (optind_ >= argc)
+	if (optind_ >= argc || !argv[optind_][0])
 		return cli_error_usage("run", -1, "expected a command after '--'");
 	if (run->detach && (run->rm || run->tty || run->xr.input))
 		return cli_error_usage("run", -1,

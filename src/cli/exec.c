@@ -22,6 +22,11 @@ int cli_exec_opt(int c, const char *arg, struct cli_exec_req *req, json_t *envs)
 	int r;
 	switch (c) {
 	case 'w':
+		/* Said as the flag here: celld's answer would name its field, cwd. */
+		if (arg[0] != '/') {
+			cli_error("-w '%s': must be an absolute path in the sandbox", arg);
+			return -EINVAL;
+		}
 		req->cwd = arg;
 		return 1;
 	case 'e':
@@ -45,6 +50,10 @@ static json_t *exec_body(const struct cli_exec_req *req)
 	json_t *body = json_object();
 	if (!argv || !body)
 		goto fail;
+	if (!req->argv[0][0]) {
+		cli_error("CMD is empty: name a program after '--'");
+		goto fail;
+	}
 	for (char *const *a = req->argv; *a; a++) {
 		json_t *s = json_string(*a);
 		if (!s) {

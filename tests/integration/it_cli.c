@@ -1113,15 +1113,31 @@ START_TEST(exec_says_why_it_failed)
 	/* the sandbox deleted under a running command: 125, and why */
 	char *bin = h_fmt("%s/cell", H.bin);
 	char *sock = h_fmt("%s/cell.sock", H.dir);
-	char *cmd = h_fmt("%s --socket %s exec %s -- sleep 60 & sleep 2; %s --socket %s rm %s "
-			  ">/dev/null; wait $!",
-			  bin, sock, id, bin, sock, id);
+	/* rm once the command has started (its marker is there), then wait for its exec */
+	char *cmd = h_fmt("C='%s --socket %s'; $C exec %s -- sh -c 'touch /tmp/started; exec sleep "
+			  "60' & until $C exec %s -- test -f /tmp/started 2>/dev/null; do sleep "
+			  "0.1; done; $C rm %s >/dev/null; wait $!",
+			  bin, sock, id, id, id);
 	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
 	h_run(argv, NULL, 120, &p);
 	ck_assert_msg(p.status == 125 && (strstr(p.err, "was deleted while the command ran") ||
 					  strstr(p.err, "the sandbox is being deleted")),
 		      "exit %d, stderr: '%s'", p.status, p.err);
 	h_proc_free(&p);
+
+	/* the flag named, not celld's field (cwd, argv) */
+	h_cell(&p, "exec", "-w", "relative", id, "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "-w 'relative': must be an absolute") &&
+			  !strstr(p.err, "cwd"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	before = h_sandbox_count();
+	h_cell(&p, "run", "--rm", "-I", "busybox", "--", "", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "expected a command") &&
+			  !strstr(p.err, "argv"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_sandbox_count(), before);
 
 	h_cell(&p, "help", "nosuch", NULL);
 	ck_assert_msg(p.status == 2 && strstr(p.err, "nosuch"), "exit %d: %s", p.status, p.err);
@@ -1171,9 +1187,10 @@ START_TEST(a_name_raced_is_given_once)
 	int before = h_sandbox_count();
 	char *bin = h_fmt("%s/cell", H.bin);
 	char *sock = h_fmt("%s/cell.sock", H.dir);
-	char *cmd = h_fmt("for i in 1 2 3 4; do %s --socket %s create -I busybox --name race-%s & "
-			  "done; wait",
-			  bin, sock, rnd);
+	/* each one's stderr a file of its own, shown one after the other */
+	char *cmd = h_fmt("for i in 1 2 3 4; do %s --socket %s create -I busybox --name race-%s "
+			  "2>%s/race-%s-$i & done; wait; cat %s/race-%s-* >&2",
+			  bin, sock, rnd, H.dir, rnd, H.dir, rnd);
 	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
 	struct h_proc p;
 	h_run(argv, NULL, 120, &p);
