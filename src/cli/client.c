@@ -176,7 +176,7 @@ int cli_client_sandboxes(const char *state_query, json_t *all, struct cell_error
 	return 0;
 }
 
-/* The one sandbox of all whose id or name is arg (exact), else whose id starts with arg;
+/* The one sandbox of all whose id is arg, else whose name is, else whose id starts with arg;
  * NULL with err saying why (none, or the candidates of an ambiguous prefix). */
 static const char *match_sandbox(json_t *all, const char *arg, struct cell_error *err)
 {
@@ -184,13 +184,20 @@ static const char *match_sandbox(json_t *all, const char *arg, struct cell_error
 	json_t *sb;
 	const char *prefixed = NULL;
 	char cands[512] = "";
+	/* An id first: a name never hides a sandbox whose id it spells. */
+	json_array_foreach(all, i, sb)
+	{
+		const char *id = json_string_value(json_object_get(sb, "id"));
+		if (id && !strcmp(id, arg))
+			return id;
+	}
 	json_array_foreach(all, i, sb)
 	{
 		const char *id = json_string_value(json_object_get(sb, "id"));
 		const char *name = json_string_value(json_object_get(sb, "name"));
 		if (!id)
 			continue;
-		if (!strcmp(id, arg) || (name && !strcmp(name, arg)))
+		if (name && !strcmp(name, arg))
 			return id;
 		if (strncmp(id, arg, strlen(arg)))
 			continue;

@@ -136,9 +136,11 @@ int cmd_create(int argc, char **argv)
 		case OPT_TIMEOUT: {
 			char *end = NULL;
 			o.timeout_s = strtoll(optarg, &end, 10);
-			if (end == optarg || *end || o.timeout_s <= 0) {
+			/* celld's bound is 60 s; said here as the flag, not its field. */
+			if (end == optarg || *end || o.timeout_s < 60) {
 				rc = cli_error_usage("create", CLI_EXIT_USAGE,
-						     "--timeout '%s': expected whole seconds",
+						     "--timeout '%s': expected whole seconds, at "
+						     "least 60",
 						     optarg);
 				goto out;
 			}

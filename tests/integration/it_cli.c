@@ -874,6 +874,11 @@ START_TEST(run_i_is_not_image)
 			  strstr(p.err, "--image busybox"),
 		      "exit %d: %s", p.status, p.err);
 	h_proc_free(&p);
+	h_cell(&p, "create", "-I", "busybox", "--timeout", "5", NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "--timeout '5'") &&
+			  strstr(p.err, "at least 60"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
 	h_cell(&p, "create", "-i", "busybox", NULL);
 	ck_assert_msg(p.status == 2 && strstr(p.err, "--interactive") && strstr(p.err, "-I"),
 		      "exit %d: %s", p.status, p.err);
