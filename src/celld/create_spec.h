@@ -32,6 +32,7 @@ struct create_spec {
 	json_t *entrypoint; /* array of strings or NULL */
 	json_t *env, *metadata, *resource_limits, *volumes_json; /* owned references */
 	const char *session_key;
+	const char *name;	     /* extensions cell.name, checked; NULL: none */
 	struct adm_principal *owner; /* who asks (NULL: the Unix socket) */
 	int64_t timeout;	     /* seconds, 0 = none */
 	const char *seccomp_profile; /* extensions["cell.seccomp"]; NULL: "default" */

@@ -191,6 +191,9 @@ static int fill_new(struct sandbox *sb, const struct create_spec *spec)
 	    (spec->image_user && !(sb->image_user = strdup(spec->image_user))))
 		return -ENOMEM;
 	sb->session_key = spec->session_key ? strdup(spec->session_key) : NULL;
+	sb->name = spec->name ? strdup(spec->name) : NULL;
+	if (spec->name && !sb->name)
+		return -ENOMEM;
 	sb->owner = spec->owner;
 	const char *snap = json_string_value(json_object_get(spec->snapshot, "id"));
 	sb->snapshot_id = snap ? strdup(snap) : NULL;
@@ -271,6 +274,11 @@ static int publish(struct sandbox *sb, struct sandbox **existing, struct cell_er
 	for (;;) {
 		registry_lock();
 		int r = find_existing_locked(sb->id, sb->session_key, sb->owner, existing);
+		/* A name is the host's: checked in the same hold of the lock as the publish, so
+		 * two creates of one name never both succeed. A create-or-resume that finds its
+		 * sandbox keeps that sandbox's name. */
+		if (r == -EAGAIN && sb->name && registry_find_name_locked(sb->name))
+			r = -ENOTUNIQ;
 		if (r == -EAGAIN && slot >= 0) {
 			sb->slot = slot;
 			sb->uid_base = uidrange_base(slot);
@@ -312,6 +320,10 @@ static int claim_error(int r, const char *id, struct cell_error *err)
 				    CELLD_SLOTS);
 	if (r == -EUSERS)
 		return r;
+	if (r == -ENOTUNIQ)
+		return cell_err_msg(err, EEXIST,
+				    "extensions.cell.name: the name is taken by "
+				    "another sandbox on this host");
 	if (r == -EADDRINUSE)
 		return cell_err_msg(err, EEXIST,
 				    "extensions.cell.sessionKey: sandbox %s, whose id this key's "

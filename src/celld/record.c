@@ -65,6 +65,8 @@ json_t *record_encode(const struct record *rec)
 		json_object_set_new(o, "limits", limits_encode(&rec->limits));
 	if (o && rec->snapshot_id)
 		json_object_set_new(o, "snapshotId", json_string(rec->snapshot_id));
+	if (o && rec->name)
+		json_object_set_new(o, "name", json_string(rec->name));
 	if (o && rec->image_digest)
 		json_object_set_new(o, "imageDigest", json_string(rec->image_digest));
 	if (o && rec->image_layers)
@@ -364,6 +366,8 @@ static int get_strings(json_t *o, struct record *rec, struct cell_error *err)
 	if (r == 0)
 		r = get_string(o, "snapshotId", false, &rec->snapshot_id, err);
 	if (r == 0)
+		r = get_string(o, "name", false, &rec->name, err);
+	if (r == 0)
 		r = get_string(o, "imageDigest", false, &rec->image_digest, err);
 	if (r == 0)
 		r = get_string(o, "imageWorkingDir", false, &rec->image_workdir, err);
@@ -449,6 +453,7 @@ void record_free(struct record *rec)
 	free(rec->rootfs);
 	free(rec->session_key);
 	free(rec->snapshot_id);
+	free(rec->name);
 	free(rec->image_digest);
 	json_decref(rec->image_layers);
 	free(rec->image_workdir);

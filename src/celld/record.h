@@ -27,6 +27,8 @@ struct record {
 	char *cgroup_rel;
 	/* A sandbox made from a snapshot: the snapshot's id. */
 	char *snapshot_id;
+	/* Its name (cell.name), or NULL. */
+	char *name;
 	/* An image of the layer store: its manifest digest, and its lower dirs, top first
 	 * (content-addressed: a name moved to another image never changes them); its
 	 * WorkingDir and User, the defaults of its commands. */

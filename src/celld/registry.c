@@ -56,6 +56,14 @@ struct sandbox *registry_find_locked(const char *id)
 	return NULL;
 }
 
+struct sandbox *registry_find_name_locked(const char *name)
+{
+	for (size_t i = 0; i < n_table; i++)
+		if (table[i]->name && !strcmp(table[i]->name, name))
+			return table[i];
+	return NULL;
+}
+
 struct sandbox *registry_find_serial_locked(uint64_t serial)
 {
 	for (size_t i = 0; i < n_table; i++)

@@ -22,6 +22,8 @@ struct sandbox *registry_get(const char *id);
 /* No reference taken: the registry lock must be held while it is used. */
 struct sandbox *registry_find_locked(const char *id);
 struct sandbox *registry_find_serial_locked(uint64_t serial);
+/* The entry named name (cell.name), whoever owns it; no reference taken. */
+struct sandbox *registry_find_name_locked(const char *name);
 /* Referenced copy of every entry, oldest first; free with sandbox_unref_all. */
 size_t registry_snapshot(struct sandbox ***out);
 size_t registry_count(void);

@@ -133,6 +133,7 @@ void sandbox_unref(struct sandbox *sb)
 	free(sb->rootfs);
 	free(sb->session_key);
 	free(sb->snapshot_id);
+	free(sb->name);
 	free(sb->image_digest);
 	json_decref(sb->image_layers);
 	free(sb->image_workdir);

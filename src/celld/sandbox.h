@@ -70,6 +70,7 @@ struct sandbox {
 	char *rootfs;	   /* the image resolved: <images>/<image>/rootfs */
 	char *session_key; /* NULL unless created with cell.sessionKey */
 	char *snapshot_id; /* the snapshot it was made from (snapshotId), or NULL */
+	char *name;	   /* extensions cell.name: unique among the host's sandboxes; or NULL */
 	/* An image of the layer store (image_store.h): its digest and lower dirs, top first;
 	 * NULL for an image cell built (rootfs alone). Its WorkingDir and User: its commands'
 	 * defaults (NULL: /workspace and root). */

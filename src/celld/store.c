@@ -35,6 +35,7 @@ static json_t *snapshot_locked(struct sandbox *sb, enum sbx_state state)
 	    .rootfs = sb->rootfs,
 	    .session_key = sb->session_key,
 	    .snapshot_id = sb->snapshot_id,
+	    .name = sb->name,
 	    .image_digest = sb->image_digest,
 	    .image_layers = sb->image_layers,
 	    .image_workdir = sb->image_workdir,
@@ -184,6 +185,7 @@ static void take_record(struct sandbox *sb, struct record *rec)
 	sb->rootfs = steal_ptr(rec->rootfs);
 	sb->session_key = steal_ptr(rec->session_key);
 	sb->snapshot_id = steal_ptr(rec->snapshot_id);
+	sb->name = steal_ptr(rec->name);
 	sb->image_digest = steal_ptr(rec->image_digest);
 	sb->image_layers = steal_ptr(rec->image_layers);
 	sb->image_workdir = steal_ptr(rec->image_workdir);

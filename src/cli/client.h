@@ -42,3 +42,18 @@ int cli_client_api_code(const char *method, const char *path, json_t *body, cons
  * status. */
 int cli_each(int argc, char **argv, const char *command, const char *what, bool ids,
 	     int (*one)(const char *name, void *cls, struct cell_error *err), void *cls);
+
+/* GET the endpoint of port in sandbox id: 0 with its preview URL in *url (malloc'd), or
+ * -errno with err naming the port; a port of celld's own (no "url") is -ENOENT. *ans, when
+ * not NULL, takes the whole answer. */
+int cli_client_preview_url(const char *id, unsigned port, char **url, json_t **ans,
+			   struct cell_error *err);
+
+/* Every page of GET /v1/sandboxes (state_query: "" or "&state=S...") into all. */
+int cli_client_sandboxes(const char *state_query, json_t *all, struct cell_error *err);
+
+/* A sandbox as the user names it: its id, its name (--name; unique on the host, celld
+ * sees to it) or a start of its id that no other id has, resolved through the list. The
+ * id (valid until cli_client_cleanup), or NULL after printing why: no such sandbox, or an
+ * ambiguous start, with the ids it starts. Every command that takes an id asks this. */
+const char *cli_resolve_id(const char *arg);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "client.h"
 #include "commands.h"
 #include "error.h"
 #include "global.h"
@@ -69,9 +70,8 @@ int cmd_attach(int argc, char **argv)
 	if (optind + 2 != argc)
 		return cli_error_usage("attach", CLI_EXIT_RUN_FAIL,
 				       "expected a sandbox id and a session id");
-	a.id = argv[optind];
 	a.session = argv[optind + 1];
-	if (!cli_parse_id(a.id))
+	if (!(a.id = cli_resolve_id(argv[optind])))
 		return CLI_EXIT_RUN_FAIL;
 	if (!*a.session || strspn(a.session, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 					     "0123456789_.-") != strlen(a.session))

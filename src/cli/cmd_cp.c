@@ -51,16 +51,23 @@ struct remote {
 	const char *path;
 };
 
-/* "ID:/path" with a well-formed id. A local name containing ':' can be written "./a:b". */
+/* "ID:/path", ID a sandbox's id, name or unique start of an id (characters of ids and
+ * names only). A local name containing ':' can be written "./a:b". */
 static int parse_remote(const char *arg, struct remote *r)
 {
 	const char *colon = strchr(arg, ':');
 	if (!colon || colon == arg || (size_t)(colon - arg) > CELL_ID_MAX)
 		return 0;
-	memcpy(r->id, arg, (size_t)(colon - arg));
-	r->id[colon - arg] = '\0';
-	if (!cell_id_valid(r->id))
+	char word[CELL_ID_MAX + 1];
+	memcpy(word, arg, (size_t)(colon - arg));
+	word[colon - arg] = '\0';
+	if (strspn(word, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+	    strlen(word))
 		return 0;
+	const char *id = cli_resolve_id(word);
+	if (!id)
+		return -ENOENT;
+	snprintf(r->id, sizeof(r->id), "%s", id);
 	r->path = colon + 1;
 	if (r->path[0] != '/') {
 		cli_error("cp: %s: the path in the sandbox must be absolute", arg);

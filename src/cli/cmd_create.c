@@ -22,25 +22,25 @@ static void usage(FILE *f)
 		"Create a sandbox and print its id. With --session, an existing sandbox of the\n"
 		"same key is returned (resumed if paused or stopped) instead of a new one.\n"
 		"\n"
-		"Options:\n"
-		"  -i, --image NAME        image (default: default): one cell built, one of the\n"
-		"                          store (cell image ls), or a registry reference\n"
-		"                          (python:3.12-slim), pulled on first use\n"
-		"  -s, --session KEY       create-or-resume by key (id = sha256(KEY)[0:16])\n"
-		"  -e, --env K=V           environment of the sandbox (repeatable)\n"
-		"      --secret NAME       a secret: $NAME of this environment, given to every\n"
-		"                          command in the sandbox and shown nowhere (repeatable)\n"
+		"Options:\n" CLI_SANDBOX_HELP
+		"  -s, --session KEY        create-or-resume by key (id = sha256(KEY)[0:16])\n"
+		"  -e, --env K=V            environment of the sandbox (repeatable)\n"
+		"      --secret NAME        a secret: $NAME of this environment, given to every\n"
+		"                           command in the sandbox and shown nowhere (repeatable)\n"
 		"  -v, --volume SRC:DEST[:OPTS]  mount SRC on DEST (repeatable): a host path\n"
-		"                          (with a '/'), or the name of a named volume, made\n"
-		"                          on first use (cell volume); OPTS: ro, and for host\n"
-		"                          paths map=owner|range|identity (see cell(1))\n"
-		"  -t, --timeout SECONDS   delete the sandbox after this long (>= 60)\n"
-		"      --seccomp NAME      seccomp profile (default: default)\n"
-		"      --seccomp-log       record the sandbox's denied calls (cell "
+		"                           (with a '/'), or the name of a named volume, made\n"
+		"                           on first use (cell volume); OPTS: ro, and for host\n"
+		"                           paths map=owner|range|identity (see cell(1))\n"
+		"      --timeout SECONDS    delete the sandbox after this long (>= 60)\n"
+		"      --seccomp NAME       seccomp profile (default: default)\n"
+		"      --seccomp-log        record the sandbox's denied calls (cell "
 		"inspect)\n" CLI_NETWORK_HELP CLI_TIMER_HELP CLI_PROVISION_HELP
-		"      --json              print the sandbox's JSON instead of its id\n"
-		"      --socket PATH       celld's socket\n"
-		"  -h, --help              this help\n");
+		"      --json               print the sandbox's JSON instead of its id\n"
+		"      --socket PATH        celld's socket\n"
+		"  -h, --help               this help\n"
+		"\n"
+		"-i and -t are docker's --interactive and --tty, which belong to a command: a\n"
+		"sandbox gets its terminal from cell run -it or cell exec -it.\n");
 }
 
 /* --secret NAME: the value comes from this environment, never from the command line,
@@ -63,13 +63,15 @@ static int parse_secret(json_t *secrets, const char *name)
 
 int cmd_create(int argc, char **argv)
 {
-	enum { OPT_SECRET = 0x2000 };
-	static const struct option longopts[] = {{"image", required_argument, NULL, 'i'},
-						 {"session", required_argument, NULL, 's'},
+	enum { OPT_SECRET = 0x2000, OPT_TIMEOUT };
+	static const struct option longopts[] = {{"session", required_argument, NULL, 's'},
 						 {"env", required_argument, NULL, 'e'},
 						 {"volume", required_argument, NULL, 'v'},
-						 {"timeout", required_argument, NULL, 't'},
+						 {"timeout", required_argument, NULL, OPT_TIMEOUT},
 						 {"secret", required_argument, NULL, OPT_SECRET},
+						 {"interactive", no_argument, NULL, 'i'},
+						 {"tty", no_argument, NULL, 't'},
+						 CLI_SANDBOX_LONGOPTS,
 						 CLI_SECCOMP_LONGOPTS,
 						 CLI_TIMER_LONGOPTS,
 						 CLI_NETWORK_LONGOPTS,
@@ -82,7 +84,7 @@ int cmd_create(int argc, char **argv)
 	json_t *vols = json_array();
 	int rc = CLI_EXIT_FAIL;
 	int c;
-	while ((c = getopt_long(argc, argv, "+hi:s:e:v:t:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hitI:s:e:v:", longopts, NULL)) != -1) {
 		if (cli_global_opt(c, optarg) || cli_create_seccomp_opt(c, optarg, &o))
 			continue;
 		int nr = cli_create_timer_opt(c, optarg, &o);
@@ -90,6 +92,10 @@ int cmd_create(int argc, char **argv)
 			nr = cli_create_network_opt(c, optarg, &o);
 		if (nr == 0)
 			nr = cli_create_provision_opt(c, optarg, &o);
+		if (nr == 0)
+			nr = cli_create_sandbox_opt(c, optarg, &o);
+		if (nr == 0 && c == CLI_OPT_ENV_FILE)
+			nr = cli_parse_env_file(env, optarg) < 0 ? -1 : 1;
 		if (nr < 0) {
 			rc = CLI_EXIT_USAGE;
 			goto out;
@@ -102,8 +108,15 @@ int cmd_create(int argc, char **argv)
 			rc = CLI_EXIT_OK;
 			goto out;
 		case 'i':
-			o.image = optarg;
-			break;
+		case 't':
+			/* Old scripts' -i IMAGE and -t SECONDS must not mean something else. */
+			rc =
+			    cli_error_usage("create", CLI_EXIT_USAGE,
+					    "-%c is docker's --%s, for a command: use cell run -it "
+					    "or cell exec -it (an image is --image or -I, a "
+					    "lifetime --timeout)",
+					    c, c == 'i' ? "interactive" : "tty");
+			goto out;
 		case 's':
 			o.session = optarg;
 			break;
@@ -120,12 +133,14 @@ int cmd_create(int argc, char **argv)
 				goto out;
 			rc = CLI_EXIT_FAIL;
 			break;
-		case 't': {
+		case OPT_TIMEOUT: {
 			char *end = NULL;
 			o.timeout_s = strtoll(optarg, &end, 10);
-			if (end == optarg || *end || o.timeout_s <= 0) {
+			/* celld's bound is 60 s; said here as the flag, not its field. */
+			if (end == optarg || *end || o.timeout_s < 60) {
 				rc = cli_error_usage("create", CLI_EXIT_USAGE,
-						     "--timeout '%s': expected whole seconds",
+						     "--timeout '%s': expected whole seconds, at "
+						     "least 60",
 						     optarg);
 				goto out;
 			}

@@ -4,7 +4,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cell/cleanup.h"
 #include "client.h"
 #include "commands.h"
 #include "error.h"
@@ -12,7 +11,6 @@
 #include "global.h"
 #include "parse.h"
 #include "signals.h"
-#include "terminal.h"
 
 static void usage(FILE *f)
 {
@@ -43,39 +41,6 @@ static void usage(FILE *f)
 	    "\n"
 	    "Examples: cell exec 3f2a9c0d1b2e4f5a -- sh -c 'echo $HOME'\n"
 	    "          cell exec -it 3f2a9c0d1b2e4f5a -- top\n");
-}
-
-/* -t: CMD on a PTY session, removed when it ends (kept when the user detaches). */
-static int exec_tty(const struct cli_exec_req *xr, bool interactive)
-{
-	if (xr->timeout_ms || xr->set_user) {
-		cli_error_usage("exec", CLI_EXIT_RUN_FAIL, "-t does not take %s",
-				xr->timeout_ms ? "--timeout" : "--user");
-		return CLI_EXIT_RUN_FAIL;
-	}
-	if (interactive && !isatty(0)) {
-		cli_error("exec -it: the input is not a terminal (pipe input with -i alone)");
-		return CLI_EXIT_RUN_FAIL;
-	}
-	_cleanup_free_ char *line = cli_term_command_line(xr->argv, xr->envs);
-	if (!line) {
-		cli_error("exec: an -e name is not a shell variable name");
-		return CLI_EXIT_RUN_FAIL;
-	}
-	struct cell_error err = {0};
-	_cleanup_free_ char *sid = NULL;
-	int code = CLI_EXIT_RUN_FAIL;
-	if (cli_term_create(xr->id, line, xr->cwd, &sid, &err) < 0) {
-		cli_error("%s", err.msg);
-		return code;
-	}
-	struct cli_term_attach a = {
-	    .id = xr->id, .session = sid, .since = 0, .input = interactive, .remove_at_end = true};
-	if (cli_term_attach(&a, &code, &err) < 0) {
-		cli_error("%s", err.msg);
-		code = CLI_EXIT_RUN_FAIL;
-	}
-	return code;
 }
 
 int cmd_exec(int argc, char **argv)
@@ -118,8 +83,7 @@ int cmd_exec(int argc, char **argv)
 		cli_error_usage("exec", CLI_EXIT_RUN_FAIL, "expected a sandbox id");
 		goto out;
 	}
-	xr.id = argv[optind++];
-	if (!cli_parse_id(xr.id))
+	if (!(xr.id = cli_resolve_id(argv[optind++])))
 		goto out;
 	/* The id may be followed by "--" when getopt stopped at the id itself. */
 	if (optind < argc && !strcmp(argv[optind], "--"))
@@ -132,7 +96,7 @@ int cmd_exec(int argc, char **argv)
 	xr.envs = envs;
 	cli_signals_install();
 	if (tty) {
-		code = exec_tty(&xr, interactive);
+		code = cli_exec_tty(&xr, "exec", interactive);
 		goto out;
 	}
 	xr.input = interactive;

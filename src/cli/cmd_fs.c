@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cell/cleanup.h"
-#include "cell/id.h"
 #include "client.h"
 #include "commands.h"
 #include "error.h"
@@ -152,8 +151,10 @@ static int check_operands(const struct fs_opts *o, int n, char **args, int min, 
 {
 	if (n < 1 + min || n > 1 + max)
 		return cli_error_usage(o->name, CLI_EXIT_USAGE, "expected ID and %s", what);
-	if (!cell_id_valid(args[0]))
-		return cli_error_usage(o->name, CLI_EXIT_USAGE, "%s: not a sandbox id", args[0]);
+	const char *id = cli_resolve_id(args[0]);
+	if (!id)
+		return CLI_EXIT_FAIL;
+	args[0] = (char *)id; /* the id the operands named, for the request */
 	for (int i = 1; i < n; i++)
 		if (args[i][0] != '/')
 			return cli_error_usage(o->name, CLI_EXIT_USAGE,

@@ -35,15 +35,42 @@ static int get_and_print(const char *path, const char *what, json_t **keep)
 
 static void inspect_usage(FILE *f)
 {
-	fprintf(f, "Usage: cell inspect ID\n"
+	fprintf(f, "Usage: cell inspect ID...\n"
 		   "\n"
-		   "Print a sandbox's kernel-level details as JSON: host pid of its init, uid/gid\n"
-		   "maps, namespace ids, cgroup path, host pids of its processes, state dir,\n"
-		   "seccomp profile (and, with --seccomp-log, its denied calls).\n"
+		   "Print each sandbox's kernel-level details as JSON: host pid of its init,\n"
+		   "uid/gid maps, namespace ids, cgroup path, host pids of its processes, state\n"
+		   "dir, seccomp profile (and, with --seccomp-log, its denied calls), with the\n"
+		   "API's name, status, metadata, entrypoint and resourceLimits. One ID: an\n"
+		   "object; several: an array. ID is an id, a name or a unique start of an id.\n"
 		   "\n"
 		   "Options:\n"
 		   "      --socket PATH  celld's socket\n"
 		   "  -h, --help         this help\n");
+}
+
+/* The sandbox's kernel-level details with its API object's other members; NULL after
+ * printing why. */
+static json_t *inspect_one(const char *arg)
+{
+	const char *id = cli_resolve_id(arg);
+	if (!id)
+		return NULL;
+	char path[128], what[96];
+	json_t *sb = NULL, *kern = NULL;
+	snprintf(what, sizeof(what), "inspect %s", id);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	if (get_and_print(path, what, &sb) != CLI_EXIT_OK)
+		return NULL;
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/inspect", id);
+	if (get_and_print(path, what, &kern) != CLI_EXIT_OK) {
+		json_decref(sb);
+		return NULL;
+	}
+	/* The kernel-level view as it always was (its image a string, its state cell's);
+	 * the API's members it lacks (name, status, metadata, resourceLimits...) added. */
+	json_object_update_missing(kern, sb);
+	json_decref(sb);
+	return kern;
 }
 
 int cmd_inspect(int argc, char **argv)
@@ -51,18 +78,22 @@ int cmd_inspect(int argc, char **argv)
 	int rc = cli_global_opts_only(argc, argv, "h", "inspect", inspect_usage);
 	if (rc >= 0)
 		return rc;
-	if (argc - optind != 1)
-		return cli_error_usage("inspect", CLI_EXIT_USAGE,
-				       "expected exactly one sandbox id");
-	const char *id = argv[optind];
-	if (!cli_parse_id(id))
-		return CLI_EXIT_FAIL;
-	_cleanup_free_ char *path = NULL;
-	_cleanup_free_ char *what = NULL;
-	if (asprintf(&path, "/v1/sandboxes/%s/inspect", id) < 0 ||
-	    asprintf(&what, "inspect %s", id) < 0)
-		return CLI_EXIT_FAIL;
-	return get_and_print(path, what, NULL);
+	if (argc - optind < 1)
+		return cli_error_usage("inspect", CLI_EXIT_USAGE, "expected a sandbox id");
+	json_t *all = json_array();
+	rc = CLI_EXIT_OK;
+	for (int i = optind; i < argc && all; i++) {
+		json_t *one = inspect_one(argv[i]);
+		if (!one) {
+			rc = CLI_EXIT_FAIL;
+			continue;
+		}
+		json_array_append_new(all, one);
+	}
+	if (json_array_size(all))
+		cli_output_json(argc - optind == 1 ? json_array_get(all, 0) : all);
+	json_decref(all);
+	return rc;
 }
 
 static void info_usage(FILE *f)

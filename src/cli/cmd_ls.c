@@ -1,4 +1,4 @@
-/* cell ls: all sandboxes, as a table or JSON. */
+/* cell ls: all sandboxes, as a table, JSON, their ids or a template of their fields. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -13,50 +13,25 @@
 #include "output.h"
 #include "table.h"
 
-#define LS_PAGE_SIZE 200
-#define LS_MAX_PAGES 10000 /* a server that always says hasNextPage cannot loop us forever */
-
 static void ls_usage(FILE *f)
 {
 	fprintf(f, "Usage: cell ls [OPTIONS]\n"
 		   "\n"
-		   "List sandboxes: ID STATE IMAGE CREATED.\n"
+		   "List sandboxes, in every state (Running, Paused, Stopped, Failed):\n"
+		   "ID NAME STATE IMAGE CREATED.\n"
 		   "\n"
 		   "Options:\n"
+		   "  -a, --all          every sandbox (what ls lists anyway; docker's habit)\n"
+		   "  -q, --quiet        only the ids, one a line\n"
+		   "      --format F     table (the default), json (as --json), or a template\n"
+		   "                     printed for each sandbox: {{.ID}} {{.Name}} {{.State}}\n"
+		   "                     {{.Image}} {{.Created}} replaced, \\t and \\n as tab and\n"
+		   "                     newline (e.g. '{{.ID}} {{.Name}}')\n"
 		   "      --state STATE  only sandboxes in this state (Running, Paused, Stopped,\n"
 		   "                     Failed; repeatable)\n"
-		   "      --json         print the sandboxes as a JSON array\n"
+		   "      --json         print the sandboxes as a JSON array (the API's objects)\n"
 		   "      --socket PATH  celld's socket\n"
 		   "  -h, --help         this help\n");
-}
-
-/* Fetch every page of GET /v1/sandboxes into one array. */
-static int ls_fetch(const char *state_query, json_t *all, struct cell_error *err)
-{
-	for (int page = 1; page <= LS_MAX_PAGES; page++) {
-		_cleanup_free_ char *path = NULL;
-		if (asprintf(&path, "/v1/sandboxes?page=%d&pageSize=%d%s", page, LS_PAGE_SIZE,
-			     state_query) < 0)
-			return cell_err(err, ENOMEM, "list sandboxes");
-		json_t *resp = NULL;
-		int r = cli_client_api("GET", path, NULL, "list sandboxes", &resp, NULL, err);
-		if (r < 0)
-			return r;
-		json_t *items = json_object_get(resp, "items");
-		if (!json_is_array(items)) {
-			json_decref(resp);
-			return cell_err_msg(err, EPROTO,
-					    "list sandboxes: celld's answer has no items");
-		}
-		json_array_extend(all, items);
-		json_t *pg = json_object_get(resp, "pagination");
-		bool more =
-		    json_is_true(json_object_get(pg, "hasNextPage")) && json_array_size(items) > 0;
-		json_decref(resp);
-		if (!more)
-			return 0;
-	}
-	return 0;
 }
 
 static const char *str_or(json_t *j, const char *dflt)
@@ -65,20 +40,115 @@ static const char *str_or(json_t *j, const char *dflt)
 	return s && s[0] ? s : dflt;
 }
 
+/* A row's fields, in the table's order; the template's names for them. */
+enum { F_ID, F_NAME, F_STATE, F_IMAGE, F_CREATED, F_COUNT };
+static const char *const field_names[F_COUNT] = {".ID", ".Name", ".State", ".Image", ".Created"};
+
+static void row_fields(json_t *sb, const char *row[F_COUNT])
+{
+	/* celld reports a Stopped sandbox as Paused with reason Stopped (for OpenSandbox
+	 * clients, which know no Stopped); people are told what it is. */
+	json_t *status = json_object_get(sb, "status");
+	const char *reason = json_string_value(json_object_get(status, "reason"));
+	bool stopped = reason && !strcmp(reason, "Stopped");
+	row[F_ID] = str_or(json_object_get(sb, "id"), "?");
+	row[F_NAME] = str_or(json_object_get(sb, "name"), "-");
+	row[F_STATE] = stopped ? "Stopped" : str_or(json_object_get(status, "state"), "?");
+	row[F_IMAGE] = str_or(json_object_get(json_object_get(sb, "image"), "uri"), "-");
+	row[F_CREATED] = str_or(json_object_get(sb, "createdAt"), "-");
+}
+
+/* The field a "{{" at p opens: its index, *len the bytes up to and past "}}"; -1 when it
+ * names no field (the message printed). */
+static int template_field(const char *p, size_t *len)
+{
+	const char *end = strstr(p, "}}");
+	size_t n = end ? (size_t)(end - p - 2) : 0;
+	const char *name = p + 2 + strspn(p + 2, " ");
+	size_t nlen = end ? (size_t)(end - name) : 0;
+	while (nlen && name[nlen - 1] == ' ')
+		nlen--;
+	for (int f = 0; end && f < F_COUNT; f++)
+		if (strlen(field_names[f]) == nlen && !strncmp(name, field_names[f], nlen)) {
+			*len = n + 4;
+			return f;
+		}
+	cli_error("--format: %.*s is not a field (known: {{.ID}} {{.Name}} {{.State}} "
+		  "{{.Image}} {{.Created}})",
+		  end ? (int)(n + 4) : (int)strlen(p), p);
+	return -1;
+}
+
+/* The template for one sandbox, or only checked (sb NULL) before anything is printed. */
+static int print_template(const char *tpl, json_t *sb)
+{
+	const char *row[F_COUNT];
+	if (sb)
+		row_fields(sb, row);
+	for (const char *p = tpl; *p;) {
+		if (!strncmp(p, "{{", 2)) {
+			size_t len;
+			int f = template_field(p, &len);
+			if (f < 0)
+				return -1;
+			if (sb)
+				cli_output_safe(row[f], stdout);
+			p += len;
+		} else if (p[0] == '\\' && (p[1] == 't' || p[1] == 'n')) {
+			if (sb)
+				putchar(p[1] == 't' ? '\t' : '\n');
+			p += 2;
+		} else {
+			if (sb)
+				putchar(*p);
+			p++;
+		}
+	}
+	if (sb)
+		putchar('\n');
+	return 0;
+}
+
+static void print_table(json_t *all)
+{
+	struct cli_table t;
+	cli_table_init(&t, F_COUNT);
+	cli_table_add(&t, (const char *const[]){"ID", "NAME", "STATE", "IMAGE", "CREATED"});
+	size_t i;
+	json_t *sb;
+	json_array_foreach(all, i, sb)
+	{
+		const char *row[F_COUNT];
+		row_fields(sb, row);
+		cli_table_add(&t, row);
+	}
+	cli_table_print(&t, stdout);
+	cli_table_free(&t);
+}
+
 int cmd_ls(int argc, char **argv)
 {
-	enum { OPT_STATE = 0x2000 };
-	static const struct option longopts[] = {
-	    {"state", required_argument, NULL, OPT_STATE}, CLI_GLOBAL_LONGOPTS, {0}};
+	enum { OPT_STATE = 0x2000, OPT_FORMAT };
+	static const struct option longopts[] = {{"state", required_argument, NULL, OPT_STATE},
+						 {"all", no_argument, NULL, 'a'},
+						 {"quiet", no_argument, NULL, 'q'},
+						 {"format", required_argument, NULL, OPT_FORMAT},
+						 CLI_GLOBAL_LONGOPTS,
+						 {0}};
+	const char *format = NULL;
 	char query[512] = "";
 	size_t qlen = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (cli_global_opt(c, optarg))
+	while ((c = getopt_long(argc, argv, "haq", longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg) || c == 'a')
 			continue;
 		if (c == 'h') {
 			ls_usage(stdout);
 			return CLI_EXIT_OK;
+		}
+		if (c == 'q' || c == OPT_FORMAT) {
+			format = c == 'q' ? "{{.ID}}" : optarg;
+			continue;
 		}
 		if (c == OPT_STATE) {
 			_cleanup_free_ char *enc = cell_client_urlencode(optarg);
@@ -94,40 +164,28 @@ int cmd_ls(int argc, char **argv)
 	if (optind != argc)
 		return cli_error_usage("ls", CLI_EXIT_USAGE, "unexpected argument '%s'",
 				       argv[optind]);
+	if (format && !strcmp(format, "json"))
+		cli.json = true;
+	bool table = !format || !strcmp(format, "table") || cli.json;
+	if (!table && (!format[0] || print_template(format, NULL) < 0))
+		return !format[0] ? cli_error_usage("ls", CLI_EXIT_USAGE, "--format is empty")
+				  : CLI_EXIT_USAGE;
 	json_t *all = json_array();
 	struct cell_error err = {0};
-	if (ls_fetch(query, all, &err) < 0) {
+	if (cli_client_sandboxes(query, all, &err) < 0) {
 		cli_error("%s", err.msg);
 		json_decref(all);
 		return CLI_EXIT_FAIL;
 	}
 	if (cli.json) {
 		cli_output_json(all);
-		json_decref(all);
-		return CLI_EXIT_OK;
+	} else if (table) {
+		print_table(all);
+	} else {
+		size_t i;
+		json_t *sb;
+		json_array_foreach(all, i, sb) print_template(format, sb);
 	}
-	struct cli_table t;
-	cli_table_init(&t, 4);
-	/* celld reports a Stopped sandbox as Paused with reason Stopped (for OpenSandbox
-	 * clients, which know no Stopped); people are told what it is. */
-	cli_table_add(&t, (const char *const[]){"ID", "STATE", "IMAGE", "CREATED"});
-	size_t i;
-	json_t *sb;
-	json_array_foreach(all, i, sb)
-	{
-		json_t *status = json_object_get(sb, "status");
-		const char *reason = json_string_value(json_object_get(status, "reason"));
-		bool stopped = reason && !strcmp(reason, "Stopped");
-		const char *row[4] = {
-		    str_or(json_object_get(sb, "id"), "?"),
-		    stopped ? "Stopped" : str_or(json_object_get(status, "state"), "?"),
-		    str_or(json_object_get(json_object_get(sb, "image"), "uri"), "-"),
-		    str_or(json_object_get(sb, "createdAt"), "-"),
-		};
-		cli_table_add(&t, row);
-	}
-	cli_table_print(&t, stdout);
-	cli_table_free(&t);
 	json_decref(all);
 	return CLI_EXIT_OK;
 }

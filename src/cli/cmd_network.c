@@ -135,8 +135,8 @@ int cmd_network(int argc, char **argv)
 				    "--remove cannot be combined with --allow-host or --deny-host");
 		goto out;
 	}
-	const char *id = argv[optind];
-	if (!cli_parse_id(id)) {
+	const char *id = cli_resolve_id(argv[optind]);
+	if (!id) {
 		rc = CLI_EXIT_FAIL;
 		goto out;
 	}

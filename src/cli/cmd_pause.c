@@ -49,6 +49,7 @@ static void stop_usage(FILE *f)
 		   "exec or a file operation starts it again on that disk (a cold start: no\n"
 		   "process of before survives). A paused sandbox is stopped as it is.\n"
 		   "The exit status is 1 when any id failed (already stopped included).\n"
+		   "Every process is killed at once: there is no grace period (no -t).\n"
 		   "\n"
 		   "Options:\n"
 		   "      --socket PATH  celld's socket\n"

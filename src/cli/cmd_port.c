@@ -22,18 +22,6 @@
 #include "parse.h"
 #include "signals.h"
 
-/* A port number 1-65535 (0 too when zero_ok: any free port). */
-static bool parse_port(const char *s, bool zero_ok, unsigned *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (!s[0] || *end || errno || v > 65535 || (!v && !zero_ok) || s[0] == '-' || s[0] == '+')
-		return false;
-	*out = (unsigned)v;
-	return true;
-}
-
 /* ---- cell port ---- */
 
 static void port_usage(FILE *f)
@@ -59,35 +47,26 @@ int cmd_port(int argc, char **argv)
 		return rc;
 	if (argc - optind != 2)
 		return cli_error_usage("port", CLI_EXIT_USAGE, "expected a sandbox id and a port");
-	const char *id = argv[optind];
+	const char *id = cli_resolve_id(argv[optind]);
 	unsigned port;
-	if (!cli_parse_id(id))
+	if (!id)
 		return CLI_EXIT_FAIL;
-	if (!parse_port(argv[optind + 1], false, &port))
+	if (!cli_parse_port(argv[optind + 1], false, &port))
 		return cli_error_usage("port", CLI_EXIT_USAGE,
 				       "port '%s': expected a number from 1 to 65535",
 				       argv[optind + 1]);
-	_cleanup_free_ char *path = NULL, *what = NULL;
-	if (asprintf(&path, "/v1/sandboxes/%s/endpoints/%u", id, port) < 0 ||
-	    asprintf(&what, "port %u of %s", port, id) < 0)
-		return cli_error("out of memory"), CLI_EXIT_FAIL;
 	json_t *ans = NULL;
+	_cleanup_free_ char *url = NULL;
 	struct cell_error err = {0};
-	if (cli_client_api("GET", path, NULL, what, &ans, NULL, &err) < 0) {
-		cli_error("%s", err.msg);
-		return CLI_EXIT_FAIL;
-	}
-	const char *url = json_string_value(json_object_get(ans, "url"));
+	int r = cli_client_preview_url(id, port, &url, &ans, &err);
 	rc = CLI_EXIT_OK;
-	if (cli.json) {
+	if (cli.json && ans) {
 		cli_output_json(ans);
-	} else if (url) {
-		printf("%s\n", url);
-	} else {
-		cli_error("%s: celld's own port (execd or egress), reached with the API key; it "
-			  "has no preview URL",
-			  what);
+	} else if (r < 0) {
+		cli_error("%s", err.msg);
 		rc = CLI_EXIT_FAIL;
+	} else {
+		printf("%s\n", url);
 	}
 	json_decref(ans);
 	return rc;
@@ -161,7 +140,7 @@ static int listen_spec(const char *spec, unsigned *port, struct sockaddr_in *bou
 		local = mid + 1;
 	}
 	unsigned lport;
-	if (!parse_port(local, true, &lport) || !parse_port(last + 1, false, port))
+	if (!cli_parse_port(local, true, &lport) || !cli_parse_port(last + 1, false, port))
 		return cli_error_usage("forward", CLI_EXIT_USAGE,
 				       "'%s': LOCAL is 0-65535 and PORT 1-65535", spec),
 		       -1;
@@ -195,8 +174,8 @@ int cmd_forward(int argc, char **argv)
 	if (argc - optind != 2)
 		return cli_error_usage("forward", CLI_EXIT_USAGE,
 				       "expected a sandbox id and [ADDR:]LOCAL:PORT");
-	struct forward fw = {.id = argv[optind]};
-	if (!cli_parse_id(fw.id))
+	struct forward fw = {.id = cli_resolve_id(argv[optind])};
+	if (!fw.id)
 		return CLI_EXIT_FAIL;
 	struct sockaddr_in bound;
 	int code;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "cell/cleanup.h"
+#include "client.h"
 #include "commands.h"
 #include "error.h"
 #include "global.h"
@@ -50,8 +51,8 @@ int cmd_shell(int argc, char **argv)
 	}
 	if (optind + 1 != argc)
 		return cli_error_usage("shell", CLI_EXIT_RUN_FAIL, "expected one sandbox id");
-	const char *id = argv[optind];
-	if (!cli_parse_id(id))
+	const char *id = cli_resolve_id(argv[optind]);
+	if (!id)
 		return CLI_EXIT_RUN_FAIL;
 	if (!isatty(0))
 		return cli_error("shell: the input is not a terminal"), CLI_EXIT_RUN_FAIL;

@@ -58,10 +58,8 @@ static char *take(const char *id, const char *name)
 {
 	_cleanup_free_ char *path = NULL;
 	struct cell_error err = {0};
-	if (!cell_id_valid(id)) {
-		cli_error("invalid sandbox id '%.80s'", id);
+	if (!(id = cli_resolve_id(id)))
 		return NULL;
-	}
 	if (asprintf(&path, "/v1/sandboxes/%s/snapshots", id) < 0)
 		return NULL;
 	json_t *body = name ? json_pack("{s:s}", "name", name) : json_object();
@@ -113,6 +111,8 @@ static int remove_one(const char *id, void *cls, struct cell_error *err)
 {
 	(void)cls;
 	_cleanup_free_ char *path = NULL;
+	if (!cell_id_valid(id))
+		return cell_err_msg(err, EINVAL, "invalid snapshot id '%s'", id);
 	if (asprintf(&path, "/v1/snapshots/%s", id) < 0)
 		return cell_err(err, ENOMEM, "remove snapshot");
 	return cli_client_api("DELETE", path, NULL, "remove snapshot", NULL, NULL, err);
@@ -158,7 +158,7 @@ int cmd_snapshot(int argc, char **argv)
 		return snapshot_ls();
 	}
 	if (!strcmp(first, "rm"))
-		return cli_each(argc, argv, "snapshot", "snapshot id", true, remove_one, NULL);
+		return cli_each(argc, argv, "snapshot", "snapshot id", false, remove_one, NULL);
 	if (optind != argc)
 		return cli_error_usage("snapshot", CLI_EXIT_USAGE, "unexpected argument '%s'",
 				       argv[optind]);

@@ -58,6 +58,106 @@ int cli_create_timer_opt(int c, const char *arg, struct cli_create_opts *o)
 	return 1;
 }
 
+/* docker's sizes ("512m", "2g": powers of 1024, a trailing b dropped) as the API's
+ * quantities ("512Mi"); anything else ("512Mi", "10G") as given, for celld to judge. */
+static char *size_quantity(const char *arg)
+{
+	size_t n = strlen(arg);
+	if (n > 1 && (arg[n - 1] == 'b' || arg[n - 1] == 'B') && arg[n - 2] >= '0' &&
+	    arg[n - 2] <= '9')
+		return strndup(arg, n - 1);
+	const char *units = "kmgtKMGT";
+	if (n > 1 && strchr(units, arg[n - 1]) && arg[n - 2] >= '0' && arg[n - 2] <= '9') {
+		char *q = NULL;
+		char unit = arg[n - 1] >= 'a' ? (char)(arg[n - 1] - 'a' + 'A') : arg[n - 1];
+		return asprintf(&q, "%.*s%ci", (int)(n - 1), arg, unit) < 0 ? NULL : q;
+	}
+	return strdup(arg);
+}
+
+/* One resourceLimits key from its flag's value. */
+static int limit_opt(struct cli_create_opts *o, const char *key, const char *flag, const char *arg,
+		     bool size)
+{
+	_cleanup_free_ char *q = size ? size_quantity(arg) : strdup(arg);
+	if (!o->limits)
+		o->limits = json_object();
+	if (!q || !arg[0] || !o->limits ||
+	    json_object_set_new(o->limits, key, json_string(q)) < 0) {
+		cli_error("%s '%s': expected a value", flag, arg);
+		return -1;
+	}
+	return 1;
+}
+
+/* --label K=V: K non-empty, both valid UTF-8. */
+static int label_opt(struct cli_create_opts *o, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	if (!eq || eq == arg) {
+		cli_error("--label '%s': expected KEY=VALUE", arg);
+		return -1;
+	}
+	_cleanup_free_ char *key = strndup(arg, (size_t)(eq - arg));
+	if (!o->labels)
+		o->labels = json_object();
+	if (!key || !o->labels || json_object_set_new(o->labels, key, json_string(eq + 1)) < 0) {
+		cli_error("--label '%s': not valid UTF-8", arg);
+		return -1;
+	}
+	return 1;
+}
+
+/* --entrypoint "PROG [ARG...]": the words between spaces. */
+static int entrypoint_opt(struct cli_create_opts *o, const char *arg)
+{
+	json_decref(o->entrypoint);
+	o->entrypoint = json_array();
+	for (const char *p = arg; o->entrypoint && *p;) {
+		size_t len = strcspn(p, " \t");
+		if (len && json_array_append_new(o->entrypoint, json_stringn(p, len)) < 0) {
+			cli_error("--entrypoint '%s': not valid UTF-8", arg);
+			return -1;
+		}
+		p += len;
+		p += strspn(p, " \t");
+	}
+	if (!json_array_size(o->entrypoint)) {
+		cli_error("--entrypoint '%s': expected a program", arg);
+		return -1;
+	}
+	return 1;
+}
+
+int cli_create_sandbox_opt(int c, const char *arg, struct cli_create_opts *o)
+{
+	switch (c) {
+	case 'I':
+		o->image = arg;
+		return 1;
+	case CLI_OPT_SNAPSHOT:
+		o->snapshot = arg;
+		return 1;
+	case CLI_OPT_NAME:
+		o->name = arg;
+		return 1;
+	case CLI_OPT_LABEL:
+		return label_opt(o, arg);
+	case CLI_OPT_MEMORY:
+		return limit_opt(o, "memory", "--memory", arg, true);
+	case CLI_OPT_CPUS:
+		return limit_opt(o, "cpu", "--cpus", arg, false);
+	case CLI_OPT_PIDS_LIMIT:
+		return limit_opt(o, "pids", "--pids-limit", arg, false);
+	case CLI_OPT_DISK:
+		return limit_opt(o, "disk", "--disk", arg, true);
+	case CLI_OPT_ENTRYPOINT:
+		return entrypoint_opt(o, arg);
+	default:
+		return 0;
+	}
+}
+
 int cli_create_network_opt(int c, const char *arg, struct cli_create_opts *o)
 {
 	json_t **list = c == CLI_OPT_ALLOW_HOST	 ? &o->allow_hosts
@@ -121,8 +221,12 @@ void cli_create_opts_free(struct cli_create_opts *o)
 	json_decref(o->allow_hosts);
 	json_decref(o->deny_hosts);
 	json_decref(o->skills);
+	json_decref(o->labels);
+	json_decref(o->limits);
+	json_decref(o->entrypoint);
 	free(o->startup_script);
 	o->allow_hosts = o->deny_hosts = o->skills = NULL;
+	o->labels = o->limits = o->entrypoint = NULL;
 	o->startup_script = NULL;
 }
 
@@ -143,15 +247,78 @@ static json_t *network_policy(const struct cli_create_opts *o)
 			 json_array_size(o->allow_hosts) ? "deny" : "allow", "egress", egress);
 }
 
+/* celld names the API's fields; the user typed flags. Each field a create's flags set,
+ * longest first where one is the start of another. */
+static const char *const field_flags[][2] = {
+    {"resourceLimits.memory", "--memory"},
+    {"resourceLimits.cpu", "--cpus"},
+    {"resourceLimits.pids", "--pids-limit"},
+    {"resourceLimits.disk", "--disk"},
+    {"extensions.cell.name", "--name"},
+    {"extensions.cell.network", "--network"},
+    {"extensions.cell.seccomp", "--seccomp"},
+    {"extensions.cell.idleTimeout", "--idle-timeout"},
+    {"extensions.cell.stopAfter", "--stop-after"},
+    {"extensions.cell.reclaimAfter", "--reclaim-after"},
+    {"extensions.cell.startupTimeout", "--startup-timeout"},
+    {"extensions.cell.sessionKey", "--session"},
+    {"extensions.cell.startupScript", "--startup-script"},
+    {"extensions.cell.onTimeout", "--on-timeout"},
+    {"extensions.cell.skills", "--skill"},
+    {"extensions.cell.volumes", "-v"},
+    {"secretEnv", "--secret"},
+    {"image.uri", "--image"},
+    {"snapshotId", "--snapshot"},
+    {"entrypoint", "--entrypoint"},
+    {"metadata", "--label"},
+};
+
+/* err's message with every API field of field_flags named by its flag instead. */
+static void name_flags(struct cell_error *err)
+{
+	char out[sizeof(err->msg)];
+	size_t o = 0;
+	for (const char *p = err->msg; *p && o + 1 < sizeof(out);) {
+		size_t i = 0;
+		while (i < CELL_ARRAY_SIZE(field_flags) &&
+		       strncmp(p, field_flags[i][0], strlen(field_flags[i][0])))
+			i++;
+		if (i == CELL_ARRAY_SIZE(field_flags)) {
+			out[o++] = *p++;
+			continue;
+		}
+		int n = snprintf(out + o, sizeof(out) - o, "%s", field_flags[i][1]);
+		o = n < 0 || (size_t)n >= sizeof(out) - o ? sizeof(out) - 1 : o + (size_t)n;
+		p += strlen(field_flags[i][0]);
+	}
+	out[o] = '\0';
+	memcpy(err->msg, out, o + 1);
+}
+
 int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size, json_t **out,
 		       struct cell_error *err)
 {
 	if (out)
 		*out = NULL;
-	json_t *body = json_pack("{s:{s:s}}", "image", "uri", o->image ? o->image : "default");
+	if (o->snapshot && o->image)
+		return cell_err_msg(err, EINVAL,
+				    "--image and --snapshot: give one of them (a snapshot "
+				    "carries its image)");
+	json_t *body =
+	    o->snapshot ? json_pack("{s:s}", "snapshotId", o->snapshot)
+			: json_pack("{s:{s:s}}", "image", "uri", o->image ? o->image : "default");
 	if (!body)
-		return cell_err_msg(err, EINVAL, "image name is not valid UTF-8");
+		return cell_err_msg(err, EINVAL, "%s is not valid UTF-8",
+				    o->snapshot ? "--snapshot" : "--image");
 	json_t *ext = json_object();
+	if (o->name)
+		json_object_set_new(ext, "cell.name", json_string(o->name));
+	if (o->labels)
+		json_object_set(body, "metadata", o->labels);
+	if (o->limits)
+		json_object_set(body, "resourceLimits", o->limits);
+	if (o->entrypoint)
+		json_object_set(body, "entrypoint", o->entrypoint);
 	if (o->session)
 		json_object_set_new(ext, "cell.sessionKey", json_string(o->session));
 	if (o->seccomp)
@@ -221,8 +388,10 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 	json_t *resp = NULL;
 	int r = cli_client_api("POST", "/v1/sandboxes", body, "create sandbox", &resp, NULL, err);
 	json_decref(body);
-	if (r < 0)
+	if (r < 0) {
+		name_flags(err);
 		return r;
+	}
 	const char *sid = json_string_value(json_object_get(resp, "id"));
 	if (!sid || !cell_id_valid(sid) || strlen(sid) >= id_size) {
 		json_decref(resp);

@@ -9,8 +9,13 @@
 #include "cell/error.h"
 
 struct cli_create_opts {
-	const char *image;   /* NULL: "default" */
-	const char *session; /* extensions["cell.sessionKey"] */
+	const char *image;    /* NULL: "default" */
+	const char *snapshot; /* snapshotId instead of an image; NULL: none */
+	const char *name;     /* extensions["cell.name"], unique on the host; NULL: none */
+	json_t *labels;	      /* --label k=v: the sandbox's metadata; or NULL */
+	json_t *limits;	      /* --memory, --cpus, --pids-limit, --disk: resourceLimits */
+	json_t *entrypoint;   /* --entrypoint, split at spaces; or NULL */
+	const char *session;  /* extensions["cell.sessionKey"] */
 	json_t
 	    *volumes; /* cli_parse_volume's: host {"host","dest",..} or named {"pvc",..}; or NULL */
 	json_t *env;  /* object, or NULL */
@@ -31,6 +36,54 @@ struct cli_create_opts {
 	const char *startup_timeout;
 	json_t *skills;
 };
+
+/* -I/--image, --snapshot, --name, --label, --memory, --cpus, --pids-limit, --disk and
+ * --entrypoint of create and run (their optstring has "I:"). --env-file is here too, as
+ * both take it, but each command reads it into its own -e object. */
+enum {
+	CLI_OPT_SNAPSHOT = 0x1500,
+	CLI_OPT_NAME,
+	CLI_OPT_LABEL,
+	CLI_OPT_MEMORY,
+	CLI_OPT_CPUS,
+	CLI_OPT_PIDS_LIMIT,
+	CLI_OPT_DISK,
+	CLI_OPT_ENTRYPOINT,
+	CLI_OPT_ENV_FILE
+};
+/* clang-format off */
+#define CLI_SANDBOX_LONGOPTS                                           \
+	{"image", required_argument, NULL, 'I'},                       \
+	{"snapshot", required_argument, NULL, CLI_OPT_SNAPSHOT},       \
+	{"name", required_argument, NULL, CLI_OPT_NAME},               \
+	{"label", required_argument, NULL, CLI_OPT_LABEL},             \
+	{"memory", required_argument, NULL, CLI_OPT_MEMORY},           \
+	{"cpus", required_argument, NULL, CLI_OPT_CPUS},               \
+	{"pids-limit", required_argument, NULL, CLI_OPT_PIDS_LIMIT},   \
+	{"disk", required_argument, NULL, CLI_OPT_DISK},               \
+	{"entrypoint", required_argument, NULL, CLI_OPT_ENTRYPOINT},   \
+	{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE}
+/* clang-format on */
+#define CLI_SANDBOX_HELP                                                                           \
+	"  -I, --image NAME         image (default: default): one cell built, one of the\n"        \
+	"                           store (cell image ls), or a registry reference\n"              \
+	"                           (python:3.12-slim), pulled on first use\n"                     \
+	"      --snapshot ID        start from snapshot ID (cell snapshot ls) instead of\n"        \
+	"                           an image\n"                                                    \
+	"      --name NAME          a name unique on this host, taken wherever an id is\n"         \
+	"                           ([a-zA-Z0-9][a-zA-Z0-9_.-]*, at most 64)\n"                    \
+	"      --label K=V          metadata of the sandbox (repeatable)\n"                        \
+	"      --memory SIZE        memory limit (512m, 2g, 512Mi, 2Gi)\n"                         \
+	"      --cpus N             CPU limit in cores (0.5, 2)\n"                                 \
+	"      --pids-limit N       limit on its processes and threads\n"                          \
+	"      --disk SIZE          size of its writable layer (10g, 10Gi)\n"                      \
+	"      --entrypoint CMD     the sandbox's long-running process, split at spaces\n"         \
+	"                           (default: the image's)\n"                                      \
+	"      --env-file FILE      K=V lines as -e (# comments; K alone takes the value\n"        \
+	"                           from this environment)\n"
+/* Handle one of CLI_SANDBOX_LONGOPTS but --env-file into o: 1 when c was one, 0 when not,
+ * -1 (printed) when its value is refused. */
+int cli_create_sandbox_opt(int c, const char *arg, struct cli_create_opts *o);
 
 /* --seccomp NAME and --seccomp-log of create and run. */
 enum { CLI_OPT_SECCOMP = 0x1100, CLI_OPT_SECCOMP_LOG };

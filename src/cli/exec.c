@@ -15,12 +15,18 @@
 #include "global.h"
 #include "parse.h"
 #include "signals.h"
+#include "terminal.h"
 
 int cli_exec_opt(int c, const char *arg, struct cli_exec_req *req, json_t *envs)
 {
 	int r;
 	switch (c) {
 	case 'w':
+		/* Said as the flag here: celld's answer would name its field, cwd. */
+		if (arg[0] != '/') {
+			cli_error("-w '%s': must be an absolute path in the sandbox", arg);
+			return -EINVAL;
+		}
 		req->cwd = arg;
 		return 1;
 	case 'e':
@@ -44,6 +50,10 @@ static json_t *exec_body(const struct cli_exec_req *req)
 	json_t *body = json_object();
 	if (!argv || !body)
 		goto fail;
+	if (!req->argv[0][0]) {
+		cli_error("CMD is empty: name a program after '--'");
+		goto fail;
+	}
 	for (char *const *a = req->argv; *a; a++) {
 		json_t *s = json_string(*a);
 		if (!s) {
@@ -66,6 +76,8 @@ static json_t *exec_body(const struct cli_exec_req *req)
 		json_object_set_new(body, "timeout", json_integer(req->timeout_ms));
 	if (req->input)
 		json_object_set_new(body, "stdin", json_true());
+	if (req->background)
+		json_object_set_new(body, "background", json_true());
 	if (req->set_user) {
 		json_object_set_new(body, "uid", json_integer(req->uid));
 		json_object_set_new(body, "gid", json_integer(req->gid));
@@ -87,15 +99,65 @@ static int exec_output(void *ctx, int fd, const void *data, size_t len, struct c
 	return r;
 }
 
+/* cell-init's "cwd DIR: why" when -w DIR could not be entered (CMD never started), said
+ * as the flag the user gave: true when text was that. */
+static bool workdir_failed(const struct cli_exec_req *req, const char *text)
+{
+	if (!req->cwd || !text || strncmp(text, "cwd ", 4))
+		return false;
+	size_t n = strlen(req->cwd);
+	if (strncmp(text + 4, req->cwd, n) || strncmp(text + 4 + n, ": ", 2))
+		return false;
+	const char *why = text + 4 + n + 2;
+	if (!strcmp(why, strerror(ENOENT)))
+		cli_error("-w %s: no such directory in the sandbox", req->cwd);
+	else
+		cli_error("-w %s: %s", req->cwd, why);
+	return true;
+}
+
+/* celld could not carry the command to its end: say so with what became of its sandbox,
+ * the usual cause (deleted or stopped under it). */
+static void say_celld_failed(const char *id, const char *why)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	json_t *sb = NULL;
+	long status = 0;
+	struct cell_error err = {0};
+	int r = cli_client_api("GET", path, NULL, "sandbox", &sb, &status, &err);
+	json_t *st = json_object_get(sb, "status");
+	const char *state = json_string_value(json_object_get(st, "state"));
+	const char *reason = json_string_value(json_object_get(st, "reason"));
+	if (r < 0 && status == 404)
+		cli_error("sandbox %s was deleted while the command ran (%s)", id, why);
+	else if (state && strcmp(state, "Running"))
+		cli_error("sandbox %s is %s: the command ended with it (%s)", id,
+			  reason && !strcmp(reason, "Stopped") ? "Stopped" : state, why);
+	else
+		cli_error("sandbox %s: %s", id, why);
+	json_decref(sb);
+}
+
 /* The command's exit code from its error event. A plain non-zero exit is the command's own
  * business; a timeout, a signal or a failure to start deserves one line on stderr naming
  * what happened. */
-static int exec_error_code(json_t *e, int code)
+static int exec_error_code(const struct cli_exec_req *req, json_t *e, int code)
 {
 	const char *ename = json_string_value(json_object_get(e, "ename"));
 	const char *evalue = json_string_value(json_object_get(e, "evalue"));
 	json_t *tb = json_object_get(e, "traceback");
+	if (workdir_failed(req, evalue) ||
+	    workdir_failed(req, json_string_value(json_array_get(tb, 0))))
+		return CLI_EXIT_RUN_FAIL;
 	bool exec_error = ename && !strcmp(ename, "CommandExecError");
+	/* celld's own failure (the sandbox stopped or deleted under the command, its relay
+	 * gone) is 125 with a traceback of "cell: why": never silent, never doubled. */
+	const char *first = json_string_value(json_array_get(tb, 0));
+	if (exec_error && first && !strncmp(first, "cell: ", 6)) {
+		say_celld_failed(req->id, first + 6);
+		return CLI_EXIT_RUN_FAIL;
+	}
 	if (!exec_error || code < 0 || code == CLI_EXIT_TIMEOUT || code > 128) {
 		size_t i;
 		json_t *line;
@@ -210,8 +272,74 @@ int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_
 	} else if (r < 0 && res.stream_failed) {
 		exec_interrupt(req->id, res.cmd_id);
 	} else if (r == 0) {
-		*exit_code = res.complete ? 0 : exec_error_code(res.error, res.exit_code);
+		*exit_code = res.complete ? 0 : exec_error_code(req, res.error, res.exit_code);
 	}
 	cell_client_exec_result_free(&res);
 	return r;
+}
+
+/* -t's -w DIR, checked before the session starts: its process would otherwise fail on
+ * the user's terminal with cell-init's words. 0, or -1 after saying what is wrong. */
+static int tty_workdir(const char *id, const char *cwd)
+{
+	_cleanup_free_ char *enc = cell_client_urlencode(cwd);
+	char path[8192];
+	if (!enc ||
+	    snprintf(path, sizeof(path), "/v1/sandboxes/%s" CLI_EXECD_PREFIX "/files/info?path=%s",
+		     id, enc) >= (int)sizeof(path)) {
+		cli_error("-w %.80s: too long", cwd);
+		return -1;
+	}
+	json_t *ans = NULL;
+	long status = 0;
+	struct cell_error err = {0};
+	int r = cli_client_api("GET", path, NULL, "-w", &ans, &status, &err);
+	/* {"<path>": {FileInfo}}: one entry. */
+	json_t *info = json_object_iter_value(json_object_iter(ans));
+	const char *type = json_string_value(json_object_get(info, "type"));
+	bool dir = type && (!strcmp(type, "directory") || !strcmp(type, "dir"));
+	if (r < 0 && status == 404)
+		cli_error("-w %s: no such directory in the sandbox", cwd);
+	else if (r < 0)
+		cli_error("%s", err.msg);
+	else if (!dir)
+		cli_error("-w %s: not a directory in the sandbox", cwd);
+	json_decref(ans);
+	return r == 0 && dir ? 0 : -1;
+}
+
+/* -t: CMD on a PTY session, removed when it ends (kept when the user detaches). */
+int cli_exec_tty(const struct cli_exec_req *xr, const char *command, bool interactive)
+{
+	if (xr->timeout_ms || xr->set_user) {
+		cli_error_usage(command, CLI_EXIT_RUN_FAIL, "-t does not take %s",
+				xr->timeout_ms ? "--timeout" : "--user");
+		return CLI_EXIT_RUN_FAIL;
+	}
+	if (interactive && !isatty(0)) {
+		cli_error("%s -it: the input is not a terminal (pipe input with -i alone)",
+			  command);
+		return CLI_EXIT_RUN_FAIL;
+	}
+	_cleanup_free_ char *line = cli_term_command_line(xr->argv, xr->envs);
+	if (!line) {
+		cli_error("%s: an -e name is not a shell variable name", command);
+		return CLI_EXIT_RUN_FAIL;
+	}
+	if (xr->cwd && tty_workdir(xr->id, xr->cwd) < 0)
+		return CLI_EXIT_RUN_FAIL;
+	struct cell_error err = {0};
+	_cleanup_free_ char *sid = NULL;
+	int code = CLI_EXIT_RUN_FAIL;
+	if (cli_term_create(xr->id, line, xr->cwd, &sid, &err) < 0) {
+		cli_error("%s", err.msg);
+		return code;
+	}
+	struct cli_term_attach a = {
+	    .id = xr->id, .session = sid, .since = 0, .input = interactive, .remove_at_end = true};
+	if (cli_term_attach(&a, &code, &err) < 0) {
+		cli_error("%s", err.msg);
+		code = CLI_EXIT_RUN_FAIL;
+	}
+	return code;
 }

@@ -16,6 +16,7 @@ struct cli_exec_req {
 	long long timeout_ms; /* 0: none */
 	bool set_user;	      /* --user given: run as uid:gid */
 	bool input;	      /* feed our stdin to the command's (-i) */
+	bool background;      /* start it and return at once (run -d) */
 	long long uid, gid;
 };
 
@@ -38,3 +39,8 @@ int cli_exec_opt(int c, const char *arg, struct cli_exec_req *req, json_t *envs)
  * (cli_signals_caught) or when fd 1 or 2 is a closed pipe, the command is interrupted
  * through DELETE /command and *exit_code = 128 + the signal. */
 int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_error *err);
+
+/* -t of exec and run: CMD on a PTY session wired to this terminal (input passed on with
+ * interactive), removed when it ends (kept when the user detaches). The exit status, any
+ * failure printed naming command. */
+int cli_exec_tty(const struct cli_exec_req *xr, const char *command, bool interactive);

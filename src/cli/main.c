@@ -19,14 +19,14 @@ struct cli_command {
 };
 
 static const struct cli_command commands[] = {
-    {"run", cmd_run, "create a sandbox, run a command in it, pass its output and exit code"},
+    {"run", cmd_run, "create a sandbox, run a command in it (-it: a terminal; -d: detached)"},
     {"create", cmd_create, "create a sandbox and print its id"},
     {"exec", cmd_exec, "run a command in an existing sandbox (-it: on a terminal)"},
     {"shell", cmd_shell, "open an interactive shell in a sandbox"},
     {"attach", cmd_attach, "wire this terminal to a sandbox's PTY session again"},
     {"ls", cmd_ls, "list sandboxes"},
-    {"inspect", cmd_inspect, "show a sandbox's kernel-level details (JSON)"},
-    {"rm", cmd_rm, "delete sandboxes"},
+    {"inspect", cmd_inspect, "show sandboxes' kernel-level details (JSON)"},
+    {"rm", cmd_rm, "delete sandboxes (--all: the stopped and failed ones)"},
     {"pause", cmd_pause, "freeze every process of sandboxes (memory kept)"},
     {"resume", cmd_resume, "thaw paused sandboxes, start stopped ones"},
     {"stop", cmd_stop, "stop sandboxes: processes and memory go, the disk stays"},
@@ -67,6 +67,9 @@ static void usage(FILE *f)
 	    "                 network, port)\n"
 	    "  -h, --help     this help ('cell COMMAND --help' for one command)\n"
 	    "  -V, --version  print the version\n"
+	    "\n"
+	    "ID, wherever a command takes one, is a sandbox's id, its --name, or a unique\n"
+	    "start of its id.\n"
 	    "\n"
 	    "Example: cell run --rm -v \"$PWD\":/workspace/src -w /workspace/src -- make test\n",
 	    CLI_DEFAULT_SOCKET);
@@ -127,6 +130,11 @@ int main(int argc, char **argv)
 			char *help_argv[] = {(char *)commands[i].name, "--help", NULL};
 			optind = 0;
 			return commands[i].fn(2, help_argv);
+		}
+		if (optind + 1 < argc) {
+			cli_error("help: unknown command '%s'", argv[optind + 1]);
+			fprintf(stderr, "Try 'cell --help'.\n");
+			return CLI_EXIT_USAGE;
 		}
 		usage(stdout);
 		return CLI_EXIT_OK;

@@ -1,6 +1,7 @@
 /* Parsers of the cell CLI's option values and operands: ids, -e, -v, --timeout. */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +39,48 @@ int cli_parse_env(json_t *obj, const char *arg)
 		return -EINVAL;
 	}
 	return 0;
+}
+
+#define ENV_FILE_MAX (1u << 20)
+
+int cli_parse_env_file(json_t *obj, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		cli_error("--env-file %s: %s", path, strerror(errno));
+		return -EINVAL;
+	}
+	char *line = NULL;
+	size_t cap = 0, total = 0;
+	ssize_t n;
+	int r = 0;
+	unsigned lineno = 0;
+	while (r == 0 && (n = getline(&line, &cap, f)) >= 0) {
+		lineno++;
+		total += (size_t)n;
+		if (total > ENV_FILE_MAX) {
+			cli_error("--env-file %s: larger than 1 MiB", path);
+			r = -EFBIG;
+			break;
+		}
+		line[strcspn(line, "\r\n")] = '\0';
+		const char *p = line + strspn(line, " \t");
+		if (!*p || *p == '#')
+			continue;
+		if (*p == '=') {
+			cli_error("--env-file %s:%u: empty variable name", path, lineno);
+			r = -EINVAL;
+		} else {
+			r = cli_parse_env(obj, p);
+		}
+	}
+	if (r == 0 && ferror(f)) {
+		cli_error("--env-file %s: %s", path, strerror(errno));
+		r = -EIO;
+	}
+	free(line);
+	fclose(f);
+	return r;
 }
 
 /* The options after DEST: "ro", "rw", "map=owner|range|identity", comma-separated. 1 when
@@ -183,4 +226,15 @@ int cli_parse_seconds_ms(const char *arg, long long *ms)
 	if ((double)*ms < x) /* round up: 0.0005 s is 1 ms, never "no timeout" */
 		(*ms)++;
 	return 0;
+}
+
+bool cli_parse_port(const char *s, bool zero_ok, unsigned *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (!s[0] || *end || errno || v > 65535 || (!v && !zero_ok) || s[0] == '-' || s[0] == '+')
+		return false;
+	*out = (unsigned)v;
+	return true;
 }

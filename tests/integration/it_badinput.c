@@ -122,6 +122,13 @@ static const char *const bad_creates[] = {
     "{\"image\":{\"uri\":\"busybox\"},\"env\":[\"A=B\"]}",
     "{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.sessionKey\":5}}",
     "{\"image\":{\"uri\":\"busybox\"},\"extensions\":[]}",
+    "{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.name\":5}}",
+    "{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.name\":\"\"}}",
+    "{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.name\":\"../x\"}}",
+    "{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.name\":\"a b\"}}",
+    "{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.name\":\"_lead\"}}",
+    "{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.name\":"
+    "\"a12345678901234567890123456789012345678901234567890123456789012345\"}}",
     "{\"image\":{\"uri\":\"busybox\"},\"resourceLimits\":\"big\"}",
     "{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.volumes\":\"not json\"}}",
     "{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.volumes\":"

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <poll.h>
 
 #include "cell/codec.h"
 #include "cell/fsutil.h"
@@ -38,8 +39,7 @@ START_TEST(run_rm_passes_exit_code)
 	h_cell(&p, "run", "--rm", "--image", "busybox", "--", "sh", "-c", "kill -9 $$", NULL);
 	ck_assert_msg(p.status == 137, "exit %d, stderr: %s", p.status, p.err);
 	h_proc_free(&p);
-	h_cell(&p, "run", "--rm", "--image", "busybox", "--timeout", "0.5", "--", "sleep", "30",
-	       NULL);
+	h_cell(&p, "run", "--rm", "-I", "busybox", "--timeout", "0.5", "--", "sleep", "30", NULL);
 	ck_assert_msg(p.status == 124, "exit %d, stderr: %s", p.status, p.err);
 	h_proc_free(&p);
 	ck_assert_int_eq(h_sandbox_count(), before);
@@ -795,6 +795,464 @@ START_TEST(forward_joins_a_local_port)
 }
 END_TEST
 
+/* ---- run and create as docker's ---- */
+
+/* cell ARGS... on a new terminal (a pty of ours as its stdin, stdout and stderr), with
+ * input written to it: what it printed there, and its exit status in *status. */
+static char *cell_on_pty(const char *input, int *status, const char *const *args)
+{
+	int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	ck_assert_int_ge(master, 0);
+	ck_assert_int_eq(grantpt(master), 0);
+	ck_assert_int_eq(unlockpt(master), 0);
+	char *slave = strdup(ptsname(master));
+	char *bin = h_fmt("%s/cell", H.bin);
+	char *sock = h_fmt("%s/cell.sock", H.dir);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setsid();
+		int fd = open(slave, O_RDWR);
+		if (fd < 0)
+			_exit(126);
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		const char *argv[32] = {bin, "--socket", sock};
+		size_t n = 3;
+		for (size_t i = 0; args[i] && n < 31; i++)
+			argv[n++] = args[i];
+		argv[n] = NULL;
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	if (input)
+		ck_assert_int_eq(write(master, input, strlen(input)), (ssize_t)strlen(input));
+	size_t len = 0, cap = 1 << 16;
+	char *out = calloc(1, cap);
+	for (int rounds = 0; rounds < 600 && len + 1 < cap; rounds++) {
+		struct pollfd pfd = {.fd = master, .events = POLLIN};
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		ssize_t n = read(master, out + len, cap - len - 1);
+		if (n <= 0)
+			break; /* EIO: every holder of the slave is gone */
+		len += (size_t)n;
+	}
+	out[len] = '\0';
+	int st = 0;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	*status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	close(master);
+	free(slave);
+	free(bin);
+	free(sock);
+	return out;
+}
+
+START_TEST(run_it_is_a_throwaway_shell)
+{
+	int before = h_sandbox_count();
+	int status;
+	const char *args[] = {"run", "-it",  "--rm", "-I", "busybox",
+			      "-w",  "/etc", "--",   "sh", NULL};
+	char *out = cell_on_pty("tty; echo got-$((40+2)) in $PWD; exit 5\r", &status, args);
+	ck_assert_msg(status == 5, "exit %d, terminal: %s", status, out);
+	ck_assert_msg(strstr(out, "got-42 in /etc"), "terminal: %s", out);
+	ck_assert_msg(strstr(out, "/dev/pts/"), "no terminal in the sandbox: %s", out);
+	free(out);
+	ck_assert_int_eq(h_sandbox_count(), before);
+}
+END_TEST
+
+START_TEST(run_i_is_not_image)
+{
+	int before = h_sandbox_count();
+	struct h_proc p;
+	h_cell(&p, "run", "-i", "busybox", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "-i is --interactive") &&
+			  strstr(p.err, "--image busybox"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "create", "-I", "busybox", "--timeout", "5", NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "--timeout '5'") &&
+			  strstr(p.err, "at least 60"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "create", "-i", "busybox", NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "--interactive") && strstr(p.err, "-I"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	/* -i alone feeds the command this input */
+	char *bin = h_fmt("%s/cell", H.bin);
+	char *sock = h_fmt("%s/cell.sock", H.dir);
+	char *cmd =
+	    h_fmt("echo piped-in | %s --socket %s run -i --rm -I busybox -- cat", bin, sock);
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	h_run(argv, NULL, 120, &p);
+	ck_assert_msg(p.status == 0 && !strcmp(p.out, "piped-in\n"), "exit %d: %s %s", p.status,
+		      p.out, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_sandbox_count(), before);
+	free(cmd);
+	free(sock);
+	free(bin);
+}
+END_TEST
+
+START_TEST(run_detach_publish_and_limits)
+{
+	char rnd[CELL_ID_RANDOM_LEN + 1];
+	ck_assert_int_eq(cell_id_random(rnd), 0);
+	char *envfile = h_fmt("%s/env-%s", H.dir, rnd);
+	h_write_file(envfile, "# a comment\nFROM_FILE=one two\n\nFROM_HOST\n", 0644);
+	setenv("FROM_HOST", "host-value", 1);
+	struct h_proc p;
+	h_cell(&p, "run", "-d", "-p", "8080", "-I", "busybox", "--label", "team=cli", "--memory",
+	       "256m", "--cpus", "0.5", "--pids-limit", "200", "--env-file", envfile, "--", "sh",
+	       "-c", "echo \"$FROM_FILE/$FROM_HOST\" > /tmp/started; sleep 300", NULL);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	char *id = strdup(h_trim(p.out));
+	h_track_sandbox(id);
+	ck_assert_msg(cell_id_valid(id), "-d printed '%s'", id);
+	char *want = h_fmt("cell: port 8080: http://%s/v1/sandboxes/%s/proxy/8080/", H.listen, id);
+	ck_assert_msg(strstr(p.err, want), "stderr: %s", p.err);
+	h_proc_free(&p);
+
+	/* the command runs on in the background, with the file's environment */
+	char *got = NULL;
+	for (int i = 0; i < 100 && !got; i++) {
+		h_cell(&p, "exec", id, "--", "cat", "/tmp/started", NULL);
+		if (p.status == 0)
+			got = strdup(p.out);
+		else
+			usleep(100 * 1000);
+		h_proc_free(&p);
+	}
+	ck_assert_msg(got && !strcmp(got, "one two/host-value\n"), "background: %s", got);
+	/* the limits' cgroup files, v2's or v1's */
+	h_cell(&p, "exec", id, "--", "sh", "-c",
+	       "cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/pids.max 2>/dev/null || cat "
+	       "/sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max",
+	       NULL);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_str_eq(p.out, "268435456\n200\n");
+	h_proc_free(&p);
+	h_cell(&p, "inspect", id, NULL);
+	json_t *j = json_loads(p.out, 0, NULL);
+	ck_assert_msg(j, "inspect: %s", p.out);
+	ck_assert_str_eq(h_jstr(j, "metadata.team"), "cli");
+	ck_assert_str_eq(h_jstr(j, "resourceLimits.cpu"), "0.5");
+	json_decref(j);
+	h_proc_free(&p);
+
+	/* refusals name the flag, and leave nothing behind */
+	int before = h_sandbox_count();
+	h_cell(&p, "run", "--rm", "-I", "busybox", "--memory", "lots", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "--memory") &&
+			  !strstr(p.err, "resourceLimits"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "run", "-d", "--rm", "-I", "busybox", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "-d does not take --rm"), "exit %d: %s",
+		      p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "run", "--rm", "-I", "busybox", "--env-file", "/nonexistent/env", "--", "true",
+	       NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "--env-file /nonexistent/env"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "run", "--rm", "-I", "busybox", "--snapshot", "nosuch", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "--image and --snapshot"), "exit %d: %s",
+		      p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_sandbox_count(), before);
+	unsetenv("FROM_HOST");
+	free(got);
+	free(want);
+	free(id);
+	free(envfile);
+}
+END_TEST
+
+START_TEST(run_entrypoint)
+{
+	struct h_proc p;
+	h_cell(&p, "create", "-I", "busybox", "--entrypoint", "sleep 1000", NULL);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	char *id = strdup(h_trim(p.out));
+	h_track_sandbox(id);
+	h_proc_free(&p);
+	h_cell(&p, "exec", id, "--", "sh", "-c",
+	       "cat /proc/1/cmdline /proc/[0-9]*/cmdline | tr '\\0' ' '", NULL);
+	ck_assert_msg(strstr(p.out, "sleep 1000"), "no entrypoint: %s %s", p.out, p.err);
+	h_proc_free(&p);
+	free(id);
+}
+END_TEST
+
+/* ---- names and ids as the user gives them ---- */
+
+/* `cell create -I busybox --name PREFIX<random>`, which must succeed: the name in *name
+ * (malloc'd), the id (tracked) returned. */
+static char *cli_create_named(const char *prefix, char **name)
+{
+	char rnd[CELL_ID_RANDOM_LEN + 1];
+	ck_assert_int_eq(cell_id_random(rnd), 0);
+	*name = h_fmt("%s%s", prefix, rnd);
+	struct h_proc p;
+	h_cell(&p, "create", "-I", "busybox", "--name", *name, NULL);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	char *id = strdup(h_trim(p.out));
+	h_track_sandbox(id);
+	h_proc_free(&p);
+	return id;
+}
+
+START_TEST(names_are_unique_and_taken_for_ids)
+{
+	char *name;
+	char *id = cli_create_named("web-", &name);
+	struct h_proc p;
+
+	/* a second create of the name is refused by celld, naming the flag */
+	int before = h_sandbox_count();
+	h_cell(&p, "create", "-I", "busybox", "--name", name, NULL);
+	ck_assert_msg(p.status == 1 && strstr(p.err, "--name") && strstr(p.err, "taken"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	char *body =
+	    h_fmt("{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.name\":\"%s\"}}", name);
+	ck_assert_int_eq(h_http("POST", "/v1/sandboxes", body, NULL), 409);
+	ck_assert_int_eq(h_http("POST", "/v1/sandboxes",
+				"{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.name\":"
+				"\"-bad/name\"}}",
+				NULL),
+			 400);
+	ck_assert_int_eq(h_sandbox_count(), before);
+
+	/* the name, and a unique start of the id, wherever an id is taken */
+	h_cell(&p, "exec", name, "--", "echo", "by-name", NULL);
+	ck_assert_msg(p.status == 0 && !strcmp(p.out, "by-name\n"), "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "ls", NULL);
+	ck_assert_msg(strstr(p.out, "NAME") && strstr(p.out, name), "ls: %s", p.out);
+	h_proc_free(&p);
+	h_cell(&p, "ls", "-q", NULL);
+	ck_assert_msg(strstr(p.out, id) && !strstr(p.out, "NAME") && !strstr(p.out, name),
+		      "ls -q: %s", p.out);
+	h_proc_free(&p);
+	json_t *j;
+	char *line = h_fmt("%s %s\tRunning\n", id, name);
+	h_cell(&p, "ls", "--format", "{{.ID}} {{ .Name }}\\t{{.State}}", NULL);
+	ck_assert_msg(p.status == 0 && strstr(p.out, line), "ls --format: %s %s", p.out, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "ls", "--format", "json", NULL);
+	j = json_loads(p.out, 0, NULL);
+	ck_assert_msg(json_is_array(j) && strstr(p.out, name), "ls --format json: %s", p.out);
+	json_decref(j);
+	h_proc_free(&p);
+	h_cell(&p, "ls", "--format", "{{.ID}} {{.Nmae}}", NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "{{.Nmae}} is not a field") && !p.out[0],
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	free(line);
+	char *other = cli_create_busybox();
+	h_cell(&p, "inspect", name, other, NULL);
+	j = json_loads(p.out, 0, NULL);
+	ck_assert_msg(p.status == 0 && json_array_size(j) == 2, "inspect: %s %s", p.out, p.err);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(j, 0), "name")), name);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(j, 1), "id")), other);
+	json_decref(j);
+	h_proc_free(&p);
+	/* "" is the start of every id: ambiguous, the candidates listed */
+	h_cell(&p, "exec", "", "--", "true", NULL);
+	ck_assert_msg(p.status == 125, "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "exec", "nosuch-name", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "no sandbox has the id or name"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	char *start = strndup(id, 12);
+	h_cell(&p, "rm", start, NULL);
+	ck_assert_msg(p.status == 0, "rm by prefix: exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	/* the name is free again */
+	h_cell(&p, "create", "-I", "busybox", "--name", name, NULL);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	h_track_sandbox(h_trim(p.out));
+	h_proc_free(&p);
+	free(start);
+	free(other);
+	free(body);
+	free(id);
+	free(name);
+}
+END_TEST
+
+/* ---- what a failure says ---- */
+
+START_TEST(exec_says_why_it_failed)
+{
+	char *id = cli_create_busybox();
+	struct h_proc p;
+	h_cell(&p, "exec", "-w", "/nonexistent", id, "--", "true", NULL);
+	ck_assert_msg(p.status == 125 &&
+			  strstr(p.err, "-w /nonexistent: no such directory in the sandbox"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	int before = h_sandbox_count();
+	h_cell(&p, "run", "--rm", "-I", "busybox", "-w", "/nonexistent", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 &&
+			  strstr(p.err, "-w /nonexistent: no such directory in the sandbox"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_sandbox_count(), before);
+	int status;
+	const char *args[] = {"exec", "-it", "-w", "/nonexistent", id, "--", "true", NULL};
+	char *out = cell_on_pty(NULL, &status, args);
+	ck_assert_msg(status == 125 && strstr(out, "-w /nonexistent: no such directory"),
+		      "exec -it -w: exit %d: %s", status, out);
+	free(out);
+
+	/* the sandbox deleted under a running command: 125, and why */
+	char *bin = h_fmt("%s/cell", H.bin);
+	char *sock = h_fmt("%s/cell.sock", H.dir);
+	/* rm once the command has started (its marker is there), then wait for its exec */
+	char *cmd = h_fmt("C='%s --socket %s'; $C exec %s -- sh -c 'touch /tmp/started; exec sleep "
+			  "60' & until $C exec %s -- test -f /tmp/started 2>/dev/null; do sleep "
+			  "0.1; done; $C rm %s >/dev/null; wait $!",
+			  bin, sock, id, id, id);
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	h_run(argv, NULL, 120, &p);
+	ck_assert_msg(p.status == 125 && (strstr(p.err, "was deleted while the command ran") ||
+					  strstr(p.err, "the sandbox is being deleted")),
+		      "exit %d, stderr: '%s'", p.status, p.err);
+	h_proc_free(&p);
+
+	/* the flag named, not celld's field (cwd, argv) */
+	h_cell(&p, "exec", "-w", "relative", id, "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "-w 'relative': must be an absolute") &&
+			  !strstr(p.err, "cwd"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	before = h_sandbox_count();
+	h_cell(&p, "run", "--rm", "-I", "busybox", "--", "", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "expected a command") &&
+			  !strstr(p.err, "argv"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_sandbox_count(), before);
+
+	h_cell(&p, "help", "nosuch", NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "nosuch"), "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	free(cmd);
+	free(sock);
+	free(bin);
+	free(id);
+}
+END_TEST
+
+START_TEST(rm_all_takes_the_stopped)
+{
+	char *stopped = cli_create_busybox(), *running = cli_create_busybox();
+	struct h_proc p;
+	h_cell(&p, "stop", stopped, NULL);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "rm", "--all", NULL);
+	ck_assert_msg(p.status == 0 && strstr(p.out, stopped) && !strstr(p.out, running),
+		      "exit %d: %s %s", p.status, p.out, p.err);
+	h_proc_free(&p);
+	char *path = h_fmt("/v1/sandboxes/%s", stopped);
+	ck_assert_int_eq(h_http("GET", path, NULL, NULL), 404);
+	free(path);
+	path = h_fmt("/v1/sandboxes/%s", running);
+	ck_assert_int_eq(h_http("GET", path, NULL, NULL), 200);
+	h_cell(&p, "rm", "--all", running, NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "--all takes no id"), "exit %d: %s", p.status,
+		      p.err);
+	h_proc_free(&p);
+	h_cell(&p, "rm", "-f", running, NULL);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_http("GET", path, NULL, NULL), 404);
+	free(path);
+	free(stopped);
+	free(running);
+}
+END_TEST
+
+/* Creates of one name that race: celld lets exactly one through. */
+START_TEST(a_name_raced_is_given_once)
+{
+	char rnd[CELL_ID_RANDOM_LEN + 1];
+	ck_assert_int_eq(cell_id_random(rnd), 0);
+	int before = h_sandbox_count();
+	char *bin = h_fmt("%s/cell", H.bin);
+	char *sock = h_fmt("%s/cell.sock", H.dir);
+	/* each one's stderr a file of its own, shown one after the other */
+	char *cmd = h_fmt("for i in 1 2 3 4; do %s --socket %s create -I busybox --name race-%s "
+			  "2>%s/race-%s-$i & done; wait; cat %s/race-%s-* >&2",
+			  bin, sock, rnd, H.dir, rnd, H.dir, rnd);
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	struct h_proc p;
+	h_run(argv, NULL, 120, &p);
+	char id[CELL_ID_MAX + 1];
+	ck_assert_msg(sscanf(p.out, "%64s", id) == 1, "no create succeeded: %s", p.err);
+	h_track_sandbox(id);
+	ck_assert_msg(!strchr(h_trim(p.out), '\n'), "more than one create: %s", p.out);
+	int taken = 0;
+	for (const char *e = p.err; (e = strstr(e, "--name: the name is taken")); e++)
+		taken++;
+	ck_assert_msg(taken == 3, "refusals: %s", p.err);
+	ck_assert_int_eq(h_sandbox_count(), before + 1);
+	h_proc_free(&p);
+	free(cmd);
+	free(sock);
+	free(bin);
+}
+END_TEST
+
+START_TEST(run_from_a_snapshot_by_name)
+{
+	char *name;
+	char *id = cli_create_named("Src_v1.", &name);
+	struct h_proc p;
+	/* cp, fs and snapshot take the name too */
+	char *file = h_fmt("%s/snap-%s", H.dir, id);
+	h_write_file(file, "kept-in-the-snapshot\n", 0644);
+	char *dst = h_fmt("%s:/workspace/f", name);
+	h_cell(&p, "cp", file, dst, NULL);
+	ck_assert_msg(p.status == 0, "cp: exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "fs", "ls", name, "/workspace", NULL);
+	ck_assert_msg(p.status == 0 && strstr(p.out, "f"), "fs ls: exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "snapshot", name, NULL);
+	ck_assert_msg(p.status == 0, "snapshot: exit %d: %s", p.status, p.err);
+	char *snap = strdup(h_trim(p.out));
+	h_proc_free(&p);
+	h_cell(&p, "run", "--rm", "--snapshot", snap, "--", "cat", "/workspace/f", NULL);
+	ck_assert_msg(p.status == 0 && !strcmp(p.out, "kept-in-the-snapshot\n"),
+		      "run --snapshot: exit %d: %s %s", p.status, p.out, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "run", "--rm", "--snapshot", "nosuchsnapshot", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "nosuchsnapshot not found") &&
+			  !strstr(p.err, "snapshotId"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "snapshot", "rm", snap, NULL);
+	h_proc_free(&p);
+	free(snap);
+	free(dst);
+	free(file);
+	free(name);
+	free(id);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
 	Suite *s = suite_create("cli");
@@ -811,6 +1269,17 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "fs_rm_recursive_takes_files", 120), fs_rm_recursive_takes_files);
 	tcase_add_test(h_tcase(s, "port_prints_preview_url", 120), port_prints_preview_url);
 	tcase_add_test(h_tcase(s, "forward_joins_a_local_port", 180), forward_joins_a_local_port);
+	tcase_add_test(h_tcase(s, "run_it_is_a_throwaway_shell", 120), run_it_is_a_throwaway_shell);
+	tcase_add_test(h_tcase(s, "run_i_is_not_image", 120), run_i_is_not_image);
+	tcase_add_test(h_tcase(s, "run_detach_publish_and_limits", 180),
+		       run_detach_publish_and_limits);
+	tcase_add_test(h_tcase(s, "run_entrypoint", 120), run_entrypoint);
+	tcase_add_test(h_tcase(s, "names_are_unique_and_taken_for_ids", 120),
+		       names_are_unique_and_taken_for_ids);
+	tcase_add_test(h_tcase(s, "exec_says_why_it_failed", 120), exec_says_why_it_failed);
+	tcase_add_test(h_tcase(s, "rm_all_takes_the_stopped", 120), rm_all_takes_the_stopped);
+	tcase_add_test(h_tcase(s, "a_name_raced_is_given_once", 120), a_name_raced_is_given_once);
+	tcase_add_test(h_tcase(s, "run_from_a_snapshot_by_name", 180), run_from_a_snapshot_by_name);
 	return s;
 }
 

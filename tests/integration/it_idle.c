@@ -558,7 +558,7 @@ static char *run_kept_id(const struct h_proc *p)
 START_TEST(cli_timer_flags_reach_the_sandbox)
 {
 	struct h_proc p;
-	ck_assert_int_eq(h_cell(&p, "create", "-i", "busybox", "--idle-timeout", "0",
+	ck_assert_int_eq(h_cell(&p, "create", "-I", "busybox", "--idle-timeout", "0",
 				"--stop-after", "70", "--reclaim-after", "90", "--on-timeout",
 				"stop", NULL),
 			 0);
@@ -566,7 +566,7 @@ START_TEST(cli_timer_flags_reach_the_sandbox)
 	h_track_sandbox(id);
 	h_proc_free(&p);
 	cli_timers_are(id, 0, 70, 90, "stop");
-	ck_assert_int_eq(h_cell(&p, "run", "-i", "busybox", "--idle-timeout", "50", "--stop-after",
+	ck_assert_int_eq(h_cell(&p, "run", "-I", "busybox", "--idle-timeout", "50", "--stop-after",
 				"0", "--reclaim-after", "0", "--on-timeout", "stop", "--", "true",
 				NULL),
 			 0);
@@ -584,7 +584,7 @@ END_TEST
 START_TEST(cli_timer_flags_take_effect)
 {
 	struct h_proc p;
-	ck_assert_int_eq(h_cell(&p, "create", "-i", "busybox", "--idle-timeout", "1",
+	ck_assert_int_eq(h_cell(&p, "create", "-I", "busybox", "--idle-timeout", "1",
 				"--stop-after", "1", "--reclaim-after", "1", NULL),
 			 0);
 	char *id = strdup(h_trim(p.out));
@@ -595,8 +595,8 @@ START_TEST(cli_timer_flags_take_effect)
 	ck_assert_str_eq(wait_for(id, "HTTP 404", 60), "HTTP 404");
 	free(id);
 
-	ck_assert_int_eq(h_cell(&p, "run", "-i", "busybox", "-t", "60", "--idle-timeout", "0",
-				"--on-timeout", "stop", "--", "true", NULL),
+	ck_assert_int_eq(h_cell(&p, "run", "-I", "busybox", "--timeout", "60", "--idle-timeout",
+				"0", "--on-timeout", "stop", "--", "true", NULL),
 			 0);
 	id = run_kept_id(&p);
 	h_proc_free(&p);
@@ -625,11 +625,11 @@ START_TEST(cli_timer_flags_refuse_bad_values)
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct h_proc p;
-		h_cell(&p, "create", "-i", "busybox", bad[i][0], bad[i][1], NULL);
+		h_cell(&p, "create", "-I", "busybox", bad[i][0], bad[i][1], NULL);
 		ck_assert_msg(p.status == 2 && strstr(p.err, bad[i][0]),
 			      "create %s %s: exit %d: %s", bad[i][0], bad[i][1], p.status, p.err);
 		h_proc_free(&p);
-		h_cell(&p, "run", "-i", "busybox", bad[i][0], bad[i][1], "--", "true", NULL);
+		h_cell(&p, "run", "-I", "busybox", bad[i][0], bad[i][1], "--", "true", NULL);
 		ck_assert_msg(p.status == 125 && strstr(p.err, bad[i][0]), "run %s %s: exit %d: %s",
 			      bad[i][0], bad[i][1], p.status, p.err);
 		h_proc_free(&p);

@@ -248,6 +248,30 @@ START_TEST(resume_while_deleting_conflicts)
 }
 END_TEST
 
+/* A name is kept in the record: a restarted celld still refuses it to another create. */
+START_TEST(a_name_outlives_a_celld_restart)
+{
+	json_t *ext = json_pack("{s:{s:s}}", "extensions", "cell.name", "kept-name");
+	char *id = h_create("busybox", ext);
+	json_decref(ext);
+	h_celld_kill();
+	h_celld_start();
+	struct h_resp r;
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	ck_assert_str_eq(h_jstr(r.json, "name"), "kept-name");
+	h_resp_free(&r);
+	ck_assert_int_eq(h_http("POST", "/v1/sandboxes",
+				"{\"image\":{\"uri\":\"busybox\"},\"extensions\":{\"cell.name\":"
+				"\"kept-name\"}}",
+				NULL),
+			 409);
+	ck_assert_int_eq(h_delete(id), 204);
+	free(path);
+	free(id);
+}
+END_TEST
+
 static Suite *restart_suite(void)
 {
 	Suite *s = suite_create("restart");
@@ -262,6 +286,8 @@ static Suite *restart_suite(void)
 		       cli_resume_starts_a_failed_sandbox);
 	tcase_add_test(h_tcase(s, "resume_while_deleting_conflicts", 300),
 		       resume_while_deleting_conflicts);
+	tcase_add_test(h_tcase(s, "a_name_outlives_a_celld_restart", 120),
+		       a_name_outlives_a_celld_restart);
 	return s;
 }
 

@@ -22,6 +22,7 @@ static void full_record(struct record *rec)
 	rec->rootfs = "/var/lib/cell/images/busybox/rootfs";
 	rec->session_key = "app-user-chat";
 	rec->snapshot_id = "snap0123456789ab";
+	rec->name = "web.1_a-b";
 	rec->reason = "cell-init exited with status 1";
 	rec->owner = "key:0011223344556677";
 	rec->dir = "/var/lib/cell/sandboxes/" ID;
@@ -112,6 +113,7 @@ START_TEST(every_field_round_trips)
 	expect_str(out.rootfs, in.rootfs, "rootfs");
 	expect_str(out.session_key, in.session_key, "sessionKey");
 	expect_str(out.snapshot_id, in.snapshot_id, "snapshotId");
+	expect_str(out.name, in.name, "name");
 	expect_str(out.reason, in.reason, "reason");
 	expect_str(out.owner, in.owner, "owner");
 	expect_json(out.metadata, in.metadata, "metadata");
@@ -188,6 +190,7 @@ START_TEST(empty_members_round_trip)
 	ck_assert_int_eq(out.created_ms, 1795000000000); /* no createdAtMs: its second */
 	ck_assert_ptr_null(out.session_key);
 	ck_assert_ptr_null(out.snapshot_id);
+	ck_assert_ptr_null(out.name);
 	ck_assert_ptr_null(out.reason);
 	ck_assert_ptr_null(out.metadata);
 	ck_assert_ptr_null(out.entrypoint);
@@ -266,6 +269,7 @@ START_TEST(a_record_of_an_older_celld_loads)
 	ck_assert(out.manual_resume && out.public_ports);
 	struct record want;
 	full_record(&want);
+	want.name = NULL; /* names came later: an older record has none */
 	json_t *a = record_encode(&out), *b = record_encode(&want);
 	/* Where it lives is the loader's to say, not the record's (record_decode leaves them). */
 	static const char *const derived[] = {"dir", "cgroupRel"};
@@ -314,6 +318,7 @@ START_TEST(malformed_records_name_the_field)
 	    {"rootfs", json_integer(1), "rootfs"},
 	    {"sessionKey", json_true(), "sessionKey"},
 	    {"snapshotId", json_integer(3), "snapshotId"},
+	    {"name", json_integer(4), "name"},
 	    {"limits", json_string("small"), "limits"},
 	    {"limits.pids", json_string("many"), "limits.pids"},
 	    {"limits.socketMemoryBytes", json_integer(-5), "limits.socketMemoryBytes"},

@@ -27,6 +27,7 @@
 #include "fields.h"
 #include "http/sse.h"
 #include "http/http.h"
+#include "registry.h"
 #include "sandbox.h"
 
 #define PING_EVERY_MS	    3000
@@ -173,11 +174,25 @@ static void stream_close_events(struct exec_stream *s)
 	s->events = NULL;
 }
 
+/* What the sandbox is going through when its command's stream breaks: the usual cause, for
+ * the client to read instead of a bare relay error. NULL when nothing. */
+static const char *sandbox_ending(struct sandbox *sb)
+{
+	registry_lock();
+	enum sbx_op op = sb->busy;
+	registry_unlock();
+	return op == SBX_DELETING     ? "the sandbox is being deleted"
+	       : op == SBX_STOPPING   ? "the sandbox is being stopped"
+	       : op == SBX_RECOVERING ? "the sandbox's cell-init died"
+				      : NULL;
+}
+
 static void stream_fail(struct exec_stream *s, const char *msg)
 {
 	size_t len;
-	char tb[CELL_ERROR_MSG_MAX + 16];
-	snprintf(tb, sizeof(tb), "cell: %s", msg);
+	char tb[CELL_ERROR_MSG_MAX + 64];
+	const char *ending = sandbox_ending(s->sb);
+	snprintf(tb, sizeof(tb), "cell: %s%s%s", ending ? ending : "", ending ? ": " : "", msg);
 	command_finish(s->cmd, -1, msg);
 	out_add(&s->out, sse_error(125, tb, &len), &len);
 	stream_close_events(s);

@@ -128,6 +128,8 @@ static json_t *view_json(const struct sandbox *sb, const struct sandbox_view *v)
 		json_object_set_new(o, "expiresAt", celld_time_json(v->expires_at));
 	if (o && sb->snapshot_id)
 		json_object_set_new(o, "snapshotId", json_string(sb->snapshot_id));
+	if (o && sb->name)
+		json_object_set_new(o, "name", json_string(sb->name));
 	return o;
 }
 
@@ -234,6 +236,30 @@ static int parse_image_auth(json_t *image, struct create_spec *spec, struct cell
 	return 0;
 }
 
+/* extensions cell.name: docker's names, [a-zA-Z0-9][a-zA-Z0-9_.-]*, at most NAME_MAX_LEN,
+ * so a name is never an id's prefix by accident of punctuation and never a path. Its
+ * uniqueness is the registry's, checked at publish. */
+#define NAME_MAX_LEN 64
+static int parse_name(json_t *ext, struct create_spec *spec, struct cell_error *err)
+{
+	const char *name = NULL;
+	int r = field_string(ext, "cell.name", "extensions.cell.name", false, &name, err);
+	if (r <= 0)
+		return r < 0 ? -EINVAL : 0;
+	size_t len = strlen(name);
+	bool ok =
+	    len > 0 && len <= NAME_MAX_LEN && isalnum((unsigned char)name[0]) &&
+	    strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") ==
+		len;
+	if (!ok)
+		return field_fail(err,
+				  "extensions.cell.name '%.80s': expected 1-%d characters of "
+				  "[a-zA-Z0-9_.-], the first a letter or digit",
+				  name, NAME_MAX_LEN);
+	spec->name = name;
+	return 0;
+}
+
 static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spec,
 			    struct cell_error *err)
 {
@@ -250,11 +276,11 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 	/* Keys of other providers are theirs; a "cell." key cell does not know (a typo) would
 	 * otherwise be dropped without a word. */
 	static const char *const known[] = {
-	    "cell.sessionKey",	   "cell.volumes",   "cell.seccomp",	   "cell.seccompLog",
-	    "cell.network",	   "cell.secrets",   "cell.idleTimeout",   "cell.stopAfter",
-	    "cell.reclaimAfter",   "cell.onTimeout", "cell.startupScript", "cell.startupTimeout",
-	    "cell.packages",	   "cell.skills",    "cell.sudo",	   "cell.pullPolicy",
-	    "cell.codeInterpreter"};
+	    "cell.sessionKey",	    "cell.volumes",   "cell.seccomp",	    "cell.seccompLog",
+	    "cell.network",	    "cell.secrets",   "cell.idleTimeout",   "cell.stopAfter",
+	    "cell.reclaimAfter",    "cell.onTimeout", "cell.startupScript", "cell.startupTimeout",
+	    "cell.packages",	    "cell.skills",    "cell.sudo",	    "cell.pullPolicy",
+	    "cell.codeInterpreter", "cell.name"};
 	const char *k;
 	json_t *v;
 	json_object_foreach(ext, k, v)
@@ -274,6 +300,8 @@ static int parse_extensions(json_t *body, bool over_tcp, struct create_spec *spe
 					SESSION_KEY_MAX);
 		spec->session_key = key;
 	}
+	if (!rc)
+		rc = parse_name(ext, spec, err);
 	if (!rc &&
 	    field_string(ext, "cell.volumes", "extensions.cell.volumes", false, &vols, err) > 0) {
 		if (over_tcp)
