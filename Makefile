@@ -1,6 +1,11 @@
 # cell — build, run, test, bench.  See README.md.
 CC       ?= gcc
 BUILD    ?= build
+# Absolute, whichever way it was given: the compiler's dependency files name their targets
+# by it, and a relative and an absolute spelling of one dir do not match (a header's change
+# would then not rebuild what includes it).
+BUILD_ORIGIN := $(origin BUILD)
+override BUILD := $(abspath $(BUILD))
 PREFIX   ?= /usr/local
 STATE_DIR ?= /var/lib/cell
 IMAGES_DIR ?= $(STATE_DIR)/images
@@ -99,7 +104,7 @@ format-check:
 
 # celld and cell with ASan/UBSan, cell-init without (see INIT_OBJ), into build-asan unless
 # BUILD is given (make BUILD=/tmp/x asan).
-ASAN_BUILD := $(if $(filter file,$(origin BUILD)),build-asan,$(BUILD))
+ASAN_BUILD := $(if $(filter file,$(BUILD_ORIGIN)),$(abspath build-asan),$(BUILD))
 asan:
 	$(MAKE) BUILD=$(ASAN_BUILD) SAN='-fsanitize=address,undefined -fno-omit-frame-pointer' all
 
