@@ -13,7 +13,7 @@
 #include "cell/cleanup.h"
 #include "image_lookup.h"
 
-#define OPAQUE_XATTR  "trusted.overlay.opaque"
+#define OPAQUE_XATTR	"trusted.overlay.opaque"
 #define LOOKUP_COMP_MAX 32
 
 enum found { FOUND_ENTRY, FOUND_HIDDEN, FOUND_NOT_HERE };
@@ -87,7 +87,8 @@ int image_lookup(json_t *layers, const char *rootfs, const char *rel, struct cel
 				    rel);
 	size_t layer_count = json_array_size(layers);
 	for (size_t l = 0; l < (layer_count ? layer_count : 1); l++) {
-		const char *dir = layer_count ? json_string_value(json_array_get(layers, l)) : rootfs;
+		const char *dir =
+		    layer_count ? json_string_value(json_array_get(layers, l)) : rootfs;
 		_cleanup_close_ int fd =
 		    dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : (errno = EINVAL, -1);
 		enum found f = FOUND_NOT_HERE;

@@ -84,11 +84,12 @@ int interp_service_choose(struct create_spec *spec, struct cell_error *err)
 		if (py < 0)
 			return py;
 		if (!py)
-			return cell_err_msg(err, ENOEXEC,
-					    "image %s has no python3 (in /usr/bin, /usr/local/bin "
-					    "or /opt/conda/bin): the code interpreter needs Python 3 "
-					    "with ipykernel",
-					    spec->image);
+			return cell_err_msg(
+			    err, ENOEXEC,
+			    "image %s has no python3 (in /usr/bin, /usr/local/bin "
+			    "or /opt/conda/bin): the code interpreter needs Python 3 "
+			    "with ipykernel",
+			    spec->image);
 		spec->interpreter_bind = true;
 	}
 	return 0;
