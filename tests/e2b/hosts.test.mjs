@@ -3,11 +3,13 @@
 // with E2B's traffic rules: a private sandbox's port takes its traffic token
 // (e2b-traffic-access-token) and nothing else, 403 without it; a public one takes none; 502
 // when nothing listens or there is no such sandbox (as E2B's own SDK tests expect); any
-// other host is E2B's API. Every request goes to 127.0.0.1 with the Host header set: no
-// name is resolved.
+// other host is E2B's API. And Template.exists (GET /templates/aliases/{alias}). Every
+// request goes to 127.0.0.1 with the Host header set: no name is resolved.
 import { describe, it } from "node:test";
 import assert from "node:assert/strict";
 import http from "node:http";
+
+import { Sandbox, Template } from "e2b";
 
 import { STEP_MS, h, skip, sleep, stopsCleanly, useCelld, createSandbox, opts } from "./harness.mjs";
 
@@ -127,6 +129,21 @@ describe("E2B's host names", { skip }, () => {
 		assert.equal(res.status, 200, res.body);
 		assert.equal((await sbx.getInfo()).state, "running");
 		assert.equal(await sbx.kill(), true);
+		// autoResume false: its traffic leaves it paused (502), a connect resumes it.
+		const manual = await createSandbox({
+			domain: DOMAIN,
+			network: { allowPublicTraffic: true },
+			lifecycle: { onTimeout: "pause", autoResume: false },
+		});
+		await serve(manual, 8080, {});
+		assert.equal(await manual.pause(), true);
+		const asleep = await hostGet(manual.getHost(8080));
+		assert.equal(asleep.status, 502);
+		assert.match(json(asleep).message, /autoResume false/);
+		assert.equal((await manual.getInfo()).state, "paused");
+		await Sandbox.connect(manual.sandboxId, opts());
+		assert.equal((await hostGet(manual.getHost(8080))).status, 200);
+		assert.equal(await manual.kill(), true);
 	});
 
 	it("answers E2B's 502 for no such sandbox, and leaves other hosts to the API", { timeout: STEP_MS }, async () => {
@@ -150,6 +167,37 @@ describe("E2B's host names", { skip }, () => {
 		});
 		assert.equal(envd.status, 200);
 		assert.equal(await sbx.kill(), true);
+	});
+
+	it("Template.exists: the template map, the images, the caller's snapshots", { timeout: STEP_MS }, async () => {
+		assert.equal(await Template.exists("base", opts()), true);
+		assert.equal(await Template.exists("default", opts()), true);
+		assert.equal(await Template.exists("nosuchtemplate", opts()), false);
+		const res = await fetch(`http://127.0.0.1:${h.e2bPort}/templates/aliases/base`, {
+			headers: { "X-API-Key": h.apiKey },
+		});
+		assert.equal(res.status, 200);
+		assert.deepEqual(await res.json(), { templateID: "base", public: true });
+		const anon = await fetch(`http://127.0.0.1:${h.e2bPort}/templates/aliases/base`);
+		assert.equal(anon.status, 401);
+		// A snapshot is a template of its taker's, by name or id, as a create takes it.
+		const src = await createSandbox();
+		const name = `hosts-${h.tag}`;
+		const snap = await src.createSnapshot({ name, ...opts() });
+		assert.equal(await Template.exists(name, opts()), true);
+		assert.equal(await Template.exists(snap.snapshotId, opts()), true);
+		const byName = await fetch(`http://127.0.0.1:${h.e2bPort}/templates/aliases/${name}`, {
+			headers: { "X-API-Key": h.apiKey },
+		});
+		assert.deepEqual(await byName.json(), { templateID: snap.snapshotId, public: false });
+		const bad = await fetch(`http://127.0.0.1:${h.e2bPort}/templates/aliases/a%01b`, {
+			headers: { "X-API-Key": h.apiKey },
+		});
+		assert.equal(bad.status, 400);
+		assert.match((await bad.json()).message, /alias/);
+		assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId, opts()), true);
+		assert.equal(await Template.exists(name, opts()), false);
+		assert.equal(await src.kill(), true);
 	});
 
 	stopsCleanly();

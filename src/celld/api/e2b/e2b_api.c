@@ -68,6 +68,7 @@ static const struct route routes[] = {
     {"POST", "sandboxes/{id}/snapshots", JSON, SHORT, e2b_snapshot_create, NULL, NULL},
     {"GET", "snapshots", NONE, SHORT, e2b_snapshot_list, NULL, NULL},
     {"DELETE", "templates/{id}", NONE, SHORT, e2b_template_delete, NULL, NULL},
+    {"GET", "templates/aliases/{alias}", NONE, SHORT, e2b_template_alias, NULL, NULL},
     {"POST", "sandboxes/{id}/fork", JSON, SHORT, e2b_sandbox_fork, NULL, NULL},
     /* envd; health is the control plane's too (without E2b-Sandbox-Id). */
     {"GET", "health", NONE, SHORT, e2b_health, NULL, NULL},
