@@ -566,11 +566,13 @@ static void head_first_segment(const char *head, size_t len, char *out, size_t s
 	char target[64];
 	while (len && (*head == '\r' || *head == '\n'))
 		head++, len--;
+	/* The head is len bytes, not a string: every read stays within them. */
 	const char *sp = memchr(head, ' ', len);
-	size_t n = sp ? strcspn(sp + 1, " \r\n") : 0;
-	if (n >= sizeof(target))
-		n = sizeof(target) - 1; /* the first segment is all that is read */
-	memcpy(target, sp ? sp + 1 : "", n);
+	const char *t = sp ? sp + 1 : head + len, *end = head + len;
+	size_t n = 0;
+	while (t + n < end && n < sizeof(target) - 1 && !strchr(" \r\n", t[n]))
+		n++; /* the first segment is all that is read */
+	memcpy(target, t, n);
 	target[n] = '\0';
 	first_segment(target, out, size);
 }
