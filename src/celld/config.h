@@ -39,6 +39,9 @@ struct celld_config {
 	/* Host-name routing of preview URLs (--preview-domain): "<port>-<id>.<domain>" on the
 	 * API listeners is the port proxy of that sandbox and port; NULL: off. Lowercase. */
 	char *preview_domain;
+	/* E2B's host names on the E2B listener (--e2b-domain): "<port>-<id>.<domain>" is that
+	 * sandbox's port with E2B's traffic rules (e2b_api.c); NULL: off. Lowercase. */
+	char *e2b_domain;
 	/* Host directories TCP clients may mount below (--volume-root; canonical paths). */
 	char **volume_roots;
 	size_t n_volume_roots;

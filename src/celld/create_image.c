@@ -189,6 +189,19 @@ static int find_or_pull(struct create_spec *spec, struct image_found *f, struct 
 	return find_pulled(spec, f, err);
 }
 
+bool create_image_present(const struct create_spec *spec)
+{
+	if (image_is_built(spec->image))
+		return true;
+	struct image_found f;
+	struct cell_error err = {0};
+	if (image_find(spec->image, &f, &err) < 0)
+		return false;
+	bool ok = usable(spec, &f);
+	image_found_free(&f);
+	return ok;
+}
+
 int create_spec_image(struct create_spec *spec, struct cell_error *err)
 {
 	struct image_found f;

@@ -104,3 +104,6 @@ int create_snapshot_rootfs(struct create_spec *spec, const char *field, struct c
  * entrypoint, WorkingDir and User as the defaults of its commands. -ENOENT or -EINVAL with
  * err naming image.uri, or another -errno. */
 int create_spec_image(struct create_spec *spec, struct cell_error *err);
+/* Whether spec->image is one spec->owner's create would take without pulling: a built
+ * image, or one of the image store that is everyone's or the owner's (the operator: any). */
+bool create_image_present(const struct create_spec *spec);

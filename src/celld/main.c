@@ -102,6 +102,10 @@ static void usage(FILE *out)
 	    "                      <port>-<id>.DOMAIN is the port proxy of that sandbox and\n"
 	    "                      port, at the app's \"/\" (point a wildcard DNS name at the\n"
 	    "                      TCP listener, or a TLS proxy in front of it)\n"
+	    "  --e2b-domain DOMAIN E2B's host names on the E2B listener (the SDK's E2B_DOMAIN):\n"
+	    "                      <port>-<id>.DOMAIN is that sandbox's port, with E2B's\n"
+	    "                      traffic token (e2b-traffic-access-token) unless the sandbox\n"
+	    "                      allows public traffic; any other host is E2B's API\n"
 	    "  --api-key-file F    API key file (default <state>/api-key; generated when "
 	    "missing;\n"
 	    "                      the environment variable CELL_API_KEY overrides it)\n"
@@ -226,8 +230,9 @@ static int log_format_flag(const char *format, bool *json)
 	return 0;
 }
 
-/* --preview-domain: a DNS name of at least two labels, letters, digits and '-'. */
-static int preview_domain_flag(const char *arg)
+/* A host-name routing domain (--preview-domain, --e2b-domain) into *out: a DNS name of at
+ * least two labels, letters, digits and '-', kept in lowercase. */
+static int domain_flag(const char *flag, const char *arg, char **out)
 {
 	size_t n = strlen(arg);
 	bool ok =
@@ -236,15 +241,16 @@ static int preview_domain_flag(const char *arg)
 	    strspn(arg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") == n;
 	if (!ok) {
 		fprintf(stderr,
-			"celld: --preview-domain %s: expected a DNS name such as "
-			"preview.example.com (letters, digits, '-' and '.')\n",
-			arg);
+			"celld: --%s %s: expected a DNS name such as "
+			"sandbox.example.com (letters, digits, '-' and '.')\n",
+			flag, arg);
 		return -EINVAL;
 	}
-	celld.preview_domain = strdup(arg);
-	if (!celld.preview_domain)
+	free(*out);
+	*out = strdup(arg);
+	if (!*out)
 		return -ENOMEM;
-	for (char *p = celld.preview_domain; *p; p++)
+	for (char *p = *out; *p; p++)
 		if (*p >= 'A' && *p <= 'Z')
 			*p = (char)(*p - 'A' + 'a');
 	return 0;
@@ -280,6 +286,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"dns-upstream", required_argument, NULL, 'D'},
 	    {"nflog-group", required_argument, NULL, 'G'},
 	    {"preview-domain", required_argument, NULL, 'H'},
+	    {"e2b-domain", required_argument, NULL, 'B'},
 	    {"registries-conf", required_argument, NULL, 'r'},
 	    {"registries-conf-dir", required_argument, NULL, 'Q'},
 	    {"registry-certs-dir", required_argument, NULL, 'C'},
@@ -373,7 +380,10 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			r = nflog_group_flag(optarg);
 			break;
 		case 'H':
-			r = preview_domain_flag(optarg);
+			r = domain_flag("preview-domain", optarg, &celld.preview_domain);
+			break;
+		case 'B':
+			r = domain_flag("e2b-domain", optarg, &celld.e2b_domain);
 			break;
 		case 'r':
 			f->pull.registries_conf = optarg;

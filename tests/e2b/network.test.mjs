@@ -194,8 +194,16 @@ describe("E2B's network controls", { skip }, () => {
 		const priv = await createSandbox();
 		assert.ok(priv.trafficAccessToken, "a traffic token when the ports are not public");
 		await serve(priv);
-		assert.equal((await portGet(priv)).status, 401);
-		assert.equal((await portGet(priv, { "E2B-Traffic-Access-Token": "nope" })).status, 401);
+		// E2B's 403 and body, as its proxy answers a private sandbox's port without the token.
+		const refused = await portGet(priv);
+		assert.equal(refused.status, 403);
+		assert.deepEqual(await refused.json(), {
+			code: 403,
+			message: "Sandbox is secured with traffic access token. Token header 'E2B-Traffic-Access-Token' is missing",
+			sandboxId: priv.sandboxId,
+		});
+		assert.equal((await portGet(priv, { "E2B-Traffic-Access-Token": "nope" })).status, 403);
+		assert.equal((await portGet({ sandboxId: "nosuchsandbox" })).status, 502);
 		assert.equal((await portGet(priv, { "E2B-Traffic-Access-Token": priv.trafficAccessToken })).status, 200);
 		// The traffic token is not the envd token, and whoever holds it runs no command:
 		// envd refuses it in either header, the SDK's calls with it fail. A connect gives
@@ -231,14 +239,14 @@ describe("E2B's network controls", { skip }, () => {
 		assert.equal(again.trafficAccessToken, priv.trafficAccessToken);
 		assert.equal(again.envdAccessToken, priv.envdAccessToken);
 		// Each token in its own header: the envd token is not a traffic token.
-		assert.equal((await portGet(priv, { "E2B-Traffic-Access-Token": priv.envdAccessToken })).status, 401);
+		assert.equal((await portGet(priv, { "E2B-Traffic-Access-Token": priv.envdAccessToken })).status, 403);
 		assert.equal((await portGet(priv, { "X-Access-Token": priv.envdAccessToken })).status, 200);
 		// Another sandbox's token is not this one's.
 		const pub = await createSandbox({ network: { allowPublicTraffic: true } });
 		assert.equal(pub.trafficAccessToken, undefined, "no traffic token for public ports");
 		const pubToken = (await (await e2b(`/sandboxes/${pub.sandboxId}`)).json()).envdAccessToken;
 		assert.ok(pubToken);
-		assert.equal((await portGet(priv, { "E2B-Traffic-Access-Token": pubToken })).status, 401);
+		assert.equal((await portGet(priv, { "E2B-Traffic-Access-Token": pubToken })).status, 403);
 		await serve(pub);
 		assert.equal((await portGet(pub)).status, 200, "a public port takes no credential");
 		// Never envd, never the control plane.

@@ -987,16 +987,19 @@ static const char *e2b_addr(int which)
 	return addr[which];
 }
 enum { E2B_CREDS, E2B_TOKENS };
-#define DOMAIN "preview.test"
-#define ANSWER "/tmp/head_probe.answer"
+#define DOMAIN	   "preview.test"
+#define E2B_DOMAIN "e2b.test"
+#define ANSWER	   "/tmp/head_probe.answer"
 
 /* A world (its name: unique in the case) with a preview domain and an E2B listener on
- * e2b_listen, and a sandbox of it running head_probe on PROBE_PORT, answering under the
- * header lines answer (NULL: none). */
+ * e2b_listen with E2B's domain, and a sandbox of it running head_probe on PROBE_PORT, answering
+ * under the header lines answer (NULL: none). */
 static struct h_world *probe_world(const char *name, const char *e2b_listen, char **id,
 				   const char *answer)
 {
-	const char *const flags[] = {"--e2b-listen", e2b_listen, "--preview-domain", DOMAIN, NULL};
+	const char *const flags[] = {
+	    "--e2b-listen", e2b_listen, "--preview-domain", DOMAIN, "--e2b-domain",
+	    E2B_DOMAIN,	    NULL};
 	struct h_world *w =
 	    h_world_add(&(struct h_world_opts){.name = name, .tcp = true, .flags = flags});
 	*id = h_world_create(w, "busybox", NULL);
@@ -1068,9 +1071,9 @@ static void preview_token_of(struct h_world *w, const char *id, unsigned port, c
 	free(path);
 }
 
-/* Every credential celld knows, each valid, sent to the app by either listener and by a
- * preview host: none reaches it (what it got is the probe's answer), the app's own
- * Authorization and cookies do. */
+/* Every credential celld knows, each valid, sent to the app by either listener, by a
+ * preview host and by an E2B host name: none reaches it (what it got is the probe's answer), the
+ * app's own Authorization and cookies do. */
 START_TEST(credentials_never_reach_the_app)
 {
 	char *id;
@@ -1086,11 +1089,14 @@ START_TEST(credentials_never_reach_the_app)
 	char *e2b =
 	    h_fmt("E2b-Sandbox-Id: %s\r\nE2b-Sandbox-Port: %u\r\n%s", id, PROBE_PORT, creds);
 	char *host = h_fmt("Host: %u-%s." DOMAIN "\r\n%s", PROBE_PORT, id, creds);
+	char *e2b_host = h_fmt("Host: %u-%s." E2B_DOMAIN "\r\n%s", PROBE_PORT, id, creds);
 	char *path = proxy_path(id, PROBE_PORT, "/x");
 	struct {
 		const char *listen, *target, *headers;
-	} const ways[] = {
-	    {w->listen, path, creds}, {e2b_addr(E2B_CREDS), "/x", e2b}, {w->listen, "/x", host}};
+	} const ways[] = {{w->listen, path, creds},
+			  {e2b_addr(E2B_CREDS), "/x", e2b},
+			  {w->listen, "/x", host},
+			  {e2b_addr(E2B_CREDS), "/x", e2b_host}};
 	static const char *const names[] = {"OPEN-SANDBOX-API-KEY", "X-API-Key",
 					    "X-Access-Token",	    "E2B-Traffic-Access-Token",
 					    "X-Cell-Preview-Token", "cell_preview"};
@@ -1111,6 +1117,7 @@ START_TEST(credentials_never_reach_the_app)
 			      "way %zu: %s", i, a.body);
 	}
 	free(path);
+	free(e2b_host);
 	free(host);
 	free(e2b);
 	free(creds);
@@ -1126,6 +1133,16 @@ static int e2b_status(const char *id, unsigned port, const char *target, const c
 	    h_fmt("E2b-Sandbox-Id: %s\r\nE2b-Sandbox-Port: %u\r\n%s\r\n", id, port, line);
 	struct raw a;
 	raw_get(e2b_addr(E2B_TOKENS), target, headers, &a);
+	free(headers);
+	return a.status;
+}
+
+/* The same through the E2B host name of sandbox id's port. */
+static int e2b_host_status(const char *id, unsigned port, const char *line)
+{
+	char *headers = h_fmt("Host: %u-%s." E2B_DOMAIN "\r\n%s\r\n", port, id, line);
+	struct raw a;
+	raw_get(e2b_addr(E2B_TOKENS), "/x", headers, &a);
 	free(headers);
 	return a.status;
 }
@@ -1154,11 +1171,21 @@ START_TEST(e2b_tokens_kept_apart)
 	for (size_t i = 1; i < 5; i++)
 		ck_assert_msg(e2b_status(id, 49983, "/envs", as_envd[i]) == 401, "%s opened envd",
 			      as_envd[i]);
-	/* A port: the traffic token in its header, or envd's in its own. */
+	/* A port: the traffic token in its header, or envd's in its own; else E2B's proxy's
+	 * 403. */
 	ck_assert_int_eq(e2b_status(id, PROBE_PORT, "/x", as_envd[3]), 200);
 	ck_assert_int_eq(e2b_status(id, PROBE_PORT, "/x", as_envd[0]), 200);
-	ck_assert_int_eq(e2b_status(id, PROBE_PORT, "/x", as_envd[1]), 401);
-	ck_assert_int_eq(e2b_status(id, PROBE_PORT, "/x", as_envd[4]), 401);
+	ck_assert_int_eq(e2b_status(id, PROBE_PORT, "/x", as_envd[1]), 403);
+	ck_assert_int_eq(e2b_status(id, PROBE_PORT, "/x", as_envd[4]), 403);
+	/* Through its host name, E2B's rule: the traffic token and nothing else. */
+	ck_assert_int_eq(e2b_host_status(id, PROBE_PORT, as_envd[3]), 200);
+	for (size_t i = 0; i < 5; i++)
+		if (i != 3)
+			ck_assert_msg(e2b_host_status(id, PROBE_PORT, as_envd[i]) == 403,
+				      "%s opened a port by its host name", as_envd[i]);
+	char *key = h_fmt("X-API-Key: %s", w->key);
+	ck_assert_int_eq(e2b_host_status(id, PROBE_PORT, key), 403);
+	free(key);
 	for (size_t i = 0; i < 5; i++)
 		free(as_envd[i]);
 	free(id);

@@ -307,9 +307,10 @@ static void linger(struct gate *g, struct conn *c)
 
 /* Answer a refusal and close with a lingering close: closing with the request still unread
  * would send a reset, and the client could lose the answer with it. */
-static void conn_answer(struct gate *g, struct conn *c, enum refusal why, unsigned status,
-			const char *reason, const char *code, const char *message, bool head_only,
-			const char *request_id)
+/* The answer status with body eb (borrowed; NULL: none, the connection is closed). */
+static void conn_answer_body(struct gate *g, struct conn *c, enum refusal why, unsigned status,
+			     const char *reason, const json_t *eb, bool head_only,
+			     const char *request_id)
 {
 	char rid[CELL_ID_RANDOM_LEN + 1], body[256], resp[768], detail[32];
 	if (request_id)
@@ -318,10 +319,7 @@ static void conn_answer(struct gate *g, struct conn *c, enum refusal why, unsign
 		snprintf(rid, sizeof(rid), "%016llx", (unsigned long long)celld_now_ms());
 	snprintf(detail, sizeof(detail), "rid=%s", rid);
 	refuse(g, why, &c->peer->key, detail);
-	/* In the body of the listener's API, as the HTTP server would answer. */
-	json_t *eb = g->api->error_body(status, code, message);
 	int blen = eb ? (int)json_dumpb(eb, body, sizeof(body), JSON_COMPACT) : 0;
-	json_decref(eb);
 	if (blen <= 0 || blen >= (int)sizeof(body)) {
 		conn_close(g, c);
 		return;
@@ -343,6 +341,16 @@ static void conn_answer(struct gate *g, struct conn *c, enum refusal why, unsign
 	c->deadline = mono_ms() + GATE_LINGER_MS;
 	TAILQ_INSERT_TAIL(&g->lingering, c, age);
 	linger(g, c);
+}
+
+static void conn_answer(struct gate *g, struct conn *c, enum refusal why, unsigned status,
+			const char *reason, const char *code, const char *message, bool head_only,
+			const char *request_id)
+{
+	/* In the body of the listener's API, as the HTTP server would answer. */
+	json_t *eb = g->api->error_body(status, code, message);
+	conn_answer_body(g, c, why, status, reason, eb, head_only, request_id);
+	json_decref(eb);
 }
 
 /* The connection has shown the key: the HTTP server owns it from here. */
@@ -392,8 +400,18 @@ static void conn_read(struct gate *g, struct conn *c, uint32_t events)
 	peer_key_text(&c->peer->key, client, sizeof(client));
 	/* In the audit log's security.log, bounded there for all listeners together. */
 	audit_auth_failed(g->api->name, client, rid, g->peekbuf + start, len - start);
-	conn_answer(g, c, REF_KEY, 401, "Unauthorized", "UNAUTHORIZED",
-		    g->api->unauthorized_message, !strncmp(g->peekbuf + start, "HEAD ", 5), rid);
+	bool head_only = !strncmp(g->peekbuf + start, "HEAD ", 5);
+	unsigned status = 0;
+	json_t *body = g->api->head_refusal
+			   ? g->api->head_refusal(g->peekbuf + start, len - start, &status)
+			   : NULL;
+	if (body && (status == 403 || status == 502))
+		conn_answer_body(g, c, REF_KEY, status, status == 403 ? "Forbidden" : "Bad Gateway",
+				 body, head_only, rid);
+	else
+		conn_answer(g, c, REF_KEY, 401, "Unauthorized", "UNAUTHORIZED",
+			    g->api->unauthorized_message, head_only, rid);
+	json_decref(body);
 }
 
 static void admit(struct gate *g, int fd, const struct sockaddr_storage *sa)

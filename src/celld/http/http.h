@@ -33,6 +33,11 @@ struct http_api {
 	/* The same asked by the gate of a first request's raw head (whole, through its empty
 	 * line), before the HTTP server has parsed anything, from client. */
 	bool (*head_authorized)(const char *head, size_t len, const struct peer_key *client);
+	/* A first request head_authorized refused, answered with this body (a new reference)
+	 * and *status (403 or 502) instead of the 401 when it returns one: an API whose
+	 * clients read another answer for what they lack (E2B's traffic token). NULL: the
+	 * 401. */
+	json_t *(*head_refusal)(const char *head, size_t len, unsigned *status);
 	const char *key_header;		  /* for the log: which header holds the key */
 	const char *unauthorized_message; /* the 401's message */
 	/* The API's error body for status, code and message (a new reference, NULL when out

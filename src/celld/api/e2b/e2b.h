@@ -250,6 +250,7 @@ json_t *e2b_sandbox_json(const struct sandbox *sb, const char *alias);
 int e2b_snapshot_create(struct http_req *r);
 int e2b_snapshot_list(struct http_req *r);
 int e2b_template_delete(struct http_req *r);
+int e2b_template_alias(struct http_req *r);
 int e2b_sandbox_fork(struct http_req *r);
 
 /* What a sandbox uses now, from its cgroup (two readings SAMPLE_MS apart for the CPU) and

@@ -1,6 +1,9 @@
 /* E2B's API as the --e2b-listen listener serves it: its routes, who may call them, its
- * error body. Routing goes by path first, then by headers (as E2B's own front does, and
- * because an SDK once sent E2b-Sandbox-* headers on a control-plane call):
+ * error body. With --e2b-domain D, a Host "<port>-<id>.D" (the SDK's getHost(port); any
+ * port but envd's) is that port of that sandbox, whatever the path, with E2B's traffic
+ * rules alone (traffic_verdict); any other host goes on as below. Routing goes by path
+ * first, then by headers (as E2B's own front does, and because an SDK once sent
+ * E2b-Sandbox-* headers on a control-plane call):
  *   1. the control plane's paths (sandboxes, v2/sandboxes, health without a sandbox) and
  *      envd's (process.Process/..., filesystem.Filesystem/..., files, envs, metrics, health
  *      with E2b-Sandbox-Id) are routed as they are;
@@ -11,7 +14,9 @@
  * envdAccessToken (X-Access-Token) or the API key; the ports also take its
  * trafficAccessToken (E2B-Traffic-Access-Token), which envd never takes, and nothing at all
  * when the sandbox was created with network.allowPublicTraffic. Each token is taken in its
- * own header only. */
+ * own header only. A port refused for want of all of them gets E2B's proxy's answer (403,
+ * or 502 for no such sandbox), the gate's included (head_refusal); envd and the control
+ * plane get the 401. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +68,7 @@ static const struct route routes[] = {
     {"POST", "sandboxes/{id}/snapshots", JSON, SHORT, e2b_snapshot_create, NULL, NULL},
     {"GET", "snapshots", NONE, SHORT, e2b_snapshot_list, NULL, NULL},
     {"DELETE", "templates/{id}", NONE, SHORT, e2b_template_delete, NULL, NULL},
+    {"GET", "templates/aliases/{alias}", NONE, SHORT, e2b_template_alias, NULL, NULL},
     {"POST", "sandboxes/{id}/fork", JSON, SHORT, e2b_sandbox_fork, NULL, NULL},
     /* envd; health is the control plane's too (without E2b-Sandbox-Id). */
     {"GET", "health", NONE, SHORT, e2b_health, NULL, NULL},
@@ -198,11 +204,138 @@ static int reroute_signed(struct http_req *r)
 }
 
 static bool authorized(struct http_req *r);
+static bool token_ok(const char *label, const char *id, size_t id_len, const char *given,
+		     size_t len);
+
+/* ---- E2B's host names (--e2b-domain): Host <port>-<id>.<domain> ---- */
+
+/* The port and sandbox a Host (len bytes) names under --e2b-domain: true for a port other
+ * than envd's. envd's own name (49983-<id>) stays E2B's API, which the SDK's envd calls
+ * name their sandbox to with E2b-Sandbox-Id; api.<domain> and any other host too. */
+static bool host_port(const char *host, size_t len, unsigned *port, char id[CELL_ID_MAX + 1])
+{
+	char buf[256];
+	if (!celld.e2b_domain || !host || len >= sizeof(buf))
+		return false;
+	memcpy(buf, host, len);
+	buf[len] = '\0';
+	return preview_host_parse(buf, celld.e2b_domain, port, id) == 1 && *port != E2B_ENVD_PORT;
+}
+
+/* E2B's proxy's word on traffic to a port of sandbox id carrying the traffic token tok
+ * (tok_len bytes; NULL: none): 0 to let it through (the sandbox allows public traffic, or
+ * the token is its own), else the status with E2B's message in msg: 403 when its token is
+ * missing or wrong; 502 when there is no such sandbox (E2B's proxy template says 404, but
+ * its front answers 502 "The sandbox was not found", which E2B's own SDK tests expect: the
+ * client's answer wins). Only the token counts: E2B's proxy reads no API key and no envd
+ * token, so neither opens a private sandbox's port here. */
+static unsigned traffic_verdict(const char *id, const char *tok, size_t tok_len, char *msg,
+				size_t size)
+{
+	struct sandbox *sb = registry_get(id);
+	if (!sb) {
+		snprintf(msg, size, "The sandbox was not found");
+		return 502;
+	}
+	bool pub = sb->public_ports; /* fixed at create */
+	sandbox_unref(sb);
+	if (pub)
+		return 0;
+	if (tok && token_ok(E2B_TRAFFIC_LABEL, id, strlen(id), tok, tok_len))
+		return 0;
+	snprintf(msg, size, "Sandbox is secured with traffic access token. %s '%s' is %s",
+		 tok ? "Provided token in header" : "Token header", E2B_HEADER_TRAFFIC,
+		 tok ? "invalid" : "missing");
+	return 403;
+}
+
+/* E2B's body of a refused port: {"code", "message", "sandboxId"} (a new reference). */
+static json_t *traffic_body(unsigned status, const char *msg, const char *id)
+{
+	return json_pack("{s:i, s:s, s:s}", "code", (int)status, "message", msg, "sandboxId", id);
+}
+
+static void traffic_refuse(struct http_req *r, unsigned status, const char *msg, const char *id)
+{
+	json_t *body = traffic_body(status, msg, id);
+	if (body)
+		http_json(r, status, body);
+	else
+		http_no_memory(r);
+}
+
+/* Step 2's request: a path neither API has (first, its first segment) with an
+ * E2b-Sandbox-Port other than envd's (port_hdr, len bytes) into *port. */
+static bool header_port(const char *first, const char *port_hdr, size_t len, unsigned *port)
+{
+	char buf[8], *end;
+	if (is_control_plane(first, true) || is_envd(first) || !len || len >= sizeof(buf))
+		return false;
+	memcpy(buf, port_hdr, len);
+	buf[len] = '\0';
+	unsigned long p = strtoul(buf, &end, 10);
+	if (*end || buf[0] < '0' || buf[0] > '9' || p == 0 || p > 65535 || p == E2B_ENVD_PORT)
+		return false;
+	*port = (unsigned)p;
+	return true;
+}
+
+/* A request a host name routes to a port (reroute_host): its sandbox's id. */
+static bool host_routed(const struct http_req *r, char id[CELL_ID_MAX + 1])
+{
+	const char *host = http_header(r, "Host");
+	unsigned port;
+	return http_rerouted(r) && host && host_port(host, strlen(host), &port, id);
+}
+
+/* A sandbox that does not resume on use (E2B's autoResume false) is not woken by the port
+ * proxy: 502 as E2B's front answers (true: answered), to a caller allowed to reach it
+ * (others get the listener's refusal, telling nothing of its state). */
+static bool asleep_refused(struct http_req *r, const char *id)
+{
+	struct sandbox *sb = authorized(r) ? tenancy_sandbox(r, id) : NULL;
+	bool asleep = sb && lifecycle_asleep(sb);
+	if (sb)
+		sandbox_unref(sb);
+	if (asleep)
+		e2b_error(r, 502,
+			  "sandbox %s is paused and is not resumed by its use (autoResume "
+			  "false): connect to it first",
+			  id);
+	return asleep;
+}
+
+/* Host <port>-<id>.<domain>: that port of that sandbox at the app's "/", as E2B's proxy
+ * routes the SDK's getHost(port) URLs: 1 when rerouted to the port proxy, 0 for any other
+ * host, -1 when answered (E2B's 403 or 502). */
+static int reroute_host(struct http_req *r)
+{
+	const char *host = http_header(r, "Host");
+	char id[CELL_ID_MAX + 1], msg[160];
+	unsigned port;
+	if (!host || !host_port(host, strlen(host), &port, id))
+		return 0;
+	const char *tok = http_header(r, E2B_HEADER_TRAFFIC);
+	unsigned status = traffic_verdict(id, tok, tok ? strlen(tok) : 0, msg, sizeof(msg));
+	if (status)
+		return traffic_refuse(r, status, msg, id), -1;
+	const char *raw = http_raw_path(r);
+	if (raw[0] != '/')
+		return e2b_error(r, 400, "a sandbox host's request target must be a path"), -1;
+	char *path;
+	if (asprintf(&path, "/sandboxes/%s/proxy/%u%s", id, port, raw) < 0)
+		return http_no_memory(r), -1;
+	http_reroute(r, path);
+	return asleep_refused(r, id) ? -1 : 1;
+}
 
 /* A signed /files URL, above; and step 2: a path neither API has, with a sandbox and a port
  * other than envd's in the headers, goes to that port. */
 static int reroute(struct http_req *r)
 {
+	int routed = reroute_host(r);
+	if (routed)
+		return routed < 0 ? -1 : 0;
 	const char *id = http_header(r, E2B_HEADER_ID);
 	const char *port = http_header(r, E2B_HEADER_PORT);
 	char first[32];
@@ -212,11 +345,8 @@ static int reroute(struct http_req *r)
 	if (!strcmp(http_raw_path(r), "/files") &&
 	    (!id || (!http_header(r, E2B_HEADER_TOKEN) && !http_header(r, E2B_HEADER_KEY))))
 		return reroute_signed(r);
-	if (!id || !port || is_control_plane(first, true) || is_envd(first))
-		return 0;
-	char *end;
-	unsigned long p = strtoul(port, &end, 10);
-	if (!port[0] || *end || p == 0 || p > 65535 || p == E2B_ENVD_PORT)
+	unsigned p;
+	if (!id || !port || !header_port(first, port, strlen(port), &p))
 		return 0;
 	if (!cell_id_valid(id)) {
 		e2b_error(r, 400, "invalid %s '%.80s'", E2B_HEADER_ID, id);
@@ -224,26 +354,20 @@ static int reroute(struct http_req *r)
 	}
 	char *path;
 	const char *raw = http_raw_path(r);
-	if (asprintf(&path, "/sandboxes/%s/proxy/%lu%s", id, p, raw[0] ? raw : "/") < 0) {
+	if (asprintf(&path, "/sandboxes/%s/proxy/%u%s", id, p, raw[0] ? raw : "/") < 0) {
 		http_no_memory(r);
 		return -1;
 	}
 	http_reroute(r, path);
-	/* A sandbox that does not resume on use (E2B's autoResume false) is not woken by the
-	 * port proxy: 502 as E2B's front answers, to a caller allowed to reach it (others get
-	 * the listener's 401, telling nothing of its state). */
-	struct sandbox *sb = authorized(r) ? tenancy_sandbox(r, id) : NULL;
-	bool asleep = sb && lifecycle_asleep(sb);
-	if (sb)
-		sandbox_unref(sb);
-	if (asleep) {
-		e2b_error(r, 502,
-			  "sandbox %s is paused and is not resumed by its use (autoResume "
-			  "false): connect to it first",
-			  id);
-		return -1;
+	/* No credential of cell's either (the key, the envd token): E2B's refusal, as for a
+	 * host name's port. */
+	if (!authorized(r)) {
+		const char *tok = http_header(r, E2B_HEADER_TRAFFIC);
+		char msg[160];
+		unsigned status = traffic_verdict(id, tok, tok ? strlen(tok) : 0, msg, sizeof(msg));
+		return status ? (traffic_refuse(r, status, msg, id), -1) : 0;
 	}
-	return 0;
+	return asleep_refused(r, id) ? -1 : 0;
 }
 
 /* given is the token of sandbox id that label names (E2B_ENVD_LABEL: its envdAccessToken,
@@ -321,6 +445,16 @@ static void note_use(const struct http_req *r)
 /* An API key (its tenant's), or a credential of one sandbox (that sandbox alone). */
 static bool authorized(struct http_req *r)
 {
+	/* A host name's port: E2B's traffic rules alone, whatever else the request carries
+	 * (an API key is no traffic credential there, as in E2B). */
+	char hid[CELL_ID_MAX + 1], msg[160];
+	if (host_routed(r, hid)) {
+		const char *tok = http_header(r, E2B_HEADER_TRAFFIC);
+		if (traffic_verdict(hid, tok, tok ? strlen(tok) : 0, msg, sizeof(msg)))
+			return false;
+		tenancy_grant_scoped(r, hid, true); /* an app's viewers */
+		return true;
+	}
 	const char *key = http_header(r, E2B_HEADER_KEY);
 	struct adm_principal *who = keys_match(key, key ? strlen(key) : 0);
 	if (who) {
@@ -409,10 +543,73 @@ static bool head_signed(const char *head, size_t len, const struct peer_key *cli
 /* The gate's check, on the raw head of a connection's first request: the key, or the
  * token of the sandbox the head names for a path that takes one, or a signed URL. The
  * path is taken from the request line. */
+/* A head's Host naming a sandbox's port under --e2b-domain (id): that port's verdict
+ * (traffic_verdict) into *status, true. */
+static bool head_host_verdict(const char *head, size_t len, char id[CELL_ID_MAX + 1],
+			      unsigned *status, char *msg, size_t size)
+{
+	const char *host, *tok;
+	size_t host_len, tok_len = 0;
+	unsigned port;
+	if (!head_value(head, len, "Host", &host, &host_len) ||
+	    !host_port(host, host_len, &port, id))
+		return false;
+	if (!head_value(head, len, E2B_HEADER_TRAFFIC, &tok, &tok_len))
+		tok = NULL;
+	*status = traffic_verdict(id, tok, tok_len, msg, size);
+	return true;
+}
+
+/* The first segment of a head's request target (as first_segment). */
+static void head_first_segment(const char *head, size_t len, char *out, size_t size)
+{
+	char target[64];
+	while (len && (*head == '\r' || *head == '\n'))
+		head++, len--;
+	/* The head is len bytes, not a string: every read stays within them. */
+	const char *sp = memchr(head, ' ', len);
+	const char *t = sp ? sp + 1 : head + len, *end = head + len;
+	size_t n = 0;
+	while (t + n < end && n < sizeof(target) - 1 && !strchr(" \r\n", t[n]))
+		n++; /* the first segment is all that is read */
+	memcpy(target, t, n);
+	target[n] = '\0';
+	first_segment(target, out, size);
+}
+
+/* The gate's answer to a head it refused: E2B's 403 or 502 for a sandbox's port, named by
+ * a host name or by step 2's headers (no credential of cell's opened it either). */
+static json_t *head_refusal(const char *head, size_t len, unsigned *status)
+{
+	char id[CELL_ID_MAX + 1], msg[160], first[32];
+	const char *hid, *port, *tok;
+	size_t hid_len, port_len, tok_len;
+	unsigned p;
+	if (head_host_verdict(head, len, id, status, msg, sizeof(msg)))
+		return *status ? traffic_body(*status, msg, id) : NULL;
+	head_first_segment(head, len, first, sizeof(first));
+	if (!head_value(head, len, E2B_HEADER_ID, &hid, &hid_len) || hid_len > CELL_ID_MAX ||
+	    !head_value(head, len, E2B_HEADER_PORT, &port, &port_len) ||
+	    !header_port(first, port, port_len, &p))
+		return NULL;
+	memcpy(id, hid, hid_len);
+	id[hid_len] = '\0';
+	if (!cell_id_valid(id))
+		return NULL;
+	if (!head_value(head, len, E2B_HEADER_TRAFFIC, &tok, &tok_len))
+		tok = NULL;
+	*status = traffic_verdict(id, tok, tok_len, msg, sizeof(msg));
+	return *status ? traffic_body(*status, msg, id) : NULL;
+}
+
 static bool head_authorized(const char *head, size_t len, const struct peer_key *client)
 {
 	const char *v, *id, *tok;
 	size_t vlen, id_len, tok_len;
+	unsigned status;
+	char hid[CELL_ID_MAX + 1], msg[160];
+	if (head_host_verdict(head, len, hid, &status, msg, sizeof(msg)))
+		return status == 0;
 	if (head_value(head, len, E2B_HEADER_KEY, &v, &vlen) && key_ok(v, vlen))
 		return true;
 	if (head_signed(head, len, client))
@@ -466,6 +663,7 @@ const struct http_api api_e2b = {
     .routes = {routes, CELL_ARRAY_SIZE(routes), NULL},
     .authorized = authorized,
     .head_authorized = head_authorized,
+    .head_refusal = head_refusal,
     .key_header = E2B_HEADER_KEY,
     .unauthorized_message = "missing or wrong " E2B_HEADER_KEY " header (or, for a "
 			    "sandbox's envd and ports, its " E2B_HEADER_TOKEN ")",

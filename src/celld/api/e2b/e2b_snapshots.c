@@ -135,6 +135,49 @@ int e2b_snapshot_list(struct http_req *r)
 	return e2b_page(r, items, more && last ? token : NULL);
 }
 
+/* ---- GET /templates/aliases/{alias}: Template.exists ---- */
+
+#define ALIAS_MAX 128 /* as a create's templateID */
+
+/* The template a create would take for alias, in a create's order (e2b_create_spec): an
+ * id the map lists (the operator's catalogue, pulled by the create when the host lacks its
+ * image); else an image of that name the caller may use without a pull (unless the map
+ * refuses unlisted ids); else one of the caller's own snapshots, by id or name. Without a
+ * pull: a registry is never asked whether an image exists. 200 {templateID, public}, else
+ * 404; never E2B's 403 (another team's template), which the SDK reads as "exists": another
+ * tenant's snapshot is absent here, as every lookup of it is. */
+int e2b_template_alias(struct http_req *r)
+{
+	const char *alias = http_param(r, 0);
+	size_t n = strlen(alias);
+	bool printable = n && n <= ALIAS_MAX;
+	for (size_t i = 0; printable && i < n; i++)
+		printable = (unsigned char)alias[i] >= 0x20 && alias[i] != 0x7f;
+	if (!printable)
+		return e2b_error(r, 400, "alias must be 1-%d bytes without control characters",
+				 ALIAS_MAX);
+	struct create_spec spec = {.owner = http_principal(r)};
+	const char *image = NULL;
+	bool found = e2b_template_listed(alias);
+	if (!found && e2b_template_image(alias, &image) == 0) {
+		spec.image = image;
+		found = create_image_present(&spec);
+	}
+	if (found)
+		return http_json(r, 200, json_pack("{s:s, s:b}", "templateID", alias, "public", 1));
+	json_t *meta = NULL;
+	struct cell_error err = {0};
+	int rc = snapshot_find(spec.owner, alias, &meta, &err);
+	if (rc == -ENOENT)
+		return e2b_error(r, 404, "template '%.128s' not found", alias);
+	if (rc < 0)
+		return http_internal(r, &err);
+	json_t *body =
+	    json_pack("{s:O, s:b}", "templateID", json_object_get(meta, "id"), "public", 0);
+	json_decref(meta);
+	return http_json(r, 200, body);
+}
+
 /* ---- DELETE /templates/{id}: a snapshot (cell's images are the operator's) ---- */
 
 int e2b_template_delete(struct http_req *r)
