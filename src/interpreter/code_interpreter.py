@@ -303,6 +303,7 @@ class Context:
         self.running = False    # a run holds the lock
         self.executing = False  # its code started in the kernel (execute_input seen)
         self.interrupt_pending = False
+        self.interrupt_sent = False  # the run under way was sent a SIGINT
 
     def public(self):
         return {"id": self.id, "language": self.language, "cwd": self.cwd}
@@ -439,6 +440,8 @@ class Context:
             await self.start_kernel()
 
     async def interrupt(self):
+        if self.running:
+            self.interrupt_sent = True  # _run_locked: the run learns it was interrupted
         if self.km is not None and await self.alive():
             await self.km.interrupt_kernel()
 
@@ -455,11 +458,12 @@ class Context:
         `gone` is a future done when the client disconnected."""
         async with self.lock:
             # An interrupt kept before this run took the lock is this run's: not cleared.
-            self.running, self.executing = True, False
+            self.running, self.executing, self.interrupt_sent = True, False, False
             try:
                 await self._run_locked(code, env_vars, emit, gone, repr_text)
             finally:
                 self.running = self.executing = self.interrupt_pending = False
+                self.interrupt_sent = False
 
     async def _run_locked(self, code, env_vars, emit, gone, repr_text):
         """The run, with the context's lock held."""
@@ -526,6 +530,10 @@ class Context:
         # again every KEPT_INTERRUPT_EVERY until the run ends or raises: a SIGINT that lands
         # while ipykernel itself is between receiving the code and running it is lost.
         kept_until = kept_last = None
+        # Whether the run reported an error: one that was sent an interrupt (interrupt_sent)
+        # and ends without one had the SIGINT land in ipykernel's own code between messages,
+        # and its client must still learn that its run was interrupted.
+        errored = False
         loop = asyncio.get_running_loop()
         getter = None
         # The run's execute_reply, read beside iopub: should iopub drop the closing idle
@@ -587,6 +595,9 @@ class Context:
                 line = None
                 if mtype == "status":
                     if content.get("execution_state") == "idle":
+                        if client and self.interrupt_sent and not errored:
+                            await emit({"type": "error", "name": "KeyboardInterrupt",
+                                        "value": "the run was interrupted", "traceback": ""})
                         if client:
                             await emit({"type": "end_of_execution"})
                         return
@@ -635,6 +646,7 @@ class Context:
                             line = result_line(data, mtype == "execute_result", repr_text)
                 elif mtype == "error":
                     kept_until = None  # the interrupt (or anything else) raised: done
+                    errored = True
                     line = {"type": "error", "name": content.get("ename", ""),
                             "value": content.get("evalue", ""),
                             "traceback": "\n".join(content.get("traceback", []))}
