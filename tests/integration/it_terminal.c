@@ -783,7 +783,9 @@ START_TEST(bad_requests)
 	expect_connected(c, sid, "pty");
 	wsc_bye(c);
 
-	c = pty_open(id, sid, NULL);
+	/* celld may not have seen that client's close yet (a slow machine): take over rather
+	 * than race it; one client at a time is second_client_and_takeover's. */
+	c = pty_open(id, sid, "takeover=1");
 	expect_connected(c, sid, "pty");
 	wsc_text(c, "{\"type\":\"ping\"}");
 	json_t *o = wsc_json(c);
