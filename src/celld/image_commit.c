@@ -24,12 +24,12 @@
 #include "cell/runtime.h"
 #include "config.h"
 #include "image_commit.h"
+#include "image_lookup.h"
 #include "oci_image.h"
 #include "registry.h"
 #include "sandbox.h"
 #include "snapshots.h"
 
-#define OPAQUE_XATTR "trusted.overlay.opaque"
 #define WH_PREFIX    ".wh."
 #define LOCK_WAIT_MS 10000
 #define NOBODY	     65534u
@@ -160,9 +160,7 @@ static int walk_entry(struct walk *w, int dirfd, const char *name, size_t plen, 
 			return cell_err_msg(w->err, EAGAIN, "'%s' changed during the commit",
 					    w->path);
 		r = put_header(w, &dst, AE_IFDIR, NULL, 0);
-		char v[2];
-		if (r == 0 && w->overlay && fgetxattr(fd, OPAQUE_XATTR, v, sizeof(v)) == 1 &&
-		    v[0] == 'y') {
+		if (r == 0 && w->overlay && layer_dir_opaque(fd)) {
 			snprintf(w->path + len, sizeof(w->path) - len,
 				 "/" WH_PREFIX WH_PREFIX ".opq");
 			r = put_header(w, NULL, AE_IFREG, NULL, 0);

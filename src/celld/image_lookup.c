@@ -13,15 +13,14 @@
 #include "cell/cleanup.h"
 #include "image_lookup.h"
 
-#define OPAQUE_XATTR	"trusted.overlay.opaque"
 #define LOOKUP_COMP_MAX 32
 
 enum found { FOUND_ENTRY, FOUND_HIDDEN, FOUND_NOT_HERE };
 
-static bool is_opaque(int fd)
+bool layer_dir_opaque(int fd)
 {
 	char v[2];
-	return fgetxattr(fd, OPAQUE_XATTR, v, sizeof(v)) == 1 && v[0] == 'y';
+	return fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v)) == 1 && v[0] == 'y';
 }
 
 /* What one layer says of comp[0..n): an entry, a hiding (whiteout, file on the way, or an
@@ -57,7 +56,7 @@ static int lookup_layer(int layer, char *const *comp, size_t n, enum found *out)
 			return -errno;
 		close(cur);
 		cur = next;
-		opaque = opaque || is_opaque(cur);
+		opaque = opaque || layer_dir_opaque(cur);
 	}
 	*out = FOUND_NOT_HERE; /* not reached: the last component answers above */
 	return 0;

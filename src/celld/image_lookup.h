@@ -2,6 +2,8 @@
  * as overlayfs would merge them */
 #pragma once
 
+#include <stdbool.h>
+
 #include <jansson.h>
 
 #include "cell/error.h"
@@ -13,3 +15,6 @@
  * Read fd-relative, one component at a time, never following a link. -errno with err
  * naming the layer when one cannot be read. */
 int image_lookup(json_t *layers, const char *rootfs, const char *rel, struct cell_error *err);
+/* Whether the directory fd is opaque in overlayfs' format (trusted.overlay.opaque "y"): the
+ * layers below it show nothing of it. */
+bool layer_dir_opaque(int fd);

@@ -8,6 +8,7 @@
  * RESOLVE_NO_XDEV). A hostile entry is refused, never confined (a layer that tries
  * "../x" is broken or an attack, and confining it would hand the sandbox a different tree
  * than its author meant). */
+#include "image_lookup.h"
 #include "layer_unpack.h"
 
 #include <errno.h>
@@ -488,12 +489,6 @@ static int walk(struct unpack *u, const struct path *p, size_t n, bool make, con
 	return 0;
 }
 
-static bool is_opaque(int fd)
-{
-	char v[2];
-	return fgetxattr(fd, OPAQUE_XATTR, v, sizeof(v)) == 1 && v[0] == 'y';
-}
-
 /* The first parent layer's directory at p[0, n): 1 with *sb filled, 0 when none shows (a
  * whiteout, a file or an opaque directory above it, or no layer has it). */
 static int parent_dir(struct unpack *u, const struct path *p, size_t n, struct stat *sb)
@@ -516,7 +511,7 @@ static int parent_dir(struct unpack *u, const struct path *p, size_t n, struct s
 					       p->comp[i]);
 			close(cur);
 			cur = next;
-			if (i + 1 < n && is_opaque(cur))
+			if (i + 1 < n && layer_dir_opaque(cur))
 				opaque = true;
 		}
 		if (i == n) {
