@@ -80,10 +80,11 @@ struct cell_cgroup_ops {
 	 * the hierarchies a sandbox sees, for mount_inside). Read-only. NULL: nothing. */
 	void (*probe)(void);
 	/* Make own (celld's cgroup, relative to the root, never "") able to hold the
-	 * sandboxes' cgroups; false: they go to the root instead. It may change the host's
-	 * cgroups (v2 moves celld into a leaf), so it runs once on first use, not at
-	 * detection. NULL: nothing to do (v1 allows processes beside child cgroups). */
-	bool (*settle)(const char *own);
+	 * sandboxes' cgroups; false: they go to the root instead. It may shorten own in place
+	 * (to the parent of the leaf celld was started in) and change the host's cgroups (v2
+	 * moves celld into a leaf), so it runs once on first use, not at detection. NULL:
+	 * nothing to do (v1 allows processes beside child cgroups). */
+	bool (*settle)(char *own);
 	/* Open the fds through which the child joins rel before it runs anything (struct
 	 * cell_cgroup_join), in the parent before clone. NULL: the parent attaches the child
 	 * by pid after clone (attach). */

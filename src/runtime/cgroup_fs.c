@@ -203,8 +203,9 @@ int cell_cgroup_fs_drain(const char *procs_path,
  * service unit, a CI job's cgroup) covers its sandboxes too, instead of them escaping to the
  * root. v1 has no rule against processes beside child cgroups, so that is all it takes.
  * cgroup v2 forbids enabling controllers for children of a cgroup that holds processes
- * ("no internal processes"): there the backend's settle (cgroup_v2.c) moves celld into a leaf
- * "<own>/celld" when its cgroup also holds other processes, and when that is not enough
+ * ("no internal processes"): there the backend's settle (cgroup_v2.c) nests in the parent
+ * of a leaf named celld that celld was started in (a service manager's delegated
+ * subgroup), else moves celld into a leaf "<own>/celld", and when that is not enough
  * (other processes stay, e.g. a login session) or the controllers were not delegated to
  * celld's cgroup, it falls back to the root and says so in the log. CELL_CGROUP_ROOT (tests)
  * turns nesting off: /proc/self/cgroup describes the real root only. */

@@ -70,10 +70,35 @@ static bool v2_prefix_usable(const char *dir)
 	return true;
 }
 
+/* Started in a leaf named celld: the delegated cgroup is its parent. That is where a
+ * service manager that delegates a subgroup (systemd's DelegateSubgroup=celld) starts
+ * celld, and where an earlier celld moved itself: its sandboxes nest in the parent, and
+ * the leaf stays free of controllers so the next celld can be started in it while they
+ * run. True with own shortened to the parent. */
+static bool v2_settle_in_parent(char *own)
+{
+	char *slash = strrchr(own, '/');
+	if (strcmp(slash ? slash + 1 : own, "celld"))
+		return false;
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof(parent), "%s/%.*s", cell_cgroup_fs_root(),
+		 slash ? (int)(slash - own) : 0, own);
+	if (!v2_prefix_usable(parent))
+		return false;
+	if (slash)
+		*slash = '\0';
+	else
+		own[0] = '\0';
+	log_info("cgroup: celld runs in the leaf %s/celld; sandboxes nest in %s", parent, parent);
+	return true;
+}
+
 /* cgroup_fs.c calls this once, before the first path below own is built. */
-static bool v2_settle(const char *own)
+static bool v2_settle(char *own)
 {
 	char dir[PATH_MAX], leaf[PATH_MAX + 16];
+	if (v2_settle_in_parent(own))
+		return true;
 	snprintf(dir, sizeof(dir), "%s/%s", cell_cgroup_fs_root(), own);
 	if (v2_prefix_usable(dir))
 		return true;

@@ -412,6 +412,91 @@ START_TEST(missing_entrypoint_refused)
 }
 END_TEST
 
+/* ---- under a service manager that delegates a subgroup ---- */
+
+/* Move this process into the cgroup v2 dir (absolute); false when the kernel refuses. */
+static bool join_cgroup(const char *dir)
+{
+	char *procs = h_fmt("%s/cgroup.procs", dir);
+	FILE *f = fopen(procs, "we");
+	bool ok = f && fprintf(f, "%d\n", (int)getpid()) > 0;
+	ok = f && fclose(f) == 0 && ok;
+	free(procs);
+	return ok;
+}
+
+/* A process's cgroup v2 path ("/a/b"), from /proc/<pid>/cgroup. */
+static char *cgroup_of(pid_t pid)
+{
+	char *text = h_read_file(h_fmt("/proc/%d/cgroup", (int)pid));
+	char *line = strstr(text, "0::");
+	ck_assert_msg(line, "no cgroup v2 line in /proc/%d/cgroup: %s", (int)pid, text);
+	char *path = strndup(line + 3, strcspn(line + 3, "\n"));
+	free(text);
+	return path;
+}
+
+/* systemd's DelegateSubgroup=celld starts celld in the leaf <unit>/celld of its delegated
+ * unit cgroup, every time. celld must nest its sandboxes in <unit> and leave the leaf
+ * without controllers: otherwise the next start into that leaf is refused while
+ * sandboxes run (cgroup v2 places no process beside controlled children), and a restart
+ * loses them. The test makes a unit cgroup of its own and starts celld in its leaf twice,
+ * as the service manager would. */
+START_TEST(restart_in_delegated_leaf)
+{
+	struct stat st;
+	if (stat("/sys/fs/cgroup/cgroup.subtree_control", &st) < 0)
+		h_skip_host("cgroup-v2", "cgroup v1 host: no delegation of a v2 subgroup");
+	char *was = cgroup_of(getpid());
+	char *unit = h_fmt("/sys/fs/cgroup/it-delegate-%d", (int)getpid());
+	char *leaf = h_fmt("%s/celld", unit);
+	ck_assert_msg(mkdir(unit, 0755) == 0 && mkdir(leaf, 0755) == 0, "mkdir %s: %s", leaf,
+		      strerror(errno));
+	char *ctl = h_read_file(h_fmt("%s/cgroup.controllers", unit));
+	if (!strstr(ctl, "memory") || !strstr(ctl, "pids")) {
+		rmdir(leaf);
+		rmdir(unit);
+		h_skip_host("cgroup-v2-delegation", "the root hands no memory/pids to %s", unit);
+	}
+	ck_assert_msg(join_cgroup(leaf), "joining %s: %s", leaf, strerror(errno));
+
+	struct h_world *w = h_world_add(&(struct h_world_opts){.name = "delegate"});
+	char *own = cgroup_of(h_world_pid(w));
+	ck_assert_str_eq(own, leaf + strlen("/sys/fs/cgroup"));
+	char *id = h_world_create(w, "busybox", NULL);
+	char *nested = h_fmt("%s/%s/%s", unit, w->cg_instance, id);
+	ck_assert_msg(stat(nested, &st) == 0, "sandbox %s not nested at %s", id, nested);
+	char *sub = h_read_file(h_fmt("%s/cgroup.subtree_control", leaf));
+	ck_assert_msg(!sub[0] || sub[0] == '\n', "celld's leaf has controllers: %s", sub);
+
+	/* The service manager's next start: into the same leaf, sandboxes running. */
+	h_world_kill(w);
+	h_world_start(w);
+	free(own);
+	own = cgroup_of(h_world_pid(w));
+	ck_assert_str_eq(own, leaf + strlen("/sys/fs/cgroup"));
+	ck_assert_str_eq(h_world_wait_state(w, id, "Running", 30), "Running");
+	char *out = h_world_sh(w, id, "echo adopted");
+	ck_assert_str_eq(out, "adopted\n");
+
+	ck_assert_int_eq(h_world_delete(w, id), 204);
+	ck_assert_msg(stat(nested, &st) < 0, "%s left behind", nested);
+	h_world_kill(w);
+	ck_assert(join_cgroup(h_fmt("/sys/fs/cgroup%s", was)));
+	rmdir(h_fmt("%s/%s", unit, w->cg_instance));
+	ck_assert_msg(rmdir(leaf) == 0 && rmdir(unit) == 0, "rmdir %s: %s", unit, strerror(errno));
+	free(out);
+	free(sub);
+	free(nested);
+	free(id);
+	free(own);
+	free(ctl);
+	free(leaf);
+	free(unit);
+	free(was);
+}
+END_TEST
+
 static Suite *lifecycle_suite(void)
 {
 	Suite *s = suite_create("lifecycle");
@@ -425,6 +510,7 @@ static Suite *lifecycle_suite(void)
 	tcase_add_test(h_tcase(s, "delete_leaves_nothing", 120), delete_leaves_nothing);
 	tcase_add_test(h_tcase(s, "init_killed_from_host", 120), init_killed_from_host);
 	tcase_add_test(h_tcase(s, "missing_entrypoint_refused", 120), missing_entrypoint_refused);
+	tcase_add_test(h_tcase(s, "restart_in_delegated_leaf", 180), restart_in_delegated_leaf);
 	return s;
 }
 
