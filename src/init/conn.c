@@ -11,7 +11,9 @@
  * cgroup, which its socket buffers are charged to, is full, as when a command fills it with
  * socket buffers of its own) is not the connection's end: the queue waits and is sent again
  * every CONN_RETRY_MS (EPOLLOUT would fire at once and spin) until memory is back or
- * CONN_RETRY_GIVE_UP_MS passed. */
+ * CONN_RETRY_GIVE_UP_MS passed. One timer, made at start, serves every stalled connection:
+ * under the pressure that stalls a send, a new timerfd and its epoll entry (both charged to
+ * the same memory cgroup) would be refused too, and the connection lost. */
 #include <ctype.h>
 #include <errno.h>
 #include <signal.h>
@@ -62,8 +64,9 @@ struct conn {
 	/* output */
 	struct seg *out_head, **out_tail;
 	size_t out_bytes;
-	struct init_watch retry; /* a timerfd while a send waits for memory; fd -1 otherwise */
-	uint64_t stalled_ms;	 /* when sends began to fail for memory; 0: they do not */
+	uint64_t stalled_ms; /* when sends began to fail for memory; 0: they do not */
+	bool stalled;	     /* on the retry timer's list */
+	struct conn *next_stalled;
 
 	const struct conn_handler *h;
 	void *op;
@@ -71,6 +74,9 @@ struct conn {
 
 static struct conn *dirty_head;
 static int n_conns;
+static struct init_watch retry_timer = {.fd = -1};
+static struct conn *stalled_head; /* connections the retry timer flushes again */
+static bool retry_armed;
 static conn_request_fn *request; /* set by the top of the program: picks the operation */
 
 void conn_set_request(conn_request_fn *fn)
@@ -103,6 +109,19 @@ static void conn_detach(struct conn *c)
 		h->closed(op, c);
 }
 
+/* Off the retry timer's list (freed connections must not stay on it). */
+static void conn_unstall(struct conn *c)
+{
+	if (!c->stalled)
+		return;
+	c->stalled = false;
+	for (struct conn **p = &stalled_head; *p; p = &(*p)->next_stalled)
+		if (*p == c) {
+			*p = c->next_stalled;
+			break;
+		}
+}
+
 /* The connection is unusable (peer gone, write error): forget it now. */
 static void conn_drop(struct conn *c)
 {
@@ -110,7 +129,7 @@ static void conn_drop(struct conn *c)
 		return;
 	c->gone = true;
 	conn_detach(c);
-	init_watch_close(&c->retry);
+	conn_unstall(c);
 	init_watch_del(&c->w);
 	close(c->w.fd);
 	c->w.fd = -1;
@@ -191,14 +210,37 @@ static uint64_t mono_ms(void)
 
 static void conn_flush(struct conn *c);
 
+/* The retry timer fired: flush every stalled connection once (those still refused go
+ * back on the list). A connection dropped meanwhile is skipped: its memory is freed only at
+ * the end of the loop's turn. */
 static void retry_event(struct init_watch *w, uint32_t events)
 {
 	(void)events;
-	struct conn *c = init_container_of(w, struct conn, retry);
 	uint64_t x;
 	ssize_t n = read(w->fd, &x, sizeof(x));
 	(void)n;
-	conn_flush(c);
+	retry_armed = false;
+	struct conn *due = stalled_head;
+	stalled_head = NULL;
+	for (struct conn *c = due, *next; c; c = next) {
+		next = c->next_stalled;
+		if (!c->stalled)
+			continue;
+		c->stalled = false;
+		conn_flush(c);
+	}
+}
+
+int conn_setup(void)
+{
+	retry_timer.fn = retry_event;
+	retry_timer.fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (retry_timer.fd < 0)
+		return -errno;
+	int r = init_watch_add(&retry_timer, EPOLLIN);
+	if (r < 0)
+		init_watch_close(&retry_timer);
+	return r;
 }
 
 /* A send failed for want of memory: 0 when it is tried again in CONN_RETRY_MS, -errno when
@@ -212,16 +254,17 @@ static int conn_retry_later(struct conn *c, int err)
 	} else if (now - c->stalled_ms > CONN_RETRY_GIVE_UP_MS) {
 		return -err;
 	}
-	if (c->retry.fd < 0) {
-		c->retry = (struct init_watch){.fn = retry_event};
-		c->retry.fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-		if (c->retry.fd < 0 || init_watch_add(&c->retry, EPOLLIN) < 0) {
-			init_watch_close(&c->retry);
-			return -err;
-		}
+	if (retry_timer.fd < 0)
+		return -err;
+	if (!c->stalled) {
+		c->stalled = true;
+		c->next_stalled = stalled_head;
+		stalled_head = c;
 	}
-	struct itimerspec its = {.it_value = {.tv_nsec = CONN_RETRY_MS * 1000000L}};
-	timerfd_settime(c->retry.fd, 0, &its, NULL);
+	if (!retry_armed) {
+		struct itimerspec its = {.it_value = {.tv_nsec = CONN_RETRY_MS * 1000000L}};
+		retry_armed = timerfd_settime(retry_timer.fd, 0, &its, NULL) == 0;
+	}
 	return 0;
 }
 
@@ -534,7 +577,6 @@ void conn_new(int fd)
 	}
 	c->w.fn = conn_event;
 	c->w.fd = fd;
-	c->retry.fd = -1;
 	c->out_tail = &c->out_head;
 	c->events = EPOLLIN;
 	if (init_watch_add(&c->w, EPOLLIN) < 0) {

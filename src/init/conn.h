@@ -29,6 +29,9 @@ struct conn_handler {
 	bool keep_on_eof;
 };
 
+/* The retry timer of sends refused for want of memory (conn.c), made once at start while
+ * memory is there: 0 or -errno (then such a send ends its connection). */
+int conn_setup(void);
 void conn_new(int fd);
 int conn_count(void);
 void conn_attach(struct conn *c, const struct conn_handler *h, void *op);

@@ -376,6 +376,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	conn_set_request(handle_request);
+	int retry = conn_setup();
+	if (retry < 0)
+		log_warn("relay retry timer: %s (a send refused for memory ends its connection)",
+			 strerror(-retry));
 
 	/* Commands with a relative cwd, and nothing else, depend on where we stand: "/",
 	 * whatever directory started us (and no directory stays pinned). */
