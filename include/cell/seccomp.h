@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "cell/error.h"
 #include "cell/runtime.h"
 
@@ -52,3 +54,18 @@ int cell_seccomp_profile_errno(const struct cell_seccomp_profile *p, uint32_t ar
 const char *cell_seccomp_arch_name(uint32_t arch);
 /* The name of syscall nr of arch into buf ("#<nr>" when libseccomp does not know it). */
 void cell_seccomp_syscall_name(uint32_t arch, int nr, char *buf, size_t size);
+
+/* What compiling an OCI profile left out, for the caller's log. */
+struct cell_seccomp_oci_report {
+	unsigned unknown_syscalls; /* names this libseccomp does not know: left out */
+	char first_unknown[48];	   /* the first of them */
+	unsigned ignored_flags;	   /* flags (TSYNC, LOG, SPEC_ALLOW...) with no effect here */
+};
+
+/* Compile an OCI runtime spec's seccomp profile (config.json's linux.seccomp: defaultAction,
+ * defaultErrnoRet, architectures, flags, syscalls with names, action, errnoRet and args)
+ * for the native architecture and those it lists (seccomp_oci.c says how it reads them).
+ * Every problem is refused, with err naming the field. out->filter is malloc'd: free with
+ * cell_seccomp_prog_free. rep may be NULL. */
+int cell_seccomp_compile_oci(const json_t *profile, struct cell_seccomp_prog *out,
+			     struct cell_seccomp_oci_report *rep, struct cell_error *err);

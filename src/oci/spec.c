@@ -135,8 +135,8 @@ static int get_bool(json_t *obj, const char *key, const struct at *parent, bool 
 	return 0;
 }
 
-static int get_int(json_t *obj, const char *key, const struct at *parent, int64_t min,
-		   int64_t max, bool *has, int64_t *out, struct cell_error *err)
+static int get_int(json_t *obj, const char *key, const struct at *parent, int64_t min, int64_t max,
+		   bool *has, int64_t *out, struct cell_error *err)
 {
 	struct at a = at_key(parent, key);
 	json_t *v = field(obj, key);
@@ -154,8 +154,8 @@ static int get_int(json_t *obj, const char *key, const struct at *parent, int64_
 	return 0;
 }
 
-static int get_u32(json_t *obj, const char *key, const struct at *parent, bool *has,
-		   uint32_t *out, struct cell_error *err)
+static int get_u32(json_t *obj, const char *key, const struct at *parent, bool *has, uint32_t *out,
+		   struct cell_error *err)
 {
 	int64_t n = *out;
 	int r = get_int(obj, key, parent, 0, UINT32_MAX, has, &n, err);
@@ -241,14 +241,22 @@ static const struct {
 	const char *name;
 	int resource;
 } rlimit_names[] = {
-    {"RLIMIT_AS", RLIMIT_AS},		  {"RLIMIT_CORE", RLIMIT_CORE},
-    {"RLIMIT_CPU", RLIMIT_CPU},		  {"RLIMIT_DATA", RLIMIT_DATA},
-    {"RLIMIT_FSIZE", RLIMIT_FSIZE},	  {"RLIMIT_LOCKS", RLIMIT_LOCKS},
-    {"RLIMIT_MEMLOCK", RLIMIT_MEMLOCK},	  {"RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE},
-    {"RLIMIT_NICE", RLIMIT_NICE},	  {"RLIMIT_NOFILE", RLIMIT_NOFILE},
-    {"RLIMIT_NPROC", RLIMIT_NPROC},	  {"RLIMIT_RSS", RLIMIT_RSS},
-    {"RLIMIT_RTPRIO", RLIMIT_RTPRIO},	  {"RLIMIT_RTTIME", RLIMIT_RTTIME},
-    {"RLIMIT_SIGPENDING", RLIMIT_SIGPENDING}, {"RLIMIT_STACK", RLIMIT_STACK},
+    {"RLIMIT_AS", RLIMIT_AS},
+    {"RLIMIT_CORE", RLIMIT_CORE},
+    {"RLIMIT_CPU", RLIMIT_CPU},
+    {"RLIMIT_DATA", RLIMIT_DATA},
+    {"RLIMIT_FSIZE", RLIMIT_FSIZE},
+    {"RLIMIT_LOCKS", RLIMIT_LOCKS},
+    {"RLIMIT_MEMLOCK", RLIMIT_MEMLOCK},
+    {"RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE},
+    {"RLIMIT_NICE", RLIMIT_NICE},
+    {"RLIMIT_NOFILE", RLIMIT_NOFILE},
+    {"RLIMIT_NPROC", RLIMIT_NPROC},
+    {"RLIMIT_RSS", RLIMIT_RSS},
+    {"RLIMIT_RTPRIO", RLIMIT_RTPRIO},
+    {"RLIMIT_RTTIME", RLIMIT_RTTIME},
+    {"RLIMIT_SIGPENDING", RLIMIT_SIGPENDING},
+    {"RLIMIT_STACK", RLIMIT_STACK},
 };
 
 static int parse_rlimits(json_t *proc, const struct at *pa, struct oci_process *p,
@@ -286,8 +294,8 @@ static int parse_rlimits(json_t *proc, const struct at *pa, struct oci_process *
 		if (soft > hard)
 			return bad(err, &ai, "soft %lld is above hard %lld", (long long)soft,
 				   (long long)hard);
-		p->rlimits[p->n_rlimits++] = (struct oci_rlimit){
-		    rlimit_names[k].resource, (uint64_t)soft, (uint64_t)hard};
+		p->rlimits[p->n_rlimits++] =
+		    (struct oci_rlimit){rlimit_names[k].resource, (uint64_t)soft, (uint64_t)hard};
 	}
 	return 0;
 }
@@ -381,10 +389,11 @@ static int parse_process_obj(json_t *proc, const struct at *pa, struct oci_proce
 	    (r = get_strv(proc, "args", pa, &p->args, err)) < 0 ||
 	    (r = get_strv(proc, "env", pa, &p->env, err)) < 0 ||
 	    (r = get_abs_path(proc, "cwd", pa, true, &p->cwd, err)) < 0 ||
-	    (r = parse_caps(proc, pa, &p->caps, w, err)) < 0 || (r = parse_rlimits(proc, pa, p, err)) < 0 ||
+	    (r = parse_caps(proc, pa, &p->caps, w, err)) < 0 ||
+	    (r = parse_rlimits(proc, pa, p, err)) < 0 ||
 	    (r = get_bool(proc, "noNewPrivileges", pa, &p->no_new_privileges, err)) < 0 ||
-	    (r = get_int(proc, "oomScoreAdj", pa, -1000, 1000, &p->has_oom_score_adj, &adj,
-			 err)) < 0 ||
+	    (r = get_int(proc, "oomScoreAdj", pa, -1000, 1000, &p->has_oom_score_adj, &adj, err)) <
+		0 ||
 	    (r = get_string(proc, "apparmorProfile", pa, false, &p->apparmor_profile, err)) < 0 ||
 	    (r = get_string(proc, "selinuxLabel", pa, false, &p->selinux_label, err)) < 0)
 		return r;
@@ -548,8 +557,8 @@ static const struct {
 	const char *name;
 	int flag;
 } ns_types[] = {
-    {"pid", CLONE_NEWPID}, {"network", CLONE_NEWNET}, {"mount", CLONE_NEWNS},
-    {"ipc", CLONE_NEWIPC}, {"uts", CLONE_NEWUTS},     {"user", CLONE_NEWUSER},
+    {"pid", CLONE_NEWPID},	 {"network", CLONE_NEWNET}, {"mount", CLONE_NEWNS},
+    {"ipc", CLONE_NEWIPC},	 {"uts", CLONE_NEWUTS},	    {"user", CLONE_NEWUSER},
     {"cgroup", CLONE_NEWCGROUP}, {"time", CLONE_NEWTIME},
 };
 
@@ -713,21 +722,20 @@ static int parse_resources(json_t *lx, const struct at *la, struct oci_resources
 	if (mem && ((r = want_object(mem, &am, err)) < 0 ||
 		    (r = get_int(mem, "limit", &am, -1, INT64_MAX, &o->has_memory_limit,
 				 &o->memory_limit, err)) < 0 ||
-		    (r = get_int(mem, "reservation", &am, -1, INT64_MAX,
-				 &o->has_memory_reservation, &o->memory_reservation, err)) < 0 ||
+		    (r = get_int(mem, "reservation", &am, -1, INT64_MAX, &o->has_memory_reservation,
+				 &o->memory_reservation, err)) < 0 ||
 		    (r = get_int(mem, "swap", &am, -1, INT64_MAX, &o->has_memory_swap,
 				 &o->memory_swap, err)) < 0))
 		return r;
 	int64_t shares = 0, period = 0;
-	if (cpu && ((r = want_object(cpu, &ac, err)) < 0 ||
-		    (r = get_int(cpu, "shares", &ac, 0, 262144, &o->has_cpu_shares, &shares,
-				 err)) < 0 ||
-		    (r = get_int(cpu, "quota", &ac, -1, INT64_MAX, &o->has_cpu_quota,
-				 &o->cpu_quota, err)) < 0 ||
-		    (r = get_int(cpu, "period", &ac, 0, 1000000, &o->has_cpu_period, &period,
-				 err)) < 0 ||
-		    (r = get_string(cpu, "cpus", &ac, false, &o->cpus, err)) < 0 ||
-		    (r = get_string(cpu, "mems", &ac, false, &o->mems, err)) < 0))
+	if (cpu &&
+	    ((r = want_object(cpu, &ac, err)) < 0 ||
+	     (r = get_int(cpu, "shares", &ac, 0, 262144, &o->has_cpu_shares, &shares, err)) < 0 ||
+	     (r = get_int(cpu, "quota", &ac, -1, INT64_MAX, &o->has_cpu_quota, &o->cpu_quota,
+			  err)) < 0 ||
+	     (r = get_int(cpu, "period", &ac, 0, 1000000, &o->has_cpu_period, &period, err)) < 0 ||
+	     (r = get_string(cpu, "cpus", &ac, false, &o->cpus, err)) < 0 ||
+	     (r = get_string(cpu, "mems", &ac, false, &o->mems, err)) < 0))
 		return r;
 	o->cpu_shares = (uint64_t)shares;
 	o->cpu_period = (uint64_t)period;
@@ -736,9 +744,9 @@ static int parse_resources(json_t *lx, const struct at *la, struct oci_resources
 				  &o->pids_limit, err)) < 0))
 		return r;
 	int64_t weight = 0;
-	if (bio && ((r = want_object(bio, &ab, err)) < 0 ||
-		    (r = get_int(bio, "weight", &ab, 0, 1000, &o->has_blkio_weight, &weight,
-				 err)) < 0))
+	if (bio &&
+	    ((r = want_object(bio, &ab, err)) < 0 ||
+	     (r = get_int(bio, "weight", &ab, 0, 1000, &o->has_blkio_weight, &weight, err)) < 0))
 		return r;
 	o->blkio_weight = (uint16_t)weight;
 	return 0;
@@ -770,10 +778,10 @@ static int parse_linux(json_t *cfg, struct oci_spec *s, struct cell_error *err)
 		return 0;
 	int r;
 	if ((r = want_object(lx, &a, err)) < 0 || (r = parse_namespaces(lx, &a, s, err)) < 0 ||
-	    (r = parse_idmaps(lx, "uidMappings", &a, &s->uid_mappings, &s->n_uid_mappings,
-			      err)) < 0 ||
-	    (r = parse_idmaps(lx, "gidMappings", &a, &s->gid_mappings, &s->n_gid_mappings,
-			      err)) < 0 ||
+	    (r = parse_idmaps(lx, "uidMappings", &a, &s->uid_mappings, &s->n_uid_mappings, err)) <
+		0 ||
+	    (r = parse_idmaps(lx, "gidMappings", &a, &s->gid_mappings, &s->n_gid_mappings, err)) <
+		0 ||
 	    (r = parse_devices(lx, &a, s, err)) < 0 ||
 	    (r = get_string(lx, "cgroupsPath", &a, false, &s->cgroups_path, err)) < 0 ||
 	    (r = parse_resources(lx, &a, &s->resources, err)) < 0 ||
@@ -787,7 +795,8 @@ static int parse_linux(json_t *cfg, struct oci_spec *s, struct cell_error *err)
 	for (size_t i = 0; i < s->masked_paths.n; i++)
 		if (s->masked_paths.v[i][0] != '/') {
 			struct at ai = at_index(&am, i);
-			return bad(err, &ai, "'%.200s' is not an absolute path", s->masked_paths.v[i]);
+			return bad(err, &ai, "'%.200s' is not an absolute path",
+				   s->masked_paths.v[i]);
 		}
 	for (size_t i = 0; i < s->readonly_paths.n; i++)
 		if (s->readonly_paths.v[i][0] != '/') {

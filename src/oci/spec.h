@@ -103,7 +103,7 @@ struct oci_device {
 
 struct oci_device_rule {
 	bool allow;
-	char type; /* 'a', 'c' or 'b' */
+	char type;	      /* 'a', 'c' or 'b' */
 	int64_t major, minor; /* -1: any */
 	char access[4];	      /* of "rwm" */
 };

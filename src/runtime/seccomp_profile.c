@@ -26,12 +26,12 @@
 
 #include "cell/cleanup.h"
 #include "cell/seccomp.h"
+#include "seccomp_bpf.h"
 
 #define MAX_VALUES	16   /* values of one not_in */
 #define MAX_EXPANSION	2048 /* libseccomp rules one profile may expand to */
 #define NEWER_LAST	511  /* newer-syscall rule covers numbers up to this one */
 #define X32_SYSCALL_BIT 0x40000000u
-#define BPF_INSNS_MAX	4096 /* BPF_MAXINSNS of the kernel */
 #define LOW32		0xffffffffull
 #define FIELD_MAX	96
 
@@ -835,34 +835,6 @@ static int add_rules(scmp_filter_ctx sc, const struct cell_seccomp_profile *p, b
 	return r;
 }
 
-static int export_bpf(scmp_filter_ctx sc, struct cell_seccomp_prog *out, struct ctx *c)
-{
-	_cleanup_close_ int fd = memfd_create("cell-seccomp", MFD_CLOEXEC);
-	if (fd < 0)
-		return cell_err(c->err, errno, "%s: memfd for the filter", c->file);
-	/* libseccomp 2.5 exports only to an fd. */
-	int r = seccomp_export_bpf(sc, fd);
-	if (r < 0)
-		return cell_err(c->err, -r, "%s: exporting the filter", c->file);
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return cell_err(c->err, errno, "%s: exported filter", c->file);
-	size_t n = (size_t)st.st_size / sizeof(struct sock_filter);
-	if (!n || n > BPF_INSNS_MAX || (size_t)st.st_size % sizeof(struct sock_filter))
-		return bad(c, "(file)", "compiles to %zu BPF instructions (kernel limit %d)", n,
-			   BPF_INSNS_MAX);
-	struct sock_filter *f = malloc(st.st_size);
-	if (!f)
-		return cell_err(c->err, ENOMEM, "%s", c->file);
-	if (pread(fd, f, st.st_size, 0) != st.st_size) {
-		free(f);
-		return cell_err(c->err, EIO, "%s: reading the exported filter", c->file);
-	}
-	out->filter = f;
-	out->len = (unsigned short)n;
-	return 0;
-}
-
 int cell_seccomp_compile(const struct cell_seccomp_profile *p, bool notify,
 			 struct cell_seccomp_prog *out, struct cell_error *err)
 {
@@ -883,7 +855,7 @@ int cell_seccomp_compile(const struct cell_seccomp_profile *p, bool notify,
 	if (r == 0)
 		r = add_rules(sc, p, notify, &c);
 	if (r == 0)
-		r = export_bpf(sc, out, &c);
+		r = cell_seccomp_export(sc, file, out, err);
 	seccomp_release(sc);
 	out->notify = notify;
 	return r;

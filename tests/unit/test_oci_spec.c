@@ -160,7 +160,8 @@ START_TEST(bad_specs_name_the_field)
 	    {"{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"user\":{},"
 	     "\"args\":[\"a\"],\"cwd\":\"rel\"}}",
 	     "process.cwd: 'rel' is not an absolute path"},
-	    {"{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"user\":{\"uid\":-1},"
+	    {"{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"user\":{\"uid\":-"
+	     "1},"
 	     "\"args\":[\"a\"],\"cwd\":\"/\"}}",
 	     "process.user.uid: -1 is out of range"},
 	    {"{\"ociVersion\":\"1.0.0\",\"root\":{\"path\":\"r\"},\"process\":{\"user\":{},"
@@ -254,9 +255,10 @@ END_TEST
 /* exec --process FILE: the same rules as config.json's process. */
 START_TEST(process_json)
 {
-	static const char text[] = "{\"terminal\":false,\"user\":{\"uid\":0,\"gid\":0},"
-				   "\"args\":[\"/bin/echo\",\"hi\"],\"env\":[\"A=b\"],"
-				   "\"cwd\":\"/tmp\",\"capabilities\":{\"bounding\":[\"CAP_KILL\"]}}";
+	static const char text[] =
+	    "{\"terminal\":false,\"user\":{\"uid\":0,\"gid\":0},"
+	    "\"args\":[\"/bin/echo\",\"hi\"],\"env\":[\"A=b\"],"
+	    "\"cwd\":\"/tmp\",\"capabilities\":{\"bounding\":[\"CAP_KILL\"]}}";
 	struct oci_process p;
 	struct cell_error err = {0};
 	ck_assert_int_eq(oci_process_parse(text, strlen(text), &p, NULL, &err), 0);
