@@ -59,7 +59,8 @@ static uint64_t audit_security_max_bytes; /* --audit-security-max-bytes; 0: the 
 
 struct flags {
 	const char *state_dir, *images, *socket, *listen, *e2b_listen, *key_file, *keys_file, *init,
-	    *uid_ranges, *policies, *output_budget, *audit_max, *audit_security_max, *interpreter;
+	    *uid_ranges, *policies, *output_budget, *audit_max, *audit_security_max, *interpreter,
+	    *fd_limit;
 	bool no_tcp, version, debug, log_json;
 	struct image_pull_config pull;
 };
@@ -122,6 +123,8 @@ static void usage(FILE *out)
 	    "                      /opt/code-interpreter of a sandbox whose image lacks it\n"
 	    "                      (default: src/interpreter of the source tree celld was\n"
 	    "                      built in, else %s/interpreter)\n"
+	    "  --fd-limit N        file descriptors celld may hold (default: as many as the\n"
+	    "                      kernel lets root have, fs.nr_open)\n"
 	    "  --output-budget SIZE\n"
 	    "                      command output kept by all sandboxes together, for\n"
 	    "                      /command/{id}/logs (default 1Gi; each sandbox keeps at\n"
@@ -277,6 +280,7 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 	    {"policies", required_argument, NULL, 'P'},
 	    {"interpreter", required_argument, NULL, 'J'},
 	    {"output-budget", required_argument, NULL, 'O'},
+	    {"fd-limit", required_argument, NULL, 'F'},
 	    {"audit-max-bytes", required_argument, NULL, 'Y'},
 	    {"audit-security-max-bytes", required_argument, NULL, 'y'},
 	    {"volume-root", required_argument, NULL, 'R'},
@@ -354,6 +358,9 @@ static int parse_flags(int argc, char **argv, struct flags *f)
 			break;
 		case 'O':
 			f->output_budget = optarg;
+			break;
+		case 'F':
+			f->fd_limit = optarg;
 			break;
 		case 'Y':
 			f->audit_max = optarg;
@@ -820,14 +827,45 @@ static int find_interpreter(const char *flag, struct cell_error *err)
 
 /* ---- process setup ---- */
 
-static void raise_nofile(void)
+/* Every sandbox holds a few descriptors here (its pidfd, its directory, its relay while a
+ * command runs) and every connection a socket: 10,000 sandboxes need tens of thousands.
+ * Root may raise its hard limit up to fs.nr_open, so celld takes that (a plain `sudo
+ * celld` starts with 1024:524288 or less), else its hard limit; --fd-limit sets it
+ * instead. It says what it got. */
+static int set_nofile(const char *flag)
 {
-	/* Every sandbox holds a pidfd and every connection a thread and a socket. */
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 0;
+	_cleanup_free_ char *text = NULL;
+	unsigned long long nr_open = 0, n = 0;
+	if (cell_read_file_at(AT_FDCWD, "/proc/sys/fs/nr_open", 64, &text, NULL, NULL) == 0)
+		nr_open = strtoull(text, NULL, 10);
+	char *end = NULL;
+	if (flag && (n = strtoull(flag, &end, 10), flag[0] < '0' || flag[0] > '9' || *end ||
+						       n < 64 || (nr_open && n > nr_open))) {
+		fprintf(stderr, "celld: --fd-limit %s: expected a number from 64 to %llu\n", flag,
+			nr_open);
+		return -1;
 	}
+	struct rlimit want = rl;
+	if (flag)
+		want.rlim_max = n;
+	else if (nr_open > rl.rlim_max && rl.rlim_max != RLIM_INFINITY)
+		want.rlim_max = nr_open;
+	want.rlim_cur = want.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &want) < 0) {
+		if (flag) {
+			fprintf(stderr, "celld: --fd-limit %s: %s\n", flag, strerror(errno));
+			return -1;
+		}
+		want.rlim_cur = want.rlim_max = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &want);
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		log_info("file descriptors: up to %llu (fs.nr_open %llu)",
+			 (unsigned long long)rl.rlim_cur, nr_open);
+	return 0;
 }
 
 static void *shutdown_watchdog(void *arg)
@@ -927,7 +965,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	umask(022);
-	raise_nofile();
+	if (set_nofile(f.fd_limit) < 0)
+		return 2;
 	/* Signals are taken synchronously by the main thread; every thread started from here
 	 * on inherits the block. SIGCHLD keeps its default: init is reaped by pidfd. */
 	sigset_t set;

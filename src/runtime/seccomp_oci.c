@@ -158,9 +158,12 @@ static const struct {
 	const char *name;
 	enum scmp_compare op;
 } ops[] = {
-    {"SCMP_CMP_NE", SCMP_CMP_NE}, {"SCMP_CMP_LT", SCMP_CMP_LT},
-    {"SCMP_CMP_LE", SCMP_CMP_LE}, {"SCMP_CMP_EQ", SCMP_CMP_EQ},
-    {"SCMP_CMP_GE", SCMP_CMP_GE}, {"SCMP_CMP_GT", SCMP_CMP_GT},
+    {"SCMP_CMP_NE", SCMP_CMP_NE},
+    {"SCMP_CMP_LT", SCMP_CMP_LT},
+    {"SCMP_CMP_LE", SCMP_CMP_LE},
+    {"SCMP_CMP_EQ", SCMP_CMP_EQ},
+    {"SCMP_CMP_GE", SCMP_CMP_GE},
+    {"SCMP_CMP_GT", SCMP_CMP_GT},
     {"SCMP_CMP_MASKED_EQ", SCMP_CMP_MASKED_EQ},
 };
 
@@ -218,8 +221,7 @@ static int add_one(struct oci_sc *c, uint32_t action, int nr, const struct scmp_
 		   size_t n, const char *name)
 {
 	int r = seccomp_rule_add_array(c->sc, action, nr, (unsigned)n, cmp);
-	return r < 0 ? cell_err(c->err, -r, "linux.seccomp%s: libseccomp refused %s", c->at,
-				name)
+	return r < 0 ? cell_err(c->err, -r, "linux.seccomp%s: libseccomp refused %s", c->at, name)
 		     : 0;
 }
 

@@ -178,14 +178,52 @@ START_TEST(all_keys_quota_reached_by_two_keys)
 }
 END_TEST
 
+/* Whether this process holds CAP_SYS_RESOURCE (celld, started by it, holds the same). */
+static bool has_sys_resource(void)
+{
+	char *status = h_read_file("/proc/self/status");
+	char *eff = strstr(status, "CapEff:");
+	ck_assert(eff);
+	unsigned long long caps = strtoull(eff + strlen("CapEff:"), NULL, 16);
+	free(status);
+	return caps & (1ull << 24); /* CAP_SYS_RESOURCE */
+}
+
+/* A celld started with few descriptors (a plain sudo gives 1024:524288 or less) raises its
+ * limit to what the kernel lets root have, fs.nr_open; without CAP_SYS_RESOURCE (some
+ * container hosts withhold it) to its hard limit. Either way it says what it got. */
+START_TEST(fd_limit_raised_to_nr_open)
+{
+	struct rlimit rl = {.rlim_cur = 1024, .rlim_max = 4096};
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0); /* inherited by the next celld */
+	h_celld_restart_with(NULL);
+	char *got = h_read_file("/proc/sys/fs/nr_open");
+	got[strcspn(got, "\n")] = '\0';
+	if (!has_sys_resource()) {
+		free(got);
+		got = strdup("4096");
+	}
+	char *limits = h_read_file(h_fmt("/proc/%d/limits", (int)h_celld_pid()));
+	char *want = h_fmt("Max open files            %-20s %-20s", got, got);
+	ck_assert_msg(strstr(limits, want), "want '%s' in %s", want, limits);
+	ck_assert_msg(strstr(h_celld_log_tail(), h_fmt("file descriptors: up to %s ", got)), "%s",
+		      h_celld_log_tail());
+	free(want);
+	free(limits);
+	free(got);
+}
+END_TEST
+
 /* celld's fd limit bounds what the keys may hold (it lowers their quotas at start to keep a
  * reserve): the operator's creates still work when the keys are at their limit, and when
  * the host really runs out of fds a create answers 503, never a client error. */
 START_TEST(fd_limit_bounds_the_keys)
 {
-	struct rlimit rl = {.rlim_cur = 200, .rlim_max = 200};
-	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0); /* inherited by the next celld */
-	h_celld_restart_with((const char *const[]){"--debug", NULL});
+	h_celld_restart_with((const char *const[]){"--debug", "--fd-limit", "200", NULL});
+	char *limits = h_read_file(h_fmt("/proc/%d/limits", (int)h_celld_pid()));
+	ck_assert_msg(strstr(limits, "Max open files            200                  200"), "%s",
+		      limits);
+	free(limits);
 	ck_assert_msg(strstr(h_celld_log_tail(), "cannot hold the quotas"), "%s",
 		      h_celld_log_tail());
 	long long cap = info_int("quotas.sandboxes.allKeys");
@@ -222,6 +260,7 @@ static Suite *quotas_suite(void)
 		       key_quotas_and_the_unix_socket);
 	tcase_add_test(h_tcase(s, "all_keys_quota_reached_by_two_keys", 180),
 		       all_keys_quota_reached_by_two_keys);
+	tcase_add_test(h_tcase(s, "fd_limit_raised_to_nr_open", 120), fd_limit_raised_to_nr_open);
 	tcase_add_test(h_tcase(s, "fd_limit_bounds_the_keys", 300), fd_limit_bounds_the_keys);
 	return s;
 }

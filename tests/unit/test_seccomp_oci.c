@@ -65,7 +65,8 @@ static int errno_under(const struct cell_seccomp_prog *prog, long nr, long a0)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct sock_fprog f = {.len = prog->len, .filter = (struct sock_filter *)prog->filter};
+		struct sock_fprog f = {.len = prog->len,
+				       .filter = (struct sock_filter *)prog->filter};
 		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 		    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &f) < 0)
 			_exit(200);
