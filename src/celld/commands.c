@@ -16,6 +16,14 @@
  * command's, so a command's log layout cannot change while its table's lock is held;
  * readers (logs, status) take only the command's lock.
  *
+ * A follower of a log (GET /v1/sandboxes/{id}/logs?follow=true) waits on its table's
+ * condition variable, which every append and every end broadcasts: the wait releases the
+ * table's lock, and is bounded so that the caller looks at its client and its sandbox.
+ *
+ * The table remembers which command is its sandbox's entrypoint (its latest run: each start
+ * runs it again), and which commands were started in the background, for the sandbox's
+ * JSON and its logs.
+ *
  * A command keeps its relay connection open until EXIT: a foreground one in the HTTP
  * thread streaming its events, a background one (or a foreground one whose client went
  * away) in a small detached thread here. */
@@ -55,6 +63,7 @@ struct command {
 	int64_t started_ms, finished_ms;
 	struct cmdlog log; /* its newest output; dropped: went to the table's cap or budget */
 	int relay_fd;	   /* where SIGNAL goes while it runs; owned by the reader */
+	bool background;   /* started in the background (command_set_background) */
 	bool stdin_open;   /* it takes STDIN frames (EXEC "stdin":true), not closed yet */
 	/* Input sent and not yet taken by the command (CELL_STDIN_WINDOW at most); stdin_cond
 	 * tells a waiting writer that some was taken, or that the command ended. */
@@ -84,6 +93,8 @@ struct cmd_table {
 	struct command *v[CMD_TABLE_MAX];
 	size_t n;
 	size_t kept; /* sum of log.cap of the commands in v (others have no log) */
+	char entrypoint[CELL_ID_RANDOM_LEN + 1]; /* its entrypoint's latest run ("": none) */
+	pthread_cond_t changed;			 /* an append or an end, for followers */
 	/* Under budget.lock: every live table, for reclaiming across sandboxes. */
 	struct cmd_table *next, **pprev;
 };
@@ -122,6 +133,7 @@ struct cmd_table *cmd_table_new(void)
 	if (!t)
 		return NULL;
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->changed, NULL);
 	t->refs = 1;
 	pthread_mutex_lock(&budget.lock);
 	t->next = budget.tables;
@@ -138,6 +150,7 @@ static void table_unref(struct cmd_table *t)
 	if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->changed);
 	free(t);
 }
 
@@ -177,6 +190,7 @@ void cmd_table_free(struct cmd_table *t)
 	pthread_mutex_lock(&t->lock);
 	while (t->n)
 		gone[n++] = remove_at_locked(t, t->n - 1);
+	pthread_cond_broadcast(&t->changed); /* followers see their command forgotten */
 	pthread_mutex_unlock(&t->lock);
 	pthread_mutex_unlock(&budget.lock);
 	for (size_t i = 0; i < n; i++)
@@ -474,6 +488,7 @@ static void command_append(struct command *c, const void *data, size_t len)
 		pthread_mutex_unlock(&t->lock);
 		return;
 	}
+	cmdlog_mark(&c->log, celld_now_ms());
 	size_t grow = cmdlog_fit(&c->log, &p, &len);
 	if (grow && t->kept + grow > CMD_TABLE_LOG_MAX) {
 		/* Other commands' locks are taken one at a time, never inside ours. The table
@@ -486,6 +501,7 @@ static void command_append(struct command *c, const void *data, size_t len)
 	 * stay right. */
 	kept_add_locked(t, (int64_t)cmdlog_append(&c->log, p, len, grow));
 	pthread_mutex_unlock(&c->lock);
+	pthread_cond_broadcast(&t->changed);
 	pthread_mutex_unlock(&t->lock);
 	if (over(budget.budget))
 		budget_reclaim();
@@ -506,6 +522,11 @@ void command_finish(struct command *c, int exit_code, const char *error)
 	json_t *rec = was_running ? c->audit : NULL;
 	c->audit = NULL;
 	pthread_mutex_unlock(&c->lock);
+	if (was_running && c->table) {
+		pthread_mutex_lock(&c->table->lock);
+		pthread_cond_broadcast(&c->table->changed);
+		pthread_mutex_unlock(&c->table->lock);
+	}
 	if (was_running)
 		admission_put(c->who, ADM_COMMANDS);
 	if (rec) {
@@ -650,6 +671,134 @@ size_t command_logs_read(struct command *c, uint64_t *pos, uint64_t end, char *b
 	size_t n = cmdlog_read(&c->log, pos, end, buf, max);
 	pthread_mutex_unlock(&c->lock);
 	return n;
+}
+
+/* ---- the entrypoint, background commands, and their logs for a reader ---- */
+
+void cmd_table_set_entrypoint(struct cmd_table *t, const struct command *c)
+{
+	pthread_mutex_lock(&t->lock);
+	snprintf(t->entrypoint, sizeof(t->entrypoint), "%s", c->id);
+	pthread_mutex_unlock(&t->lock);
+}
+
+struct command *cmd_table_entrypoint(struct cmd_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	struct command *c = t->entrypoint[0] ? find_locked(t, t->entrypoint) : NULL;
+	if (c)
+		command_ref(c);
+	pthread_mutex_unlock(&t->lock);
+	return c;
+}
+
+struct command *cmd_table_main(struct cmd_table *t)
+{
+	struct command *c = cmd_table_entrypoint(t);
+	if (c)
+		return c;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = t->n; i-- > 0 && !c;)
+		if (t->v[i]->background)
+			c = t->v[i];
+	if (c)
+		command_ref(c);
+	pthread_mutex_unlock(&t->lock);
+	return c;
+}
+
+bool cmd_table_is_entrypoint(struct cmd_table *t, const struct command *c)
+{
+	pthread_mutex_lock(&t->lock);
+	bool is = !strcmp(t->entrypoint, c->id);
+	pthread_mutex_unlock(&t->lock);
+	return is;
+}
+
+void command_set_background(struct command *c)
+{
+	pthread_mutex_lock(&c->table->lock);
+	c->background = true;
+	pthread_mutex_unlock(&c->table->lock);
+}
+
+bool command_is_background(struct command *c)
+{
+	pthread_mutex_lock(&c->table->lock);
+	bool bg = c->background;
+	pthread_mutex_unlock(&c->table->lock);
+	return bg;
+}
+
+void command_state(struct command *c, struct command_state *st)
+{
+	pthread_mutex_lock(&c->lock);
+	*st = (struct command_state){.running = c->running,
+				     .has_exit = c->has_exit,
+				     .exit_code = c->exit_code,
+				     .started_ms = c->started_ms,
+				     .finished_ms = c->finished_ms,
+				     .log_dropped = c->log.dropped};
+	if (c->error)
+		snprintf(st->error, sizeof(st->error), "%s", c->error);
+	pthread_mutex_unlock(&c->lock);
+}
+
+json_t *command_state_json(struct command *c)
+{
+	struct command_state st;
+	command_state(c, &st);
+	json_t *o = json_pack("{s:s, s:b, s:o}", "commandId", c->id, "running", st.running,
+			      "startedAt", celld_time_json((time_t)(st.started_ms / 1000)));
+	if (o && st.has_exit)
+		json_object_set_new(o, "exitCode", json_integer(st.exit_code));
+	if (o && st.error[0])
+		json_object_set_new(o, "error", json_string(st.error));
+	if (o && !st.running)
+		json_object_set_new(o, "finishedAt",
+				    celld_time_json((time_t)(st.finished_ms / 1000)));
+	if (o && st.log_dropped)
+		json_object_set_new(o, "logDropped", json_true());
+	return o;
+}
+
+uint64_t command_logs_since(struct command *c, int64_t ms)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t off = cmdlog_since(&c->log, ms);
+	pthread_mutex_unlock(&c->lock);
+	return off;
+}
+
+uint64_t command_logs_tail(struct command *c, uint64_t lines)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t off = cmdlog_tail(&c->log, lines);
+	pthread_mutex_unlock(&c->lock);
+	return off;
+}
+
+/* Has c written past pos, or ended? (Its table's lock held.) */
+static bool news_locked(struct command *c, uint64_t pos)
+{
+	pthread_mutex_lock(&c->lock);
+	bool news = cmdlog_end(&c->log) > pos || !c->running;
+	pthread_mutex_unlock(&c->lock);
+	return news;
+}
+
+bool command_logs_wait(struct command *c, uint64_t pos, int timeout_ms)
+{
+	struct cmd_table *t = c->table;
+	struct timespec until;
+	celld_deadline(timeout_ms, &until);
+	pthread_mutex_lock(&t->lock);
+	bool news;
+	while (!(news = news_locked(c, pos)) && c->in_table)
+		if (pthread_cond_timedwait(&t->changed, &t->lock, &until) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&t->lock);
+	return news;
 }
 
 int relay_exit_code(const struct relay_exit *ex)
