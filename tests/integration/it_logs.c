@@ -24,26 +24,36 @@ static char *create_with_entrypoint(const char *script)
 	return id;
 }
 
-/* GET /v1/sandboxes/{id} until its entrypoint has ended; its entrypointStatus (a new
+/* GET /v1/sandboxes/{id} of w until its entrypoint is running (or, not running, has
+ * ended) with another command id than not_id (may be NULL); its entrypointStatus (a new
  * reference). */
-static json_t *wait_entrypoint_ended(const char *id)
+static json_t *wait_entrypoint_in(struct h_world *w, const char *id, bool running,
+				  const char *not_id)
 {
 	char *path = h_fmt("/v1/sandboxes/%s", id);
 	json_t *ep = NULL;
 	for (int i = 0; i < 300 && !ep; i++) {
 		struct h_resp r;
-		ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+		ck_assert_int_eq(h_world_http(w, "GET", path, NULL, &r), 200);
 		json_t *st = json_object_get(r.json, "entrypointStatus");
 		ck_assert_msg(json_is_object(st), "no entrypointStatus: %s", r.body);
-		if (json_is_false(json_object_get(st, "running")))
+		const char *cmd = json_string_value(json_object_get(st, "commandId"));
+		if (json_is_boolean(json_object_get(st, "running")) &&
+		    json_is_true(json_object_get(st, "running")) == running &&
+		    (!not_id || (cmd && strcmp(cmd, not_id))))
 			ep = json_incref(st);
 		h_resp_free(&r);
 		if (!ep)
 			h_sleep_ms(100);
 	}
 	free(path);
-	ck_assert_msg(ep, "the entrypoint of %s did not end", id);
+	ck_assert_msg(ep, "the entrypoint of %s did not come to running=%d", id, running);
 	return ep;
+}
+
+static json_t *wait_entrypoint_ended(const char *id)
+{
+	return wait_entrypoint_in(&H, id, false, NULL);
 }
 
 /* `cell logs ARGS... ID` must succeed: its stdout (malloc'd); its stderr into *err_out
@@ -160,30 +170,28 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* `cell logs ID` until its output holds needle (polled every 50 ms, 30 s at most): the
+ * output then (malloc'd). */
+static char *wait_logs(const char *id, const char *needle)
+{
+	for (int i = 0; i < 600; i++) {
+		char *out = logs_ok(id, NULL, NULL, NULL);
+		if (strstr(out, needle))
+			return out;
+		free(out);
+		h_sleep_ms(50);
+	}
+	ck_abort_msg("the logs of %s never showed '%s'", id, needle);
+	return NULL;
+}
+
 START_TEST(since_a_time)
 {
 	char *id = create_with_entrypoint("echo first; sleep 2; echo second; sleep 1000");
 	/* When "first" is seen, it was written already; "second" comes 2 s after it. */
-	double first_seen = 0;
-	char *out = NULL;
-	for (int i = 0; i < 300 && !first_seen; i++) {
-		out = logs_ok(id, NULL, NULL, NULL);
-		if (strstr(out, "first"))
-			first_seen = now_s();
-		else
-			h_sleep_ms(50);
-		free(out);
-	}
-	ck_assert_msg(first_seen > 0, "no output");
-	for (int i = 0; i < 300; i++) {
-		out = logs_ok(id, NULL, NULL, NULL);
-		if (strstr(out, "second"))
-			break;
-		free(out);
-		out = NULL;
-		h_sleep_ms(100);
-	}
-	ck_assert_msg(out, "no second line");
+	free(wait_logs(id, "first"));
+	double first_seen = now_s();
+	char *out = wait_logs(id, "second");
 	ck_assert_str_eq(out, "first\nsecond\n");
 	free(out);
 	/* Since a second after "first" was seen: only "second" (Unix seconds, a fraction). */
@@ -384,6 +392,168 @@ START_TEST(hostile_output_raw_status_escaped)
 }
 END_TEST
 
+/* Each start runs the entrypoint again: the latest run is the one shown. */
+START_TEST(a_new_start_runs_it_again)
+{
+	char *id = create_with_entrypoint("echo run; sleep 1000");
+	json_t *ep = wait_entrypoint_in(&H, id, true, NULL);
+	char *first = strdup(h_jstr(ep, "commandId"));
+	json_decref(ep);
+	free(wait_logs(id, "run\n"));
+	struct h_proc p;
+	h_cell(&p, "stop", id, NULL);
+	ck_assert_msg(p.status == 0, "stop: %s", p.err);
+	h_proc_free(&p);
+	/* stopped under it: ended, with no exit code of its own, and said so */
+	ep = wait_entrypoint_ended(id);
+	ck_assert_str_eq(h_jstr(ep, "commandId"), first);
+	ck_assert_ptr_null(json_object_get(ep, "exitCode"));
+	ck_assert_str_ne(h_jstr(ep, "error"), "");
+	json_decref(ep);
+	char *err;
+	char *out = logs_ok(id, NULL, NULL, &err);
+	ck_assert_str_eq(out, "run\n");
+	ck_assert_msg(strstr(err, "cell: entrypoint ended: "), "stderr: %s", err);
+	free(out);
+	free(err);
+	/* a Stopped sandbox's STATE is Stopped, whatever its entrypoint did */
+	h_cell(&p, "ls", "--format", "{{.ID}} {{.State}}", NULL);
+	char *want = h_fmt("%s Stopped\n", id);
+	ck_assert_msg(strstr(p.out, want), "ls: %s", p.out);
+	h_proc_free(&p);
+	free(want);
+	h_cell(&p, "resume", id, NULL);
+	ck_assert_msg(p.status == 0, "resume: %s", p.err);
+	h_proc_free(&p);
+	ep = wait_entrypoint_in(&H, id, true, first);
+	ck_assert_str_ne(h_jstr(ep, "commandId"), first);
+	json_decref(ep);
+	h_cell(&p, "ls", "--format", "{{.ID}} {{.State}}", NULL);
+	want = h_fmt("%s Running\n", id);
+	ck_assert_msg(strstr(p.out, want), "ls: %s", p.out);
+	h_proc_free(&p);
+	free(want);
+	/* the first run's output is still there, by its id */
+	ck_logs(id, "--command", first, "run\n");
+	free(first);
+	free(id);
+}
+END_TEST
+
+/* Output that went to celld's output budget is said to be gone, not shown as empty. */
+START_TEST(dropped_output_is_said)
+{
+	struct h_world *w = h_world_add(&(struct h_world_opts){
+	    .name = "budget", .flags = (const char *const[]){"--output-budget", "16Mi", NULL}});
+	enum { N = 4 };
+	char *ids[N];
+	for (int i = 0; i < N; i++) {
+		json_t *extra = json_pack("{s:[s, s, s]}", "entrypoint", "sh", "-c",
+					  "head -c 6000000 /dev/zero");
+		ids[i] = h_world_create(w, "busybox", extra);
+		json_decref(extra);
+		json_decref(wait_entrypoint_in(w, ids[i], false, NULL));
+	}
+	/* the oldest finished entrypoint's output went first */
+	char *path = h_fmt("/v1/sandboxes/%s", ids[0]);
+	struct h_resp r;
+	ck_assert_int_eq(h_world_http(w, "GET", path, NULL, &r), 200);
+	ck_assert_msg(json_is_true(h_jget(r.json, "entrypointStatus.logDropped")), "%s", r.body);
+	h_resp_free(&r);
+	char *cell = h_fmt("%s/cell", H.bin);
+	char *argv[] = {cell, "--socket", w->socket, "logs", ids[0], NULL};
+	struct h_proc p;
+	h_run(argv, NULL, 60, &p);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_uint_eq(p.out_len, 0);
+	ck_assert_msg(strstr(p.err, "cell: the output of entrypoint was dropped"), "stderr: %s",
+		      p.err);
+	ck_assert_msg(strstr(p.err, "cell: entrypoint exited with status 0"), "stderr: %s", p.err);
+	h_proc_free(&p);
+	/* the newest is whole */
+	argv[4] = ids[N - 1];
+	h_run(argv, NULL, 60, &p);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	ck_assert_uint_eq(p.out_len, 6000000);
+	ck_assert_msg(!strstr(p.err, "dropped"), "stderr: %s", p.err);
+	h_proc_free(&p);
+	for (int i = 0; i < N; i++)
+		free(ids[i]);
+	free(cell);
+	free(path);
+}
+END_TEST
+
+/* Threads of process pid. */
+static int thread_count(pid_t pid)
+{
+	char *path = h_fmt("/proc/%d/status", (int)pid);
+	char *st = h_read_file(path);
+	ck_assert_ptr_nonnull(st);
+	const char *t = strstr(st, "\nThreads:");
+	ck_assert_ptr_nonnull(t);
+	int n = atoi(t + strlen("\nThreads:"));
+	free(st);
+	free(path);
+	return n;
+}
+
+/* Threads of pid once the harness's own connections are gone: the fewest seen in a
+ * second (a closed connection's thread ends a moment after its client left). */
+static int settled_threads(pid_t pid)
+{
+	int least = thread_count(pid);
+	for (int i = 0; i < 20; i++) {
+		h_sleep_ms(50);
+		int n = thread_count(pid);
+		least = n < least ? n : least;
+	}
+	return least;
+}
+
+/* A follower whose client leaves while its command is silent is let go: celld's thread for
+ * it ends without the command writing or ending. */
+START_TEST(a_follower_that_leaves_is_let_go)
+{
+	struct h_world *w = h_world_add(&(struct h_world_opts){.name = "follow"});
+	json_t *extra = json_pack("{s:[s, s, s]}", "entrypoint", "sh", "-c", "echo hi; sleep 1000");
+	char *id = h_world_create(w, "busybox", extra);
+	json_decref(extra);
+	json_decref(wait_entrypoint_in(w, id, true, NULL));
+	pid_t celld = h_world_pid(w);
+	int before = settled_threads(celld);
+	char *cell = h_fmt("%s/cell", H.bin);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		if (null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+			_exit(127);
+		execl(cell, cell, "--socket", w->socket, "logs", "-f", id, (char *)NULL);
+		_exit(127);
+	}
+	int following = 0;
+	for (int i = 0; i < 300 && following <= before; i++) {
+		following = thread_count(celld);
+		if (following <= before)
+			h_sleep_ms(50);
+	}
+	ck_assert_msg(following > before, "no thread follows (%d, %d before)", following, before);
+	ck_assert_int_eq(waitpid(pid, NULL, WNOHANG), 0); /* still following */
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	int after = following;
+	for (int i = 0; i < 300 && after > before; i++) {
+		h_sleep_ms(50);
+		after = thread_count(celld);
+	}
+	ck_assert_msg(after <= before, "celld still has %d threads (%d before the follower)", after,
+		      before);
+	free(cell);
+	free(id);
+}
+END_TEST
+
 static Suite *logs_suite(void)
 {
 	Suite *s = suite_create("logs");
@@ -395,6 +565,10 @@ static Suite *logs_suite(void)
 		       nothing_to_show_and_bad_parameters);
 	tcase_add_test(h_tcase(s, "hostile_output_raw_status_escaped", 120),
 		       hostile_output_raw_status_escaped);
+	tcase_add_test(h_tcase(s, "a_new_start_runs_it_again", 180), a_new_start_runs_it_again);
+	tcase_add_test(h_tcase(s, "dropped_output_is_said", 180), dropped_output_is_said);
+	tcase_add_test(h_tcase(s, "a_follower_that_leaves_is_let_go", 120),
+		       a_follower_that_leaves_is_let_go);
 	return s;
 }
 
