@@ -43,6 +43,7 @@ START_TEST(another_keys_sandbox_is_not_found)
 	    {"GET", "/v1/sandboxes/%s", NULL},
 	    {"GET", "/v1/sandboxes/%s/inspect", NULL},
 	    {"GET", "/v1/sandboxes/%s/events", NULL},
+	    {"GET", "/v1/sandboxes/%s/logs", NULL},
 	    {"POST", "/v1/sandboxes/%s/pause", NULL},
 	    {"POST", "/v1/sandboxes/%s/renew-expiration",
 	     "{\"expiresAt\":\"2099-01-01T00:00:00Z\"}"},
@@ -62,6 +63,8 @@ START_TEST(another_keys_sandbox_is_not_found)
 		ck_assert_msg(st == 404, "bob %s %s: HTTP %ld %s", routes[i].method, path, st,
 			      r.body);
 		ck_assert_msg(!strstr(r.body, "\"state\""), "%s leaks its state: %s", path, r.body);
+		/* not found is the sandbox, never something in it (its commands' logs) */
+		ck_assert_msg(strcmp(h_err_code(&r), "COMMAND_NOT_FOUND"), "%s: %s", path, r.body);
 		h_resp_free(&r);
 		free(path);
 	}
