@@ -226,11 +226,12 @@ static struct command *find_locked(struct cmd_table *t, const char *id)
 	return NULL;
 }
 
-/* Make room by forgetting the oldest finished command; returns it (see remove_at_locked). */
+/* Make room by forgetting the oldest finished command; returns it (see remove_at_locked).
+ * The entrypoint's latest run stays: the sandbox's status and logs show it. */
 static struct command *evict_locked(struct cmd_table *t)
 {
 	for (size_t i = 0; i < t->n; i++)
-		if (!command_running(t->v[i]))
+		if (!command_running(t->v[i]) && strcmp(t->v[i]->id, t->entrypoint))
 			return remove_at_locked(t, i);
 	return NULL;
 }

@@ -440,6 +440,22 @@ START_TEST(a_new_start_runs_it_again)
 }
 END_TEST
 
+/* A sandbox remembers its latest 256 commands; its entrypoint's latest run is never the one
+ * forgotten to make room. */
+START_TEST(the_entrypoint_outlasts_other_commands)
+{
+	char *id = create_with_entrypoint("echo ran; exit 3");
+	json_decref(wait_entrypoint_ended(id));
+	for (int i = 0; i < 260; i++)
+		ck_assert_int_eq(h_sh_code(id, "true"), 0);
+	json_t *ep = wait_entrypoint_ended(id);
+	ck_assert_int_eq(h_jint(ep, "exitCode"), 3);
+	json_decref(ep);
+	ck_logs(id, NULL, NULL, "ran\n");
+	free(id);
+}
+END_TEST
+
 /* Output that went to celld's output budget is said to be gone, not shown as empty. */
 START_TEST(dropped_output_is_said)
 {
@@ -567,6 +583,8 @@ static Suite *logs_suite(void)
 		       hostile_output_raw_status_escaped);
 	tcase_add_test(h_tcase(s, "a_new_start_runs_it_again", 180), a_new_start_runs_it_again);
 	tcase_add_test(h_tcase(s, "dropped_output_is_said", 180), dropped_output_is_said);
+	tcase_add_test(h_tcase(s, "the_entrypoint_outlasts_other_commands", 180),
+		       the_entrypoint_outlasts_other_commands);
 	tcase_add_test(h_tcase(s, "a_follower_that_leaves_is_let_go", 120),
 		       a_follower_that_leaves_is_let_go);
 	return s;
