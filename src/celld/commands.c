@@ -63,8 +63,10 @@ struct command {
 	int64_t started_ms, finished_ms;
 	struct cmdlog log; /* its newest output; dropped: went to the table's cap or budget */
 	int relay_fd;	   /* where SIGNAL goes while it runs; owned by the reader */
-	bool background;   /* started in the background (command_set_background) */
-	bool stdin_open;   /* it takes STDIN frames (EXEC "stdin":true), not closed yet */
+	/* Under the table's lock: started in the background (command_set_background), or as
+	 * a run of the sandbox's entrypoint (cmd_table_set_entrypoint). */
+	bool background, entrypoint_run;
+	bool stdin_open; /* it takes STDIN frames (EXEC "stdin":true), not closed yet */
 	/* Input sent and not yet taken by the command (CELL_STDIN_WINDOW at most); stdin_cond
 	 * tells a waiting writer that some was taken, or that the command ended. */
 	uint64_t stdin_unacked;
@@ -676,10 +678,11 @@ size_t command_logs_read(struct command *c, uint64_t *pos, uint64_t end, char *b
 
 /* ---- the entrypoint, background commands, and their logs for a reader ---- */
 
-void cmd_table_set_entrypoint(struct cmd_table *t, const struct command *c)
+void cmd_table_set_entrypoint(struct cmd_table *t, struct command *c)
 {
 	pthread_mutex_lock(&t->lock);
 	snprintf(t->entrypoint, sizeof(t->entrypoint), "%s", c->id);
+	c->entrypoint_run = true;
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -708,14 +711,6 @@ struct command *cmd_table_main(struct cmd_table *t)
 	return c;
 }
 
-bool cmd_table_is_entrypoint(struct cmd_table *t, const struct command *c)
-{
-	pthread_mutex_lock(&t->lock);
-	bool is = !strcmp(t->entrypoint, c->id);
-	pthread_mutex_unlock(&t->lock);
-	return is;
-}
-
 void command_set_background(struct command *c)
 {
 	pthread_mutex_lock(&c->table->lock);
@@ -723,12 +718,60 @@ void command_set_background(struct command *c)
 	pthread_mutex_unlock(&c->table->lock);
 }
 
-bool command_is_background(struct command *c)
+/* Its kind (the table's lock held). */
+static const char *kind_locked(const struct command *c)
+{
+	return c->entrypoint_run ? "entrypoint" : c->background ? "background" : "command";
+}
+
+const char *command_kind(struct command *c)
 {
 	pthread_mutex_lock(&c->table->lock);
-	bool bg = c->background;
+	const char *kind = kind_locked(c);
 	pthread_mutex_unlock(&c->table->lock);
-	return bg;
+	return kind;
+}
+
+/* The length of s's first max bytes at most, cut at a character's start: what is kept of
+ * it stays UTF-8. */
+static size_t utf8_cut(const char *s, size_t max)
+{
+	size_t cut = strlen(s);
+	if (cut > max) {
+		cut = max;
+		while (cut && ((unsigned char)s[cut] & 0xC0) == 0x80)
+			cut--;
+	}
+	return cut;
+}
+
+json_t *cmd_table_list_json(struct cmd_table *t)
+{
+	struct command *v[CMD_TABLE_MAX];
+	const char *kinds[CMD_TABLE_MAX];
+	size_t n = 0;
+	pthread_mutex_lock(&t->lock);
+	for (; n < t->n; n++) {
+		v[n] = t->v[n];
+		kinds[n] = kind_locked(v[n]);
+		command_ref(v[n]);
+	}
+	pthread_mutex_unlock(&t->lock);
+	json_t *items = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = items ? command_state_json(v[i]) : NULL;
+		size_t cut = utf8_cut(v[i]->content, CMD_LIST_CONTENT_MAX);
+		if (!o || json_object_set_new(o, "kind", json_string(kinds[i])) < 0 ||
+		    json_object_set_new(o, "content", json_stringn(v[i]->content, cut)) < 0 ||
+		    (cut < strlen(v[i]->content) &&
+		     json_object_set_new(o, "contentTruncated", json_true()) < 0) ||
+		    json_array_append_new(items, o) < 0) {
+			json_decref(items);
+			items = NULL;
+		}
+		command_unref(v[i]);
+	}
+	return items;
 }
 
 void command_state(struct command *c, struct command_state *st)
@@ -1042,13 +1085,7 @@ static void audit_prepare(struct command *c, const struct sandbox *sb, uint16_t 
 	snprintf(c->rid, sizeof(c->rid), "%s", audit_request_id());
 	snprintf(c->who_text, sizeof(c->who_text), "%s", audit_who());
 	snprintf(c->sandbox, sizeof(c->sandbox), "%s", sb->id);
-	size_t n = strlen(c->content), cut = n;
-	if (cut > AUDIT_COMMAND_MAX) {
-		/* Cut at a character's start: the record stays UTF-8. */
-		cut = AUDIT_COMMAND_MAX;
-		while (cut && ((unsigned char)c->content[cut] & 0xC0) == 0x80)
-			cut--;
-	}
+	size_t n = strlen(c->content), cut = utf8_cut(c->content, AUDIT_COMMAND_MAX);
 	json_t *rec =
 	    json_pack("{s:s, s:s, s:s%}", "kind", type == CELL_FRAME_EXEC ? "exec" : "session.run",
 		      "commandId", c->id, "command", c->content, cut);

@@ -53,7 +53,7 @@ size_t command_logs_read(struct command *c, uint64_t *pos, uint64_t end, char *b
 /* ---- the entrypoint, background commands, and their logs for a reader ---- */
 
 /* c is the sandbox's entrypoint's latest run (each start runs it again). */
-void cmd_table_set_entrypoint(struct cmd_table *t, const struct command *c);
+void cmd_table_set_entrypoint(struct cmd_table *t, struct command *c);
 /* The entrypoint's latest run, referenced; NULL when the sandbox has none (or it was
  * forgotten: a celld restart keeps no command). */
 struct command *cmd_table_entrypoint(struct cmd_table *t);
@@ -61,10 +61,15 @@ struct command *cmd_table_entrypoint(struct cmd_table *t);
  * its entrypoint's latest run, else its latest background command (cell run -d's),
  * referenced; NULL when neither. */
 struct command *cmd_table_main(struct cmd_table *t);
-bool cmd_table_is_entrypoint(struct cmd_table *t, const struct command *c);
 /* It was started in the background (POST /command with "background": true). */
 void command_set_background(struct command *c);
-bool command_is_background(struct command *c);
+/* "entrypoint" (a run of the sandbox's entrypoint), "background" or "command". */
+const char *command_kind(struct command *c);
+#define CMD_LIST_CONTENT_MAX 256 /* bytes of a command's text a list shows */
+/* The commands the table remembers, oldest first: command_state_json's members with
+ * "kind" and "content" (cut at CMD_LIST_CONTENT_MAX, "contentTruncated" then); NULL when
+ * out of memory. */
+json_t *cmd_table_list_json(struct cmd_table *t);
 
 struct command_state {
 	bool running, has_exit, log_dropped;

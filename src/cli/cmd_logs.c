@@ -1,6 +1,7 @@
 /* cell logs: the kept output of a sandbox's entrypoint (or of a background command),
  * written byte-exact to stdout as docker logs does, and how that command ended on stderr.
- * GET /v1/sandboxes/{id}/logs; its headers say which command it is and how it is doing. */
+ * GET /v1/sandboxes/{id}/logs; its headers say which command it is and how it is doing.
+ * --list: the commands whose output is kept (GET /v1/sandboxes/{id}/commands). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -16,7 +17,9 @@
 #include "commands.h"
 #include "error.h"
 #include "global.h"
+#include "output.h"
 #include "signals.h"
+#include "table.h"
 
 #define TAIL_MAX     8388608 /* celld keeps at most 8 MiB of a command: no more lines */
 #define SINCE_MAX_MS (100LL * 366 * 24 * 3600 * 1000)
@@ -41,8 +44,11 @@ static void usage(FILE *f)
 	       "                       (2026-11-29T15:00:00Z); to about a tenth of a second,\n"
 	       "                       coarser for long logs\n"
 	       "      --tail N         only the last N lines kept (all: every line, the default)\n"
-	       "      --command CMD    a background command's output instead (its id, as\n"
-	       "                       POST .../command's init event gave it)\n"
+	       "      --command CMD    another command's output instead (its id, as --list\n"
+	       "                       shows it)\n"
+	       "      --list           list the sandbox's commands whose output is kept (id,\n"
+	       "                       kind, status, start, text) instead\n"
+	       "      --json           with --list: the API's items\n"
 	       "      --socket PATH    celld's socket\n"
 	       "  -h, --help           this help\n");
 }
@@ -179,13 +185,68 @@ static void report(const struct logs_state *st)
 		cli_error("%s ended: %s", who, st->error ? st->error : "status unknown");
 }
 
+/* A command's status as the list says it: running, exited N, or ended (why). */
+static void status_text(json_t *cmd, char *buf, size_t size)
+{
+	json_t *code = json_object_get(cmd, "exitCode");
+	const char *why = json_string_value(json_object_get(cmd, "error"));
+	if (json_is_true(json_object_get(cmd, "running")))
+		snprintf(buf, size, "running");
+	else if (json_is_integer(code))
+		snprintf(buf, size, "exited %lld", (long long)json_integer_value(code));
+	else
+		snprintf(buf, size, "ended: %.60s", why ? why : "?");
+}
+
+/* The table's text of a command: one line (tabs and newlines as spaces), cut to size. */
+static void content_text(json_t *cmd, char *buf, size_t size)
+{
+	const char *text = json_string_value(json_object_get(cmd, "content"));
+	snprintf(buf, size, "%s", text ? text : "");
+	for (char *p = buf; *p; p++)
+		if (*p == '\n' || *p == '\t' || *p == '\r')
+			*p = ' ';
+}
+
+/* --list: the sandbox's commands, oldest first. */
+static int list_commands(const char *id)
+{
+	char path[128], what[96];
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/commands", id);
+	snprintf(what, sizeof(what), "commands of %s", id);
+	json_t *resp, *items;
+	int rc = cli_client_items(path, what, &resp, &items);
+	if (rc >= 0)
+		return rc;
+	struct cli_table t;
+	cli_table_init(&t, 5);
+	cli_table_add(&t, (const char *const[]){"COMMAND", "KIND", "STATUS", "STARTED", "TEXT"});
+	size_t i;
+	json_t *v;
+	json_array_foreach(items, i, v)
+	{
+		char status[80], text[49];
+		status_text(v, status, sizeof(status));
+		content_text(v, text, sizeof(text));
+		const char *cid = json_string_value(json_object_get(v, "commandId"));
+		const char *kind = json_string_value(json_object_get(v, "kind"));
+		const char *at = json_string_value(json_object_get(v, "startedAt"));
+		cli_table_add(&t, (const char *const[]){cid ? cid : "?", kind ? kind : "?", status,
+							at ? at : "", text});
+	}
+	cli_table_print(&t, stdout);
+	cli_table_free(&t);
+	json_decref(resp);
+	return CLI_EXIT_OK;
+}
+
 struct logs_opts {
-	bool follow;
+	bool follow, list;
 	const char *tail, *command;
 	char *since;
 };
 
-enum { OPT_SINCE = 0x2000, OPT_TAIL, OPT_COMMAND };
+enum { OPT_SINCE = 0x2000, OPT_TAIL, OPT_COMMAND, OPT_LIST };
 
 /* One option of logs: 1 taken, 0 not one of ours, -1 after a usage error. */
 static int logs_opt(struct logs_opts *o, int c, const char *arg)
@@ -216,9 +277,48 @@ static int logs_opt(struct logs_opts *o, int c, const char *arg)
 					       "--command '%s': expected a command's id", arg);
 		o->command = arg;
 		return 1;
+	case OPT_LIST:
+		o->list = true;
+		return 1;
 	default:
 		return 0;
 	}
+}
+
+/* The logs of sandbox id as o asks, and how their command ended: the exit status. */
+static int show_logs(const struct logs_opts *o, const char *id)
+{
+	_cleanup_free_ char *query = NULL;
+	if (asprintf(&query, "follow=%s%s%s%s%s%s%s", o->follow ? "true" : "false",
+		     o->since ? "&since=" : "", o->since ? o->since : "", o->tail ? "&tail=" : "",
+		     o->tail ? o->tail : "", o->command ? "&command=" : "",
+		     o->command ? o->command : "") < 0) {
+		cli_error("logs: out of memory");
+		return CLI_EXIT_FAIL;
+	}
+	cli_signals_install();
+	struct logs_state st = {0};
+	struct cell_error err = {0};
+	int r = get_logs(id, query, &st, &err);
+	if (r == 0 && o->follow && st.id && cell_id_valid(st.id) && st.running &&
+	    !strcmp(st.running, "true")) {
+		/* The stream ended with the command: how it ended is asked for again. */
+		free(query);
+		query = NULL;
+		if (asprintf(&query, "tail=0&command=%s", st.id) < 0)
+			r = cell_err(&err, ENOMEM, "logs");
+		else
+			r = get_logs(id, query, &st, &err);
+	}
+	int code = CLI_EXIT_OK;
+	if (r < 0 && !(r == -EINTR && cli_signals_caught)) {
+		cli_error("%s", err.msg);
+		code = CLI_EXIT_FAIL;
+	}
+	if (r == 0)
+		report(&st);
+	state_free(&st);
+	return code;
 }
 
 int cmd_logs(int argc, char **argv)
@@ -227,6 +327,7 @@ int cmd_logs(int argc, char **argv)
 						 {"since", required_argument, NULL, OPT_SINCE},
 						 {"tail", required_argument, NULL, OPT_TAIL},
 						 {"command", required_argument, NULL, OPT_COMMAND},
+						 {"list", no_argument, NULL, OPT_LIST},
 						 CLI_GLOBAL_LONGOPTS,
 						 {0}};
 	struct logs_opts o = {0};
@@ -249,37 +350,13 @@ int cmd_logs(int argc, char **argv)
 		cli_error_usage("logs", CLI_EXIT_USAGE, "expected exactly one sandbox ID");
 		goto out;
 	}
-	code = CLI_EXIT_FAIL;
-	const char *id = cli_resolve_id(argv[optind]);
-	_cleanup_free_ char *query = NULL;
-	if (!id || asprintf(&query, "follow=%s%s%s%s%s%s%s", o.follow ? "true" : "false",
-			    o.since ? "&since=" : "", o.since ? o.since : "",
-			    o.tail ? "&tail=" : "", o.tail ? o.tail : "",
-			    o.command ? "&command=" : "", o.command ? o.command : "") < 0)
+	if (o.list && (o.follow || o.since || o.tail || o.command)) {
+		cli_error_usage("logs", CLI_EXIT_USAGE,
+				"--list takes none of -f, --since, --tail, --command");
 		goto out;
-	cli_signals_install();
-	struct logs_state st = {0};
-	struct cell_error err = {0};
-	int r = get_logs(id, query, &st, &err);
-	if (r == 0 && o.follow && st.id && cell_id_valid(st.id) && st.running &&
-	    !strcmp(st.running, "true")) {
-		/* The stream ended with the command: how it ended is asked for again. */
-		free(query);
-		query = NULL;
-		if (asprintf(&query, "tail=0&command=%s", st.id) < 0)
-			r = cell_err(&err, ENOMEM, "logs");
-		else
-			r = get_logs(id, query, &st, &err);
 	}
-	if (r == -EINTR && cli_signals_caught)
-		code = CLI_EXIT_OK;
-	else if (r < 0)
-		cli_error("%s", err.msg);
-	else
-		code = CLI_EXIT_OK;
-	if (r == 0)
-		report(&st);
-	state_free(&st);
+	const char *id = cli_resolve_id(argv[optind]);
+	code = !id ? CLI_EXIT_FAIL : o.list ? list_commands(id) : show_logs(&o, id);
 out:
 	free(o.since);
 	return code;

@@ -257,7 +257,8 @@ START_TEST(bad_ids_refused)
 					     "/endpoints/44772",
 					     "/proxy/44772/ping",
 					     "/proxy/44772/files/info?path=/",
-					     "/logs?follow=true&tail=1"};
+					     "/logs?follow=true&tail=1",
+					     "/commands"};
 	for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
 		for (size_t j = 0; j < sizeof(routes) / sizeof(routes[0]); j++) {
 			char *path = h_fmt("/v1/sandboxes/%s%s", bad_ids[i], routes[j]);

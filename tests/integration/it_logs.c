@@ -293,6 +293,28 @@ START_TEST(follow_background_command)
 	ck_assert_msg(strstr(got, "cell: command ") && strstr(got, " exited with status 4\n"),
 		      "stderr: %s", got);
 	free(got);
+	/* the list: the background command, then the exec's */
+	h_cell(&p, "logs", "--list", id, NULL);
+	ck_assert_msg(p.status == 0, "--list: exit %d: %s", p.status, p.err);
+	ck_assert_msg(strstr(p.out, "COMMAND") && strstr(p.out, " background ") &&
+			  strstr(p.out, " exited 4 ") && strstr(p.out, "sh -c echo bg-start;") &&
+			  strstr(p.out, " command ") && strstr(p.out, "touch /tmp/go"),
+		      "--list: %s", p.out);
+	h_proc_free(&p);
+	h_cell(&p, "logs", "--list", "--json", id, NULL);
+	json_t *items = json_loads(p.out, 0, NULL);
+	ck_assert_msg(json_array_size(items) == 2, "--list --json: %s", p.out);
+	ck_assert_str_eq(h_jstr(json_array_get(items, 0), "kind"), "background");
+	ck_assert_int_eq(h_jint(json_array_get(items, 0), "exitCode"), 4);
+	ck_assert_str_eq(h_jstr(json_array_get(items, 1), "kind"), "command");
+	/* and its output by id, the same */
+	ck_logs(id, "--command", h_jstr(json_array_get(items, 0), "commandId"),
+		"bg-start\nbg-end\n");
+	json_decref(items);
+	h_proc_free(&p);
+	h_cell(&p, "logs", "--list", "-f", id, NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "--list"), "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
 	/* the sandbox has no entrypoint: nothing of one in its JSON, nor in ls */
 	char *path = h_fmt("/v1/sandboxes/%s", id);
 	struct h_resp r;
@@ -433,8 +455,16 @@ START_TEST(a_new_start_runs_it_again)
 	ck_assert_msg(strstr(p.out, want), "ls: %s", p.out);
 	h_proc_free(&p);
 	free(want);
-	/* the first run's output is still there, by its id */
+	/* the first run's output is still there, by its id; both runs are listed */
 	ck_logs(id, "--command", first, "run\n");
+	h_cell(&p, "logs", "--list", "--json", id, NULL);
+	json_t *items = json_loads(p.out, 0, NULL);
+	ck_assert_msg(json_array_size(items) == 2, "--list --json: %s", p.out);
+	ck_assert_str_eq(h_jstr(json_array_get(items, 0), "commandId"), first);
+	for (size_t i = 0; i < 2; i++)
+		ck_assert_str_eq(h_jstr(json_array_get(items, i), "kind"), "entrypoint");
+	json_decref(items);
+	h_proc_free(&p);
 	free(first);
 	free(id);
 }

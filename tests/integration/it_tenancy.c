@@ -44,6 +44,7 @@ START_TEST(another_keys_sandbox_is_not_found)
 	    {"GET", "/v1/sandboxes/%s/inspect", NULL},
 	    {"GET", "/v1/sandboxes/%s/events", NULL},
 	    {"GET", "/v1/sandboxes/%s/logs", NULL},
+	    {"GET", "/v1/sandboxes/%s/commands", NULL},
 	    {"POST", "/v1/sandboxes/%s/pause", NULL},
 	    {"POST", "/v1/sandboxes/%s/renew-expiration",
 	     "{\"expiresAt\":\"2099-01-01T00:00:00Z\"}"},

@@ -177,9 +177,10 @@ int api_sandbox_events(struct http_req *r);
 int api_image_events(struct http_req *r);
 int api_audit(struct http_req *r);
 
-/* ---- api_logs.c: a sandbox's logs, one command's kept output (cell's own) ---- */
+/* ---- api_logs.c: a sandbox's logs, one command's kept output, and its commands ---- */
 
 int api_sandbox_logs(struct http_req *r);
+int api_sandbox_commands(struct http_req *r);
 
 /* ---- api_tunnel.c: a raw TCP tunnel to a port (cell forward) ---- */
 

@@ -4,7 +4,8 @@
  * (stdout and stderr together, as docker logs without a terminal), ?since= and ?tail=
  * choosing where it starts, ?follow=true going on until the command ends. How the command
  * is doing travels in headers, so the body stays the command's bytes alone: a client reads
- * its end status by asking again with tail=0 once the stream is over. */
+ * its end status by asking again with tail=0 once the stream is over. GET
+ * /v1/sandboxes/{id}/commands lists the commands whose logs it keeps. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -185,16 +186,13 @@ static void header_text(char *out, size_t size, const char *text)
 }
 
 /* Which command the body is, and how it is doing when the answer starts. */
-static void add_state_headers(struct MHD_Response *resp, struct sandbox *sb, struct command *c)
+static void add_state_headers(struct MHD_Response *resp, struct command *c)
 {
 	struct command_state st;
 	command_state(c, &st);
 	char v[300];
 	MHD_add_response_header(resp, "X-Cell-Command-Id", command_id(c));
-	MHD_add_response_header(resp, "X-Cell-Command-Kind",
-				cmd_table_is_entrypoint(sb->cmds, c) ? "entrypoint"
-				: command_is_background(c)	     ? "background"
-								     : "command");
+	MHD_add_response_header(resp, "X-Cell-Command-Kind", command_kind(c));
 	MHD_add_response_header(resp, "X-Cell-Command-Running", st.running ? "true" : "false");
 	if (st.has_exit) {
 		snprintf(v, sizeof(v), "%d", st.exit_code);
@@ -251,9 +249,21 @@ int api_sandbox_logs(struct http_req *r)
 		logs_free(s);
 		return http_no_memory(r);
 	}
-	add_state_headers(resp, sb, c);
+	add_state_headers(resp, c);
 	MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
 	MHD_add_response_header(resp, "Cache-Control", "no-cache");
 	MHD_add_response_header(resp, "X-Accel-Buffering", "no");
 	return http_respond(r, 200, resp);
+}
+
+int api_sandbox_commands(struct http_req *r)
+{
+	struct sandbox *sb = api_find_sandbox(r);
+	if (!sb)
+		return 0;
+	json_t *items = cmd_table_list_json(sb->cmds);
+	sandbox_unref(sb);
+	if (!items)
+		return http_no_memory(r);
+	return http_json(r, 200, json_pack("{s:o}", "items", items));
 }
