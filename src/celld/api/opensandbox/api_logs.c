@@ -131,13 +131,6 @@ static bool client_gone(int fd)
 	return fd >= 0 && poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
-static bool celld_stopping(void)
-{
-	int fd = http_upgrades_stopping_fd();
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	return fd >= 0 && poll(&p, 1, 0) == 1;
-}
-
 static bool sandbox_here(struct sandbox *sb)
 {
 	registry_lock();
@@ -162,7 +155,7 @@ static ssize_t logs_read(void *cls, uint64_t pos, char *buf, size_t max)
 		if (n)
 			return (ssize_t)n;
 		if (!st.running || !sandbox_here(s->sb) || client_gone(s->client_fd) ||
-		    celld_stopping())
+		    http_stopping())
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		command_logs_wait(s->c, s->pos, LOGS_WAKE_MS);
 	}
