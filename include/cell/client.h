@@ -273,6 +273,14 @@ typedef int cell_client_sink_fn(void *cls, const void *data, size_t len, struct 
 int cell_client_download_tar(struct cell_client *c, const char *id, const char *path,
 			     cell_client_sink_fn *sink, void *cls, struct cell_error *err);
 
+/* GET path (URL path + query), a 2xx answer's body piece by piece to sink as it comes (a
+ * sandbox's logs), its header lines into *headers when not NULL (the caller frees them;
+ * cell_client_resp_header reads one from a struct cell_client_resp holding them). Abortable.
+ * A non-2xx answer is an error as cell_client_api's; what names the request. */
+int cell_client_get_sink(struct cell_client *c, const char *path, const char *what,
+			 cell_client_sink_fn *sink, void *cls, struct cell_client_buf *headers,
+			 struct cell_error *err);
+
 /* ---- upgraded connections ---- */
 
 /* A request answered with 101 Switching Protocols: the connection is then a raw byte stream

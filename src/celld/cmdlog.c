@@ -1,8 +1,78 @@
-/* One command's kept output: a byte log within its window of CMD_LOG_MAX newest bytes. */
+/* One command's kept output: a byte log within its window of CMD_LOG_MAX newest bytes,
+ * and the time index of what is kept. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmdlog.h"
+
+/* The bytes before start are gone: so are the marks that only they followed. The oldest
+ * mark left moves up to start (its time still bounds the bytes from there from below). */
+static void forget_marks(struct cmdlog *l)
+{
+	unsigned gone = 0;
+	while (gone + 1 < l->n_marks && l->marks[gone + 1].off <= l->start)
+		gone++;
+	if (gone) {
+		memmove(l->marks, l->marks + gone, (l->n_marks - gone) * sizeof(*l->marks));
+		l->n_marks -= gone;
+	}
+	if (l->n_marks && l->marks[0].off < l->start)
+		l->marks[0].off = l->start;
+}
+
+/* A full index keeps every other mark, the oldest first, and its gap doubles. */
+static void coarsen_marks(struct cmdlog *l)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < l->n_marks; i += 2)
+		l->marks[n++] = l->marks[i];
+	l->n_marks = n;
+	l->gap_ms = (l->gap_ms ? l->gap_ms : CMDLOG_MARK_GAP_MS) * 2;
+}
+
+void cmdlog_mark(struct cmdlog *l, int64_t now_ms)
+{
+	uint64_t end = cmdlog_end(l);
+	int64_t gap = l->gap_ms ? l->gap_ms : CMDLOG_MARK_GAP_MS;
+	if (l->n_marks) {
+		struct cmdlog_mark *last = &l->marks[l->n_marks - 1];
+		if (last->off == end) {
+			last->ms = now_ms; /* nothing was written since it: no byte is misdated */
+			return;
+		}
+		if (now_ms - last->ms < gap)
+			return;
+	}
+	if (l->n_marks == CMDLOG_MARKS)
+		coarsen_marks(l);
+	l->marks[l->n_marks++] = (struct cmdlog_mark){.off = end, .ms = now_ms};
+}
+
+uint64_t cmdlog_since(const struct cmdlog *l, int64_t ms)
+{
+	for (unsigned i = 0; i < l->n_marks; i++)
+		if (l->marks[i].ms >= ms)
+			return l->marks[i].off > l->start ? l->marks[i].off : l->start;
+	return cmdlog_end(l);
+}
+
+uint64_t cmdlog_tail(const struct cmdlog *l, uint64_t lines)
+{
+	if (!lines)
+		return cmdlog_end(l);
+	size_t i = l->len;
+	if (i && l->buf[i - 1] == '\n')
+		i--; /* the last line's own newline */
+	while (i) {
+		const char *nl = memrchr(l->buf, '\n', i);
+		if (!nl)
+			break;
+		if (--lines == 0)
+			return l->start + (uint64_t)(nl - l->buf) + 1;
+		i = (size_t)(nl - l->buf);
+	}
+	return l->start;
+}
 
 size_t cmdlog_fit(struct cmdlog *l, const char **p, size_t *len)
 {
@@ -24,6 +94,7 @@ size_t cmdlog_fit(struct cmdlog *l, const char **p, size_t *len)
 		l->len -= drop;
 		l->start += drop;
 	}
+	forget_marks(l);
 	if (l->len + *len <= l->cap)
 		return 0;
 	size_t cap = l->cap ? l->cap : 4096;
@@ -50,6 +121,7 @@ void cmdlog_lose(struct cmdlog *l, size_t len)
 {
 	l->start += l->len + len;
 	l->len = 0;
+	forget_marks(l);
 }
 
 size_t cmdlog_trim(struct cmdlog *l)
@@ -67,6 +139,7 @@ size_t cmdlog_trim(struct cmdlog *l)
 	l->start += drop;
 	l->len = keep;
 	l->cap = keep;
+	forget_marks(l);
 	return freed;
 }
 
@@ -80,6 +153,7 @@ size_t cmdlog_drop(struct cmdlog *l, bool noted)
 	l->cap = 0;
 	free(l->buf);
 	l->buf = NULL;
+	forget_marks(l);
 	return freed;
 }
 

@@ -13,11 +13,26 @@
 
 #define CMD_LOG_MAX (8u << 20) /* combined output kept: 4 MiB per stream */
 
+/* The time index: which offset was written when, for a reader's "since". A mark says that
+ * the bytes from off on were written at ms or later (and before the next mark's ms). Marks
+ * are at least gap_ms apart; a full index keeps every other mark and doubles the gap, so
+ * a long log is indexed coarser, never longer. */
+#define CMDLOG_MARKS	   32
+#define CMDLOG_MARK_GAP_MS 100 /* the finest resolution: a fresh log's gap */
+
+struct cmdlog_mark {
+	uint64_t off;
+	int64_t ms;
+};
+
 struct cmdlog {
 	char *buf; /* the newest output, at most CMD_LOG_MAX bytes */
 	size_t len, cap;
 	uint64_t start; /* offset of buf[0] in everything ever written */
 	bool dropped;	/* the whole log went to a cap outside its own window */
+	struct cmdlog_mark marks[CMDLOG_MARKS]; /* oldest first, offsets increasing */
+	unsigned n_marks;
+	int64_t gap_ms; /* 0: CMDLOG_MARK_GAP_MS */
 };
 
 /* Make room for an append of *len bytes at *p within l's own window: a tail longer than
@@ -42,6 +57,16 @@ size_t cmdlog_drop(struct cmdlog *l, bool noted);
 void cmdlog_free(struct cmdlog *l);
 /* The end offset of everything written (monotonic). */
 uint64_t cmdlog_end(const struct cmdlog *l);
+/* Note that the bytes appended next (from the end on) are written at now_ms (the caller's
+ * clock, milliseconds, not going back). Bounded: see CMDLOG_MARKS. */
+void cmdlog_mark(struct cmdlog *l, int64_t now_ms);
+/* The offset of the oldest kept byte written at ms or later, to the index's resolution (a
+ * byte written after ms but before the mark that follows it is left out); the end when
+ * none. */
+uint64_t cmdlog_since(const struct cmdlog *l, int64_t ms);
+/* The offset where the last `lines` lines of what is kept begin (a last line without its
+ * newline counts); the oldest kept byte when fewer are kept, the end for 0. */
+uint64_t cmdlog_tail(const struct cmdlog *l, uint64_t lines);
 /* Copy up to max bytes from *pos (moved up to the oldest kept byte when older ones are
  * gone) up to end into buf, advancing *pos; 0 once *pos reaches end. */
 size_t cmdlog_read(const struct cmdlog *l, uint64_t *pos, uint64_t end, char *buf, size_t max);

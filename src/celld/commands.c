@@ -16,6 +16,14 @@
  * command's, so a command's log layout cannot change while its table's lock is held;
  * readers (logs, status) take only the command's lock.
  *
+ * A follower of a log (GET /v1/sandboxes/{id}/logs?follow=true) waits on its table's
+ * condition variable, which every append and every end broadcasts: the wait releases the
+ * table's lock, and is bounded so that the caller looks at its client and its sandbox.
+ *
+ * The table remembers which command is its sandbox's entrypoint (its latest run: each start
+ * runs it again), and which commands were started in the background, for the sandbox's
+ * JSON and its logs.
+ *
  * A command keeps its relay connection open until EXIT: a foreground one in the HTTP
  * thread streaming its events, a background one (or a foreground one whose client went
  * away) in a small detached thread here. */
@@ -55,7 +63,10 @@ struct command {
 	int64_t started_ms, finished_ms;
 	struct cmdlog log; /* its newest output; dropped: went to the table's cap or budget */
 	int relay_fd;	   /* where SIGNAL goes while it runs; owned by the reader */
-	bool stdin_open;   /* it takes STDIN frames (EXEC "stdin":true), not closed yet */
+	/* Under the table's lock: started in the background (command_set_background), or as
+	 * a run of the sandbox's entrypoint (cmd_table_set_entrypoint). */
+	bool background, entrypoint_run;
+	bool stdin_open; /* it takes STDIN frames (EXEC "stdin":true), not closed yet */
 	/* Input sent and not yet taken by the command (CELL_STDIN_WINDOW at most); stdin_cond
 	 * tells a waiting writer that some was taken, or that the command ended. */
 	uint64_t stdin_unacked;
@@ -84,6 +95,8 @@ struct cmd_table {
 	struct command *v[CMD_TABLE_MAX];
 	size_t n;
 	size_t kept; /* sum of log.cap of the commands in v (others have no log) */
+	char entrypoint[CELL_ID_RANDOM_LEN + 1]; /* its entrypoint's latest run ("": none) */
+	pthread_cond_t changed;			 /* an append or an end, for followers */
 	/* Under budget.lock: every live table, for reclaiming across sandboxes. */
 	struct cmd_table *next, **pprev;
 };
@@ -122,6 +135,7 @@ struct cmd_table *cmd_table_new(void)
 	if (!t)
 		return NULL;
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->changed, NULL);
 	t->refs = 1;
 	pthread_mutex_lock(&budget.lock);
 	t->next = budget.tables;
@@ -138,6 +152,7 @@ static void table_unref(struct cmd_table *t)
 	if (!t || __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->changed);
 	free(t);
 }
 
@@ -177,6 +192,7 @@ void cmd_table_free(struct cmd_table *t)
 	pthread_mutex_lock(&t->lock);
 	while (t->n)
 		gone[n++] = remove_at_locked(t, t->n - 1);
+	pthread_cond_broadcast(&t->changed); /* followers see their command forgotten */
 	pthread_mutex_unlock(&t->lock);
 	pthread_mutex_unlock(&budget.lock);
 	for (size_t i = 0; i < n; i++)
@@ -212,11 +228,12 @@ static struct command *find_locked(struct cmd_table *t, const char *id)
 	return NULL;
 }
 
-/* Make room by forgetting the oldest finished command; returns it (see remove_at_locked). */
+/* Make room by forgetting the oldest finished command; returns it (see remove_at_locked).
+ * The entrypoint's latest run stays: the sandbox's status and logs show it. */
 static struct command *evict_locked(struct cmd_table *t)
 {
 	for (size_t i = 0; i < t->n; i++)
-		if (!command_running(t->v[i]))
+		if (!command_running(t->v[i]) && strcmp(t->v[i]->id, t->entrypoint))
 			return remove_at_locked(t, i);
 	return NULL;
 }
@@ -474,6 +491,7 @@ static void command_append(struct command *c, const void *data, size_t len)
 		pthread_mutex_unlock(&t->lock);
 		return;
 	}
+	cmdlog_mark(&c->log, celld_now_ms());
 	size_t grow = cmdlog_fit(&c->log, &p, &len);
 	if (grow && t->kept + grow > CMD_TABLE_LOG_MAX) {
 		/* Other commands' locks are taken one at a time, never inside ours. The table
@@ -486,6 +504,7 @@ static void command_append(struct command *c, const void *data, size_t len)
 	 * stay right. */
 	kept_add_locked(t, (int64_t)cmdlog_append(&c->log, p, len, grow));
 	pthread_mutex_unlock(&c->lock);
+	pthread_cond_broadcast(&t->changed);
 	pthread_mutex_unlock(&t->lock);
 	if (over(budget.budget))
 		budget_reclaim();
@@ -506,6 +525,11 @@ void command_finish(struct command *c, int exit_code, const char *error)
 	json_t *rec = was_running ? c->audit : NULL;
 	c->audit = NULL;
 	pthread_mutex_unlock(&c->lock);
+	if (was_running && c->table) {
+		pthread_mutex_lock(&c->table->lock);
+		pthread_cond_broadcast(&c->table->changed);
+		pthread_mutex_unlock(&c->table->lock);
+	}
 	if (was_running)
 		admission_put(c->who, ADM_COMMANDS);
 	if (rec) {
@@ -650,6 +674,175 @@ size_t command_logs_read(struct command *c, uint64_t *pos, uint64_t end, char *b
 	size_t n = cmdlog_read(&c->log, pos, end, buf, max);
 	pthread_mutex_unlock(&c->lock);
 	return n;
+}
+
+/* ---- the entrypoint, background commands, and their logs for a reader ---- */
+
+void cmd_table_set_entrypoint(struct cmd_table *t, struct command *c)
+{
+	pthread_mutex_lock(&t->lock);
+	snprintf(t->entrypoint, sizeof(t->entrypoint), "%s", c->id);
+	c->entrypoint_run = true;
+	pthread_mutex_unlock(&t->lock);
+}
+
+struct command *cmd_table_entrypoint(struct cmd_table *t)
+{
+	pthread_mutex_lock(&t->lock);
+	struct command *c = t->entrypoint[0] ? find_locked(t, t->entrypoint) : NULL;
+	if (c)
+		command_ref(c);
+	pthread_mutex_unlock(&t->lock);
+	return c;
+}
+
+struct command *cmd_table_main(struct cmd_table *t)
+{
+	struct command *c = cmd_table_entrypoint(t);
+	if (c)
+		return c;
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = t->n; i-- > 0 && !c;)
+		if (t->v[i]->background)
+			c = t->v[i];
+	if (c)
+		command_ref(c);
+	pthread_mutex_unlock(&t->lock);
+	return c;
+}
+
+void command_set_background(struct command *c)
+{
+	pthread_mutex_lock(&c->table->lock);
+	c->background = true;
+	pthread_mutex_unlock(&c->table->lock);
+}
+
+/* Its kind (the table's lock held). */
+static const char *kind_locked(const struct command *c)
+{
+	return c->entrypoint_run ? "entrypoint" : c->background ? "background" : "command";
+}
+
+const char *command_kind(struct command *c)
+{
+	pthread_mutex_lock(&c->table->lock);
+	const char *kind = kind_locked(c);
+	pthread_mutex_unlock(&c->table->lock);
+	return kind;
+}
+
+/* The length of s's first max bytes at most, cut at a character's start: what is kept of
+ * it stays UTF-8. */
+static size_t utf8_cut(const char *s, size_t max)
+{
+	size_t cut = strlen(s);
+	if (cut > max) {
+		cut = max;
+		while (cut && ((unsigned char)s[cut] & 0xC0) == 0x80)
+			cut--;
+	}
+	return cut;
+}
+
+json_t *cmd_table_list_json(struct cmd_table *t)
+{
+	struct command *v[CMD_TABLE_MAX];
+	const char *kinds[CMD_TABLE_MAX];
+	size_t n = 0;
+	pthread_mutex_lock(&t->lock);
+	for (; n < t->n; n++) {
+		v[n] = t->v[n];
+		kinds[n] = kind_locked(v[n]);
+		command_ref(v[n]);
+	}
+	pthread_mutex_unlock(&t->lock);
+	json_t *items = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = items ? command_state_json(v[i]) : NULL;
+		size_t cut = utf8_cut(v[i]->content, CMD_LIST_CONTENT_MAX);
+		if (!o || json_object_set_new(o, "kind", json_string(kinds[i])) < 0 ||
+		    json_object_set_new(o, "content", json_stringn(v[i]->content, cut)) < 0 ||
+		    (cut < strlen(v[i]->content) &&
+		     json_object_set_new(o, "contentTruncated", json_true()) < 0) ||
+		    json_array_append_new(items, o) < 0) {
+			json_decref(items);
+			items = NULL;
+		}
+		command_unref(v[i]);
+	}
+	return items;
+}
+
+void command_state(struct command *c, struct command_state *st)
+{
+	pthread_mutex_lock(&c->lock);
+	*st = (struct command_state){.running = c->running,
+				     .has_exit = c->has_exit,
+				     .exit_code = c->exit_code,
+				     .started_ms = c->started_ms,
+				     .finished_ms = c->finished_ms,
+				     .log_dropped = c->log.dropped};
+	if (c->error)
+		snprintf(st->error, sizeof(st->error), "%s", c->error);
+	pthread_mutex_unlock(&c->lock);
+}
+
+json_t *command_state_json(struct command *c)
+{
+	struct command_state st;
+	command_state(c, &st);
+	json_t *o = json_pack("{s:s, s:b, s:o}", "commandId", c->id, "running", st.running,
+			      "startedAt", celld_time_json((time_t)(st.started_ms / 1000)));
+	if (o && st.has_exit)
+		json_object_set_new(o, "exitCode", json_integer(st.exit_code));
+	if (o && st.error[0])
+		json_object_set_new(o, "error", json_string(st.error));
+	if (o && !st.running)
+		json_object_set_new(o, "finishedAt",
+				    celld_time_json((time_t)(st.finished_ms / 1000)));
+	if (o && st.log_dropped)
+		json_object_set_new(o, "logDropped", json_true());
+	return o;
+}
+
+uint64_t command_logs_since(struct command *c, int64_t ms)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t off = cmdlog_since(&c->log, ms);
+	pthread_mutex_unlock(&c->lock);
+	return off;
+}
+
+uint64_t command_logs_tail(struct command *c, uint64_t lines)
+{
+	pthread_mutex_lock(&c->lock);
+	uint64_t off = cmdlog_tail(&c->log, lines);
+	pthread_mutex_unlock(&c->lock);
+	return off;
+}
+
+/* Has c written past pos, or ended? (Its table's lock held.) */
+static bool news_locked(struct command *c, uint64_t pos)
+{
+	pthread_mutex_lock(&c->lock);
+	bool news = cmdlog_end(&c->log) > pos || !c->running;
+	pthread_mutex_unlock(&c->lock);
+	return news;
+}
+
+bool command_logs_wait(struct command *c, uint64_t pos, int timeout_ms)
+{
+	struct cmd_table *t = c->table;
+	struct timespec until;
+	celld_deadline(timeout_ms, &until);
+	pthread_mutex_lock(&t->lock);
+	bool news;
+	while (!(news = news_locked(c, pos)) && c->in_table)
+		if (pthread_cond_timedwait(&t->changed, &t->lock, &until) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&t->lock);
+	return news;
 }
 
 int relay_exit_code(const struct relay_exit *ex)
@@ -892,13 +1085,7 @@ static void audit_prepare(struct command *c, const struct sandbox *sb, uint16_t 
 	snprintf(c->rid, sizeof(c->rid), "%s", audit_request_id());
 	snprintf(c->who_text, sizeof(c->who_text), "%s", audit_who());
 	snprintf(c->sandbox, sizeof(c->sandbox), "%s", sb->id);
-	size_t n = strlen(c->content), cut = n;
-	if (cut > AUDIT_COMMAND_MAX) {
-		/* Cut at a character's start: the record stays UTF-8. */
-		cut = AUDIT_COMMAND_MAX;
-		while (cut && ((unsigned char)c->content[cut] & 0xC0) == 0x80)
-			cut--;
-	}
+	size_t n = strlen(c->content), cut = utf8_cut(c->content, AUDIT_COMMAND_MAX);
 	json_t *rec =
 	    json_pack("{s:s, s:s, s:s%}", "kind", type == CELL_FRAME_EXEC ? "exec" : "session.run",
 		      "commandId", c->id, "command", c->content, cut);

@@ -50,6 +50,46 @@ uint64_t command_logs_end(struct command *c);
 /* Copy up to max bytes of c's kept output from *pos (moved up to the oldest kept byte when
  * older ones are gone) up to end into buf, advancing *pos; 0 once *pos reaches end. */
 size_t command_logs_read(struct command *c, uint64_t *pos, uint64_t end, char *buf, size_t max);
+/* ---- the entrypoint, background commands, and their logs for a reader ---- */
+
+/* c is the sandbox's entrypoint's latest run (each start runs it again). */
+void cmd_table_set_entrypoint(struct cmd_table *t, struct command *c);
+/* The entrypoint's latest run, referenced; NULL when the sandbox has none (or it was
+ * forgotten: a celld restart keeps no command). */
+struct command *cmd_table_entrypoint(struct cmd_table *t);
+/* What a sandbox's logs show by default, as docker logs shows a container's main process:
+ * its entrypoint's latest run, else its latest background command (cell run -d's),
+ * referenced; NULL when neither. */
+struct command *cmd_table_main(struct cmd_table *t);
+/* It was started in the background (POST /command with "background": true). */
+void command_set_background(struct command *c);
+/* "entrypoint" (a run of the sandbox's entrypoint), "background" or "command". */
+const char *command_kind(struct command *c);
+#define CMD_LIST_CONTENT_MAX 256 /* bytes of a command's text a list shows */
+/* The commands the table remembers, oldest first: command_state_json's members with
+ * "kind" and "content" (cut at CMD_LIST_CONTENT_MAX, "contentTruncated" then); NULL when
+ * out of memory. */
+json_t *cmd_table_list_json(struct cmd_table *t);
+
+struct command_state {
+	bool running, has_exit, log_dropped;
+	int exit_code;
+	int64_t started_ms, finished_ms;
+	char error[256];
+};
+void command_state(struct command *c, struct command_state *st);
+/* {"commandId", "running", "exitCode"?, "error"?, "startedAt", "finishedAt"?,
+ * "logDropped"?}: the sandbox's entrypointStatus. */
+json_t *command_state_json(struct command *c);
+/* The offset of c's oldest kept byte written at ms (Unix milliseconds) or later, to the
+ * time index's resolution (cmdlog.h); its end when none. */
+uint64_t command_logs_since(struct command *c, int64_t ms);
+/* The offset where c's last `lines` kept lines begin. */
+uint64_t command_logs_tail(struct command *c, uint64_t lines);
+/* Wait at most timeout_ms for c to write past pos or end, holding no lock meanwhile: true
+ * when it did (or had), false on timeout or when c was forgotten (its sandbox deleted). */
+bool command_logs_wait(struct command *c, uint64_t pos, int timeout_ms);
+
 /* celld's output budget (every sandbox's kept output together) and what is kept now. */
 #define CMD_OUTPUT_BUDGET_DEFAULT (1ull << 30)
 void cmd_output_budget_set(uint64_t bytes);

@@ -14,6 +14,7 @@
 #include "audit.h"
 #include "config.h"
 #include "events.h"
+#include "timefmt.h"
 
 /* What this process keeps per sandbox: its next seq, its OOM count. */
 struct chan {
@@ -209,13 +210,7 @@ uint64_t events_generation(void)
 void events_wait(uint64_t gen, int timeout_ms)
 {
 	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += timeout_ms / 1000;
-	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
+	celld_deadline(timeout_ms, &until);
 	pthread_mutex_lock(&ev.lock);
 	while (ev.gen == gen)
 		if (pthread_cond_timedwait(&ev.cond, &ev.lock, &until) == ETIMEDOUT)

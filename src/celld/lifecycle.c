@@ -118,6 +118,7 @@ static int start_entrypoint(struct sandbox *sb, struct cell_error *err)
 	}
 	if (r < 0)
 		return cell_err_wrap(err, "starting the entrypoint: ");
+	cmd_table_set_entrypoint(sb->cmds, c); /* this run is the one its status and logs show */
 	r = command_drain(c, fd, err);
 	command_unref(c);
 	return r;

@@ -8,6 +8,7 @@
 
 #include "registry.h"
 #include "sandbox.h"
+#include "timefmt.h"
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reg_cond = PTHREAD_COND_INITIALIZER;
@@ -28,13 +29,7 @@ void registry_unlock(void)
 bool registry_lock_within(int ms)
 {
 	struct timespec at;
-	clock_gettime(CLOCK_REALTIME, &at);
-	at.tv_sec += ms / 1000;
-	at.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (at.tv_nsec >= 1000000000) {
-		at.tv_sec++;
-		at.tv_nsec -= 1000000000;
-	}
+	celld_deadline(ms, &at);
 	return pthread_mutex_timedlock(&reg_lock, &at) == 0;
 }
 

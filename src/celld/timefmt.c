@@ -14,6 +14,17 @@ int64_t celld_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void celld_deadline(int ms, struct timespec *at)
+{
+	clock_gettime(CLOCK_REALTIME, at);
+	at->tv_sec += ms / 1000;
+	at->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (at->tv_nsec >= 1000000000L) {
+		at->tv_sec++;
+		at->tv_nsec -= 1000000000L;
+	}
+}
+
 void celld_format_time(time_t t, char buf[CELLD_TIME_LEN])
 {
 	struct tm tm;

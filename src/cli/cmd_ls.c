@@ -18,7 +18,8 @@ static void ls_usage(FILE *f)
 	fprintf(f, "Usage: cell ls [OPTIONS]\n"
 		   "\n"
 		   "List sandboxes, in every state (Running, Paused, Stopped, Failed):\n"
-		   "ID NAME STATE IMAGE CREATED.\n"
+		   "ID NAME STATE IMAGE CREATED. A sandbox stays Running when its entrypoint\n"
+		   "ends; STATE then says so: \"Running (entrypoint exited 3)\" (cell logs ID).\n"
 		   "\n"
 		   "Options:\n"
 		   "  -a, --all          every sandbox (what ls lists anyway; docker's habit)\n"
@@ -44,7 +45,26 @@ static const char *str_or(json_t *j, const char *dflt)
 enum { F_ID, F_NAME, F_STATE, F_IMAGE, F_CREATED, F_COUNT };
 static const char *const field_names[F_COUNT] = {".ID", ".Name", ".State", ".Image", ".Created"};
 
-static void row_fields(json_t *sb, const char *row[F_COUNT])
+/* A sandbox whose entrypoint ended stays Running (a computer, not a process): its state
+ * says so, with the code, into buf. */
+static const char *state_text(json_t *sb, const char *state, char *buf, size_t size)
+{
+	json_t *ep = json_object_get(sb, "entrypointStatus");
+	if (!json_is_object(ep) || !json_is_false(json_object_get(ep, "running")) ||
+	    (strcmp(state, "Running") && strcmp(state, "Paused")))
+		return state;
+	json_t *code = json_object_get(ep, "exitCode");
+	if (json_is_integer(code))
+		snprintf(buf, size, "%s (entrypoint exited %lld)", state,
+			 (long long)json_integer_value(code));
+	else
+		snprintf(buf, size, "%s (entrypoint ended)", state);
+	return buf;
+}
+
+#define STATE_TEXT_MAX 64
+
+static void row_fields(json_t *sb, const char *row[F_COUNT], char state[STATE_TEXT_MAX])
 {
 	/* celld reports a Stopped sandbox as Paused with reason Stopped (for OpenSandbox
 	 * clients, which know no Stopped); people are told what it is. */
@@ -53,7 +73,9 @@ static void row_fields(json_t *sb, const char *row[F_COUNT])
 	bool stopped = reason && !strcmp(reason, "Stopped");
 	row[F_ID] = str_or(json_object_get(sb, "id"), "?");
 	row[F_NAME] = str_or(json_object_get(sb, "name"), "-");
-	row[F_STATE] = stopped ? "Stopped" : str_or(json_object_get(status, "state"), "?");
+	row[F_STATE] = stopped ? "Stopped"
+			       : state_text(sb, str_or(json_object_get(status, "state"), "?"),
+					    state, STATE_TEXT_MAX);
 	row[F_IMAGE] = str_or(json_object_get(json_object_get(sb, "image"), "uri"), "-");
 	row[F_CREATED] = str_or(json_object_get(sb, "createdAt"), "-");
 }
@@ -83,8 +105,9 @@ static int template_field(const char *p, size_t *len)
 static int print_template(const char *tpl, json_t *sb)
 {
 	const char *row[F_COUNT];
+	char state[STATE_TEXT_MAX];
 	if (sb)
-		row_fields(sb, row);
+		row_fields(sb, row, state);
 	for (const char *p = tpl; *p;) {
 		if (!strncmp(p, "{{", 2)) {
 			size_t len;
@@ -119,7 +142,8 @@ static void print_table(json_t *all)
 	json_array_foreach(all, i, sb)
 	{
 		const char *row[F_COUNT];
-		row_fields(sb, row);
+		char state[STATE_TEXT_MAX];
+		row_fields(sb, row, state);
 		cli_table_add(&t, row);
 	}
 	cli_table_print(&t, stdout);

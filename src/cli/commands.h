@@ -14,6 +14,7 @@ int cmd_resume(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_keepalive(int argc, char **argv);
 int cmd_events(int argc, char **argv);
+int cmd_logs(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_fork(int argc, char **argv);

@@ -31,6 +31,7 @@ static const struct cli_command commands[] = {
     {"resume", cmd_resume, "thaw paused sandboxes, start stopped ones"},
     {"stop", cmd_stop, "stop sandboxes: processes and memory go, the disk stays"},
     {"keepalive", cmd_keepalive, "restart the idle timers of sandboxes"},
+    {"logs", cmd_logs, "print a sandbox's entrypoint output (-f: and follow it)"},
     {"events", cmd_events, "print a sandbox's events (-f: and follow them)"},
     {"audit", cmd_audit, "print celld's audit log (of one sandbox, since a time)"},
     {"snapshot", cmd_snapshot, "capture a sandbox's files; list and remove snapshots"},

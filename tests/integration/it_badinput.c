@@ -252,8 +252,13 @@ START_TEST(bad_ids_refused)
 {
 	char *id = h_create("busybox", NULL);
 	struct h_resp r;
-	static const char *const routes[] = {"", "/inspect", "/endpoints/44772",
-					     "/proxy/44772/ping", "/proxy/44772/files/info?path=/"};
+	static const char *const routes[] = {"",
+					     "/inspect",
+					     "/endpoints/44772",
+					     "/proxy/44772/ping",
+					     "/proxy/44772/files/info?path=/",
+					     "/logs?follow=true&tail=1",
+					     "/commands"};
 	for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
 		for (size_t j = 0; j < sizeof(routes) / sizeof(routes[0]); j++) {
 			char *path = h_fmt("/v1/sandboxes/%s%s", bad_ids[i], routes[j]);

@@ -43,6 +43,8 @@ START_TEST(another_keys_sandbox_is_not_found)
 	    {"GET", "/v1/sandboxes/%s", NULL},
 	    {"GET", "/v1/sandboxes/%s/inspect", NULL},
 	    {"GET", "/v1/sandboxes/%s/events", NULL},
+	    {"GET", "/v1/sandboxes/%s/logs", NULL},
+	    {"GET", "/v1/sandboxes/%s/commands", NULL},
 	    {"POST", "/v1/sandboxes/%s/pause", NULL},
 	    {"POST", "/v1/sandboxes/%s/renew-expiration",
 	     "{\"expiresAt\":\"2099-01-01T00:00:00Z\"}"},
@@ -62,6 +64,8 @@ START_TEST(another_keys_sandbox_is_not_found)
 		ck_assert_msg(st == 404, "bob %s %s: HTTP %ld %s", routes[i].method, path, st,
 			      r.body);
 		ck_assert_msg(!strstr(r.body, "\"state\""), "%s leaks its state: %s", path, r.body);
+		/* not found is the sandbox, never something in it (its commands' logs) */
+		ck_assert_msg(strcmp(h_err_code(&r), "COMMAND_NOT_FOUND"), "%s: %s", path, r.body);
 		h_resp_free(&r);
 		free(path);
 	}

@@ -101,6 +101,33 @@ describe("celld driven by @alibaba-group/opensandbox", { skip }, () => {
 		assert.equal(info.status?.state, "Running");
 	});
 
+	// A sandbox stays Running when its entrypoint ends; cell says how it ended in a member of
+	// its own (entrypointStatus), which the SDK's reads and lists take as they are.
+	it("reads and lists a sandbox whose entrypoint exited, with cell's entrypointStatus", { timeout: STEP_MS }, async () => {
+		const tag = `${h.tag}-ep`;
+		const ep = await createSandbox({ entrypoint: ["sh", "-c", "echo bye; exit 3"], metadata: { suite: tag } });
+		let raw;
+		for (let i = 0; i < 200; i++) {
+			const res = await fetch(`http://127.0.0.1:${h.port}/v1/sandboxes/${ep.id}`, {
+				headers: { "OPEN-SANDBOX-API-KEY": h.apiKey },
+			});
+			raw = await res.json();
+			if (raw.entrypointStatus?.running === false) break;
+			await sleep(100);
+		}
+		assert.equal(raw.entrypointStatus?.exitCode, 3, JSON.stringify(raw));
+		const info = await ep.getInfo();
+		assert.equal(info.id, ep.id);
+		assert.equal(info.status?.state, "Running");
+		const listed = await manager().listSandboxInfos({ metadata: { suite: tag } });
+		assert.deepEqual(
+			listed.items.map((s) => s.id),
+			[ep.id],
+		);
+		await ep.kill();
+		h.created.delete(ep.id);
+	});
+
 	it("runs a foreground command: stdout and exit code 0", { timeout: STEP_MS }, async () => {
 		const r = await sbx.commands.run("echo hi");
 		assert.equal(out(r), "hi\n");

@@ -2,7 +2,8 @@
  * that grows by doubling up to that bound, the oldest bytes dropped a quarter of the window
  * at a time, offsets that count everything ever written (dropping moves only the start),
  * reads that move a stale cursor up to the oldest kept byte, halving (trim) and dropping
- * whole with the capacity they give back. */
+ * whole with the capacity they give back; the time index (marks bounded, coarsened when
+ * full, dropped with the bytes) and the offsets of "since" and "tail". */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,6 +328,142 @@ START_TEST(growth_bounded)
 }
 END_TEST
 
+/* put, the bytes written at ms (marked first, as commands.c does). */
+static void put_at(struct cmdlog *l, size_t len, int64_t ms)
+{
+	cmdlog_mark(l, ms);
+	put(l, len);
+}
+
+/* Append text as it is (for the line tests). */
+static void put_text(struct cmdlog *l, const char *text)
+{
+	const char *p = text;
+	size_t n = strlen(text);
+	size_t grow = cmdlog_fit(l, &p, &n);
+	cmdlog_append(l, p, n, grow);
+}
+
+START_TEST(since_first_mark_at_or_after)
+{
+	struct cmdlog l = {0};
+	ck_assert_uint_eq(cmdlog_since(&l, 0), 0); /* nothing written: the end */
+	put_at(&l, 10, 1000);
+	put_at(&l, 10, 1000 + CMDLOG_MARK_GAP_MS - 1); /* within the gap: the first mark's */
+	put_at(&l, 5, 3000);
+	ck_assert_uint_eq(l.n_marks, 2);
+	ck_assert_uint_eq(cmdlog_since(&l, 0), 0);
+	ck_assert_uint_eq(cmdlog_since(&l, 1000), 0);
+	ck_assert_uint_eq(cmdlog_since(&l, 1001), 20);
+	ck_assert_uint_eq(cmdlog_since(&l, 3000), 20);
+	ck_assert_uint_eq(cmdlog_since(&l, 3001), 25); /* after everything: the end */
+	cmdlog_free(&l);
+}
+END_TEST
+
+START_TEST(mark_without_bytes_redated)
+{
+	struct cmdlog l = {0};
+	cmdlog_mark(&l, 1000);
+	cmdlog_mark(&l, 5000); /* nothing was written at 1000: the mark moves */
+	put(&l, 7);
+	ck_assert_uint_eq(l.n_marks, 1);
+	ck_assert_uint_eq(cmdlog_since(&l, 2000), 0);
+	ck_assert_uint_eq(cmdlog_since(&l, 5001), 7);
+	cmdlog_free(&l);
+}
+END_TEST
+
+START_TEST(index_bounded_and_coarsened)
+{
+	struct cmdlog l = {0};
+	/* One byte a second for an hour: byte k written at k seconds. */
+	for (int64_t k = 0; k < 3600; k++) {
+		put_at(&l, 1, k * 1000);
+		ck_assert_uint_le(l.n_marks, CMDLOG_MARKS);
+	}
+	ck_assert_int_gt(l.gap_ms, CMDLOG_MARK_GAP_MS);
+	uint64_t widest = 0;
+	for (unsigned i = 1; i < l.n_marks; i++) {
+		ck_assert_uint_gt(l.marks[i].off, l.marks[i - 1].off);
+		ck_assert_int_gt(l.marks[i].ms, l.marks[i - 1].ms);
+		if (l.marks[i].off - l.marks[i - 1].off > widest)
+			widest = l.marks[i].off - l.marks[i - 1].off;
+	}
+	/* The hour is indexed evenly: no interval wider than four times an even share. */
+	ck_assert_uint_le(widest, 4 * 3600 / CMDLOG_MARKS);
+	/* Never a byte older than asked for, and at most one interval's bytes left out. */
+	for (int64_t t = 0; t < 3600; t += 7) {
+		uint64_t off = cmdlog_since(&l, t * 1000);
+		ck_assert_uint_ge(off, (uint64_t)t);
+		ck_assert_uint_le(off, (uint64_t)t + widest);
+	}
+	cmdlog_free(&l);
+}
+END_TEST
+
+START_TEST(marks_go_with_their_bytes)
+{
+	struct cmdlog l = {0};
+	put_at(&l, CMD_LOG_MAX / 2, 1000);
+	put_at(&l, CMD_LOG_MAX / 2, 2000);
+	put_at(&l, CMD_LOG_MAX / 2, 3000); /* the first half's bytes are dropped */
+	ck_assert_uint_eq(l.start, CMD_LOG_MAX / 2);
+	ck_assert_uint_eq(l.n_marks, 2);
+	ck_assert_uint_eq(l.marks[0].off, l.start);
+	/* Older than anything kept: from the oldest kept byte. */
+	ck_assert_uint_eq(cmdlog_since(&l, 0), l.start);
+	ck_assert_uint_eq(cmdlog_since(&l, 2500), CMD_LOG_MAX);
+	/* Halved: the second mark's bytes are gone with it; the third's mark stays. */
+	cmdlog_trim(&l);
+	ck_assert_uint_eq(l.n_marks, 1);
+	ck_assert_uint_eq(l.marks[0].off, l.start);
+	ck_assert_uint_eq(cmdlog_since(&l, 1500), l.start);
+	/* A drop keeps no byte: every time asked for is at the end. */
+	cmdlog_drop(&l, true);
+	ck_assert_uint_le(l.n_marks, 1);
+	ck_assert_uint_eq(cmdlog_since(&l, 0), cmdlog_end(&l));
+	/* A piece larger than the window: its mark is at the oldest byte kept of it. */
+	put_at(&l, CMD_LOG_MAX + 100, 4000);
+	ck_assert_uint_eq(cmdlog_since(&l, 4000), l.start);
+	ck_kept(&l);
+	cmdlog_free(&l);
+}
+END_TEST
+
+START_TEST(tail_lines)
+{
+	struct cmdlog l = {0};
+	ck_assert_uint_eq(cmdlog_tail(&l, 3), 0);
+	put_text(&l, "one\ntwo\nthree\n");
+	ck_assert_uint_eq(cmdlog_tail(&l, 0), 14);
+	ck_assert_uint_eq(cmdlog_tail(&l, 1), 8); /* "three\n" */
+	ck_assert_uint_eq(cmdlog_tail(&l, 2), 4); /* "two\nthree\n" */
+	ck_assert_uint_eq(cmdlog_tail(&l, 3), 0);
+	ck_assert_uint_eq(cmdlog_tail(&l, 99), 0); /* fewer kept: all of them */
+	put_text(&l, "four");			   /* a last line without its newline */
+	ck_assert_uint_eq(cmdlog_tail(&l, 1), 14);
+	ck_assert_uint_eq(cmdlog_tail(&l, 2), 8);
+	put_text(&l, "\n\n"); /* an empty line is a line */
+	ck_assert_uint_eq(cmdlog_tail(&l, 1), 19);
+	ck_assert_uint_eq(cmdlog_tail(&l, 2), 14);
+	cmdlog_free(&l);
+}
+END_TEST
+
+START_TEST(tail_within_kept)
+{
+	struct cmdlog l = {0};
+	put_text(&l, "old line\n");
+	put(&l, CMD_LOG_MAX); /* the pattern, then the window full of it */
+	ck_assert_uint_ge(cmdlog_tail(&l, UINT64_MAX), l.start);
+	ck_assert_uint_le(cmdlog_tail(&l, UINT64_MAX), cmdlog_end(&l));
+	cmdlog_drop(&l, false);
+	ck_assert_uint_eq(cmdlog_tail(&l, 5), cmdlog_end(&l));
+	cmdlog_free(&l);
+}
+END_TEST
+
 static Suite *cmdlog_suite(void)
 {
 	Suite *s = suite_create("cmdlog");
@@ -344,6 +481,12 @@ static Suite *cmdlog_suite(void)
 	tcase_add_test(tc, drop_notes_only_a_buffer);
 	tcase_add_test(tc, lose_moves_end);
 	tcase_add_test(tc, growth_bounded);
+	tcase_add_test(tc, since_first_mark_at_or_after);
+	tcase_add_test(tc, mark_without_bytes_redated);
+	tcase_add_test(tc, index_bounded_and_coarsened);
+	tcase_add_test(tc, marks_go_with_their_bytes);
+	tcase_add_test(tc, tail_lines);
+	tcase_add_test(tc, tail_within_kept);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -2,6 +2,7 @@
  * (X-Request-ID on each), errors in the body of the request's API, and the errno table's
  * answers (errors.h). The transport (transport.c) makes and runs requests. */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -411,6 +412,13 @@ int http_upgrades_stopping_fd(void)
 {
 	pthread_once(&stop_once, stop_fd_make);
 	return stop_fd;
+}
+
+bool http_stopping(void)
+{
+	int fd = http_upgrades_stopping_fd();
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return fd >= 0 && poll(&p, 1, 0) == 1;
 }
 
 void http_upgrades_stop(void)

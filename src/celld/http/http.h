@@ -156,5 +156,7 @@ void http_upgrade_done(struct http_upgrade *handle);
 /* Readable once celld's listeners begin to stop (-1 if it could not be made): an upgraded
  * conversation polls it and ends, since the HTTP server waits for its thread. */
 int http_upgrades_stopping_fd(void);
+/* Has celld begun to stop? (A long response, such as a followed stream, then ends.) */
+bool http_stopping(void);
 /* Make it readable: called before the listeners stop. */
 void http_upgrades_stop(void);

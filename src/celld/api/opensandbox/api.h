@@ -177,6 +177,11 @@ int api_sandbox_events(struct http_req *r);
 int api_image_events(struct http_req *r);
 int api_audit(struct http_req *r);
 
+/* ---- api_logs.c: a sandbox's logs, one command's kept output, and its commands ---- */
+
+int api_sandbox_logs(struct http_req *r);
+int api_sandbox_commands(struct http_req *r);
+
 /* ---- api_tunnel.c: a raw TCP tunnel to a port (cell forward) ---- */
 
 int api_tunnel(struct http_req *r);

@@ -2,7 +2,6 @@
  * server-sent events: those kept, then live ones), the image store's (GET /v1/images/events,
  * the same way) and the audit log (GET /v1/audit); the last two on the Unix socket only. */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,13 +34,6 @@ struct ev_stream {
 	size_t len, off;
 	int64_t next_ping;
 };
-
-static bool stopping(void)
-{
-	int fd = http_upgrades_stopping_fd();
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	return fd >= 0 && poll(&p, 1, 0) == 1;
-}
 
 /* The last event of a followed stream: its sandbox was deleted. */
 static void say_deleted(struct ev_stream *s)
@@ -83,7 +75,7 @@ static void ev_step(struct ev_stream *s)
 			s->done = true;
 		return;
 	}
-	if (stopping()) {
+	if (http_stopping()) {
 		s->done = true;
 		return;
 	}

@@ -369,6 +369,7 @@ static void run_request(struct http_req *r, struct sandbox *sb, json_t *req, con
 		_cleanup_free_ char *init = sse_init(command_id(c), &ilen);
 		_cleanup_free_ char *done =
 		    sse_complete(celld_now_ms() - command_started_ms(c), &clen);
+		command_set_background(c); /* what the sandbox's logs show (api_logs.c) */
 		command_stream_drain(events);
 		if (init && done && sse_buf_add(&b, init, ilen) == 0 &&
 		    sse_buf_add(&b, done, clen) == 0)

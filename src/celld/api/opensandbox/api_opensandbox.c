@@ -41,6 +41,8 @@ static const struct route routes[] = {
     {"POST", "sandboxes/{id}/stop", NONE, SHORT, api_sandbox_stop, NULL, NULL},
     {"POST", "sandboxes/{id}/keepalive", NONE, SHORT, api_sandbox_keepalive, NULL, NULL},
     {"GET", "sandboxes/{id}/events", NONE, STREAMED, api_sandbox_events, NULL, NULL},
+    {"GET", "sandboxes/{id}/logs", NONE, STREAMED, api_sandbox_logs, NULL, NULL},
+    {"GET", "sandboxes/{id}/commands", NONE, SHORT, api_sandbox_commands, NULL, NULL},
     {"GET", "audit", NONE, SHORT, api_audit, NULL, NULL},
     {"POST", "sandboxes/{id}/snapshots", JSON, SHORT, api_snapshot_create, NULL, NULL},
     {"GET", "snapshots", NONE, SHORT, api_snapshot_list, NULL, NULL},

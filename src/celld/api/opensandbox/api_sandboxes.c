@@ -130,6 +130,12 @@ static json_t *view_json(const struct sandbox *sb, const struct sandbox_view *v)
 		json_object_set_new(o, "snapshotId", json_string(sb->snapshot_id));
 	if (o && sb->name)
 		json_object_set_new(o, "name", json_string(sb->name));
+	/* A sandbox stays Running when its entrypoint ends (it is a computer, not a process):
+	 * how the entrypoint's latest run is doing is said beside the state. */
+	struct command *ep = cmd_table_entrypoint(sb->cmds);
+	if (o && ep)
+		json_object_set_new(o, "entrypointStatus", command_state_json(ep));
+	command_unref(ep);
 	return o;
 }
 
