@@ -69,8 +69,8 @@ void network_shutdown(void);
  * counters (connections allowed, packets blocked/denied/spoofed), resolver counters. */
 json_t *network_inspect_json(struct sandbox *sb);
 /* The bytes the sandbox received and sent on its interface (its veth's counters, since
- * its start): 0, or -ENOENT without a network (mode none), -errno without an interface
- * (not running). */
+ * its start, asked of celld's namespace over rtnetlink under the network's lock): 0, or
+ * -ENOENT without a network (mode none), -ENODEV without an interface (not running). */
 int network_bytes(struct sandbox *sb, uint64_t *rx, uint64_t *tx);
 
 /* An edit's change of the policy in force, p (has_network false: the sandbox has none and

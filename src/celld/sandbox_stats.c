@@ -1,8 +1,8 @@
 /* A sandbox's counters for GET /v1/stats, each read from what the kernel keeps (the
  * cgroup's files through the backend's ops, the layer's quota or filesystem, the veth's
- * sysfs counters), never from inside the sandbox. The registry lock is taken only to copy
- * a few members; the files are read after it is released, so a stats request over a
- * thousand sandboxes never holds up the registry. */
+ * counters over rtnetlink in celld's own namespace), never from inside the sandbox. The registry
+ * lock is taken only to copy a few members; the files are read after it is released, so a stats
+ * request over a thousand sandboxes never holds up the registry. */
 #include <stdint.h>
 
 #include "cell/quota.h"
@@ -22,7 +22,7 @@ static void set_u64(json_t *o, const char *key, uint64_t v)
 static void add_cgroup(json_t *o, const struct sandbox *sb)
 {
 	struct cell_cgroup_usage u;
-	if (!celld.cgroup->usage || celld.cgroup->usage(sb->cgroup_rel, &u, NULL) < 0)
+	if (!celld.cgroup->counters || celld.cgroup->counters(sb->cgroup_rel, &u, NULL) < 0)
 		return; /* no cgroup: Stopped, Failed, or not made yet */
 	set_u64(o, "cpuUsageUsec", u.cpu_usec);
 	set_u64(o, "memoryBytes", u.memory_current);

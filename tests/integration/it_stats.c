@@ -2,7 +2,7 @@
  * on them: the counters move when a sandbox burns CPU, takes memory, forks and writes to its
  * disk; a paused sandbox is measured, a stopped one has only its disk; top lists a process
  * with the pid the sandbox sees and its command line, a control character escaped; unknown
- * and malformed ids are refused, naming them. */
+ * and malformed ids are refused, naming them; a networked sandbox's bytes move. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,12 +11,13 @@
 
 #include "harness.h"
 
-/* The stats object of id, through GET /v1/stats?id=id (asserting 200); new reference. */
-static json_t *stats_of(const char *id)
+/* The stats object of id in world w, through GET /v1/stats?id=id (asserting 200 and the
+ * answer's shape); new reference. */
+static json_t *world_stats_of(struct h_world *w, const char *id)
 {
 	struct h_resp r;
 	char *path = h_fmt("/v1/stats?id=%s", id);
-	long st = h_http("GET", path, NULL, &r);
+	long st = h_world_http(w, "GET", path, NULL, &r);
 	ck_assert_msg(st == 200, "GET %s: %ld %s", path, st, r.body);
 	json_t *list = json_object_get(r.json, "sandboxes");
 	ck_assert_msg(json_is_integer(json_object_get(r.json, "timestamp")), "%s", r.body);
@@ -26,6 +27,11 @@ static json_t *stats_of(const char *id)
 	h_resp_free(&r);
 	free(path);
 	return one;
+}
+
+static json_t *stats_of(const char *id)
+{
+	return world_stats_of(&H, id);
 }
 
 static bool all_moved(const char *id, json_t *before)
@@ -246,6 +252,34 @@ START_TEST(cli_json_shape)
 }
 END_TEST
 
+/* A networked sandbox's bytes, its veth's counters: they move with a DNS query to its
+ * resolver on the host side (a celld in a private network namespace whose upstream is its
+ * own loopback: nothing leaves the machine). */
+START_TEST(network_bytes)
+{
+	struct h_netns ns;
+	h_netns_hold(&ns);
+	const char *flags[] = {"--network-default", "public", "--dns-upstream", "127.0.0.1:53",
+			       NULL};
+	struct h_world *w =
+	    h_world_add(&(struct h_world_opts){.name = "net", .flags = flags, .netns_fd = ns.fd});
+	char *id = h_world_create(w, "busybox", NULL);
+	json_t *before = world_stats_of(w, id);
+	ck_assert_msg(json_object_get(before, "networkRxBytes") &&
+			  json_object_get(before, "networkTxBytes"),
+		      "no network counters: %s", json_dumps(before, JSON_COMPACT));
+	h_world_sh_code(w, id, "nslookup stats.test >/dev/null 2>&1");
+	json_t *now = world_stats_of(w, id);
+	ck_assert_int_gt(h_jint(now, "networkTxBytes"), h_jint(before, "networkTxBytes"));
+	ck_assert_int_gt(h_jint(now, "networkRxBytes"), h_jint(before, "networkRxBytes"));
+	json_decref(now);
+	json_decref(before);
+	ck_assert_int_eq(h_world_delete(w, id), 204);
+	free(id);
+	h_netns_release(&ns);
+}
+END_TEST
+
 static Suite *stats_suite(void)
 {
 	Suite *s = suite_create("stats");
@@ -254,6 +288,7 @@ static Suite *stats_suite(void)
 	tcase_add_test(h_tcase(s, "top_lists_processes", 60), top_lists_processes);
 	tcase_add_test(h_tcase(s, "unknown_and_bad_ids", 60), unknown_and_bad_ids);
 	tcase_add_test(h_tcase(s, "cli_json_shape", 60), cli_json_shape);
+	tcase_add_test(h_tcase(s, "network_bytes", 120), network_bytes);
 	return s;
 }
 
