@@ -15,6 +15,7 @@
 
 #include "cell/cleanup.h"
 #include "config.h"
+#include "proc_view.h"
 #include "sandbox.h"
 #include "sandbox_top.h"
 
@@ -24,8 +25,8 @@
 #define MAP_MAX	    1024
 #define CMDLINE_MAX 4096
 
-/* What is left of one process's files. */
-struct proc_view {
+/* What is read of one process's files. */
+struct proc_files {
 	char stat[STAT_MAX], status[STATUS_MAX], cmdline[CMDLINE_MAX];
 	size_t cmdline_len;
 };
@@ -53,131 +54,24 @@ static ssize_t read_bounded(int dirfd, const char *name, char *buf, size_t max)
 	return (ssize_t)len;
 }
 
-/* Whether a line of /proc/<pid>/cgroup ("hierarchy:controllers:/path") ends in rel. */
-static bool in_cgroup(const char *text, const char *rel)
-{
-	size_t rl = strlen(rel);
-	for (const char *line = text; *line;) {
-		const char *end = strchr(line, '\n');
-		size_t len = end ? (size_t)(end - line) : strlen(line);
-		if (len > rl + 1 && line[len - rl - 1] == '/' && !memcmp(line + len - rl, rel, rl))
-			return true;
-		line += len + (end ? 1 : 0);
-	}
-	return false;
-}
-
-/* The numbers after "key:" in status, the last (the innermost namespace's) or the first;
- * -1 when absent. */
-static long status_field(const char *status, const char *key, bool last)
-{
-	size_t kl = strlen(key);
-	for (const char *line = status; line && *line; line = strchr(line, '\n'), line += !!line) {
-		if (strncmp(line, key, kl) || line[kl] != ':')
-			continue;
-		long v = -1;
-		const char *c = line + kl + 1;
-		while (*c && *c != '\n') {
-			char *end;
-			long n = strtol(c, &end, 10);
-			if (end == c)
-				break;
-			v = n;
-			if (!last)
-				return v;
-			c = end;
-		}
-		return v;
-	}
-	return -1;
-}
-
 /* The effective uid of status as the sandbox sees it, through the process's uid_map. */
 static long inner_uid(int pidfd, const char *status)
 {
-	long host = -1;
-	const char *line = strstr(status, "\nUid:");
-	if (line) {
-		char *end;
-		strtol(line + 5, &end, 10); /* real */
-		host = strtol(end, NULL, 10);
-	}
 	char map[MAP_MAX];
-	if (host < 0 || read_bounded(pidfd, "uid_map", map, sizeof(map)) < 0)
+	if (read_bounded(pidfd, "uid_map", map, sizeof(map)) < 0)
 		return -1;
-	for (char *c = map; *c;) {
-		unsigned long in, out, count;
-		if (sscanf(c, "%lu %lu %lu", &in, &out, &count) == 3 &&
-		    (unsigned long)host >= out && (unsigned long)host - out < count)
-			return (long)(in + ((unsigned long)host - out));
-		char *nl = strchr(c, '\n');
-		if (!nl)
-			break;
-		c = nl + 1;
-	}
-	return -1;
+	return proc_view_inner_uid(status, map);
 }
 
-/* The fields of stat after the command's name, whose closing parenthesis is the last one
- * (a name may hold any byte, parentheses and spaces included). */
-struct stat_fields {
-	char state;
-	unsigned long long utime, stime, starttime;
-	long rss_pages;
-	char comm[32];
-};
-
-static int parse_stat(const char *text, struct stat_fields *f)
-{
-	const char *open = strchr(text, '(');
-	const char *close = strrchr(text, ')');
-	if (!open || !close || close < open)
-		return -EPROTO;
-	size_t n = (size_t)(close - open - 1);
-	if (n >= sizeof(f->comm))
-		n = sizeof(f->comm) - 1;
-	memcpy(f->comm, open + 1, n);
-	f->comm[n] = '\0';
-	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
-	 * cutime cstime priority nice threads itrealvalue starttime vsize rss */
-	int got = sscanf(close + 1,
-			 " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d "
-			 "%*d %*d %llu %*u %ld",
-			 &f->state, &f->utime, &f->stime, &f->starttime, &f->rss_pages);
-	return got == 5 ? 0 : -EPROTO;
-}
-
-/* s (len bytes) with every byte outside printable ASCII and the backslash as \xNN, and
- * NULs (between arguments) as spaces; malloc'd. */
-static char *escape_text(const char *s, size_t len)
-{
-	while (len && s[len - 1] == '\0')
-		len--;
-	char *out = malloc(len * 4 + 1), *o = out;
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c == '\0')
-			*o++ = ' ';
-		else if (c < 0x20 || c >= 0x7f || c == '\\')
-			o += sprintf(o, "\\x%02x", c);
-		else
-			*o++ = (char)c;
-	}
-	*o = '\0';
-	return out;
-}
-
-static json_t *command_json(const struct proc_view *v, const struct stat_fields *f)
+static json_t *command_json(const struct proc_files *v, const struct proc_stat *f)
 {
 	char *cmd;
 	if (v->cmdline_len) {
-		cmd = escape_text(v->cmdline, v->cmdline_len);
+		cmd = proc_view_escape(v->cmdline, v->cmdline_len);
 	} else {
 		char bracket[sizeof(f->comm) + 2];
 		int n = snprintf(bracket, sizeof(bracket), "[%s]", f->comm);
-		cmd = escape_text(bracket, (size_t)n);
+		cmd = proc_view_escape(bracket, (size_t)n);
 	}
 	json_t *s = cmd ? json_string(cmd) : NULL;
 	free(cmd);
@@ -195,7 +89,7 @@ static int64_t boot_ms(void)
 }
 
 /* One process as the sandbox sees it; NULL when it is gone or not the sandbox's. */
-static json_t *process_json(int procfd, pid_t pid, const char *rel, struct proc_view *v,
+static json_t *process_json(int procfd, pid_t pid, const char *rel, struct proc_files *v,
 			    int64_t booted_ms)
 {
 	char name[16];
@@ -203,10 +97,11 @@ static json_t *process_json(int procfd, pid_t pid, const char *rel, struct proc_
 	_cleanup_close_ int pidfd =
 	    openat(procfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	char cg[CGROUP_MAX];
-	struct stat_fields f;
-	if (pidfd < 0 || read_bounded(pidfd, "cgroup", cg, sizeof(cg)) < 0 || !in_cgroup(cg, rel) ||
+	struct proc_stat f;
+	if (pidfd < 0 || read_bounded(pidfd, "cgroup", cg, sizeof(cg)) < 0 ||
+	    !proc_view_in_cgroup(cg, rel) ||
 	    read_bounded(pidfd, "stat", v->stat, sizeof(v->stat)) < 0 ||
-	    parse_stat(v->stat, &f) < 0 ||
+	    proc_view_stat(v->stat, &f) < 0 ||
 	    read_bounded(pidfd, "status", v->status, sizeof(v->status)) < 0)
 		return NULL;
 	ssize_t cl = read_bounded(pidfd, "cmdline", v->cmdline, sizeof(v->cmdline));
@@ -221,7 +116,7 @@ static json_t *process_json(int procfd, pid_t pid, const char *rel, struct proc_
 		return NULL;
 	return json_pack(
 	    "{s:i, s:I, s:s, s:I, s:I, s:I, s:o}", "pid",
-	    (int)status_field(v->status, "NSpid", true), "uid",
+	    (int)proc_view_status_last(v->status, "NSpid"), "uid",
 	    (json_int_t)inner_uid(pidfd, v->status), "state", state, "cpuUsec",
 	    (json_int_t)((f.utime + f.stime) * 1000000ULL / (unsigned long long)hz), "rssBytes",
 	    (json_int_t)(f.rss_pages > 0 ? f.rss_pages * page : 0), "startedAt",
@@ -244,7 +139,7 @@ int sandbox_top_json(struct sandbox *sb, json_t **out, struct cell_error *err)
 	_cleanup_close_ int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (procfd < 0)
 		return cell_err(err, errno, "opening /proc");
-	_cleanup_free_ struct proc_view *v = malloc(sizeof(*v));
+	_cleanup_free_ struct proc_files *v = malloc(sizeof(*v));
 	json_t *list = json_array();
 	if (!v || !list) {
 		json_decref(list);
