@@ -2,9 +2,10 @@
 # The harness is tools/bench; tools/bench-exec.c is its HTTP latency/throughput client, built
 # on the client library (src/client, the objects cell links too).
 # Knobs (environment): BENCH_N, BENCH_EXEC_N, BENCH_BYTES, BENCH_WARMUP, BENCH_PROXY_BYTES,
-# BENCH_PROXY_N, BENCH_ONLY (exec, snapshot, sdk, pull or interpreter), BENCH_PULL_N,
+# BENCH_PROXY_N, BENCH_ONLY (exec, snapshot, sdk, pull, interpreter or stats), BENCH_PULL_N,
 # BENCH_PULL_RUN_N, BENCH_PULL_LAYER_MB (tools/bench-pull, leg 10), BENCH_INTERP_N,
-# BENCH_INTERP_CREATE_N, BENCH_INTERP_IMAGES (leg 11), BENCH_OUT, BENCH_KEEP.
+# BENCH_INTERP_CREATE_N, BENCH_INTERP_IMAGES (leg 11), BENCH_STATS_N, BENCH_STATS_WINDOW
+# (tools/bench-stats, leg 12), BENCH_OUT, BENCH_KEEP.
 
 BENCH_EXEC := $(BUILD)/bench-exec
 

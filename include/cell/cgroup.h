@@ -70,6 +70,9 @@ struct cell_cgroup_ops {
 	 * the new state (bounded wait). */
 	int (*freeze)(const char *rel, bool frozen, struct cell_error *err);
 	int (*usage)(const char *rel, struct cell_cgroup_usage *out, struct cell_error *err);
+	/* Only usage's cpu_usec, memory_current and pids_current (the rest 0), in as few reads
+	 * as the backend allows: what a sampler of many sandboxes at once asks. */
+	int (*counters)(const char *rel, struct cell_cgroup_usage *out, struct cell_error *err);
 	/* Only usage's oom_kills (one file: read at the start and end of every command);
 	 * 0 when unreadable. */
 	uint64_t (*oom_kills)(const char *rel);

@@ -97,6 +97,10 @@ int cell_nl_link_set_mtu(struct cell_nl *nl, const char *name, uint32_t mtu,
 /* The ifindex (> 0) of name in nl's namespace, or -ENODEV. */
 int cell_nl_link_index(struct cell_nl *nl, const char *name, struct cell_error *err);
 
+/* The bytes name received and sent (IFLA_STATS64), or -ENODEV. */
+int cell_nl_link_bytes(struct cell_nl *nl, const char *name, uint64_t *rx, uint64_t *tx,
+		       struct cell_error *err);
+
 /* The links of nl's namespace whose names start with prefix ("" for all), for
  * reconciliation after a restart: their names go into names[0..cap-1] in the kernel's
  * order. Returns how many there are; -ENOSPC (names holds the first cap) when more than

@@ -88,4 +88,8 @@ struct cell_quota_usage {
 int cell_quota_usage(const char *dir, pid_t pid, uint64_t starttime, struct cell_quota_usage *out,
 		     struct cell_error *err);
 
+/* The same for the sandbox dir open at dirfd (an O_PATH fd will do): no path walked. */
+int cell_quota_usage_at(int dirfd, pid_t pid, uint64_t starttime, struct cell_quota_usage *out,
+			struct cell_error *err);
+
 const char *cell_quota_kind_name(enum cell_quota_kind kind); /* "none" "project" "loop" */

@@ -68,6 +68,10 @@ void network_shutdown(void);
 /* What cell inspect shows of sb's network: mode, policy, interface, addresses, nftables
  * counters (connections allowed, packets blocked/denied/spoofed), resolver counters. */
 json_t *network_inspect_json(struct sandbox *sb);
+/* The bytes the sandbox received and sent on its interface (its veth's counters, since
+ * its start, asked of celld's namespace over rtnetlink under the network's lock): 0, or
+ * -ENOENT without a network (mode none), -ENODEV without an interface (not running). */
+int network_bytes(struct sandbox *sb, uint64_t *rx, uint64_t *tx);
 
 /* An edit's change of the policy in force, p (has_network false: the sandbox has none and
  * p is empty): 1 to put p in force, 0 to leave the policy as it is, -errno with err. */

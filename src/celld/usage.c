@@ -17,7 +17,7 @@ bool usage_disk(struct sandbox *sb, struct cell_quota_usage *du)
 	pid_t pid = sb->pid;
 	uint64_t st = sb->starttime;
 	registry_unlock();
-	return cell_quota_usage(sb->dir, pid, st, du, NULL) == 0;
+	return cell_quota_usage_at(sb->dirfd, pid, st, du, NULL) == 0;
 }
 
 json_t *usage_json(struct sandbox *sb, const struct cell_quota_usage *disk)

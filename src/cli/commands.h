@@ -8,6 +8,8 @@ int cmd_shell(int argc, char **argv);
 int cmd_attach(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_pause(int argc, char **argv);
 int cmd_resume(int argc, char **argv);

@@ -26,6 +26,8 @@ static const struct cli_command commands[] = {
     {"attach", cmd_attach, "wire this terminal to a sandbox's PTY session again"},
     {"ls", cmd_ls, "list sandboxes"},
     {"inspect", cmd_inspect, "show sandboxes' kernel-level details (JSON)"},
+    {"stats", cmd_stats, "show what sandboxes use: CPU, memory, pids, disk, network"},
+    {"top", cmd_top, "list the processes of a sandbox"},
     {"rm", cmd_rm, "delete sandboxes (--all: the stopped and failed ones)"},
     {"pause", cmd_pause, "freeze every process of sandboxes (memory kept)"},
     {"resume", cmd_resume, "thaw paused sandboxes, start stopped ones"},

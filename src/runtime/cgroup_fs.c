@@ -126,6 +126,42 @@ int cell_cgroup_fs_instance(const char *rel, char *buf, size_t size)
 	return 0;
 }
 
+/* memory.stat is the largest file read (about 2 KiB on v2); a longer one is cut. */
+#define NUMBER_FILE_MAX 8192
+
+static int keyed(const char *text, const char *key, uint64_t *out)
+{
+	size_t len = strlen(key);
+	for (const char *c = text; c && *c; c = strchr(c, '\n'), c = c ? c + 1 : NULL)
+		if (!strncmp(c, key, len) && c[len] == ' ') {
+			*out = strtoull(c + len + 1, NULL, 10);
+			return 0;
+		}
+	return -ENODATA;
+}
+
+int cell_cgroup_fs_u64(int dirfd, const char *file, const char *key, uint64_t *out)
+{
+	char buf[NUMBER_FILE_MAX];
+	*out = 0;
+	int fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n;
+	do
+		n = read(fd, buf, sizeof(buf) - 1);
+	while (n < 0 && errno == EINTR);
+	int r = n < 0 ? -errno : 0;
+	close(fd);
+	if (r < 0)
+		return r;
+	buf[n] = '\0';
+	if (key)
+		return keyed(buf, key, out);
+	*out = strtoull(buf, NULL, 10);
+	return 0;
+}
+
 int cell_cgroup_fs_read_pids(const char *procs_path, pid_t **pids, size_t *n,
 			     struct cell_error *err)
 {

@@ -64,6 +64,11 @@ int cell_cgroup_fs_rmdir(const char *hier, const char *rel, struct cell_error *e
 /* rel's parent ("cell-xxxxxxxx" of "cell-xxxxxxxx/<id>"): the instance cgroup that holds
  * every sandbox of one celld, where their totals are bounded. -EINVAL without one. */
 int cell_cgroup_fs_instance(const char *rel, char *buf, size_t size);
+/* The number in the cgroup file dirfd/file (AT_FDCWD with a path also): with key, the value
+ * after "key " in a flat keyed file (cpu.stat, memory.stat, memory.events); else its first
+ * number. One read(2) into a bounded buffer and no stat, as a sampler of many cgroups wants.
+ * 0 with *out, or -errno (-ENOENT: no such cgroup, -ENODATA: no such key). */
+int cell_cgroup_fs_u64(int dirfd, const char *file, const char *key, uint64_t *out);
 /* Parse a cgroup.procs file into a malloc'd array. A missing file gives 0 pids. */
 int cell_cgroup_fs_read_pids(const char *procs_path, pid_t **pids, size_t *n,
 			     struct cell_error *err);

@@ -441,6 +441,54 @@ static int link_index(struct cell_nl *nl, const char *name, const char *what,
 	return index;
 }
 
+struct bytes_ctx {
+	uint64_t rx, tx;
+	bool found;
+};
+
+static int bytes_answer(const struct nlmsghdr *nlh, void *arg)
+{
+	struct bytes_ctx *ctx = arg;
+	if (nlh->nlmsg_type != RTM_NEWLINK)
+		return -EPROTO;
+	const struct nlattr *attr;
+	mnl_attr_for_each(attr, nlh, sizeof(struct ifinfomsg))
+	{
+		if (mnl_attr_get_type(attr) != IFLA_STATS64)
+			continue;
+		struct rtnl_link_stats64 st;
+		if (mnl_attr_get_payload_len(attr) < sizeof(st))
+			return -EPROTO;
+		memcpy(&st, mnl_attr_get_payload(attr), sizeof(st));
+		ctx->rx = st.rx_bytes;
+		ctx->tx = st.tx_bytes;
+		ctx->found = true;
+	}
+	return 0;
+}
+
+int cell_nl_link_bytes(struct cell_nl *nl, const char *name, uint64_t *rx, uint64_t *tx,
+		       struct cell_error *err)
+{
+	int r;
+	if ((r = check_name("reading a link's counters", name, err)) < 0 ||
+	    (r = check_handle(nl, "reading a link's counters", err)) < 0)
+		return r;
+	char buf[REQ_MAX] __attribute__((aligned(NLMSG_ALIGNTO)));
+	struct nlmsghdr *nlh = new_msg(buf, RTM_GETLINK, 0);
+	put_ifinfo(nlh);
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	struct bytes_ctx ctx = {0};
+	r = request(nl, nlh, bytes_answer, &ctx, err, "reading the counters of link %s", name);
+	if (r < 0)
+		return r;
+	if (!ctx.found)
+		return cell_err_msg(err, EPROTO, "link %s: no counters in the answer", name);
+	*rx = ctx.rx;
+	*tx = ctx.tx;
+	return 0;
+}
+
 int cell_nl_link_index(struct cell_nl *nl, const char *name, struct cell_error *err)
 {
 	int r;

@@ -205,10 +205,21 @@ static bool live_statfs(pid_t pid, uint64_t starttime, struct statfs *sf)
 int cell_quota_usage(const char *dir, pid_t pid, uint64_t starttime, struct cell_quota_usage *out,
 		     struct cell_error *err)
 {
-	memset(out, 0, sizeof(*out));
 	_cleanup_close_ int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dirfd < 0)
+	if (dirfd < 0) {
+		memset(out, 0, sizeof(*out));
 		return cell_err(err, errno, "opening %s", dir);
+	}
+	int r = cell_quota_usage_at(dirfd, pid, starttime, out, err);
+	if (r < 0 && err)
+		cell_err_wrap(err, "%s: ", dir);
+	return r;
+}
+
+int cell_quota_usage_at(int dirfd, pid_t pid, uint64_t starttime, struct cell_quota_usage *out,
+			struct cell_error *err)
+{
+	memset(out, 0, sizeof(*out));
 	struct stat st;
 	struct statfs sf;
 	if (fstatat(dirfd, IMAGE_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -227,6 +238,6 @@ int cell_quota_usage(const char *dir, pid_t pid, uint64_t starttime, struct cell
 	if (layers >= 0)
 		return project_usage(layers, out, err);
 	if (errno != ENOENT)
-		return cell_err(err, errno, "opening %s/" LAYERS_NAME, dir);
+		return cell_err(err, errno, "opening " LAYERS_NAME);
 	return 0; /* no quota */
 }

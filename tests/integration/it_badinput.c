@@ -258,7 +258,8 @@ START_TEST(bad_ids_refused)
 					     "/proxy/44772/ping",
 					     "/proxy/44772/files/info?path=/",
 					     "/logs?follow=true&tail=1",
-					     "/commands"};
+					     "/commands",
+					     "/top"};
 	for (size_t i = 0; i < sizeof(bad_ids) / sizeof(bad_ids[0]); i++) {
 		for (size_t j = 0; j < sizeof(routes) / sizeof(routes[0]); j++) {
 			char *path = h_fmt("/v1/sandboxes/%s%s", bad_ids[i], routes[j]);
@@ -275,6 +276,13 @@ START_TEST(bad_ids_refused)
 		expect_4xx(path, post(path, "{\"command\":\"true\"}", 0, &r), &r);
 		h_resp_free(&r);
 		free(path);
+		/* as a query parameter of the stats of many */
+		char *enc = h_urlencode(bad_ids[i]);
+		path = h_fmt("/v1/stats?id=%s&id=%s", id, enc);
+		expect_4xx(path, h_http("GET", path, NULL, &r), &r);
+		h_resp_free(&r);
+		free(path);
+		free(enc);
 	}
 	/* ".." segments are not resolved into another route */
 	static const char *const dotted[] = {

@@ -36,7 +36,7 @@ START_TEST(another_keys_sandbox_is_not_found)
 	h_two_tenants();
 	char *a = create_as(h_alice, NULL);
 	/* every kind of route of the sandbox: its record, lifecycle, execd, files, events,
-	 * the port proxy, snapshots, egress */
+	 * the port proxy, snapshots, egress, stats and top */
 	static const struct {
 		const char *method, *fmt, *body;
 	} routes[] = {
@@ -55,6 +55,8 @@ START_TEST(another_keys_sandbox_is_not_found)
 	    {"GET", "/v1/sandboxes/%s/endpoints/8080", NULL},
 	    {"POST", "/v1/sandboxes/%s/snapshots", "{}"},
 	    {"GET", "/v1/sandboxes/%s/proxy/18080/policy", NULL},
+	    {"GET", "/v1/sandboxes/%s/top", NULL},
+	    {"GET", "/v1/stats?id=%s", NULL},
 	    {"DELETE", "/v1/sandboxes/%s", NULL},
 	};
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
@@ -82,6 +84,8 @@ START_TEST(another_keys_sandbox_is_not_found)
 	ck_assert(h_listed(h_alice, LIST, a));
 	ck_assert(!h_listed(h_bob, LIST, a));
 	ck_assert(h_listed(NULL, LIST, a));
+	ck_assert(h_listed(h_alice, "/v1/stats", a));
+	ck_assert(!h_listed(h_bob, "/v1/stats", a));
 	ck_assert_int_eq(h_http("GET", path, NULL, NULL), 200);
 	free(path);
 	/* the operator acts on it too */

@@ -59,6 +59,10 @@ int api_info(struct http_req *r);
  * socket only (a 404 on TCP, as an unknown route). */
 int api_operator_metrics(struct http_req *r);
 int api_operator_health(struct http_req *r);
+/* api_stats.c: GET /stats (the counters of the named sandboxes, or of every one the caller
+ * sees) and GET /sandboxes/{id}/top (its processes). */
+int api_stats(struct http_req *r);
+int api_sandbox_top(struct http_req *r);
 
 /* ---- api_volumes.c: named volumes (cell's own) ---- */
 

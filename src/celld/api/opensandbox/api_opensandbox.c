@@ -34,6 +34,7 @@ static const struct route routes[] = {
     {"DELETE", "sandboxes/{id}", NONE, SHORT, api_sandbox_delete, NULL, NULL},
     {"GET", "sandboxes/{id}/endpoints/{port}", NONE, SHORT, api_sandbox_endpoint, NULL, NULL},
     {"GET", "sandboxes/{id}/inspect", NONE, SHORT, api_sandbox_inspect, NULL, NULL},
+    {"GET", "sandboxes/{id}/top", NONE, SHORT, api_sandbox_top, NULL, NULL},
     {"POST", "sandboxes/{id}/renew-expiration", JSON, SHORT, api_sandbox_renew, NULL, NULL},
     {"PATCH", "sandboxes/{id}/metadata", JSON, SHORT, api_sandbox_patch_metadata, NULL, NULL},
     {"POST", "sandboxes/{id}/pause", NONE, SHORT, api_sandbox_pause, NULL, NULL},
@@ -53,6 +54,7 @@ static const struct route routes[] = {
     /* The operator's: the Unix socket only, a 404 on TCP (api_operator.c). */
     {"GET", "metrics", NONE, SHORT, api_operator_metrics, NULL, NULL},
     {"GET", "health", NONE, SHORT, api_operator_health, NULL, NULL},
+    {"GET", "stats", NONE, SHORT, api_stats, NULL, NULL},
     {"GET", "volumes", NONE, SHORT, api_volume_list, NULL, NULL},
     {"GET", "volumes/{name}", NONE, SHORT, api_volume_get, NULL, NULL},
     {"DELETE", "volumes/{name}", NONE, SHORT, api_volume_delete, NULL, NULL},
