@@ -1185,6 +1185,86 @@ START_TEST(rm_all_takes_the_stopped)
 END_TEST
 
 /* Creates of one name that race: celld lets exactly one through. */
+/* ---- stop -t: a grace before the kill ---- */
+
+/* A sandbox whose entrypoint is `sh -c script`, created through the API (--entrypoint
+ * splits at spaces); the id, tracked. */
+static char *create_with_script(const char *script)
+{
+	json_t *extra = json_pack("{s:[s,s,s]}", "entrypoint", "sh", "-c", script);
+	char *id = h_create("busybox", extra);
+	json_decref(extra);
+	/* the shell has set its trap once it wrote this */
+	for (int i = 0; i < 100 && h_sh_code(id, "test -e /tmp/ready") != 0; i++)
+		h_sleep_ms(100);
+	ck_assert_int_eq(h_sh_code(id, "test -e /tmp/ready"), 0);
+	return id;
+}
+
+static void cli_stop(const char *id, const char *grace)
+{
+	struct h_proc p;
+	h_cell(&p, "stop", "-t", grace, id, NULL);
+	ck_assert_msg(p.status == 0 && !strcmp(h_trim(p.out), id), "exit %d: %s %s", p.status,
+		      p.out, p.err);
+	h_proc_free(&p);
+	json_t *ins = h_inspect(id);
+	ck_assert_str_eq(h_jstr(ins, "state"), "Stopped");
+	json_decref(ins);
+}
+
+/* An entrypoint that ends on SIGTERM after writing to the disk: with a grace it gets to
+ * write (the file is there when the sandbox starts again); with -t 0 it is killed first. */
+START_TEST(stop_grace_lets_processes_finish)
+{
+	const char *script = "trap 'echo bye > /root/bye; exit 0' TERM; touch /tmp/ready; "
+			     "while :; do sleep 1; done";
+	char *graceful = create_with_script(script), *at_once = create_with_script(script);
+	cli_stop(graceful, "5");
+	cli_stop(at_once, "0");
+	/* an exec starts each again on its kept disk */
+	char *out = h_sh(graceful, "cat /root/bye");
+	ck_assert_str_eq(out, "bye\n");
+	free(out);
+	ck_assert_int_ne(h_sh_code(at_once, "test -e /root/bye"), 0);
+	free(graceful);
+	free(at_once);
+}
+END_TEST
+
+/* A process that outlives the grace (it handles TERM and goes on) is killed after it; bad
+ * graces are refused, naming the flag or the parameter, and change nothing. */
+START_TEST(stop_grace_then_kill)
+{
+	char *id = create_with_script("trap 'echo got >> /root/term' TERM; touch /tmp/ready; "
+				      "while :; do sleep 1; done");
+	struct h_proc p;
+	h_cell(&p, "stop", "--time", "soon", id, NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "-t/--time"), "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "stop", "-t", "301", id, NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "-t/--time"), "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	struct h_resp r;
+	char *path = h_fmt("/v1/sandboxes/%s/stop?timeout=-1", id);
+	ck_assert_int_eq(h_http("POST", path, NULL, &r), 400);
+	ck_assert_msg(strstr(h_jstr(r.json, "message"), "timeout"), "%s",
+		      h_jstr(r.json, "message"));
+	h_resp_free(&r);
+	json_t *ins = h_inspect(id);
+	ck_assert_str_eq(h_jstr(ins, "state"), "Running");
+	json_decref(ins);
+
+	cli_stop(id, "1");
+	/* it saw the TERM, handled it, and was killed all the same */
+	char *out = h_sh(id, "cat /root/term");
+	ck_assert_str_eq(out, "got\n");
+	free(out);
+	free(path);
+	free(id);
+}
+END_TEST
+
 START_TEST(a_name_raced_is_given_once)
 {
 	char rnd[CELL_ID_RANDOM_LEN + 1];
@@ -1279,6 +1359,9 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "exec_says_why_it_failed", 120), exec_says_why_it_failed);
 	tcase_add_test(h_tcase(s, "rm_all_takes_the_stopped", 120), rm_all_takes_the_stopped);
 	tcase_add_test(h_tcase(s, "a_name_raced_is_given_once", 120), a_name_raced_is_given_once);
+	tcase_add_test(h_tcase(s, "stop_grace_lets_processes_finish", 120),
+		       stop_grace_lets_processes_finish);
+	tcase_add_test(h_tcase(s, "stop_grace_then_kill", 120), stop_grace_then_kill);
 	tcase_add_test(h_tcase(s, "run_from_a_snapshot_by_name", 180), run_from_a_snapshot_by_name);
 	return s;
 }
