@@ -825,6 +825,25 @@ int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
 	return r;
 }
 
+void lifecycle_delete_after_command(uint64_t serial)
+{
+	registry_lock();
+	struct sandbox *sb = registry_find_serial_locked(serial);
+	if (sb)
+		sandbox_ref(sb);
+	registry_unlock();
+	if (!sb)
+		return; /* deleted already */
+	struct cell_error err = {0};
+	int r = lifecycle_delete(sb, &err);
+	if (r < 0 && r != -ENOENT)
+		log_error("sandbox %s: deleting it when its command ended: %s", sb->id, err.msg);
+	else if (r == 0)
+		log_info("sandbox %s deleted: the command it was to be deleted after ended",
+			 sb->id);
+	sandbox_unref(sb);
+}
+
 /* ---- stop: processes and memory gone, the disk kept ---- */
 
 int lifecycle_stop(struct sandbox *sb, unsigned grace_s, const char *why, struct cell_error *err)

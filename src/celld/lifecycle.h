@@ -30,6 +30,9 @@ void lifecycle_adopt_all(void);
 /* Init of a running sandbox died: mark it Failed, clean its processes and cgroup (its
  * disk is kept: lifecycle_resume starts it again). The watcher's callback. */
 void lifecycle_init_died(struct sandbox *sb, const char *why);
+/* A command started to delete its sandbox when it ends (run -d --rm) ended: the sandbox
+ * of that serial is deleted, unless it is gone already (commands.c calls this back). */
+void lifecycle_delete_after_command(uint64_t serial);
 
 /* Pause (freeze every process, memory kept): 0; -EALREADY (already Paused), -EBUSY (not
  * Running, or being deleted), -ENOENT (gone), or another -errno (the freezer failed; err

@@ -953,9 +953,13 @@ START_TEST(run_detach_publish_and_limits)
 			  !strstr(p.err, "resourceLimits"),
 		      "exit %d: %s", p.status, p.err);
 	h_proc_free(&p);
-	h_cell(&p, "run", "-d", "--rm", "-I", "busybox", "--", "true", NULL);
-	ck_assert_msg(p.status == 125 && strstr(p.err, "-d does not take --rm"), "exit %d: %s",
+	h_cell(&p, "run", "-d", "-t", "--rm", "-I", "busybox", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "-d -t does not take --rm"), "exit %d: %s",
 		      p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "run", "-d", "-i", "--timeout", "5", "-I", "busybox", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "-d -i does not take --timeout"),
+		      "exit %d: %s", p.status, p.err);
 	h_proc_free(&p);
 	h_cell(&p, "run", "--rm", "-I", "busybox", "--env-file", "/nonexistent/env", "--", "true",
 	       NULL);
@@ -972,6 +976,91 @@ START_TEST(run_detach_publish_and_limits)
 	free(want);
 	free(id);
 	free(envfile);
+}
+END_TEST
+
+/* What `cell run -d ...` answered in p, which must be a success: the id it printed
+ * (tracked). p is freed. */
+static char *detached_id(struct h_proc *p)
+{
+	ck_assert_msg(p->status == 0, "exit %d: %s", p->status, p->err);
+	char *id = strdup(h_trim(p->out));
+	ck_assert_msg(cell_id_valid(id), "-d printed '%s'", id);
+	h_track_sandbox(id);
+	h_proc_free(p);
+	return id;
+}
+
+/* -d --rm: celld deletes the sandbox when the detached command ends. */
+START_TEST(run_detach_rm)
+{
+	struct h_proc p;
+	h_cell(&p, "run", "-d", "--rm", "-I", "busybox", "--", "sh", "-c", "sleep 1", NULL);
+	char *id = detached_id(&p);
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	long st = 0;
+	for (int i = 0; i < 300 && (st = h_http("GET", path, NULL, NULL)) == 200; i++)
+		h_sleep_ms(100);
+	ck_assert_int_eq(st, 404);
+	/* a command that does not start: the CLI deletes the sandbox itself */
+	int before = h_sandbox_count();
+	h_cell(&p, "run", "-d", "--rm", "-I", "busybox", "--", "/nonexistent", NULL);
+	ck_assert_msg(p.status != 0, "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_sandbox_count(), before);
+	free(path);
+	free(id);
+}
+END_TEST
+
+/* -d --timeout: the detached command is killed after it. */
+START_TEST(run_detach_timeout)
+{
+	struct h_proc p;
+	h_cell(&p, "run", "-d", "--timeout", "1", "-I", "busybox", "--", "sh", "-c",
+	       "echo $$ > /tmp/pid; exec sleep 1000", NULL);
+	char *id = detached_id(&p);
+	int alive = 0;
+	for (int i = 0; i < 300; i++) {
+		alive = h_sh_code(id, "test -s /tmp/pid && ! kill -0 $(cat /tmp/pid)");
+		if (alive == 0)
+			break;
+		h_sleep_ms(100);
+	}
+	ck_assert_msg(alive == 0, "the detached command outlived its --timeout");
+	free(id);
+}
+END_TEST
+
+/* -d -t: the command on a terminal session nobody attached to, which cell attach finds. */
+START_TEST(run_detach_tty_session)
+{
+	struct h_proc p;
+	h_cell(&p, "run", "-d", "-t", "-I", "busybox", "--", "sh", "-c",
+	       "echo hello-pty; sleep 1000", NULL);
+	char *err = strdup(p.err);
+	char *id = detached_id(&p);
+	char *want = h_fmt("cell attach %s ", id);
+	char *at = strstr(err, want);
+	ck_assert_msg(at, "stderr: %s", err);
+	char *sid = strdup(h_trim(at + strlen(want)));
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/44772/pty/%s", id, sid);
+	struct h_resp r = {0};
+	long off = 0;
+	for (int i = 0; i < 100 && off == 0; i++) {
+		ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+		ck_assert(json_is_true(h_jget(r.json, "running")));
+		off = h_jint(r.json, "output_offset");
+		h_resp_free(&r);
+		if (off == 0)
+			h_sleep_ms(100);
+	}
+	ck_assert_msg(off > 0, "the session wrote nothing");
+	free(path);
+	free(sid);
+	free(want);
+	free(err);
+	free(id);
 }
 END_TEST
 
@@ -1354,6 +1443,9 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "run_detach_publish_and_limits", 180),
 		       run_detach_publish_and_limits);
 	tcase_add_test(h_tcase(s, "run_entrypoint", 120), run_entrypoint);
+	tcase_add_test(h_tcase(s, "run_detach_rm", 120), run_detach_rm);
+	tcase_add_test(h_tcase(s, "run_detach_timeout", 120), run_detach_timeout);
+	tcase_add_test(h_tcase(s, "run_detach_tty_session", 120), run_detach_tty_session);
 	tcase_add_test(h_tcase(s, "names_are_unique_and_taken_for_ids", 120),
 		       names_are_unique_and_taken_for_ids);
 	tcase_add_test(h_tcase(s, "exec_says_why_it_failed", 120), exec_says_why_it_failed);
