@@ -1274,6 +1274,20 @@ START_TEST(rm_all_takes_the_stopped)
 END_TEST
 
 /* Creates of one name that race: celld lets exactly one through. */
+/* --code-interpreter reaches celld: busybox has no python3, and celld's refusal says so. */
+START_TEST(create_code_interpreter_needs_python)
+{
+	int before = h_sandbox_count();
+	struct h_proc p;
+	h_cell(&p, "create", "-I", "busybox", "--code-interpreter", NULL);
+	ck_assert_msg(p.status != 0 && strstr(p.err, "image busybox has no python3") &&
+			  strstr(p.err, "code interpreter"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_sandbox_count(), before);
+}
+END_TEST
+
 /* ---- stop -t: a grace before the kill ---- */
 
 /* A sandbox whose entrypoint is `sh -c script`, created through the API (--entrypoint
@@ -1454,6 +1468,8 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "stop_grace_lets_processes_finish", 120),
 		       stop_grace_lets_processes_finish);
 	tcase_add_test(h_tcase(s, "stop_grace_then_kill", 120), stop_grace_then_kill);
+	tcase_add_test(h_tcase(s, "create_code_interpreter_needs_python", 120),
+		       create_code_interpreter_needs_python);
 	tcase_add_test(h_tcase(s, "run_from_a_snapshot_by_name", 180), run_from_a_snapshot_by_name);
 	return s;
 }
