@@ -1368,6 +1368,24 @@ START_TEST(stop_grace_then_kill)
 }
 END_TEST
 
+/* Only the host's SIGTERM makes cell-init pass it on: root inside sending one to PID 1
+ * ends nothing (the trap never runs, the sandbox stays Running). */
+START_TEST(sigterm_from_inside_ignored)
+{
+	char *id = create_with_script("trap 'echo got > /root/term' TERM; touch /tmp/ready; "
+				      "while :; do sleep 1; done");
+	ck_assert_int_eq(h_sh_code(id, "kill -TERM 1"), 0);
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_ne(h_sh_code(id, "test -e /root/term"), 0);
+		h_sleep_ms(100);
+	}
+	json_t *ins = h_inspect(id);
+	ck_assert_str_eq(h_jstr(ins, "state"), "Running");
+	json_decref(ins);
+	free(id);
+}
+END_TEST
+
 START_TEST(a_name_raced_is_given_once)
 {
 	char rnd[CELL_ID_RANDOM_LEN + 1];
@@ -1468,6 +1486,7 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "stop_grace_lets_processes_finish", 120),
 		       stop_grace_lets_processes_finish);
 	tcase_add_test(h_tcase(s, "stop_grace_then_kill", 120), stop_grace_then_kill);
+	tcase_add_test(h_tcase(s, "sigterm_from_inside_ignored", 120), sigterm_from_inside_ignored);
 	tcase_add_test(h_tcase(s, "create_code_interpreter_needs_python", 120),
 		       create_code_interpreter_needs_python);
 	tcase_add_test(h_tcase(s, "run_from_a_snapshot_by_name", 180), run_from_a_snapshot_by_name);
