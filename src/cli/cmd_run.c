@@ -130,9 +130,12 @@ static int check_run(const struct run *run, int argc, char **argv, int optind_)
 		return cli_error_usage("run", -1, "expected a command after '--'");
 	/* A detached terminal session lives until its process ends or it is deleted, and
 	 * celld learns of that end only when someone attached asks. */
-	if (run->detach && (run->tty || run->xr.input) && (run->rm || run->xr.timeout_ms))
+	if (run->detach && (run->tty || run->xr.input) &&
+	    (run->rm || run->xr.timeout_ms || run->xr.set_user))
 		return cli_error_usage("run", -1, "-d %s does not take %s", run->tty ? "-t" : "-i",
-				       run->rm ? "--rm" : "--timeout");
+				       run->rm		    ? "--rm"
+				       : run->xr.timeout_ms ? "--timeout"
+							    : "--user");
 	return 0;
 }
 

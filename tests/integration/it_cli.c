@@ -961,6 +961,10 @@ START_TEST(run_detach_publish_and_limits)
 	ck_assert_msg(p.status == 125 && strstr(p.err, "-d -i does not take --timeout"),
 		      "exit %d: %s", p.status, p.err);
 	h_proc_free(&p);
+	h_cell(&p, "run", "-d", "-i", "-u", "1000", "-I", "busybox", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "-d -i does not take --user"), "exit %d: %s",
+		      p.status, p.err);
+	h_proc_free(&p);
 	h_cell(&p, "run", "--rm", "-I", "busybox", "--env-file", "/nonexistent/env", "--", "true",
 	       NULL);
 	ck_assert_msg(p.status == 125 && strstr(p.err, "--env-file /nonexistent/env"),
