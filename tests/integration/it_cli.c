@@ -1326,16 +1326,25 @@ START_TEST(stop_grace_lets_processes_finish)
 {
 	const char *script = "trap 'echo bye > /root/bye; exit 0' TERM; touch /tmp/ready; "
 			     "while :; do sleep 1; done";
-	char *graceful = create_with_script(script), *at_once = create_with_script(script);
+	char *graceful = create_with_script(script), *at_once = create_with_script(script),
+	     *paused = create_with_script(script);
 	cli_stop(graceful, "5");
 	cli_stop(at_once, "0");
+	/* a paused one's processes are frozen: killed at once, whatever the grace */
+	char *path = h_fmt("/v1/sandboxes/%s/pause", paused);
+	long st = h_http("POST", path, NULL, NULL);
+	ck_assert_msg(st == 202 || st == 204, "pause: HTTP %ld", st);
+	cli_stop(paused, "5");
 	/* an exec starts each again on its kept disk */
 	char *out = h_sh(graceful, "cat /root/bye");
 	ck_assert_str_eq(out, "bye\n");
 	free(out);
 	ck_assert_int_ne(h_sh_code(at_once, "test -e /root/bye"), 0);
+	ck_assert_int_ne(h_sh_code(paused, "test -e /root/bye"), 0);
+	free(path);
 	free(graceful);
 	free(at_once);
+	free(paused);
 }
 END_TEST
 
