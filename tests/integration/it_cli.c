@@ -1036,12 +1036,14 @@ START_TEST(run_detach_timeout)
 }
 END_TEST
 
-/* -d -t: the command on a terminal session nobody attached to, which cell attach finds. */
-START_TEST(run_detach_tty_session)
+/* -d -t or -d -i: the command on a terminal session nobody attached to, running at once;
+ * `cell attach` to it later replays what it wrote and takes it to its end (its input
+ * ends here, /dev/null: the terminal's end-of-file ends its read). */
+static void detached_session(const char *flag)
 {
 	struct h_proc p;
-	h_cell(&p, "run", "-d", "-t", "-I", "busybox", "--", "sh", "-c",
-	       "echo hello-pty; sleep 1000", NULL);
+	h_cell(&p, "run", "-d", flag, "-I", "busybox", "--", "sh", "-c",
+	       "echo hello-pty; read x; echo bye-$x", NULL);
 	char *err = strdup(p.err);
 	char *id = detached_id(&p);
 	char *want = h_fmt("cell attach %s ", id);
@@ -1060,11 +1062,21 @@ START_TEST(run_detach_tty_session)
 			h_sleep_ms(100);
 	}
 	ck_assert_msg(off > 0, "the session wrote nothing");
+	h_cell(&p, "attach", id, sid, NULL);
+	ck_assert_msg(p.status == 0 && strstr(p.out, "hello-pty") && strstr(p.out, "bye-"),
+		      "attach: exit %d: %s %s", p.status, p.out, p.err);
+	h_proc_free(&p);
 	free(path);
 	free(sid);
 	free(want);
 	free(err);
 	free(id);
+}
+
+START_TEST(run_detach_tty_session)
+{
+	detached_session("-t");
+	detached_session("-i");
 }
 END_TEST
 
