@@ -131,6 +131,13 @@ struct cell_spawn_result {
 int cell_spawn(const struct cell_spawn_req *req, struct cell_spawn_result *out,
 	       struct cell_error *err);
 
+/* Ask a sandbox to end: SIGTERM to its PID 1 (cell-init passes it to every other process
+ * of the sandbox and exits once they are all gone), then wait up to grace_ms for it to
+ * exit. 0 when it did (or was gone), -ETIMEDOUT when it outlived the grace, -ESRCH when pid
+ * is no longer the sandbox's. pidfd may be -1, as for cell_teardown, which follows in any
+ * case. */
+int cell_terminate(pid_t pid, int pidfd, uint64_t starttime, long grace_ms, struct cell_error *err);
+
 /* Kill the sandbox's PID 1 (which takes its whole pid namespace with it), wait for it,
  * then kill and remove the cgroup. pidfd may be -1 (then pid + starttime are checked
  * before signalling, so a recycled pid is never hit). Idempotent. */

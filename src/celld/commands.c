@@ -83,6 +83,8 @@ struct command {
 	 * environment (never the values). NULL audit: not recorded. */
 	json_t *audit;
 	char rid[136], who_text[80], sandbox[CELL_ID_MAX + 1];
+	/* Set before its reader starts: the sandbox of this serial is deleted when it ends. */
+	uint64_t delete_serial;
 	/* Under the table's lock. */
 	struct cmd_table *table; /* referenced */
 	bool in_table;
@@ -896,6 +898,18 @@ struct drain {
 	int fd;
 };
 
+static command_sandbox_end_fn sandbox_end_fn;
+
+void command_set_sandbox_end(command_sandbox_end_fn fn)
+{
+	sandbox_end_fn = fn;
+}
+
+void command_delete_sandbox_at_end(struct command *c, const struct sandbox *sb)
+{
+	c->delete_serial = sb->serial;
+}
+
 static void *drain_thread(void *arg)
 {
 	struct drain *d = arg;
@@ -919,6 +933,8 @@ static void *drain_thread(void *arg)
 	command_finish(d->c, -1, err.msg[0] ? err.msg : "relay closed");
 	command_set_relay(d->c, -1);
 	close(d->fd);
+	if (d->c->delete_serial && sandbox_end_fn)
+		sandbox_end_fn(d->c->delete_serial);
 	command_unref(d->c);
 	free(d);
 	return NULL;

@@ -98,6 +98,14 @@ void cmd_output_usage(uint64_t *kept, uint64_t *budget);
 bool command_apply(struct command *c, const struct relay_event *ev);
 /* Keep reading the relay in a detached thread until EXIT; takes ownership of fd. */
 int command_drain(struct command *c, int fd, struct cell_error *err);
+/* What ends a sandbox whose command was marked by command_delete_sandbox_at_end, called
+ * with the sandbox's serial by the command's reader once the command has ended (celld's
+ * main sets lifecycle's: a layer above this one). */
+typedef void (*command_sandbox_end_fn)(uint64_t sandbox_serial);
+void command_set_sandbox_end(command_sandbox_end_fn fn);
+/* c's sandbox (sb) is deleted once c ends, however it ends (run -d --rm). Before c is
+ * handed to its reader (command_stream_drain). */
+void command_delete_sandbox_at_end(struct command *c, const struct sandbox *sb);
 /* The EXEC payload for a shell command (command) or a direct exec (argv, an array of
  * strings): the sandbox's environment plus envs (may be NULL), base64-encoded text. *content
  * gets the text shown as the command's content; gid < 0 leaves the group to cell-init (uid's

@@ -759,15 +759,33 @@ int lifecycle_create(const struct create_spec *spec, struct sandbox **out, bool 
 
 /* ---- delete ---- */
 
+/* A running sandbox's processes are asked to end (SIGTERM) and given grace_s seconds; what
+ * is left after that is killed all the same. A paused one gets no grace: its processes are
+ * frozen and could not act on the signal without running again. */
+static void ask_to_end(struct sandbox *sb, pid_t pid, int pidfd, uint64_t st, unsigned grace_s)
+{
+	if (grace_s == 0 || sb->state != SBX_RUNNING)
+		return;
+	struct cell_error err = {0};
+	int r = cell_terminate(pid, pidfd, st, (long)grace_s * 1000, &err);
+	if (r == -ETIMEDOUT)
+		log_info("sandbox %s: still running after a grace of %u s, killing it", sb->id,
+			 grace_s);
+	else if (r < 0)
+		cell_err_drop(&err, "the kill that follows ends it all the same");
+}
+
 /* End everything of sb that runs (init, the rest of its cgroup, its seccomp listener and
- * its network's chain and resolver socket) and forget its init; its disk and uid range
- * stay. sb is busy with the operation that calls this. */
-static int end_processes(struct sandbox *sb, struct cell_error *err)
+ * its network's chain and resolver socket), after a grace of grace_s seconds for a running
+ * one, and forget its init; its disk and uid range stay. sb is busy with the operation
+ * that calls this. */
+static int end_processes(struct sandbox *sb, unsigned grace_s, struct cell_error *err)
 {
 	pid_t pid;
 	int pidfd;
 	uint64_t st;
 	take_init(sb, &pid, &pidfd, &st);
+	ask_to_end(sb, pid, pidfd, st, grace_s);
 	/* A frozen init cannot act on SIGKILL on v1 until thawed: the cgroup's kill (which
 	 * signals, then thaws, on v1; cgroup.kill ends frozen tasks on v2) goes first, so no
 	 * process of the sandbox runs again before it dies. (sb->state is stable while busy.) */
@@ -790,7 +808,7 @@ int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
 	int r = sandbox_begin(sb, SBX_DELETING, err);
 	if (r < 0)
 		return r;
-	r = end_processes(sb, err);
+	r = end_processes(sb, 0, err);
 	if (r == 0)
 		r = remove_dir(sb->id, err);
 	if (r == 0) {
@@ -808,14 +826,33 @@ int lifecycle_delete(struct sandbox *sb, struct cell_error *err)
 	return r;
 }
 
+void lifecycle_delete_after_command(uint64_t serial)
+{
+	registry_lock();
+	struct sandbox *sb = registry_find_serial_locked(serial);
+	if (sb)
+		sandbox_ref(sb);
+	registry_unlock();
+	if (!sb)
+		return; /* deleted already */
+	struct cell_error err = {0};
+	int r = lifecycle_delete(sb, &err);
+	if (r < 0 && r != -ENOENT)
+		log_error("sandbox %s: deleting it when its command ended: %s", sb->id, err.msg);
+	else if (r == 0)
+		log_info("sandbox %s deleted: the command it was to be deleted after ended",
+			 sb->id);
+	sandbox_unref(sb);
+}
+
 /* ---- stop: processes and memory gone, the disk kept ---- */
 
-int lifecycle_stop(struct sandbox *sb, const char *why, struct cell_error *err)
+int lifecycle_stop(struct sandbox *sb, unsigned grace_s, const char *why, struct cell_error *err)
 {
 	int r = sandbox_begin(sb, SBX_STOPPING, err);
 	if (r < 0)
 		return r;
-	r = end_processes(sb, err);
+	r = end_processes(sb, grace_s, err);
 	if (r < 0) {
 		cell_err_wrap(err, "stopping sandbox %s: ", sb->id);
 		sandbox_end(sb, SBX_STOPPING, SBX_FAILED, err->msg);
@@ -1039,7 +1076,7 @@ int lifecycle_expire_stop(struct sandbox *sb, struct cell_error *err)
 	bool live = sb->state == SBX_RUNNING || sb->state == SBX_PAUSED;
 	registry_unlock();
 	/* One already Stopped (or Failed) stays as it is; only its expiry is spent. */
-	int r = live ? lifecycle_stop(sb, "its timeout passed (cell.onTimeout: stop)", err) : 0;
+	int r = live ? lifecycle_stop(sb, 0, "its timeout passed (cell.onTimeout: stop)", err) : 0;
 	if (r < 0 && r != -EALREADY)
 		return r;
 	/* Stopped, its expiry is spent: cleared, or the reaper would find it again. */

@@ -30,6 +30,9 @@ void lifecycle_adopt_all(void);
 /* Init of a running sandbox died: mark it Failed, clean its processes and cgroup (its
  * disk is kept: lifecycle_resume starts it again). The watcher's callback. */
 void lifecycle_init_died(struct sandbox *sb, const char *why);
+/* A command started to delete its sandbox when it ends (run -d --rm) ended: the sandbox
+ * of that serial is deleted, unless it is gone already (commands.c calls this back). */
+void lifecycle_delete_after_command(uint64_t serial);
 
 /* Pause (freeze every process, memory kept): 0; -EALREADY (already Paused), -EBUSY (not
  * Running, or being deleted), -ENOENT (gone), or another -errno (the freezer failed; err
@@ -66,10 +69,14 @@ int lifecycle_use(struct sandbox *sb, bool by_traffic, enum sbx_use *use, struct
 /* sb is paused or stopped and resumes only when a client asks (sandbox.h). */
 bool lifecycle_asleep(struct sandbox *sb);
 /* Stop: every process ended, memory and cgroup freed, the network's rules and resolver
- * socket removed; the disk, uid range, policy and record kept. why is recorded as the
- * reason ("on request", "idle"). -EALREADY (Stopped), -EBUSY (not Running or Paused, or
- * being deleted), -ENOENT, or another -errno (the teardown failed: it is Failed). */
-int lifecycle_stop(struct sandbox *sb, const char *why, struct cell_error *err);
+ * socket removed; the disk, uid range, policy and record kept. A running sandbox's
+ * processes get SIGTERM and up to grace_s seconds to end (0: killed at once; a paused one
+ * always is), the sandbox busy stopping meanwhile; what is left is killed. why is recorded
+ * as the reason ("on request", "idle"). -EALREADY (Stopped), -EBUSY (not Running or
+ * Paused, or being deleted), -ENOENT, or another -errno (the teardown failed: it is
+ * Failed). */
+#define LIFECYCLE_STOP_GRACE_MAX 300 /* s: a stop's request holds its connection that long */
+int lifecycle_stop(struct sandbox *sb, unsigned grace_s, const char *why, struct cell_error *err);
 
 /* A new expiry (in the future, checked by the caller; or 0: none) recorded: 0, or -EBUSY
  * when sb is being changed or gone, or the store's -errno (then nothing changed). */

@@ -913,6 +913,7 @@ static int run(const struct flags *f)
 		 uidrange_dir());
 	if (open_audit(&err) < 0)
 		goto fail;
+	command_set_sandbox_end(lifecycle_delete_after_command);
 	if (watch_start(lifecycle_init_died, &err) < 0 || timers_start(&err) < 0)
 		goto fail;
 	lifecycle_adopt_all();

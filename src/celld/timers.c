@@ -88,7 +88,7 @@ static void step(struct sandbox *sb, const struct idle_view *v, time_t now)
 		return;
 	case IDLE_STOP:
 		snprintf(why, sizeof(why), "paused and unused for %" PRId64 " s", quiet);
-		act(sb, "stopping it when idle", lifecycle_stop(sb, why, &err), &err);
+		act(sb, "stopping it when idle", lifecycle_stop(sb, 0, why, &err), &err);
 		return;
 	case IDLE_RECLAIM:
 		log_info("sandbox %s: %s and unused for %" PRId64 " s, deleting it", sb->id,

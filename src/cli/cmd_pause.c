@@ -1,6 +1,6 @@
-/* cell pause / resume / stop / keepalive: the lifecycle verbs that take only ids: freeze
- * every process of sandboxes (memory kept), thaw or start them, stop them (disk kept), and
- * start their idle timers again. */
+/* cell pause / resume / stop / keepalive: the lifecycle verbs that take ids: freeze every
+ * process of sandboxes (memory kept), thaw or start them, stop them (disk kept, after a
+ * grace for their processes to end), and start their idle timers again. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -12,6 +12,9 @@
 #include "error.h"
 #include "global.h"
 #include "parse.h"
+
+#define STOP_GRACE_DEFAULT 10  /* s, as docker's stop */
+#define STOP_GRACE_MAX	   300 /* s, celld's bound */
 
 static void pause_usage(FILE *f)
 {
@@ -42,18 +45,32 @@ static void resume_usage(FILE *f)
 
 static void stop_usage(FILE *f)
 {
-	fprintf(f, "Usage: cell stop ID...\n"
-		   "\n"
-		   "Stop each sandbox: every process ends and its memory is freed; its files,\n"
-		   "installed packages, network policy and settings are kept. `cell resume`, an\n"
-		   "exec or a file operation starts it again on that disk (a cold start: no\n"
-		   "process of before survives). A paused sandbox is stopped as it is.\n"
-		   "The exit status is 1 when any id failed (already stopped included).\n"
-		   "Every process is killed at once: there is no grace period (no -t).\n"
-		   "\n"
-		   "Options:\n"
-		   "      --socket PATH  celld's socket\n"
-		   "  -h, --help         this help\n");
+	fprintf(f,
+		"Usage: cell stop [-t SECONDS] ID...\n"
+		"\n"
+		"Stop each sandbox: every process ends and its memory is freed; its files,\n"
+		"installed packages, network policy and settings are kept. `cell resume`, an\n"
+		"exec or a file operation starts it again on that disk (a cold start: no\n"
+		"process of before survives). The processes of a running sandbox get SIGTERM\n"
+		"and SECONDS to end; what is left then is killed. A paused sandbox is stopped\n"
+		"as it is, its processes killed at once.\n"
+		"The exit status is 1 when any id failed (already stopped included).\n"
+		"\n"
+		"Options:\n"
+		"  -t, --time SECONDS  grace before the kill, 0 to %d (default %d; 0: at once)\n"
+		"      --socket PATH   celld's socket\n"
+		"  -h, --help          this help\n",
+		STOP_GRACE_MAX, STOP_GRACE_DEFAULT);
+}
+
+/* POST /v1/sandboxes/ID/stop?timeout=SECONDS. */
+static int stop_one(const char *id, void *grace, struct cell_error *err)
+{
+	_cleanup_free_ char *path = NULL, *what = NULL;
+	if (asprintf(&path, "/v1/sandboxes/%s/stop?timeout=%ld", id, *(long *)grace) < 0 ||
+	    asprintf(&what, "stop %s", id) < 0)
+		return cell_err(err, ENOMEM, "stop");
+	return cli_client_api("POST", path, NULL, what, NULL, NULL, err);
 }
 
 static void keepalive_usage(FILE *f)
@@ -98,8 +115,31 @@ int cmd_resume(int argc, char **argv)
 
 int cmd_stop(int argc, char **argv)
 {
-	int rc = cli_global_opts_only(argc, argv, "h", "stop", stop_usage);
-	return rc >= 0 ? rc : each(argc, argv, "stop");
+	static const struct option longopts[] = {
+	    {"time", required_argument, NULL, 't'}, CLI_GLOBAL_LONGOPTS, {0}};
+	long grace = STOP_GRACE_DEFAULT;
+	int c;
+	while ((c = getopt_long(argc, argv, "ht:", longopts, NULL)) != -1) {
+		if (cli_global_opt(c, optarg))
+			continue;
+		if (c == 't') {
+			char *end;
+			errno = 0;
+			grace = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || grace < 0 || grace > STOP_GRACE_MAX)
+				return cli_error_usage("stop", CLI_EXIT_USAGE,
+						       "-t/--time must be a number of seconds from "
+						       "0 to %d ('%s')",
+						       STOP_GRACE_MAX, optarg);
+			continue;
+		}
+		if (c == 'h') {
+			stop_usage(stdout);
+			return CLI_EXIT_OK;
+		}
+		return cli_error_option("stop", CLI_EXIT_USAGE);
+	}
+	return cli_each(argc, argv, "stop", "sandbox id", true, stop_one, &grace);
 }
 
 int cmd_keepalive(int argc, char **argv)

@@ -17,6 +17,7 @@
 #include "global.h"
 #include "parse.h"
 #include "signals.h"
+#include "terminal.h"
 
 static void usage(FILE *f)
 {
@@ -30,10 +31,13 @@ static void usage(FILE *f)
 	       "Options:\n"
 	       "  -i, --interactive        pass this input to CMD (a terminal's with -t)\n"
 	       "  -t, --tty                run CMD on a terminal in the sandbox (-it: a shell)\n"
-	       "  -d, --detach             start CMD in the background, print the sandbox's id\n"
+	       "  -d, --detach             start CMD in the background, print the sandbox's id;\n"
+	       "                           with -t or -i on a terminal session, its attach\n"
+	       "                           command on stderr (cell attach ID SESSION)\n"
 	       "  -p, --publish PORT       print PORT's preview URL on stderr (repeatable)\n"
 	       "      --rm                 delete the sandbox when CMD ends (also on failure, ^C,\n"
-	       "                           SIGTERM; not with -d)\n" CLI_SANDBOX_HELP
+	       "                           SIGTERM; with -d celld deletes it, not with "
+	       "-dt/-di)\n" CLI_SANDBOX_HELP
 	       "  -v, --volume SRC:DEST[:OPTS]  mount SRC on DEST (repeatable): a host path\n"
 	       "                           (with a '/'), or the name of a named volume, made on\n"
 	       "                           first use (cell volume); OPTS: ro, and for host\n"
@@ -42,7 +46,8 @@ static void usage(FILE *f)
 	       "                           WorkingDir, else /workspace)\n"
 	       "  -e, --env K=V            environment variable of CMD (repeatable; K alone takes\n"
 	       "                           the value from this environment)\n"
-	       "      --timeout SECONDS    kill CMD after this long (exit code 124; not with -t)\n"
+	       "      --timeout SECONDS    kill CMD after this long (exit code 124; not with -t;\n"
+	       "                           with -d its status in cell exec's logs)\n"
 	       "  -u, --user UID[:GID]     run CMD as this user and group (numbers, 0-65535; GID\n"
 	       "                           defaults to UID; default: root). The default image's\n"
 	       "                           ordinary account `user` is 1000; names are not\n"
@@ -123,15 +128,14 @@ static int check_run(const struct run *run, int argc, char **argv, int optind_)
 					       argv[optind_], argv[optind_]);
 	if (optind_ >= argc || !argv[optind_][0])
 		return cli_error_usage("run", -1, "expected a command after '--'");
-	if (run->detach && (run->rm || run->tty || run->xr.input))
-		return cli_error_usage("run", -1,
-				       "-d does not take %s: a detached command has no "
-				       "terminal, and its sandbox stays for cell exec",
-				       run->rm	  ? "--rm"
-				       : run->tty ? "-t"
-						  : "-i");
-	if (run->detach && run->xr.timeout_ms)
-		return cli_error_usage("run", -1, "-d does not take --timeout");
+	/* A detached terminal session lives until its process ends or it is deleted, and
+	 * celld learns of that end only when someone attached asks. */
+	if (run->detach && (run->tty || run->xr.input) &&
+	    (run->rm || run->xr.timeout_ms || run->xr.set_user))
+		return cli_error_usage("run", -1, "-d %s does not take %s", run->tty ? "-t" : "-i",
+				       run->rm		    ? "--rm"
+				       : run->xr.timeout_ms ? "--timeout"
+							    : "--user");
 	return 0;
 }
 
@@ -150,16 +154,36 @@ static int print_ports(const struct run *run, const char *id)
 	return 0;
 }
 
+/* -d with -t or -i: CMD on a terminal session nobody is attached to yet; the sandbox's id
+ * on stdout (as -d's), how to attach on stderr. */
+static int start_session(const struct cli_exec_req *xr)
+{
+	_cleanup_free_ char *sid = NULL;
+	if (cli_exec_tty_start(xr, "run", false, &sid) < 0)
+		return CLI_EXIT_RUN_FAIL;
+	struct cell_error err = {0};
+	if (cli_term_start(xr->id, sid, &err) < 0) {
+		cli_error("%s", err.msg);
+		return CLI_EXIT_RUN_FAIL;
+	}
+	printf("%s\n", xr->id);
+	fprintf(stderr, "cell: session %s: cell attach %s %s\n", sid, xr->id, sid);
+	return CLI_EXIT_OK;
+}
+
 /* CMD in the sandbox: on a terminal (-t), started in the background (-d) or streamed. */
 static int run_command(const struct run *run, const char *id)
 {
 	struct cli_exec_req xr = run->xr;
 	xr.id = id;
+	if (run->detach && (run->tty || xr.input))
+		return start_session(&xr);
 	if (run->tty)
 		return cli_exec_tty(&xr, "run", xr.input);
 	int code = CLI_EXIT_RUN_FAIL;
 	struct cell_error err = {0};
 	xr.background = run->detach;
+	xr.delete_sandbox = run->detach && run->rm;
 	if (cli_exec_stream(&xr, &code, &err) < 0) {
 		cli_error("%s", err.msg);
 		return CLI_EXIT_RUN_FAIL;
@@ -227,7 +251,7 @@ int cmd_run(int argc, char **argv)
 	run.co.volumes = vols;
 	run.xr.argv = argv + optind;
 	run.xr.envs = envs;
-	if (run.tty && run.xr.input && !isatty(0)) {
+	if (run.tty && run.xr.input && !run.detach && !isatty(0)) {
 		cli_error("run -it: the input is not a terminal (pipe input with -i alone)");
 		goto out;
 	}
@@ -244,7 +268,8 @@ int cmd_run(int argc, char **argv)
 		code = 128 + cli_signals_caught;
 	else if (print_ports(&run, id) == 0)
 		code = run_command(&run, id);
-	if (run.rm) {
+	/* A detached command that started is celld's to delete the sandbox after. */
+	if (run.rm && !(run.detach && code == 0)) {
 		struct cell_error derr = {0};
 		if (cli_delete_sandbox(id, &derr) < 0) {
 			cli_error("%s", derr.msg);

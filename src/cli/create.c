@@ -153,6 +153,9 @@ int cli_create_sandbox_opt(int c, const char *arg, struct cli_create_opts *o)
 		return limit_opt(o, "disk", "--disk", arg, true);
 	case CLI_OPT_ENTRYPOINT:
 		return entrypoint_opt(o, arg);
+	case CLI_OPT_CODE_INTERPRETER:
+		o->code_interpreter = true;
+		return 1;
 	default:
 		return 0;
 	}
@@ -255,6 +258,7 @@ static const char *const field_flags[][2] = {
     {"resourceLimits.pids", "--pids-limit"},
     {"resourceLimits.disk", "--disk"},
     {"extensions.cell.name", "--name"},
+    {"extensions.cell.codeInterpreter", "--code-interpreter"},
     {"extensions.cell.network", "--network"},
     {"extensions.cell.seccomp", "--seccomp"},
     {"extensions.cell.idleTimeout", "--idle-timeout"},
@@ -327,6 +331,8 @@ int cli_create_sandbox(const struct cli_create_opts *o, char *id, size_t id_size
 		json_object_set_new(ext, "cell.seccompLog", json_string("true"));
 	if (o->network)
 		json_object_set_new(ext, "cell.network", json_string(o->network));
+	if (o->code_interpreter)
+		json_object_set_new(ext, "cell.codeInterpreter", json_string("true"));
 	const char *timers[][2] = {{"cell.idleTimeout", o->idle_timeout},
 				   {"cell.stopAfter", o->stop_after},
 				   {"cell.reclaimAfter", o->reclaim_after},

@@ -35,11 +35,12 @@ struct cli_create_opts {
 	char *startup_script;
 	const char *startup_timeout;
 	json_t *skills;
+	bool code_interpreter; /* extensions["cell.codeInterpreter"] */
 };
 
-/* -I/--image, --snapshot, --name, --label, --memory, --cpus, --pids-limit, --disk and
- * --entrypoint of create and run (their optstring has "I:"). --env-file is here too, as
- * both take it, but each command reads it into its own -e object. */
+/* -I/--image, --snapshot, --name, --label, --memory, --cpus, --pids-limit, --disk,
+ * --entrypoint and --code-interpreter of create and run (their optstring has "I:"). --env-file is
+ * here too, as both take it, but each command reads it into its own -e object. */
 enum {
 	CLI_OPT_SNAPSHOT = 0x1500,
 	CLI_OPT_NAME,
@@ -49,7 +50,8 @@ enum {
 	CLI_OPT_PIDS_LIMIT,
 	CLI_OPT_DISK,
 	CLI_OPT_ENTRYPOINT,
-	CLI_OPT_ENV_FILE
+	CLI_OPT_ENV_FILE,
+	CLI_OPT_CODE_INTERPRETER
 };
 /* clang-format off */
 #define CLI_SANDBOX_LONGOPTS                                           \
@@ -62,7 +64,8 @@ enum {
 	{"pids-limit", required_argument, NULL, CLI_OPT_PIDS_LIMIT},   \
 	{"disk", required_argument, NULL, CLI_OPT_DISK},               \
 	{"entrypoint", required_argument, NULL, CLI_OPT_ENTRYPOINT},   \
-	{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE}
+	{"env-file", required_argument, NULL, CLI_OPT_ENV_FILE},       \
+	{"code-interpreter", no_argument, NULL, CLI_OPT_CODE_INTERPRETER}
 /* clang-format on */
 #define CLI_SANDBOX_HELP                                                                           \
 	"  -I, --image NAME         image (default: default): one cell built, one of the\n"        \
@@ -80,7 +83,9 @@ enum {
 	"      --entrypoint CMD     the sandbox's long-running process, split at spaces\n"         \
 	"                           (default: the image's)\n"                                      \
 	"      --env-file FILE      K=V lines as -e (# comments; K alone takes the value\n"        \
-	"                           from this environment)\n"
+	"                           from this environment)\n"                                      \
+	"      --code-interpreter   run the code interpreter as the entrypoint (cell's own\n"      \
+	"                           service when the image has none; it needs python3)\n"
 /* Handle one of CLI_SANDBOX_LONGOPTS but --env-file into o: 1 when c was one, 0 when not,
  * -1 (printed) when its value is refused. */
 int cli_create_sandbox_opt(int c, const char *arg, struct cli_create_opts *o);

@@ -78,6 +78,8 @@ static json_t *exec_body(const struct cli_exec_req *req)
 		json_object_set_new(body, "stdin", json_true());
 	if (req->background)
 		json_object_set_new(body, "background", json_true());
+	if (req->delete_sandbox)
+		json_object_set_new(body, "deleteSandboxOnExit", json_true());
 	if (req->set_user) {
 		json_object_set_new(body, "uid", json_integer(req->uid));
 		json_object_set_new(body, "gid", json_integer(req->gid));
@@ -308,33 +310,40 @@ static int tty_workdir(const char *id, const char *cwd)
 	return r == 0 && dir ? 0 : -1;
 }
 
-/* -t: CMD on a PTY session, removed when it ends (kept when the user detaches). */
-int cli_exec_tty(const struct cli_exec_req *xr, const char *command, bool interactive)
+int cli_exec_tty_start(const struct cli_exec_req *xr, const char *command, bool input_tty,
+		       char **session)
 {
-	if (xr->timeout_ms || xr->set_user) {
-		cli_error_usage(command, CLI_EXIT_RUN_FAIL, "-t does not take %s",
-				xr->timeout_ms ? "--timeout" : "--user");
-		return CLI_EXIT_RUN_FAIL;
-	}
-	if (interactive && !isatty(0)) {
+	if (xr->timeout_ms || xr->set_user)
+		return cli_error_usage(command, -1, "-t does not take %s",
+				       xr->timeout_ms ? "--timeout" : "--user");
+	if (input_tty && !isatty(0)) {
 		cli_error("%s -it: the input is not a terminal (pipe input with -i alone)",
 			  command);
-		return CLI_EXIT_RUN_FAIL;
+		return -1;
 	}
 	_cleanup_free_ char *line = cli_term_command_line(xr->argv, xr->envs);
 	if (!line) {
 		cli_error("%s: an -e name is not a shell variable name", command);
-		return CLI_EXIT_RUN_FAIL;
+		return -1;
 	}
 	if (xr->cwd && tty_workdir(xr->id, xr->cwd) < 0)
-		return CLI_EXIT_RUN_FAIL;
+		return -1;
+	struct cell_error err = {0};
+	if (cli_term_create(xr->id, line, xr->cwd, session, &err) < 0) {
+		cli_error("%s", err.msg);
+		return -1;
+	}
+	return 0;
+}
+
+/* -t: CMD on a PTY session, removed when it ends (kept when the user detaches). */
+int cli_exec_tty(const struct cli_exec_req *xr, const char *command, bool interactive)
+{
 	struct cell_error err = {0};
 	_cleanup_free_ char *sid = NULL;
 	int code = CLI_EXIT_RUN_FAIL;
-	if (cli_term_create(xr->id, line, xr->cwd, &sid, &err) < 0) {
-		cli_error("%s", err.msg);
+	if (cli_exec_tty_start(xr, command, interactive, &sid) < 0)
 		return code;
-	}
 	struct cli_term_attach a = {
 	    .id = xr->id, .session = sid, .since = 0, .input = interactive, .remove_at_end = true};
 	if (cli_term_attach(&a, &code, &err) < 0) {

@@ -17,6 +17,7 @@ struct cli_exec_req {
 	bool set_user;	      /* --user given: run as uid:gid */
 	bool input;	      /* feed our stdin to the command's (-i) */
 	bool background;      /* start it and return at once (run -d) */
+	bool delete_sandbox;  /* celld deletes the sandbox when it ends (run -d --rm) */
 	long long uid, gid;
 };
 
@@ -39,6 +40,12 @@ int cli_exec_opt(int c, const char *arg, struct cli_exec_req *req, json_t *envs)
  * (cli_signals_caught) or when fd 1 or 2 is a closed pipe, the command is interrupted
  * through DELETE /command and *exit_code = 128 + the signal. */
 int cli_exec_stream(const struct cli_exec_req *req, int *exit_code, struct cell_error *err);
+
+/* CMD started on a new PTY session (its id in *session, malloc'd), nobody attached: 0, or
+ * -1 with the failure printed naming command (--timeout and --user refused first, then,
+ * with input_tty, an input that is not a terminal). */
+int cli_exec_tty_start(const struct cli_exec_req *xr, const char *command, bool input_tty,
+		       char **session);
 
 /* -t of exec and run: CMD on a PTY session wired to this terminal (input passed on with
  * interactive), removed when it ends (kept when the user detaches). The exit status, any

@@ -20,9 +20,10 @@
 #include "signals.h"
 #include "terminal.h"
 
-#define PTY_PATH     "/v1/sandboxes/%s" CLI_EXECD_PREFIX "/pty"
-#define DETACH_FIRST 0x10 /* ^P */
-#define DETACH_NEXT  0x11 /* ^Q */
+#define PTY_PATH      "/v1/sandboxes/%s" CLI_EXECD_PREFIX "/pty"
+#define DETACH_FIRST  0x10  /* ^P */
+#define DETACH_NEXT   0x11  /* ^Q */
+#define START_WAIT_MS 30000 /* for celld's "connected" after the switch */
 
 struct term {
 	const struct cli_term_attach *a;
@@ -31,6 +32,7 @@ struct term {
 	int exit_code;
 	char error[256]; /* an error frame's text */
 	bool held_first; /* a ^P was typed: the next byte says whether it detaches */
+	bool discard;	 /* output is not shown (a start without attaching) */
 };
 
 static volatile sig_atomic_t winch;
@@ -83,7 +85,7 @@ static void on_msg(void *ctx, bool binary, const uint8_t *data, size_t len)
 		on_text(t, data, len);
 		return;
 	}
-	if (len < 1)
+	if (len < 1 || t->discard)
 		return;
 	if (data[0] == 0x01)
 		write_all(1, data + 1, len - 1);
@@ -280,6 +282,30 @@ int cli_term_attach(const struct cli_term_attach *a, int *exit_code, struct cell
 	cell_client_close(cli_client());
 	if (a->remove_at_end && !t.detached)
 		remove_session(a);
+	return rc;
+}
+
+int cli_term_start(const char *id, const char *session, struct cell_error *err)
+{
+	const struct cli_term_attach a = {.id = id, .session = session, .since = -1};
+	struct term t = {.a = &a, .discard = true};
+	int rc = open_ws(&t, err);
+	while (rc == 0 && !t.connected && !t.exited && !t.error[0]) {
+		struct pollfd p = {.fd = cell_client_ws_fd(t.ws),
+				   .events = cell_client_ws_events(t.ws)};
+		int n = poll(&p, 1, START_WAIT_MS);
+		if (n == 0 || (n < 0 && errno != EINTR))
+			rc = cell_err(err, n ? errno : ETIMEDOUT, "PTY session %s: starting it",
+				      session);
+		else if (n > 0 && cell_client_ws_pump(t.ws, p.revents) == 1)
+			rc = link_error(&t, err);
+	}
+	if (rc == 0 && t.error[0])
+		rc = link_error(&t, err);
+	if (t.ws && rc == 0)
+		cell_client_ws_close(t.ws, 1000, "detached");
+	cell_client_ws_free(t.ws);
+	cell_client_close(cli_client());
 	return rc;
 }
 

@@ -21,6 +21,10 @@ struct cli_term_attach {
 int cli_term_create(const char *id, const char *command, const char *cwd, char **session,
 		    struct cell_error *err);
 
+/* Start a session's process (it starts on the first attach) and leave it running with
+ * nobody attached: 0 once celld said it is connected, -errno with err filled. */
+int cli_term_start(const char *id, const char *session, struct cell_error *err);
+
 /* Attach the user's terminal to a session until its process ends (0, *exit_code its code),
  * the user detaches with ^P^Q (0, *exit_code 0, how to come back printed), or the link
  * fails (-errno, err says why). The terminal is in raw mode meanwhile (when stdin is one)

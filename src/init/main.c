@@ -11,7 +11,8 @@
  * SIGTERM/SIGINT end it.
  *
  * Nothing a client or a sandboxed process sends can make it exit: a malformed frame costs
- * only the connection that carried it. */
+ * only the connection that carried it. The host's SIGTERM (celld's stop with a grace) is
+ * passed to every process of the sandbox, and cell-init exits once none is left. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -53,6 +54,7 @@ static int spare_fd = -1;     /* given up to accept-and-close when out of fds */
 static const char *test_path; /* --listen PATH, made absolute */
 static char test_path_buf[PATH_MAX];
 static bool quit;
+static bool ending; /* the host asked the sandbox to end: quit once no child is left */
 
 /* ---- requests ---- */
 
@@ -147,6 +149,36 @@ static void handle_request(struct conn *c, uint16_t type, uint8_t *payload, uint
 
 /* ---- signals and children ---- */
 
+/* No process is left in the sandbox but us: every other one is our descendant, orphans
+ * coming back to PID 1, so one without children is alone. */
+static bool alone(void)
+{
+	siginfo_t si;
+	return waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 && errno == ECHILD;
+}
+
+/* A signal from outside our pid namespace arrives with no sender pid; one sent from inside
+ * carries its sender's, and no process may forge SI_USER's (the kernel refuses si_code >= 0
+ * from rt_sigqueueinfo and pidfd_send_signal). Only the host may stop the sandbox so. */
+static bool from_host(const struct signalfd_siginfo *si)
+{
+	return si->ssi_code == SI_USER && si->ssi_pid == 0;
+}
+
+/* The host's SIGTERM (a stop with a grace): every process of the sandbox gets it (and
+ * SIGCONT, so a stopped one acts on it now), and we exit once they have all ended. What
+ * outlives the grace is killed by the host. */
+static void end_sandbox(void)
+{
+	if (!ending)
+		log_debug("asked to end: SIGTERM to every process");
+	ending = true;
+	kill(-1, SIGTERM);
+	kill(-1, SIGCONT);
+	if (alone())
+		quit = true;
+}
+
 static void reap_children(void)
 {
 	for (;;) {
@@ -156,8 +188,11 @@ static void reap_children(void)
 		pid_t pid = waitpid(-1, &status, WNOHANG | WUNTRACED);
 		if (pid < 0 && errno == EINTR)
 			continue;
-		if (pid <= 0)
+		if (pid <= 0) {
+			if (ending && alone())
+				quit = true;
 			return;
+		}
 		if (WIFSTOPPED(status)) {
 			exec_stopped(pid, WSTOPSIG(status));
 			continue;
@@ -172,7 +207,7 @@ static void reap_children(void)
 static void signal_event(struct init_watch *w, uint32_t events)
 {
 	(void)events;
-	bool child = false;
+	bool child = false, end = false;
 	for (;;) {
 		struct signalfd_siginfo si[16];
 		ssize_t n = read(w->fd, si, sizeof(si));
@@ -187,17 +222,20 @@ static void signal_event(struct init_watch *w, uint32_t events)
 				break;
 			case SIGTERM:
 			case SIGINT:
-				/* As PID 1 these come only from inside the sandbox (the
-				 * runtime stops a sandbox with SIGKILL): ignored. */
+				/* As PID 1, one from inside the sandbox is ignored. */
 				if (test_path)
 					quit = true;
+				else if (si[i].ssi_signo == SIGTERM && from_host(&si[i]))
+					end = true;
 				break;
 			default:
 				break; /* everything else is drained and dropped */
 			}
 		}
 	}
-	if (child)
+	if (end)
+		end_sandbox();
+	if (child || ending)
 		reap_children();
 }
 

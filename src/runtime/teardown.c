@@ -58,27 +58,35 @@ static int pidfd_for(pid_t pid, uint64_t starttime, struct cell_error *err)
 	return move_fd(fd);
 }
 
-static int kill_and_wait(int pidfd, pid_t pid, struct cell_error *err)
+/* Wait up to ms for the process behind pidfd to exit: 0 when it did, -ETIMEDOUT. */
+static int wait_exit(int pidfd, pid_t pid, long ms, struct cell_error *err)
 {
-	/* Killing PID 1 of the sandbox's pid namespace takes every process in it along. */
-	if (pidfd_send_signal(pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
-		return cell_err(err, errno, "killing sandbox init (pid %d)", (int)pid);
 	struct timespec start, now;
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		long left = EXIT_WAIT_MS - ((now.tv_sec - start.tv_sec) * 1000 +
-					    (now.tv_nsec - start.tv_nsec) / 1000000);
+		long left = ms - ((now.tv_sec - start.tv_sec) * 1000 +
+				  (now.tv_nsec - start.tv_nsec) / 1000000);
 		if (left <= 0)
 			return cell_err(err, ETIMEDOUT, "waiting for sandbox init (pid %d) to exit",
 					(int)pid);
 		struct pollfd pfd = {.fd = pidfd, .events = POLLIN};
 		int r = poll(&pfd, 1, (int)left);
 		if (r > 0)
-			break;
+			return 0;
 		if (r < 0 && errno != EINTR)
 			return cell_err(err, errno, "waiting for sandbox init (pid %d)", (int)pid);
 	}
+}
+
+static int kill_and_wait(int pidfd, pid_t pid, struct cell_error *err)
+{
+	/* Killing PID 1 of the sandbox's pid namespace takes every process in it along. */
+	if (pidfd_send_signal(pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+		return cell_err(err, errno, "killing sandbox init (pid %d)", (int)pid);
+	int r = wait_exit(pidfd, pid, EXIT_WAIT_MS, err);
+	if (r < 0)
+		return r;
 	/* Dead, not yet reaped: as our unreaped child its pid names nothing else, so the
 	 * rootfs held for that pid is this sandbox's. */
 	cell_mount_release(pid);
@@ -88,6 +96,24 @@ static int kill_and_wait(int pidfd, pid_t pid, struct cell_error *err)
 	if (waitid(P_PIDFD, pidfd, &si, WEXITED | WNOHANG) < 0 && errno != ECHILD)
 		return cell_err(err, errno, "reaping sandbox init (pid %d)", (int)pid);
 	return 0;
+}
+
+int cell_terminate(pid_t pid, int pidfd, uint64_t starttime, long grace_ms, struct cell_error *err)
+{
+	_cleanup_close_ int own = -1;
+	if (pidfd < 0) {
+		own = pidfd_for(pid, starttime, err);
+		if (own < 0)
+			return own;
+		pidfd = own;
+	}
+	/* From outside its pid namespace, so cell-init knows the request is the host's: no
+	 * process of the sandbox can send a signal that arrives so. */
+	if (pidfd_send_signal(pidfd, SIGTERM, NULL, 0) < 0)
+		return errno == ESRCH
+			   ? 0
+			   : cell_err(err, errno, "asking sandbox init (pid %d) to end", (int)pid);
+	return wait_exit(pidfd, pid, grace_ms, err);
 }
 
 int cell_teardown(pid_t pid, int pidfd, uint64_t starttime, const struct cell_cgroup_ops *cg,

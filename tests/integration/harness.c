@@ -498,6 +498,24 @@ long h_world_http(struct h_world *w, const char *method, const char *path, const
 	return h_world_request(w, &req, resp);
 }
 
+double h_metric(const char *text, const char *series)
+{
+	char *want = h_fmt("\n%s ", series);
+	const char *at = strstr(text, want);
+	double v = at ? strtod(at + strlen(want), NULL) : -1;
+	free(want);
+	return v;
+}
+
+double h_world_metric(struct h_world *w, const char *series)
+{
+	struct h_resp r;
+	ck_assert_int_eq(h_world_http(w, "GET", "/metrics", NULL, &r), 200);
+	double v = h_metric(r.body, series);
+	h_resp_free(&r);
+	return v;
+}
+
 long h_http(const char *method, const char *path, const char *json_body, struct h_resp *resp)
 {
 	return h_world_http(&H, method, path, json_body, resp);

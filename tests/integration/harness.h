@@ -319,6 +319,11 @@ const char *h_world_log_tail(const struct h_world *w);
 long h_world_request(struct h_world *w, const struct h_req *req, struct h_resp *resp);
 long h_world_http(struct h_world *w, const char *method, const char *path, const char *json_body,
 		  struct h_resp *resp);
+/* The value of the sample of celld's /metrics text whose line starts with "series " (a
+ * name, with its labels: cell_dns_answers_total, cell_proxy_bytes_total{direction="to_app"}),
+ * -1 when there is none. h_world_metric scrapes world w's /metrics (asserting 200) first. */
+double h_metric(const char *text, const char *series);
+double h_world_metric(struct h_world *w, const char *series);
 long h_world_create_ex(struct h_world *w, const char *image, json_t *extra, enum h_via via,
 		       struct h_resp *resp);
 char *h_world_create(struct h_world *w, const char *image, json_t *extra);

@@ -145,6 +145,8 @@ static const char *const bad_commands[] = {
     "{\"command\":\"true\",\"timeout\":\"5\"}",
     "{\"command\":\"true\",\"timeout\":-1}",
     "{\"command\":\"true\",\"background\":\"yes\"}",
+    "{\"command\":\"true\",\"deleteSandboxOnExit\":true}",
+    "{\"command\":\"true\",\"background\":true,\"deleteSandboxOnExit\":1}",
     "{\"command\":\"true\",\"envs\":[\"A=B\"]}",
     "{\"command\":\"true\",\"envs\":{\"A\":1}}",
     "{\"command\":\"true\",\"envs\":{\"A=B\":\"c\"}}",

@@ -953,8 +953,16 @@ START_TEST(run_detach_publish_and_limits)
 			  !strstr(p.err, "resourceLimits"),
 		      "exit %d: %s", p.status, p.err);
 	h_proc_free(&p);
-	h_cell(&p, "run", "-d", "--rm", "-I", "busybox", "--", "true", NULL);
-	ck_assert_msg(p.status == 125 && strstr(p.err, "-d does not take --rm"), "exit %d: %s",
+	h_cell(&p, "run", "-d", "-t", "--rm", "-I", "busybox", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "-d -t does not take --rm"), "exit %d: %s",
+		      p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "run", "-d", "-i", "--timeout", "5", "-I", "busybox", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "-d -i does not take --timeout"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "run", "-d", "-i", "-u", "1000", "-I", "busybox", "--", "true", NULL);
+	ck_assert_msg(p.status == 125 && strstr(p.err, "-d -i does not take --user"), "exit %d: %s",
 		      p.status, p.err);
 	h_proc_free(&p);
 	h_cell(&p, "run", "--rm", "-I", "busybox", "--env-file", "/nonexistent/env", "--", "true",
@@ -972,6 +980,103 @@ START_TEST(run_detach_publish_and_limits)
 	free(want);
 	free(id);
 	free(envfile);
+}
+END_TEST
+
+/* What `cell run -d ...` answered in p, which must be a success: the id it printed
+ * (tracked). p is freed. */
+static char *detached_id(struct h_proc *p)
+{
+	ck_assert_msg(p->status == 0, "exit %d: %s", p->status, p->err);
+	char *id = strdup(h_trim(p->out));
+	ck_assert_msg(cell_id_valid(id), "-d printed '%s'", id);
+	h_track_sandbox(id);
+	h_proc_free(p);
+	return id;
+}
+
+/* -d --rm: celld deletes the sandbox when the detached command ends. */
+START_TEST(run_detach_rm)
+{
+	struct h_proc p;
+	h_cell(&p, "run", "-d", "--rm", "-I", "busybox", "--", "sh", "-c", "sleep 1", NULL);
+	char *id = detached_id(&p);
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	long st = 0;
+	for (int i = 0; i < 300 && (st = h_http("GET", path, NULL, NULL)) == 200; i++)
+		h_sleep_ms(100);
+	ck_assert_int_eq(st, 404);
+	/* a command that does not start: the CLI deletes the sandbox itself */
+	int before = h_sandbox_count();
+	h_cell(&p, "run", "-d", "--rm", "-I", "busybox", "--", "/nonexistent", NULL);
+	ck_assert_msg(p.status != 0, "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_sandbox_count(), before);
+	free(path);
+	free(id);
+}
+END_TEST
+
+/* -d --timeout: the detached command is killed after it. */
+START_TEST(run_detach_timeout)
+{
+	struct h_proc p;
+	h_cell(&p, "run", "-d", "--timeout", "1", "-I", "busybox", "--", "sh", "-c",
+	       "echo $$ > /tmp/pid; exec sleep 1000", NULL);
+	char *id = detached_id(&p);
+	int alive = 0;
+	for (int i = 0; i < 300; i++) {
+		alive = h_sh_code(id, "test -s /tmp/pid && ! kill -0 $(cat /tmp/pid)");
+		if (alive == 0)
+			break;
+		h_sleep_ms(100);
+	}
+	ck_assert_msg(alive == 0, "the detached command outlived its --timeout");
+	free(id);
+}
+END_TEST
+
+/* -d -t or -d -i: the command on a terminal session nobody attached to, running at once;
+ * `cell attach` to it later replays what it wrote and takes it to its end (its input
+ * ends here, /dev/null: the terminal's end-of-file ends its read). */
+static void detached_session(const char *flag)
+{
+	struct h_proc p;
+	h_cell(&p, "run", "-d", flag, "-I", "busybox", "--", "sh", "-c",
+	       "echo hello-pty; read x; echo bye-$x", NULL);
+	char *err = strdup(p.err);
+	char *id = detached_id(&p);
+	char *want = h_fmt("cell attach %s ", id);
+	char *at = strstr(err, want);
+	ck_assert_msg(at, "stderr: %s", err);
+	char *sid = strdup(h_trim(at + strlen(want)));
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/44772/pty/%s", id, sid);
+	struct h_resp r = {0};
+	long off = 0;
+	for (int i = 0; i < 100 && off == 0; i++) {
+		ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+		ck_assert(json_is_true(h_jget(r.json, "running")));
+		off = h_jint(r.json, "output_offset");
+		h_resp_free(&r);
+		if (off == 0)
+			h_sleep_ms(100);
+	}
+	ck_assert_msg(off > 0, "the session wrote nothing");
+	h_cell(&p, "attach", id, sid, NULL);
+	ck_assert_msg(p.status == 0 && strstr(p.out, "hello-pty") && strstr(p.out, "bye-"),
+		      "attach: exit %d: %s %s", p.status, p.out, p.err);
+	h_proc_free(&p);
+	free(path);
+	free(sid);
+	free(want);
+	free(err);
+	free(id);
+}
+
+START_TEST(run_detach_tty_session)
+{
+	detached_session("-t");
+	detached_session("-i");
 }
 END_TEST
 
@@ -1185,6 +1290,127 @@ START_TEST(rm_all_takes_the_stopped)
 END_TEST
 
 /* Creates of one name that race: celld lets exactly one through. */
+/* --code-interpreter reaches celld: busybox has no python3, and celld's refusal says so. */
+START_TEST(create_code_interpreter_needs_python)
+{
+	int before = h_sandbox_count();
+	struct h_proc p;
+	h_cell(&p, "create", "-I", "busybox", "--code-interpreter", NULL);
+	ck_assert_msg(p.status != 0 && strstr(p.err, "image busybox has no python3") &&
+			  strstr(p.err, "code interpreter"),
+		      "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	ck_assert_int_eq(h_sandbox_count(), before);
+}
+END_TEST
+
+/* ---- stop -t: a grace before the kill ---- */
+
+/* A sandbox whose entrypoint is `sh -c script`, created through the API (--entrypoint
+ * splits at spaces); the id, tracked. */
+static char *create_with_script(const char *script)
+{
+	json_t *extra = json_pack("{s:[s,s,s]}", "entrypoint", "sh", "-c", script);
+	char *id = h_create("busybox", extra);
+	json_decref(extra);
+	/* the shell has set its trap once it wrote this */
+	for (int i = 0; i < 100 && h_sh_code(id, "test -e /tmp/ready") != 0; i++)
+		h_sleep_ms(100);
+	ck_assert_int_eq(h_sh_code(id, "test -e /tmp/ready"), 0);
+	return id;
+}
+
+static void cli_stop(const char *id, const char *grace)
+{
+	struct h_proc p;
+	h_cell(&p, "stop", "-t", grace, id, NULL);
+	ck_assert_msg(p.status == 0 && !strcmp(h_trim(p.out), id), "exit %d: %s %s", p.status,
+		      p.out, p.err);
+	h_proc_free(&p);
+	json_t *ins = h_inspect(id);
+	ck_assert_str_eq(h_jstr(ins, "state"), "Stopped");
+	json_decref(ins);
+}
+
+/* An entrypoint that ends on SIGTERM after writing to the disk: with a grace it gets to
+ * write (the file is there when the sandbox starts again); with -t 0 it is killed first. */
+START_TEST(stop_grace_lets_processes_finish)
+{
+	const char *script = "trap 'echo bye > /root/bye; exit 0' TERM; touch /tmp/ready; "
+			     "while :; do sleep 1; done";
+	char *graceful = create_with_script(script), *at_once = create_with_script(script),
+	     *paused = create_with_script(script);
+	cli_stop(graceful, "5");
+	cli_stop(at_once, "0");
+	/* a paused one's processes are frozen: killed at once, whatever the grace */
+	char *path = h_fmt("/v1/sandboxes/%s/pause", paused);
+	long st = h_http("POST", path, NULL, NULL);
+	ck_assert_msg(st == 202 || st == 204, "pause: HTTP %ld", st);
+	cli_stop(paused, "5");
+	/* an exec starts each again on its kept disk */
+	char *out = h_sh(graceful, "cat /root/bye");
+	ck_assert_str_eq(out, "bye\n");
+	free(out);
+	ck_assert_int_ne(h_sh_code(at_once, "test -e /root/bye"), 0);
+	ck_assert_int_ne(h_sh_code(paused, "test -e /root/bye"), 0);
+	free(path);
+	free(graceful);
+	free(at_once);
+	free(paused);
+}
+END_TEST
+
+/* A process that outlives the grace (it handles TERM and goes on) is killed after it; bad
+ * graces are refused, naming the flag or the parameter, and change nothing. */
+START_TEST(stop_grace_then_kill)
+{
+	char *id = create_with_script("trap 'echo got >> /root/term' TERM; touch /tmp/ready; "
+				      "while :; do sleep 1; done");
+	struct h_proc p;
+	h_cell(&p, "stop", "--time", "soon", id, NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "-t/--time"), "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	h_cell(&p, "stop", "-t", "301", id, NULL);
+	ck_assert_msg(p.status == 2 && strstr(p.err, "-t/--time"), "exit %d: %s", p.status, p.err);
+	h_proc_free(&p);
+	struct h_resp r;
+	char *path = h_fmt("/v1/sandboxes/%s/stop?timeout=-1", id);
+	ck_assert_int_eq(h_http("POST", path, NULL, &r), 400);
+	ck_assert_msg(strstr(h_jstr(r.json, "message"), "timeout"), "%s",
+		      h_jstr(r.json, "message"));
+	h_resp_free(&r);
+	json_t *ins = h_inspect(id);
+	ck_assert_str_eq(h_jstr(ins, "state"), "Running");
+	json_decref(ins);
+
+	cli_stop(id, "1");
+	/* it saw the TERM, handled it, and was killed all the same */
+	char *out = h_sh(id, "cat /root/term");
+	ck_assert_str_eq(out, "got\n");
+	free(out);
+	free(path);
+	free(id);
+}
+END_TEST
+
+/* Only the host's SIGTERM makes cell-init pass it on: root inside sending one to PID 1
+ * ends nothing (the trap never runs, the sandbox stays Running). */
+START_TEST(sigterm_from_inside_ignored)
+{
+	char *id = create_with_script("trap 'echo got > /root/term' TERM; touch /tmp/ready; "
+				      "while :; do sleep 1; done");
+	ck_assert_int_eq(h_sh_code(id, "kill -TERM 1"), 0);
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_ne(h_sh_code(id, "test -e /root/term"), 0);
+		h_sleep_ms(100);
+	}
+	json_t *ins = h_inspect(id);
+	ck_assert_str_eq(h_jstr(ins, "state"), "Running");
+	json_decref(ins);
+	free(id);
+}
+END_TEST
+
 START_TEST(a_name_raced_is_given_once)
 {
 	char rnd[CELL_ID_RANDOM_LEN + 1];
@@ -1274,11 +1500,20 @@ static Suite *cli_suite(void)
 	tcase_add_test(h_tcase(s, "run_detach_publish_and_limits", 180),
 		       run_detach_publish_and_limits);
 	tcase_add_test(h_tcase(s, "run_entrypoint", 120), run_entrypoint);
+	tcase_add_test(h_tcase(s, "run_detach_rm", 120), run_detach_rm);
+	tcase_add_test(h_tcase(s, "run_detach_timeout", 120), run_detach_timeout);
+	tcase_add_test(h_tcase(s, "run_detach_tty_session", 120), run_detach_tty_session);
 	tcase_add_test(h_tcase(s, "names_are_unique_and_taken_for_ids", 120),
 		       names_are_unique_and_taken_for_ids);
 	tcase_add_test(h_tcase(s, "exec_says_why_it_failed", 120), exec_says_why_it_failed);
 	tcase_add_test(h_tcase(s, "rm_all_takes_the_stopped", 120), rm_all_takes_the_stopped);
 	tcase_add_test(h_tcase(s, "a_name_raced_is_given_once", 120), a_name_raced_is_given_once);
+	tcase_add_test(h_tcase(s, "stop_grace_lets_processes_finish", 120),
+		       stop_grace_lets_processes_finish);
+	tcase_add_test(h_tcase(s, "stop_grace_then_kill", 120), stop_grace_then_kill);
+	tcase_add_test(h_tcase(s, "sigterm_from_inside_ignored", 120), sigterm_from_inside_ignored);
+	tcase_add_test(h_tcase(s, "create_code_interpreter_needs_python", 120),
+		       create_code_interpreter_needs_python);
 	tcase_add_test(h_tcase(s, "run_from_a_snapshot_by_name", 180), run_from_a_snapshot_by_name);
 	return s;
 }

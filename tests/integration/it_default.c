@@ -667,6 +667,37 @@ START_TEST(cli_run_make_test)
 }
 END_TEST
 
+/* --code-interpreter reaches celld as extensions["cell.codeInterpreter"]: the launcher
+ * becomes the entrypoint and, the image having no service of its own (only python3), the
+ * sandbox's record says it runs cell's (interpreterService). Without python3 the refusal
+ * names the image. */
+START_TEST(cli_code_interpreter_flag)
+{
+	struct h_proc p;
+	cell(&p, "create", "--image", "default", "--code-interpreter", NULL);
+	ck_assert_msg(p.status == 0, "exit %d: %s", p.status, p.err);
+	char *id = strdup(h_trim(p.out));
+	h_track_sandbox(id);
+	h_proc_free(&p);
+	struct h_resp r;
+	char *path = h_fmt("/v1/sandboxes/%s", id);
+	ck_assert_int_eq(h_http("GET", path, NULL, &r), 200);
+	ck_assert_str_eq(json_string_value(json_array_get(h_jget(r.json, "entrypoint"), 0)),
+			 "/opt/code-interpreter/code-interpreter.sh");
+	h_resp_free(&r);
+	char *state = h_fmt("%s/sandboxes/%s/state.json", h_state_dir(), id);
+	char *text = h_read_file(state);
+	json_t *rec = text ? json_loads(text, 0, NULL) : NULL;
+	ck_assert_msg(rec && json_is_true(json_object_get(rec, "interpreterService")), "%s: %s",
+		      state, text);
+	json_decref(rec);
+	free(text);
+	free(state);
+	free(path);
+	free(id);
+}
+END_TEST
+
 static Suite *default_suite(void)
 {
 	Suite *s = suite_create("default-image");
@@ -685,6 +716,7 @@ static Suite *default_suite(void)
 		       sudo_sandbox_user_becomes_root);
 	tcase_add_test(h_tcase(s, "cli_exec_user", 180), cli_exec_user);
 	tcase_add_test(h_tcase(s, "bash_session_is_one_shell", 240), bash_session_is_one_shell);
+	tcase_add_test(h_tcase(s, "cli_code_interpreter_flag", 180), cli_code_interpreter_flag);
 	return s;
 }
 

@@ -1,9 +1,11 @@
 /* The operator's celld: GET /metrics in Prometheus' text format and GET /health, on the
  * Unix socket only (no key; a 404 on TCP, key or not, as any unknown path); the counts
- * follow creates, deletes, a failed create and a pause; --log-format json writes one JSON
- * object a line; a celld that turned net.ipv4.ip_forward on turns it off again when it
- * stops with no networked sandbox, and leaves it on while one outlives the stop (run in a
- * private network namespace, where ip_forward is the namespace's own). */
+ * follow creates, deletes, a failed create and a pause, the proxy's bytes a request through
+ * it (the resolver's and the packet log's counters are it_network's: they need its lab);
+ * --log-format json writes one JSON object a line; a celld that turned net.ipv4.ip_forward
+ * on turns it off again when it stops with no networked sandbox, and leaves it on while one
+ * outlives the stop (run in a private network namespace, where ip_forward is the
+ * namespace's own). */
 #include <check.h>
 #include <ctype.h>
 #include <signal.h>
@@ -130,40 +132,30 @@ static char *scrape(void)
 	return body;
 }
 
-/* The value of the sample whose line starts with "series " (-1 when there is none). */
-static double sample(const char *text, const char *series)
-{
-	char *want = h_fmt("\n%s ", series);
-	const char *at = strstr(text, want);
-	double v = at ? strtod(at + strlen(want), NULL) : -1;
-	free(want);
-	return v;
-}
-
 START_TEST(metrics_text_and_counts)
 {
 	char *before = scrape();
 	assert_exposition(before);
-	double creates = sample(before, "cell_sandbox_creates_total");
-	double deletes = sample(before, "cell_sandbox_deletes_total");
-	double failures = sample(before, "cell_sandbox_create_failures_total");
-	double running = sample(before, "cell_sandboxes{state=\"Running\"}");
-	double paused = sample(before, "cell_sandboxes{state=\"Paused\"}");
+	double creates = h_metric(before, "cell_sandbox_creates_total");
+	double deletes = h_metric(before, "cell_sandbox_deletes_total");
+	double failures = h_metric(before, "cell_sandbox_create_failures_total");
+	double running = h_metric(before, "cell_sandboxes{state=\"Running\"}");
+	double paused = h_metric(before, "cell_sandboxes{state=\"Paused\"}");
 	double lifecycle =
-	    sample(before, "cell_http_request_duration_seconds_count{group=\"lifecycle\"}");
+	    h_metric(before, "cell_http_request_duration_seconds_count{group=\"lifecycle\"}");
 	ck_assert(creates >= 0 && deletes >= 0 && failures >= 0 && running >= 0 && paused >= 0 &&
 		  lifecycle >= 0);
-	ck_assert(sample(before, "cell_command_output_budget_bytes") > 0);
+	ck_assert(h_metric(before, "cell_command_output_budget_bytes") > 0);
 
 	char *id = h_create("busybox", NULL);
 	char *out = h_sh(id, "echo relayed");
 	free(out);
 	char *mid = scrape();
-	ck_assert_double_eq(sample(mid, "cell_sandbox_creates_total"), creates + 1);
-	ck_assert_double_eq(sample(mid, "cell_sandboxes{state=\"Running\"}"), running + 1);
-	ck_assert(sample(mid, "cell_http_request_duration_seconds_count{group=\"lifecycle\"}") >=
+	ck_assert_double_eq(h_metric(mid, "cell_sandbox_creates_total"), creates + 1);
+	ck_assert_double_eq(h_metric(mid, "cell_sandboxes{state=\"Running\"}"), running + 1);
+	ck_assert(h_metric(mid, "cell_http_request_duration_seconds_count{group=\"lifecycle\"}") >=
 		  lifecycle + 1);
-	ck_assert(sample(mid, "cell_relay_bytes_total{direction=\"received\"}") > 0);
+	ck_assert(h_metric(mid, "cell_relay_bytes_total{direction=\"received\"}") > 0);
 
 	/* The state gauge follows a pause. */
 	char *path = h_fmt("/v1/sandboxes/%s/pause", id);
@@ -172,8 +164,8 @@ START_TEST(metrics_text_and_counts)
 	ck_assert_str_eq(h_wait_state(id, "Paused", 30), "Paused");
 	free(path);
 	char *after_pause = scrape();
-	ck_assert_double_eq(sample(after_pause, "cell_sandboxes{state=\"Running\"}"), running);
-	ck_assert_double_eq(sample(after_pause, "cell_sandboxes{state=\"Paused\"}"), paused + 1);
+	ck_assert_double_eq(h_metric(after_pause, "cell_sandboxes{state=\"Running\"}"), running);
+	ck_assert_double_eq(h_metric(after_pause, "cell_sandboxes{state=\"Paused\"}"), paused + 1);
 
 	ck_assert_int_eq(h_delete(id), 204);
 	/* A create that fails: an entrypoint the image lacks. */
@@ -185,16 +177,47 @@ START_TEST(metrics_text_and_counts)
 	h_resp_free(&fr);
 	char *after = scrape();
 	assert_exposition(after);
-	ck_assert_double_eq(sample(after, "cell_sandbox_deletes_total"), deletes + 1);
-	ck_assert_double_eq(sample(after, "cell_sandbox_create_failures_total"), failures + 1);
-	ck_assert_double_eq(sample(after, "cell_sandbox_creates_total"), creates + 1);
-	ck_assert_double_eq(sample(after, "cell_sandboxes{state=\"Paused\"}"), paused);
+	ck_assert_double_eq(h_metric(after, "cell_sandbox_deletes_total"), deletes + 1);
+	ck_assert_double_eq(h_metric(after, "cell_sandbox_create_failures_total"), failures + 1);
+	ck_assert_double_eq(h_metric(after, "cell_sandbox_creates_total"), creates + 1);
+	ck_assert_double_eq(h_metric(after, "cell_sandboxes{state=\"Paused\"}"), paused);
 	/* No label names a sandbox. */
 	ck_assert_msg(!strstr(after, id), "a sample names sandbox %s", id);
 	free(before);
 	free(mid);
 	free(after_pause);
 	free(after);
+	free(id);
+}
+END_TEST
+
+/* The port proxy's bytes: a request through /v1/sandboxes/{id}/proxy/8080/ to busybox's
+ * httpd in the sandbox moves both directions, the answer's 10000 bytes at least. */
+START_TEST(proxy_bytes_counted)
+{
+	char *id = h_create("busybox", NULL);
+	free(h_sh(id, "mkdir -p /www && head -c 10000 /dev/zero | tr '\\0' x > /www/f && "
+		      "nohup httpd -f -p 127.0.0.1:8080 -h /www >/dev/null 2>&1 &"));
+	char *path = h_fmt("/v1/sandboxes/%s/proxy/8080/f", id);
+	double to_app = 0, from_app = 0;
+	struct h_resp r = {0};
+	for (int i = 0; i < 100 && r.status != 200; i++) {
+		h_resp_free(&r);
+		to_app = h_world_metric(&H, "cell_proxy_bytes_total{direction=\"to_app\"}");
+		from_app = h_world_metric(&H, "cell_proxy_bytes_total{direction=\"from_app\"}");
+		ck_assert(to_app >= 0 && from_app >= 0);
+		h_http("GET", path, NULL, &r);
+		ck_assert_msg(r.status == 200 || r.status == 502, "GET %s: %ld", path, r.status);
+		if (r.status != 200)
+			h_sleep_ms(50);
+	}
+	ck_assert_int_eq(r.status, 200);
+	ck_assert_uint_eq(r.len, 10000);
+	h_resp_free(&r);
+	ck_assert(h_world_metric(&H, "cell_proxy_bytes_total{direction=\"to_app\"}") > to_app);
+	ck_assert(h_world_metric(&H, "cell_proxy_bytes_total{direction=\"from_app\"}") >=
+		  from_app + 10000);
+	free(path);
 	free(id);
 }
 END_TEST
@@ -341,6 +364,7 @@ static Suite *metrics_suite(void)
 {
 	Suite *s = suite_create("metrics");
 	tcase_add_test(h_tcase(s, "metrics_text_and_counts", 180), metrics_text_and_counts);
+	tcase_add_test(h_tcase(s, "proxy_bytes_counted", 120), proxy_bytes_counted);
 	tcase_add_test(h_tcase(s, "operator_routes_only_on_the_socket", 60),
 		       operator_routes_only_on_the_socket);
 	tcase_add_test(h_tcase(s, "log_format_json", 120), log_format_json);

@@ -637,6 +637,58 @@ START_TEST(denials_are_events)
 }
 END_TEST
 
+/* Wait (at most 5 s) until world W's /metrics sample series is above was: the work is
+ * counted right after its effect, on another thread. The last value. */
+static double metric_above(const char *series, double was)
+{
+	double v = h_world_metric(W, series);
+	for (int i = 0; i < 100 && v <= was; i++) {
+		h_sleep_ms(50);
+		v = h_world_metric(W, series);
+	}
+	return v;
+}
+
+/* /metrics counts the resolver's work: a limited sandbox's lookup of an allowed name is an
+ * answer, of a name outside its policy a refusal. */
+START_TEST(metrics_count_dns_answers_and_refusals)
+{
+	lab_world();
+	netlab_dns_set(lab, "pypi.org", NETLAB_WEB1);
+	json_t *ext = json_pack("{s:{s:s}}", "extensions", "cell.network", "limited");
+	char *id = h_world_create(W, "busybox", ext);
+	json_decref(ext);
+	double answers = h_world_metric(W, "cell_dns_answers_total");
+	ck_assert(answers >= 0);
+	assert_reaches(id, "pypi.org", NETLAB_WEB1);
+	ck_assert(metric_above("cell_dns_answers_total", answers) > answers);
+	double refusals = h_world_metric(W, "cell_dns_refusals_total");
+	ck_assert(refusals >= 0);
+	assert_no_answer(id, "web1.test", 80);
+	ck_assert(metric_above("cell_dns_refusals_total", refusals) > refusals);
+	free(id);
+	lab_end();
+}
+END_TEST
+
+/* /metrics counts the packets the egress policy dropped: a connection to a forbidden
+ * address (a server there exists, and got nothing). */
+START_TEST(metrics_count_drops)
+{
+	packet_log_or_skip();
+	lab_world();
+	char *id = h_world_create(W, "busybox", NULL);
+	assert_celld_logs_drops();
+	double drops = h_world_metric(W, "cell_packets_dropped_total");
+	ck_assert(drops >= 0);
+	assert_no_answer(id, netlab_forbidden[0], 80);
+	assert_forbidden_untouched();
+	ck_assert(metric_above("cell_packets_dropped_total", drops) > drops);
+	free(id);
+	lab_end();
+}
+END_TEST
+
 START_TEST(public_never_host)
 {
 	lab_world();
@@ -1960,6 +2012,8 @@ static Suite *network_suite(void)
 	ONE(s, public_reaches_internet, 120);
 	ONE(s, public_never_forbidden, 180);
 	ONE(s, denials_are_events, 120);
+	ONE(s, metrics_count_dns_answers_and_refusals, 120);
+	ONE(s, metrics_count_drops, 120);
 	ONE(s, public_never_host, 120);
 	ONE(s, host_dns_tcp_unreachable, 120);
 	ONE(s, conntrack_bounded, 180);

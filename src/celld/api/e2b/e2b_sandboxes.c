@@ -859,7 +859,7 @@ int e2b_sandbox_pause(struct http_req *r)
 	struct sandbox *sb = e2b_find_sandbox(r);
 	if (!sb)
 		return 0;
-	rc = memory ? lifecycle_pause(sb, &err) : lifecycle_stop(sb, "on request", &err);
+	rc = memory ? lifecycle_pause(sb, &err) : lifecycle_stop(sb, 0, "on request", &err);
 	if (rc < 0) {
 		e2b_change_failed(r, rc, &err);
 		sandbox_unref(sb);
@@ -884,7 +884,7 @@ static int wake(struct http_req *r, struct sandbox *sb, bool memory, bool *resum
 	if (state_running(st))
 		return 0;
 	int rc = 0;
-	if (!memory && st == SBX_PAUSED && (rc = lifecycle_stop(sb, "on request", &err)) < 0 &&
+	if (!memory && st == SBX_PAUSED && (rc = lifecycle_stop(sb, 0, "on request", &err)) < 0 &&
 	    rc != -EALREADY)
 		return e2b_change_failed(r, rc, &err), rc;
 	rc = lifecycle_resume(sb, &err);

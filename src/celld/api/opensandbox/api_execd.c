@@ -55,6 +55,7 @@ struct exec_opts {
 	const char *command, *cwd;
 	json_t *argv, *envs;
 	bool background, raw, stdin; /* stdin: cell's extension, fed by POST .../stdin */
+	bool delete_sandbox;	     /* cell's: deleteSandboxOnExit, of a background one */
 	int64_t timeout, uid, gid;
 };
 
@@ -68,6 +69,8 @@ static int parse_opts(json_t *body, struct exec_opts *o, struct cell_error *err)
 	    field_bool(body, "background", "background", &o->background, err) < 0 ||
 	    field_bool(body, "rawOutput", "rawOutput", &o->raw, err) < 0 ||
 	    field_bool(body, "stdin", "stdin", &o->stdin, err) < 0 ||
+	    field_bool(body, "deleteSandboxOnExit", "deleteSandboxOnExit", &o->delete_sandbox,
+		       err) < 0 ||
 	    field_int(body, "timeout", "timeout", 0, EXEC_TIMEOUT_MAX_MS, &o->timeout, err) < 0 ||
 	    field_string_map(body, "envs", "envs", &o->envs, err) < 0 ||
 	    (has_uid = field_int(body, "uid", "uid", 0, CELL_UID_RANGE - 1, &o->uid, err)) < 0 ||
@@ -91,6 +94,9 @@ static int parse_opts(json_t *body, struct exec_opts *o, struct cell_error *err)
 	}
 	if (o->cwd && o->cwd[0] != '/')
 		return field_fail(err, "cwd must be an absolute path");
+	/* A foreground command's client is there to delete the sandbox itself. */
+	if (o->delete_sandbox && !o->background)
+		return field_fail(err, "deleteSandboxOnExit needs background: true");
 	const char *k;
 	json_t *v;
 	if (o->envs)
@@ -346,8 +352,9 @@ static int respond_stream(struct http_req *r, struct sandbox *sb, struct command
 /* Start req (taken) in sb and answer with its events: the stream, or for a background
  * command init and execution_complete at once. */
 static void run_request(struct http_req *r, struct sandbox *sb, json_t *req, const char *content,
-			bool raw, bool background)
+			const struct exec_opts *o)
 {
+	bool raw = o->raw, background = o->background;
 	struct cell_error err = {0};
 	struct command *c;
 	struct command_stream *events;
@@ -370,6 +377,8 @@ static void run_request(struct http_req *r, struct sandbox *sb, json_t *req, con
 		_cleanup_free_ char *done =
 		    sse_complete(celld_now_ms() - command_started_ms(c), &clen);
 		command_set_background(c); /* what the sandbox's logs show (api_logs.c) */
+		if (o->delete_sandbox)
+			command_delete_sandbox_at_end(c, sb);
 		command_stream_drain(events);
 		if (init && done && sse_buf_add(&b, init, ilen) == 0 &&
 		    sse_buf_add(&b, done, clen) == 0)
@@ -413,7 +422,7 @@ int api_execd_command(struct http_req *r)
 		sandbox_unref(sb);
 		return http_no_memory(r);
 	}
-	run_request(r, sb, req, content, o.raw, o.background);
+	run_request(r, sb, req, content, &o);
 	sandbox_unref(sb);
 	return 0;
 }

@@ -1011,14 +1011,22 @@ int api_sandbox_resume(struct http_req *r)
 	return answer_change(r, rc, "DOCKER::SANDBOX_NOT_PAUSED", &err);
 }
 
-/* Stopped: processes ended, memory and cgroup freed, disk kept. */
+/* Stopped: processes ended, memory and cgroup freed, disk kept. ?timeout=N gives a running
+ * sandbox's processes SIGTERM and N seconds to end before they are killed (docker's stop
+ * -t); without it they are killed at once, as a client that knows nothing of it expects. */
 int api_sandbox_stop(struct http_req *r)
 {
+	int64_t grace = 0;
+	const char *t = http_query(r, "timeout");
+	if (t && parse_int64(t, 0, LIFECYCLE_STOP_GRACE_MAX, &grace) < 0)
+		return http_error(r, 400, "INVALID_ARGUMENT",
+				  "timeout must be a number of seconds from 0 to %d",
+				  LIFECYCLE_STOP_GRACE_MAX);
 	struct sandbox *sb = api_find_sandbox(r);
 	if (!sb)
 		return 0;
 	struct cell_error err = {0};
-	int rc = lifecycle_stop(sb, "on request", &err);
+	int rc = lifecycle_stop(sb, (unsigned)grace, "on request", &err);
 	sandbox_unref(sb);
 	return answer_change(r, rc, "DOCKER::SANDBOX_NOT_RUNNING", &err);
 }
