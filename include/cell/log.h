@@ -1,4 +1,5 @@
-/* Logging to stderr with a timestamp and level. Thread-safe (one write per line). */
+/* Logging to stderr (or a chosen fd) with a timestamp and level. Thread-safe (one write
+ * per line). */
 #pragma once
 
 #include <stdbool.h>
@@ -10,6 +11,11 @@ void cell_log_set_prefix(const char *prefix); /* e.g. "celld" */
 /* Each line one JSON object instead of text: {"time", "level", "program", "pid",
  * "message"}, the text line's fields, the message escaped (invalid UTF-8 as U+FFFD). */
 void cell_log_set_json(bool json);
+/* Each line in the shape OCI runtimes write to their --log file instead: {"level", "msg",
+ * "time"}, levels debug, info, warning, error (cell-oci's --log-format json). */
+void cell_log_set_runtime_json(bool json);
+/* Where lines go (default, and fd < 0: stderr). */
+void cell_log_set_fd(int fd);
 void cell_log(enum cell_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

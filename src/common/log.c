@@ -11,6 +11,8 @@
 static enum cell_log_level min_level = CELL_LOG_INFO;
 static const char *log_prefix = "cell";
 static bool log_json;
+static bool log_runtime_json;
+static int log_fd = STDERR_FILENO;
 
 void cell_log_set_level(enum cell_log_level level)
 {
@@ -25,6 +27,16 @@ void cell_log_set_prefix(const char *prefix)
 void cell_log_set_json(bool json)
 {
 	log_json = json;
+}
+
+void cell_log_set_runtime_json(bool json)
+{
+	log_runtime_json = json;
+}
+
+void cell_log_set_fd(int fd)
+{
+	log_fd = fd >= 0 ? fd : STDERR_FILENO;
 }
 
 /* How many bytes of s, at most left, make one valid UTF-8 character after its lead byte
@@ -84,7 +96,16 @@ void cell_log(enum cell_log_level level, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	int n;
-	if (log_json) {
+	if (log_runtime_json) {
+		/* The shape OCI runtimes write to --log, whose last "error" line containerd's
+		 * shim shows as the failure: logrus' level names ("warning"), "msg", "time". */
+		static const char *const runtime_names[] = {"debug", "info", "warning", "error"};
+		char esc[LINE_MAX_BYTES + 64];
+		size_t e = json_escape(esc, sizeof(esc), msg);
+		n = snprintf(line, sizeof(line),
+			     "{\"level\":\"%s\",\"msg\":\"%.*s\",\"time\":\"%s\"}",
+			     runtime_names[level], (int)e, esc, when);
+	} else if (log_json) {
 		char esc[LINE_MAX_BYTES + 64];
 		size_t e = json_escape(esc, sizeof(esc), msg);
 		n = snprintf(line, sizeof(line),
@@ -101,6 +122,6 @@ void cell_log(enum cell_log_level level, const char *fmt, ...)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
 	/* One write per line so concurrent threads never interleave inside a line. */
-	ssize_t w = write(STDERR_FILENO, line, n);
+	ssize_t w = write(log_fd, line, n);
 	(void)w;
 }

@@ -75,12 +75,46 @@ START_TEST(hostile_message_stays_one_object)
 }
 END_TEST
 
+/* cell-oci's --log-format json: the shape containerd's shim reads back from --log. */
+START_TEST(runtime_shape_to_a_chosen_fd)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	cell_log_set_fd(p[1]);
+	cell_log_set_runtime_json(true);
+	log_warn("container %s: \"%s\"", "c1", "x");
+	log_error("failed");
+	cell_log_set_runtime_json(false);
+	cell_log_set_fd(-1);
+	close(p[1]);
+	static char buf[4096];
+	ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+	close(p[0]);
+	ck_assert_int_gt(n, 0);
+	buf[n] = '\0';
+	char *second = strchr(buf, '\n');
+	ck_assert_ptr_nonnull(second);
+	*second++ = '\0';
+	json_t *a = json_loads(buf, 0, NULL), *b = json_loads(second, 0, NULL);
+	ck_assert_msg(a && b, "not JSON lines: %s / %s", buf, second);
+	ck_assert_str_eq(json_string_value(json_object_get(a, "level")), "warning");
+	ck_assert_str_eq(json_string_value(json_object_get(a, "msg")), "container c1: \"x\"");
+	ck_assert_str_eq(json_string_value(json_object_get(b, "level")), "error");
+	ck_assert_str_eq(json_string_value(json_object_get(b, "msg")), "failed");
+	ck_assert_ptr_nonnull(json_string_value(json_object_get(b, "time")));
+	ck_assert_ptr_null(json_object_get(b, "message"));
+	json_decref(a);
+	json_decref(b);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("log");
 	TCase *tc = tcase_create("json");
 	tcase_add_test(tc, fields_of_the_text_line);
 	tcase_add_test(tc, hostile_message_stays_one_object);
+	tcase_add_test(tc, runtime_shape_to_a_chosen_fd);
 	suite_add_tcase(s, tc);
 	return unit_run(s);
 }
