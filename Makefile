@@ -25,6 +25,7 @@ RUNTIME_SRC := $(wildcard src/runtime/*.c)
 CELLD_SRC   := $(wildcard src/celld/*.c src/celld/http/*.c src/celld/api/*.c src/celld/api/*/*.c)
 INIT_SRC    := $(wildcard src/init/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c)
+OCI_SRC     := $(wildcard src/oci/*.c)
 # The HTTP client library (include/cell/client.h): linked into cell and the bench client.
 CLIENT_SRC  := $(wildcard src/client/*.c)
 
@@ -47,7 +48,12 @@ CLI_LIBS   := -Wl,--as-needed -Wl,-O1 -Wl,--gc-sections -lcurl -ljansson -lcrypt
 # cell-init is static: it runs in any image, whatever libc (or none) the image has.
 INIT_LIBS  := -static -Wl,--gc-sections -ljansson -lcrypto -lpthread
 
-BINS := $(BUILD)/celld $(BUILD)/cell $(BUILD)/cell-init
+# cell-oci: the runtime and jansson, libcap, libseccomp; --as-needed drops what no symbol
+# it keeps comes from (the runtime's netlink and nftables code is not reached).
+OCI_LIBS   := -Wl,--as-needed -Wl,--gc-sections -ljansson -lcap -lseccomp -lnftnl -lmnl -lcrypto \
+	      -lpthread
+
+BINS := $(BUILD)/celld $(BUILD)/cell $(BUILD)/cell-init $(BUILD)/cell-oci
 
 .PHONY: all clean check unit integration bench run install uninstall asan format format-check vmcheck images layercheck
 all: $(BINS)
@@ -63,6 +69,9 @@ $(BUILD)/celld: $(call obj,$(CELLD_SRC) $(RUNTIME_SRC) $(COMMON_SRC))
 
 $(BUILD)/cell: $(call obj,$(CLI_SRC) $(CLIENT_SRC) $(COMMON_SRC))
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(CLI_LIBS)
+
+$(BUILD)/cell-oci: $(call obj,$(OCI_SRC) $(RUNTIME_SRC) $(COMMON_SRC))
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(OCI_LIBS)
 
 # cell-init is linked -static, which the sanitizer runtimes cannot be: with SAN set, its
 # objects (and the common ones it shares with celld and cell) are compiled a second time
@@ -149,6 +158,7 @@ install: all
 		$(DESTDIR)$(PREFIX)/libexec/cell $(DESTDIR)$(PREFIX)/share/cell/rootfs
 	install -m 0755 $(BUILD)/cell $(DESTDIR)$(PREFIX)/bin/cell
 	install -m 0755 $(BUILD)/celld $(DESTDIR)$(PREFIX)/sbin/celld
+	install -m 0755 $(BUILD)/cell-oci $(DESTDIR)$(PREFIX)/sbin/cell-oci
 	install -m 0755 $(BUILD)/cell-init $(DESTDIR)$(PREFIX)/libexec/cell/cell-init
 	install -m 0755 $(BUILD)/cell-escape $(DESTDIR)$(PREFIX)/libexec/cell/cell-escape
 	install -m 0755 rootfs/build-image $(DESTDIR)$(PREFIX)/share/cell/rootfs/build-image
@@ -184,7 +194,7 @@ install: all
 # are empty; shared ones (bin, man1, the unit and completion directories) stay. Group cell
 # stays too: install cannot tell whether it made it or found it, and users may have been
 # added to it since (groupdel cell removes it).
-INSTALLED := bin/cell sbin/celld libexec/cell/cell-init libexec/cell/cell-escape \
+INSTALLED := bin/cell sbin/celld sbin/cell-oci libexec/cell/cell-init libexec/cell/cell-escape \
 	share/cell/rootfs/build-image share/cell/rootfs/default.packages \
 	share/cell/rootfs/code-interpreter.packages share/cell/rootfs/README.md \
 	share/cell/interpreter/code-interpreter.sh share/cell/interpreter/code_interpreter.py \

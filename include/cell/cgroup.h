@@ -101,6 +101,10 @@ struct cell_cgroup_ops {
  * return the matching backend; NULL with err filled when neither is usable. The root can be
  * overridden for tests with the env var CELL_CGROUP_ROOT (default /sys/fs/cgroup). */
 const struct cell_cgroup_ops *cell_cgroup_detect(struct cell_error *err);
+/* cell-oci: a container's cgroup is at the path its spec gives, from the hierarchy's root
+ * (an OCI cgroupsPath), not nested below the caller's own cgroup as celld's sandboxes are.
+ * Before the first cgroup call. */
+void cell_cgroup_no_nesting(void);
 
 extern const struct cell_cgroup_ops cell_cgroup_v2_ops;
 extern const struct cell_cgroup_ops cell_cgroup_v1_ops;

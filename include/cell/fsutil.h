@@ -33,3 +33,8 @@ int cell_write_string(const char *path, const char *value, struct cell_error *er
 /* rm -rf of dirfd/name without ever following a symlink or crossing a mount (used on
  * sandbox upper dirs, whose contents are hostile). Missing is success. */
 int cell_remove_tree_at(int dirfd, const char *name, struct cell_error *err);
+
+/* A file a program finds: flag when given, else `beside` relative to the directory of the
+ * running binary when access(mode) allows it there (a build tree), else installed. */
+void cell_pick_path(char *buf, size_t size, const char *flag, const char *beside, int mode,
+		    const char *installed);

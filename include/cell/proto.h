@@ -98,6 +98,16 @@
  *        (N bytes written to the pipe, or dropped once nobody reads it), so that celld
  *        never has more than CELL_STDIN_WINDOW bytes sent and not taken: the window is
  *        how a writer faster than the command waits instead of overflowing init.
+ *   OCI_CREATE {"argv":["<base64>",...],"env":["K=V",...],"cwd","uid","gid","gids"?:[...],
+ *        "umask"?,"terminal"?,"rows"?,"cols"?,"caps"?:{"bounding","effective","permitted",
+ *        "inheritable","ambient"} (bit masks),"rlimits"?:[{"type","soft","hard"}],
+ *        "oom_score_adj"?,"seccomp"?:"<base64 of a BPF program>"} (cell-init --oci only, once)
+ *        → OK {"pid"} once the container's process exists and waits for OCI_START; with
+ *        "terminal", the OK frame carries the terminal's master (SCM_RIGHTS) for the
+ *        engine's console socket. Or ERROR.
+ *   OCI_START {} → OK {} once the process has exec'd, or ERROR naming the step that failed
+ *        (its program not found, ...). cell-init exits with the process's status when it
+ *        ends (128+n for signal n), and passes it the signals the host sends to PID 1.
  *   An init older than these frames drops a connection that sends one (an unknown type).
  *
  * Everything init sends is hostile input to celld: the parser bounds sizes, refuses
@@ -163,7 +173,9 @@ enum cell_frame_type {
 	/* 39: free. */
 	CELL_FRAME_FILE_WATCH = 40,
 	CELL_FRAME_EVENTS = 41,
-	CELL_FRAME_TYPE_MAX = 41,
+	CELL_FRAME_OCI_CREATE = 42,
+	CELL_FRAME_OCI_START = 43,
+	CELL_FRAME_TYPE_MAX = 43,
 };
 
 struct cell_frame {

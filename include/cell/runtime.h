@@ -59,6 +59,17 @@ struct cell_volume {
 	uint32_t store_base;	       /* STORE: the on-disk id of the sandbox's root */
 };
 
+/* A tmpfs a container asks for (cell-oci: a spec's tmpfs mount, /run in containerd's
+ * default spec), mounted nosuid and nodev. */
+struct cell_tmpfs {
+	const char *dest; /* absolute, as cell_mount_check_dest takes it */
+	char mode[8];	  /* octal, "" for the kernel's 1777 */
+	char size[24];	  /* tmpfs size= ("64m", bytes), "" for the default */
+	bool noexec, read_only;
+};
+
+#define CELL_MAX_TMPFS 16
+
 /* A volume's dest as the runtime takes it: absolute, no '.' or '..' component, not / nor
  * under /proc, /sys or /dev. 0, or -EINVAL/-ENAMETOOLONG with err saying why. */
 int cell_mount_check_dest(const char *dest, struct cell_error *err);
@@ -79,6 +90,8 @@ struct cell_rlimit {
 };
 
 #define CELL_MAX_RLIMITS 16
+/* Volumes of one sandbox at most. */
+#define CELL_MAX_VOLUMES 64
 /* Lower dirs of an image at most (a manifest's layers). */
 #define CELL_IMAGE_LAYERS_MAX 128
 
@@ -103,6 +116,9 @@ struct cell_spawn_req {
 	/* Where upper/ and work/ of the overlay live (a quota-limited filesystem, see
 	 * include/cell/quota.h); NULL: dir itself. */
 	const char *layer_dir;
+	/* The upper dir's name in layer_dir; NULL: "upper" (cell-oci: an engine's snapshot,
+	 * "fs" for containerd's, "diff" for dockerd's). */
+	const char *upper_name;
 	/* Applied to the cgroup after it is created and before the child is born; NULL:
 	 * none. */
 	const struct cell_limits *limits;
@@ -116,6 +132,25 @@ struct cell_spawn_req {
 	 * still holds CAP_SYS_ADMIN in its user namespace (seccomp(2) needs one or the
 	 * other). */
 	bool allow_setuid;
+	/* cell-oci (src/oci): the container's root is this directory, bound idmapped (read-only
+	 * with root_readonly) instead of image layers under an overlay; no upper or work dir
+	 * is made, image_rootfs and layer_dir are unused. */
+	const char *root_dir;
+	bool root_readonly;
+	/* cell-oci: an OCI container rather than a sandbox. cell-init runs with --oci; no /tmp
+	 * tmpfs, no /workspace and no line added to /etc/hosts (the image's and the engine's
+	 * own). */
+	bool oci;
+	/* cell-oci: cell-init keeps the caller's stdio (the engine's pipes) for the container's
+	 * process, instead of /dev/null. Not with a terminal: an engine waits for the EOF of
+	 * the pipes it gave create, which cell-init would hold open for the container's life. */
+	bool keep_stdio;
+	/* CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS: not made, the caller joined them before the
+	 * spawn (a pod's namespaces). */
+	int joined_ns;
+	/* cell-oci: tmpfs mounts, after cell's own and before the volumes. */
+	const struct cell_tmpfs *tmpfs;
+	size_t n_tmpfs;
 };
 
 struct cell_spawn_result {

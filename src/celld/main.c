@@ -768,29 +768,10 @@ static int load_preview_secret(struct cell_error *err)
 
 /* The path of a file celld loads: flag when given, else <dir of celld>/beside when it is
  * there (a build dir, or the source tree next to it), else the installed one. */
-static void pick_path(char *buf, size_t size, const char *flag, const char *beside, int mode,
-		      const char *installed)
-{
-	if (flag) {
-		snprintf(buf, size, "%s", flag);
-		return;
-	}
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
-	if (slash) {
-		*slash = '\0';
-		int len = snprintf(buf, size, "%s/%s", self, beside);
-		if (len > 0 && (size_t)len < size && access(buf, mode) == 0)
-			return;
-	}
-	snprintf(buf, size, "%s", installed);
-}
-
 static int load_init(const char *flag, struct cell_error *err)
 {
 	char path[PATH_MAX];
-	pick_path(path, sizeof(path), flag, "cell-init", X_OK, CELL_LIBEXEC_DIR "/cell-init");
+	cell_pick_path(path, sizeof(path), flag, "cell-init", X_OK, CELL_LIBEXEC_DIR "/cell-init");
 	int fd = cell_init_memfd(path, err);
 	if (fd < 0)
 		return cell_err_wrap(err, "loading cell-init: ");
@@ -804,7 +785,8 @@ static int load_init(const char *flag, struct cell_error *err)
 static int open_policies(const char *flag, struct cell_error *err)
 {
 	char path[PATH_MAX];
-	pick_path(path, sizeof(path), flag, "../policies", R_OK | X_OK, CELL_DATA_DIR "/policies");
+	cell_pick_path(path, sizeof(path), flag, "../policies", R_OK | X_OK,
+		       CELL_DATA_DIR "/policies");
 	celld.policies_dir = realpath(path, NULL);
 	if (!celld.policies_dir)
 		return cell_err(err, errno, "policies directory %s", path);
@@ -820,8 +802,8 @@ static int open_policies(const char *flag, struct cell_error *err)
 static int find_interpreter(const char *flag, struct cell_error *err)
 {
 	char path[PATH_MAX];
-	pick_path(path, sizeof(path), flag, "../src/interpreter", R_OK | X_OK,
-		  CELL_DATA_DIR "/interpreter");
+	cell_pick_path(path, sizeof(path), flag, "../src/interpreter", R_OK | X_OK,
+		       CELL_DATA_DIR "/interpreter");
 	return interp_service_init(path, err);
 }
 

@@ -215,3 +215,22 @@ int cell_remove_tree_at(int dirfd, const char *name, struct cell_error *err)
 	}
 	return remove_tree_fd(dirfd, name, st.st_dev, 0, err);
 }
+
+void cell_pick_path(char *buf, size_t size, const char *flag, const char *beside, int mode,
+		    const char *installed)
+{
+	if (flag) {
+		snprintf(buf, size, "%s", flag);
+		return;
+	}
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash = n > 0 ? (self[n] = '\0', strrchr(self, '/')) : NULL;
+	if (slash) {
+		*slash = '\0';
+		int len = snprintf(buf, size, "%s/%s", self, beside);
+		if (len > 0 && (size_t)len < size && access(buf, mode) == 0)
+			return;
+	}
+	snprintf(buf, size, "%s", installed);
+}

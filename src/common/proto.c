@@ -48,6 +48,8 @@ static const char *const frame_names[CELL_FRAME_TYPE_MAX + 1] = {
     [39] = "RESERVED_39",
     [CELL_FRAME_FILE_WATCH] = "FILE_WATCH",
     [CELL_FRAME_EVENTS] = "EVENTS",
+    [CELL_FRAME_OCI_CREATE] = "OCI_CREATE",
+    [CELL_FRAME_OCI_START] = "OCI_START",
 };
 
 const char *cell_frame_type_name(uint16_t type)

@@ -362,6 +362,46 @@ void conn_send_json(struct conn *c, uint16_t type, json_t *obj)
 	free(text);
 }
 
+/* One frame with a descriptor attached (SCM_RIGHTS), sent at once: only as the first
+ * answer of a conversation, when nothing else waits in the queue. */
+void conn_send_json_with_fd(struct conn *c, uint16_t type, json_t *obj, int fd)
+{
+	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	json_decref(obj);
+	if (!text || c->out_head || c->gone) {
+		log_error("cannot send a %s frame with a descriptor", cell_frame_type_name(type));
+		free(text);
+		conn_drop(c);
+		return;
+	}
+	uint8_t hdr[CELL_FRAME_HEADER];
+	size_t len = strlen(text);
+	cell_frame_header_encode(hdr, type, (uint32_t)len);
+	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {text, len}};
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr msg = {
+	    .msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	ssize_t n;
+	do
+		n = sendmsg(c->w.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	free(text);
+	if (n != (ssize_t)(sizeof(hdr) + len)) {
+		log_debug("relay connection: sending a descriptor: %s",
+			  n < 0 ? strerror(errno) : "short send");
+		conn_drop(c);
+	}
+}
+
 void conn_send_error(struct conn *c, int errnum, const char *msg)
 {
 	json_t *o = json_object();

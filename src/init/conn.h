@@ -40,6 +40,9 @@ void conn_send(struct conn *c, uint16_t type, const void *payload, uint32_t len)
 /* Queue one JSON frame; takes the reference to obj. */
 void conn_send_json(struct conn *c, uint16_t type, json_t *obj);
 void conn_send_error(struct conn *c, int errnum, const char *msg);
+/* One frame carrying fd (SCM_RIGHTS), sent at once; only as a conversation's first answer.
+ * Takes the reference to obj; fd stays the caller's. */
+void conn_send_json_with_fd(struct conn *c, uint16_t type, json_t *obj, int fd);
 /* Read up to CELL_FRAME_CHUNK bytes from fd straight into a new frame of the given type.
  * Returns bytes read, 0 on EOF, or -errno (-EAGAIN when nothing is there). */
 long conn_send_from_fd(struct conn *c, uint16_t type, int fd, uint32_t max, int64_t pread_off);

@@ -41,6 +41,7 @@
 #include "exec.h"
 #include "files.h"
 #include "fswatch.h"
+#include "oci.h"
 #include "pty.h"
 #include "session.h"
 #include "tar.h"
@@ -54,7 +55,8 @@ static int spare_fd = -1;     /* given up to accept-and-close when out of fds */
 static const char *test_path; /* --listen PATH, made absolute */
 static char test_path_buf[PATH_MAX];
 static bool quit;
-static bool ending; /* the host asked the sandbox to end: quit once no child is left */
+static bool ending;	   /* the host asked the sandbox to end: quit once no child is left */
+static bool oci_requested; /* --oci */
 
 /* ---- requests ---- */
 
@@ -135,6 +137,12 @@ static void handle_request(struct conn *c, uint16_t type, uint8_t *payload, uint
 	case CELL_FRAME_PTY_CONTROL:
 		op = pty_control;
 		break;
+	case CELL_FRAME_OCI_CREATE:
+		op = oci_create;
+		break;
+	case CELL_FRAME_OCI_START:
+		op = oci_start;
+		break;
 	default:
 		conn_fail(c, EPROTO, "unexpected %s frame as a request",
 			  cell_frame_type_name(type));
@@ -197,6 +205,11 @@ static void reap_children(void)
 			exec_stopped(pid, WSTOPSIG(status));
 			continue;
 		}
+		/* An OCI container ends with its process. */
+		if (oci_reaped(pid, status)) {
+			quit = true;
+			continue;
+		}
 		/* Orphans reparented to us are reaped and forgotten. */
 		if (!exec_reaped(pid, status) && !session_reaped(pid, status) &&
 		    !pty_reaped(pid, status))
@@ -216,6 +229,12 @@ static void signal_event(struct init_watch *w, uint32_t events)
 		if (n <= 0)
 			break;
 		for (size_t i = 0; i < (size_t)n / sizeof(si[0]); i++) {
+			/* An OCI container's: the host's signals are its process's (the
+			 * engine's kill, docker stop). */
+			if (oci_mode() && si[i].ssi_signo != SIGCHLD && from_host(&si[i])) {
+				oci_forward_signal((int)si[i].ssi_signo);
+				continue;
+			}
 			switch (si[i].ssi_signo) {
 			case SIGCHLD:
 				child = true;
@@ -337,6 +356,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: cell-init                 (PID 1 of a sandbox, relay socket at fd %d)\n"
 		"       cell-init --listen PATH   (test mode: bind PATH itself)\n"
+		"       cell-init --oci           (PID 1 of an OCI container: cell-oci's)\n"
 		"options: --debug  log every request\n",
 		CELL_INIT_LISTEN_FD);
 }
@@ -366,6 +386,8 @@ static int parse_args(int argc, char **argv)
 		if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
 			if (set_test_path(argv[++i]) < 0)
 				return -1;
+		} else if (!strcmp(argv[i], "--oci")) {
+			oci_requested = true;
 		} else if (!strcmp(argv[i], "--debug")) {
 			cell_log_set_level(CELL_LOG_DEBUG);
 		} else if (!strcmp(argv[i], "--version")) {
@@ -397,6 +419,10 @@ int main(int argc, char **argv)
 	if (test_path && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
 		log_warn("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
 	umask(022);
+	if (oci_requested && oci_mode_setup() < 0) {
+		log_error("--oci: /dev/null: %s", strerror(errno));
+		return 1;
+	}
 	int base = init_base_setup();
 
 	int sfd = setup_signals();
@@ -451,5 +477,5 @@ int main(int argc, char **argv)
 	pty_kill_all();
 	if (test_path)
 		unlink(test_path);
-	return 0;
+	return oci_mode() ? oci_exit_status() : 0;
 }

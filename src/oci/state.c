@@ -105,12 +105,12 @@ int oci_container_remove(int rootfd, const char *id, int dirfd, struct cell_erro
 
 int oci_state_write(int dirfd, const struct oci_state *st, struct cell_error *err)
 {
-	json_t *o = json_pack("{s:s, s:s*, s:s*, s:s*, s:i, s:I, s:b, s:I, s:I, s:O*}", "id",
-			      st->id, "bundle", st->bundle, "rootfs", st->rootfs, "cgroup",
-			      st->cgroup, "pid", (int)st->pid, "starttime",
-			      (json_int_t)st->starttime, "started", st->started, "uidBase",
-			      (json_int_t)st->uid_base, "createdMs", (json_int_t)st->created_ms,
-			      "annotations", st->annotations);
+	json_t *o =
+	    json_pack("{s:s, s:s*, s:s*, s:s*, s:i, s:I, s:b, s:I, s:I, s:O*}", "id", st->id,
+		      "bundle", st->bundle, "rootfs", st->rootfs, "cgroup", st->cgroup, "pid",
+		      (int)st->pid, "starttime", (json_int_t)st->starttime, "started", st->started,
+		      "uidBase", (json_int_t)st->uid_base, "createdMs", (json_int_t)st->created_ms,
+		      "annotations", st->annotations);
 	if (!o)
 		return cell_err(err, ENOMEM, "state of container %s", st->id);
 	_cleanup_free_ char *text = json_dumps(o, JSON_COMPACT);

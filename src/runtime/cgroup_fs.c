@@ -257,6 +257,12 @@ static struct own_cgroup own[OWN_MAX];
 static size_t n_own;
 static const struct cell_cgroup_ops *backend;
 static pthread_once_t settle_once = PTHREAD_ONCE_INIT;
+static bool no_nesting;
+
+void cell_cgroup_no_nesting(void)
+{
+	no_nesting = true;
+}
 
 static bool list_has(const char *list, const char *word)
 {
@@ -274,7 +280,7 @@ static bool list_has(const char *list, const char *word)
 static void load_own_cgroups(void)
 {
 	_cleanup_free_ char *text = NULL;
-	if (getenv("CELL_CGROUP_ROOT") ||
+	if (no_nesting || getenv("CELL_CGROUP_ROOT") ||
 	    cell_read_file_at(AT_FDCWD, "/proc/self/cgroup", 65536, &text, NULL, NULL) < 0)
 		return;
 	for (char *line = strtok(text, "\n"); line && n_own < OWN_MAX; line = strtok(NULL, "\n")) {

@@ -14,8 +14,7 @@
 #include "cell/error.h"
 #include "cell/runtime.h"
 
-#define CELL_MAX_VOLUMES 64
-#define CELL_N_DEVNODES	 6 /* null zero full random urandom tty */
+#define CELL_N_DEVNODES 6 /* null zero full random urandom tty */
 
 /* A failure in the child, written as-is to the sync socket before _exit(1). */
 struct cell_child_err {
@@ -94,11 +93,12 @@ int cell_private_attach(int fd, int scratch, const char *name);
 
 /* mount.c, parent side: detached mounts, never attached in the host's namespace. */
 /* overlay.c: the root overlay (the image's n lower dirs, top first, each idmapped to
- * userns_fd; upper/ and work/ in layer_dir) as a detached mount fd. scratch: an empty dir
- * of the sandbox (its rootfs/), used only in a private mount namespace on kernels whose
- * overlayfs refuses detached layers. */
+ * userns_fd; upper_name (NULL: upper/) and work/ in layer_dir) as a detached mount fd.
+ * scratch: an empty dir of the sandbox (its rootfs/), used only in a private mount
+ * namespace on kernels whose overlayfs refuses detached layers. */
 int cell_mount_overlay_fd(const char *const *lowers, size_t n, const char *layer_dir,
-			  const char *scratch, int userns_fd, struct cell_error *err);
+			  const char *upper_name, const char *scratch, int userns_fd,
+			  struct cell_error *err);
 /* The volume as a detached mount, its ids mapped as vol->map says; sandbox_userns is the
  * sandbox's own user namespace (the IDENTITY map). scratch as for the overlay (a named
  * volume's subtree of a detached mount is copied in a private namespace on old kernels). */
@@ -115,6 +115,9 @@ struct cell_mount_plan {
 	 * host's memory): half the sandbox's memory limit each, so filling them ends in
 	 * ENOSPC rather than in an OOM kill that cannot free tmpfs pages. */
 	char tmpfs_size[24];
+	bool oci; /* no /tmp tmpfs, no /workspace (struct cell_spawn_req) */
+	const struct cell_tmpfs *tmpfs;
+	size_t n_tmpfs;
 	int overlay_fd;
 	int volume_fds[CELL_MAX_VOLUMES];
 	int devnode_fds[CELL_N_DEVNODES];
@@ -128,6 +131,9 @@ int cell_child_mount_prepare(struct cell_mount_plan *plan, struct cell_child_err
 int cell_child_mount_populate(const struct cell_mount_plan *plan, int rootfd,
 			      struct cell_child_err *ce);
 int cell_child_pivot_root(int rootfd, struct cell_child_err *ce);
+/* overlay.c: dir as a detached mount idmapped into the user namespace, nodev, read-only
+ * when asked (cell-oci's root directory). */
+int cell_mount_dir_tree_fd(const char *dir, int userns_fd, bool read_only, struct cell_error *err);
 
 /* mount_cgroup.c: the sandbox's own cgroup, read-only at /sys/fs/cgroup (through its
  * cgroup namespace), so runtimes that size themselves from cgroup limits see the sandbox's.

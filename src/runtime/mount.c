@@ -385,9 +385,41 @@ static int populate_dev(const struct cell_mount_plan *plan, int rootfd, struct c
 	const struct fs_opt shm_opts[] = {{"mode", "1777"},
 					  {plan->tmpfs_size[0] ? "size" : NULL, plan->tmpfs_size},
 					  {NULL, NULL}};
-	return mount_fs(rootfd, "/dev/shm", "tmpfs", shm_opts,
-			MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, CELL_STEP_SHM,
-			ce);
+	r = mount_fs(rootfd, "/dev/shm", "tmpfs", shm_opts,
+		     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, CELL_STEP_SHM, ce);
+	if (r < 0 || !plan->oci)
+		return r;
+	/* An OCI container gets POSIX message queues, as engines' specs ask; an IPC
+	 * namespace joined from the host's cannot be mounted from ours, and goes without. */
+	struct cell_child_err mq;
+	memset(&mq, 0, sizeof(mq));
+	r = mount_fs(rootfd, "/dev/mqueue", "mqueue", no_opts,
+		     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, CELL_STEP_SHM, &mq);
+	if (r < 0 && mq.errno_value != EPERM)
+		return cell_child_fail(ce, mq.step, mq.errno_value, mq.what, NULL);
+	return 0;
+}
+
+static int mount_tmpfs(const struct cell_mount_plan *plan, int rootfd, struct cell_child_err *ce)
+{
+	for (size_t i = 0; i < plan->n_tmpfs; i++) {
+		const struct cell_tmpfs *t = &plan->tmpfs[i];
+		struct fs_opt opts[3];
+		size_t n = 0;
+		if (t->mode[0])
+			opts[n++] = (struct fs_opt){"mode", t->mode};
+		if (t->size[0])
+			opts[n++] = (struct fs_opt){"size", t->size};
+		opts[n] = (struct fs_opt){NULL, NULL};
+		int r = mount_fs(rootfd, t->dest, "tmpfs", opts,
+				 MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+				     (t->noexec ? MOUNT_ATTR_NOEXEC : 0) |
+				     (t->read_only ? MOUNT_ATTR_RDONLY : 0),
+				 CELL_STEP_TMP, ce);
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 static int mount_volumes(const struct cell_mount_plan *plan, int rootfd, struct cell_child_err *ce)
@@ -423,8 +455,10 @@ int cell_child_mount_populate(const struct cell_mount_plan *plan, int rootfd,
 	if (r < 0)
 		return r;
 	r = populate_dev(plan, rootfd, ce);
-	if (r < 0)
-		return r;
+	if (r == 0 && plan->oci)
+		r = mount_tmpfs(plan, rootfd, ce);
+	if (r < 0 || plan->oci)
+		return r < 0 ? r : mount_volumes(plan, rootfd, ce);
 	const struct fs_opt tmp_opts[] = {{"mode", "1777"},
 					  {plan->tmpfs_size[0] ? "size" : NULL, plan->tmpfs_size},
 					  {NULL, NULL}};

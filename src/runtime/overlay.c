@@ -37,20 +37,30 @@ static int fs_fail(struct cell_error *err, int fs, int errnum, const char *what,
 	return cell_err(err, errnum, "%s %s", what, path);
 }
 
-/* The idmapped, read-only, nodev clone of the image, detached. */
-static int image_tree(const char *image_rootfs, int userns_fd, struct cell_error *err)
+/* The idmapped, nodev clone of dir, detached; read-only when asked. */
+static int idmapped_tree(const char *dir, int userns_fd, bool read_only, struct cell_error *err)
 {
-	_cleanup_close_ int tree =
-	    open_tree(AT_FDCWD, image_rootfs, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+	_cleanup_close_ int tree = open_tree(AT_FDCWD, dir, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
 	if (tree < 0)
-		return cell_err(err, errno, "cloning image %s", image_rootfs);
+		return cell_err(err, errno, "cloning %s", dir);
 	struct mount_attr attr = {
-	    .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV,
+	    .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NODEV | (read_only ? MOUNT_ATTR_RDONLY : 0),
 	    .userns_fd = (uint64_t)userns_fd,
 	};
 	if (mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		return cell_err(err, errno, "idmapping image %s", image_rootfs);
+		return cell_err(err, errno, "idmapping %s", dir);
 	return move_fd(tree);
+}
+
+/* The idmapped, read-only, nodev clone of the image, detached. */
+static int image_tree(const char *image_rootfs, int userns_fd, struct cell_error *err)
+{
+	return idmapped_tree(image_rootfs, userns_fd, true, err);
+}
+
+int cell_mount_dir_tree_fd(const char *dir, int userns_fd, bool read_only, struct cell_error *err)
+{
+	return idmapped_tree(dir, userns_fd, read_only, err);
 }
 
 /* Create the overlay from O_PATH fds of its lower dirs (n, top first), upper and work.
@@ -100,7 +110,7 @@ static int open_layer(int dirfd, const char *name, const char *what, struct cell
 struct private_overlay {
 	const int *trees;
 	size_t n;
-	const char *layer_dir;
+	const char *layer_dir, *upper_name;
 };
 
 static void close_all(int *fds, size_t n)
@@ -150,7 +160,7 @@ static int private_overlay(int scratch, void *arg, struct cell_error *err)
 	}
 	int upper = -1, work = -1;
 	if (r >= 0)
-		r = upper = open_layer(layer, "upper", job->layer_dir, err);
+		r = upper = open_layer(layer, job->upper_name, job->layer_dir, err);
 	if (r >= 0)
 		r = work = open_layer(layer, "work", job->layer_dir, err);
 	int create_errno;
@@ -166,9 +176,11 @@ static int private_overlay(int scratch, void *arg, struct cell_error *err)
 }
 
 static int overlay_in_private_ns(const int *trees, size_t n, const char *layer_dir,
-				 const char *scratch, struct cell_error *err)
+				 const char *upper_name, const char *scratch,
+				 struct cell_error *err)
 {
-	struct private_overlay job = {.trees = trees, .n = n, .layer_dir = layer_dir};
+	struct private_overlay job = {
+	    .trees = trees, .n = n, .layer_dir = layer_dir, .upper_name = upper_name};
 	return cell_in_private_mount_ns(scratch, private_overlay, &job, err);
 }
 
@@ -192,8 +204,11 @@ static int image_trees(const char *const *lowers, size_t n, int userns_fd, int *
 }
 
 int cell_mount_overlay_fd(const char *const *lowers, size_t n, const char *layer_dir,
-			  const char *scratch, int userns_fd, struct cell_error *err)
+			  const char *upper_name, const char *scratch, int userns_fd,
+			  struct cell_error *err)
 {
+	if (!upper_name)
+		upper_name = "upper";
 	if (n == 0 || n > CELL_IMAGE_LAYERS_MAX)
 		return cell_err(err, EINVAL, "an image of %zu layers (1 to %d)", n,
 				CELL_IMAGE_LAYERS_MAX);
@@ -202,7 +217,7 @@ int cell_mount_overlay_fd(const char *const *lowers, size_t n, const char *layer
 	if (r < 0)
 		return r;
 	if (__atomic_load_n(&detached_refused, __ATOMIC_RELAXED)) {
-		r = overlay_in_private_ns(trees, n, layer_dir, scratch, err);
+		r = overlay_in_private_ns(trees, n, layer_dir, upper_name, scratch, err);
 		close_all(trees, n);
 		return r;
 	}
@@ -210,7 +225,7 @@ int cell_mount_overlay_fd(const char *const *lowers, size_t n, const char *layer
 	if (layer < 0)
 		r = cell_err(err, errno, "opening layer dir %s", layer_dir);
 	if (r >= 0)
-		r = upper = open_layer(layer, "upper", layer_dir, err);
+		r = upper = open_layer(layer, upper_name, layer_dir, err);
 	if (r >= 0)
 		r = work = open_layer(layer, "work", layer_dir, err);
 	int create_errno = 0;
@@ -219,7 +234,7 @@ int cell_mount_overlay_fd(const char *const *lowers, size_t n, const char *layer
 	int opened[] = {layer, upper, work};
 	close_all(opened, CELL_ARRAY_SIZE(opened));
 	if (r < 0 && create_errno == EINVAL) {
-		r = overlay_in_private_ns(trees, n, layer_dir, scratch, err);
+		r = overlay_in_private_ns(trees, n, layer_dir, upper_name, scratch, err);
 		if (r >= 0)
 			__atomic_store_n(&detached_refused, true, __ATOMIC_RELAXED);
 	}

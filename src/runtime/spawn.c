@@ -83,6 +83,9 @@ struct child_plan {
 	int notify_fd;				 /* child's end for the seccomp listener, or -1 */
 	int notify_parent_fd;			 /* parent's end, closed in the child */
 	bool allow_setuid;			 /* struct cell_spawn_req */
+	bool oci;				 /* struct cell_spawn_req */
+	bool keep_stdio;			 /* struct cell_spawn_req */
+	int joined_ns;				 /* struct cell_spawn_req */
 	int rootfd;	   /* the child's own: O_PATH of the new root, from child_prepare_root on */
 	uint32_t ns_owner; /* the host uid that owns the sandbox's user namespace */
 	int securebits;	   /* to restore first thing in the child; -1: unchanged */
@@ -191,6 +194,8 @@ static int child_set_hostname(struct child_plan *cp, struct cell_child_err *ce)
 #define HOSTS_READ_MAX (16u << 10) /* on the stack of the thread that cloned */
 static int child_add_hostname_to_hosts(struct child_plan *cp, struct cell_child_err *ce)
 {
+	if (cp->oci)
+		return 0; /* an OCI engine brings its own /etc/hosts */
 	_cleanup_close_ int fd =
 	    open("/etc/hosts", O_RDWR | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
@@ -271,7 +276,9 @@ static int child_setup_fds(struct child_plan *cp, struct cell_child_err *ce)
 			return cell_child_fail(ce, CELL_STEP_FDS, errno, "duplicating fds", NULL);
 		*keep[i] = fd;
 	}
-	for (int fd = 0; fd < 3; fd++)
+	/* An OCI container's stdio is the engine's (its pipes, or a terminal): cell-init hands
+	 * it to the container's process. */
+	for (int fd = 0; fd < 3 && !cp->keep_stdio; fd++)
 		if (dup3(nul, fd, 0) < 0)
 			return cell_child_fail(ce, CELL_STEP_FDS, errno, "stdio on", "/dev/null");
 	if (dup3(cp->listen_fd, CELL_INIT_LISTEN_FD, 0) < 0)
@@ -313,6 +320,7 @@ static int child_exec(struct child_plan *cp, struct cell_child_err *ce)
 {
 	/* A clean environment: nothing of celld's enters the sandbox. */
 	static char *const argv[] = {"cell-init", NULL};
+	static char *const oci_argv[] = {"cell-init", "--oci", NULL};
 	static char *const envp[] = {
 	    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 	    "HOME=/root",
@@ -323,7 +331,7 @@ static int child_exec(struct child_plan *cp, struct cell_child_err *ce)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	syscall(SYS_execveat, cp->exe_fd, "", argv, envp, AT_EMPTY_PATH);
+	syscall(SYS_execveat, cp->exe_fd, "", cp->oci ? oci_argv : argv, envp, AT_EMPTY_PATH);
 	return cell_child_fail(ce, CELL_STEP_EXEC, errno, "executing cell-init", NULL);
 }
 
@@ -430,8 +438,13 @@ static int check_req(const struct cell_spawn_req *req, struct cell_error *err)
 	if (strlen(req->dir) + sizeof("/init.sock") > sizeof(((struct sockaddr_un *)0)->sun_path))
 		return cell_err(err, ENAMETOOLONG, "spawn: sandbox dir %s is too long for %s",
 				req->dir, "init.sock");
-	if (!req->image_rootfs || req->image_rootfs[0] != '/')
-		return cell_err(err, EINVAL, "spawn: image rootfs must be an absolute path");
+	if (req->root_dir ? req->root_dir[0] != '/'
+			  : !req->image_rootfs || req->image_rootfs[0] != '/')
+		return cell_err(err, EINVAL,
+				"spawn: the root (an image rootfs or a directory) "
+				"must be an absolute path");
+	if (req->joined_ns & ~(CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS))
+		return cell_err(err, EINVAL, "spawn: only net, ipc and uts may be joined");
 	if (req->n_image_layers > CELL_IMAGE_LAYERS_MAX)
 		return cell_err(err, EINVAL, "spawn: %zu image layers (at most %d)",
 				req->n_image_layers, CELL_IMAGE_LAYERS_MAX);
@@ -449,12 +462,22 @@ static int check_req(const struct cell_spawn_req *req, struct cell_error *err)
 		return cell_err(err, EBADF, "spawn: no cell-init memfd");
 	if (!req->cgroup || !req->cgroup_rel)
 		return cell_err(err, EINVAL, "spawn: no cgroup");
+	if (req->upper_name && (!req->upper_name[0] || strchr(req->upper_name, '/') ||
+				!strcmp(req->upper_name, ".") || !strcmp(req->upper_name, "..")))
+		return cell_err(err, EINVAL, "spawn: upper dir name must be one component");
 	if (req->layer_dir && req->layer_dir[0] != '/')
 		return cell_err(err, EINVAL, "spawn: layer dir must be an absolute path");
 	if (req->n_rlimits > CELL_MAX_RLIMITS || (req->n_rlimits && !req->rlimits))
 		return cell_err(err, E2BIG, "spawn: at most %d rlimits", CELL_MAX_RLIMITS);
 	if (req->seccomp && (!req->seccomp->filter || !req->seccomp->len))
 		return cell_err(err, EINVAL, "spawn: empty seccomp filter");
+	if (req->n_tmpfs > CELL_MAX_TMPFS || (req->n_tmpfs && !req->tmpfs))
+		return cell_err(err, E2BIG, "spawn: at most %d tmpfs mounts", CELL_MAX_TMPFS);
+	for (size_t i = 0; i < req->n_tmpfs; i++) {
+		int r = cell_mount_check_dest(req->tmpfs[i].dest, err);
+		if (r < 0)
+			return r;
+	}
 	if (req->n_volumes > CELL_MAX_VOLUMES || (req->n_volumes && !req->volumes))
 		return cell_err(err, E2BIG, "spawn: at most %d volumes", CELL_MAX_VOLUMES);
 	for (size_t i = 0; i < req->n_volumes; i++) {
@@ -498,11 +521,14 @@ static int make_state_dirs(struct spawn_parent *p, struct cell_error *err)
 	_cleanup_close_ int dirfd = open(req->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0)
 		return cell_err(err, errno, "opening sandbox dir %s", req->dir);
+	if (req->root_dir)
+		return make_dir(dirfd, req->dir, "rootfs", 0755, 0, err);
 	const char *layers = layer_dir(req);
 	_cleanup_close_ int layerfd = open(layers, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (layerfd < 0)
 		return cell_err(err, errno, "opening layer dir %s", layers);
-	int r = make_dir(layerfd, layers, "upper", 0755, req->uid_base, err);
+	int r = make_dir(layerfd, layers, req->upper_name ? req->upper_name : "upper", 0755,
+			 req->uid_base, err);
 	if (r == 0)
 		r = make_dir(layerfd, layers, "work", 0700, req->uid_base, err);
 	if (r == 0)
@@ -581,7 +607,12 @@ static void plan_child(struct spawn_parent *p)
 {
 	const struct cell_spawn_req *req = p->req;
 	p->child = (struct child_plan){
-	    .mounts = {.rootfs = p->rootfs, .volumes = req->volumes, .n_volumes = req->n_volumes},
+	    .mounts = {.rootfs = p->rootfs,
+		       .volumes = req->volumes,
+		       .n_volumes = req->n_volumes,
+		       .oci = req->oci,
+		       .tmpfs = req->tmpfs,
+		       .n_tmpfs = req->n_tmpfs},
 	    .sync_fd = p->sync[1],
 	    .parent_fd = p->sync[0],
 	    .listen_fd = p->listen_fd,
@@ -596,6 +627,9 @@ static void plan_child(struct spawn_parent *p)
 	    .notify_fd = p->notify[1],
 	    .notify_parent_fd = p->notify[0],
 	    .allow_setuid = req->allow_setuid,
+	    .oci = req->oci,
+	    .keep_stdio = req->keep_stdio,
+	    .joined_ns = req->joined_ns,
 	    .rootfd = -1,
 	    .ns_owner = req->uid_base,
 	    .securebits = -1,
@@ -631,8 +665,10 @@ static pid_t clone_child(struct child_plan *cp, int into_fd, int *pidfd)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	owner_begin(cp);
 	struct clone_args args = {
-	    .flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-		     CLONE_NEWUTS | CLONE_PIDFD | (into_fd >= 0 ? CLONE_INTO_CGROUP : 0),
+	    .flags = ((CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+		       CLONE_NEWUTS) &
+		      ~(uint64_t)cp->joined_ns) |
+		     CLONE_PIDFD | (into_fd >= 0 ? CLONE_INTO_CGROUP : 0),
 	    .pidfd = (uint64_t)(uintptr_t)pidfd,
 	    .exit_signal = SIGCHLD,
 	    .cgroup = into_fd >= 0 ? (uint64_t)into_fd : 0,
@@ -747,7 +783,10 @@ static int send_rootfs(struct spawn_parent *p, struct cell_error *err)
 	const struct cell_spawn_req *req = p->req;
 	const char *const *lowers = req->n_image_layers ? req->image_layers : &req->image_rootfs;
 	size_t n = req->n_image_layers ? req->n_image_layers : 1;
-	int fd = cell_mount_overlay_fd(lowers, n, layer_dir(req), p->rootfs, p->userns, err);
+	int fd = req->root_dir
+		     ? cell_mount_dir_tree_fd(req->root_dir, p->userns, req->root_readonly, err)
+		     : cell_mount_overlay_fd(lowers, n, layer_dir(req), req->upper_name, p->rootfs,
+					     p->userns, err);
 	if (fd < 0)
 		return fd;
 	p->overlay = fd;

@@ -64,7 +64,10 @@ START_TEST(make_write_read_list_remove)
 	ck_assert_int_eq(oci_container_make(rootfd, "../x", &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.msg, "invalid container id '../x'"));
 
-	struct oci_state s = {.pid = 4242, .starttime = 99, .started = true, .uid_base = 200000,
+	struct oci_state s = {.pid = 4242,
+			      .starttime = 99,
+			      .started = true,
+			      .uid_base = 200000,
 			      .created_ms = 1700000000000};
 	snprintf(s.id, sizeof(s.id), "c1");
 	s.bundle = strdup("/run/b");

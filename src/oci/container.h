@@ -1,0 +1,20 @@
+/* container.c: what every command after create does first: the root opened, the
+ * container's directory opened and locked, its state.json read. */
+#pragma once
+
+#include "cli.h"
+#include "spec.h"
+#include "state.h"
+
+struct oci_container {
+	int rootfd, dirfd;
+	struct oci_state st;
+};
+
+/* 0, or -errno with err naming the container ("container x does not exist"). */
+int oci_container_load(const struct oci_cli *cli, const char *id, struct oci_container *c,
+		       struct cell_error *err);
+void oci_container_close(struct oci_container *c);
+/* The spec of the container's bundle, read again (hooks at start and delete). */
+int oci_container_spec(const struct oci_container *c, struct oci_spec **out,
+		       struct cell_error *err);
