@@ -37,9 +37,9 @@
 #include "oci.h"
 #include "proc.h"
 
-#define OCI_ARGS_MAX	4096
-#define OCI_GIDS_MAX	256
-#define OCI_RLIMITS_MAX 16
+#define OCI_ARGS_MAX	  4096
+#define OCI_GIDS_MAX	  256
+#define OCI_RLIMITS_MAX	  16
 #define OCI_START_WAIT_MS 10000
 
 struct oci_proc {
@@ -65,8 +65,8 @@ struct oci_proc {
 
 static bool mode;
 static int stdio_fds[3] = {-1, -1, -1};
-static pid_t main_pid; /* the container's process, once created */
-static int go_fd = -1; /* its start pipe's write end, until start */
+static pid_t main_pid;	/* the container's process, once created */
+static int go_fd = -1;	/* its start pipe's write end, until start */
 static int err_fd = -1; /* its exec-error pipe's read end, until start */
 static int exit_status = -1;
 
@@ -119,8 +119,7 @@ static void proc_free(struct oci_proc *p)
 	free(p->filter);
 }
 
-static int strings(json_t *arr, bool base64, const char *what, char ***out,
-		   struct cell_error *err)
+static int strings(json_t *arr, bool base64, const char *what, char ***out, struct cell_error *err)
 {
 	if (!json_is_array(arr) || json_array_size(arr) > OCI_ARGS_MAX)
 		return fail(err, "OCI_CREATE: %s must be an array of at most %d strings", what,
@@ -153,7 +152,7 @@ static uint64_t num(json_t *o, const char *key, uint64_t dflt)
 {
 	json_t *v = json_object_get(o, key);
 	return json_is_integer(v) && json_integer_value(v) >= 0 ? (uint64_t)json_integer_value(v)
-							       : dflt;
+								: dflt;
 }
 
 static int parse_caps(json_t *req, struct oci_proc *p)
@@ -278,8 +277,8 @@ static int set_caps(const struct oci_proc *p)
 	if (syscall(SYS_capget, &h, own) < 0)
 		return -1;
 	uint64_t held = own[0].permitted | (uint64_t)own[1].permitted << 32;
-	uint64_t eff = p->effective & held, perm = p->permitted & held,
-		 inh = p->inheritable & held, amb = p->ambient & perm & inh;
+	uint64_t eff = p->effective & held, perm = p->permitted & held, inh = p->inheritable & held,
+		 amb = p->ambient & perm & inh;
 	struct __user_cap_data_struct d[2] = {
 	    {(uint32_t)eff, (uint32_t)perm, (uint32_t)inh},
 	    {(uint32_t)(eff >> 32), (uint32_t)(perm >> 32), (uint32_t)(inh >> 32)}};

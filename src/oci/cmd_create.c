@@ -88,7 +88,8 @@ static int parse_args(int argc, char **argv, struct create_args *a, struct cell_
 			break;
 		case 'f':
 			if (strcmp(optarg, "0"))
-				return cell_err_msg(err, EINVAL, "--preserve-fds: only 0 is supported");
+				return cell_err_msg(err, EINVAL,
+						    "--preserve-fds: only 0 is supported");
 			break;
 		default:
 			return cell_err_msg(err, EINVAL, "create: unknown option");
@@ -122,17 +123,18 @@ static int read_spec(struct creation *cr, struct cell_error *err)
 	if (!cr->spec->has_process)
 		return cell_err_msg(err, EINVAL, "%s/config.json: no process to run", cr->bundle);
 	const char *root = cr->spec->root_path;
-	int n = root[0] == '/' ? snprintf(cr->root_dir, sizeof(cr->root_dir), "%s", root)
-			       : snprintf(cr->root_dir, sizeof(cr->root_dir), "%s/%s",
-					  cr->bundle, root);
+	int n = root[0] == '/'
+		    ? snprintf(cr->root_dir, sizeof(cr->root_dir), "%s", root)
+		    : snprintf(cr->root_dir, sizeof(cr->root_dir), "%s/%s", cr->bundle, root);
 	if (n < 0 || (size_t)n >= sizeof(cr->root_dir))
 		return cell_err(err, ENAMETOOLONG, "root.path");
 	int r2 = oci_hooks_check(cr->spec, err);
 	if (r2 == 0)
 		r2 = oci_rootfs_read(cr->root_dir, &cr->rootfs, err);
 	if (r2 == 0 && cr->rootfs.overlay && cr->spec->root_readonly)
-		r2 = cell_err_msg(err, ENOTSUP, "root.readonly on an overlay snapshot is not "
-						"supported yet");
+		r2 = cell_err_msg(err, ENOTSUP,
+				  "root.readonly on an overlay snapshot is not "
+				  "supported yet");
 	return r2 < 0 ? r2 : oci_plan_make(cr->spec, cr->a.id, &cr->plan, err);
 }
 
@@ -243,15 +245,18 @@ static int send_console(const char *path, int master, struct cell_error *err)
 		struct cmsghdr align;
 	} u;
 	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	struct msghdr msg = {.msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf)};
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &master, sizeof(int));
-	return sendmsg(s, &msg, MSG_NOSIGNAL) < 0 ? cell_err(err, errno, "--console-socket %s", path)
-						   : 0;
+	return sendmsg(s, &msg, MSG_NOSIGNAL) < 0
+		   ? cell_err(err, errno, "--console-socket %s", path)
+		   : 0;
 }
 
 static int create_process(struct creation *cr, struct cell_error *err)
@@ -261,7 +266,8 @@ static int create_process(struct creation *cr, struct cell_error *err)
 		return -err->code;
 	_cleanup_close_ int sock = oci_relay_connect(cr->dirfd, cr->a.id, err);
 	int master = -1;
-	int r = sock < 0 ? sock : oci_relay_call(sock, CELL_FRAME_OCI_CREATE, req, NULL, &master, err);
+	int r =
+	    sock < 0 ? sock : oci_relay_call(sock, CELL_FRAME_OCI_CREATE, req, NULL, &master, err);
 	json_decref(req);
 	if (r == 0 && cr->spec->process.terminal) {
 		if (master < 0)

@@ -30,8 +30,7 @@ static void poststop(const struct oci_container *c)
 
 int oci_cmd_delete(const struct oci_cli *cli, int argc, char **argv)
 {
-	static const struct option opts[] = {{"force", no_argument, NULL, 'f'},
-					     {NULL, 0, NULL, 0}};
+	static const struct option opts[] = {{"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
 	struct cell_error err = {0};
 	bool force = false;
 	optind = 1;
@@ -39,7 +38,8 @@ int oci_cmd_delete(const struct oci_cli *cli, int argc, char **argv)
 		if (c == 'f')
 			force = true;
 		else
-			return cell_err_msg(&err, EINVAL, "delete: [--force] ID"), oci_fail(cli, &err);
+			return cell_err_msg(&err, EINVAL, "delete: [--force] ID"),
+			       oci_fail(cli, &err);
 	if (optind + 1 != argc)
 		return cell_err_msg(&err, EINVAL, "delete: [--force] ID"), oci_fail(cli, &err);
 	const char *id = argv[optind];

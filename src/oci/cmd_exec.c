@@ -102,7 +102,8 @@ static json_t *exec_request(const struct exec_args *a, struct cell_error *err)
 	if (a->process) {
 		_cleanup_free_ char *text = NULL;
 		size_t len = 0;
-		if (cell_read_file_at(AT_FDCWD, a->process, OCI_SPEC_FILE_MAX, &text, &len, err) < 0 ||
+		if (cell_read_file_at(AT_FDCWD, a->process, OCI_SPEC_FILE_MAX, &text, &len, err) <
+			0 ||
 		    oci_process_parse(text, len, &p, NULL, err) < 0)
 			goto out;
 		if (p.terminal) {
@@ -236,9 +237,8 @@ static int mirror_loop(struct mirror *m, struct cell_error *err)
 	int code = 255;
 	for (;;) {
 		bool feed = m->stdin_open && m->unacked < CELL_STDIN_WINDOW;
-		struct pollfd p[3] = {{m->sock, POLLIN, 0},
-				      {m->sig, POLLIN, 0},
-				      {feed ? 0 : -1, POLLIN, 0}};
+		struct pollfd p[3] = {
+		    {m->sock, POLLIN, 0}, {m->sig, POLLIN, 0}, {feed ? 0 : -1, POLLIN, 0}};
 		if (poll(p, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
@@ -259,8 +259,8 @@ static int mirror_loop(struct mirror *m, struct cell_error *err)
 }
 
 /* The whole conversation: 0-255 the process's code, or -errno. */
-static int run_mirror(const struct oci_cli *cli, const struct exec_args *a, json_t *req,
-		      int ready, struct cell_error *err)
+static int run_mirror(const struct oci_cli *cli, const struct exec_args *a, json_t *req, int ready,
+		      struct cell_error *err)
 {
 	struct oci_container c;
 	int r = oci_container_load(cli, a->id, &c, err);

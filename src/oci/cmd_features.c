@@ -30,7 +30,8 @@ static json_t *capabilities(void)
 		char upper[64];
 		size_t i = 0;
 		for (; name[i] && i + 1 < sizeof(upper); i++)
-			upper[i] = (char)(name[i] >= 'a' && name[i] <= 'z' ? name[i] - 32 : name[i]);
+			upper[i] =
+			    (char)(name[i] >= 'a' && name[i] <= 'z' ? name[i] - 32 : name[i]);
 		upper[i] = '\0';
 		json_array_append_new(a, json_string(upper));
 		cap_free(name);
@@ -46,15 +47,16 @@ int oci_cmd_features(const struct oci_cli *cli, int argc, char **argv)
 	static const char *const hooks[] = {"prestart", "createRuntime", "poststart", "poststop",
 					    NULL};
 	static const char *const mount_opts[] = {"bind", "rbind", "ro", NULL};
-	static const char *const ns[] = {"cgroup", "ipc", "mount", "network", "pid", "user", "uts",
-					 NULL};
+	static const char *const ns[] = {"cgroup", "ipc",  "mount", "network",
+					 "pid",	   "user", "uts",   NULL};
 	static const char *const actions[] = {
-	    "SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO", "SCMP_ACT_KILL",	"SCMP_ACT_KILL_PROCESS",
-	    "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG", "SCMP_ACT_TRACE", "SCMP_ACT_TRAP", NULL};
+	    "SCMP_ACT_ALLOW",	     "SCMP_ACT_ERRNO",	     "SCMP_ACT_KILL",
+	    "SCMP_ACT_KILL_PROCESS", "SCMP_ACT_KILL_THREAD", "SCMP_ACT_LOG",
+	    "SCMP_ACT_TRACE",	     "SCMP_ACT_TRAP",	     NULL};
 	static const char *const ops[] = {"SCMP_CMP_EQ", "SCMP_CMP_GE", "SCMP_CMP_GT",
 					  "SCMP_CMP_LE", "SCMP_CMP_LT", "SCMP_CMP_MASKED_EQ",
 					  "SCMP_CMP_NE", NULL};
-	static const char *const archs[] = {"SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32",
+	static const char *const archs[] = {"SCMP_ARCH_X86_64",	 "SCMP_ARCH_X86", "SCMP_ARCH_X32",
 					    "SCMP_ARCH_AARCH64", "SCMP_ARCH_ARM", NULL};
 	static const char *const flags[] = {"SECCOMP_FILTER_FLAG_TSYNC", "SECCOMP_FILTER_FLAG_LOG",
 					    "SECCOMP_FILTER_FLAG_SPEC_ALLOW", NULL};
@@ -66,12 +68,12 @@ int oci_cmd_features(const struct oci_cli *cli, int argc, char **argv)
 	    "s:{s:b, s:o, s:o, s:o, s:o, s:o}, s:{s:b}, s:{s:b}, s:{s:b}}, "
 	    "s:{s:s, s:s, s:s, s:s}}",
 	    "ociVersionMin", "1.0.0", "ociVersionMax", "1.2.0", "hooks", strings(hooks),
-	    "mountOptions", strings(mount_opts), "linux", "namespaces", strings(ns),
-	    "capabilities", capabilities(), "cgroup", "v1", 1, "v2", 1, "systemd", 0,
-	    "systemdUser", 0, "rdma", 0, "seccomp", "enabled", 1, "actions", strings(actions),
-	    "operators", strings(ops), "archs", strings(archs), "knownFlags", strings(flags),
-	    "supportedFlags", json_array(), "apparmor", "enabled", 0, "selinux", "enabled", 0,
-	    "intelRdt", "enabled", 0, "annotations", "io.github.cell.version", CELL_VERSION,
+	    "mountOptions", strings(mount_opts), "linux", "namespaces", strings(ns), "capabilities",
+	    capabilities(), "cgroup", "v1", 1, "v2", 1, "systemd", 0, "systemdUser", 0, "rdma", 0,
+	    "seccomp", "enabled", 1, "actions", strings(actions), "operators", strings(ops),
+	    "archs", strings(archs), "knownFlags", strings(flags), "supportedFlags", json_array(),
+	    "apparmor", "enabled", 0, "selinux", "enabled", 0, "intelRdt", "enabled", 0,
+	    "annotations", "io.github.cell.version", CELL_VERSION,
 	    "io.github.cell.libseccomp.version", lsv, "io.github.cell.userns", "always",
 	    "io.github.cell.exec", "relay");
 	if (!f)

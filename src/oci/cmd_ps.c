@@ -32,7 +32,8 @@ int oci_cmd_ps(const struct oci_cli *cli, int argc, char **argv)
 		json = !strcmp(optarg, "json");
 	}
 	if (optind + 1 != argc)
-		return cell_err_msg(&err, EINVAL, "ps: [--format table|json] ID"), oci_fail(cli, &err);
+		return cell_err_msg(&err, EINVAL, "ps: [--format table|json] ID"),
+		       oci_fail(cli, &err);
 	struct oci_container c;
 	int r = oci_container_load(cli, argv[optind], &c, &err);
 	const struct cell_cgroup_ops *cg = r == 0 ? cgroups(&err) : NULL;

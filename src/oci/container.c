@@ -28,8 +28,7 @@ void oci_container_close(struct oci_container *c)
 	cell_closep(&c->rootfd);
 }
 
-int oci_container_spec(const struct oci_container *c, struct oci_spec **out,
-		       struct cell_error *err)
+int oci_container_spec(const struct oci_container *c, struct oci_spec **out, struct cell_error *err)
 {
 	*out = NULL;
 	if (!c->st.bundle)

@@ -98,7 +98,8 @@ static int parse_global(int argc, char **argv, struct oci_cli *cli)
 			break;
 		case 'f':
 			if (strcmp(optarg, "json") && strcmp(optarg, "text")) {
-				fprintf(stderr, "cell-oci: --log-format %s: text or json\n", optarg);
+				fprintf(stderr, "cell-oci: --log-format %s: text or json\n",
+					optarg);
 				return -1;
 			}
 			cli->log_json = !strcmp(optarg, "json");

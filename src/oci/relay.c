@@ -79,8 +79,7 @@ static int parse_error(const char *payload, struct cell_error *err)
 	json_t *o = json_loads(payload ? payload : "", 0, NULL);
 	json_t *e = json_object_get(o, "errno");
 	const char *msg = json_string_value(json_object_get(o, "message"));
-	int errnum = json_is_integer(e) && json_integer_value(e) > 0 &&
-				 json_integer_value(e) < 4096
+	int errnum = json_is_integer(e) && json_integer_value(e) > 0 && json_integer_value(e) < 4096
 			 ? (int)json_integer_value(e)
 			 : EIO;
 	int r = cell_err_msg(err, errnum, "%s", msg ? msg : "cell-init refused");
@@ -88,8 +87,7 @@ static int parse_error(const char *payload, struct cell_error *err)
 	return r;
 }
 
-int oci_relay_call(int sock, int type, json_t *req, json_t **out, int *fd,
-		   struct cell_error *err)
+int oci_relay_call(int sock, int type, json_t *req, json_t **out, int *fd, struct cell_error *err)
 {
 	if (out)
 		*out = NULL;
@@ -107,8 +105,7 @@ int oci_relay_call(int sock, int type, json_t *req, json_t **out, int *fd,
 	if (r == 0 && cell_frame_header_decode(hdr, ANSWER_MAX, &ftype, &len) < 0)
 		r = cell_err_msg(err, EPROTO, "a malformed frame from cell-init");
 	if (r == 0 && ftype != CELL_FRAME_OK && ftype != CELL_FRAME_ERROR)
-		r = cell_err_msg(err, EPROTO, "cell-init answered %s",
-				 cell_frame_type_name(ftype));
+		r = cell_err_msg(err, EPROTO, "cell-init answered %s", cell_frame_type_name(ftype));
 	_cleanup_free_ char *payload = r == 0 ? calloc(1, len + 1) : NULL;
 	if (r == 0 && !payload)
 		r = cell_err(err, ENOMEM, "answer");

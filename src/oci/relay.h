@@ -11,5 +11,4 @@ int oci_relay_connect(int dirfd, const char *id, struct cell_error *err);
 /* Send a JSON request, then read the answer: OK's payload as *out (NULL when not wanted),
  * and a descriptor that came with it in *fd (-1 when none, fd NULL: closed); ERROR is
  * -errno with its message in err. */
-int oci_relay_call(int sock, int type, json_t *req, json_t **out, int *fd,
-		   struct cell_error *err);
+int oci_relay_call(int sock, int type, json_t *req, json_t **out, int *fd, struct cell_error *err);

@@ -60,15 +60,19 @@ static int take_options(char *opts, struct oci_rootfs *out, struct cell_error *e
 			work = o + 8;
 	}
 	if (!lower || !upper || !work)
-		return cell_err_msg(err, EINVAL, "the root overlay has no %s dir (a read-only "
-						 "snapshot is not supported yet)",
-				    !lower ? "lower" : !upper ? "upper" : "work");
+		return cell_err_msg(err, EINVAL,
+				    "the root overlay has no %s dir (a read-only "
+				    "snapshot is not supported yet)",
+				    !lower   ? "lower"
+				    : !upper ? "upper"
+					     : "work");
 	for (char *cur = lower, *l; (l = next_item(&cur, ':'));) {
 		if (out->n_lowers == CELL_IMAGE_LAYERS_MAX)
 			return cell_err_msg(err, E2BIG, "the root overlay has more than %d layers",
 					    CELL_IMAGE_LAYERS_MAX);
 		if (l[0] != '/' || !(out->lowers[out->n_lowers++] = strdup(l)))
-			return cell_err_msg(err, EINVAL, "the root overlay's lower dir '%.200s'", l);
+			return cell_err_msg(err, EINVAL, "the root overlay's lower dir '%.200s'",
+					    l);
 	}
 	char *slash = strrchr(upper, '/'), *wslash = strrchr(work, '/');
 	if (upper[0] != '/' || !slash || !slash[1] || !wslash || strcmp(wslash + 1, "work") ||
@@ -88,8 +92,8 @@ int oci_rootfs_read(const char *root, struct oci_rootfs *out, struct cell_error 
 {
 	*out = (struct oci_rootfs){0};
 	_cleanup_free_ char *text = NULL;
-	int r = cell_read_file_at(AT_FDCWD, "/proc/self/mountinfo", MOUNTINFO_MAX, &text, NULL,
-				  err);
+	int r =
+	    cell_read_file_at(AT_FDCWD, "/proc/self/mountinfo", MOUNTINFO_MAX, &text, NULL, err);
 	if (r < 0)
 		return r;
 	/* The last mount at root is the one on top. */

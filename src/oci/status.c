@@ -68,10 +68,9 @@ json_t *oci_state_json(const struct oci_state *st)
 	char created[64];
 	rfc3339(st->created_ms, created, sizeof(created));
 	const char *status = oci_status(st);
-	json_t *o = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:s, s:s}", "ociVersion",
-			      OCI_VERSION, "id", st->id, "pid",
-			      strcmp(status, "stopped") ? (int)st->pid : 0, "status", status,
-			      "bundle", st->bundle ? st->bundle : "", "rootfs",
+	json_t *o = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s, s:s, s:s}", "ociVersion", OCI_VERSION,
+			      "id", st->id, "pid", strcmp(status, "stopped") ? (int)st->pid : 0,
+			      "status", status, "bundle", st->bundle ? st->bundle : "", "rootfs",
 			      st->rootfs ? st->rootfs : "", "created", created, "owner", "");
 	if (o && st->annotations)
 		json_object_set(o, "annotations", st->annotations);

@@ -33,9 +33,14 @@
 static const struct {
 	const char *dest, *type;
 } own_mounts[] = {
-    {"/proc", "proc"},	    {"/dev", "tmpfs"},		 {"/dev/pts", "devpts"},
-    {"/dev/shm", "tmpfs"},  {"/dev/mqueue", "mqueue"},	 {"/sys", "sysfs"},
-    {"/sys/fs/cgroup", "cgroup"}, {"/sys/fs/cgroup", "cgroup2"},
+    {"/proc", "proc"},
+    {"/dev", "tmpfs"},
+    {"/dev/pts", "devpts"},
+    {"/dev/shm", "tmpfs"},
+    {"/dev/mqueue", "mqueue"},
+    {"/sys", "sysfs"},
+    {"/sys/fs/cgroup", "cgroup"},
+    {"/sys/fs/cgroup", "cgroup2"},
 };
 
 static bool has_option(const struct oci_mount *m, const char *opt)
@@ -88,8 +93,9 @@ static int plan_tmpfs(const struct oci_mount *m, size_t i, struct oci_plan *plan
 		else if (strcmp(o, "nosuid") && strcmp(o, "nodev") && strcmp(o, "rw") &&
 			 strcmp(o, "exec") && strcmp(o, "strictatime") && strcmp(o, "relatime") &&
 			 strcmp(o, "noatime") && strcmp(o, "private") && strcmp(o, "rprivate"))
-			return cell_err_msg(err, EINVAL, "mounts[%zu]: tmpfs option '%.40s' is not "
-							 "supported",
+			return cell_err_msg(err, EINVAL,
+					    "mounts[%zu]: tmpfs option '%.40s' is not "
+					    "supported",
 					    i, o);
 	}
 	plan->n_tmpfs++;
@@ -109,16 +115,18 @@ static int plan_mounts(const struct oci_spec *s, struct oci_plan *plan, struct c
 			continue;
 		}
 		if (!is_bind(m))
-			return cell_err_msg(err, EINVAL,
-					    "mounts[%zu]: a %s mount at %s is not supported (cell "
-					    "makes /proc, /sys and /dev itself; others must be binds "
-					    "or tmpfs)",
-					    i, m->type ? m->type : "typeless", m->destination);
+			return cell_err_msg(
+			    err, EINVAL,
+			    "mounts[%zu]: a %s mount at %s is not supported (cell "
+			    "makes /proc, /sys and /dev itself; others must be binds "
+			    "or tmpfs)",
+			    i, m->type ? m->type : "typeless", m->destination);
 		if (!m->source || m->source[0] != '/')
-			return cell_err_msg(err, EINVAL, "mounts[%zu]: a bind needs an absolute source",
-					    i);
+			return cell_err_msg(err, EINVAL,
+					    "mounts[%zu]: a bind needs an absolute source", i);
 		if (plan->n_volumes == CELL_MAX_VOLUMES)
-			return cell_err_msg(err, E2BIG, "mounts: more than %d binds", CELL_MAX_VOLUMES);
+			return cell_err_msg(err, E2BIG, "mounts: more than %d binds",
+					    CELL_MAX_VOLUMES);
 		int r = cell_mount_check_dest(m->destination, err);
 		if (r < 0)
 			return cell_err_wrap(err, "mounts[%zu]: ", i);
@@ -171,8 +179,7 @@ static int plan_limits(const struct oci_spec *s, struct oci_plan *plan)
 	return 0;
 }
 
-static int plan_namespaces(const struct oci_spec *s, struct oci_plan *plan,
-			   struct cell_error *err)
+static int plan_namespaces(const struct oci_spec *s, struct oci_plan *plan, struct cell_error *err)
 {
 	static const int joinable[3] = {CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS};
 	static const char *const names[3] = {"network", "ipc", "uts"};
@@ -207,7 +214,7 @@ static int plan_namespaces(const struct oci_spec *s, struct oci_plan *plan,
  * taken only when it is one of those. */
 static int check_devices(const struct oci_spec *s, struct cell_error *err)
 {
-	static const char *const cells[] = {"/dev/null",   "/dev/zero", "/dev/full",
+	static const char *const cells[] = {"/dev/null",   "/dev/zero",	   "/dev/full",
 					    "/dev/random", "/dev/urandom", "/dev/tty",
 					    "/dev/ptmx",   "/dev/console"};
 	for (size_t i = 0; i < s->n_devices; i++) {
@@ -229,7 +236,8 @@ int oci_plan_make(const struct oci_spec *s, const char *id, struct oci_plan *pla
 	*plan = (struct oci_plan){.join_fds = {-1, -1, -1}};
 	int r = check_devices(s, err);
 	if (r == 0 && s->sysctl && json_object_size(s->sysctl))
-		r = cell_err_msg(err, ENOTSUP, "linux.sysctl: setting sysctls is not supported yet");
+		r = cell_err_msg(err, ENOTSUP,
+				 "linux.sysctl: setting sysctls is not supported yet");
 	if (r == 0)
 		r = plan_mounts(s, plan, err);
 	if (r == 0)
@@ -304,15 +312,15 @@ json_t *oci_process_request(const struct oci_spec *s, const struct oci_process *
 		json_array_append_new(gids, json_integer(p->additional_gids[i]));
 	json_t *rl = json_array();
 	for (size_t i = 0; rl && i < p->n_rlimits; i++)
-		json_array_append_new(rl, json_pack("{s:i, s:I, s:I}", "type",
-						    p->rlimits[i].resource, "soft",
-						    (json_int_t)p->rlimits[i].soft, "hard",
-						    (json_int_t)p->rlimits[i].hard));
-	json_t *req = json_pack(
-	    "{s:o, s:o, s:s, s:I, s:I, s:o, s:b, s:i, s:i, s:o}", "argv", b64_array(&p->args),
-	    "env", str_array(&p->env), "cwd", p->cwd, "uid", (json_int_t)p->uid, "gid",
-	    (json_int_t)p->gid, "gids", gids, "terminal", p->terminal, "rows", (int)p->rows,
-	    "cols", (int)p->cols, "rlimits", rl);
+		json_array_append_new(rl,
+				      json_pack("{s:i, s:I, s:I}", "type", p->rlimits[i].resource,
+						"soft", (json_int_t)p->rlimits[i].soft, "hard",
+						(json_int_t)p->rlimits[i].hard));
+	json_t *req =
+	    json_pack("{s:o, s:o, s:s, s:I, s:I, s:o, s:b, s:i, s:i, s:o}", "argv",
+		      b64_array(&p->args), "env", str_array(&p->env), "cwd", p->cwd, "uid",
+		      (json_int_t)p->uid, "gid", (json_int_t)p->gid, "gids", gids, "terminal",
+		      p->terminal, "rows", (int)p->rows, "cols", (int)p->cols, "rlimits", rl);
 	if (!req) {
 		cell_err(err, ENOMEM, "process");
 		return NULL;
@@ -322,14 +330,13 @@ json_t *oci_process_request(const struct oci_spec *s, const struct oci_process *
 	if (p->has_oom_score_adj)
 		json_object_set_new(req, "oom_score_adj", json_integer(p->oom_score_adj));
 	if (p->caps.given)
-		json_object_set_new(
-		    req, "caps",
-		    json_pack("{s:I, s:I, s:I, s:I, s:I}", "bounding",
-			      (json_int_t)p->caps.bounding, "effective",
-			      (json_int_t)p->caps.effective, "permitted",
-			      (json_int_t)p->caps.permitted, "inheritable",
-			      (json_int_t)p->caps.inheritable, "ambient",
-			      (json_int_t)p->caps.ambient));
+		json_object_set_new(req, "caps",
+				    json_pack("{s:I, s:I, s:I, s:I, s:I}", "bounding",
+					      (json_int_t)p->caps.bounding, "effective",
+					      (json_int_t)p->caps.effective, "permitted",
+					      (json_int_t)p->caps.permitted, "inheritable",
+					      (json_int_t)p->caps.inheritable, "ambient",
+					      (json_int_t)p->caps.ambient));
 	if (add_seccomp(s, req, err) < 0) {
 		json_decref(req);
 		return NULL;

@@ -16,9 +16,9 @@ struct oci_plan {
 	size_t n_volumes;
 	struct cell_tmpfs tmpfs[CELL_MAX_TMPFS];
 	size_t n_tmpfs;
-	char cgroup[512];   /* relative to the hierarchies' roots */
-	int joined_ns;	    /* CLONE_NEW* joined (by path) or kept (not in the spec) */
-	int join_fds[3];    /* net, ipc, uts namespaces to setns into; -1 */
+	char cgroup[512]; /* relative to the hierarchies' roots */
+	int joined_ns;	  /* CLONE_NEW* joined (by path) or kept (not in the spec) */
+	int join_fds[3];  /* net, ipc, uts namespaces to setns into; -1 */
 	int join_flags[3];
 };
 
