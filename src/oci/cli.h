@@ -24,5 +24,10 @@ struct cell_error;
 int oci_fail(const struct oci_cli *cli, const struct cell_error *err);
 /* --pid-file: pid written for the engine (nothing when path is NULL). */
 int oci_write_pid_file(const char *path, pid_t pid, struct cell_error *err);
-/* The log goes to --log's file: failures are said on stderr too. */
-void oci_log_to_file(void);
+/* A terminal's master to the engine's --console-socket PATH. */
+int oci_send_console(const char *path, int master, struct cell_error *err);
+/* The log goes to --log's file (fd): failures are said on stderr too. */
+void oci_log_to_file(int fd);
+/* A process that outlives the command (exec --detach's mirror): every fd but 0-2, the log
+ * and keep closed, so nothing the engine gave the command stays open with it. */
+void oci_close_inherited(int keep);

@@ -227,38 +227,6 @@ static int spawn(struct creation *cr, struct cell_error *err)
 	return r;
 }
 
-/* The terminal's master to the engine's console socket, as runc sends it (SCM_RIGHTS,
- * with the terminal's name as the message). */
-static int send_console(const char *path, int master, struct cell_error *err)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return cell_err_msg(err, ENAMETOOLONG, "--console-socket %s: too long", path);
-	strcpy(sa.sun_path, path);
-	_cleanup_close_ int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return cell_err(err, errno, "--console-socket %s", path);
-	char name[] = "/dev/ptmx";
-	struct iovec iov = {name, sizeof(name) - 1};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &master, sizeof(int));
-	return sendmsg(s, &msg, MSG_NOSIGNAL) < 0
-		   ? cell_err(err, errno, "--console-socket %s", path)
-		   : 0;
-}
-
 static int create_process(struct creation *cr, struct cell_error *err)
 {
 	json_t *req = oci_process_request(cr->spec, &cr->spec->process, err);
@@ -275,7 +243,7 @@ static int create_process(struct creation *cr, struct cell_error *err)
 		else if (!cr->a.console_socket)
 			r = cell_err_msg(err, EINVAL, "process.terminal needs --console-socket");
 		else
-			r = send_console(cr->a.console_socket, master, err);
+			r = oci_send_console(cr->a.console_socket, master, err);
 	}
 	if (master >= 0)
 		close(master);

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -28,7 +30,7 @@
 #include "status.h"
 
 struct exec_args {
-	const char *process, *pid_file, *cwd, *user, *id;
+	const char *process, *pid_file, *cwd, *user, *id, *console;
 	bool detach, tty;
 	char **env;
 	size_t n_env;
@@ -66,10 +68,11 @@ static int parse_args(int argc, char **argv, struct exec_args *a, struct cell_er
 			a->pid_file = optarg;
 			break;
 		case 't':
+			a->tty = true;
+			break;
 		case 'c':
-			return cell_err_msg(err, ENOTSUP,
-					    "exec: a terminal (--tty, --console-socket) is not "
-					    "supported yet");
+			a->console = optarg;
+			break;
 		case 'w':
 			a->cwd = optarg;
 			break;
@@ -93,8 +96,18 @@ static int parse_args(int argc, char **argv, struct exec_args *a, struct cell_er
 	return 0;
 }
 
+/* A terminal exec goes to the engine's console socket, as runc's: it needs one. */
+static int check_terminal(const struct exec_args *a, struct cell_error *err)
+{
+	if (a->tty && !a->console)
+		return cell_err_msg(err, EINVAL, "exec: a terminal needs --console-socket");
+	if (a->tty && !a->detach)
+		return cell_err_msg(err, EINVAL, "exec: a terminal is given with --detach only");
+	return 0;
+}
+
 /* cell-init's EXEC request: from --process (the shim's) or from the command line. */
-static json_t *exec_request(const struct exec_args *a, struct cell_error *err)
+static json_t *exec_request(struct exec_args *a, struct cell_error *err)
 {
 	struct oci_process p = {0};
 	json_t *argv = json_array(), *env = json_array();
@@ -106,10 +119,7 @@ static json_t *exec_request(const struct exec_args *a, struct cell_error *err)
 			0 ||
 		    oci_process_parse(text, len, &p, NULL, err) < 0)
 			goto out;
-		if (p.terminal) {
-			cell_err_msg(err, ENOTSUP, "exec: process.terminal is not supported yet");
-			goto out;
-		}
+		a->tty = a->tty || p.terminal;
 	}
 	size_t n = a->process ? p.args.n : (size_t)a->argc;
 	for (size_t i = 0; i < n; i++) {
@@ -148,7 +158,9 @@ out:
 
 struct mirror {
 	int sock, sig;
-	int ready; /* --detach: told once the process started, then closed; -1 */
+	int ready;	   /* --detach: told once the process started, then closed; -1 */
+	int in, out, err;  /* ours: stdio, or the terminal's slave for all three */
+	bool tty;
 	bool stdin_open;
 	uint64_t unacked;
 };
@@ -156,6 +168,17 @@ struct mirror {
 static int write_out(int fd, const uint8_t *p, size_t n)
 {
 	return cell_write_all(fd, p, n);
+}
+
+/* --detach's parent learns the process runs: it writes the pid file then. */
+static void tell_started(struct mirror *m)
+{
+	if (m->ready < 0)
+		return;
+	ssize_t w = write(m->ready, "s", 1);
+	(void)w;
+	close(m->ready);
+	m->ready = -1;
 }
 
 /* One frame from cell-init: its output, the stdin window, or the end. 1 when it ended
@@ -169,7 +192,14 @@ static int on_frame(struct mirror *m, int *code, struct cell_error *err)
 	switch (f.type) {
 	case CELL_FRAME_STDOUT:
 	case CELL_FRAME_STDERR:
-		write_out(f.type == CELL_FRAME_STDOUT ? 1 : 2, f.payload, f.len);
+		write_out(f.type == CELL_FRAME_STDOUT ? m->out : m->err, f.payload, f.len);
+		break;
+	case CELL_FRAME_REPLAY: /* its offset, then what the terminal showed before we came */
+		if (f.len > 8)
+			write_out(m->out, f.payload + 8, f.len - 8);
+		break;
+	case CELL_FRAME_OK: /* PTY_ATTACH's: the process runs */
+		tell_started(m);
 		break;
 	case CELL_FRAME_STDIN_TAKEN: {
 		json_t *o = json_loads((char *)f.payload, 0, NULL);
@@ -194,12 +224,7 @@ static int on_frame(struct mirror *m, int *code, struct cell_error *err)
 		break;
 	}
 	case CELL_FRAME_STARTED:
-		if (m->ready >= 0) {
-			ssize_t w = write(m->ready, "s", 1);
-			(void)w;
-			close(m->ready);
-			m->ready = -1;
-		}
+		tell_started(m);
 		break;
 	default:
 		break;
@@ -211,7 +236,7 @@ static int on_frame(struct mirror *m, int *code, struct cell_error *err)
 static int on_stdin(struct mirror *m, struct cell_error *err)
 {
 	uint8_t buf[CELL_FRAME_CHUNK];
-	ssize_t n = read(0, buf, sizeof(buf));
+	ssize_t n = read(m->in, buf, sizeof(buf));
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return 0;
 	if (n <= 0) {
@@ -227,7 +252,14 @@ static int on_signal(struct mirror *m, struct cell_error *err)
 	struct signalfd_siginfo si;
 	if (read(m->sig, &si, sizeof(si)) != sizeof(si))
 		return 0;
-	char text[32];
+	char text[64];
+	struct winsize ws;
+	if (si.ssi_signo == SIGWINCH) {
+		if (!m->tty || ioctl(m->in, TIOCGWINSZ, &ws) < 0)
+			return 0;
+		snprintf(text, sizeof(text), "{\"cols\":%u,\"rows\":%u}", ws.ws_col, ws.ws_row);
+		return cell_frame_send_str(m->sock, CELL_FRAME_RESIZE, text, err);
+	}
 	snprintf(text, sizeof(text), "{\"signal\":%u}", si.ssi_signo);
 	return cell_frame_send_str(m->sock, CELL_FRAME_SIGNAL, text, err);
 }
@@ -259,6 +291,61 @@ static int mirror_loop(struct mirror *m, struct cell_error *err)
 }
 
 /* The whole conversation: 0-255 the process's code, or -errno. */
+/* A terminal for the process: a host pty pair, its master to the engine's console socket,
+ * its slave ours (raw: bytes pass as they are; our controlling terminal: the engine's
+ * resizes of the master reach us as SIGWINCH). The process itself runs on a terminal of
+ * cell-init's inside (PTY_CREATE), which we feed and read. */
+static int open_terminal(const char *console, int *slave, struct cell_error *err)
+{
+	int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (master < 0 || grantpt(master) < 0 || unlockpt(master) < 0) {
+		int e = errno;
+		if (master >= 0)
+			close(master);
+		return cell_err(err, e, "a terminal for exec");
+	}
+	*slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+	struct termios t;
+	int r = *slave < 0 ? cell_err(err, errno, "a terminal for exec") : 0;
+	if (r == 0 && tcgetattr(*slave, &t) == 0) {
+		cfmakeraw(&t);
+		tcsetattr(*slave, TCSANOW, &t);
+	}
+	if (r == 0 && (setsid() < 0 || ioctl(*slave, TIOCSCTTY, 0) < 0))
+		r = cell_err(err, errno, "taking the exec's terminal");
+	if (r == 0)
+		r = oci_send_console(console, master, err);
+	close(master);
+	return r;
+}
+
+/* PTY_CREATE (the process, started on attach and forgotten when it ends), then PTY_ATTACH
+ * on a connection of its own: the conversation mirror_loop reads. */
+static int start_terminal(int dirfd, const char *id, json_t *req, int sock, int slave,
+			  struct cell_error *err)
+{
+	char sid[40];
+	snprintf(sid, sizeof(sid), "oci-exec-%d", (int)getpid());
+	json_object_del(req, "stdin");
+	json_object_set_new(req, "id", json_string(sid));
+	json_object_set_new(req, "once", json_true());
+	int create = oci_relay_connect(dirfd, id, err);
+	int r = create < 0 ? create : oci_relay_call(create, CELL_FRAME_PTY_CREATE, req, NULL, NULL, err);
+	if (create >= 0)
+		close(create);
+	struct winsize ws = {.ws_col = 80, .ws_row = 24};
+	ioctl(slave, TIOCGWINSZ, &ws);
+	json_t *attach = json_pack("{s:s, s:b, s:i, s:i}", "id", sid, "pty", true, "cols",
+				   ws.ws_col ? ws.ws_col : 80, "rows", ws.ws_row ? ws.ws_row : 24);
+	_cleanup_free_ char *text = attach ? json_dumps(attach, JSON_COMPACT) : NULL;
+	json_decref(attach);
+	if (r == 0)
+		r = text ? cell_frame_send_str(sock, CELL_FRAME_PTY_ATTACH, text, err)
+			 : cell_err(err, ENOMEM, "exec");
+	return r;
+}
+
+/* The whole conversation: 0-255 the process's code, or -errno. */
 static int run_mirror(const struct oci_cli *cli, const struct exec_args *a, json_t *req, int ready,
 		      struct cell_error *err)
 {
@@ -268,9 +355,13 @@ static int run_mirror(const struct oci_cli *cli, const struct exec_args *a, json
 	if (r == 0 && strcmp(status, "running"))
 		r = cell_err_msg(err, EINVAL, "cannot exec in a container that is %s", status);
 	int sock = r == 0 ? oci_relay_connect(c.dirfd, a->id, err) : -1;
+	int dirfd = r == 0 ? dup(c.dirfd) : -1;
 	oci_container_close(&c); /* the lock goes: commands on it go on while this runs */
-	if (r < 0 || sock < 0)
+	if (r < 0 || sock < 0) {
+		if (dirfd >= 0)
+			close(dirfd);
 		return r < 0 ? r : sock;
+	}
 	sigset_t set;
 	sigfillset(&set);
 	sigdelset(&set, SIGCHLD);
@@ -278,13 +369,28 @@ static int run_mirror(const struct oci_cli *cli, const struct exec_args *a, json
 	struct mirror m = {.sock = sock,
 			   .sig = signalfd(-1, &set, SFD_CLOEXEC),
 			   .ready = ready,
+			   .in = 0,
+			   .out = 1,
+			   .err = 2,
+			   .tty = a->tty,
 			   .stdin_open = true};
-	_cleanup_free_ char *text = json_dumps(req, JSON_COMPACT);
-	r = text ? cell_frame_send_str(sock, CELL_FRAME_EXEC, text, err)
-		 : cell_err(err, ENOMEM, "exec");
+	int slave = -1;
+	if (a->tty) {
+		r = open_terminal(a->console, &slave, err);
+		m.in = m.out = m.err = slave;
+		if (r == 0)
+			r = start_terminal(dirfd, a->id, req, sock, slave, err);
+	} else {
+		_cleanup_free_ char *text = json_dumps(req, JSON_COMPACT);
+		r = text ? cell_frame_send_str(sock, CELL_FRAME_EXEC, text, err)
+			 : cell_err(err, ENOMEM, "exec");
+	}
+	close(dirfd);
 	if (r == 0)
 		r = mirror_loop(&m, err);
 	close(sock);
+	if (slave >= 0)
+		close(slave);
 	if (m.sig >= 0)
 		close(m.sig);
 	return r;
@@ -298,7 +404,10 @@ int oci_cmd_exec(const struct oci_cli *cli, int argc, char **argv)
 	json_t *req = r == 0 ? exec_request(&a, &err) : NULL;
 	if (r == 0 && !req)
 		r = -EINVAL;
+	if (r == 0)
+		r = check_terminal(&a, &err);
 	if (r < 0) {
+		json_decref(req);
 		free(a.env);
 		return oci_fail(cli, &err);
 	}
@@ -312,7 +421,14 @@ int oci_cmd_exec(const struct oci_cli *cli, int argc, char **argv)
 			return cell_err(&err, errno, "fork"), oci_fail(cli, &err);
 		}
 		if (pid == 0) {
-			close(ready[0]);
+			/* The engine waits for the EOF of the stdout it gave this command when it
+			 * gave no stdio for the process (a terminal): the mirror lets go of it. */
+			oci_close_inherited(ready[1]);
+			if (a.tty) {
+				int nul = open("/dev/null", O_RDWR);
+				for (int i = 0; nul >= 0 && i < 3; i++)
+					dup2(nul, i);
+			}
 			r = run_mirror(cli, &a, req, ready[1], &err);
 			_exit(r < 0 ? (oci_fail(cli, &err), 255) : r);
 		}

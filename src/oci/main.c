@@ -69,7 +69,7 @@ static int open_log(const char *path)
 		return -1;
 	}
 	cell_log_set_fd(fd);
-	oci_log_to_file();
+	oci_log_to_file(fd);
 	return 0;
 }
 
