@@ -158,8 +158,8 @@ out:
 
 struct mirror {
 	int sock, sig;
-	int ready;	   /* --detach: told once the process started, then closed; -1 */
-	int in, out, err;  /* ours: stdio, or the terminal's slave for all three */
+	int ready;	  /* --detach: told once the process started, then closed; -1 */
+	int in, out, err; /* ours: stdio, or the terminal's slave for all three */
 	bool tty;
 	bool stdin_open;
 	uint64_t unacked;
@@ -330,7 +330,8 @@ static int start_terminal(int dirfd, const char *id, json_t *req, int sock, int 
 	json_object_set_new(req, "id", json_string(sid));
 	json_object_set_new(req, "once", json_true());
 	int create = oci_relay_connect(dirfd, id, err);
-	int r = create < 0 ? create : oci_relay_call(create, CELL_FRAME_PTY_CREATE, req, NULL, NULL, err);
+	int r = create < 0 ? create
+			   : oci_relay_call(create, CELL_FRAME_PTY_CREATE, req, NULL, NULL, err);
 	if (create >= 0)
 		close(create);
 	struct winsize ws = {.ws_col = 80, .ws_row = 24};
