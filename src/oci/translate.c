@@ -194,6 +194,12 @@ static int plan_namespaces(const struct oci_spec *s, struct oci_plan *plan, stru
 					    "namespaces of its own)",
 					    i, ns->path);
 	}
+	const struct oci_namespace *uts = oci_spec_namespace(s, CLONE_NEWUTS);
+	if (s->hostname && (!uts || uts->path))
+		return cell_err_msg(
+		    err, EINVAL,
+		    "hostname: a hostname needs a new UTS namespace (linux.namespaces "
+		    "has none, or joins one)");
 	for (int k = 0; k < 3; k++) {
 		plan->join_fds[k] = -1;
 		plan->join_flags[k] = joinable[k];

@@ -118,6 +118,7 @@ struct cell_mount_plan {
 	bool oci; /* no /tmp tmpfs, no /workspace (struct cell_spawn_req) */
 	const struct cell_tmpfs *tmpfs;
 	size_t n_tmpfs;
+	int host_sys_fd; /* oci: a clone of the host's /sys, for a network joined from it */
 	int overlay_fd;
 	int volume_fds[CELL_MAX_VOLUMES];
 	int devnode_fds[CELL_N_DEVNODES];

@@ -247,6 +247,13 @@ int cell_child_mount_prepare(struct cell_mount_plan *plan, struct cell_child_err
 					       devnodes[i]);
 		plan->devnode_fds[i] = fd;
 	}
+	/* A container of cell-oci may join a network namespace of another user namespace (a
+	 * pod's): the kernel then refuses it a fresh sysfs. Taken now, while the host's /sys
+	 * is at its path, and bound read-only in its place if that happens (as runc does). */
+	plan->host_sys_fd = -1;
+	if (plan->oci)
+		plan->host_sys_fd =
+		    open_tree(AT_FDCWD, "/sys", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 	_cleanup_close_ int target =
 	    open(plan->rootfs, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (target < 0)
@@ -440,6 +447,23 @@ static int mount_volumes(const struct cell_mount_plan *plan, int rootfd, struct 
 	return 0;
 }
 
+/* The host's /sys, read-only, where a fresh sysfs was refused (a joined network). */
+static int bind_host_sys(const struct cell_mount_plan *plan, int rootfd, struct cell_child_err *ce)
+{
+	memset(ce, 0, sizeof(*ce));
+	struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+					      MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+	if (mount_setattr(plan->host_sys_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
+			  sizeof(attr)) < 0)
+		return cell_child_fail(ce, CELL_STEP_SYS, errno, "read-only host", "/sys");
+	_cleanup_close_ int dfd = open_dir(rootfd, "/sys", true);
+	if (dfd < 0)
+		return cell_child_fail(ce, CELL_STEP_SYS, dfd, "opening mountpoint", "/sys");
+	if (attach(plan->host_sys_fd, dfd) < 0)
+		return cell_child_fail(ce, CELL_STEP_SYS, errno, "binding the host's", "/sys");
+	return 0;
+}
+
 int cell_child_mount_populate(const struct cell_mount_plan *plan, int rootfd,
 			      struct cell_child_err *ce)
 {
@@ -452,6 +476,8 @@ int cell_child_mount_populate(const struct cell_mount_plan *plan, int rootfd,
 	r = mount_fs(rootfd, "/sys", "sysfs", no_opts,
 		     MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
 		     CELL_STEP_SYS, ce);
+	if (r == -EPERM && plan->oci && plan->host_sys_fd >= 0)
+		r = bind_host_sys(plan, rootfd, ce);
 	if (r < 0)
 		return r;
 	r = populate_dev(plan, rootfd, ce);

@@ -182,6 +182,8 @@ static int child_give_boot_id(struct child_plan *cp, struct cell_child_err *ce)
 
 static int child_set_hostname(struct child_plan *cp, struct cell_child_err *ce)
 {
+	if (cp->joined_ns & CLONE_NEWUTS)
+		return 0; /* a joined UTS namespace (a pod's) keeps its name */
 	if (sethostname(cp->hostname, strlen(cp->hostname)) < 0)
 		return cell_child_fail(ce, CELL_STEP_HOSTNAME, errno, "sethostname", cp->hostname);
 	return 0;
@@ -194,7 +196,7 @@ static int child_set_hostname(struct child_plan *cp, struct cell_child_err *ce)
 #define HOSTS_READ_MAX (16u << 10) /* on the stack of the thread that cloned */
 static int child_add_hostname_to_hosts(struct child_plan *cp, struct cell_child_err *ce)
 {
-	if (cp->oci)
+	if (cp->oci || (cp->joined_ns & CLONE_NEWUTS))
 		return 0; /* an OCI engine brings its own /etc/hosts */
 	_cleanup_close_ int fd =
 	    open("/etc/hosts", O_RDWR | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -244,7 +246,8 @@ static int child_write_resolv_conf(struct child_plan *cp, struct cell_child_err 
 
 static int child_loopback_up(struct child_plan *cp, struct cell_child_err *ce)
 {
-	(void)cp;
+	if (cp->joined_ns & CLONE_NEWNET)
+		return 0; /* a joined network (a pod's, the host's) is its owner's to set up */
 	_cleanup_close_ int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return cell_child_fail(ce, CELL_STEP_LOOPBACK, errno, "socket for", "lo");
