@@ -263,6 +263,9 @@ static int record(struct creation *cr, struct cell_error *err)
 	    .uid_base = (uint32_t)cr->uid_base,
 	    .created_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000,
 	    .annotations = cr->spec->annotations,
+	    .memory_bytes = cr->plan.limits.memory_bytes,
+	    .cpu_millis = cr->plan.limits.cpu_millis,
+	    .pids = cr->plan.limits.pids,
 	};
 	snprintf(st.id, sizeof(st.id), "%s", cr->a.id);
 	return oci_state_write(cr->dirfd, &st, err);

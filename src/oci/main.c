@@ -39,6 +39,10 @@ static const struct {
     {"resume", oci_cmd_resume, "thaw a paused container"},
     {"exec", oci_cmd_exec, "run a process in a running container"},
     {"features", oci_cmd_features, "print what this runtime supports (JSON)"},
+    {"update", oci_cmd_update, "change a container's memory, cpu and pids limits"},
+    {"events", oci_cmd_refused, "refused: read a container's counters from its cgroup"},
+    {"checkpoint", oci_cmd_refused, "refused: no checkpoint of a container"},
+    {"restore", oci_cmd_refused, "refused: no restore of a container"},
 };
 
 static void usage(FILE *out)

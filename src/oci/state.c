@@ -170,6 +170,17 @@ static int parse_state(json_t *o, struct oci_state *st, struct cell_error *err)
 	st->created_ms = created;
 	st->started = json_is_true(started);
 	st->annotations = json_incref(ann);
+	json_t *lim = json_object_get(o, "limits");
+	if (!lim)
+		return 0;
+	int64_t mem = 0, cpu = 0, pids = 0;
+	if (!json_is_object(lim) || take_int(lim, "memoryBytes", 0, INT64_MAX, &mem, err) < 0 ||
+	    take_int(lim, "cpuMillis", 0, INT64_MAX, &cpu, err) < 0 ||
+	    take_int(lim, "pids", 0, INT64_MAX, &pids, err) < 0)
+		return cell_err_msg(err, EINVAL, "state.json: limits is malformed");
+	st->memory_bytes = (uint64_t)mem;
+	st->cpu_millis = (uint64_t)cpu;
+	st->pids = (uint64_t)pids;
 	return 0;
 }
 

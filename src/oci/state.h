@@ -29,14 +29,16 @@
  * stopped) is worked out from it when asked (cmd_state.c), never stored. */
 struct oci_state {
 	char id[OCI_ID_MAX + 1];
-	char *bundle;	     /* absolute */
-	char *rootfs;	     /* absolute */
-	char *cgroup;	     /* relative to the cgroup root the runtime uses */
-	pid_t pid;	     /* the container's init (cell-init), host pid */
-	uint64_t starttime;  /* its /proc/<pid>/stat field 22: a recycled pid is not it */
-	bool started;	     /* start ran */
-	uint32_t uid_base;   /* first host id of its range */
-	int64_t created_ms;  /* wall clock, for state's "created" */
+	char *bundle;	    /* absolute */
+	char *rootfs;	    /* absolute */
+	char *cgroup;	    /* relative to the cgroup root the runtime uses */
+	pid_t pid;	    /* the container's init (cell-init), host pid */
+	uint64_t starttime; /* its /proc/<pid>/stat field 22: a recycled pid is not it */
+	bool started;	    /* start ran */
+	uint32_t uid_base;  /* first host id of its range */
+	int64_t created_ms; /* wall clock, for state's "created" */
+	/* The limits set (0: none): what update changes one at a time. */
+	uint64_t memory_bytes, cpu_millis, pids;
 	json_t *annotations; /* object, may be NULL */
 };
 
