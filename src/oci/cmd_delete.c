@@ -54,8 +54,7 @@ int oci_cmd_delete(const struct oci_cli *cli, int argc, char **argv)
 		r = cell_err_msg(&err, EBUSY, "cannot delete container %s that is %s", id, status);
 	const struct cell_cgroup_ops *cg = NULL;
 	if (r == 0) {
-		cell_cgroup_no_nesting();
-		cg = cell_cgroup_detect(&err);
+		cg = oci_cgroups(&err);
 		if (!cg)
 			r = -EIO;
 	}

@@ -59,8 +59,7 @@ static int signal_init(const struct oci_state *st, int sig, struct cell_error *e
 
 static int signal_all(const struct oci_state *st, int sig, struct cell_error *err)
 {
-	cell_cgroup_no_nesting();
-	const struct cell_cgroup_ops *cg = cell_cgroup_detect(err);
+	const struct cell_cgroup_ops *cg = oci_cgroups(err);
 	if (!cg)
 		return -EIO;
 	_cleanup_free_ pid_t *pids = NULL;

@@ -12,12 +12,6 @@
 #include "container.h"
 #include "status.h"
 
-static const struct cell_cgroup_ops *cgroups(struct cell_error *err)
-{
-	cell_cgroup_no_nesting();
-	return cell_cgroup_detect(err);
-}
-
 int oci_cmd_ps(const struct oci_cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {{"format", required_argument, NULL, 'f'},
@@ -36,7 +30,7 @@ int oci_cmd_ps(const struct oci_cli *cli, int argc, char **argv)
 		       oci_fail(cli, &err);
 	struct oci_container c;
 	int r = oci_container_load(cli, argv[optind], &c, &err);
-	const struct cell_cgroup_ops *cg = r == 0 ? cgroups(&err) : NULL;
+	const struct cell_cgroup_ops *cg = r == 0 ? oci_cgroups(&err) : NULL;
 	_cleanup_free_ pid_t *pids = NULL;
 	size_t n = 0;
 	if (r == 0 && !cg)
@@ -70,7 +64,7 @@ static int freeze(const struct oci_cli *cli, int argc, char **argv, bool frozen)
 	const char *status = r == 0 ? oci_status(&c.st) : NULL;
 	if (r == 0 && strcmp(status, frozen ? "running" : "paused"))
 		r = cell_err_msg(&err, EINVAL, "container %s is %s", argv[1], status);
-	const struct cell_cgroup_ops *cg = r == 0 ? cgroups(&err) : NULL;
+	const struct cell_cgroup_ops *cg = r == 0 ? oci_cgroups(&err) : NULL;
 	if (r == 0 && !cg)
 		r = -EIO;
 	if (r == 0)

@@ -47,8 +47,9 @@ static int read_resources(const char *path, json_t **out, struct cell_error *err
 {
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
-	int r = !strcmp(path, "-") ? read_stdin(&text, &len, err)
-				   : cell_read_file_at(AT_FDCWD, path, RESOURCES_MAX, &text, &len, err);
+	int r = !strcmp(path, "-")
+		    ? read_stdin(&text, &len, err)
+		    : cell_read_file_at(AT_FDCWD, path, RESOURCES_MAX, &text, &len, err);
 	if (r < 0)
 		return r;
 	json_error_t je;
@@ -77,8 +78,9 @@ static int merge(json_t *res, struct oci_state *st, struct cell_error *err)
 	{
 		if (strcmp(k, "memory") && strcmp(k, "cpu") && strcmp(k, "pids") &&
 		    !json_is_null(v))
-			return cell_err_msg(err, ENOTSUP, "--resources: %s cannot be changed by "
-							  "cell-oci (memory, cpu, pids can)",
+			return cell_err_msg(err, ENOTSUP,
+					    "--resources: %s cannot be changed by "
+					    "cell-oci (memory, cpu, pids can)",
 					    k);
 	}
 	bool has, has_period;
@@ -88,8 +90,9 @@ static int merge(json_t *res, struct oci_state *st, struct cell_error *err)
 	int64_t quota = number(res, "cpu", "quota", &has);
 	int64_t period = number(res, "cpu", "period", &has_period);
 	if (has)
-		st->cpu_millis = quota > 0 ? (uint64_t)quota * 1000 /
-						 (uint64_t)(has_period && period > 0 ? period : 100000)
+		st->cpu_millis = quota > 0
+				     ? (uint64_t)quota * 1000 /
+					   (uint64_t)(has_period && period > 0 ? period : 100000)
 				     : 0;
 	int64_t pids = number(res, "pids", "limit", &has);
 	if (has)
@@ -113,7 +116,8 @@ int oci_cmd_update(const struct oci_cli *cli, int argc, char **argv)
 		resources = optarg;
 	}
 	if (!resources || optind + 1 != argc)
-		return cell_err_msg(&err, EINVAL, "update: --resources FILE|- ID"), oci_fail(cli, &err);
+		return cell_err_msg(&err, EINVAL, "update: --resources FILE|- ID"),
+		       oci_fail(cli, &err);
 	struct oci_container c;
 	json_t *res = NULL;
 	int r = oci_container_load(cli, argv[optind], &c, &err);
@@ -125,14 +129,12 @@ int oci_cmd_update(const struct oci_cli *cli, int argc, char **argv)
 		r = merge(res, &c.st, &err);
 	const struct cell_cgroup_ops *cg = NULL;
 	if (r == 0) {
-		cell_cgroup_no_nesting();
-		cg = cell_cgroup_detect(&err);
+		cg = oci_cgroups(&err);
 		if (!cg)
 			r = -EIO;
 	}
-	struct cell_limits lim = {.memory_bytes = c.st.memory_bytes,
-				  .cpu_millis = c.st.cpu_millis,
-				  .pids = c.st.pids};
+	struct cell_limits lim = {
+	    .memory_bytes = c.st.memory_bytes, .cpu_millis = c.st.cpu_millis, .pids = c.st.pids};
 	if (r == 0)
 		r = cg->set_limits(c.st.cgroup, &lim, &err);
 	if (r == 0)

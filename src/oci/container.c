@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "cell/cgroup.h"
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
 #include "container.h"
@@ -42,4 +43,10 @@ int oci_container_spec(const struct oci_container *c, struct oci_spec **out, str
 	if (r == 0)
 		r = oci_spec_parse(text, len, out, err);
 	return r < 0 ? cell_err_wrap(err, "%s/config.json: ", c->st.bundle) : 0;
+}
+
+const struct cell_cgroup_ops *oci_cgroups(struct cell_error *err)
+{
+	cell_cgroup_no_nesting();
+	return cell_cgroup_detect(err);
 }

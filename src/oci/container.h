@@ -16,5 +16,8 @@ int oci_container_load(const struct oci_cli *cli, const char *id, struct oci_con
 		       struct cell_error *err);
 void oci_container_close(struct oci_container *c);
 /* The spec of the container's bundle, read again (hooks at start and delete). */
+/* The cgroup backend, with containers' cgroups at their specs' paths (no nesting). */
+struct cell_cgroup_ops;
+const struct cell_cgroup_ops *oci_cgroups(struct cell_error *err);
 int oci_container_spec(const struct oci_container *c, struct oci_spec **out,
 		       struct cell_error *err);
