@@ -482,9 +482,17 @@ static void sockets_within_memory(const char *kind)
 	struct sock_reading r = fill_sockets(id, kind, target);
 	/* The probe works: the first socket gets buffers. */
 	ck_assert_msg(r.payload >= (64u << 10), "%s: only %llu bytes queued", kind, r.payload);
-	/* Within the limit, give or take the few KiB the kernel forces for each socket's
-	 * progress (past any limit), an eighth at most. */
-	ck_assert_msg(r.payload <= SOCK_MEMORY && r.mem <= SOCK_MEMORY + SOCK_MEMORY / 8,
+	/* Within the limit, give or take what the kernel lets each socket take for its
+	 * progress past any limit: a datagram or a segment (64 KiB at most) per socket, a
+	 * quarter of the limit in all at most, and an eighth more of bookkeeping. The more
+	 * sockets the probe opened before new ones stopped gaining, the more of it: a
+	 * sandbox without the limit reaches the probe's target (at least twice the limit)
+	 * through few, full sockets, far past this. */
+	unsigned long long slack = r.sockets * (64ull << 10);
+	if (slack > SOCK_MEMORY / 4)
+		slack = SOCK_MEMORY / 4;
+	ck_assert_msg(r.payload <= SOCK_MEMORY + slack &&
+			  r.mem <= SOCK_MEMORY + SOCK_MEMORY / 8 + slack,
 		      "%s: a sandbox limited to %llu bytes of memory queued %llu bytes (holding "
 		      "%llu) in %llu sockets' buffers",
 		      kind, SOCK_MEMORY, r.payload, r.mem, r.sockets);
