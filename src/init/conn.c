@@ -30,6 +30,7 @@
 
 #include "cell/log.h"
 #include "cell/proto.h"
+#include "cell/scm.h"
 #include "conn.h"
 #include "defer.h"
 #include "json.h"
@@ -378,26 +379,11 @@ void conn_send_json_with_fd(struct conn *c, uint16_t type, json_t *obj, int fd)
 	size_t len = strlen(text);
 	cell_frame_header_encode(hdr, type, (uint32_t)len);
 	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {text, len}};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {
-	    .msg_iov = iov, .msg_iovlen = 2, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	ssize_t n;
-	do
-		n = sendmsg(c->w.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
+	long n = cell_scm_send_fd(c->w.fd, iov, 2, fd, MSG_DONTWAIT);
 	free(text);
 	if (n != (ssize_t)(sizeof(hdr) + len)) {
 		log_debug("relay connection: sending a descriptor: %s",
-			  n < 0 ? strerror(errno) : "short send");
+			  n < 0 ? strerror((int)-n) : "short send");
 		conn_drop(c);
 	}
 }

@@ -11,6 +11,7 @@
 #include "cell/cleanup.h"
 #include "cell/error.h"
 #include "cell/fsutil.h"
+#include "cell/scm.h"
 #include "cell/log.h"
 #include "cli.h"
 
@@ -81,21 +82,6 @@ int oci_send_console(const char *path, int master, struct cell_error *err)
 		return cell_err(err, errno, "--console-socket %s", path);
 	char name[] = "/dev/ptmx";
 	struct iovec iov = {name, sizeof(name) - 1};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {.msg_iov = &iov,
-			     .msg_iovlen = 1,
-			     .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &master, sizeof(int));
-	return sendmsg(s, &msg, MSG_NOSIGNAL) < 0
-		   ? cell_err(err, errno, "--console-socket %s", path)
-		   : 0;
+	long n = cell_scm_send_fd(s, &iov, 1, master, 0);
+	return n < 0 ? cell_err(err, (int)-n, "--console-socket %s", path) : 0;
 }

@@ -4,33 +4,15 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "cell/scm.h"
 #include "internal.h"
 
 int cell_send_fd(int sock, int fd)
 {
 	char byte = 0;
 	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr msg = {
-	    .msg_iov = &iov,
-	    .msg_iovlen = 1,
-	    .msg_control = u.buf,
-	    .msg_controllen = sizeof(u.buf),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	ssize_t n;
-	do /* MSG_NOSIGNAL: a peer that died must not SIGPIPE the sender (celld) */
-		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : 0;
+	long n = cell_scm_send_fd(sock, &iov, 1, fd, 0);
+	return n < 0 ? (int)n : 0;
 }
 
 int cell_recv_fd(int sock, int *fd)
