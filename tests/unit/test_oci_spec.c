@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 
 #include "spec.h"
+#include "unit.h"
 
 /* The spec containerd 1.6 writes for `ctr run` (trimmed), with a few fields added. */
 static const char *const ctr_spec =
@@ -283,9 +284,5 @@ int main(void)
 	tcase_add_test(tc, too_large_refused);
 	tcase_add_test(tc, process_json);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(s);
 }

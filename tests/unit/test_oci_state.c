@@ -11,6 +11,7 @@
 
 #include "cell/fsutil.h"
 #include "state.h"
+#include "unit.h"
 
 static char root[64];
 
@@ -181,9 +182,5 @@ int main(void)
 	tcase_add_test(tc, bad_state_files);
 	tcase_add_test(tc, relative_root_refused);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(s);
 }

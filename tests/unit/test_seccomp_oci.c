@@ -15,6 +15,7 @@
 #include <linux/seccomp.h>
 
 #include "cell/seccomp.h"
+#include "unit.h"
 
 /* An allowlist in the shape of the default profiles engines write: everything the child
  * below needs, a rule with its own errno, argument conditions (two on one argument) and
@@ -173,9 +174,5 @@ int main(void)
 	tcase_add_test(tc, denylist_with_masked_eq);
 	tcase_add_test(tc, bad_profiles_name_the_field);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return unit_run(s);
 }
