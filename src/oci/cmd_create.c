@@ -30,6 +30,7 @@
 #include "cell/runtime.h"
 #include "cell/seccomp.h"
 #include "cli.h"
+#include "container.h"
 #include "hooks.h"
 #include "ranges.h"
 #include "relay.h"
@@ -105,16 +106,9 @@ static int read_spec(struct creation *cr, struct cell_error *err)
 {
 	if (!realpath(cr->a.bundle, cr->bundle))
 		return cell_err(err, errno, "bundle %s", cr->a.bundle);
-	_cleanup_close_ int bfd = open(cr->bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (bfd < 0)
-		return cell_err(err, errno, "bundle %s", cr->bundle);
-	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
-	int r = cell_read_file_at(bfd, "config.json", OCI_SPEC_FILE_MAX, &text, &len, err);
-	if (r == 0)
-		r = oci_spec_parse(text, len, &cr->spec, err);
+	int r = oci_bundle_spec(cr->bundle, &cr->spec, err);
 	if (r < 0)
-		return cell_err_wrap(err, "%s/config.json: ", cr->bundle);
+		return r;
 	for (size_t i = 0; i < cr->spec->n_warnings; i++)
 		log_warn("%s", cr->spec->warnings[i]);
 	if (cr->spec->process.apparmor_profile || cr->spec->process.selinux_label)

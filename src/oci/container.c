@@ -29,20 +29,26 @@ void oci_container_close(struct oci_container *c)
 	cell_closep(&c->rootfd);
 }
 
-int oci_container_spec(const struct oci_container *c, struct oci_spec **out, struct cell_error *err)
+int oci_bundle_spec(const char *bundle, struct oci_spec **out, struct cell_error *err)
 {
 	*out = NULL;
-	if (!c->st.bundle)
-		return cell_err_msg(err, ENOENT, "container %s: no bundle recorded", c->st.id);
-	_cleanup_close_ int bfd = open(c->st.bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int bfd = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (bfd < 0)
-		return cell_err(err, errno, "bundle %s", c->st.bundle);
+		return cell_err(err, errno, "bundle %s", bundle);
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
 	int r = cell_read_file_at(bfd, "config.json", OCI_SPEC_FILE_MAX, &text, &len, err);
 	if (r == 0)
 		r = oci_spec_parse(text, len, out, err);
-	return r < 0 ? cell_err_wrap(err, "%s/config.json: ", c->st.bundle) : 0;
+	return r < 0 ? cell_err_wrap(err, "%s/config.json: ", bundle) : 0;
+}
+
+int oci_container_spec(const struct oci_container *c, struct oci_spec **out, struct cell_error *err)
+{
+	*out = NULL;
+	if (!c->st.bundle)
+		return cell_err_msg(err, ENOENT, "container %s: no bundle recorded", c->st.id);
+	return oci_bundle_spec(c->st.bundle, out, err);
 }
 
 const struct cell_cgroup_ops *oci_cgroups(struct cell_error *err)

@@ -15,6 +15,8 @@ struct oci_container {
 int oci_container_load(const struct oci_cli *cli, const char *id, struct oci_container *c,
 		       struct cell_error *err);
 void oci_container_close(struct oci_container *c);
+/* A bundle's config.json, read and parsed (errors name the file). */
+int oci_bundle_spec(const char *bundle, struct oci_spec **out, struct cell_error *err);
 /* The spec of the container's bundle, read again (hooks at start and delete). */
 /* The cgroup backend, with containers' cgroups at their specs' paths (no nesting). */
 struct cell_cgroup_ops;
