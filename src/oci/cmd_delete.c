@@ -9,24 +9,9 @@
 
 #include "cell/cgroup.h"
 #include "cell/runtime.h"
-#include "cell/log.h"
 #include "container.h"
-#include "hooks.h"
 #include "ranges.h"
 #include "status.h"
-
-/* poststop hooks: failures are logged, the delete goes on (runtime-spec). */
-static void poststop(const struct oci_container *c)
-{
-	struct cell_error err = {0};
-	struct oci_spec *spec = NULL;
-	json_t *state = oci_state_json(&c->st);
-	if (oci_container_spec(c, &spec, &err) < 0 ||
-	    oci_hooks_run(spec, OCI_HOOK_POSTSTOP, state, &err) < 0)
-		log_warn("%s", err.msg);
-	json_decref(state);
-	oci_spec_free(spec);
-}
 
 int oci_cmd_delete(const struct oci_cli *cli, int argc, char **argv)
 {
@@ -62,7 +47,7 @@ int oci_cmd_delete(const struct oci_cli *cli, int argc, char **argv)
 		r = cell_teardown(oci_init_alive(&c.st) ? c.st.pid : 0, -1, c.st.starttime, cg,
 				  c.st.cgroup, &err);
 	if (r == 0)
-		poststop(&c);
+		oci_container_hooks(&c, OCI_HOOK_POSTSTOP);
 	if (r == 0) {
 		oci_range_release(c.st.uid_base);
 		r = oci_container_remove(c.rootfd, id, c.dirfd, &err);

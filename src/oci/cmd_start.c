@@ -5,24 +5,9 @@
 
 #include "cell/cleanup.h"
 #include "cell/proto.h"
-#include "cell/log.h"
 #include "container.h"
-#include "hooks.h"
 #include "relay.h"
 #include "status.h"
-
-/* poststart hooks: a failure is logged, the container runs on (runtime-spec). */
-static void poststart(const struct oci_container *c)
-{
-	struct cell_error err = {0};
-	struct oci_spec *spec = NULL;
-	json_t *state = oci_state_json(&c->st);
-	if (oci_container_spec(c, &spec, &err) < 0 ||
-	    oci_hooks_run(spec, OCI_HOOK_POSTSTART, state, &err) < 0)
-		log_warn("%s", err.msg);
-	json_decref(state);
-	oci_spec_free(spec);
-}
 
 int oci_cmd_start(const struct oci_cli *cli, int argc, char **argv)
 {
@@ -47,7 +32,7 @@ int oci_cmd_start(const struct oci_cli *cli, int argc, char **argv)
 		r = oci_state_write(c.dirfd, &c.st, &err);
 	}
 	if (r == 0)
-		poststart(&c);
+		oci_container_hooks(&c, OCI_HOOK_POSTSTART);
 	oci_container_close(&c);
 	return r < 0 ? oci_fail(cli, &err) : 0;
 }

@@ -6,7 +6,10 @@
 #include "cell/cgroup.h"
 #include "cell/cleanup.h"
 #include "cell/fsutil.h"
+#include "cell/log.h"
 #include "container.h"
+#include "hooks.h"
+#include "status.h"
 
 int oci_container_load(const struct oci_cli *cli, const char *id, struct oci_container *c,
 		       struct cell_error *err)
@@ -55,4 +58,15 @@ const struct cell_cgroup_ops *oci_cgroups(struct cell_error *err)
 {
 	cell_cgroup_no_nesting();
 	return cell_cgroup_detect(err);
+}
+
+void oci_container_hooks(const struct oci_container *c, enum oci_hook_kind kind)
+{
+	struct cell_error err = {0};
+	struct oci_spec *spec = NULL;
+	json_t *state = oci_state_json(&c->st);
+	if (oci_container_spec(c, &spec, &err) < 0 || oci_hooks_run(spec, kind, state, &err) < 0)
+		log_warn("%s", err.msg);
+	json_decref(state);
+	oci_spec_free(spec);
 }
